@@ -1,0 +1,26 @@
+"""Backend-specific operations, one small module per Keras backend.
+
+Everything else in keras_bnn is written with ``keras.ops``. What Keras does not
+offer portably lives here: a stateless normal keyed on (seed, variable, step),
+a finiteness check that stops a step with a clear error, and (TensorFlow) the
+gradient computation of ``BayesianModel.train_step``.
+"""
+
+import keras
+
+if keras.backend.backend() == "tensorflow":
+    from keras_bnn.backend.tensorflow import (
+        assert_finite,
+        gradient_tape_step,
+        num_replicas,
+        stateless_normal,
+    )
+elif keras.backend.backend() == "jax":
+    from keras_bnn.backend.jax import assert_finite, num_replicas, stateless_normal
+else:  # pragma: no cover - guarded at import time
+    raise ImportError(
+        "keras_bnn supports the 'tensorflow' and 'jax' Keras backends; "
+        f"KERAS_BACKEND is {keras.backend.backend()!r}."
+    )
+
+__all__ = ["assert_finite", "num_replicas", "stateless_normal"]

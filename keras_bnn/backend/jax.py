@@ -1,0 +1,45 @@
+"""JAX implementations of the backend operations."""
+
+import jax
+import jax.numpy as jnp
+
+
+def stateless_normal(shape, seed, index, step, dtype):
+    """Standard normal noise that is a pure function of (seed, index, step).
+
+    Args:
+        shape: shape of the draw.
+        seed: Python int, the sampler's seed.
+        index: Python int, the variable's index in the optimizer.
+        step: integer scalar array, the optimizer's ``iterations``.
+        dtype: floating dtype of the draw.
+
+    Returns:
+        Array of ``shape`` with i.i.d. N(0, 1) entries.
+    """
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), index), step)
+    return jax.random.normal(key, shape, dtype=dtype)
+
+
+def assert_finite(x, message):
+    """Returns ``x``; raises ``FloatingPointError`` (via a host callback) on NaN/Inf.
+
+    Args:
+        x: floating array.
+        message: text of the error.
+
+    Returns:
+        ``x``.
+    """
+
+    def _check(ok):
+        if not bool(ok):
+            raise FloatingPointError(message)
+
+    jax.debug.callback(_check, jnp.all(jnp.isfinite(x)))
+    return x
+
+
+def num_replicas():
+    """Replica count for loss scaling: 1 (JAX shards data without loss scaling)."""
+    return 1

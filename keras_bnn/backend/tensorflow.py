@@ -1,0 +1,79 @@
+"""TensorFlow implementations of the backend operations."""
+
+import tensorflow as tf
+
+
+def stateless_normal(shape, seed, index, step, dtype):
+    """Standard normal noise that is a pure function of (seed, index, step).
+
+    The key is ``fold_in([seed, index], step)``: the pair ``[seed, index]`` is
+    distinct for every variable, and folding in the step counter gives a fresh
+    draw each step. Every replica and every worker computes the same key and
+    so the same noise; a resumed run (same ``iterations``) continues the chain.
+
+    Args:
+        shape: shape of the draw.
+        seed: Python int, the sampler's seed.
+        index: Python int, the variable's index in the optimizer.
+        step: integer scalar tensor, the optimizer's ``iterations``.
+        dtype: floating dtype of the draw.
+
+    Returns:
+        Tensor of ``shape`` with i.i.d. N(0, 1) entries.
+    """
+    key = tf.random.experimental.stateless_fold_in(
+        tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64)
+    )
+    return tf.random.stateless_normal(shape, seed=key, dtype=dtype)
+
+
+def assert_finite(x, message):
+    """Returns ``x``; running it raises ``InvalidArgumentError`` on NaN/Inf.
+
+    Args:
+        x: floating tensor.
+        message: text included in the error.
+
+    Returns:
+        ``x`` (with the check attached).
+    """
+    return tf.debugging.check_numerics(x, message)
+
+
+def num_replicas():
+    """Number of replicas of the current ``tf.distribute`` strategy (1 without one)."""
+    return tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def gradient_tape_step(model, x, y, sample_weight, message):
+    """Forward pass, potential and gradients of one training step.
+
+    Keras scales the compiled loss by ``1/replicas`` under ``tf.distribute``
+    (gradients are then SUM-reduced) but not the layer losses; the prior term
+    is scaled here as well, so the all-reduced gradient is the global-batch
+    gradient of ``mean NLL + (1/n)·(-log p(θ))``.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+        x, y, sample_weight: the unpacked batch.
+        message: error text when the potential is not finite.
+
+    Returns:
+        ``(y_pred, loss, prior_term, gradients)``: the predictions, the
+        unscaled mean-form potential (mean NLL plus prior term) of this
+        replica's batch, the prior term ``(1/n)·(-log p(θ))`` and the gradients
+        for ``model.trainable_variables``.
+    """
+    replicas = float(num_replicas())
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        total = model.compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+        )
+        prior_term = tf.add_n(model.losses) if model.losses else tf.zeros(())
+        scaled = tf.debugging.check_numerics(
+            total - prior_term + prior_term / replicas, message
+        )
+    gradients = tape.gradient(scaled, model.trainable_variables)
+    loss = (total - prior_term) * replicas + prior_term
+    return y_pred, loss, prior_term, gradients

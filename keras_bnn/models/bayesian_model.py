@@ -1,0 +1,195 @@
+"""The Keras model that trains by sampling the tempered posterior."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bnn import backend
+from keras_bnn import priors as priors_lib
+from keras_bnn import samplers as samplers_lib
+
+#: Text of the error raised when the potential becomes NaN or Inf.
+NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
+_TRACKED = ("nll", "prior", "step_size", "kinetic_temperature", "configurational_temperature")
+
+
+def _check_train_size(train_size):
+    if train_size is None or isinstance(train_size, bool):
+        raise ValueError(
+            "`train_size` is required: the number n of training examples, "
+            "used to scale the prior as (1/n)·(-log p(θ)) and the minibatch "
+            f"gradient by n. Received train_size={train_size!r}."
+        )
+    if not (isinstance(train_size, (int, float)) and math.isfinite(train_size)
+            and train_size > 0):
+        raise ValueError(
+            "`train_size` must be a positive number of training examples; "
+            f"received train_size={train_size!r}."
+        )
+    return int(train_size)
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class BayesianModel(keras.Model):
+    """A ``keras.Model`` whose ``fit`` samples ``p(θ|D) ∝ exp(-U(θ)/T)``.
+
+    ``U(θ) = -Σ_i log p(y_i|x_i,θ) - log p(θ)`` over the ``n`` training
+    examples. Keras' compiled loss is the per-example mean NLL and every prior
+    adds ``(1/n)·(-log p(θ))`` as a layer loss, so the standard loss is the
+    mean-form potential ``U(θ)/n`` on a minibatch; samplers multiply its
+    gradient by ``n`` themselves.
+
+    Use it functionally (``BayesianModel(inputs, outputs)``; the builders in
+    :mod:`keras_bnn.models` return one) or by subclassing.
+    """
+
+    def compile(
+        self,
+        optimizer=None,
+        loss=None,
+        *,
+        sampler=None,
+        temperature=None,
+        train_size=None,
+        **kwargs,
+    ):
+        """Configures the model for sampling (or for an SGD/MAP baseline).
+
+        Args:
+            optimizer: a plain Keras optimizer (or name) for the SGD/MAP
+                baseline. Mutually exclusive with ``sampler``.
+            loss: the per-example negative log-likelihood, as in Keras.
+            sampler: a :class:`keras_bnn.samplers.Sampler` or one of the names
+                ``"sgld", "sghmc", "sgnht", "atmc"``.
+            temperature: posterior temperature T > 0 (default: the sampler's,
+                1.0 unless set). Only meaningful with a sampler.
+            train_size: number n of training examples; required.
+            **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...).
+
+        Raises:
+            ValueError: if both ``sampler`` and ``optimizer`` are given, if
+                ``train_size`` is missing or not positive, if ``temperature``
+                is not positive or is given without a sampler, or for an
+                unknown sampler name.
+        """
+        if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
+            sampler, optimizer = optimizer, None  # from compile_from_config
+        if sampler is not None and optimizer is not None:
+            raise ValueError(
+                "Pass either `sampler=` (posterior sampling) or `optimizer=` "
+                f"(SGD/MAP baseline), not both; received sampler={sampler!r} "
+                f"and optimizer={optimizer!r}."
+            )
+        self.train_size = _check_train_size(train_size)
+        if sampler is not None:
+            sampler = samplers_lib.get(sampler)
+            sampler.configure(train_size=self.train_size, temperature=temperature)
+            optimizer = sampler
+        elif temperature is not None:
+            raise ValueError(
+                "`temperature` applies to posterior sampling only; pass a "
+                f"`sampler=` or drop temperature={temperature!r}."
+            )
+        self.sampler = sampler
+        if not hasattr(self, "_sampling_trackers"):
+            self._sampling_trackers = {
+                name: keras.metrics.Mean(name=name) for name in _TRACKED
+            }
+        super().compile(
+            optimizer=optimizer if optimizer is not None else "sgd",
+            loss=loss,
+            **kwargs,
+        )
+        self._compile_config.config.update(train_size=self.train_size)
+        if self.built:
+            priors_lib.set_loss_weight(self, 1.0 / self.train_size)
+
+    def compile_from_config(self, config):
+        """Re-compiles from :meth:`get_compile_config` (sampler, n included).
+
+        Args:
+            config: the dict saved with the model.
+        """
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    @property
+    def metrics(self):
+        metrics = super().metrics
+        trackers = getattr(self, "_sampling_trackers", {})
+        wanted = ["nll", "prior"]
+        if self.compiled and self.sampler is not None:
+            wanted.append("step_size")
+            if self.sampler.has_momentum:
+                wanted.append("kinetic_temperature")
+            wanted.append("configurational_temperature")
+        extra = [trackers[name] for name in wanted if name in trackers]
+        return [m for m in metrics if all(m is not t for t in trackers.values())] + extra
+
+    def train_step(self, *args):
+        """One sampler (or optimizer) step on a batch, with sampling diagnostics.
+
+        On the TensorFlow backend the step computes the mean-form potential
+        ``mean NLL + (1/n)·(-log p(θ))``, stops with ``InvalidArgumentError``
+        (turned into ``FloatingPointError`` by :meth:`fit`) before any weight
+        changes when it is NaN/Inf, applies the sampler, and logs ``loss``,
+        ``nll``, ``prior`` (``-log p(θ)``), ``step_size``,
+        ``kinetic_temperature`` and ``configurational_temperature`` as epoch
+        means. Other backends use Keras' stock step (same update, no extra
+        logs).
+        """
+        if keras.backend.backend() != "tensorflow":
+            return super().train_step(*args)
+        (data,) = args
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        step_size = self.optimizer.learning_rate
+        y_pred, loss, prior_term, gradients = backend.gradient_tape_step(
+            self, x, y, sample_weight, NONFINITE_POTENTIAL
+        )
+        self.optimizer.apply(gradients, self.trainable_variables)
+        batch_size = ops.shape(keras.tree.flatten(x)[0])[0]
+        self._loss_tracker.update_state(loss, sample_weight=batch_size)
+        trackers = self._sampling_trackers
+        trackers["nll"].update_state(loss - prior_term, sample_weight=batch_size)
+        trackers["prior"].update_state(prior_term * float(self.train_size))
+        if self.sampler is not None:
+            trackers["step_size"].update_state(step_size)
+            if self.sampler.has_momentum:
+                trackers["kinetic_temperature"].update_state(
+                    self.sampler.kinetic_temperature()
+                )
+            trackers["configurational_temperature"].update_state(
+                self.sampler.configurational_temperature(
+                    gradients, self.trainable_variables
+                )
+                * float(backend.num_replicas())
+            )
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def fit(self, *args, **kwargs):
+        """``keras.Model.fit``; a NaN/Inf potential raises ``FloatingPointError``.
+
+        Raises:
+            FloatingPointError: when the potential or a gradient becomes
+                NaN/Inf; the weights keep their last finite values, and
+                samples already collected to disk are untouched.
+        """
+        try:
+            return super().fit(*args, **kwargs)
+        except Exception as error:  # backend-specific error types
+            text = str(error)
+            if NONFINITE_POTENTIAL in text or "non-finite gradient" in text:
+                raise FloatingPointError(
+                    "Training stopped: the potential or its gradient became NaN/Inf "
+                    f"(at optimizer step {int(self.optimizer.iterations)}). Lower the "
+                    "step size or check the data; the weights hold their last "
+                    "finite values and collected samples are intact."
+                ) from error
+            raise
+
+    def build(self, *args, **kwargs):
+        super().build(*args, **kwargs)
+        if getattr(self, "train_size", None):
+            priors_lib.set_loss_weight(self, 1.0 / self.train_size)

@@ -1,0 +1,285 @@
+"""Base class of the tempered SG-MCMC samplers."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bnn import backend
+from keras_bnn import schedules
+
+
+def check_positive(value, argument, owner):
+    """Returns ``float(value)`` or raises a ValueError naming ``argument``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not (number > 0.0 and math.isfinite(number)):
+        raise ValueError(
+            f"{owner}: `{argument}` must be a positive finite number; "
+            f"received {argument}={value!r}."
+        )
+    return number
+
+
+def check_fraction(value, argument, owner):
+    """Returns ``float(value)`` if it lies in (0, 1), else raises a ValueError."""
+    number = float(value)
+    if not 0.0 < number < 1.0:
+        raise ValueError(
+            f"{owner}: `{argument}` must be in (0, 1); received {argument}={value!r}."
+        )
+    return number
+
+
+def check_choice(value, argument, allowed):
+    """Returns ``value`` if it is in ``allowed``, else raises a ValueError."""
+    if value not in allowed:
+        raise ValueError(
+            f"`{argument}` must be one of {', '.join(map(repr, allowed))}; "
+            f"received {value!r}."
+        )
+    return value
+
+
+class Sampler(keras.optimizers.Optimizer):
+    """A Keras optimizer whose updates simulate a tempered Langevin-type SDE.
+
+    Target: ``p(θ) ∝ exp(-U(θ)/T)``. Keras hands the sampler the gradient of
+    the mean-form loss ``U(θ)/n`` (mean NLL plus ``(1/n)·(-log p(θ))``); the
+    sampler uses ``G = n · gradient``, the minibatch estimate of ``∇U``.
+    The temperature T multiplies every injected noise variance. The step size
+    ``h`` is the optimizer's learning rate (a float or a schedule such as
+    :class:`keras_bnn.schedules.CyclicalCosine`; floats are held as a
+    constant schedule so a cyclical schedule can be configured later without
+    changing the optimizer's variables).
+
+    Noise is ``backend.stateless_normal`` keyed on ``(seed, variable index,
+    iterations)``: a pure function, the same on every replica and worker, and
+    the same after a resume. State (momenta, thermostats, preconditioners, the
+    temperature) lives in optimizer variables, so it checkpoints with the
+    model. Non-finite gradients stop the step with an error.
+
+    Args:
+        step_size: h > 0, float or ``LearningRateSchedule``.
+        temperature: T > 0 (``BayesianModel.compile(temperature=...)`` can
+            override it).
+        train_size: n, the number of training examples; required before the
+            first step (``BayesianModel.compile(train_size=...)`` sets it).
+        seed: int; the noise of a run is fully determined by it.
+        name: optimizer name.
+        **kwargs: passed to ``keras.optimizers.Optimizer``.
+
+    Raises:
+        ValueError: for a non-positive ``step_size``, ``temperature`` or
+            ``train_size``.
+    """
+
+    #: Whether the sampler keeps a momentum (and so a kinetic temperature).
+    has_momentum = True
+
+    def __init__(
+        self,
+        step_size,
+        temperature=1.0,
+        train_size=None,
+        seed=0,
+        name=None,
+        **kwargs,
+    ):
+        owner = type(self).__name__
+        if not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
+            step_size = schedules.CyclicalCosine(
+                check_positive(step_size, "step_size", owner)
+            )
+        super().__init__(learning_rate=step_size, name=name or owner.lower(), **kwargs)
+        self._initial_temperature = check_positive(temperature, "temperature", owner)
+        self.train_size = (
+            None if train_size is None else check_positive(train_size, "train_size", owner)
+        )
+        self.seed = int(seed)
+
+    # ----------------------------------------------------------------- config
+    @property
+    def initial_step_size(self):
+        """h0: the schedule's value at step 0, as a Python float."""
+        return float(ops.convert_to_numpy(self._learning_rate(0)))
+
+    def configure(self, train_size=None, temperature=None):
+        """Sets ``n`` and (optionally) ``T``; called by ``BayesianModel.compile``.
+
+        Args:
+            train_size: n > 0, or None to keep the current value.
+            temperature: T > 0, or None to keep the current value.
+
+        Raises:
+            ValueError: for non-positive values.
+        """
+        owner = type(self).__name__
+        if train_size is not None:
+            self.train_size = check_positive(train_size, "train_size", owner)
+        if temperature is not None:
+            self.set_temperature(temperature)
+
+    @property
+    def temperature(self):
+        """Current temperature T as a Python float."""
+        if self.built:
+            return float(ops.convert_to_numpy(self._temperature))
+        return self._initial_temperature
+
+    def set_temperature(self, temperature):
+        """Sets T; after the first step this assigns the temperature variable.
+
+        Args:
+            temperature: T > 0.
+
+        Raises:
+            ValueError: if not positive.
+        """
+        value = check_positive(temperature, "temperature", type(self).__name__)
+        if self.built:
+            self._temperature.assign(value)
+        else:
+            self._initial_temperature = value
+
+    def get_config(self):
+        config = super().get_config()
+        config["step_size"] = config.pop("learning_rate")
+        config.update(
+            temperature=self.temperature,
+            train_size=self.train_size,
+            seed=self.seed,
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        if isinstance(config.get("step_size"), dict):
+            config["step_size"] = keras.saving.deserialize_keras_object(
+                config["step_size"], custom_objects=custom_objects
+            )
+        return cls(**config)
+
+    # ------------------------------------------------------------------ state
+    def build(self, var_list):
+        if self.built:
+            return
+        if self.train_size is None:
+            raise ValueError(
+                f"{type(self).__name__}: `train_size` (the number of training "
+                "examples n) must be set before the first step: pass it to "
+                "BayesianModel.compile(train_size=...) or to the sampler."
+            )
+        super().build(var_list)
+        self._temperature = self.add_variable(
+            shape=(),
+            initializer=keras.initializers.Constant(self._initial_temperature),
+            name="temperature",
+        )
+        self.build_state(var_list)
+
+    def build_state(self, var_list):
+        """Creates the per-variable state (momenta, thermostats, ...)."""
+
+    def slot(self, slots, variable):
+        """The state variable of ``slots`` that belongs to ``variable``."""
+        return slots[self._get_variable_index(variable)]
+
+    # ----------------------------------------------------------------- update
+    def noise(self, variable):
+        """N(0, 1) noise shaped like ``variable``, keyed on (seed, index, step)."""
+        return backend.stateless_normal(
+            variable.shape,
+            self.seed,
+            self._get_variable_index(variable),
+            self.iterations,
+            variable.dtype,
+        )
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        grad = backend.assert_finite(
+            ops.cast(gradient, dtype),
+            f"keras_bnn {type(self).__name__}: non-finite gradient for "
+            f"variable {getattr(variable, 'name', '?')!r}",
+        )
+        self.sample_step(
+            variable,
+            ops.multiply(grad, ops.cast(self.train_size, dtype)),
+            ops.cast(learning_rate, dtype),
+            ops.cast(self._temperature, dtype),
+        )
+
+    def sample_step(self, variable, potential_grad, h, temperature):
+        """One update of ``variable`` and its state.
+
+        Args:
+            variable: the parameter θ.
+            potential_grad: ``G = n · gradient``, the minibatch ``∇U(θ)``.
+            h: the step size.
+            temperature: T.
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ diagnostics
+    def kinetic_energy_terms(self, variable):
+        """Elementwise ``p·∇K(p)`` for ``variable`` (its mean estimates T)."""
+        raise NotImplementedError
+
+    def kinetic_temperatures(self):
+        """Per-variable kinetic temperature ``T_kin = mean(p·∇K(p))``.
+
+        At equilibrium ``E[p·∇K(p)] = T`` for every coordinate (equipartition),
+        so each value estimates T. For Gaussian momenta ``d·T_kin/T ~ χ²_d``;
+        :func:`keras_bnn.diagnostics.temperature_band` gives the band.
+
+        Returns:
+            List of ``(variable_path, T_kin scalar tensor, d)`` in the order of
+            the trainable variables; empty for samplers without momentum.
+        """
+        if not self.has_momentum:
+            return []
+        return [
+            (
+                getattr(v, "path", v.name),
+                ops.mean(self.kinetic_energy_terms(v)),
+                int(math.prod(v.shape)),
+            )
+            for v in self._trainable_variables
+        ]
+
+    def kinetic_temperature(self):
+        """Overall kinetic temperature: ``Σ_i p_i·∇K(p_i) / Σ d`` (a scalar).
+
+        Returns:
+            Scalar tensor, or ``None`` for samplers without momentum.
+        """
+        if not self.has_momentum:
+            return None
+        total = sum(ops.sum(self.kinetic_energy_terms(v)) for v in self._trainable_variables)
+        size = sum(int(math.prod(v.shape)) for v in self._trainable_variables)
+        return total / float(size)
+
+    def configurational_temperature(self, gradients, variables):
+        """Configurational temperature ``Σ θ·∇U(θ) / Σ d``.
+
+        At equilibrium ``E[θ_i ∂_i U] = T`` (integration by parts), so this
+        estimates T from positions alone; with a minibatch gradient it is an
+        unbiased but noisy estimate.
+
+        Args:
+            gradients: gradients of the mean-form loss, as given to ``apply``.
+            variables: the matching trainable variables.
+
+        Returns:
+            Scalar tensor.
+        """
+        total = sum(
+            ops.sum(ops.multiply(ops.cast(v, "float32"), ops.cast(g, "float32")))
+            for g, v in zip(gradients, variables)
+        )
+        size = sum(int(math.prod(v.shape)) for v in variables)
+        return total * (float(self.train_size) / float(size))

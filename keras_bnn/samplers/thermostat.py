@@ -1,0 +1,170 @@
+"""Thermostat samplers: SGNHT (Ding et al. 2014) and ATMC (Heek & Kalchbrenner 2019).
+
+Both simulate, per parameter, the SDE (ATMC paper eq. 4, tempered)
+
+    dθ = ∇K(p) dt
+    dp = -∇U(θ) dt - β(ξ)·p dt + sqrt(2·α(ξ)·m·T) dW
+    dξ = (p·∇K(p) - T) dt,         β(ξ) = α(ξ) + ξ,
+
+and differ only in the noise function α: SGNHT uses the Nosé–Hoover choice
+``α(ξ) = D``; ATMC uses ``α(ξ) = max(D - ξ, 0)``, so ``β(ξ) = max(D, ξ) ≥ D``
+(never negative friction). With a minibatch gradient the thermostat ξ rises
+until the friction absorbs the gradient noise.
+
+One fused step of the splitting (eqs. 8–11, with the B half-steps of
+consecutive iterations merged) is the exact Ornstein–Uhlenbeck solution for p
+over time h with G = n·∇ (the minibatch ∇U) held fixed, then the A flow:
+
+    p ← e^{-βh}·p - (1 - e^{-βh})/β · G + sqrt(T·α·m·(1 - e^{-2βh})/β) · η
+    θ ← θ + h·∇K(p)
+    ξ ← ξ + h·(p·∇K(p) - T)
+
+(Algorithm 1 of the paper prints these with wrong signs in the exponents.)
+Momentum: Gaussian ``∇K(p) = p/m``, or relativistic (eq. 5)
+``∇K(p) = p / (m·sqrt(p²/(m²c²) + 1))``, whose speed is below c, so no step
+moves a parameter by more than ``h·c``.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bnn.samplers.base import Sampler, check_choice, check_positive
+
+# Below |β·h| < _SMALL the OU coefficients use their series limits
+# (1 - e^{-x})/β → h and (1 - e^{-2x})/β → 2h, avoiding 0/0.
+_SMALL = 1e-6
+
+
+def _ou_coefficients(beta, h):
+    """Returns ``(e^{-βh}, (1-e^{-βh})/β, (1-e^{-2βh})/β)``, stable near β = 0."""
+    x = beta * h
+    small = ops.less(ops.abs(x), _SMALL)
+    safe_beta = ops.where(small, 1.0, beta)
+    drift = ops.where(small, h * (1.0 - 0.5 * x), -ops.expm1(-x) / safe_beta)
+    variance = ops.where(small, 2.0 * h * (1.0 - x), -ops.expm1(-2.0 * x) / safe_beta)
+    return ops.exp(-x), drift, variance
+
+
+class ThermostatSampler(Sampler):
+    """Shared integrator of :class:`SGNHT` and :class:`ATMC`; see the module doc.
+
+    Args:
+        step_size: h > 0 (float or schedule).
+        noise: D > 0, the momentum noise; default ``-log(0.9)/h0`` (the ATMC
+            paper's choice: friction ``e^{-βh} ≤ 0.9`` per step at h0).
+        mass: m > 0, the momentum mass (preconditioner).
+        momentum: ``"gaussian"`` or ``"relativistic"``.
+        speed_limit: c > 0, required for relativistic momentum: no parameter
+            moves more than ``h·c`` in one step.
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name``.
+
+    Raises:
+        ValueError: for non-positive values, an unknown ``momentum``, or a
+            relativistic momentum without ``speed_limit``.
+    """
+
+    def __init__(
+        self,
+        step_size=1e-3,
+        noise=None,
+        mass=1.0,
+        momentum="gaussian",
+        speed_limit=None,
+        **kwargs,
+    ):
+        super().__init__(step_size=step_size, **kwargs)
+        owner = type(self).__name__
+        self.noise_level = (
+            -math.log(0.9) / self.initial_step_size
+            if noise is None
+            else check_positive(noise, "noise", owner)
+        )
+        self.mass = check_positive(mass, "mass", owner)
+        self.momentum = check_choice(momentum, "momentum", ("gaussian", "relativistic"))
+        if momentum == "relativistic":
+            if speed_limit is None:
+                raise ValueError(
+                    f"{owner}: momentum='relativistic' needs `speed_limit` (c > 0), "
+                    "the largest parameter change per unit time."
+                )
+            self.speed_limit = check_positive(speed_limit, "speed_limit", owner)
+        elif speed_limit is not None:
+            raise ValueError(
+                f"{owner}: `speed_limit` applies to momentum='relativistic' only; "
+                f"received speed_limit={speed_limit!r} with momentum={momentum!r}."
+            )
+        else:
+            self.speed_limit = None
+
+    def alpha(self, xi):
+        """The noise function α(ξ) ≥ 0."""
+        raise NotImplementedError
+
+    def velocity(self, p):
+        """``∇K(p)``: ``p/m`` (Gaussian) or ``p/(m·sqrt(p²/(m²c²)+1))``."""
+        velocity = p / self.mass
+        if self.speed_limit is None:
+            return velocity
+        return velocity / ops.sqrt(ops.square(velocity / self.speed_limit) + 1.0)
+
+    def build_state(self, var_list):
+        self._momenta = [self.add_variable_from_reference(v, name="momentum") for v in var_list]
+        self._thermostats = [
+            self.add_variable_from_reference(v, name="thermostat") for v in var_list
+        ]
+
+    def sample_step(self, variable, potential_grad, h, temperature):
+        p = self.slot(self._momenta, variable)
+        xi = self.slot(self._thermostats, variable)
+        alpha = self.alpha(xi)
+        decay, drift, variance = _ou_coefficients(alpha + xi, h)
+        noise_scale = ops.sqrt(temperature * alpha * self.mass * variance)
+        new_p = decay * p - drift * potential_grad + noise_scale * self.noise(variable)
+        velocity = self.velocity(new_p)
+        self.assign(p, new_p)
+        self.assign_add(variable, h * velocity)
+        self.assign_add(xi, h * (new_p * velocity - temperature))
+
+    def kinetic_energy_terms(self, variable):
+        p = self.slot(self._momenta, variable)
+        return p * self.velocity(p)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            noise=self.noise_level,
+            mass=self.mass,
+            momentum=self.momentum,
+            speed_limit=self.speed_limit,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class SGNHT(ThermostatSampler):
+    """Stochastic gradient Nosé–Hoover thermostat, per parameter: ``α(ξ) = D``.
+
+    Friction ``β = D + ξ`` can become negative when ``ξ < -D`` (the Nosé–Hoover
+    behaviour the ATMC paper warns about); see :class:`ThermostatSampler` for
+    the arguments and the update.
+    """
+
+    def alpha(self, xi):
+        return ops.full_like(xi, self.noise_level)
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class ATMC(ThermostatSampler):
+    """Adaptive thermostat Monte Carlo: ``α(ξ) = max(D - ξ, 0)``.
+
+    The injected noise shrinks as the thermostat ξ detects gradient noise, and
+    the friction ``β = max(D, ξ)`` never drops below D. Paper defaults:
+    ``D = -log(0.9)/h0``, cyclical cosine step size, relativistic momentum
+    with ``m = (v_avg/h0)^-2`` and ``c = v_max/h0``. See
+    :class:`ThermostatSampler` for the arguments and the update.
+    """
+
+    def alpha(self, xi):
+        return ops.maximum(self.noise_level - xi, 0.0)

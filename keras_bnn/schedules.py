@@ -1,0 +1,94 @@
+"""Step-size schedules for the samplers."""
+
+import math
+
+import keras
+from keras import ops
+
+
+def _check_int(value, argument, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"`{argument}` must be an int >= {minimum}; received {value!r}."
+        )
+    return value
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
+    """Cyclical cosine step size (Zhang et al. 2019; the ATMC paper, sec. 5).
+
+    ``h_t = h0`` during the first ``burn_in_steps`` steps, then with
+    ``s = t - burn_in_steps`` and cycle length ``L``:
+    ``h_t = h0 · ½ · (1 + cos(π · (s mod L) / L))``.
+    ``cycle_steps=None`` gives the constant ``h0``. The last step of a cycle
+    (where the step size is smallest, and where samples are collected) is
+    ``s mod L = L - 1``; see :meth:`is_cycle_end`.
+
+    Args:
+        initial_step_size: h0 > 0.
+        cycle_steps: cycle length L in steps, or ``None`` for a constant.
+        burn_in_steps: steps at constant ``h0`` before the first cycle.
+
+    Raises:
+        ValueError: if ``initial_step_size`` is not positive or the lengths are
+            not non-negative ints.
+    """
+
+    def __init__(self, initial_step_size, cycle_steps=None, burn_in_steps=0):
+        h0 = float(initial_step_size)
+        if not (h0 > 0.0 and math.isfinite(h0)):
+            raise ValueError(
+                "`initial_step_size` must be a positive number; received "
+                f"{initial_step_size!r}."
+            )
+        self.initial_step_size = h0
+        self.configure(cycle_steps, burn_in_steps)
+
+    def configure(self, cycle_steps=None, burn_in_steps=0):
+        """Sets the cycle length and burn-in (used by the CyclicalSchedule callback).
+
+        A traced training function keeps the old values: retrace it
+        (``model.make_train_function(force=True)``) after calling this.
+
+        Args:
+            cycle_steps: cycle length in steps, or ``None`` for a constant.
+            burn_in_steps: steps at ``h0`` before the first cycle.
+
+        Raises:
+            ValueError: for non-positive ``cycle_steps`` or negative burn-in.
+        """
+        self.cycle_steps = (
+            None if cycle_steps is None else _check_int(cycle_steps, "cycle_steps", 1)
+        )
+        self.burn_in_steps = _check_int(burn_in_steps, "burn_in_steps", 0)
+
+    def __call__(self, step):
+        h0 = ops.convert_to_tensor(self.initial_step_size, "float32")
+        if self.cycle_steps is None:
+            return h0
+        s = ops.cast(step, "float32") - float(self.burn_in_steps)
+        phase = ops.mod(ops.maximum(s, 0.0), float(self.cycle_steps))
+        cosine = 0.5 * h0 * (1.0 + ops.cos(math.pi * phase / self.cycle_steps))
+        return ops.where(s < 0.0, h0, cosine)
+
+    def is_cycle_end(self, step):
+        """Whether step ``step`` (0-based) is the last step of a cycle.
+
+        Args:
+            step: Python int.
+
+        Returns:
+            bool; always False for a constant schedule or during burn-in.
+        """
+        s = int(step) - self.burn_in_steps
+        return self.cycle_steps is not None and s >= 0 and (
+            s % self.cycle_steps == self.cycle_steps - 1
+        )
+
+    def get_config(self):
+        return {
+            "initial_step_size": self.initial_step_size,
+            "cycle_steps": self.cycle_steps,
+            "burn_in_steps": self.burn_in_steps,
+        }
