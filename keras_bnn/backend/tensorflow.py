@@ -22,9 +22,9 @@ def stateless_normal(shape, seed, index, step, dtype):
         Tensor of ``shape`` with i.i.d. N(0, 1) entries.
     """
     key = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64)
+        tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64), alg="philox"
     )
-    return tf.random.stateless_normal(shape, seed=key, dtype=dtype)
+    return tf.random.stateless_normal(shape, seed=key, dtype=dtype, alg="philox")
 
 
 def assert_finite(x, message):

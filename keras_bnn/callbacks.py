@@ -1,0 +1,143 @@
+"""Keras callbacks for sampling runs: cyclical step size, sample collection, tempering."""
+
+import keras
+
+from keras_bnn import distribute
+from keras_bnn import schedules
+from keras_bnn.samplers.base import check_positive
+
+
+def _schedule_of(model):
+    schedule = getattr(model.optimizer, "_learning_rate", None)
+    if not isinstance(schedule, schedules.CyclicalCosine):
+        raise ValueError(
+            "This callback needs a keras_bnn sampler (or an optimizer whose "
+            "learning_rate is a keras_bnn.schedules.CyclicalCosine); the model's "
+            f"optimizer is {type(model.optimizer).__name__}."
+        )
+    return schedule
+
+
+def _check_epochs(value, argument, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"`{argument}` must be an int >= {minimum}; received {value!r}.")
+    return value
+
+
+class CyclicalSchedule(keras.callbacks.Callback):
+    """Turns the sampler's step size into a cyclical cosine schedule.
+
+    ``h_t = h0`` for ``burn_in_epochs`` epochs, then cycles of ``cycle_epochs``
+    epochs with ``h_t = h0·½(1 + cos(π·(s mod L)/L))`` (see
+    :class:`keras_bnn.schedules.CyclicalCosine`); ``h0`` is the sampler's
+    step size. Each cycle ends at an epoch end, where
+    :class:`CollectSamples` takes its sample.
+
+    Args:
+        cycle_epochs: cycle length L in epochs.
+        burn_in_epochs: epochs at constant ``h0`` first.
+        steps_per_epoch: needed only when ``fit`` cannot tell (a dataset of
+            unknown length).
+
+    Raises:
+        ValueError: for non-positive lengths, or (at train begin) when the
+            model has no sampler or the steps per epoch are unknown.
+    """
+
+    def __init__(self, cycle_epochs, burn_in_epochs=0, steps_per_epoch=None):
+        super().__init__()
+        self.cycle_epochs = _check_epochs(cycle_epochs, "cycle_epochs", 1)
+        self.burn_in_epochs = _check_epochs(burn_in_epochs, "burn_in_epochs", 0)
+        self.steps_per_epoch = (
+            None if steps_per_epoch is None else _check_epochs(steps_per_epoch, "steps_per_epoch", 1)
+        )
+
+    def on_train_begin(self, logs=None):
+        steps = self.steps_per_epoch or self.params.get("steps")
+        if not steps:
+            raise ValueError(
+                "CyclicalSchedule: the number of steps per epoch is unknown; pass "
+                "`steps_per_epoch=` to the callback (or to fit)."
+            )
+        _schedule_of(self.model).configure(
+            cycle_steps=self.cycle_epochs * steps,
+            burn_in_steps=self.burn_in_epochs * steps,
+        )
+        # The schedule's lengths are traced into the step function.
+        self.model.make_train_function(force=True)
+
+
+class CollectSamples(keras.callbacks.Callback):
+    """Appends the current weights to a :class:`keras_bnn.SampleStore`.
+
+    From epoch ``start_epoch`` on (0-based, counted at epoch ends), a sample
+    is taken at the end of every ``every``-th epoch, or, when ``every`` is
+    ``None`` and the step size is cyclical, at the last step of each cycle
+    (every epoch with a constant step size). Only the chief worker writes.
+
+    Args:
+        store: the :class:`keras_bnn.SampleStore`.
+        start_epoch: first epoch whose end may yield a sample (burn-in).
+        every: collect every ``every`` epochs, or ``None`` (see above).
+
+    Raises:
+        ValueError: for a negative ``start_epoch`` or non-positive ``every``,
+            and (at train begin) when the store holds another architecture.
+    """
+
+    def __init__(self, store, start_epoch=0, every=None):
+        super().__init__()
+        self.store = store
+        self.start_epoch = _check_epochs(start_epoch, "start_epoch", 0)
+        self.every = None if every is None else _check_epochs(every, "every", 1)
+
+    def on_train_begin(self, logs=None):
+        if distribute.is_chief(self.model.distribute_strategy):
+            self.store.check_model(self.model)
+
+    def _due(self, epoch):
+        if epoch < self.start_epoch:
+            return False
+        if self.every is not None:
+            return (epoch - self.start_epoch) % self.every == self.every - 1
+        schedule = getattr(self.model.optimizer, "_learning_rate", None)
+        if isinstance(schedule, schedules.CyclicalCosine) and schedule.cycle_steps:
+            return schedule.is_cycle_end(int(self.model.optimizer.iterations) - 1)
+        return True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self._due(epoch) or not distribute.is_chief(self.model.distribute_strategy):
+            return
+        optimizer = self.model.optimizer
+        self.store.append(
+            self.model,
+            epoch=epoch,
+            step=int(optimizer.iterations),
+            temperature=getattr(optimizer, "temperature", None),
+        )
+
+
+class TemperatureRamp(keras.callbacks.Callback):
+    """Moves the sampler's temperature linearly from ``start`` to ``end``.
+
+    ``T_e = start + (end - start)·min(e / ramp_epochs, 1)`` at the start of
+    epoch ``e``; the temperature is a sampler variable, so no retracing.
+
+    Args:
+        start: T at epoch 0, > 0.
+        end: T from epoch ``ramp_epochs`` on, > 0.
+        ramp_epochs: length of the ramp in epochs (>= 1).
+
+    Raises:
+        ValueError: for non-positive temperatures or ramp length.
+    """
+
+    def __init__(self, start, end, ramp_epochs):
+        super().__init__()
+        self.start = check_positive(start, "start", "TemperatureRamp")
+        self.end = check_positive(end, "end", "TemperatureRamp")
+        self.ramp_epochs = _check_epochs(ramp_epochs, "ramp_epochs", 1)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        fraction = min(epoch / self.ramp_epochs, 1.0)
+        self.model.optimizer.set_temperature(self.start + (self.end - self.start) * fraction)

@@ -1,0 +1,236 @@
+"""Convergence diagnostics for SG-MCMC chains.
+
+Function space: R-hat and effective sample size (ESS) of each predicted class
+probability p(k|x_n) across chains (or across independent cycles of a cyclical
+schedule, treated as chains). Weight space: the same for selected weights.
+Both come from tensorflow-probability (`tfp.mcmc.potential_scale_reduction`,
+`tfp.mcmc.effective_sample_size`) and are summarised over all components.
+
+R-hat here is the potential scale reduction factor R̂ = sqrt(V̂/W). With m
+chains of n draws, W the mean within-chain variance and B/n the variance of the
+chain means, TFP returns the *variance* ratio (Brooks & Gelman 1998)
+V̂/W = ((m+1)/m)·σ̂²₊/W - (n-1)/(m·n),  σ̂²₊ = ((n-1)/n)·W + B/n;
+we take its square root so the usual thresholds 1.1 (Gelman) and 1.01 (Vehtari
+et al. 2021) apply. Split R-hat (each chain halved, so m = 2C and n = S/2) is
+the default.
+
+Thermostat check: with Gaussian momenta p_i ~ N(0, m·T), the kinetic
+temperature T_kin = (1/d) Σ_i p_i²/m of d momenta is distributed as
+T·χ²_d/d; `temperature_band` gives its central confidence interval and
+`kinetic_temperature_report` checks per-variable estimates against it.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+from scipy import stats
+
+
+def _as_chains(states, ndim, name, shape_text):
+    x = np.asarray(states, dtype=np.float64)
+    if x.ndim != ndim:
+        raise ValueError(f"{name} must have shape {shape_text}, got shape {x.shape}")
+    if 0 in x.shape:
+        raise ValueError(f"{name} must not have empty dimensions, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains non-finite values")
+    return x
+
+
+def _varying(chains):
+    """Flattened components of [C, S, ...] that are not constant over all draws,
+    and the number that are (their R-hat and ESS are 0/0)."""
+    flat = chains.reshape(chains.shape[0], chains.shape[1], -1)
+    varying = np.ptp(flat, axis=(0, 1)) > 0
+    return flat[:, :, varying], int(np.sum(~varying))
+
+
+def _ess(flat):
+    """ESS of each column of [C, S, D] (summed over chains when C >= 2), with
+    Geyer's initial-positive-sequence truncation of the autocorrelations."""
+    states = tf.constant(np.swapaxes(flat, 0, 1))  # TFP wants [S, C, D].
+    ess = tfp.mcmc.effective_sample_size(
+        states, filter_beyond_positive_pairs=True,
+        cross_chain_dims=1 if flat.shape[0] >= 2 else None)
+    ess = ess.numpy()
+    return ess if flat.shape[0] >= 2 else ess[0]
+
+
+def _ess_summary(flat, num_constant):
+    ess = _ess(flat) if flat.shape[-1] else np.array([])
+    num_draws = flat.shape[0] * flat.shape[1]
+    summary = {"num_draws": int(num_draws), "num_components": int(ess.size),
+               "num_constant": num_constant}
+    if ess.size == 0:
+        return summary | {"ess_min": float("nan"), "ess_median": float("nan"),
+                          "ess_mean": float("nan")}
+    return summary | {"ess_min": float(ess.min()),
+                      "ess_median": float(np.median(ess)),
+                      "ess_mean": float(ess.mean())}
+
+
+def _rhat_summary(chains, split, name):
+    num_chains, num_draws = chains.shape[:2]
+    if num_chains * (2 if split else 1) < 2:
+        raise ValueError(f"{name} needs at least 2 chains, or split=True with 1 "
+                         f"chain; got {num_chains} chain(s) with split={split}")
+    if num_draws < (4 if split else 2):
+        raise ValueError(f"{name} needs at least {4 if split else 2} draws per "
+                         f"chain with split={split}, got {num_draws}")
+    flat, num_constant = _varying(chains)
+    summary = _ess_summary(flat, num_constant)
+    if flat.shape[-1] == 0:
+        nan = float("nan")
+        return summary | {"rhat_mean": nan, "rhat_median": nan, "rhat_max": nan,
+                          "frac_rhat_gt_1.1": nan, "frac_rhat_gt_1.01": nan}
+    # A component whose chains are each constant but differ has W = 0: R-hat = inf.
+    rhat = np.sqrt(tfp.mcmc.potential_scale_reduction(
+        tf.constant(np.swapaxes(flat, 0, 1)), independent_chain_ndims=1,
+        split_chains=split).numpy())
+    return summary | {"rhat_mean": float(rhat.mean()),
+                      "rhat_median": float(np.median(rhat)),
+                      "rhat_max": float(rhat.max()),
+                      "frac_rhat_gt_1.1": float(np.mean(rhat > 1.1)),
+                      "frac_rhat_gt_1.01": float(np.mean(rhat > 1.01))}
+
+
+def predictive_ess(member_probs):
+    """Effective sample size of the predicted probabilities.
+
+    For each component p(k|x_n), ESS = S / (1 + 2 Σ_t ρ_t) over its draws, with
+    the autocorrelations ρ_t truncated by Geyer's initial positive sequence;
+    with C >= 2 chains the cross-chain ESS of Vehtari et al. (2021) (summed over
+    chains). Components constant over all draws are left out and counted.
+
+    Args:
+      member_probs: [S, N, K] probabilities of S successive samples of one
+        chain, or [C, S, N, K] for C chains.
+
+    Returns:
+      dict: "ess_min", "ess_median", "ess_mean" (floats), "num_draws" (C·S),
+      "num_components" (components scored), "num_constant" (left out).
+
+    Raises:
+      ValueError: if `member_probs` is not 3-D or 4-D, empty or non-finite.
+    """
+    x = np.asarray(member_probs, dtype=np.float64)
+    if x.ndim == 3:
+        x = x[np.newaxis]
+    chains = _as_chains(x, 4, "member_probs", "[S, N, K] or [C, S, N, K]")
+    return _ess_summary(*_varying(chains))
+
+
+def predictive_rhat(chains_probs, split=True):
+    """R-hat and ESS of the predicted probabilities across chains.
+
+    R-hat = sqrt(V̂/W) per component p(k|x_n) (see module docstring), then
+    summarised over the N·K components that vary.
+
+    Args:
+      chains_probs: [C, S, N, K] probabilities from C chains (or cycles) of S
+        samples each.
+      split: split each chain in half (split R-hat), doubling the chains.
+
+    Returns:
+      dict: "rhat_mean", "rhat_median", "rhat_max", "frac_rhat_gt_1.1",
+      "frac_rhat_gt_1.01", plus the keys of `predictive_ess` (cross-chain ESS).
+      A component whose chains are each constant but differ has R-hat = inf.
+
+    Raises:
+      ValueError: if `chains_probs` is not 4-D, or there are fewer than 2
+        (split) chains, or too few draws (2, or 4 when split).
+    """
+    chains = _as_chains(chains_probs, 4, "chains_probs", "[C, S, N, K]")
+    return _rhat_summary(chains, split, "chains_probs")
+
+
+def weight_rhat(chains_weights, split=True):
+    """R-hat and ESS of selected weights across chains.
+
+    Args:
+      chains_weights: [C, S, D] values of D chosen weights in S samples of C
+        chains. (Weight-space R-hat is pessimistic for neural networks: label
+        switching and other symmetries let chains sample equivalent modes.)
+      split: split each chain in half (split R-hat).
+
+    Returns:
+      dict with the same keys as `predictive_rhat`.
+
+    Raises:
+      ValueError: as for `predictive_rhat`.
+    """
+    chains = _as_chains(chains_weights, 3, "chains_weights", "[C, S, D]")
+    return _rhat_summary(chains, split, "chains_weights")
+
+
+def temperature_band(d, temperature, confidence=0.99):
+    """Central confidence band of the kinetic temperature of d Gaussian momenta.
+
+    If p_i ~ N(0, m·T) independently, T_kin = (1/d) Σ_{i<=d} p_i²/m ~ T·χ²_d/d,
+    so T_kin lies in [T·q_{(1-c)/2}/d, T·q_{(1+c)/2}/d] with probability c,
+    q_α being the α-quantile of χ²_d. (For relativistic momenta p·∇K(p) is not
+    χ²-distributed and this band does not apply.)
+
+    Args:
+      d: number of momentum components, a positive integer.
+      temperature: target temperature T > 0.
+      confidence: coverage c in (0, 1).
+
+    Returns:
+      (lo, hi) floats.
+
+    Raises:
+      ValueError: if d, temperature or confidence is out of range.
+    """
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ValueError(f"d must be a positive integer, got {d!r}")
+    if not np.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be positive and finite, got {temperature!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    lo, hi = stats.chi2.ppf([(1 - confidence) / 2, (1 + confidence) / 2], df=d)
+    return float(temperature * lo / d), float(temperature * hi / d)
+
+
+class KineticTemperatureRow(NamedTuple):
+    """One variable's kinetic temperature against its confidence band."""
+    name: str
+    d: int
+    t_kin: float
+    lo: float
+    hi: float
+    inside_band: bool
+
+
+def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
+    """Checks each variable's kinetic temperature against `temperature_band`.
+
+    With many variables, about a fraction 1 - confidence of them fall outside
+    by chance even when the sampler is correct.
+
+    Args:
+      per_variable: dict name -> (T_kin, d): the kinetic temperature estimate of
+        a variable and its number of elements.
+      temperature: target temperature T > 0.
+      confidence: coverage of each band, in (0, 1).
+
+    Returns:
+      list of KineticTemperatureRow(name, d, t_kin, lo, hi, inside_band), in the
+      dict's order; `row._asdict()` gives a JSON-ready dict.
+
+    Raises:
+      ValueError: if an entry is not a (T_kin, d) pair, or as for
+        `temperature_band`.
+    """
+    rows = []
+    for name, entry in per_variable.items():
+        if np.ndim(entry) != 1 or len(entry) != 2:
+            raise ValueError(f"per_variable[{name!r}] must be a (T_kin, d) pair, "
+                             f"got {entry!r}")
+        t_kin, d = float(entry[0]), np.asarray(entry[1]).item()
+        lo, hi = temperature_band(d, temperature, confidence)
+        rows.append(KineticTemperatureRow(str(name), int(d), t_kin, lo, hi,
+                                          bool(lo <= t_kin <= hi)))
+    return rows

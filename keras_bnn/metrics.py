@@ -1,0 +1,281 @@
+"""Predictive-performance metrics for class probabilities.
+
+Every function takes ``probs`` of shape ``[N, K]`` (rows are predictive class
+distributions p(k|x_i)) and integer ``labels`` of shape ``[N]``, as numpy arrays
+or eager tensors, and returns Python floats or numpy arrays, so results can be
+printed, compared and written to JSON directly.
+
+* accuracy  = (1/N) Σ_i 1[argmax_k p_ik = y_i]
+* nll       = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR)
+* brier     = (1/N) Σ_i Σ_k (p_ik - 1[k = y_i])²   (not divided by K; in [0, 2])
+* ece       = Σ_b (n_b/N) |acc_b - conf_b|         (Guo et al. 2017, eq. 3)
+
+where bin b holds the examples whose confidence c_i = max_k p_ik falls in
+[b/B, (b+1)/B) (the last bin also holds c_i = 1), acc_b is their accuracy and
+conf_b their mean confidence.
+
+``evaluate_members`` scores the S members of a posterior ensemble one by one,
+their average (the posterior predictive), and the running average of the first
+s members for s = 1..S (how the ensemble improves with more samples).
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+# Smallest probability used inside a log: a predicted probability of exactly 0
+# for the true class costs -log(PROB_FLOOR) ≈ 87.3 nats instead of infinity.
+PROB_FLOOR = float(np.finfo(np.float32).tiny)
+
+# Rows of `probs` must sum to 1 within this tolerance; it admits float16/32
+# softmax round-off and rejects logits passed by mistake.
+_ROW_SUM_ATOL = 5e-3
+
+METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
+
+
+def _check_num_bins(num_bins):
+    if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)):
+        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
+    if num_bins <= 0:
+        raise ValueError(f"num_bins must be a positive integer, got {num_bins}")
+    return int(num_bins)
+
+
+def _check_probs(probs, name="probs"):
+    """Returns `probs` as a float64 array after checking it is [..., K] rows of
+    probabilities (finite, in [0, 1], summing to 1)."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
+        raise ValueError(f"{name} must have shape [..., N, K] with N, K >= 1, "
+                         f"got shape {p.shape}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"{name} contains non-finite values")
+    if p.min() < 0.0 or p.max() > 1.0 + _ROW_SUM_ATOL:
+        raise ValueError(f"{name} must lie in [0, 1] (got range "
+                         f"[{p.min():.4g}, {p.max():.4g}]); pass probabilities, "
+                         "not logits")
+    deviation = np.max(np.abs(p.sum(axis=-1) - 1.0))
+    if deviation > _ROW_SUM_ATOL:
+        raise ValueError(f"rows of {name} must sum to 1 (max deviation "
+                         f"{deviation:.4g} > {_ROW_SUM_ATOL}); pass probabilities, "
+                         "not logits")
+    return p
+
+
+def _check_labels(labels, num_examples, num_classes):
+    y = np.asarray(labels)
+    if y.ndim != 1 or y.shape[0] != num_examples:
+        raise ValueError(f"labels must have shape [N] = [{num_examples}] to "
+                         f"match probs, got shape {y.shape}")
+    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+        raise ValueError(f"labels must be integer class indices, got dtype {y.dtype}")
+    if np.issubdtype(y.dtype, np.floating) and not np.all(y == np.round(y)):
+        raise ValueError("labels must be integer class indices, got non-integer values")
+    y = y.astype(np.int64)
+    if y.min() < 0 or y.max() >= num_classes:
+        raise ValueError(f"labels must lie in [0, {num_classes}) for K="
+                         f"{num_classes} classes, got range [{y.min()}, {y.max()}]")
+    return y
+
+
+def _check(probs, labels):
+    p = _check_probs(probs)
+    if p.ndim != 2:
+        raise ValueError(f"probs must have shape [N, K], got shape {p.shape}")
+    return p, _check_labels(labels, p.shape[0], p.shape[1])
+
+
+def accuracy(probs, labels):
+    """Fraction of examples whose most probable class is the label.
+
+    accuracy = (1/N) Σ_i 1[argmax_k p_ik = y_i]  (ties go to the lowest index).
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+
+    Returns:
+      float in [0, 1].
+
+    Raises:
+      ValueError: if the shapes disagree, rows are not probabilities, or a
+        label is out of range.
+    """
+    p, y = _check(probs, labels)
+    return float(np.mean(np.argmax(p, axis=1) == y))
+
+
+def nll(probs, labels):
+    """Mean negative log-likelihood of the labels, in nats.
+
+    nll = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR); the floor (float32 `tiny`)
+    keeps one zero probability from making the mean infinite.
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+
+    Returns:
+      float >= 0.
+
+    Raises:
+      ValueError: as for `accuracy`.
+    """
+    p, y = _check(probs, labels)
+    p_true = p[np.arange(p.shape[0]), y]
+    return float(np.mean(-np.log(np.maximum(p_true, PROB_FLOOR))))
+
+
+def brier(probs, labels):
+    """Multi-class Brier score, summed over classes and averaged over examples.
+
+    brier = (1/N) Σ_i Σ_k (p_ik - 1[k = y_i])².  It is *not* divided by K, so
+    it lies in [0, 2]: 0 for a confident correct prediction, 2 for a confident
+    wrong one.
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+
+    Returns:
+      float in [0, 2].
+
+    Raises:
+      ValueError: as for `accuracy`.
+    """
+    p, y = _check(probs, labels)
+    onehot = np.eye(p.shape[1])[y]
+    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+
+
+def ece(probs, labels, num_bins=15):
+    """Expected calibration error with equal-width confidence bins.
+
+    ece = Σ_b (n_b/N) |acc_b - conf_b| over the bins of `reliability`
+    (Guo et al. 2017, eq. 3), computed by `tfp.stats.expected_calibration_error`
+    on logits log(p) (whose softmax is p) with the argmax as the decision.
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+      num_bins: number B of equal-width bins on [0, 1], B >= 1.
+
+    Returns:
+      float in [0, 1].
+
+    Raises:
+      ValueError: as for `accuracy`, or if `num_bins` is not a positive integer.
+    """
+    num_bins = _check_num_bins(num_bins)
+    p, y = _check(probs, labels)
+    logits = np.log(np.maximum(p, PROB_FLOOR)).astype(np.float32)
+    value = tfp.stats.expected_calibration_error(
+        num_bins,
+        logits=tf.constant(logits),
+        labels_true=tf.constant(y),
+        labels_predicted=tf.constant(np.argmax(p, axis=1).astype(np.int64)))
+    return float(value)
+
+
+def reliability(probs, labels, num_bins=15):
+    """Per-bin statistics of a reliability diagram.
+
+    Bin b = 0..B-1 holds the examples whose confidence c_i = max_k p_ik lies in
+    [b/B, (b+1)/B) (c_i = 1 goes to the last bin), the same binning as
+    `tf.histogram_fixed_width_bins` and hence as `ece`.
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+      num_bins: number B of equal-width bins on [0, 1], B >= 1.
+
+    Returns:
+      dict of numpy arrays of length B:
+        "bin_lower", "bin_upper": bin edges;
+        "count": number of examples n_b in the bin (int64);
+        "confidence": mean confidence conf_b of the bin (NaN when empty);
+        "accuracy": fraction acc_b of correct predictions (NaN when empty).
+      Σ_b (count_b/N)|accuracy_b - confidence_b| over non-empty bins is `ece`.
+
+    Raises:
+      ValueError: as for `ece`.
+    """
+    num_bins = _check_num_bins(num_bins)
+    p, y = _check(probs, labels)
+    predicted = np.argmax(p, axis=1)
+    # float32 confidences so bin membership matches `ece` exactly at bin edges.
+    confidence = p[np.arange(p.shape[0]), predicted].astype(np.float32)
+    bins = np.clip(np.floor(confidence * np.float32(num_bins)), 0, num_bins - 1)
+    bins = bins.astype(np.int64)
+    count = np.bincount(bins, minlength=num_bins)
+    correct = np.bincount(bins, weights=(predicted == y), minlength=num_bins)
+    conf_sum = np.bincount(bins, weights=confidence, minlength=num_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf = np.where(count > 0, conf_sum / count, np.nan)
+        mean_acc = np.where(count > 0, correct / count, np.nan)
+    edges = np.linspace(0.0, 1.0, num_bins + 1)
+    return {"bin_lower": edges[:-1], "bin_upper": edges[1:], "count": count,
+            "confidence": mean_conf, "accuracy": mean_acc}
+
+
+def evaluate_probs(probs, labels, num_bins=15):
+    """All metrics of one predictive distribution.
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+      num_bins: bins for `ece`.
+
+    Returns:
+      dict with float values for the keys METRIC_NAMES
+      ("accuracy", "nll", "ece", "brier").
+
+    Raises:
+      ValueError: as for `ece`.
+    """
+    return {"accuracy": accuracy(probs, labels), "nll": nll(probs, labels),
+            "ece": ece(probs, labels, num_bins), "brier": brier(probs, labels)}
+
+
+def evaluate_members(member_probs, labels, num_bins=15):
+    """Scores each member, the ensemble, and the ensemble as members are added.
+
+    The ensemble's predictive distribution is the mean of the member
+    probabilities, p̄ = (1/S) Σ_s p_s; the running ensemble of the first s
+    members is p̄_s = (1/s) Σ_{r<=s} p_r.
+
+    Args:
+      member_probs: [S, N, K] class probabilities of S members (posterior
+        samples) on the same N examples.
+      labels: [N] integer labels in [0, K).
+      num_bins: bins for `ece`.
+
+    Returns:
+      dict with
+        "members": list of S dicts from `evaluate_probs` (single samples);
+        "ensemble": `evaluate_probs` of p̄ (equal to the last entry of the curve);
+        "metric_vs_num_samples": dict of lists, "num_samples" = [1..S] and one
+          list per name in METRIC_NAMES, the metrics of p̄_s.
+
+    Raises:
+      ValueError: if `member_probs` is not [S, N, K] probabilities, or as for
+        `ece`.
+    """
+    probs = _check_probs(member_probs, name="member_probs")
+    if probs.ndim != 3:
+        raise ValueError("member_probs must have shape [S, N, K], got shape "
+                         f"{probs.shape}")
+    members = [evaluate_probs(p, labels, num_bins) for p in probs]
+    curve = {"num_samples": []}
+    curve.update({name: [] for name in METRIC_NAMES})
+    running_sum = np.zeros_like(probs[0])
+    for s, p in enumerate(probs, start=1):
+        running_sum += p
+        scores = evaluate_probs(running_sum / s, labels, num_bins)
+        curve["num_samples"].append(s)
+        for name in METRIC_NAMES:
+            curve[name].append(scores[name])
+    ensemble = {name: curve[name][-1] for name in METRIC_NAMES}
+    return {"members": members, "ensemble": ensemble,
+            "metric_vs_num_samples": curve}

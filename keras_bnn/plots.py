@@ -1,0 +1,129 @@
+"""PNG figures for evaluation reports (matplotlib, no display needed).
+
+Figures are drawn on a bare `matplotlib.figure.Figure` (Agg canvas, no pyplot
+global state), written to a temporary file beside the target and moved into
+place with `os.replace`, so a reader never sees a half-written PNG.
+"""
+
+import os
+import tempfile
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from keras_bnn import metrics
+
+_CURVE_METRICS = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
+
+
+def _save_png(fig, path):
+    """Writes `fig` to `path` atomically (temp file + os.replace); returns path."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def reliability_diagram(probs, labels, path, num_bins=15, title=None):
+    """Draws a reliability diagram and writes it as a PNG.
+
+    Top panel: accuracy acc_b of each equal-width confidence bin as a bar over
+    [b/B, (b+1)/B), the gap to the bin's mean confidence conf_b in red, and the
+    diagonal acc = conf of perfect calibration. Bottom panel: the number of
+    examples per bin, printed above each bar. The title gives
+    ECE = Σ_b (n_b/N)|acc_b - conf_b| (see `metrics.ece`).
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+      path: output file; parent directories are created.
+      num_bins: number B of confidence bins, B >= 1.
+      title: optional text placed before the ECE in the title.
+
+    Returns:
+      `path` as a string.
+
+    Raises:
+      ValueError: as for `metrics.reliability`.
+    """
+    stats = metrics.reliability(probs, labels, num_bins)
+    ece = metrics.ece(probs, labels, num_bins)
+    lower, width = stats["bin_lower"], 1.0 / num_bins
+    filled = stats["count"] > 0
+    fig = Figure(figsize=(5.5, 6.5), dpi=100)
+    ax_acc, ax_count = fig.subplots(2, 1, sharex=True,
+                                    gridspec_kw={"height_ratios": [3, 1]})
+    ax_acc.bar(lower[filled], stats["accuracy"][filled], width=width, align="edge",
+               color="tab:blue", edgecolor="black", label="accuracy")
+    gap = stats["confidence"][filled] - stats["accuracy"][filled]
+    ax_acc.bar(lower[filled], gap, bottom=stats["accuracy"][filled], width=width,
+               align="edge", color="tab:red", alpha=0.35, edgecolor="tab:red",
+               label="gap to confidence")
+    ax_acc.plot([0, 1], [0, 1], "k--", label="perfect calibration")
+    ax_acc.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy")
+    ax_acc.legend(loc="upper left")
+    heading = f"ECE = {ece:.4f} ({num_bins} bins)"
+    ax_acc.set_title(f"{title}\n{heading}" if title else heading)
+    ax_count.bar(lower, stats["count"], width=width, align="edge",
+                 color="tab:gray", edgecolor="black")
+    for x, n in zip(lower[filled] + width / 2, stats["count"][filled]):
+        ax_count.annotate(str(n), (x, n), ha="center", va="bottom", fontsize=7)
+    ax_count.set(xlabel="confidence (max predicted probability)", ylabel="count",
+                 ylim=(0, 1.25 * stats["count"].max()))
+    fig.tight_layout()
+    return _save_png(fig, path)
+
+
+def metric_vs_samples_plot(curve, path, title=None, baseline=None,
+                           baseline_label="baseline"):
+    """Plots accuracy and NLL of the running ensemble against its size.
+
+    Args:
+      curve: dict with lists "num_samples", "accuracy" and "nll" of equal
+        length, e.g. `metrics.evaluate_members(...)["metric_vs_num_samples"]`.
+      path: output file; parent directories are created.
+      title: optional figure title.
+      baseline: optional dict with "accuracy" and "nll" (e.g. a single SGD
+        model from `metrics.evaluate_probs`) drawn as horizontal dashed lines.
+      baseline_label: legend text for `baseline`.
+
+    Returns:
+      `path` as a string.
+
+    Raises:
+      ValueError: if `curve` or `baseline` lacks a key or the lists are empty
+        or of different lengths.
+    """
+    names = ["num_samples"] + [name for name, _ in _CURVE_METRICS]
+    missing = [name for name in names if name not in curve]
+    if missing:
+        raise ValueError(f"curve is missing keys {missing}; needs {names}")
+    x = np.asarray(curve["num_samples"])
+    if x.ndim != 1 or x.size == 0 or any(np.shape(curve[n]) != x.shape for n in names):
+        raise ValueError(f"curve entries {names} must be non-empty lists of "
+                         "equal length")
+    if baseline is not None and any(n not in baseline for n, _ in _CURVE_METRICS):
+        raise ValueError("baseline must have keys 'accuracy' and 'nll'")
+    fig = Figure(figsize=(9, 3.8), dpi=100)
+    for ax, (name, label) in zip(fig.subplots(1, 2), _CURVE_METRICS):
+        ax.plot(x, curve[name], "o-", markersize=3, label="ensemble")
+        if baseline is not None:
+            ax.axhline(baseline[name], color="tab:red", linestyle="--",
+                       label=baseline_label)
+        ax.set(xlabel="number of samples in ensemble", ylabel=label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _save_png(fig, path)

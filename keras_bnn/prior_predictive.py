@@ -1,0 +1,106 @@
+"""The prior predictive check of Wenzel et al. (2020), section 5.
+
+For draws ``θ_s ~ p(θ)`` it computes the class distribution the network
+predicts on average over inputs, ``E_x[p(y|x, θ_s)]``. A sensible prior gives
+draws that spread their mass over the classes; the paper's ``N(0, I)`` prior
+on a ResNet-20 gives draws that each put almost all mass on one class.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_bnn import priors as priors_lib
+
+
+def _prior_variables(model):
+    """(variable, prior) for every weight of ``model`` that carries a prior."""
+    return [
+        (variable, variable.regularizer)
+        for variable in model.weights
+        if isinstance(getattr(variable, "regularizer", None), priors_lib.Prior)
+    ]
+
+
+def _draw_seeds(seed, draw):
+    """A seed generator whose state is a pure function of (seed, draw)."""
+    state = np.random.SeedSequence([int(seed), int(draw)]).generate_state(1)
+    return keras.random.SeedGenerator(int(state[0] & 0x7FFFFFFF))
+
+
+def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
+    """Average predicted class distribution of networks drawn from the prior.
+
+    For ``s = 1..S`` every weight that carries a prior (a
+    :class:`keras_bnn.priors.Prior` as its regularizer) is set to a draw
+    ``prior.sample(shape, seed=g_s)``, in the order of ``model.weights``, from a
+    seed generator ``g_s`` whose initial state is derived deterministically
+    from ``(seed, s)``; weights without a prior keep their values. Then
+
+        P[s, c] = (1/N) Σ_n softmax(model(x_n))_c,
+
+    i.e. ``E_x[p(y | x, θ_s)]`` over the given inputs. For weight-normalised
+    layers the scale ``φ_s`` and direction ``φ_d`` are drawn from their priors
+    and the effective weight ``φ_s·φ_d/‖φ_d‖`` follows from them. The model's
+    weights are restored afterwards, also when an error is raised.
+
+    Args:
+        model: a built Keras model whose output is logits ``(batch, classes)``.
+        x: inputs, an array (or nested structure of arrays) with the examples
+            along the first axis.
+        num_samples: S >= 1, the number of prior draws.
+        seed: int; equal seeds give equal results.
+        batch_size: examples per forward pass.
+
+    Returns:
+        ``np.ndarray`` of shape ``(S, num_classes)``; each row sums to 1.
+
+    Raises:
+        ValueError: if ``num_samples`` or ``batch_size`` is not a positive
+            integer, ``x`` holds no examples, the model has no weight with a
+            prior, or its output is not rank 2.
+    """
+    for argument, value in (("num_samples", num_samples), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"`{argument}` must be a positive integer; received {value!r}.")
+    leaves = keras.tree.flatten(x)
+    num_examples = len(leaves[0]) if leaves else 0
+    if num_examples == 0:
+        raise ValueError("`x` must hold at least one example.")
+    prior_variables = _prior_variables(model)
+    if not prior_variables:
+        raise ValueError(
+            f"Model {model.name!r} has no weight with a keras_bnn prior; "
+            "build it from keras_bnn.layers."
+        )
+
+    saved = [ops.convert_to_numpy(variable.value) for variable, _ in prior_variables]
+    results = []
+    try:
+        for draw in range(num_samples):
+            seeds = _draw_seeds(seed, draw)
+            for variable, prior in prior_variables:
+                value = prior.sample(tuple(variable.shape), seed=seeds)
+                variable.assign(ops.cast(value, variable.dtype))
+            results.append(_mean_probabilities(model, x, num_examples, batch_size))
+    finally:
+        for (variable, _), value in zip(prior_variables, saved):
+            variable.assign(value)
+    return np.stack(results)
+
+
+def _mean_probabilities(model, x, num_examples, batch_size):
+    """``(1/N) Σ_n softmax(model(x_n))`` in float64."""
+    total = None
+    for start in range(0, num_examples, batch_size):
+        batch = keras.tree.map_structure(lambda leaf: leaf[start:start + batch_size], x)
+        logits = model(batch, training=False)
+        if len(logits.shape) != 2:
+            raise ValueError(
+                "prior_predictive needs a model whose output is logits of shape "
+                f"(batch, classes); got output shape {tuple(logits.shape)}."
+            )
+        probabilities = ops.convert_to_numpy(ops.softmax(ops.cast(logits, "float32"), axis=-1))
+        batch_sum = probabilities.astype(np.float64).sum(axis=0)
+        total = batch_sum if total is None else total + batch_sum
+    return total / num_examples

@@ -1,0 +1,284 @@
+"""model.fit with a sampler: logging, sample collection, resume, tf.distribute."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from keras_bnn import priors
+
+N_TRAIN = 256
+BATCH = 32
+SAMPLER_NAMES = ["sgld", "sghmc", "sgnht", "atmc"]
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N_TRAIN, 5)).astype("float32")
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype("int32")
+    return x, y
+
+
+def _dataset():
+    x, y = _data()
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+
+
+def _model(seed=1):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((5,))
+    hidden = keras.layers.Dense(
+        16, activation="relu", kernel_regularizer=priors.Normal(0, 1),
+        bias_regularizer=priors.Normal(0, 1),
+    )(inputs)
+    outputs = keras.layers.Dense(2, kernel_regularizer=priors.Normal(0, 1))(hidden)
+    return kb.BayesianModel(inputs, outputs)
+
+
+def _compile(model, sampler, **kwargs):
+    kwargs.setdefault("train_size", N_TRAIN)
+    model.compile(
+        sampler=sampler,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        **kwargs,
+    )
+    return model
+
+
+def _sampler(name, seed=3):
+    return kb.samplers.get(name, step_size=1e-3, seed=seed)
+
+
+@pytest.mark.parametrize("name", SAMPLER_NAMES)
+def test_fit_collects_distinct_samples_that_reload_bit_exactly(tmp_path, name):
+    model = _compile(_model(), _sampler(name))
+    store = kb.SampleStore(tmp_path / "samples")
+    history = model.fit(
+        _dataset(), epochs=6, verbose=0,
+        callbacks=[kb.callbacks.CollectSamples(store, start_epoch=1)],
+    )
+    assert len(store) == 5
+    samples = list(store)
+    for a, b in zip(samples, samples[1:]):
+        assert any(not np.array_equal(u, v) for u, v in zip(a.weights, b.weights))
+    assert [s.metadata["epoch"] for s in samples] == [1, 2, 3, 4, 5]
+    assert samples[-1].metadata["step"] == 6 * (N_TRAIN // BATCH)
+    # The last sample is the model's final state, bit for bit.
+    for stored, live in zip(samples[-1].weights, model.get_weights()):
+        np.testing.assert_array_equal(stored, live)
+    # Loading into a fresh model reproduces its outputs exactly.
+    fresh = _model(seed=7)
+    fresh.set_weights(samples[2].weights)
+    x, _ = _data()
+    model.set_weights(store[2].weights)
+    np.testing.assert_array_equal(fresh.predict(x, verbose=0), model.predict(x, verbose=0))
+    # History holds real values: loss = nll + prior/n, all finite and non-zero.
+    logs = history.history
+    np.testing.assert_allclose(
+        logs["loss"], np.array(logs["nll"]) + np.array(logs["prior"]) / N_TRAIN, rtol=1e-5
+    )
+    assert all(v > 0 for v in logs["nll"])
+    expected = {"loss", "nll", "prior", "step_size", "configurational_temperature"}
+    if name != "sgld":
+        expected.add("kinetic_temperature")
+    assert expected <= set(logs)
+
+
+def test_logged_potential_matches_a_direct_computation():
+    model = _compile(_model(), kb.samplers.SGLD(1e-12, seed=0))  # ~frozen weights
+    x, y = _data()
+    history = model.fit(x, y, batch_size=N_TRAIN, epochs=1, verbose=0, shuffle=False)
+    logits = model(x)
+    nll = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits)
+    neg_log_prior = -float(priors.log_prior(model))
+    np.testing.assert_allclose(history.history["nll"][0], float(nll), rtol=1e-4)
+    np.testing.assert_allclose(history.history["prior"][0], neg_log_prior, rtol=1e-4)
+
+
+def test_resume_continues_the_same_chain(tmp_path):
+    """Run 2 epochs straight vs. 1 epoch, crash, restore, 1 more: same weights."""
+    straight = _compile(_model(), _sampler("atmc"))
+    straight.fit(_dataset(), epochs=2, verbose=0)
+
+    class Crash(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise RuntimeError("simulated crash")
+
+    backup = str(tmp_path / "backup")
+    first = _compile(_model(), _sampler("atmc"))
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        first.fit(
+            _dataset(), epochs=2, verbose=0,
+            callbacks=[keras.callbacks.BackupAndRestore(backup), Crash()],
+        )
+    resumed = _compile(_model(seed=99), _sampler("atmc"))  # other init: restored anyway
+    resumed.fit(
+        _dataset(), epochs=2, verbose=0,
+        callbacks=[keras.callbacks.BackupAndRestore(backup)],
+    )
+    assert int(resumed.optimizer.iterations) == 2 * (N_TRAIN // BATCH)
+    for a, b in zip(straight.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    for a, b in zip(straight.optimizer.variables, resumed.optimizer.variables):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sghmc", "atmc"])
+def test_mirrored_strategy_runs_the_same_chain(name):
+    single = _compile(_model(), _sampler(name))
+    single.fit(_dataset(), epochs=2, verbose=0)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        mirrored = _compile(_model(), _sampler(name))
+    mirrored.fit(_dataset(), epochs=2, verbose=0)
+    # Same global batch and noise; only the order of float sums differs.
+    # Without the prior's 1/replicas scaling or with per-replica noise the
+    # difference is O(step noise) ~ 1e-2, far above this tolerance.
+    for a, b in zip(single.get_weights(), mirrored.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-4)
+    for variable in mirrored.trainable_variables + mirrored.optimizer.variables:
+        copies = [np.asarray(t) for t in variable.value.values]
+        np.testing.assert_array_equal(copies[0], copies[1])
+
+
+def test_jit_compile_runs_the_same_update():
+    """XLA (jit_compile=True) gives the same deterministic update as graph mode.
+
+    XLA's stateless normal kernel draws a different (equally valid, equally
+    pure) stream than TensorFlow's for the same key, so the comparison is made
+    at a negligible temperature, where the chains differ only by round-off;
+    at T=1 two XLA runs must agree bit for bit.
+    """
+    runs = {}
+    for jit, temperature in [(False, 1e-12), (True, 1e-12), (True, 1.0), ("again", 1.0)]:
+        model = _compile(_model(), _sampler("atmc"), jit_compile=bool(jit),
+                         temperature=temperature)
+        model.fit(_dataset(), epochs=1, verbose=0)
+        runs[(jit, temperature)] = model.get_weights()
+    for a, b in zip(runs[(False, 1e-12)], runs[(True, 1e-12)]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+    for a, b in zip(runs[(True, 1.0)], runs[("again", 1.0)]):
+        np.testing.assert_array_equal(a, b)
+    assert any(
+        not np.allclose(a, b, atol=1e-4)
+        for a, b in zip(runs[(True, 1.0)], runs[(True, 1e-12)])
+    )
+
+
+def test_nan_potential_stops_with_a_clear_error_and_keeps_samples(tmp_path):
+    model = _compile(_model(), _sampler("atmc"))
+    store = kb.SampleStore(tmp_path / "samples")
+    model.fit(_dataset(), epochs=2, verbose=0,
+              callbacks=[kb.callbacks.CollectSamples(store)])
+    before = [s.weights for s in store]
+    weights_before = model.get_weights()
+    x, y = _data()
+    x[5, 0] = np.nan
+    with pytest.raises(FloatingPointError, match="NaN/Inf"):
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+                  callbacks=[kb.callbacks.CollectSamples(store)])
+    assert len(store) == 2
+    for old, new in zip(before, store):
+        for a, b in zip(old, new.weights):
+            np.testing.assert_array_equal(a, b)
+    # The failing step applied nothing: the weights are finite (the first
+    # batch holds the NaN, so they are exactly the pre-fit weights).
+    for a, b in zip(weights_before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_compile_arguments_are_named():
+    model = _model()
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with pytest.raises(ValueError, match="not both"):
+        model.compile(sampler="atmc", optimizer="sgd", train_size=10, loss=loss)
+    with pytest.raises(ValueError, match="train_size"):
+        model.compile(sampler="atmc", loss=loss)
+    with pytest.raises(ValueError, match="train_size"):
+        model.compile(sampler="atmc", train_size=0, loss=loss)
+    with pytest.raises(ValueError, match="temperature"):
+        model.compile(sampler="atmc", train_size=10, temperature=0.0, loss=loss)
+    with pytest.raises(ValueError, match="temperature"):
+        model.compile(optimizer="sgd", train_size=10, temperature=0.5, loss=loss)
+    with pytest.raises(ValueError, match="sgld, sghmc, sgnht, atmc"):
+        model.compile(sampler="hmc", train_size=10, loss=loss)
+
+
+def test_store_refuses_another_architecture(tmp_path):
+    store = kb.SampleStore(tmp_path / "samples")
+    store.append(_model())
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5,))
+    other = kb.BayesianModel(inputs, keras.layers.Dense(3)(inputs))
+    with pytest.raises(ValueError, match="another architecture"):
+        store.append(other)
+    model = _compile(other, _sampler("sgld"))
+    with pytest.raises(ValueError, match="another architecture"):
+        model.fit(_dataset(), epochs=1, verbose=0,
+                  callbacks=[kb.callbacks.CollectSamples(store)])
+
+
+def test_store_survives_a_crash_mid_write(tmp_path, monkeypatch):
+    store = kb.SampleStore(tmp_path / "samples")
+    model = _model()
+    store.append(model, step=1)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", crash)
+    with pytest.raises(OSError, match="disk full"):
+        store.append(model, step=2)
+    monkeypatch.undo()
+    assert len(store) == 1
+    assert not [n for n in os.listdir(store.path) if n.startswith(".tmp-")]
+    # A temp file left by a killed process is ignored.
+    (tmp_path / "samples" / ".tmp-orphan").write_bytes(b"partial")
+    assert len(store) == 1 and store[0].metadata["step"] == 1
+    assert store.append(model, step=3) == 1
+
+
+def test_store_rebuilds_the_architecture(tmp_path):
+    store = kb.SampleStore(tmp_path / "samples")
+    model = _model()
+    store.append(model)
+    rebuilt = store.build_model()
+    rebuilt.set_weights(store[0].weights)
+    x, _ = _data()
+    np.testing.assert_array_equal(rebuilt.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_cyclical_schedule_collects_at_cycle_ends(tmp_path):
+    model = _compile(_model(), _sampler("atmc"))
+    store = kb.SampleStore(tmp_path / "samples")
+    steps = N_TRAIN // BATCH
+    history = model.fit(
+        _dataset(), epochs=7, verbose=0,
+        callbacks=[
+            kb.callbacks.CyclicalSchedule(cycle_epochs=2, burn_in_epochs=1),
+            kb.callbacks.CollectSamples(store),
+        ],
+    )
+    # Burn-in epoch 0, cycles over epochs (1, 2), (3, 4), (5, 6).
+    assert [m["epoch"] for m in store.metadata()] == [2, 4, 6]
+    assert [m["step"] for m in store.metadata()] == [3 * steps, 5 * steps, 7 * steps]
+    sizes = history.history["step_size"]
+    assert sizes[0] == pytest.approx(1e-3)
+    assert sizes[1] > sizes[2]  # first half of a cycle has larger steps
+
+
+def test_temperature_ramp_sets_the_sampler_temperature():
+    model = _compile(_model(), _sampler("atmc"), temperature=1.0)
+    seen = []
+
+    class Record(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append(self.model.optimizer.temperature)
+
+    model.fit(_dataset(), epochs=4, verbose=0,
+              callbacks=[kb.callbacks.TemperatureRamp(1.0, 0.1, ramp_epochs=2), Record()])
+    np.testing.assert_allclose(seen, [1.0, 0.55, 0.1, 0.1], rtol=1e-6)
