@@ -1,9 +1,37 @@
-"""tf.distribute helpers: who writes files, and the Keras 3 multi-worker workaround.
+"""tf.distribute helpers: who writes files, and the Keras 3 multi-worker workarounds.
 
 Everything specific to running ``fit`` under a distribution strategy lives
 here. The sampler side needs nothing special: noise is keyed on (seed,
 variable, step), so every replica and worker injects the same noise.
+
+Keras 3 ``fit`` under ``MultiWorkerMirroredStrategy`` fails out of the box
+(keras-team/keras#20585), in two places; :class:`keras_bnn.BayesianModel`
+routes both through this module:
+
+1. ``_maybe_symbolic_build`` reduces the first distributed batch with
+   ``strategy.reduce("MEAN", ..., axis=None)``, which fails for a multi-worker
+   collective strategy. The batch is only used for its shapes and dtypes, so
+   :func:`local_batch` takes this worker's first replica's values instead.
+2. Step logs are reduced with ``strategy.reduce("MEAN", v, axis=0)``, which
+   fails for scalars. :func:`reducible_logs` gives each scalar a leading axis
+   of length 1, so the reduction averages over replicas back to a scalar.
+
+Remove both once the Keras version in use fixes the issue.
 """
+
+import tensorflow as tf
+
+
+def is_multi_worker(strategy):
+    """Whether ``strategy`` is a multi-worker collective strategy.
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        bool.
+    """
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def is_chief(strategy):
@@ -20,9 +48,44 @@ def is_chief(strategy):
     """
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
-    if task_type is None:
-        return True
-    if task_type == "chief":
+    if task_type is None or task_type == "chief":
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def local_batch(iterator, strategy):
+    """Workaround 1: this worker's first batch, as plain tensors.
+
+    Args:
+        iterator: Keras' epoch iterator, as passed to ``_maybe_symbolic_build``.
+        strategy: the multi-worker strategy.
+
+    Returns:
+        The first batch with every distributed value replaced by its first
+        local replica's tensor.
+    """
+    for _, _, data in iterator:
+        batch = next(data)
+        return tf.nest.map_structure(
+            lambda v: strategy.experimental_local_results(v)[0], batch
+        )
+    return None
+
+
+def reducible_logs(logs, strategy):
+    """Workaround 2: scalar logs get shape ``[1]`` under a multi-worker strategy.
+
+    Args:
+        logs: dict of step results.
+        strategy: the model's strategy.
+
+    Returns:
+        ``logs`` unchanged, or with scalars reshaped to ``[1]``.
+    """
+    if not is_multi_worker(strategy):
+        return logs
+    return {
+        key: tf.reshape(value, [1]) if value.shape.rank == 0 else value
+        for key, value in logs.items()
+    }

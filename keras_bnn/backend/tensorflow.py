@@ -48,10 +48,10 @@ def num_replicas():
 def gradient_tape_step(model, x, y, sample_weight, message):
     """Forward pass, potential and gradients of one training step.
 
-    Keras scales the compiled loss by ``1/replicas`` under ``tf.distribute``
-    (gradients are then SUM-reduced) but not the layer losses; the prior term
-    is scaled here as well, so the all-reduced gradient is the global-batch
-    gradient of ``mean NLL + (1/n)·(-log p(θ))``.
+    Under ``tf.distribute`` Keras' TensorFlow trainer divides both the compiled
+    loss and the layer losses (the prior) by the number of replicas, and the
+    optimizer SUM-reduces gradients, so the applied gradient is the
+    global-batch gradient of ``mean NLL + (1/n)·(-log p(θ))``.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -59,21 +59,45 @@ def gradient_tape_step(model, x, y, sample_weight, message):
         message: error text when the potential is not finite.
 
     Returns:
-        ``(y_pred, loss, prior_term, gradients)``: the predictions, the
-        unscaled mean-form potential (mean NLL plus prior term) of this
-        replica's batch, the prior term ``(1/n)·(-log p(θ))`` and the gradients
-        for ``model.trainable_variables``.
+        ``(y_pred, loss, prior_term, gradients)``: the predictions, this
+        replica's mean-form potential (mean NLL plus prior term, not divided
+        by the replica count), the prior term ``(1/n)·(-log p(θ))`` and the
+        gradients for ``model.trainable_variables``.
     """
-    replicas = float(num_replicas())
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True)
-        total = model.compute_loss(
-            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-        )
-        prior_term = tf.add_n(model.losses) if model.losses else tf.zeros(())
         scaled = tf.debugging.check_numerics(
-            total - prior_term + prior_term / replicas, message
+            model.compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            ),
+            message,
         )
     gradients = tape.gradient(scaled, model.trainable_variables)
-    loss = (total - prior_term) * replicas + prior_term
-    return y_pred, loss, prior_term, gradients
+    prior_term = tf.add_n(model.losses) if model.losses else tf.zeros(())
+    return y_pred, scaled * float(num_replicas()), prior_term, gradients
+
+
+def finite_guard(tensors, messages):
+    """Context under which every new op runs after all ``tensors`` are checked.
+
+    Each tensor gets a ``check_numerics`` with its message; the returned
+    context adds control dependencies on all of them, so no update created
+    inside it (of any variable, nor the step counter) runs when one tensor
+    holds a NaN or Inf: the step fails as a whole with ``InvalidArgumentError``
+    and leaves every variable unchanged. Eagerly the checks run (and raise)
+    right here, before anything inside the context.
+
+    Under XLA (``jit_compile=True``) TensorFlow compiles ``check_numerics``
+    to a no-op, so this guard does nothing there.
+
+    Args:
+        tensors: list of floating tensors (``None`` entries are skipped).
+        messages: one message per tensor, included in the error.
+
+    Returns:
+        A context manager.
+    """
+    checks = [
+        tf.debugging.check_numerics(t, m) for t, m in zip(tensors, messages) if t is not None
+    ]
+    return tf.control_dependencies(checks)

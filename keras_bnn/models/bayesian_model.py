@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
+from keras_bnn import distribute
 from keras_bnn import priors as priors_lib
 from keras_bnn import samplers as samplers_lib
 
@@ -166,7 +167,22 @@ class BayesianModel(keras.Model):
                 )
                 * float(backend.num_replicas())
             )
-        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        return distribute.reducible_logs(
+            self.compute_metrics(x, y, y_pred, sample_weight=sample_weight),
+            self.distribute_strategy,
+        )
+
+    def test_step(self, *args):
+        logs = super().test_step(*args)
+        if keras.backend.backend() != "tensorflow":
+            return logs
+        return distribute.reducible_logs(logs, self.distribute_strategy)
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # keras#20585 workaround 1 (see keras_bnn.distribute).
+        if iterator is not None and distribute.is_multi_worker(self.distribute_strategy):
+            iterator, data_batch = None, distribute.local_batch(iterator, self.distribute_strategy)
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises ``FloatingPointError``.
