@@ -14,8 +14,8 @@ we take its square root so the usual thresholds 1.1 (Gelman) and 1.01 (Vehtari
 et al. 2021) apply. Split R-hat (each chain halved, so m = 2C and n = S/2) is
 the default.
 
-Thermostat check: with Gaussian momenta p_i ~ N(0, m·T), the kinetic
-temperature T_kin = (1/d) Σ_i p_i²/m of d momenta is distributed as
+Thermostat check: with Gaussian momenta p_i ~ N(0, M·T) (mass M), the kinetic
+temperature T_kin = (1/d) Σ_i p_i²/M of d momenta is distributed as
 T·χ²_d/d; `temperature_band` gives its central confidence interval and
 `kinetic_temperature_report` checks per-variable estimates against it.
 """
@@ -168,9 +168,10 @@ def weight_rhat(chains_weights, split=True):
 def temperature_band(d, temperature, confidence=0.99):
     """Central confidence band of the kinetic temperature of d Gaussian momenta.
 
-    If p_i ~ N(0, m·T) independently, T_kin = (1/d) Σ_{i<=d} p_i²/m ~ T·χ²_d/d,
-    so T_kin lies in [T·q_{(1-c)/2}/d, T·q_{(1+c)/2}/d] with probability c,
-    q_α being the α-quantile of χ²_d. (For relativistic momenta p·∇K(p) is not
+    If p_i ~ N(0, M·T) independently (mass M), then
+    T_kin = (1/d) Σ_{i<=d} p_i²/M ~ T·χ²_d/d, so T_kin lies in
+    [T·q_{(1-c)/2}/d, T·q_{(1+c)/2}/d] with probability c, q_α being the
+    α-quantile of χ²_d. (For relativistic momenta p·∇K(p) is not
     χ²-distributed and this band does not apply.)
 
     Args:
@@ -212,7 +213,8 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
 
     Args:
       per_variable: dict name -> (T_kin, d): the kinetic temperature estimate of
-        a variable and its number of elements.
+        a variable and its number of elements; or a sequence of
+        (name, T_kin, d) triples, as `Sampler.kinetic_temperatures()` returns.
       temperature: target temperature T > 0.
       confidence: coverage of each band, in (0, 1).
 
@@ -224,6 +226,8 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
       ValueError: if an entry is not a (T_kin, d) pair, or as for
         `temperature_band`.
     """
+    if not isinstance(per_variable, dict):
+        per_variable = {name: (t_kin, d) for name, t_kin, d in per_variable}
     rows = []
     for name, entry in per_variable.items():
         if np.ndim(entry) != 1 or len(entry) != 2:

@@ -127,3 +127,41 @@ def metric_vs_samples_plot(curve, path, title=None, baseline=None,
         fig.suptitle(title)
     fig.tight_layout()
     return _save_png(fig, path)
+
+
+def temperature_sweep_plot(rows, path, title="Posterior temperature sweep"):
+    """The cold-posterior plot: accuracy and NLL against temperature T.
+
+    Args:
+      rows: dicts with "temperature" and, for "single_sample" and "ensemble",
+        keys "<part>_accuracy" and "<part>_nll" (as written by
+        `keras_bnn.experiment.sweep_temperature`).
+      path: output file; parent directories are created.
+      title: figure title.
+
+    Returns:
+      `path` as a string.
+
+    Raises:
+      ValueError: if `rows` is empty or lacks a key.
+    """
+    if not rows:
+        raise ValueError("rows must hold at least one temperature")
+    needed = ["temperature"] + [f"{part}_{name}" for part in ("single_sample", "ensemble")
+                                for name, _ in _CURVE_METRICS]
+    missing = [key for key in needed if key not in rows[0]]
+    if missing:
+        raise ValueError(f"rows are missing keys {missing}")
+    rows = sorted(rows, key=lambda row: row["temperature"])
+    t = [row["temperature"] for row in rows]
+    fig = Figure(figsize=(9, 3.8), dpi=100)
+    for ax, (name, label) in zip(fig.subplots(1, 2), _CURVE_METRICS):
+        for part, style in (("ensemble", "o-"), ("single_sample", "s--")):
+            ax.plot(t, [row[f"{part}_{name}"] for row in rows], style, label=part.replace("_", " "))
+        ax.axvline(1.0, color="gray", linewidth=0.8)
+        ax.set(xscale="log", xlabel="temperature T (log scale)", ylabel=label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save_png(fig, path)

@@ -14,7 +14,7 @@ _PREFIX = "sample-"
 _SUFFIX = ".npz"
 
 
-def _atomic_write(path, write):
+def atomic_write(path, write):
     """Writes a file through ``write(fileobj)`` to a temp name, fsyncs, renames.
 
     A crash leaves either the old state or the complete new file, never a
@@ -119,7 +119,7 @@ class SampleStore:
         mine = architecture_of(model)
         stored = self.architecture
         if stored is None:
-            _atomic_write(
+            atomic_write(
                 os.path.join(self.path, _MANIFEST),
                 lambda handle: handle.write(json.dumps(mine).encode()),
             )
@@ -178,7 +178,7 @@ class SampleStore:
         metadata = dict(metadata, time=time.time())
         arrays = {f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())}
         arrays["metadata"] = np.array(json.dumps(metadata))
-        _atomic_write(
+        atomic_write(
             os.path.join(self.path, f"{_PREFIX}{index:06d}{_SUFFIX}"),
             lambda handle: np.savez(handle, **arrays),
         )

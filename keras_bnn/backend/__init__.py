@@ -11,16 +11,22 @@ import keras
 if keras.backend.backend() == "tensorflow":
     from keras_bnn.backend.tensorflow import (
         assert_finite,
+        finite_guard,
         gradient_tape_step,
         num_replicas,
         stateless_normal,
     )
 elif keras.backend.backend() == "jax":
-    from keras_bnn.backend.jax import assert_finite, num_replicas, stateless_normal
+    from keras_bnn.backend.jax import (
+        assert_finite,
+        finite_guard,
+        num_replicas,
+        stateless_normal,
+    )
 else:  # pragma: no cover - guarded at import time
     raise ImportError(
         "keras_bnn supports the 'tensorflow' and 'jax' Keras backends; "
         f"KERAS_BACKEND is {keras.backend.backend()!r}."
     )
 
-__all__ = ["assert_finite", "num_replicas", "stateless_normal"]
+__all__ = ["assert_finite", "finite_guard", "num_replicas", "stateless_normal"]

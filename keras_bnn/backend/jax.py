@@ -1,5 +1,7 @@
 """JAX implementations of the backend operations."""
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 
@@ -43,3 +45,23 @@ def assert_finite(x, message):
 def num_replicas():
     """Replica count for loss scaling: 1 (JAX shards data without loss scaling)."""
     return 1
+
+
+def finite_guard(tensors, messages):
+    """Checks every tensor for NaN/Inf (see :func:`assert_finite`).
+
+    JAX updates are functional: when a check raises, the compiled step fails
+    and none of its new values is assigned, so no control dependencies are
+    needed.
+
+    Args:
+        tensors: list of floating arrays (``None`` entries are skipped).
+        messages: one message per tensor.
+
+    Returns:
+        A no-op context manager.
+    """
+    for t, m in zip(tensors, messages):
+        if t is not None:
+            assert_finite(t, m)
+    return contextlib.nullcontext()

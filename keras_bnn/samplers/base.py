@@ -199,16 +199,38 @@ class Sampler(keras.optimizers.Optimizer):
             variable.dtype,
         )
 
+    def apply(self, grads, trainable_variables=None):
+        """Checks all gradients for NaN/Inf, then applies one sampler step.
+
+        The check covers every gradient before any variable is updated: a
+        non-finite gradient in any variable raises (``InvalidArgumentError``
+        on TensorFlow) and leaves all weights, sampler state and the step
+        counter unchanged. (Not under XLA; see ``backend.finite_guard``.)
+        """
+        grads = list(grads)
+        variables = (
+            list(trainable_variables)
+            if trainable_variables is not None
+            else list(getattr(self, "_trainable_variables", None) or [])
+        )
+        owner = type(self).__name__
+        if len(variables) == len(grads):
+            messages = [
+                f"keras_bnn {owner}: non-finite gradient for variable "
+                f"{getattr(v, 'path', getattr(v, 'name', '?'))!r}"
+                for v in variables
+            ]
+        else:
+            messages = [f"keras_bnn {owner}: non-finite gradient"] * len(grads)
+        with backend.finite_guard(grads, messages):
+            return super().apply(grads, trainable_variables)
+
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
-        grad = backend.assert_finite(
-            ops.cast(gradient, dtype),
-            f"keras_bnn {type(self).__name__}: non-finite gradient for "
-            f"variable {getattr(variable, 'name', '?')!r}",
-        )
+        # `apply` has already checked the gradient for NaN/Inf.
         self.sample_step(
             variable,
-            ops.multiply(grad, ops.cast(self.train_size, dtype)),
+            ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype)),
             ops.cast(learning_rate, dtype),
             ops.cast(self._temperature, dtype),
         )

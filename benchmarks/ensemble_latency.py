@@ -1,0 +1,119 @@
+"""Latency and throughput of a PosteriorEnsemble, in-process and as a SavedModel.
+
+For S members of ``resnet_pp(input_shape=(32, 32, 3), num_classes=10,
+depth=20)`` and each ``member_loop`` formulation, times one call of the
+serving computation (``predictive_summary``: probabilities and the
+uncertainty outputs) at batch sizes 1 and 64:
+
+* in-process: ``tf.function(ensemble.predictive_summary)``;
+* SavedModel: the exported version directory loaded with
+  ``tf.saved_model.load`` and called through ``signatures["serving_default"]``
+  (what TF Serving runs).
+
+The reference "one member" is the bare member model, ``tf.function`` of
+``softmax(model(x))``. Targets: an S-member ensemble costs at most 1.1·S
+times one member (``cost/(S·member)`` ≤ 1.1), and the SavedModel is within
+10% of in-process (``SM/in-proc`` ≤ 1.1). Each latency is the fastest of
+repeated calls after warm-up, the three functions (member, in-process,
+SavedModel) called in turn so that they share the machine's load; the member
+is re-timed beside every ensemble.
+
+    python benchmarks/ensemble_latency.py            # S = 1, 5, 10, 20
+    python benchmarks/ensemble_latency.py --quick    # S = 1, 5; fewer repeats
+
+Prints a Markdown table for the README.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import keras_bnn as kb  # noqa: E402
+from keras_bnn.ensemble import MEMBER_LOOPS  # noqa: E402
+
+INPUT_SHAPE = (32, 32, 3)
+
+
+def best_seconds(functions, x, repeats, warmup=2):
+    """Fastest wall time of each ``function(x)`` (outputs fetched to numpy).
+
+    The functions are called in turn, round after round, so that they share
+    the machine's load; the minimum over rounds estimates each one's own cost
+    on a machine whose other users come and go.
+    """
+    times = [[] for _ in functions]
+    for round_ in range(warmup + repeats):
+        for function, record in zip(functions, times):
+            start = time.perf_counter()
+            tf.nest.map_structure(np.asarray, function(x))
+            if round_ >= warmup:
+                record.append(time.perf_counter() - start)
+    return [min(record) for record in times]
+
+
+def weight_sets(model, count, seed=0):
+    """``count`` perturbed copies of the model's weights (values do not affect speed)."""
+    rng = np.random.default_rng(seed)
+    return [
+        [w + 0.01 * rng.standard_normal(w.shape).astype(w.dtype) for w in model.get_weights()]
+        for _ in range(count)
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="S = 1, 5; batch 1, 64; 3 repeats")
+    parser.add_argument("--members", type=int, nargs="+", default=None)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--loops", nargs="+", default=list(MEMBER_LOOPS), choices=MEMBER_LOOPS)
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args()
+    members = args.members or ([1, 5] if args.quick else [1, 5, 10, 20])
+    repeats = args.repeats or (3 if args.quick else 10)
+
+    keras.utils.set_random_seed(0)
+    model = kb.models.resnet_pp(input_shape=INPUT_SHAPE, num_classes=10, depth=20)
+    rng = np.random.default_rng(1)
+    inputs = {b: rng.standard_normal((b, *INPUT_SHAPE)).astype("float32") for b in args.batches}
+    member = tf.function(lambda x: keras.ops.softmax(model(x, training=False)))
+
+    print(
+        f"resnet_pp depth 20, {model.count_params():,} parameters, "
+        f"{os.cpu_count()} CPUs, TF {tf.__version__}, best of {repeats} calls\n"
+    )
+    print("| S | member_loop | batch | member ms | in-process ms | SavedModel ms "
+          "| SM/in-proc | cost/(S·member) | throughput ex/s (SM) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="kb-ensemble-bench-") as root:
+        for count in members:
+            sets = weight_sets(model, count)
+            for loop in args.loops:
+                ensemble = kb.PosteriorEnsemble(model, sets, member_loop=loop)
+                in_process = tf.function(ensemble.predictive_summary)
+                version = ensemble.export(os.path.join(root, f"{loop}_{count}"))
+                signature = tf.saved_model.load(version).signatures["serving_default"]
+
+                def saved(x, signature=signature):
+                    return signature(inputs=x)
+
+                for batch in args.batches:
+                    single, local, served = best_seconds(
+                        [member, in_process, saved], inputs[batch], repeats
+                    )
+                    print(
+                        f"| {count} | {loop} | {batch} | {1e3 * single:.1f} | {1e3 * local:.1f} "
+                        f"| {1e3 * served:.1f} | {served / local:.2f} "
+                        f"| {local / (count * single):.2f} | {batch / served:.0f} |",
+                        flush=True,
+                    )
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""The ``keras-bnn`` command line: train, evaluate, export, sweep-temperature, demo.
+
+Bad input ends with exit code 2 and one line ``keras-bnn: error: <reason>``
+on stderr, never a traceback.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+_CONFIG_FLAGS = (
+    # flag, RunConfig field, type, help
+    ("--dataset", "dataset", str, "synthetic, mnist, cifar10 or imdb"),
+    ("--data-dir", "data_dir", str, "tensorflow-datasets data directory"),
+    ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
+    ("--sampler", "sampler", str, "atmc, sghmc, sgnht, sgld, or sgd (baseline)"),
+    ("--step-size", "step_size", float, "initial step size h0"),
+    ("--temperature", "temperature", float, "posterior temperature T > 0"),
+    ("--epochs", "epochs", int, "training epochs"),
+    ("--batch-size", "batch_size", int, "minibatch size"),
+    ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
+    ("--burn-in-epochs", "burn_in_epochs", int, "epochs before collecting samples"),
+    ("--collect-every", "collect_every", int, "collect a sample every k epochs"),
+    ("--num-train", "num_train", int, "synthetic task: training examples"),
+    ("--num-test", "num_test", int, "synthetic task: test examples"),
+    ("--seed", "seed", int, "seed of initialisation, data order and sampler noise"),
+    ("--output-dir", "output_dir", str, "run directory"),
+)
+_METRICS = ("accuracy", "nll", "ece", "brier")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(message)
+
+
+def _add_config_flags(parser):
+    parser.add_argument("--config", help="JSON file with RunConfig fields (flags override)")
+    for flag, field, kind, text in _CONFIG_FLAGS:
+        parser.add_argument(flag, dest=field, type=kind, default=None, help=text)
+
+
+def _config_from(args):
+    from keras_bnn.experiment import RunConfig
+
+    values = {}
+    if args.config:
+        with open(args.config) as handle:
+            try:
+                values = json.load(handle)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"--config {args.config!r} is not valid JSON: {error}") from None
+    values.update({field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
+                   if getattr(args, field) is not None})
+    return RunConfig.from_dict(values)
+
+
+def format_table(rows, columns):
+    """Formats ``rows`` (dicts) as an aligned text table of ``columns``."""
+    cells = [[str(c) for c in columns]] + [
+        [f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _result_rows(result, label):
+    return [
+        dict(model=f"{label} (last sample)", **result["single_sample"]),
+        dict(model=f"{label} ensemble of {result['num_samples']}", **result["ensemble"]),
+    ]
+
+
+def _cmd_train(args):
+    from keras_bnn import experiment
+
+    config = _config_from(args)
+    store, history = experiment.train(config, verbose=args.verbose)
+    last = {k: v[-1] for k, v in history.history.items()}
+    print(format_table([dict(samples=len(store), **last)], ["samples", *sorted(last)]))
+    print(f"run directory: {config.output_dir}")
+
+
+def _cmd_evaluate(args):
+    from keras_bnn import experiment
+
+    result = experiment.evaluate(args.run_dir, num_bins=args.num_bins)
+    print(format_table(_result_rows(result, result["sampler"]), ["model", *_METRICS]))
+    print(f"plots: {result['reliability_plot']}, {result['samples_plot']}")
+
+
+def _cmd_export(args):
+    from keras_bnn import experiment
+
+    print(f"exported: {experiment.export(args.run_dir, args.export_dir, args.version)}")
+
+
+def _cmd_sweep(args):
+    from keras_bnn import experiment
+
+    try:
+        temperatures = [float(t) for t in args.temperatures.split(",")]
+    except ValueError:
+        raise ValueError(f"--temperatures must be comma-separated numbers; got {args.temperatures!r}")
+    rows = experiment.sweep_temperature(_config_from(args), temperatures, verbose=args.verbose)
+    columns = ["temperature", "ensemble_accuracy", "ensemble_nll", "single_sample_nll"]
+    print(format_table(rows, columns))
+
+
+def _cmd_demo(args):
+    from keras_bnn import experiment
+
+    root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
+    base = experiment.RunConfig(epochs=args.epochs, burn_in_epochs=args.epochs // 3,
+                                collect_every=max(1, args.epochs // 15), seed=args.seed)
+    rows = []
+    for sampler in ("sgd", "atmc"):
+        config = dataclasses.replace(base, sampler=sampler,
+                                     output_dir=os.path.join(root, sampler)).validate()
+        print(f"== training {sampler} on the synthetic teacher task "
+              f"({config.num_train} examples, {config.epochs} epochs)")
+        experiment.train(config, verbose=args.verbose)
+        result = experiment.evaluate(config.output_dir)
+        if sampler == "sgd":
+            rows.append(dict(model="SGD (MAP baseline)", **result["single_sample"]))
+        else:
+            rows += _result_rows(result, "ATMC")
+    print()
+    print(format_table(rows, ["model", *_METRICS]))
+    print(f"reliability plot: {result['reliability_plot']}")
+    print(f"metric vs samples plot: {result['samples_plot']}")
+    print(f"exported ensemble: {experiment.export(config.output_dir, args.export_dir)}")
+
+
+def build_parser():
+    """The argument parser of ``keras-bnn`` (exposed for the docs and tests)."""
+    parser = _Parser(prog="keras-bnn", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    train = commands.add_parser("train", help="train by sampling and collect samples")
+    _add_config_flags(train)
+    sweep = commands.add_parser("sweep-temperature", help="runs per temperature + plot + CSV")
+    _add_config_flags(sweep)
+    sweep.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",
+                       help="comma-separated temperatures")
+    evaluate = commands.add_parser("evaluate", help="metrics and plots of a run")
+    evaluate.add_argument("--run-dir", required=True)
+    evaluate.add_argument("--num-bins", type=int, default=15)
+    export = commands.add_parser("export", help="export a run's ensemble for TF Serving")
+    export.add_argument("--run-dir", required=True)
+    export.add_argument("--export-dir", required=True, help="saved_models/<name>")
+    export.add_argument("--version", type=int, default=None, help="default: next free")
+    demo = commands.add_parser("demo", help="SGD vs ATMC on the synthetic task, end to end")
+    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument("--export-dir", default="saved_models/demo")
+    demo.add_argument("--epochs", type=int, default=30)
+    demo.add_argument("--seed", type=int, default=0)
+    for sub in (train, sweep, demo):
+        sub.add_argument("--verbose", type=int, default=2, help="Keras progress verbosity")
+    train.set_defaults(run=_cmd_train)
+    sweep.set_defaults(run=_cmd_sweep)
+    evaluate.set_defaults(run=_cmd_evaluate)
+    export.set_defaults(run=_cmd_export)
+    demo.set_defaults(run=_cmd_demo)
+    return parser
+
+
+def main(argv=None):
+    """Entry point of the ``keras-bnn`` console script.
+
+    Args:
+        argv: arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        Exit code: 0 on success, 2 on bad input or a failed run.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+        args.run(args)
+    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError, OSError) as error:
+        reason = " ".join(str(error).split())
+        print(f"keras-bnn: error: {reason}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,584 @@
+"""The posterior predictive ensemble over stored posterior samples.
+
+:class:`PosteriorEnsemble` is a ``keras.Model`` holding S posterior samples
+θ_1..θ_S of one network f (the *member* model) and predicting with the Monte
+Carlo posterior predictive
+
+    p(y|x, D) ≈ (1/S) Σ_s p(y|x, θ_s).
+
+Likelihoods (the member model's output head):
+
+* ``"categorical"``: the member outputs logits f(x;θ_s) ∈ R^K (the
+  :mod:`keras_bnn.models` convention) and p(y|x,θ_s) = softmax(f(x;θ_s)). The
+  ensemble's ``call`` returns the predictive probabilities p̄ [N, K],
+  computed in log space,
+
+      log p̄ = logsumexp_s(log_softmax f(x;θ_s)) − log S,
+
+  so members that are certain (logits of ±1000, probabilities that underflow)
+  give exact probabilities and finite log-probabilities.
+* ``"gaussian"`` (regression): the member outputs ``[μ, log σ²]``
+  concatenated on the last axis, shape [N, 2D] (the first D entries are the
+  means of the D targets, the last D their log-variances), and
+  p(y|x,θ_s) = N(y; μ_s, σ²_s). The ensemble's ``call`` returns the moment-
+  matched Gaussian of the mixture in the same ``[mean, log variance]``
+  convention (law of total variance):
+
+      mean = (1/S) Σ_s μ_s
+      var  = (1/S) Σ_s σ²_s  +  (1/S) Σ_s (μ_s − mean)²
+             (aleatoric)        (epistemic)
+
+All members run inside one traced graph: the S weight sets are stored as
+non-trainable variables of shape [S, *weight.shape] (one per member weight)
+and each member is the member model's ``stateless_call`` on a slice. The
+slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
+see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
+
+Serving: :meth:`PosteriorEnsemble.export` writes a TensorFlow Serving version
+directory with a ``serving_default`` signature (input ``inputs``; outputs named
+as in :data:`CATEGORICAL_OUTPUTS` / :data:`GAUSSIAN_OUTPUTS`).
+Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
+/ ``keras.saving.load_model`` (the member architecture is in the config, the
+stacked weights in the weights file).
+"""
+
+import errno
+import math
+import os
+import secrets
+import shutil
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_bnn.store import atomic_write
+
+LIKELIHOODS = ("categorical", "gaussian")
+MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
+
+#: Outputs of :meth:`PosteriorEnsemble.predictive_summary` (and of the
+#: exported ``serving_default`` signature) for ``likelihood="categorical"``.
+CATEGORICAL_OUTPUTS = (
+    "probabilities",
+    "log_probabilities",
+    "predictive_entropy",
+    "expected_entropy",
+    "mutual_information",
+    "class_std",
+)
+#: The same for ``likelihood="gaussian"``.
+GAUSSIAN_OUTPUTS = ("mean", "variance", "aleatoric_variance", "epistemic_variance")
+
+#: Name of the exported signature's input tensor.
+SERVING_INPUT = "inputs"
+SERVING_SIGNATURE = "serving_default"
+MODELS_CONFIG = "models.config"
+
+
+class _Untracked:
+    """Holds an object out of Keras' and TensorFlow's attribute tracking.
+
+    The member model is only a function of the stacked weights: tracking it
+    would save (and export) an unused copy of its weights.
+    """
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _log_mean_exp(x, axis=0):
+    """log((1/S) Σ_s exp(x_s)) over ``axis`` of size S, without overflow."""
+    return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
+
+
+def _check_choice(value, argument, choices):
+    if value not in choices:
+        raise ValueError(f"`{argument}` must be one of {choices}; received {argument}={value!r}.")
+    return value
+
+
+def _member_signature(model, likelihood):
+    """Checks the member model; returns (input shape without batch, input dtype)."""
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"`model` must be a keras.Model; received {type(model).__name__}.")
+    if not model.built or not model.weights:
+        raise ValueError(
+            f"`model` {model.name!r} must be built and have weights (build it by "
+            "calling it on data, or use a Functional/Sequential model)."
+        )
+    inputs = getattr(model, "inputs", None)
+    outputs = getattr(model, "outputs", None)
+    if not inputs or len(inputs) != 1 or not outputs or len(outputs) != 1:
+        raise ValueError(
+            f"`model` {model.name!r} must be a Functional or Sequential model with "
+            "one input and one output (its input shape becomes the serving "
+            "signature)."
+        )
+    output_shape = tuple(outputs[0].shape)
+    if len(output_shape) != 2 or output_shape[-1] is None:
+        raise ValueError(
+            f"`model` {model.name!r} must output a [batch, units] tensor; its "
+            f"output shape is {output_shape}."
+        )
+    if likelihood == "gaussian" and output_shape[-1] % 2:
+        raise ValueError(
+            "likelihood='gaussian' needs a member head [mean, log variance] with an "
+            f"even number of outputs (2 per target); `model` outputs {output_shape[-1]}."
+        )
+    input_shape = tuple(inputs[0].shape[1:])
+    if None in input_shape:
+        raise ValueError(
+            f"`model` {model.name!r} must have a fully known input shape (apart "
+            f"from the batch); it has {tuple(inputs[0].shape)}."
+        )
+    return input_shape, inputs[0].dtype
+
+
+def _stack_weight_sets(model, weight_sets):
+    """Checks S weight sets against ``model.weights``; returns the [S, ...] stacks."""
+    weight_sets = [list(weights) for weights in weight_sets]
+    if not weight_sets:
+        raise ValueError("`weight_sets` must hold at least one weight set; received none.")
+    expected = [(tuple(w.shape), w.dtype) for w in model.weights]
+    for s, weights in enumerate(weight_sets):
+        if len(weights) != len(expected):
+            raise ValueError(
+                f"`weight_sets[{s}]` has {len(weights)} arrays; `model` has "
+                f"{len(expected)} weights (pass them in `model.weights` order)."
+            )
+        for j, (array, (shape, _)) in enumerate(zip(weights, expected)):
+            if tuple(np.shape(array)) != shape:
+                raise ValueError(
+                    f"`weight_sets[{s}][{j}]` has shape {tuple(np.shape(array))}; "
+                    f"`model.weights[{j}]` ({model.weights[j].path}) has shape {shape}."
+                )
+    return [
+        np.stack([np.asarray(weights[j], dtype=dtype) for weights in weight_sets])
+        for j, (_, dtype) in enumerate(expected)
+    ]
+
+
+def _positive_int(value, argument):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{argument}` must be a positive integer; received {argument}={value!r}.")
+    return int(value)
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class PosteriorEnsemble(keras.Model):
+    """Posterior predictive average of S weight sets of one member model.
+
+    See the module docstring for the formulas. ``ensemble(x)`` and
+    ``ensemble.predict(ds)`` return the predictive probabilities [N, K]
+    (``"categorical"``) or the mixture's ``[mean, log variance]`` [N, 2D]
+    (``"gaussian"``); :meth:`predict_uncertainty` adds the uncertainty
+    decomposition and :meth:`predict_members` the members' own predictions.
+
+    Args:
+        model: the member model: a built Functional/Sequential Keras model with
+            one input and one [batch, units] output (the models of
+            :mod:`keras_bnn.models` qualify). Its own weights are not used and
+            not modified.
+        weight_sets: S ≥ 1 lists of arrays, each in ``model.weights`` order
+            (``model.get_weights()`` or ``Sample.weights`` of a
+            :class:`keras_bnn.SampleStore`).
+        likelihood: ``"categorical"`` (member outputs logits) or
+            ``"gaussian"`` (member outputs ``[mean, log variance]``).
+        member_loop: how the graph evaluates the S members:
+            ``"unroll"`` (default) traces S copies of the member graph, which
+            the runtime runs concurrently; ``"map"`` is a ``keras.ops.map``
+            (``tf.map_fn``) loop over the stacked weights; ``"vectorized_map"``
+            vectorises one member over S (``tf.vectorized_map``). All three
+            give the same numbers; ``benchmarks/ensemble_latency.py`` compares
+            their speed (unrolling was fastest on CPU, see
+            ``docs_snippets/serving.md``), and graph size grows with S only
+            for ``"unroll"``.
+        **kwargs: ``keras.Model`` arguments (``name``, ...).
+
+    Raises:
+        ValueError: if ``model`` is not a built single-input, single-output
+            model, if ``weight_sets`` is empty or does not match
+            ``model.weights``, for an unknown ``likelihood``/``member_loop``,
+            or for a ``"gaussian"`` head with an odd number of outputs.
+    """
+
+    def __init__(self, model, weight_sets, likelihood="categorical", member_loop="unroll", **kwargs):
+        super().__init__(**kwargs)
+        self.likelihood = _check_choice(likelihood, "likelihood", LIKELIHOODS)
+        self.member_loop = _check_choice(member_loop, "member_loop", MEMBER_LOOPS)
+        self.member_input_shape, self.member_input_dtype = _member_signature(model, likelihood)
+        stacks = _stack_weight_sets(model, weight_sets)
+        self._member = _Untracked(model)
+        self._stacks = []
+        for j, (weight, stack) in enumerate(zip(model.weights, stacks)):
+            variable = self.add_weight(
+                shape=stack.shape,
+                dtype=weight.dtype,
+                initializer="zeros",
+                trainable=False,
+                name=f"members_{j}_{weight.name}",
+            )
+            variable.assign(stack)
+            self._stacks.append(variable)
+        # Where each of the member's variables (in stateless_call order) comes
+        # from: an index into the stacks, or None for state that is not a
+        # weight (seed-generator or metric state), which all members share.
+        position = {id(w): j for j, w in enumerate(model.weights)}
+        self._trainable_slots = [position.get(id(v)) for v in model.trainable_variables]
+        self._non_trainable_slots = [position.get(id(v)) for v in model.non_trainable_variables]
+        self.input_spec = keras.InputSpec(shape=(None, *self.member_input_shape))
+        self._views = {}
+        self.built = True
+
+    # ------------------------------------------------------------- creation
+    @classmethod
+    def from_store(cls, store, max_samples=None, model=None, **kwargs):
+        """Builds the ensemble of the samples in a :class:`keras_bnn.SampleStore`.
+
+        Args:
+            store: the store.
+            max_samples: use at most this many samples, evenly spaced over the
+                store (first and last included); ``None`` uses all.
+            model: the member model; ``None`` rebuilds the model that wrote
+                the store (``store.build_model()``).
+            **kwargs: passed to the constructor (``likelihood``,
+                ``member_loop``, ``name``).
+
+        Returns:
+            A :class:`PosteriorEnsemble`.
+
+        Raises:
+            ValueError: if the store is empty, ``max_samples`` is not a
+                positive integer, or ``model`` is of another architecture than
+                the store's samples.
+        """
+        count = len(store)
+        if count == 0:
+            raise ValueError(f"`store` {store.path!r} holds no samples.")
+        if model is None:
+            model = store.build_model()
+        else:
+            store.check_model(model)
+        if max_samples is None:
+            indices = range(count)
+        else:
+            max_samples = _positive_int(max_samples, "max_samples")
+            indices = np.unique(np.round(np.linspace(0, count - 1, min(max_samples, count))))
+        return cls(model, (store[int(i)].weights for i in indices), **kwargs)
+
+    @property
+    def num_members(self):
+        """The number S of posterior samples."""
+        return int(self._stacks[0].shape[0])
+
+    def get_config(self):
+        """The member architecture, S, likelihood and member loop (weights apart).
+
+        Returns:
+            dict for :meth:`from_config`.
+        """
+        return {
+            "name": self.name,
+            "model": keras.saving.serialize_keras_object(self._member.value),
+            "num_members": self.num_members,
+            "likelihood": self.likelihood,
+            "member_loop": self.member_loop,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        """Rebuilds an ensemble of ``num_members`` zero weight sets.
+
+        Keras' loading (``keras.saving.load_model``) then restores the stacked
+        weights.
+
+        Args:
+            config: dict from :meth:`get_config`.
+
+        Returns:
+            A :class:`PosteriorEnsemble`.
+        """
+        config = dict(config)
+        model = keras.saving.deserialize_keras_object(config.pop("model"))
+        zeros = [np.zeros(w.shape, w.dtype) for w in model.weights]
+        return cls(model, [zeros] * config.pop("num_members"), **config)
+
+    # ----------------------------------------------------------- the graph
+    def _member_call(self, inputs, weights):
+        """f(inputs; θ) for one weight set ``weights`` (``model.weights`` order)."""
+        model = self._member.value
+
+        def values(slots, variables):
+            return [v if j is None else weights[j] for j, v in zip(slots, variables)]
+
+        outputs, _ = model.stateless_call(
+            values(self._trainable_slots, model.trainable_variables),
+            values(self._non_trainable_slots, model.non_trainable_variables),
+            inputs,
+            training=False,
+        )
+        return outputs
+
+    def member_outputs(self, inputs):
+        """The raw member outputs f(inputs; θ_s), stacked: [S, N, units].
+
+        Args:
+            inputs: [N, *input_shape] tensor.
+
+        Returns:
+            [S, N, units] tensor (logits, or ``[mean, log variance]``).
+        """
+        inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
+        stacks = [v.value for v in self._stacks]
+        if self.member_loop == "unroll":
+            members = zip(*[ops.unstack(stack, axis=0) for stack in stacks])
+            return ops.stack([self._member_call(inputs, list(w)) for w in members])
+        if self.member_loop == "map":
+            return ops.map(lambda w: self._member_call(inputs, w), stacks)
+        return ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
+
+    def _gaussian_moments(self, members):
+        """(mean, aleatoric, epistemic variance) of the members' Gaussians."""
+        units = members.shape[-1] // 2
+        means, log_variances = members[..., :units], members[..., units:]
+        mean = ops.mean(means, axis=0)
+        aleatoric = ops.exp(_log_mean_exp(log_variances))
+        epistemic = ops.mean(ops.square(means - mean), axis=0)
+        return mean, aleatoric, epistemic
+
+    def call(self, inputs, training=None):
+        """The posterior predictive.
+
+        Args:
+            inputs: [N, *input_shape] tensor.
+            training: ignored (members always run in inference mode).
+
+        Returns:
+            ``"categorical"``: p̄ = exp(logsumexp_s(log_softmax f_s) − log S),
+            [N, K]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
+            and var of the mixture (module docstring).
+        """
+        members = self.member_outputs(inputs)
+        if self.likelihood == "categorical":
+            return ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
+        mean, aleatoric, epistemic = self._gaussian_moments(members)
+        return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+
+    def predictive_summary(self, inputs):
+        """The posterior predictive and its uncertainty decomposition.
+
+        ``"categorical"`` (p_s = softmax f(x;θ_s), p̄ = (1/S) Σ_s p_s,
+        H[p] = −Σ_k p_k log p_k):
+
+        * ``probabilities`` p̄ [N, K] and ``log_probabilities`` log p̄ [N, K]
+          (log-mean-exp of the member log-softmax: finite where p̄ underflows);
+        * ``predictive_entropy`` H[p̄] [N] (total uncertainty);
+        * ``expected_entropy`` (1/S) Σ_s H[p_s] [N] (aleatoric);
+        * ``mutual_information`` H[p̄] − (1/S) Σ_s H[p_s] [N] (epistemic; ≥ 0
+          by concavity of H, clipped at 0 against round-off, 0 when all
+          members agree);
+        * ``class_std`` sqrt((1/S) Σ_s (p_s − p̄)²) [N, K] (population
+          standard deviation across members, per class).
+
+        ``"gaussian"``: ``mean``, ``variance`` = ``aleatoric_variance`` +
+        ``epistemic_variance`` (each [N, D]; module docstring).
+
+        Args:
+            inputs: [N, *input_shape] tensor.
+
+        Returns:
+            dict of tensors, keys :data:`CATEGORICAL_OUTPUTS` or
+            :data:`GAUSSIAN_OUTPUTS`.
+        """
+        members = self.member_outputs(inputs)
+        if self.likelihood == "gaussian":
+            mean, aleatoric, epistemic = self._gaussian_moments(members)
+            return {
+                "mean": mean,
+                "variance": aleatoric + epistemic,
+                "aleatoric_variance": aleatoric,
+                "epistemic_variance": epistemic,
+            }
+        member_log_probs = ops.log_softmax(members, axis=-1)
+        member_probs = ops.exp(member_log_probs)
+        log_probs = _log_mean_exp(member_log_probs)
+        probs = ops.exp(log_probs)
+        predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
+        expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
+        return {
+            "probabilities": probs,
+            "log_probabilities": log_probs,
+            "predictive_entropy": predictive_entropy,
+            "expected_entropy": expected_entropy,
+            "mutual_information": ops.maximum(predictive_entropy - expected_entropy, 0.0),
+            "class_std": ops.std(member_probs, axis=0),
+        }
+
+    # -------------------------------------------------------- prediction
+    def _view(self, name, function):
+        """A cached keras.Model computing ``function(inputs)``, for its predict loop."""
+        if name not in self._views:
+            view = _FunctionModel(self, function, name=f"{self.name}_{name}")
+            self._views[name] = _Untracked(view)
+        return self._views[name].value
+
+    def predict_uncertainty(self, x, batch_size=None, steps=None, verbose=0):
+        """:meth:`predictive_summary` over a dataset, batched like ``predict``.
+
+        Args:
+            x: inputs as for ``keras.Model.predict`` (array, or a dataset of
+                inputs or of (inputs, labels)).
+            batch_size, steps, verbose: as for ``keras.Model.predict``.
+
+        Returns:
+            dict of numpy arrays (keys as :meth:`predictive_summary`), the
+            examples of every batch concatenated.
+        """
+        view = self._view("summary", self.predictive_summary)
+        return view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose)
+
+    def predict_members(self, x, batch_size=None, steps=None, verbose=0):
+        """Each member's own prediction (e.g. for :func:`keras_bnn.metrics.evaluate_members`).
+
+        Args:
+            x, batch_size, steps, verbose: as for ``keras.Model.predict``.
+
+        Returns:
+            numpy array [S, N, units]: class probabilities softmax f(x;θ_s)
+            (``"categorical"``) or the raw ``[mean, log variance]``
+            (``"gaussian"``).
+        """
+
+        def batch_first(inputs):
+            members = self.member_outputs(inputs)
+            if self.likelihood == "categorical":
+                members = ops.softmax(members, axis=-1)
+            return ops.transpose(members, (1, 0, 2))
+
+        view = self._view("members", batch_first)
+        outputs = view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose)
+        return np.transpose(outputs, (1, 0, 2))
+
+    # ------------------------------------------------------------ export
+    def export(self, model_dir, version=None, verbose=False):
+        """Writes a TensorFlow Serving version directory ``model_dir/<version>``.
+
+        The SavedModel (``keras.export.ExportArchive``) has one signature,
+        ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
+        member's dtype: any batch size; other shapes or dtypes are rejected
+        by the signature), outputs named as in :meth:`predictive_summary`.
+        The version is written to a temporary sibling directory
+        ``model_dir/.tmp-<version>-*`` (which TF Serving ignores), fsynced and
+        renamed into place, so an interrupted export leaves no partial version
+        directory. ``model_dir/models.config`` (a ``--model_config_file``
+        for ``tensorflow_model_server``, model name = the directory's name) is
+        (re)written atomically next to the versions.
+
+        Args:
+            model_dir: the model's base path, e.g. ``saved_models/cifar10_atmc``.
+            version: positive integer version; ``None`` takes one more than
+                the largest existing integer version (1 for a new directory).
+            verbose: print the exported endpoint.
+
+        Returns:
+            The path of the new version directory.
+
+        Raises:
+            FileExistsError: if ``model_dir/<version>`` already exists (nothing
+                is overwritten; pass another version or ``version=None``).
+            ValueError: if ``version`` is not a positive integer.
+        """
+        model_dir = os.path.abspath(os.fspath(model_dir))
+        version = _next_version(model_dir) if version is None else _positive_int(version, "version")
+        target = os.path.join(model_dir, str(version))
+        if os.path.lexists(target):
+            raise FileExistsError(
+                errno.EEXIST,
+                f"Version directory exists; refusing to overwrite it (pass another "
+                f"`version`, or version=None for the next one, {_next_version(model_dir)})",
+                target,
+            )
+        os.makedirs(model_dir, exist_ok=True)
+        # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the
+        # version directory gets the permissions a model server expects.
+        staging = os.path.join(model_dir, f".tmp-{version}-{secrets.token_hex(8)}")
+        os.mkdir(staging)
+        try:
+            archive = keras.export.ExportArchive()
+            archive.track(self)
+            archive.add_endpoint(
+                SERVING_SIGNATURE,
+                self.predictive_summary,
+                input_signature=[
+                    keras.InputSpec(
+                        shape=(None, *self.member_input_shape),
+                        dtype=self.member_input_dtype,
+                        name=SERVING_INPUT,
+                    )
+                ],
+            )
+            archive.write_out(staging, verbose=verbose)
+            _fsync_tree(staging)
+            if os.path.lexists(target):
+                raise FileExistsError(errno.EEXIST, "Version directory appeared during export", target)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _fsync_directory(model_dir)
+        _write_models_config(model_dir)
+        return target
+
+
+class _FunctionModel(keras.Model):
+    """A keras.Model whose call is ``function(inputs)`` over an ensemble's weights."""
+
+    def __init__(self, ensemble, function, **kwargs):
+        super().__init__(**kwargs)
+        self.ensemble = ensemble
+        self._function = function
+        self.built = True
+
+    def call(self, inputs):
+        return self._function(inputs)
+
+
+def _next_version(model_dir):
+    """One more than the largest integer-named entry of ``model_dir`` (1 if none)."""
+    if not os.path.isdir(model_dir):
+        return 1
+    versions = [int(name) for name in os.listdir(model_dir) if name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def _fsync_directory(path):
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def _fsync_tree(root):
+    """fsyncs every file and directory under ``root`` (so a rename publishes data on disk)."""
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_directory(directory)
+
+
+def _write_models_config(model_dir):
+    """Writes ``model_dir/models.config`` for ``tensorflow_model_server --model_config_file``."""
+    name = os.path.basename(model_dir)
+    text = (
+        "model_config_list {\n"
+        "  config {\n"
+        f'    name: "{name}"\n'
+        f'    base_path: "{model_dir}"\n'
+        '    model_platform: "tensorflow"\n'
+        "  }\n"
+        "}\n"
+    )
+    atomic_write(os.path.join(model_dir, MODELS_CONFIG), lambda handle: handle.write(text.encode()))

@@ -1,0 +1,330 @@
+"""Runs behind the command line: train, evaluate, export, temperature sweeps.
+
+A run directory holds ``config.json`` (the resolved :class:`RunConfig`),
+``samples/`` (a :class:`keras_bnn.SampleStore`; for the SGD baseline its one
+"sample" is the final point estimate), and after evaluation ``metrics.json``,
+``reliability.png`` and ``metric_vs_samples.png``.
+"""
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+
+import keras
+import numpy as np
+
+from keras_bnn import callbacks as callbacks_lib
+from keras_bnn import data as data_lib
+from keras_bnn import metrics as metrics_lib
+from keras_bnn import models as models_lib
+from keras_bnn import plots
+from keras_bnn import samplers
+from keras_bnn.ensemble import PosteriorEnsemble
+from keras_bnn.store import SampleStore, atomic_write
+
+SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "sgd")
+MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
+#: Default step sizes h0 per sampler (SDE time units; "sgd" is a learning rate).
+DEFAULT_STEP_SIZE = {"atmc": 5e-3, "sghmc": 5e-3, "sgnht": 5e-3, "sgld": 1e-5, "sgd": 0.05}
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Everything a run needs; the CLI builds it from a JSON file and flags.
+
+    Attributes:
+        dataset: one of ``keras_bnn.data.DATASETS``.
+        data_dir: tensorflow-datasets data directory (real datasets).
+        model: one of :data:`MODELS`.
+        model_args: extra keyword arguments of the model builder.
+        sampler: one of :data:`SAMPLERS` (``"sgd"``: the SGD/MAP baseline).
+        step_size: h0 (default per sampler, :data:`DEFAULT_STEP_SIZE`).
+        temperature: posterior temperature T > 0.
+        epochs: training epochs.
+        batch_size: minibatch size.
+        cycle_epochs: cyclical step-size cycle length, or None (constant).
+        burn_in_epochs: epochs before the first cycle and before collecting.
+        collect_every: collect every k epochs (None: at cycle ends, or every
+            epoch with a constant step size).
+        num_train, num_test: sizes of the synthetic task.
+        seed: seeds the initialisation, the data order and the sampler noise.
+        output_dir: the run directory.
+    """
+
+    dataset: str = "synthetic"
+    data_dir: str = None
+    model: str = "mlp"
+    model_args: dict = dataclasses.field(default_factory=dict)
+    sampler: str = "atmc"
+    step_size: float = None
+    temperature: float = 1.0
+    epochs: int = 30
+    batch_size: int = 100
+    cycle_epochs: int = None
+    burn_in_epochs: int = 10
+    collect_every: int = None
+    num_train: int = 2000
+    num_test: int = 2000
+    seed: int = 0
+    output_dir: str = "runs/default"
+
+    def validate(self):
+        """Checks every field; returns ``self``.
+
+        Raises:
+            ValueError: naming the field and the allowed values.
+        """
+        _choice("dataset", self.dataset, data_lib.DATASETS)
+        _choice("model", self.model, MODELS)
+        _choice("sampler", self.sampler, SAMPLERS)
+        for name in ("epochs", "batch_size", "num_train", "num_test"):
+            _integer(name, getattr(self, name), 1)
+        _integer("burn_in_epochs", self.burn_in_epochs, 0)
+        for name in ("cycle_epochs", "collect_every"):
+            if getattr(self, name) is not None:
+                _integer(name, getattr(self, name), 1)
+        for name in ("temperature", "step_size"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and value > 0
+                                          and math.isfinite(value)):
+                raise ValueError(f"`{name}` must be a positive number; got {value!r}.")
+        if self.sampler == "sgd" and self.temperature != 1.0:
+            raise ValueError("`temperature` applies to samplers, not to sampler='sgd'.")
+        if self.burn_in_epochs >= self.epochs and self.sampler != "sgd":
+            raise ValueError(
+                f"`burn_in_epochs` ({self.burn_in_epochs}) must be smaller than "
+                f"`epochs` ({self.epochs}), or no sample is collected."
+            )
+        if not isinstance(self.model_args, dict):
+            raise ValueError(f"`model_args` must be a JSON object; got {self.model_args!r}.")
+        return self
+
+    @classmethod
+    def from_dict(cls, values):
+        """Builds a config from a dict, rejecting unknown keys.
+
+        Raises:
+            ValueError: for an unknown key (named, with the allowed ones).
+        """
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys {unknown}; allowed: {sorted(known)}.")
+        return cls(**values).validate()
+
+
+def _write_json(value, path):
+    atomic_write(path, lambda handle: handle.write(json.dumps(value, indent=2).encode()))
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}.")
+
+
+def _integer(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
+
+
+def load_data(config):
+    """Loads the run's dataset.
+
+    Returns:
+        ``(train_ds, test_ds, info)`` from :func:`keras_bnn.data.load`.
+    """
+    kwargs = {"seed": config.seed}
+    if config.dataset == "synthetic":
+        kwargs.update(num_train=config.num_train, num_test=config.num_test)
+    else:
+        kwargs["data_dir"] = config.data_dir
+    return data_lib.load(config.dataset, batch_size=config.batch_size, **kwargs)
+
+
+def build_model(config, info):
+    """Builds the run's model for the dataset described by ``info``."""
+    builder = getattr(models_lib, config.model)
+    if config.model == "cnn_lstm":
+        return builder(vocab_size=info["vocab_size"], num_classes=info["num_classes"],
+                       **config.model_args)
+    return builder(info["input_shape"], info["num_classes"], **config.model_args)
+
+
+def _compile(model, config, train_size):
+    step_size = config.step_size or DEFAULT_STEP_SIZE[config.sampler]
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if config.sampler == "sgd":
+        model.compile(optimizer=keras.optimizers.SGD(step_size, momentum=0.9),
+                      train_size=train_size, loss=loss, metrics=["accuracy"])
+    else:
+        model.compile(
+            sampler=samplers.get(config.sampler, step_size=step_size, seed=config.seed),
+            temperature=config.temperature, train_size=train_size, loss=loss,
+            metrics=["accuracy"],
+        )
+
+
+def train(config, verbose=1):
+    """Trains a model by sampling (or SGD) and stores the samples.
+
+    Args:
+        config: a validated :class:`RunConfig`.
+        verbose: Keras progress-bar verbosity.
+
+    Returns:
+        ``(store, history)``.
+
+    Raises:
+        FileExistsError: if ``output_dir`` already holds samples.
+    """
+    config.validate()
+    store = SampleStore(os.path.join(config.output_dir, "samples"))
+    if len(store):
+        raise FileExistsError(
+            f"`output_dir` {config.output_dir!r} already holds {len(store)} samples; "
+            "choose a new directory."
+        )
+    train_ds, _, info = load_data(config)
+    keras.utils.set_random_seed(config.seed)
+    model = build_model(config, info)
+    _compile(model, config, info["num_train"])
+    callbacks = []
+    if config.sampler != "sgd":
+        if config.cycle_epochs:
+            callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs,
+                                                            config.burn_in_epochs))
+        callbacks.append(callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
+                                                      every=config.collect_every))
+    _write_json(dataclasses.asdict(config), os.path.join(config.output_dir, "config.json"))
+    history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks)
+    if config.sampler == "sgd":
+        store.append(model, epoch=config.epochs - 1, step=int(model.optimizer.iterations))
+    return store, history
+
+
+def load_run(run_dir):
+    """Reads a run directory.
+
+    Returns:
+        ``(config, store)``.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no run.
+    """
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no run (no config.json).")
+    with open(path) as handle:
+        config = RunConfig.from_dict(json.load(handle))
+    store = SampleStore(os.path.join(run_dir, "samples"))
+    if not len(store):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet.")
+    return config, store
+
+
+def member_probabilities(store, dataset):
+    """Class probabilities of every stored sample on ``dataset``, ``[S, N, K]``."""
+    model = store.build_model()
+    probs = []
+    for sample in store:
+        model.set_weights(sample.weights)
+        logits = model.predict(dataset, verbose=0)
+        probs.append(keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1)))
+    return np.stack(probs)
+
+
+def evaluate(run_dir, num_bins=15):
+    """Evaluates a run: last sample, and the posterior-predictive ensemble.
+
+    Writes ``metrics.json``, ``reliability.png`` (ensemble) and
+    ``metric_vs_samples.png`` into ``run_dir``.
+
+    Args:
+        run_dir: a directory written by :func:`train`.
+        num_bins: ECE / reliability bins.
+
+    Returns:
+        dict with ``single_sample`` and ``ensemble`` metrics,
+        ``num_samples``, the ``metric_vs_num_samples`` curve and the paths.
+    """
+    config, store = load_run(run_dir)
+    _, test_ds, _ = load_data(config)
+    labels = data_lib.dataset_labels(test_ds)
+    members = metrics_lib.evaluate_members(member_probabilities(store, test_ds), labels,
+                                           num_bins=num_bins)
+    ensemble_probs = PosteriorEnsemble.from_store(store).predict(test_ds, verbose=0)
+    result = {
+        "sampler": config.sampler,
+        "temperature": config.temperature,
+        "num_samples": len(store),
+        "single_sample": members["members"][-1],
+        "ensemble": metrics_lib.evaluate_probs(ensemble_probs, labels, num_bins=num_bins),
+        "metric_vs_num_samples": members["metric_vs_num_samples"],
+        "reliability_plot": plots.reliability_diagram(
+            ensemble_probs, labels, os.path.join(run_dir, "reliability.png"), num_bins=num_bins,
+            title=f"{config.sampler} ensemble ({len(store)} samples)"),
+        "samples_plot": plots.metric_vs_samples_plot(
+            members["metric_vs_num_samples"], os.path.join(run_dir, "metric_vs_samples.png")),
+    }
+    _write_json(result, os.path.join(run_dir, "metrics.json"))
+    return result
+
+
+def export(run_dir, model_dir, version=None):
+    """Exports a run's posterior ensemble as a TF Serving model version.
+
+    Args:
+        run_dir: a directory written by :func:`train`.
+        model_dir: ``saved_models/<name>``; the version directory goes inside.
+        version: integer version, or None for the next free one.
+
+    Returns:
+        The path of the written version directory.
+    """
+    _, store = load_run(run_dir)
+    return PosteriorEnsemble.from_store(store).export(model_dir, version=version)
+
+
+def sweep_temperature(config, temperatures, verbose=0):
+    """Trains and evaluates one run per temperature (the cold-posterior plot).
+
+    Writes ``<output_dir>/T=<T>/`` runs, ``sweep.csv`` and ``sweep.png``.
+
+    Args:
+        config: base :class:`RunConfig` (``output_dir`` is the sweep's root).
+        temperatures: positive temperatures.
+        verbose: progress-bar verbosity of each training run.
+
+    Returns:
+        List of row dicts (temperature, then single-sample and ensemble
+        accuracy / NLL / ECE / Brier).
+
+    Raises:
+        ValueError: for an empty or non-positive temperature list.
+    """
+    if not temperatures or any(not t > 0 for t in temperatures):
+        raise ValueError(f"`temperatures` must be positive numbers; got {temperatures!r}.")
+    rows = []
+    for temperature in temperatures:
+        run = dataclasses.replace(config, temperature=float(temperature),
+                                  output_dir=os.path.join(config.output_dir, f"T={temperature:g}"))
+        train(run, verbose=verbose)
+        result = evaluate(run.output_dir)
+        row = {"temperature": float(temperature)}
+        for part in ("single_sample", "ensemble"):
+            row.update({f"{part}_{k}": v for k, v in result[part].items()})
+        rows.append(row)
+    plots.temperature_sweep_plot(rows, os.path.join(config.output_dir, "sweep.png"))
+    _write_csv(rows, os.path.join(config.output_dir, "sweep.csv"))
+    return rows
+
+
+def _write_csv(rows, path):
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, lambda handle: handle.write(text.getvalue().encode()))

@@ -1,0 +1,97 @@
+"""Filter Response Normalization and the Thresholded Linear Unit.
+
+Singh & Krishnan (2019), used instead of BatchNorm in the cold-posterior
+ResNet-20 (Wenzel et al., 2020): it normalises each example on its own, so it
+adds no minibatch noise and keeps the likelihood a function of the weights.
+Inputs are channels-last ``(N, ..., C)``; the statistics are over the axes
+between batch and channel (H, W for images).
+"""
+
+import functools
+
+import keras
+from keras import ops
+
+from keras_bnn import priors
+from keras_bnn.layers.prior_aware import PriorAwareMixin
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class TLU(PriorAwareMixin, keras.layers.Layer):
+    """Thresholded linear unit ``z = max(x, τ)``, one learned τ per channel.
+
+    Args:
+        tau_prior: prior on ``τ`` (``(C,)``, initialised at 0); default
+            ``Normal(0, 1)``.
+        **kwargs: base ``keras.layers.Layer`` arguments.
+
+    Raises:
+        ValueError: for an unknown prior, or (at build) a prior that does not
+            fit ``τ``, naming the argument.
+    """
+
+    prior_arguments = {"tau_prior": (None, priors.Normal)}
+
+    def build(self, input_shape):
+        self.tau = self._add_prior_weight("tau_prior", "tau", (input_shape[-1],), "zeros")
+
+    def call(self, inputs):
+        return ops.maximum(inputs, ops.cast(self.tau, inputs.dtype))
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class FRN(TLU):
+    """Filter Response Normalization followed by a TLU.
+
+    ``ν² = mean(x², over H, W)``, ``y = γ · x / sqrt(ν² + ε) + β`` and
+    ``z = max(y, τ)``, with ``γ, β, τ`` of shape ``(C,)``.
+
+    Args:
+        epsilon: ε > 0 (default 1e-6, as in the FRN paper).
+        use_tlu: apply the TLU (default). ``False`` gives the plain
+            normalisation ``y``, for where BatchNorm had no activation after
+            it (before a residual sum); then there is no ``τ``.
+        gamma_prior: prior on ``γ`` (initialised at 1); default
+            ``Normal(1, 1)``, centred on the identity scaling.
+        beta_prior: prior on ``β`` (initialised at 0); default ``Normal(0, 1)``.
+        tau_prior: prior on ``τ`` (initialised at 0); default ``Normal(0, 1)``.
+        **kwargs: base ``keras.layers.Layer`` arguments.
+
+    Raises:
+        ValueError: for a non-positive ``epsilon``, an unknown prior, or (at
+            build) a prior that does not fit its weight, naming the argument.
+    """
+
+    prior_arguments = {
+        "gamma_prior": (None, functools.partial(priors.Normal, mean=1.0, stddev=1.0)),
+        "beta_prior": (None, priors.Normal),
+        **TLU.prior_arguments,
+    }
+
+    def __init__(self, epsilon=1e-6, use_tlu=True, **kwargs):
+        super().__init__(**kwargs)
+        self.epsilon = float(epsilon)
+        if not self.epsilon > 0.0:
+            raise ValueError(f"FRN: `epsilon` must be positive; received {epsilon!r}.")
+        self.use_tlu = bool(use_tlu)
+
+    def build(self, input_shape):
+        channels = (input_shape[-1],)
+        self.gamma = self._add_prior_weight("gamma_prior", "gamma", channels, "ones")
+        self.beta = self._add_prior_weight("beta_prior", "beta", channels, "zeros")
+        if self.use_tlu:
+            super().build(input_shape)
+
+    def call(self, inputs):
+        spatial_axes = tuple(range(1, len(inputs.shape) - 1))
+        nu2 = ops.mean(ops.square(inputs), axis=spatial_axes, keepdims=True)
+        normalised = ops.multiply(inputs, ops.rsqrt(ops.add(nu2, self.epsilon)))
+        gamma = ops.cast(self.gamma, inputs.dtype)
+        beta = ops.cast(self.beta, inputs.dtype)
+        outputs = ops.add(ops.multiply(normalised, gamma), beta)
+        return super().call(outputs) if self.use_tlu else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(epsilon=self.epsilon, use_tlu=self.use_tlu)
+        return config

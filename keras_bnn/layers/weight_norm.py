@@ -1,0 +1,222 @@
+"""Weight-normalised dense and convolution layers (ATMC paper, eq. 12-13).
+
+Each output feature ``i`` has a direction ``φ_d^(i)`` and a scale ``φ_s^(i)``
+and the layer uses the effective weight
+
+    θ^(i) = φ_s^(i) · φ_d^(i) / ‖φ_d^(i)‖,
+
+with the norm over all axes but the last (the fan-in of feature ``i``). The
+output does not depend on the length of ``φ_d``; the default direction prior
+``UnitNormDirection`` keeps that length near 1 so a sampler's effective step
+size does not drift, and the scale prior (group Laplace, b = 5, as in the
+paper) is where the model's preference for small or sparse features lives.
+"""
+
+import keras
+from keras import ops
+
+from keras_bnn import priors
+from keras_bnn.layers.prior_aware import PriorAwareMixin
+
+# Lower bound on ‖φ_d‖² so an all-zero direction gives a zero weight, not NaN.
+# It only acts below ‖φ_d‖ = 1e-6, far from the prior's mass near 1.
+_MIN_SQUARED_NORM = 1e-12
+
+
+#: Priors of a weight-normalised layer: unit-norm direction prior (eq. 13),
+#: group Laplace (b = 5) on the scales as in the paper's experiments, and
+#: ``Normal(0, 1)`` on the bias.
+WEIGHT_NORM_PRIOR_ARGUMENTS = {
+    "direction_prior": (None, priors.UnitNormDirection),
+    "scale_prior": (None, priors.GroupLaplace),  # b = 5 by default
+    "bias_prior": (None, priors.Normal),
+}
+
+
+class _WeightNorm(PriorAwareMixin, keras.layers.Layer):
+    """Shared weight-norm machinery; subclasses define the linear map.
+
+    Subclasses implement ``_direction_shape(input_shape)`` (the shape of
+    ``φ_d``, output features last) and ``_linear(inputs, kernel)``.
+    """
+
+    prior_arguments = WEIGHT_NORM_PRIOR_ARGUMENTS
+
+    def __init__(
+        self,
+        units,
+        activation=None,
+        use_bias=True,
+        direction_initializer="lecun_normal",
+        scale_initializer="ones",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = int(units)
+        if self.units < 1:
+            raise ValueError(
+                f"{type(self).__name__}: the number of output features must be "
+                f"positive; received {units!r}."
+            )
+        self.activation = keras.activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self.direction_initializer = keras.initializers.get(direction_initializer)
+        self.scale_initializer = keras.initializers.get(scale_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, input_shape):
+        self.direction = self._add_prior_weight(
+            "direction_prior",
+            "direction",
+            self._direction_shape(input_shape),
+            self.direction_initializer,
+        )
+        self.scale = self._add_prior_weight(
+            "scale_prior", "scale", (self.units,), self.scale_initializer
+        )
+        self.bias = (
+            self._add_prior_weight(
+                "bias_prior", "bias", (self.units,), self.bias_initializer
+            )
+            if self.use_bias
+            else None
+        )
+
+    @property
+    def kernel(self):
+        """The effective weight ``θ = φ_s · φ_d / ‖φ_d‖`` (shape of ``φ_d``)."""
+        reduce_axes = tuple(range(len(self.direction.shape) - 1))
+        squared_norm = ops.sum(ops.square(self.direction), axis=reduce_axes)
+        inverse_norm = ops.rsqrt(ops.maximum(squared_norm, _MIN_SQUARED_NORM))
+        return ops.multiply(self.direction, ops.multiply(self.scale, inverse_norm))
+
+    def call(self, inputs):
+        outputs = self._linear(inputs, ops.cast(self.kernel, inputs.dtype))
+        if self.bias is not None:
+            outputs = ops.add(outputs, ops.cast(self.bias, outputs.dtype))
+        return self.activation(outputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            activation=keras.activations.serialize(self.activation),
+            use_bias=self.use_bias,
+            direction_initializer=keras.initializers.serialize(
+                self.direction_initializer
+            ),
+            scale_initializer=keras.initializers.serialize(self.scale_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class WeightNormDense(_WeightNorm):
+    """Weight-normalised dense layer: ``y = activation(x·θ + b)``.
+
+    ``θ[:, i] = φ_s[i] · φ_d[:, i] / ‖φ_d[:, i]‖`` with ``φ_d`` of shape
+    ``(in, units)`` and ``φ_s`` of shape ``(units,)``.
+
+    Args:
+        units: output dimension.
+        activation: activation function (default: linear).
+        use_bias: whether to add ``b``.
+        direction_prior: prior on ``φ_d``; default ``UnitNormDirection()``
+            (``∝ exp(-d/2·(‖φ_d^(i)‖²-1)²)`` per feature, unnormalised).
+        scale_prior: prior on ``φ_s``; default ``GroupLaplace(5)``, which on
+            the rank-1 scale vector (groups of size 1) is ``Laplace(5)``.
+        bias_prior: prior on ``b``; default ``Normal(0, 1)``.
+        direction_initializer: default ``"lecun_normal"``, giving
+            ``‖φ_d^(i)‖ ≈ 1``; with unit scales the effective weight then
+            has the LeCun variance ``1/fan_in`` that SELU networks need.
+        scale_initializer: default ``"ones"``.
+        bias_initializer: default ``"zeros"``.
+        **kwargs: base ``keras.layers.Layer`` arguments (``name``, ``dtype``).
+
+    Raises:
+        ValueError: for an unknown prior, or (at build) a prior that does not
+            fit its weight, naming the argument.
+    """
+
+    def _direction_shape(self, input_shape):
+        return (input_shape[-1], self.units)
+
+    def _linear(self, inputs, kernel):
+        return ops.matmul(inputs, kernel)
+
+    def get_config(self):
+        config = super().get_config()
+        config["units"] = self.units
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class WeightNormConv2D(_WeightNorm):
+    """Weight-normalised 2-D convolution: ``y = activation(conv2d(x, θ) + b)``.
+
+    ``θ[..., i] = φ_s[i] · φ_d[..., i] / ‖φ_d[..., i]‖`` with ``φ_d`` of shape
+    ``(kh, kw, in, filters)`` (one direction per filter, norm over
+    ``kh·kw·in``). Inputs are channels-last ``(N, H, W, C)``.
+
+    Args:
+        filters: number of output channels.
+        kernel_size: int or pair.
+        strides: int or pair (default 1).
+        padding: ``"valid"`` or ``"same"``.
+        dilation_rate: int or pair (default 1).
+        **kwargs: ``activation``, ``use_bias``, the priors and initializers of
+            :class:`WeightNormDense`, and base layer arguments.
+
+    Raises:
+        ValueError: for an unknown prior, or (at build) a prior that does not
+            fit its weight, naming the argument.
+    """
+
+    def __init__(
+        self,
+        filters,
+        kernel_size,
+        strides=1,
+        padding="valid",
+        dilation_rate=1,
+        **kwargs,
+    ):
+        super().__init__(filters, **kwargs)
+        self.kernel_size = _pair(kernel_size)
+        self.strides = _pair(strides)
+        self.padding = padding.lower()
+        self.dilation_rate = _pair(dilation_rate)
+
+    @property
+    def filters(self):
+        """Number of output channels."""
+        return self.units
+
+    def _direction_shape(self, input_shape):
+        return (*self.kernel_size, input_shape[-1], self.units)
+
+    def _linear(self, inputs, kernel):
+        return ops.conv(
+            inputs,
+            kernel,
+            strides=self.strides,
+            padding=self.padding,
+            data_format="channels_last",
+            dilation_rate=self.dilation_rate,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            filters=self.units,
+            kernel_size=self.kernel_size,
+            strides=self.strides,
+            padding=self.padding,
+            dilation_rate=self.dilation_rate,
+        )
+        return config
+
+
+def _pair(value):
+    return (value, value) if isinstance(value, int) else tuple(int(v) for v in value)

@@ -1,0 +1,89 @@
+"""Shared helpers of the sampler tests: run many chains cheaply, ESS, KL.
+
+A "chain vector" is one Keras variable whose leading axis indexes independent
+chains; every sampler in keras_bnn acts elementwise (per-variable scalars such
+as the SGHMC mass are shared, which is harmless when they are fixed), so K
+chains of a d-dimensional target cost one variable of shape [K, d].
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+import keras
+import os
+JIT = bool(int(os.environ.get("JIT", "1")))
+
+
+def run_chains(
+    sampler,
+    theta0,
+    potential_grad,
+    steps,
+    burn_in=0,
+    thin=1,
+    record=None,
+):
+    """Runs ``steps`` sampler steps on a toy potential inside one tf.function.
+
+    Args:
+        sampler: an unbuilt keras_bnn sampler (already configured).
+        theta0: numpy float32 array, the initial state of all chains.
+        potential_grad: ``f(theta, step) -> gradient`` of the mean-form loss
+            (tensor shaped like ``theta``); ``step`` is the int32 loop index,
+            so any injected noise can be keyed on it statelessly.
+        steps: total number of steps.
+        burn_in: steps discarded before recording.
+        thin: record every ``thin``-th step after burn-in.
+        record: optional ``f(theta, step) -> tensor`` recorded instead of
+            ``theta``.
+
+    Returns:
+        ``(samples, theta_variable)``: numpy array ``[(steps-burn_in)//thin,
+        *theta.shape]`` (or of ``record``'s shape) and the variable.
+    """
+    theta = keras.Variable(np.asarray(theta0, np.float32), name="theta")
+    sampler.build([theta])
+    n_records = (steps - burn_in) // thin
+    record = record or (lambda value, step: value)
+
+    @tf.function(autograph=True, jit_compile=JIT)
+    def loop():
+        for i in tf.range(burn_in):
+            sampler.apply([potential_grad(theta.value, i)], [theta])
+        out = tf.TensorArray(tf.float32, size=n_records)
+        for r in tf.range(n_records):
+            for k in tf.range(thin):
+                i = burn_in + r * thin + k
+                sampler.apply([potential_grad(theta.value, i)], [theta])
+            out = out.write(r, record(theta.value, i))
+        return out.stack()
+
+    return loop().numpy(), theta
+
+
+def total_ess(samples):
+    """ESS summed over independent chains.
+
+    Args:
+        samples: array ``[steps, chains, ...]``.
+
+    Returns:
+        Array ``[...]``: for each coordinate, the sum over chains of the
+        per-chain ESS (Geyer's initial positive sequence truncation).
+    """
+    ess = tfp.mcmc.effective_sample_size(
+        tf.convert_to_tensor(samples, tf.float32), filter_beyond_positive_pairs=True
+    )
+    return np.sum(ess.numpy(), axis=0)
+
+
+def gaussian_kl(mean_hat, cov_hat, mean, cov):
+    """KL(N(mean_hat, cov_hat) ‖ N(mean, cov)) in nats (float64)."""
+    mean_hat, cov_hat = np.asarray(mean_hat, np.float64), np.asarray(cov_hat, np.float64)
+    mean, cov = np.asarray(mean, np.float64), np.asarray(cov, np.float64)
+    k = mean.shape[0]
+    prec = np.linalg.inv(cov)
+    diff = mean_hat - mean
+    _, logdet = np.linalg.slogdet(cov)
+    _, logdet_hat = np.linalg.slogdet(cov_hat)
+    return 0.5 * (np.trace(prec @ cov_hat) + diff @ prec @ diff - k + logdet - logdet_hat)

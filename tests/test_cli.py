@@ -1,0 +1,136 @@
+"""The keras-bnn command line: train → evaluate → export, sweeps, bad input."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_bnn import cli
+
+SMALL = ["--num-train", "200", "--num-test", "100", "--batch-size", "50",
+         "--epochs", "4", "--burn-in-epochs", "1", "--verbose", "0"]
+
+
+def _run(argv, capsys):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _check_export(version_dir, input_shape, num_classes):
+    loaded = tf.saved_model.load(version_dir)
+    serve = loaded.signatures["serving_default"]
+    outputs = serve(inputs=tf.zeros((3, *input_shape)))
+    probs = outputs["probabilities"].numpy()
+    assert probs.shape == (3, num_classes)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    code, out, err = _run(["train", *SMALL, "--sampler", "sghmc", "--output-dir", run_dir], capsys)
+    assert code == 0, err
+    assert "run directory" in out
+    code, out, err = _run(["evaluate", "--run-dir", run_dir], capsys)
+    assert code == 0, err
+    metrics = json.load(open(os.path.join(run_dir, "metrics.json")))
+    assert metrics["num_samples"] == 3  # epochs 1, 2, 3 after one burn-in epoch
+    for part in ("single_sample", "ensemble"):
+        assert 0.0 <= metrics[part]["accuracy"] <= 1.0
+        assert metrics[part]["nll"] > 0
+    assert "ensemble of 3" in out
+    for name in ("reliability.png", "metric_vs_samples.png"):
+        assert os.path.getsize(os.path.join(run_dir, name)) > 10_000
+    export_dir = str(tmp_path / "saved_models" / "synthetic")
+    code, out, err = _run(["export", "--run-dir", run_dir, "--export-dir", export_dir], capsys)
+    assert code == 0, err
+    _check_export(os.path.join(export_dir, "1"), (5,), 3)
+    # A second export writes the next version instead of overwriting.
+    code, out, err = _run(["export", "--run-dir", run_dir, "--export-dir", export_dir], capsys)
+    assert code == 0 and out.strip().endswith(os.path.join(export_dir, "2"))
+
+
+def test_config_file_with_flag_overrides(tmp_path, capsys):
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"sampler": "sgld", "epochs": 99, "num_train": 200,
+                                  "num_test": 100, "batch_size": 50}))
+    run_dir = str(tmp_path / "run")
+    code, _, err = _run(["train", "--config", str(config), "--epochs", "3",
+                         "--burn-in-epochs", "1", "--verbose", "0", "--output-dir", run_dir],
+                        capsys)
+    assert code == 0, err
+    saved = json.load(open(os.path.join(run_dir, "config.json")))
+    assert saved["sampler"] == "sgld" and saved["epochs"] == 3
+
+
+def test_train_evaluate_export_on_mock_cifar10(tmp_path, capsys):
+    data_dir = tmp_path / "tfds"
+    (data_dir / "cifar10" / "3.0.2").mkdir(parents=True)
+    (data_dir / "cifar10" / "3.0.2" / "dataset_info.json").write_text("{}")
+    run_dir = str(tmp_path / "run")
+    with tfds.testing.mock_data(num_examples=64):
+        code, _, err = _run(["train", "--dataset", "cifar10", "--data-dir", str(data_dir),
+                             "--model", "mlp", "--sampler", "atmc", "--epochs", "3",
+                             "--burn-in-epochs", "1", "--batch-size", "32", "--verbose", "0",
+                             "--output-dir", run_dir], capsys)
+        assert code == 0, err
+        code, out, err = _run(["evaluate", "--run-dir", run_dir], capsys)
+        assert code == 0, err
+    assert "ensemble of 2" in out
+    export_dir = str(tmp_path / "saved_models" / "cifar10")
+    code, _, err = _run(["export", "--run-dir", run_dir, "--export-dir", export_dir,
+                         "--version", "7"], capsys)
+    assert code == 0, err
+    _check_export(os.path.join(export_dir, "7"), (32, 32, 3), 10)
+
+
+def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
+    root = str(tmp_path / "sweep")
+    code, out, err = _run(["sweep-temperature", *SMALL, "--epochs", "3",
+                           "--temperatures", "0.1,1", "--output-dir", root], capsys)
+    assert code == 0, err
+    rows = list(csv.DictReader(open(os.path.join(root, "sweep.csv"))))
+    assert [float(r["temperature"]) for r in rows] == [0.1, 1.0]
+    assert all(float(r["ensemble_nll"]) > 0 for r in rows)
+    assert os.path.getsize(os.path.join(root, "sweep.png")) > 10_000
+
+
+@pytest.mark.parametrize(
+    "argv, reason",
+    [
+        (["train", "--sampler", "hmc"], "unknown sampler 'hmc'; allowed: atmc"),
+        (["train", "--dataset", "svhn"], "unknown dataset 'svhn'; allowed"),
+        (["train", "--epochs", "-3"], "`epochs` must be an integer >= 1"),
+        (["train", "--temperature", "0"], "`temperature` must be a positive number"),
+        (["train", "--dataset", "cifar10", "--data-dir", "/nonexistent/tfds"], "data_dir"),
+        (["evaluate", "--run-dir", "/nonexistent/run"], "holds no run"),
+        (["sweep-temperature", "--temperatures", "1,x"], "--temperatures must be"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_with_one_line_reason(tmp_path, capsys, argv, reason):
+    if argv[0] in ("train", "sweep-temperature"):
+        argv = argv + ["--output-dir", str(tmp_path / "run"), "--verbose", "0"]
+    code, _, err = _run(argv, capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("keras-bnn: error:"), err
+    assert reason in lines[0]
+    assert "Traceback" not in err
+
+
+def test_console_script_reports_without_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_bnn.cli", "train", "--sampler", "nuts",
+         "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("keras-bnn: error: unknown sampler")

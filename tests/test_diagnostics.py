@@ -1,0 +1,204 @@
+"""Tests of keras_bnn.diagnostics on chains with known behaviour."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bnn import diagnostics
+
+
+def _ar1(rng, shape, phi):
+    """Stationary AR(1) along axis -2: x_t = φ x_{t-1} + sqrt(1-φ²) ε_t,
+    unit marginal variance, integrated autocorrelation time (1+φ)/(1-φ)."""
+    eps = rng.standard_normal(shape)
+    x = np.empty(shape)
+    x[..., 0, :] = eps[..., 0, :]
+    for t in range(1, shape[-2]):
+        x[..., t, :] = phi * x[..., t - 1, :] + math.sqrt(1 - phi**2) * eps[..., t, :]
+    return x
+
+
+def _as_binary_probs(z):
+    """p = 0.5 + 0.05 z, exactly linear in z so it keeps z's autocorrelation;
+    |z| < 10 holds with probability 1 - 1e-22 per draw, so p stays in (0, 1)."""
+    p = 0.5 + 0.05 * z
+    return np.stack([p, 1 - p], axis=-1)
+
+
+def _softmax(z):
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _expected_split_rhat(half_chain_means, n):
+    """sqrt of TFP's variance ratio for unit within-chain variance W = 1:
+    ((m+1)/m)((n-1)/n + B/n) - (n-1)/(m n), B/n = sample variance of the means."""
+    m = len(half_chain_means)
+    b_div_n = np.var(half_chain_means, ddof=1)
+    return math.sqrt((m + 1) / m * ((n - 1) / n + b_div_n) - (n - 1) / (m * n))
+
+
+# Iid chains: with m (split) chains of n draws, V̂/W - 1 ≈ (1/n)[((m+1)/m) χ²_{m-1}/(m-1) - 1],
+# so R-hat - 1 is about half of that. For C=4 chains of S=1000 (m=8, n=500),
+# R-hat > 1.01 needs χ²_7 > 68, probability ~1e-11 per component: every one of
+# the components must be within 0.01 of 1 (R-hat can dip to 1 - 1/(2n) = 0.999).
+def test_weight_rhat_is_one_for_iid_chains():
+    rng = np.random.default_rng(0)
+    result = diagnostics.weight_rhat(rng.standard_normal((4, 1000, 50)))
+    assert abs(result["rhat_max"] - 1) < 0.01
+    assert result["rhat_median"] > 0.99
+    assert result["frac_rhat_gt_1.01"] == 0.0
+    assert result["num_draws"] == 4000 and result["num_components"] == 50
+
+
+def test_weight_rhat_detects_shifted_chain_means():
+    # Chain c has mean c: split half-chain means [0,0,1,1,2,2,3,3], B/n = 10/7,
+    # predicted R-hat ≈ 1.61 (the variance ratio without sqrt would be 2.6).
+    # Noise: W has relative sd sqrt(2/(m(n-1))) ≈ 0.02 and each chain mean
+    # sd 1/sqrt(n) ≈ 0.045, moving R-hat by ~0.01; tolerance 0.05 ≈ 5 sd.
+    rng = np.random.default_rng(1)
+    chains = rng.standard_normal((4, 1000, 50)) + np.arange(4)[:, None, None]
+    result = diagnostics.weight_rhat(chains)
+    expected = _expected_split_rhat([0, 0, 1, 1, 2, 2, 3, 3], n=500)
+    assert expected == pytest.approx(1.61, abs=0.01)
+    assert result["rhat_median"] == pytest.approx(expected, abs=0.05)
+    assert result["frac_rhat_gt_1.1"] == 1.0
+    # Non-mixing chains: the cross-chain ESS collapses far below 4000 draws.
+    assert result["ess_median"] < 100
+
+
+def test_predictive_rhat_iid_versus_shifted_chains():
+    rng = np.random.default_rng(2)
+    logits = rng.standard_normal((4, 1000, 20, 3))
+    # Same tolerance argument as for weights (chain means of bounded draws
+    # are close to Gaussian at n = 500).
+    iid = diagnostics.predictive_rhat(_softmax(logits))
+    assert abs(iid["rhat_max"] - 1) < 0.01
+    # Chain c favours class 0 by 1.5c nats: chains disagree on every component.
+    shift = np.zeros((4, 1, 1, 3))
+    shift[:, 0, 0, 0] = 1.5 * np.arange(4)
+    shifted = diagnostics.predictive_rhat(_softmax(logits + shift))
+    assert shifted["frac_rhat_gt_1.1"] == 1.0
+    assert shifted["rhat_median"] > 1.3
+
+
+def test_constant_components_are_counted_not_nan():
+    rng = np.random.default_rng(3)
+    probs = np.tile([[[0.5, 0.5]]], (2, 10, 3, 1))  # [C=2, S=10, N=3, K=2]
+    probs[:, :, 0, 0] = rng.uniform(0.2, 0.8, size=(2, 10))
+    probs[:, :, 0, 1] = 1 - probs[:, :, 0, 0]
+    result = diagnostics.predictive_rhat(probs)
+    assert result["num_constant"] == 4 and result["num_components"] == 2
+    assert all(np.isfinite(v) for v in result.values())
+
+
+def test_chains_that_are_each_constant_but_differ_have_infinite_rhat():
+    chains = np.zeros((2, 8, 1))
+    chains[1] = 1.0
+    result = diagnostics.weight_rhat(chains, split=False)
+    assert result["rhat_max"] == math.inf and result["frac_rhat_gt_1.1"] == 1.0
+
+
+# Iid draws: ESS/S per component has sd ≈ 0.1 (a few noisy autocorrelations of
+# sd 1/sqrt(S) kept by Geyer's truncation), so the median over 50 independent
+# components has sd ≈ 1.25·0.1/sqrt(50) ≈ 0.02; the truncation biases it down
+# by a few per cent. The band ±15% is more than 5 sd beyond that bias.
+def test_predictive_ess_of_iid_draws_is_close_to_num_draws():
+    rng = np.random.default_rng(4)
+    result = diagnostics.predictive_ess(_as_binary_probs(rng.standard_normal((1000, 50))))
+    assert result["num_draws"] == 1000
+    assert 0.85 * 1000 < result["ess_median"] < 1.15 * 1000
+
+
+# AR(1) with φ = 0.9: IAT τ = 19, expected ESS = S/τ. The relative sd of one
+# component's estimate is ≈ sqrt(2(2M+1)/S) with a window M of a few τ, about
+# 0.2-0.3 at S=4000; the median over 50 independent components has sd ≈ 0.04,
+# so the band ±20% is about 5 sd.
+def test_predictive_ess_of_ar1_chain_matches_its_autocorrelation_time():
+    phi, num_draws = 0.9, 4000
+    expected = num_draws * (1 - phi) / (1 + phi)  # ≈ 210, far below S = 4000
+    rng = np.random.default_rng(5)
+    result = diagnostics.predictive_ess(_as_binary_probs(_ar1(rng, (num_draws, 50), phi)))
+    assert 0.8 * expected < result["ess_median"] < 1.2 * expected
+
+
+def test_cross_chain_ess_of_ar1_chains_sums_over_chains():
+    # 4 chains of 4000 draws: expected ESS 4·S/τ ≈ 842; same ±20% band.
+    phi = 0.9
+    expected = 4 * 4000 * (1 - phi) / (1 + phi)
+    rng = np.random.default_rng(6)
+    result = diagnostics.weight_rhat(_ar1(rng, (4, 4000, 50), phi))
+    assert 0.8 * expected < result["ess_median"] < 1.2 * expected
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3), 0.5)), "chains_probs"),
+    (lambda: diagnostics.predictive_rhat(np.full((1, 10, 3, 2), 0.5), split=False),
+     "chains_probs"),
+    (lambda: diagnostics.weight_rhat(np.zeros((2, 3, 4))), "chains_weights"),
+    (lambda: diagnostics.weight_rhat(np.zeros((2, 0, 4))), "chains_weights"),
+    (lambda: diagnostics.predictive_ess(np.full((10, 3), 0.5)), "member_probs"),
+])
+def test_invalid_shapes_raise_naming_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_temperature_band_closed_form_for_two_dimensions():
+    # χ²_2 is exponential with mean 2: quantile q_α = -2 log(1 - α), so
+    # T·q_α/2 = -T log(1 - α).
+    lo, hi = diagnostics.temperature_band(2, temperature=0.5, confidence=0.99)
+    assert lo == pytest.approx(-0.5 * math.log(0.995), rel=1e-9)
+    assert hi == pytest.approx(-0.5 * math.log(0.005), rel=1e-9)
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.99])
+def test_temperature_band_coverage_on_simulated_gaussian_momenta(confidence):
+    # 20000 replications of d=50 momenta p ~ N(0, m·T), T_kin = mean(p²)/m.
+    # The fraction inside is Binomial(20000, c)/20000: sd sqrt(c(1-c)/20000)
+    # (0.0021 for c=0.9, 0.0007 for c=0.99); tolerance 5 sd.
+    d, temperature, mass, reps = 50, 0.3, 2.5, 20000
+    rng = np.random.default_rng(7)
+    momenta = rng.normal(0.0, math.sqrt(mass * temperature), size=(reps, d))
+    t_kin = np.mean(momenta**2, axis=1) / mass
+    lo, hi = diagnostics.temperature_band(d, temperature, confidence)
+    coverage = np.mean((t_kin >= lo) & (t_kin <= hi))
+    assert abs(coverage - confidence) < 5 * math.sqrt(confidence * (1 - confidence) / reps)
+
+
+def test_kinetic_temperature_report_flags_wrong_temperature():
+    # d = 10000: the 99% band is T(1 ± 2.58·sqrt(2/d)) = T(1 ± 0.036), so a
+    # layer running 10% hot is outside and one exactly at T is inside.
+    rows = diagnostics.kinetic_temperature_report(
+        {"dense/kernel": (1.1, 10000), "dense/bias": (1.0, np.int64(10000))},
+        temperature=1.0)
+    assert [r.name for r in rows] == ["dense/kernel", "dense/bias"]
+    assert [r.inside_band for r in rows] == [False, True]
+    assert rows[0].lo == pytest.approx(1 - 2.576 * math.sqrt(2 / 10000), abs=2e-3)
+    assert rows[0].hi == pytest.approx(1 + 2.576 * math.sqrt(2 / 10000), abs=2e-3)
+    assert rows[1]._asdict()["d"] == 10000
+
+
+@pytest.mark.parametrize("args, match", [
+    ((0, 1.0), "d"), ((2.5, 1.0), "d"), ((10, 0.0), "temperature"),
+    ((10, 1.0, 1.0), "confidence"), ((10, 1.0, 0.0), "confidence"),
+])
+def test_temperature_band_validates(args, match):
+    with pytest.raises(ValueError, match=match):
+        diagnostics.temperature_band(*args)
+
+
+def test_kinetic_temperature_report_accepts_sampler_triples():
+    # The samplers' kinetic_temperatures() gives (path, scalar tensor, d).
+    rows = diagnostics.kinetic_temperature_report(
+        [("w", tf.constant(0.5), 10000), ("b", tf.constant(1.01), 10000)],
+        temperature=1.0)
+    assert [(r.name, r.inside_band) for r in rows] == [("w", False), ("b", True)]
+    assert rows[0].t_kin == 0.5
+
+
+def test_kinetic_temperature_report_validates_entries():
+    with pytest.raises(ValueError, match="per_variable"):
+        diagnostics.kinetic_temperature_report({"w": 1.0}, temperature=1.0)

@@ -1,0 +1,249 @@
+"""PosteriorEnsemble: the posterior predictive, its uncertainty outputs,
+log-space exactness, the Gaussian head, construction and serialisation."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+from keras_bnn import data, metrics
+from keras_bnn.ensemble import CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS, MEMBER_LOOPS
+from ensemble_helpers import inputs, tiny_member, weight_sets
+
+
+def _member_logits(model, sets, x):
+    """[S, N, K] logits of each weight set, by loading it into the model."""
+    logits = []
+    for weights in sets:
+        model.set_weights(weights)
+        logits.append(keras.ops.convert_to_numpy(model(x)).astype(np.float64))
+    return np.stack(logits)
+
+
+def _softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    return np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+
+
+def _entropy(p):
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=-1)
+
+
+@pytest.mark.parametrize("loop", MEMBER_LOOPS)
+def test_matches_the_numpy_posterior_predictive_and_its_decomposition(loop):
+    model = tiny_member()
+    sets = weight_sets(model, 4)
+    ensemble = kb.PosteriorEnsemble(model, sets, member_loop=loop)
+    x = inputs(9)
+    member_probs = _softmax(_member_logits(model, sets, x))
+    mean = member_probs.mean(axis=0)
+
+    np.testing.assert_allclose(ensemble.predict(x, verbose=0), mean, atol=1e-6)
+    summary = ensemble.predict_uncertainty(x)
+    assert set(summary) == set(CATEGORICAL_OUTPUTS)
+    expected = {
+        "probabilities": mean,
+        "log_probabilities": np.log(mean),
+        "predictive_entropy": _entropy(mean),
+        "expected_entropy": _entropy(member_probs).mean(axis=0),
+        "mutual_information": _entropy(mean) - _entropy(member_probs).mean(axis=0),
+        "class_std": member_probs.std(axis=0),
+    }
+    for name, value in expected.items():
+        np.testing.assert_allclose(summary[name], value, atol=2e-6, err_msg=name)
+    assert np.all(summary["mutual_information"] > 1e-4)  # distinct members disagree
+    np.testing.assert_allclose(ensemble.predict_members(x), member_probs, atol=1e-6)
+
+
+@pytest.mark.parametrize("loop", MEMBER_LOOPS)
+def test_identical_members_equal_the_single_model(loop):
+    model = tiny_member()
+    (weights,) = weight_sets(model, 1)
+    ensemble = kb.PosteriorEnsemble(model, [weights] * 5, member_loop=loop)
+    x = inputs(11)
+    single = _softmax(_member_logits(model, [weights], x)[0])
+
+    np.testing.assert_allclose(ensemble.predict(x, verbose=0), single, atol=1e-6)
+    summary = ensemble.predict_uncertainty(x)
+    np.testing.assert_allclose(summary["mutual_information"], 0.0, atol=1e-6)
+    np.testing.assert_allclose(summary["class_std"], 0.0, atol=1e-6)
+    np.testing.assert_allclose(summary["predictive_entropy"], _entropy(single), atol=1e-5)
+    np.testing.assert_allclose(summary["expected_entropy"], _entropy(single), atol=1e-5)
+
+
+def _confident_member():
+    """x ↦ [1000·x, −1000·x]: logits ±1000 at x = 1."""
+    inputs_ = keras.Input((1,))
+    outputs = keras.layers.Dense(2, use_bias=False)(inputs_)
+    return keras.Model(inputs_, outputs)
+
+
+def test_confident_members_are_exact_in_log_space():
+    model = _confident_member()
+    sure_0 = [np.array([[1000.0, -1000.0]], "float32")]
+    sure_1 = [np.array([[-1000.0, 1000.0]], "float32")]
+    x = np.ones((1, 1), "float32")
+
+    agree = kb.PosteriorEnsemble(model, [sure_0] * 3).predict_uncertainty(x)
+    # log p̄ = logsumexp_s(log_softmax) − log S = [0, −2000] exactly; averaging
+    # probabilities first would give log(0) = −inf for the second class.
+    np.testing.assert_array_equal(agree["log_probabilities"], [[0.0, -2000.0]])
+    np.testing.assert_array_equal(agree["probabilities"], [[1.0, 0.0]])
+    for name in ("predictive_entropy", "expected_entropy", "mutual_information"):
+        np.testing.assert_array_equal(agree[name], [0.0], err_msg=name)
+
+    split = kb.PosteriorEnsemble(model, [sure_0, sure_1]).predict_uncertainty(x)
+    for name, value in split.items():
+        assert np.all(np.isfinite(value)), name
+    np.testing.assert_allclose(split["probabilities"], [[0.5, 0.5]], rtol=1e-7)
+    np.testing.assert_allclose(split["log_probabilities"], [[-math.log(2)] * 2], rtol=1e-6)
+    np.testing.assert_array_equal(split["expected_entropy"], [0.0])
+    np.testing.assert_allclose(split["mutual_information"], [math.log(2)], rtol=1e-6)
+    np.testing.assert_allclose(split["class_std"], [[0.5, 0.5]], rtol=1e-7)
+
+
+@pytest.fixture(scope="module")
+def sampled_run(tmp_path_factory):
+    """An mlp sampled by SGHMC on the synthetic teacher task, 5 stored samples."""
+    (x_train, y_train), (x_test, y_test), info = data.synthetic_teacher(512, 400, seed=3)
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp((info["input_dim"],), info["num_classes"], hidden=(16, 16))
+    model.compile(
+        sampler=kb.samplers.get("sghmc", step_size=1e-3, seed=1),
+        train_size=len(x_train),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    store = kb.SampleStore(tmp_path_factory.mktemp("run") / "samples")
+    model.fit(
+        data.make_dataset(x_train, y_train, 64, shuffle=True, seed=0),
+        epochs=10,
+        verbose=0,
+        callbacks=[kb.callbacks.CollectSamples(store, start_epoch=5)],
+    )
+    return store, x_test, y_test
+
+
+def test_sampled_ensemble_nll_is_at_most_the_mean_member_nll(sampled_run):
+    store, x_test, y_test = sampled_run
+    ensemble = kb.PosteriorEnsemble.from_store(store)
+    assert ensemble.num_members == len(store) == 5
+    probs = ensemble.predict(data.make_dataset(x_test, y_test, 64), verbose=0)
+    assert probs.shape == (len(x_test), 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+
+    scores = metrics.evaluate_members(ensemble.predict_members(x_test), y_test)
+    member_nll = [member["nll"] for member in scores["members"]]
+    ensemble_nll = metrics.nll(probs, y_test)
+    # Jensen: −log((1/S)Σ_s p_s(y|x)) ≤ (1/S)Σ_s −log p_s(y|x) for every test
+    # example (−log is convex), hence also for their mean: an identity, not a
+    # statistical tendency. Equality needs all members to agree on p(y|x).
+    assert ensemble_nll <= np.mean(member_nll)
+    assert np.mean(member_nll) - ensemble_nll > 1e-4  # the samples differ
+    assert ensemble_nll == pytest.approx(scores["ensemble"]["nll"], abs=1e-5)
+    mutual_information = ensemble.predict_uncertainty(x_test)["mutual_information"]
+    assert np.all(mutual_information >= 0.0) and mutual_information.max() > 1e-3
+
+
+def test_from_store_thins_evenly_and_checks_the_model(sampled_run):
+    store, x_test, _ = sampled_run
+    thinned = kb.PosteriorEnsemble.from_store(store, max_samples=3)
+    assert thinned.num_members == 3
+    # Samples 0, 2 and 4 of five: evenly spaced, first and last included.
+    reference = kb.PosteriorEnsemble(
+        store.build_model(), [store[i].weights for i in (0, 2, 4)]
+    )
+    np.testing.assert_array_equal(
+        thinned.predict(x_test, verbose=0), reference.predict(x_test, verbose=0)
+    )
+    assert kb.PosteriorEnsemble.from_store(store, max_samples=50).num_members == 5
+    with pytest.raises(ValueError, match="max_samples"):
+        kb.PosteriorEnsemble.from_store(store, max_samples=0)
+    with pytest.raises(ValueError, match="another architecture"):
+        kb.PosteriorEnsemble.from_store(store, model=tiny_member())
+
+
+def test_from_store_refuses_an_empty_store(tmp_path):
+    with pytest.raises(ValueError, match="holds no samples"):
+        kb.PosteriorEnsemble.from_store(kb.SampleStore(tmp_path / "empty"))
+
+
+def _gaussian_member(targets=2):
+    """A linear regression head: [mean (targets), log variance (targets)]."""
+    keras.utils.set_random_seed(0)
+    inputs_ = keras.Input((3,))
+    return keras.Model(inputs_, keras.layers.Dense(2 * targets)(inputs_))
+
+
+def test_gaussian_head_gives_the_mixture_mean_and_total_variance():
+    model = _gaussian_member()
+    sets = weight_sets(model, 6, scale=0.7)
+    ensemble = kb.PosteriorEnsemble(model, sets, likelihood="gaussian")
+    x = np.random.default_rng(2).standard_normal((8, 3)).astype("float32")
+    outputs = _member_logits(model, sets, x)
+    means, variances = outputs[..., :2], np.exp(outputs[..., 2:])
+    mean = means.mean(axis=0)
+    aleatoric, epistemic = variances.mean(axis=0), means.var(axis=0)
+
+    summary = ensemble.predict_uncertainty(x)
+    assert set(summary) == set(GAUSSIAN_OUTPUTS)
+    np.testing.assert_allclose(summary["mean"], mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(summary["aleatoric_variance"], aleatoric, rtol=1e-5)
+    np.testing.assert_allclose(summary["epistemic_variance"], epistemic, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(summary["variance"], aleatoric + epistemic, rtol=1e-5)
+    # call returns the moment-matched Gaussian in the members' convention.
+    np.testing.assert_allclose(
+        ensemble.predict(x, verbose=0),
+        np.concatenate([mean, np.log(aleatoric + epistemic)], axis=-1),
+        rtol=1e-5, atol=1e-5,
+    )
+    np.testing.assert_allclose(ensemble.predict_members(x), outputs, rtol=1e-5, atol=1e-5)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    model = tiny_member()
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 3), member_loop="map")
+    path = tmp_path / "ensemble.keras"
+    ensemble.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, kb.PosteriorEnsemble)
+    assert (loaded.num_members, loaded.likelihood, loaded.member_loop) == (3, "categorical", "map")
+    x = inputs(6)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), ensemble.predict(x, verbose=0))
+    # Only the stacked member weights are state: no copy of the member model's.
+    assert len(ensemble.weights) == len(model.weights)
+
+
+def test_wrong_input_shape_is_rejected_in_process():
+    ensemble = kb.PosteriorEnsemble(tiny_member(), weight_sets(tiny_member(), 2))
+    with pytest.raises(ValueError, match="incompatible"):
+        ensemble(np.ones((2, 4), "float32"))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(weight_sets=[]), "weight_sets"),
+        (dict(weight_sets="short"), r"weight_sets\[0\]` has 3 arrays"),
+        (dict(weight_sets="bad_shape"), r"weight_sets\[1\]\[0\]` has shape"),
+        (dict(likelihood="poisson"), "likelihood"),
+        (dict(member_loop="threads"), "member_loop"),
+        (dict(likelihood="gaussian"), "even number"),
+        (dict(model="unbuilt"), "must be built"),
+        (dict(model="not a model"), "must be a keras.Model"),
+    ],
+)
+def test_bad_arguments_raise_value_errors_naming_them(change, message):
+    model = tiny_member()
+    sets = weight_sets(model, 2)
+    arguments = dict(model=model, weight_sets=sets)
+    arguments.update(change)
+    if change.get("weight_sets") == "short":
+        arguments["weight_sets"] = [w[:3] for w in sets]
+    if change.get("weight_sets") == "bad_shape":
+        arguments["weight_sets"] = [sets[0], [w.T for w in sets[1]]]
+    if change.get("model") == "unbuilt":
+        arguments["model"] = keras.Sequential([keras.layers.Dense(3)])
+    with pytest.raises(ValueError, match=message):
+        kb.PosteriorEnsemble(**arguments)

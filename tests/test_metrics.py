@@ -1,0 +1,138 @@
+"""Tests of keras_bnn.metrics against hand-computed values."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from keras_bnn import metrics
+
+# Four binary examples; argmax = [0, 1, 0, 1], so example 2 is wrong.
+PROBS = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.35, 0.65]])
+LABELS = np.array([0, 1, 1, 1])
+
+
+def test_accuracy_nll_brier_exact_values():
+    assert metrics.accuracy(PROBS, LABELS) == 0.75
+    expected_nll = -(math.log(0.9) + math.log(0.8) + math.log(0.4)
+                     + math.log(0.65)) / 4
+    assert metrics.nll(PROBS, LABELS) == pytest.approx(expected_nll, rel=1e-12)
+    # Per example Σ_k (p_k - onehot_k)²: 0.02, 0.08, 0.72, 0.245.
+    assert metrics.brier(PROBS, LABELS) == pytest.approx(1.065 / 4, rel=1e-12)
+
+
+def test_brier_is_summed_over_classes_not_normalised():
+    # (0.5-0)² + (0.3-0)² + (0.2-1)² = 0.25 + 0.09 + 0.64.
+    assert metrics.brier([[0.5, 0.3, 0.2]], [2]) == pytest.approx(0.98, rel=1e-12)
+    # A confident wrong prediction scores the maximum, 2.
+    assert metrics.brier([[1.0, 0.0]], [1]) == 2.0
+
+
+def test_nll_of_zero_probability_is_finite_floor():
+    value = metrics.nll([[1.0, 0.0]], [1])
+    assert value == pytest.approx(-math.log(np.finfo(np.float32).tiny), rel=1e-12)
+
+
+def test_ece_and_reliability_hand_computed():
+    # 4 bins of width 0.25; confidences 0.9, 0.8 -> bin 3 (both correct),
+    # 0.6, 0.65 -> bin 2 (one correct). ECE = 0.5|1 - 0.85| + 0.5|0.5 - 0.625|.
+    stats = metrics.reliability(PROBS, LABELS, num_bins=4)
+    np.testing.assert_array_equal(stats["count"], [0, 0, 2, 2])
+    np.testing.assert_allclose(stats["accuracy"][2:], [0.5, 1.0])
+    np.testing.assert_allclose(stats["confidence"][2:], [0.625, 0.85], rtol=1e-6)
+    assert np.all(np.isnan(stats["accuracy"][:2]))
+    np.testing.assert_allclose(stats["bin_lower"], [0, 0.25, 0.5, 0.75])
+    np.testing.assert_allclose(stats["bin_upper"], [0.25, 0.5, 0.75, 1.0])
+    # float32 inside TFP: tolerance a few float32 ulps of O(1) values.
+    assert metrics.ece(PROBS, LABELS, num_bins=4) == pytest.approx(0.1375, abs=1e-6)
+
+
+def test_ece_zero_for_perfectly_calibrated_bins():
+    # Bin at confidence 0.7 with 7/10 correct, bin at 0.9 with 9/10 correct.
+    probs = np.array([[0.7, 0.3]] * 10 + [[0.1, 0.9]] * 10)
+    labels = np.array([0] * 7 + [1] * 3 + [1] * 9 + [0])
+    assert metrics.ece(probs, labels, num_bins=10) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_ece_of_overconfident_predictions():
+    # Confidence 0.99 everywhere, half right: ECE = |0.5 - 0.99| = 0.49.
+    probs = np.array([[0.99, 0.01]] * 10)
+    labels = np.array([0, 1] * 5)
+    assert metrics.ece(probs, labels) == pytest.approx(0.49, abs=1e-6)
+
+
+def test_ece_matches_reliability_bins_and_direct_tfp_on_random_data():
+    rng = np.random.default_rng(0)
+    logits = 3.0 * rng.standard_normal((2000, 5))
+    probs = tf.nn.softmax(logits).numpy()
+    labels = rng.integers(0, 5, size=2000)
+    stats = metrics.reliability(probs, labels, num_bins=15)
+    filled = stats["count"] > 0
+    from_bins = np.sum(stats["count"][filled] / 2000
+                       * np.abs(stats["accuracy"][filled] - stats["confidence"][filled]))
+    value = metrics.ece(probs, labels, num_bins=15)
+    direct = float(tfp.stats.expected_calibration_error(
+        15, logits=tf.constant(logits, tf.float32), labels_true=tf.constant(labels)))
+    # Both float32 sums of <= 2000 terms of size <= 1: error well below 1e-5.
+    assert value == pytest.approx(from_bins, abs=1e-5)
+    assert value == pytest.approx(direct, abs=1e-5)
+    assert stats["count"].sum() == 2000
+
+
+def test_evaluate_probs_returns_all_metrics_and_accepts_tensors():
+    result = metrics.evaluate_probs(tf.constant(PROBS), tf.constant(LABELS), num_bins=4)
+    assert set(result) == set(metrics.METRIC_NAMES)
+    assert result["accuracy"] == 0.75
+    assert result["brier"] == pytest.approx(1.065 / 4)
+    assert result["ece"] == pytest.approx(0.1375, abs=1e-6)
+
+
+def test_evaluate_members_single_ensemble_and_running_curve():
+    member_a = PROBS
+    member_b = np.array([[0.5, 0.5], [0.4, 0.6], [0.2, 0.8], [0.1, 0.9]])
+    member_c = np.array([[0.7, 0.3], [0.9, 0.1], [0.5, 0.5], [0.5, 0.5]])
+    result = metrics.evaluate_members(np.stack([member_a, member_b, member_c]),
+                                      LABELS, num_bins=4)
+    assert result["members"][1] == metrics.evaluate_probs(member_b, LABELS, 4)
+    curve = result["metric_vs_num_samples"]
+    assert curve["num_samples"] == [1, 2, 3]
+    first_two = metrics.evaluate_probs((member_a + member_b) / 2, LABELS, 4)
+    for name in metrics.METRIC_NAMES:
+        assert curve[name][0] == pytest.approx(result["members"][0][name])
+        assert curve[name][1] == pytest.approx(first_two[name])
+    mean = (member_a + member_b + member_c) / 3
+    assert result["ensemble"] == pytest.approx(metrics.evaluate_probs(mean, LABELS, 4))
+    # -log is convex: NLL of the mean is below the mean NLL (strictly, as the
+    # members differ on the true-class probabilities).
+    member_nll = np.mean([m["nll"] for m in result["members"]])
+    assert result["ensemble"]["nll"] < member_nll
+
+
+@pytest.mark.parametrize("num_bins", [0, -3, 1.5, True])
+def test_num_bins_must_be_positive_integer(num_bins):
+    with pytest.raises(ValueError, match="num_bins"):
+        metrics.ece(PROBS, LABELS, num_bins=num_bins)
+    with pytest.raises(ValueError, match="num_bins"):
+        metrics.reliability(PROBS, LABELS, num_bins=num_bins)
+
+
+@pytest.mark.parametrize("probs, labels, match", [
+    (PROBS[0], LABELS, "probs"),                       # 1-D
+    (PROBS[None], LABELS, "probs"),                    # 3-D
+    (np.log(PROBS), LABELS, "probs"),                  # logits by mistake
+    (PROBS * 2, LABELS, "probs"),                      # rows sum to 2
+    (PROBS, LABELS[:3], "labels"),                     # length mismatch
+    (PROBS, LABELS[:, None], "labels"),                # [N, 1]
+    (PROBS, np.array([0, 1, 2, 1]), "labels"),         # out of range
+    (PROBS, np.array([0.0, 1.0, 0.5, 1.0]), "labels"),  # not integers
+])
+def test_invalid_inputs_name_the_argument(probs, labels, match):
+    with pytest.raises(ValueError, match=match):
+        metrics.accuracy(probs, labels)
+
+
+def test_evaluate_members_requires_three_dimensions():
+    with pytest.raises(ValueError, match="member_probs"):
+        metrics.evaluate_members(PROBS, LABELS)

@@ -1,0 +1,149 @@
+"""Tests of the keras_bnn.models builders."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bnn import models, priors
+from keras_bnn.layers import ResNetPPBlock
+
+RNG = np.random.default_rng(0)
+IMAGES = RNG.normal(size=(4, 32, 32, 3)).astype("float32")
+
+BUILDERS = {
+    "resnet_pp": (lambda: models.resnet_pp((32, 32, 3), 10, depth=20, width=4), IMAGES),
+    "resnet20_frn": (lambda: models.resnet20_frn((32, 32, 3), 10, width=4), IMAGES),
+    "mlp": (
+        lambda: models.mlp((6, 5), 3, hidden=(8, 8)),
+        RNG.normal(size=(4, 6, 5)).astype("float32"),
+    ),
+    "cnn_lstm": (
+        lambda: models.cnn_lstm(
+            50, sequence_length=20, embedding_dim=8, filters=4, lstm_units=5
+        ),
+        RNG.integers(0, 50, size=(4, 20)).astype("int32"),
+    ),
+}
+
+
+def _losses(model):
+    return np.array([float(keras.ops.convert_to_numpy(loss)) for loss in model.losses])
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_gives_a_bayesian_model_with_a_prior_on_every_weight(name):
+    make, x = BUILDERS[name]
+    model = make()
+    assert isinstance(model, models.BayesianModel)
+    assert model.trainable_weights
+    for variable in model.trainable_weights:
+        assert isinstance(variable.regularizer, priors.Prior), variable.path
+    assert len(model.losses) == len(model.trainable_weights)
+    logits = keras.ops.convert_to_numpy(model(x))
+    assert logits.shape == (len(x), model.output_shape[-1])
+    # Logits, not probabilities: some are negative.
+    assert np.isfinite(logits).all() and (logits < 0).any()
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_model_saves_and_loads(name, tmp_path):
+    make, x = BUILDERS[name]
+    model = make()
+    rng = np.random.default_rng(1)
+    for variable in model.weights:  # move away from the initialisation
+        noise = rng.normal(scale=0.05, size=variable.shape).astype(variable.dtype)
+        variable.assign(variable + noise)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    assert isinstance(loaded, models.BayesianModel)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    np.testing.assert_array_equal(_losses(loaded), _losses(model))
+
+
+def test_resnet_pp_forward_and_backward_pass():
+    model = models.resnet_pp((32, 32, 3), 10, depth=20)
+    labels = np.arange(4) % 10
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with tf.GradientTape() as tape:
+        loss = loss_fn(labels, model(IMAGES, training=True)) + tf.add_n(model.losses)
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert np.isfinite(float(loss))
+    for variable, grad in zip(model.trainable_variables, grads):
+        assert grad is not None, variable.path
+        grad = grad.numpy()
+        assert np.isfinite(grad).all(), variable.path
+    # Fixup-style init keeps every weight trainable: the likelihood gradient
+    # (without the prior term) reaches the first convolution of every branch.
+    with tf.GradientTape() as tape:
+        nll = loss_fn(labels, model(IMAGES, training=True))
+    first_convs = [v for v in model.trainable_variables if "conv1/direction" in v.path]
+    assert len(first_convs) == 6
+    for grad in tape.gradient(nll, first_convs):
+        assert np.abs(grad.numpy()).max() > 0
+
+
+def _pre_head_rms(depth, residual_scale_init):
+    keras.utils.set_random_seed(depth)
+    model = models.resnet_pp(
+        (32, 32, 3), 10, depth=depth, width=8, residual_scale_init=residual_scale_init
+    )
+    features = keras.Model(model.input, model.get_layer("pool").input)
+    return float(np.sqrt(np.mean(keras.ops.convert_to_numpy(features(IMAGES)) ** 2)))
+
+
+def test_resnet_pp_activation_scale_stays_bounded_from_depth_20_to_56():
+    # Depth 20 → 56 adds 12 blocks. Along the identity path each block applies
+    # SELU, whose slope on positive inputs is λ ≈ 1.0507, so even with silent
+    # branches the RMS may grow by up to λ^12 ≈ 1.81; Fixup branches
+    # (φ_s = 0.1) add ~1% variance per block, a further factor ≤ 1.01^6 ≈ 1.06.
+    # Bound: 2. Without Fixup (residual_scale_init = 1) it grows about 4x.
+    shallow = _pre_head_rms(20, 0.1)
+    deep = _pre_head_rms(56, 0.1)
+    assert 0.3 < shallow < 3.0 and 0.3 < deep < 3.0
+    assert deep / shallow < 2.0
+    # The residual branches themselves add little at depth 56: within 10% of
+    # a network whose branches are silent.
+    assert deep / _pre_head_rms(56, 0.0) < 1.1
+
+
+def test_resnet_pp_structure():
+    model = models.resnet_pp((32, 32, 3), 10, depth=56, width=4)
+    blocks = [layer for layer in model.layers if isinstance(layer, ResNetPPBlock)]
+    assert len(blocks) == 18  # 3 stages of (56 - 2) / 9 = 6
+    assert [b.strides for b in blocks].count(2) == 2
+    assert model.get_layer("pool").input.shape[1:] == (8, 8, 64)
+
+
+@pytest.mark.parametrize(
+    "build, argument",
+    [
+        (lambda: models.resnet_pp((32, 32, 3), 10, depth=21), "depth"),
+        (lambda: models.resnet_pp((32, 32, 3), 10, depth=2), "depth"),
+        (lambda: models.resnet20_frn((32, 32, 3), 10, depth=21), "depth"),
+        (lambda: models.resnet_pp((32, 32, 3), 0), "num_classes"),
+        (lambda: models.resnet20_frn((32, 32, 3), 10, width=-4), "width"),
+        (lambda: models.mlp((3,), 2, hidden=(4, 0)), r"hidden\[1\]"),
+        (lambda: models.cnn_lstm(0), "vocab_size"),
+        (lambda: models.mlp((3,), 2, kernel_prior="flat"), "kernel_prior"),
+        (lambda: models.resnet_pp((32, 32, 3), 10, scale_prior="nope"), "scale_prior"),
+    ],
+)
+def test_builder_bad_arguments(build, argument):
+    with pytest.raises(ValueError, match=argument):
+        build()
+
+
+def test_builder_prior_arguments_reach_every_layer():
+    model = models.resnet20_frn(
+        (16, 16, 3),
+        5,
+        width=4,
+        kernel_prior=priors.Normal(0.0, 2.0),
+        bias_prior=priors.Laplace(0.5),
+    )
+    kernels = [v for v in model.trainable_weights if v.path.endswith("/kernel")]
+    biases = [v for v in model.trainable_weights if v.path.endswith("/bias")]
+    assert len(kernels) == len(biases) == 19 + 2 + 1  # 19 convs, 2 projections, 1 dense
+    assert {(type(v.regularizer), v.regularizer.stddev) for v in kernels} == {(priors.Normal, 2.0)}
+    assert {(type(v.regularizer), v.regularizer.scale) for v in biases} == {(priors.Laplace, 0.5)}

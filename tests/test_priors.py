@@ -1,0 +1,271 @@
+"""Tests of keras_bnn.priors: densities, normalisation, sampling, bad input.
+
+Statistical tolerances: a sample statistic is compared with its exact value
+within 4 standard errors (SE derived per check below). Under a correct
+sampler each check fails with probability ~6e-5 (two-sided normal tail at
+4σ, CLT), well below 1e-3 for the whole file; the seeds are fixed, so the
+outcome is reproducible.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow_probability as tfp
+from scipy import integrate, special, stats
+
+from keras_bnn import priors
+
+RNG = np.random.default_rng(1234)
+X = RNG.normal(scale=3.0, size=(6, 7))  # float64 inputs
+N_SIGMA = 4.0
+
+
+def _log_prob(prior, x):
+    return float(keras.ops.convert_to_numpy(prior.log_prob(keras.ops.convert_to_tensor(x))))
+
+
+# --- log_prob against scipy.stats and closed forms ---------------------------
+
+SCIPY_CASES = [
+    (priors.Normal(mean=0.7, stddev=2.5), stats.norm(loc=0.7, scale=2.5)),
+    (priors.Laplace(scale=1.7, loc=-0.4), stats.laplace(loc=-0.4, scale=1.7)),
+    (priors.StudentT(df=3.5, scale=0.8, loc=0.3), stats.t(df=3.5, loc=0.3, scale=0.8)),
+    (priors.Cauchy(scale=2.0, loc=1.0), stats.cauchy(loc=1.0, scale=2.0)),
+    # d = 1 groups (a rank-1 weight): the ordinary Laplace density.
+    (priors.GroupLaplace(scale=5.0), stats.laplace(scale=5.0)),
+]
+
+
+@pytest.mark.parametrize("prior, reference", SCIPY_CASES, ids=lambda case: type(case).__name__)
+def test_log_prob_matches_scipy(prior, reference):
+    x = X[0] if isinstance(prior, priors.GroupLaplace) else X
+    np.testing.assert_allclose(_log_prob(prior, x), reference.logpdf(x).sum(), rtol=1e-5)
+
+
+def test_he_normal_log_prob_uses_fan_in():
+    kernel = RNG.normal(size=(3, 3, 4, 5))  # conv kernel: fan_in = 3·3·4
+    sigma = 1.5 * math.sqrt(2.0 / 36)
+    expected = stats.norm(scale=sigma).logpdf(kernel).sum()
+    np.testing.assert_allclose(_log_prob(priors.HeNormal(1.5), kernel), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape, axis", [((4, 6), -1), ((3, 2, 5), 0), ((2, 3, 4, 5), -1)])
+def test_group_laplace_log_prob_closed_form(shape, axis):
+    b = 2.5
+    x = RNG.normal(size=shape)
+    groups = np.moveaxis(x, axis, 0).reshape(shape[axis], -1)
+    d = groups.shape[1]
+    # Normaliser of exp(-‖θ‖/b) on R^d: surface of the unit sphere times Γ(d)·b^d.
+    log_z = math.log(2 * math.pi ** (d / 2) / special.gamma(d / 2) * special.gamma(d) * b**d)
+    expected = (-np.linalg.norm(groups, axis=1) / b - log_z).sum()
+    actual = _log_prob(priors.GroupLaplace(b, axis=axis), x)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5)
+
+
+def test_unit_norm_direction_log_prob_closed_form():
+    x = RNG.normal(size=(3, 3, 2, 4))
+    d = 18
+    sq = (x**2).reshape(-1, 4).sum(axis=0)
+    expected = -0.5 * d * ((sq - 1.0) ** 2).sum()
+    np.testing.assert_allclose(_log_prob(priors.UnitNormDirection(), x), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "prior, reference",
+    [
+        (priors.Normal(mean=-1.0, stddev=0.6), tfp.distributions.Normal(-1.0, 0.6)),
+        (priors.Laplace(scale=2.2, loc=0.5), tfp.distributions.Laplace(0.5, 2.2)),
+        (priors.StudentT(df=4.0, scale=1.3, loc=-0.2), tfp.distributions.StudentT(4.0, -0.2, 1.3)),
+    ],
+    ids=["Normal", "Laplace", "StudentT"],
+)
+def test_log_prob_matches_tensorflow_probability(prior, reference):
+    expected = float(np.sum(reference.log_prob(X.astype(np.float32)).numpy()))
+    np.testing.assert_allclose(_log_prob(prior, X.astype(np.float32)), expected, rtol=1e-5)
+
+
+def test_regularizer_value_is_weighted_negative_log_prob():
+    prior = priors.Normal(stddev=2.0)
+    prior.loss_weight = 1e-3
+    value = float(keras.ops.convert_to_numpy(prior(keras.ops.convert_to_tensor(X))))
+    np.testing.assert_allclose(value, -1e-3 * stats.norm(scale=2.0).logpdf(X).sum(), rtol=1e-6)
+
+
+# --- densities integrate to one -----------------------------------------------
+
+
+def _density_1d(prior):
+    return lambda t: math.exp(_log_prob(prior, np.array([[t]])))
+
+
+@pytest.mark.parametrize(
+    "prior",
+    [
+        priors.Normal(0.3, 0.7),
+        priors.Laplace(1.5, 0.2),
+        priors.StudentT(2.5, 1.2),
+        priors.Cauchy(0.9),
+        priors.HeNormal(0.8),  # fan_in 1 for a (1, 1) kernel
+        priors.GroupLaplace(5.0),  # d = 1
+    ],
+    ids=lambda p: type(p).__name__,
+)
+def test_one_dimensional_density_integrates_to_one(prior):
+    total, _ = integrate.quad(_density_1d(prior), -np.inf, np.inf, epsabs=1e-9, limit=200)
+    assert total == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_group_laplace_integrates_to_one_in_d_dimensions(d):
+    # Radial integration of the density along one direction u, after checking
+    # that it is radially symmetric (equal on random directions at several
+    # radii): ∫ p = |S^{d-1}| ∫_0^∞ p(r·u) r^{d-1} dr, |S^1| = 2π, |S^2| = 4π.
+    prior = priors.GroupLaplace(scale=1.5)
+    directions = RNG.normal(size=(4, d))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    u = directions[0]
+    for r in (0.1, 1.0, 7.0):
+        values = [_log_prob(prior, r * v[:, None]) for v in directions]
+        np.testing.assert_allclose(values, values[0], rtol=1e-10)
+    sphere = {2: 2 * math.pi, 3: 4 * math.pi}[d]
+    radial, _ = integrate.quad(
+        lambda r: math.exp(_log_prob(prior, r * u[:, None])) * r ** (d - 1), 0, np.inf
+    )
+    assert sphere * radial == pytest.approx(1.0, abs=1e-5)
+
+
+# --- sampling moments -----------------------------------------------------------
+
+N_SAMPLES = 40_000
+
+
+def _draw(prior, shape=(200, 200), seed=7):
+    return np.asarray(keras.ops.convert_to_numpy(prior.sample(shape, seed=seed)), np.float64)
+
+
+@pytest.mark.parametrize(
+    "prior, mean, var, kurtosis",
+    [
+        # (prior, exact mean, exact variance, exact fourth central moment / var²)
+        (priors.Normal(0.5, 2.0), 0.5, 4.0, 3.0),
+        (priors.Laplace(1.5, -1.0), -1.0, 2 * 1.5**2, 6.0),
+        (priors.StudentT(10.0, 0.7, 0.2), 0.2, 0.49 * 10 / 8, 3 + 6 / (10 - 4)),
+        (priors.GroupLaplace(2.0, axis=-1), 0.0, 2 * 2.0**2, 6.0),  # on a rank-1 weight: Laplace
+    ],
+    ids=["Normal", "Laplace", "StudentT", "GroupLaplace-d1"],
+)
+def test_sample_mean_and_variance(prior, mean, var, kurtosis):
+    shape = (N_SAMPLES,) if isinstance(prior, priors.GroupLaplace) else (200, 200)
+    w = _draw(prior, shape)
+    n = w.size
+    # SE of the mean: σ/√n; SE of the sample variance: σ²·sqrt((κ - 1)/n),
+    # κ = μ4/σ⁴ (3 Normal, 6 Laplace, 3 + 6/(ν-4) Student-t).
+    assert abs(w.mean() - mean) < N_SIGMA * math.sqrt(var / n)
+    assert abs(w.var() - var) < N_SIGMA * var * math.sqrt((kurtosis - 1) / n)
+
+
+def test_cauchy_sample_quartiles():
+    # Cauchy has no moments: check median (= loc) and quartiles (= loc ± s).
+    # SE of the p-quantile: sqrt(p(1-p)/n) / f(q), with f(loc) = 1/(π s) and
+    # f(loc ± s) = 1/(2π s).
+    loc, s = 0.5, 2.0
+    w = _draw(priors.Cauchy(s, loc))
+    n = w.size
+    q1, q2, q3 = np.quantile(w, [0.25, 0.5, 0.75])
+    assert abs(q2 - loc) < N_SIGMA * math.sqrt(0.25 / n) * math.pi * s
+    quartile_se = math.sqrt(0.1875 / n) * 2 * math.pi * s
+    assert abs(q1 - (loc - s)) < N_SIGMA * quartile_se
+    assert abs(q3 - (loc + s)) < N_SIGMA * quartile_se
+
+
+def test_he_normal_sample_variance_uses_fan_in():
+    w = _draw(priors.HeNormal(1.0), (5, 5, 8, 200))  # fan_in 200, n = 40000
+    var = 2.0 / 200
+    assert abs(w.mean()) < N_SIGMA * math.sqrt(var / w.size)
+    assert abs(w.var() - var) < N_SIGMA * var * math.sqrt(2 / w.size)
+
+
+def test_group_laplace_sample_norms_are_gamma_and_directions_uniform():
+    d, groups, b = 3, 20_000, 1.5
+    w = _draw(priors.GroupLaplace(b), (d, groups))
+    norms = np.linalg.norm(w, axis=0)
+    # ‖θ_g‖ ~ Gamma(d, b): mean d·b, variance d·b².
+    assert abs(norms.mean() - d * b) < N_SIGMA * math.sqrt(d) * b / math.sqrt(groups)
+    # Uniform directions: each coordinate has mean 0 and variance E[r²]/d = (d+1)·b².
+    coord_sd = math.sqrt((d + 1) * b * b)
+    assert np.all(np.abs(w.mean(axis=1)) < N_SIGMA * coord_sd / math.sqrt(groups))
+
+
+def test_unit_norm_direction_sample_radius_distribution():
+    d, groups = 4, 20_000
+    w = _draw(priors.UnitNormDirection(), (2, 2, groups))
+    norms = np.linalg.norm(w.reshape(d, groups), axis=0)
+    # Radial density ∝ r^{d-1}·exp(-d/2·(r²-1)²); its moments by quadrature.
+    radial = lambda r, k: r ** (d - 1 + k) * math.exp(-0.5 * d * (r * r - 1) ** 2)  # noqa: E731
+    z = integrate.quad(radial, 0, 10, args=(0,))[0]
+    mean = integrate.quad(radial, 0, 10, args=(1,))[0] / z
+    second = integrate.quad(radial, 0, 10, args=(2,))[0] / z
+    sd = math.sqrt(second - mean**2)
+    assert abs(norms.mean() - mean) < N_SIGMA * sd / math.sqrt(groups)
+    # Grid inverse-CDF resolution is r_max/4096 ≈ 1e-3; allow it on the sd.
+    assert abs(norms.std() - sd) < N_SIGMA * sd / math.sqrt(2 * groups) + 1e-3
+
+
+def test_sample_is_deterministic_in_seed():
+    prior = priors.StudentT(3.0)
+    np.testing.assert_array_equal(_draw(prior, (50,), seed=3), _draw(prior, (50,), seed=3))
+    assert not np.array_equal(_draw(prior, (50,), seed=3), _draw(prior, (50,), seed=4))
+
+
+# --- resolution, serialisation and bad input --------------------------------------
+
+
+def test_get_resolves_names_configs_and_instances():
+    assert isinstance(priors.get("he_normal"), priors.HeNormal)
+    assert priors.get(None) is None
+    original = priors.StudentT(df=2.0, scale=0.5, loc=1.0)
+    assert priors.get(original) is original
+    restored = priors.get(priors.serialize(original))
+    assert type(restored) is priors.StudentT
+    assert restored.get_config() == original.get_config()
+
+
+def test_unknown_prior_name_is_a_value_error_naming_the_argument():
+    with pytest.raises(ValueError, match="kernel_prior.*gaussian"):
+        priors.get("gaussian", argument="kernel_prior")
+    with pytest.raises(ValueError, match="bias_prior"):
+        priors.get(3.0, argument="bias_prior")
+
+
+@pytest.mark.parametrize(
+    "make, argument",
+    [
+        (lambda v: priors.Normal(stddev=v), "stddev"),
+        (lambda v: priors.Laplace(scale=v), "scale"),
+        (lambda v: priors.StudentT(df=v), "df"),
+        (lambda v: priors.StudentT(scale=v), "scale"),
+        (lambda v: priors.Cauchy(scale=v), "scale"),
+        (lambda v: priors.HeNormal(scale=v), "scale"),
+        (lambda v: priors.GroupLaplace(scale=v), "scale"),
+    ],
+)
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_non_positive_scale_is_a_value_error_naming_the_argument(make, argument, value):
+    with pytest.raises(ValueError, match=f"`{argument}`"):
+        make(value)
+
+
+@pytest.mark.parametrize(
+    "prior, shape",
+    [
+        (priors.HeNormal(), (5,)),
+        (priors.UnitNormDirection(), (5,)),
+        (priors.GroupLaplace(axis=2), (3, 4)),
+        (priors.GroupLaplace(), ()),
+    ],
+)
+def test_prior_on_wrong_rank_is_a_value_error_naming_the_argument(prior, shape):
+    with pytest.raises(ValueError, match="`kernel_prior`"):
+        prior.validate_shape(shape, "kernel_prior")
