@@ -16,7 +16,8 @@ times one member (``cost/(S·member)`` ≤ 1.1), and the SavedModel is within
 10% of in-process (``SM/in-proc`` ≤ 1.1). Each latency is the fastest of
 repeated calls after warm-up, the three functions (member, in-process,
 SavedModel) called in turn so that they share the machine's load; the member
-is re-timed beside every ensemble.
+is re-timed beside every ensemble. ``export s`` is the time to trace and write
+the SavedModel (it grows with S for the unrolled graph).
 
     python benchmarks/ensemble_latency.py            # S = 1, 5, 10, 20
     python benchmarks/ensemble_latency.py --quick    # S = 1, 5; fewer repeats
@@ -90,15 +91,17 @@ def main():
         f"{os.cpu_count()} CPUs, TF {tf.__version__}, best of {repeats} calls\n"
     )
     print("| S | member_loop | batch | member ms | in-process ms | SavedModel ms "
-          "| SM/in-proc | cost/(S·member) | throughput ex/s (SM) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| SM/in-proc | cost/(S·member) | throughput ex/s (SM) | export s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="kb-ensemble-bench-") as root:
         for count in members:
             sets = weight_sets(model, count)
             for loop in args.loops:
                 ensemble = kb.PosteriorEnsemble(model, sets, member_loop=loop)
                 in_process = tf.function(ensemble.predictive_summary)
+                start = time.perf_counter()
                 version = ensemble.export(os.path.join(root, f"{loop}_{count}"))
+                export_seconds = time.perf_counter() - start
                 signature = tf.saved_model.load(version).signatures["serving_default"]
 
                 def saved(x, signature=signature):
@@ -111,7 +114,8 @@ def main():
                     print(
                         f"| {count} | {loop} | {batch} | {1e3 * single:.1f} | {1e3 * local:.1f} "
                         f"| {1e3 * served:.1f} | {served / local:.2f} "
-                        f"| {local / (count * single):.2f} | {batch / served:.0f} |",
+                        f"| {local / (count * single):.2f} | {batch / served:.0f} "
+                        f"| {export_seconds:.1f} |",
                         flush=True,
                     )
 

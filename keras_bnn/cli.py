@@ -77,6 +77,15 @@ def _result_rows(result, label):
     ]
 
 
+def _print_chain_diagnostics(result):
+    chain = result["predictive_diagnostics"]
+    if chain:
+        print(f"predictions over the {result['num_samples']} samples: split-R-hat median "
+              f"{chain['rhat_median']:.3f}, max {chain['rhat_max']:.3f} "
+              f"({100 * chain['frac_rhat_gt_1.1']:.1f}% > 1.1); ESS min "
+              f"{chain['ess_min']:.1f}, median {chain['ess_median']:.1f}")
+
+
 def _cmd_train(args):
     from keras_bnn import experiment
 
@@ -84,6 +93,11 @@ def _cmd_train(args):
     store, history = experiment.train(config, verbose=args.verbose)
     last = {k: v[-1] for k, v in history.history.items()}
     print(format_table([dict(samples=len(store), **last)], ["samples", *sorted(last)]))
+    with open(os.path.join(config.output_dir, "kinetic_temperatures.json")) as handle:
+        rows = json.load(handle)
+    if rows:
+        print("\nkinetic temperature per variable (99% chi-squared band):")
+        print(format_table(rows, ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
     print(f"run directory: {config.output_dir}")
 
 
@@ -92,6 +106,7 @@ def _cmd_evaluate(args):
 
     result = experiment.evaluate(args.run_dir, num_bins=args.num_bins)
     print(format_table(_result_rows(result, result["sampler"]), ["model", *_METRICS]))
+    _print_chain_diagnostics(result)
     print(f"plots: {result['reliability_plot']}, {result['samples_plot']}")
 
 
@@ -133,6 +148,7 @@ def _cmd_demo(args):
             rows += _result_rows(result, "ATMC")
     print()
     print(format_table(rows, ["model", *_METRICS]))
+    _print_chain_diagnostics(result)
     print(f"reliability plot: {result['reliability_plot']}")
     print(f"metric vs samples plot: {result['samples_plot']}")
     print(f"exported ensemble: {experiment.export(config.output_dir, args.export_dir)}")

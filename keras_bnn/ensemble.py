@@ -34,9 +34,11 @@ and each member is the member model's ``stateless_call`` on a slice. The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
-Serving: :meth:`PosteriorEnsemble.export` writes a TensorFlow Serving version
-directory with a ``serving_default`` signature (input ``inputs``; outputs named
-as in :data:`CATEGORICAL_OUTPUTS` / :data:`GAUSSIAN_OUTPUTS`).
+Serving: :meth:`PosteriorEnsemble.export` (TensorFlow backend) writes a
+TensorFlow Serving version directory with a ``serving_default`` signature
+(input ``inputs``; outputs named as in :data:`CATEGORICAL_OUTPUTS` /
+:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
+Serving's REST API. Everything else runs under any Keras backend.
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
 / ``keras.saving.load_model`` (the member architecture is in the config, the
 stacked weights in the weights file).
@@ -190,11 +192,18 @@ class PosteriorEnsemble(keras.Model):
             the runtime runs concurrently; ``"map"`` is a ``keras.ops.map``
             (``tf.map_fn``) loop over the stacked weights; ``"vectorized_map"``
             vectorises one member over S (``tf.vectorized_map``). All three
-            give the same numbers; ``benchmarks/ensemble_latency.py`` compares
-            their speed (unrolling was fastest on CPU, see
-            ``docs_snippets/serving.md``), and graph size grows with S only
-            for ``"unroll"``.
+            give the same numbers. ``benchmarks/ensemble_latency.py``
+            compares their speed (``docs_snippets/serving.md``): on CPU
+            ``"unroll"`` was fastest or tied with ``"map"``, whose graph size
+            and export time do not grow with S (prefer it for large S), and
+            ``"vectorized_map"`` was slowest.
         **kwargs: ``keras.Model`` arguments (``name``, ...).
+
+    Attributes:
+        num_members: S.
+        likelihood, member_loop: as given.
+        member_input_shape, member_input_dtype: one example's shape (no batch
+            axis) and dtype, from the member model: the serving signature.
 
     Raises:
         ValueError: if ``model`` is not a built single-input, single-output
@@ -203,7 +212,9 @@ class PosteriorEnsemble(keras.Model):
             or for a ``"gaussian"`` head with an odd number of outputs.
     """
 
-    def __init__(self, model, weight_sets, likelihood="categorical", member_loop="unroll", **kwargs):
+    def __init__(
+        self, model, weight_sets, likelihood="categorical", member_loop="unroll", **kwargs
+    ):
         super().__init__(**kwargs)
         self.likelihood = _check_choice(likelihood, "likelihood", LIKELIHOODS)
         self.member_loop = _check_choice(member_loop, "member_loop", MEMBER_LOOPS)
@@ -239,7 +250,8 @@ class PosteriorEnsemble(keras.Model):
         Args:
             store: the store.
             max_samples: use at most this many samples, evenly spaced over the
-                store (first and last included); ``None`` uses all.
+                store (the first and, for ``max_samples`` ≥ 2, the last
+                included); ``None`` uses all.
             model: the member model; ``None`` rebuilds the model that wrote
                 the store (``store.build_model()``).
             **kwargs: passed to the constructor (``likelihood``,
@@ -264,7 +276,7 @@ class PosteriorEnsemble(keras.Model):
             indices = range(count)
         else:
             max_samples = _positive_int(max_samples, "max_samples")
-            indices = np.unique(np.round(np.linspace(0, count - 1, min(max_samples, count))))
+            indices = np.round(np.linspace(0, count - 1, min(max_samples, count))).astype(int)
         return cls(model, (store[int(i)].weights for i in indices), **kwargs)
 
     @property
@@ -466,8 +478,12 @@ class PosteriorEnsemble(keras.Model):
 
         The SavedModel (``keras.export.ExportArchive``) has one signature,
         ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
-        member's dtype: any batch size; other shapes or dtypes are rejected
-        by the signature), outputs named as in :meth:`predictive_summary`.
+        member's dtype: any batch size), outputs named as in
+        :meth:`predictive_summary`. A wrong dtype is rejected by the signature;
+        a wrong shape, which neither a loaded signature nor TF Serving checks
+        against the signature, by an ``EnsureShape`` at the start of the
+        graph: InvalidArgument "Shape of tensor inputs [2,4] is not compatible
+        with expected shape [?,5]" (HTTP 400 from TF Serving).
         The version is written to a temporary sibling directory
         ``model_dir/.tmp-<version>-*`` (which TF Serving ignores), fsynced and
         renamed into place, so an interrupted export leaves no partial version
@@ -488,7 +504,17 @@ class PosteriorEnsemble(keras.Model):
             FileExistsError: if ``model_dir/<version>`` already exists (nothing
                 is overwritten; pass another version or ``version=None``).
             ValueError: if ``version`` is not a positive integer.
+            NotImplementedError: under a Keras backend other than TensorFlow.
         """
+        if keras.backend.backend() != "tensorflow":
+            raise NotImplementedError(
+                "PosteriorEnsemble.export writes a TensorFlow SavedModel and needs "
+                f"KERAS_BACKEND=tensorflow (the backend is {keras.backend.backend()!r}). "
+                "Stored samples are backend-independent: build the ensemble with "
+                "PosteriorEnsemble.from_store under TensorFlow and export it there."
+            )
+        import tensorflow as tf
+
         model_dir = os.path.abspath(os.fspath(model_dir))
         version = _next_version(model_dir) if version is None else _positive_int(version, "version")
         target = os.path.join(model_dir, str(version))
@@ -499,6 +525,14 @@ class PosteriorEnsemble(keras.Model):
                 f"`version`, or version=None for the next one, {_next_version(model_dir)})",
                 target,
             )
+        expected_shape = [None, *self.member_input_shape]
+
+        def serve(inputs):
+            # A loaded signature (and TF Serving) does not check the fed
+            # shape against the signature: EnsureShape makes a wrong shape an
+            # InvalidArgument error here instead of deep inside the network.
+            return self.predictive_summary(tf.ensure_shape(inputs, expected_shape))
+
         os.makedirs(model_dir, exist_ok=True)
         # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the
         # version directory gets the permissions a model server expects.
@@ -509,19 +543,17 @@ class PosteriorEnsemble(keras.Model):
             archive.track(self)
             archive.add_endpoint(
                 SERVING_SIGNATURE,
-                self.predictive_summary,
+                serve,
                 input_signature=[
-                    keras.InputSpec(
-                        shape=(None, *self.member_input_shape),
-                        dtype=self.member_input_dtype,
-                        name=SERVING_INPUT,
-                    )
+                    tf.TensorSpec(expected_shape, self.member_input_dtype, name=SERVING_INPUT)
                 ],
             )
             archive.write_out(staging, verbose=verbose)
             _fsync_tree(staging)
             if os.path.lexists(target):
-                raise FileExistsError(errno.EEXIST, "Version directory appeared during export", target)
+                raise FileExistsError(
+                    errno.EEXIST, "Version directory appeared during export", target
+                )
             os.rename(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

@@ -18,6 +18,7 @@ import numpy as np
 
 from keras_bnn import callbacks as callbacks_lib
 from keras_bnn import data as data_lib
+from keras_bnn import diagnostics
 from keras_bnn import metrics as metrics_lib
 from keras_bnn import models as models_lib
 from keras_bnn import plots
@@ -199,10 +200,29 @@ def train(config, verbose=1):
         callbacks.append(callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
                                                       every=config.collect_every))
     _write_json(dataclasses.asdict(config), os.path.join(config.output_dir, "config.json"))
-    history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks)
+    history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks,
+                        shuffle=False)  # the tf.data pipeline shuffles
     if config.sampler == "sgd":
         store.append(model, epoch=config.epochs - 1, step=int(model.optimizer.iterations))
+    _write_json(kinetic_temperature_rows(model, config),
+                os.path.join(config.output_dir, "kinetic_temperatures.json"))
     return store, history
+
+
+def kinetic_temperature_rows(model, config):
+    """Per-variable kinetic temperatures at the end of training, with χ² bands.
+
+    Returns:
+        List of dicts (``name, d, t_kin, lo, hi, inside_band``); empty for
+        samplers without momentum and for relativistic momentum, where
+        ``p·∇K(p)`` is not χ²-distributed.
+    """
+    sampler = model.optimizer
+    if config.sampler in ("sgd", "sgld") or getattr(sampler, "speed_limit", None):
+        return []
+    per_variable = [(name, float(t), d) for name, t, d in sampler.kinetic_temperatures()]
+    return [row._asdict() for row in diagnostics.kinetic_temperature_report(
+        per_variable, config.temperature)]
 
 
 def load_run(run_dir):
@@ -248,13 +268,15 @@ def evaluate(run_dir, num_bins=15):
 
     Returns:
         dict with ``single_sample`` and ``ensemble`` metrics,
-        ``num_samples``, the ``metric_vs_num_samples`` curve and the paths.
+        ``num_samples``, the ``metric_vs_num_samples`` curve, the
+        ``predictive_diagnostics`` (split-R-hat and ESS of the predicted
+        probabilities over the samples; None below 8 samples) and the paths.
     """
     config, store = load_run(run_dir)
     _, test_ds, _ = load_data(config)
     labels = data_lib.dataset_labels(test_ds)
-    members = metrics_lib.evaluate_members(member_probabilities(store, test_ds), labels,
-                                           num_bins=num_bins)
+    member_probs = member_probabilities(store, test_ds)
+    members = metrics_lib.evaluate_members(member_probs, labels, num_bins=num_bins)
     ensemble_probs = PosteriorEnsemble.from_store(store).predict(test_ds, verbose=0)
     result = {
         "sampler": config.sampler,
@@ -263,6 +285,12 @@ def evaluate(run_dir, num_bins=15):
         "single_sample": members["members"][-1],
         "ensemble": metrics_lib.evaluate_probs(ensemble_probs, labels, num_bins=num_bins),
         "metric_vs_num_samples": members["metric_vs_num_samples"],
+        # One chain: split-R-hat (its halves as two chains) and ESS of the
+        # predicted probabilities, from 8 samples on (4 draws per half-chain;
+        # fewer make the autocorrelation estimates meaningless).
+        "predictive_diagnostics": (
+            diagnostics.predictive_rhat(member_probs[np.newaxis], split=True)
+            if len(store) >= 8 else None),
         "reliability_plot": plots.reliability_diagram(
             ensemble_probs, labels, os.path.join(run_dir, "reliability.png"), num_bins=num_bins,
             title=f"{config.sampler} ensemble ({len(store)} samples)"),

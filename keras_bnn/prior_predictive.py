@@ -70,8 +70,8 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
     prior_variables = _prior_variables(model)
     if not prior_variables:
         raise ValueError(
-            f"Model {model.name!r} has no weight with a keras_bnn prior; "
-            "build it from keras_bnn.layers."
+            f"Model {model.name!r} has no weight with a keras_bnn prior; build "
+            "it from keras_bnn.layers (and build it: call it once on inputs)."
         )
 
     saved = [ops.convert_to_numpy(variable.value) for variable, _ in prior_variables]

@@ -469,7 +469,10 @@ def get(identifier, argument="prior"):
             )
         return _BY_NAME[key]()
     if isinstance(identifier, dict):
-        prior = keras.saving.deserialize_keras_object(identifier)
+        try:
+            prior = keras.saving.deserialize_keras_object(identifier)
+        except TypeError:  # unknown class: reported below, naming the argument
+            prior = None
         if isinstance(prior, Prior):
             return prior
     raise ValueError(

@@ -58,10 +58,10 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         Raises:
             ValueError: for non-positive ``cycle_steps`` or negative burn-in.
         """
-        self.cycle_steps = (
-            None if cycle_steps is None else _check_int(cycle_steps, "cycle_steps", 1)
-        )
+        cycle_steps = None if cycle_steps is None else _check_int(cycle_steps, "cycle_steps", 1)
+        # Both are checked before either is set: a failed call changes nothing.
         self.burn_in_steps = _check_int(burn_in_steps, "burn_in_steps", 0)
+        self.cycle_steps = cycle_steps
 
     def __call__(self, step):
         h0 = ops.convert_to_tensor(self.initial_step_size, "float32")

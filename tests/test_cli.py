@@ -34,17 +34,27 @@ def _check_export(version_dir, input_shape, num_classes):
 
 def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
-    code, out, err = _run(["train", *SMALL, "--sampler", "sghmc", "--output-dir", run_dir], capsys)
+    code, out, err = _run(["train", *SMALL, "--epochs", "9", "--sampler", "sghmc",
+                           "--output-dir", run_dir], capsys)
     assert code == 0, err
     assert "run directory" in out
+    # SGHMC has Gaussian momenta: a per-variable kinetic temperature table.
+    assert "kinetic temperature per variable" in out and "dense_0/kernel" in out
+    rows = json.load(open(os.path.join(run_dir, "kinetic_temperatures.json")))
+    assert {r["name"] for r in rows} >= {"dense_0/kernel", "logits/bias"}
+    assert all(r["lo"] < 1.0 < r["hi"] for r in rows)
     code, out, err = _run(["evaluate", "--run-dir", run_dir], capsys)
     assert code == 0, err
     metrics = json.load(open(os.path.join(run_dir, "metrics.json")))
-    assert metrics["num_samples"] == 3  # epochs 1, 2, 3 after one burn-in epoch
+    assert metrics["num_samples"] == 8  # epochs 1..8 after one burn-in epoch
+    chain = metrics["predictive_diagnostics"]
+    assert chain["rhat_median"] >= 1.0 - 0.05 and chain["num_draws"] == 8
+    assert np.isfinite(chain["ess_min"]) and 0 < chain["ess_min"] <= chain["ess_median"]
+    assert "split-R-hat median" in out
     for part in ("single_sample", "ensemble"):
         assert 0.0 <= metrics[part]["accuracy"] <= 1.0
         assert metrics[part]["nll"] > 0
-    assert "ensemble of 3" in out
+    assert "ensemble of 8" in out
     for name in ("reliability.png", "metric_vs_samples.png"):
         assert os.path.getsize(os.path.join(run_dir, name)) > 10_000
     export_dir = str(tmp_path / "saved_models" / "synthetic")

@@ -106,21 +106,21 @@ def test_confident_members_are_exact_in_log_space():
 
 @pytest.fixture(scope="module")
 def sampled_run(tmp_path_factory):
-    """An mlp sampled by SGHMC on the synthetic teacher task, 5 stored samples."""
-    (x_train, y_train), (x_test, y_test), info = data.synthetic_teacher(512, 400, seed=3)
+    """An mlp sampled by SGHMC on the synthetic teacher task: 5 stored samples."""
+    (x_train, y_train), (x_test, y_test), info = data.synthetic_teacher(256, 400, seed=3)
     keras.utils.set_random_seed(0)
     model = kb.models.mlp((info["input_dim"],), info["num_classes"], hidden=(16, 16))
     model.compile(
-        sampler=kb.samplers.get("sghmc", step_size=1e-3, seed=1),
+        sampler=kb.samplers.get("sghmc", step_size=1e-2, seed=1),
         train_size=len(x_train),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     store = kb.SampleStore(tmp_path_factory.mktemp("run") / "samples")
     model.fit(
         data.make_dataset(x_train, y_train, 64, shuffle=True, seed=0),
-        epochs=10,
+        epochs=20,
         verbose=0,
-        callbacks=[kb.callbacks.CollectSamples(store, start_epoch=5)],
+        callbacks=[kb.callbacks.CollectSamples(store, start_epoch=10, every=2)],
     )
     return store, x_test, y_test
 
@@ -140,7 +140,7 @@ def test_sampled_ensemble_nll_is_at_most_the_mean_member_nll(sampled_run):
     # example (−log is convex), hence also for their mean: an identity, not a
     # statistical tendency. Equality needs all members to agree on p(y|x).
     assert ensemble_nll <= np.mean(member_nll)
-    assert np.mean(member_nll) - ensemble_nll > 1e-4  # the samples differ
+    assert np.mean(member_nll) - ensemble_nll > 1e-3  # the samples differ
     assert ensemble_nll == pytest.approx(scores["ensemble"]["nll"], abs=1e-5)
     mutual_information = ensemble.predict_uncertainty(x_test)["mutual_information"]
     assert np.all(mutual_information >= 0.0) and mutual_information.max() > 1e-3

@@ -53,6 +53,12 @@ class SGHMC(Sampler):
             if friction is None
             else check_positive(friction, "friction", "SGHMC")
         )
+        if self.friction * self.initial_step_size >= 1.0:
+            raise ValueError(
+                "SGHMC: `friction` γ must satisfy h·γ < 1 at the initial step size "
+                f"h = {self.initial_step_size!r} (the momentum decays by 1 - h·γ per "
+                f"step); received friction={friction!r}."
+            )
         self.mass = check_positive(mass, "mass", "SGHMC")
         self.preconditioner = check_choice(preconditioner, "preconditioner", (None, "rmsprop"))
         self.rho = check_fraction(rho, "rho", "SGHMC")

@@ -32,19 +32,33 @@ from keras import ops
 
 from keras_bnn.samplers.base import Sampler, check_choice, check_positive
 
-# Below |β·h| < _SMALL the OU coefficients use their series limits
-# (1 - e^{-x})/β → h and (1 - e^{-2x})/β → 2h, avoiding 0/0.
+# Below |β·h| < _SMALL (only reachable when β can cross 0, i.e. SGNHT) the
+# drift coefficient uses its series limit (1 - e^{-x})/β → h(1 - x/2),
+# avoiding 0/0.
 _SMALL = 1e-6
 
 
-def _ou_coefficients(beta, h):
-    """Returns ``(e^{-βh}, (1-e^{-βh})/β, (1-e^{-2βh})/β)``, stable near β = 0."""
+def _ou_coefficients(beta, h, positive=False):
+    """Returns ``(e^{-βh}, (1-e^{-βh})/β, (1-e^{-2βh})/β)`` from one ``expm1``.
+
+    With ``e = expm1(-βh)``: ``e^{-βh} = 1 + e``, ``(1-e^{-βh})/β = -e/β`` and,
+    as ``1 - e^{-2x} = (1 - e^{-x})(1 + e^{-x})``, the variance coefficient is
+    ``drift·(2 + e)`` (``1 + e`` is exact to one ulp of 1, absolute, enough
+    for a factor in [0, 1] that multiplies p). ``expm1`` keeps ``-e/β`` accurate for small ``βh > 0``
+    (the end of a cyclical step-size cycle), so when ``β > 0`` is guaranteed
+    (``positive=True``: ATMC, where ``β = max(D, ξ) ≥ D``) no guard is needed;
+    otherwise ``|βh| < _SMALL`` switches to the series ``h·(1 - βh/2)``.
+    Fewer elementwise passes than separate ``exp``/``expm1`` calls: this runs
+    over every parameter at every step.
+    """
     x = beta * h
-    small = ops.less(ops.abs(x), _SMALL)
-    safe_beta = ops.where(small, 1.0, beta)
-    drift = ops.where(small, h * (1.0 - 0.5 * x), -ops.expm1(-x) / safe_beta)
-    variance = ops.where(small, 2.0 * h * (1.0 - x), -ops.expm1(-2.0 * x) / safe_beta)
-    return ops.exp(-x), drift, variance
+    e = ops.expm1(-x)
+    if positive:
+        drift = e / -beta
+    else:
+        small = ops.less(ops.abs(x), _SMALL)
+        drift = ops.where(small, h * (1.0 - 0.5 * x), e / -ops.where(small, 1.0, beta))
+    return e + 1.0, drift, drift * (2.0 + e)
 
 
 class ThermostatSampler(Sampler):
@@ -98,16 +112,23 @@ class ThermostatSampler(Sampler):
         else:
             self.speed_limit = None
 
+    #: Whether ``β(ξ) > 0`` for every ξ (lets the OU coefficients skip the β≈0 guard).
+    positive_friction = False
+
     def alpha(self, xi):
         """The noise function α(ξ) ≥ 0."""
         raise NotImplementedError
 
+    def friction(self, xi, alpha):
+        """The friction ``β(ξ) = α(ξ) + ξ``."""
+        return alpha + xi
+
     def velocity(self, p):
         """``∇K(p)``: ``p/m`` (Gaussian) or ``p/(m·sqrt(p²/(m²c²)+1))``."""
-        velocity = p / self.mass
+        velocity = p * (1.0 / self.mass)
         if self.speed_limit is None:
             return velocity
-        return velocity / ops.sqrt(ops.square(velocity / self.speed_limit) + 1.0)
+        return velocity / ops.sqrt(ops.square(velocity * (1.0 / self.speed_limit)) + 1.0)
 
     def build_state(self, var_list):
         self._momenta = [self.add_variable_from_reference(v, name="momentum") for v in var_list]
@@ -119,8 +140,11 @@ class ThermostatSampler(Sampler):
         p = self.slot(self._momenta, variable)
         xi = self.slot(self._thermostats, variable)
         alpha = self.alpha(xi)
-        decay, drift, variance = _ou_coefficients(alpha + xi, h)
-        noise_scale = ops.sqrt(temperature * alpha * self.mass * variance)
+        decay, drift, variance = _ou_coefficients(
+            self.friction(xi, alpha), h, positive=self.positive_friction
+        )
+        # Scalars first: every elementwise op is a pass over the parameters.
+        noise_scale = ops.sqrt(alpha * variance * (temperature * self.mass))
         new_p = decay * p - drift * potential_grad + noise_scale * self.noise(variable)
         velocity = self.velocity(new_p)
         self.assign(p, new_p)
@@ -152,7 +176,7 @@ class SGNHT(ThermostatSampler):
     """
 
     def alpha(self, xi):
-        return ops.full_like(xi, self.noise_level)
+        return self.noise_level  # a constant; broadcasts against ξ
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -166,5 +190,11 @@ class ATMC(ThermostatSampler):
     :class:`ThermostatSampler` for the arguments and the update.
     """
 
+    positive_friction = True
+
     def alpha(self, xi):
         return ops.maximum(self.noise_level - xi, 0.0)
+
+    def friction(self, xi, alpha):
+        # α + ξ = max(D - ξ, 0) + ξ = max(D, ξ) ≥ D > 0, in one pass.
+        return ops.maximum(xi, self.noise_level)

@@ -1,0 +1,134 @@
+"""Time per training step of each sampler against SGD with momentum.
+
+Models (batch 128, 10 classes, train_size 50 000):
+
+* ``resnet_pp(input_shape=(32, 32, 3), num_classes=10, depth=20)``;
+* ``mlp(input_shape=(784,), num_classes=10, hidden=(512, 512))``.
+
+Each model is built once per optimizer (same initial weights) and compiled
+with ``sampler=`` SGLD, SGHMC, SGNHT or ATMC (default arguments except the
+step size) or ``optimizer=keras.optimizers.SGD(momentum=0.9)``, all with
+``loss=SparseCategoricalCrossentropy(from_logits=True)`` and
+``train_size=50_000``. One timed unit is ``model.train_on_batch`` on a fixed
+in-memory batch (tensors, so no host conversion is timed). After warm-up the
+configurations are timed in turn, round after round, so they share the
+machine's load; the reported time is the median over rounds of the mean step
+time in a round. The ratio is against SGD of the same model, in the same run.
+
+Target: every sampler ≤ 1.10× SGD.
+
+    python benchmarks/sampler_overhead.py            # full run
+    python benchmarks/sampler_overhead.py --quick    # fewer rounds
+    python benchmarks/sampler_overhead.py --models mlp --rounds 30
+
+Prints a Markdown table.
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import keras_bnn as kb  # noqa: E402
+from keras_bnn import samplers  # noqa: E402
+
+BATCH = 128
+TRAIN_SIZE = 50_000
+NUM_CLASSES = 10
+
+# Step sizes on the scale of each sampler's update with G = n·∇ (n = 5e4):
+# SGLD moves θ by h·G (h·n = 0.05, an SGD learning rate); SGHMC/SGNHT/ATMC
+# with unit mass behave like SGD-momentum with learning rate ≈ h²·n/(1-0.9)
+# ... h = 1e-3 is the ATMC paper's h0 for CIFAR-10.
+OPTIMIZERS = {
+    "SGD(momentum=0.9)": lambda: dict(optimizer=keras.optimizers.SGD(0.01, momentum=0.9)),
+    "SGLD": lambda: dict(sampler=samplers.SGLD(step_size=1e-6)),
+    "SGHMC": lambda: dict(sampler=samplers.SGHMC(step_size=1e-3)),
+    "SGNHT": lambda: dict(sampler=samplers.SGNHT(step_size=1e-3)),
+    "ATMC": lambda: dict(sampler=samplers.ATMC(step_size=1e-3)),
+}
+
+MODELS = {
+    "resnet_pp20": (
+        (32, 32, 3),
+        lambda: kb.models.resnet_pp(input_shape=(32, 32, 3), num_classes=NUM_CLASSES, depth=20),
+    ),
+    "mlp 784-512-512-10": (
+        (784,),
+        lambda: kb.models.mlp(input_shape=(784,), num_classes=NUM_CLASSES, hidden=(512, 512)),
+    ),
+}
+
+
+def _compiled(build, compile_args, jit_compile):
+    keras.utils.set_random_seed(0)
+    model = build()
+    model.compile(
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        train_size=TRAIN_SIZE,
+        jit_compile=jit_compile,
+        **compile_args,
+    )
+    return model
+
+
+def time_model(name, input_shape, build, rounds, steps_per_round, warmup, jit_compile):
+    """Median seconds per step for every optimizer on one model."""
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(BATCH,) + input_shape).astype(np.float32))
+    y = tf.constant(rng.integers(0, NUM_CLASSES, size=BATCH).astype(np.int32))
+    models = {key: _compiled(build, make(), jit_compile) for key, make in OPTIMIZERS.items()}
+    params = models["SGD(momentum=0.9)"].count_params()
+    for model in models.values():
+        for _ in range(warmup):
+            model.train_on_batch(x, y)
+    per_round = {key: [] for key in models}
+    for _ in range(rounds):
+        for key, model in models.items():
+            start = time.perf_counter()
+            for _ in range(steps_per_round):
+                model.train_on_batch(x, y)
+            per_round[key].append((time.perf_counter() - start) / steps_per_round)
+    return params, {key: float(np.median(times)) for key, times in per_round.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few rounds (a smoke run)")
+    parser.add_argument("--models", nargs="+", choices=["resnet", "mlp"], default=["resnet", "mlp"])
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--steps-per-round", type=int, default=None)
+    parser.add_argument("--jit-compile", default="auto",
+                        help="passed to compile: auto (Keras' default), true, false")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 15)
+    steps = args.steps_per_round or (2 if args.quick else 5)
+    warmup = 2 if args.quick else 5
+    jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile.lower()]
+
+    selected = [k for k in MODELS if k.split()[0].startswith(tuple(args.models))]
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+          f"devices: {[d.device_type for d in tf.config.list_logical_devices()]}, "
+          f"jit_compile={jit}, {rounds} rounds × {steps} steps after {warmup} warm-up steps\n")
+    rows = []
+    for key in selected:
+        input_shape, build = MODELS[key]
+        params, times = time_model(key, input_shape, build, rounds, steps, warmup, jit)
+        base = times["SGD(momentum=0.9)"]
+        for opt, seconds in times.items():
+            rows.append((key, params, opt, seconds * 1e3, seconds / base))
+    print("| model | params | optimizer | ms / step (median) | × SGD |")
+    print("|---|---:|---|---:|---:|")
+    for model, params, opt, ms, ratio in rows:
+        flag = "" if opt.startswith("SGD") or ratio <= 1.10 else " ⚠"
+        print(f"| {model} | {params:,} | {opt} | {ms:.2f} | {ratio:.3f}{flag} |")
+
+
+if __name__ == "__main__":
+    main()

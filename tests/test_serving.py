@@ -1,0 +1,188 @@
+"""keras_bnn.serving.ServingClient against a stand-in for TF Serving's REST
+predict API: a local HTTP server that follows the API's JSON shapes and runs
+the exported SavedModel (the real server cannot be installed here)."""
+
+import json
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ensemble_helpers import INPUT_DIM, inputs, tiny_ensemble
+from keras_bnn.ensemble import CATEGORICAL_OUTPUTS
+from keras_bnn.serving import ServingClient, ServingError
+
+MODEL_NAME = "tiny"
+_PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:predict")
+
+
+class _PredictHandler(BaseHTTPRequestHandler):
+    """POST /v1/models/<name>[/versions/<v>]:predict, as TF Serving answers it.
+
+    Row format: {"instances": [row | {input: row}, ...]} -> {"predictions":
+    [{output: value}, ...]}; columnar: {"inputs": tensor | {input: tensor}}
+    -> {"outputs": {output: tensor}}; failures -> HTTP 4xx {"error": text}.
+    The model named "broken" answers 502 with a non-JSON body.
+    """
+
+    timeout = 10  # seconds a connection may stall: requests are bounded
+
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def _reply(self, status, body, content_type="application/json"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        match = _PREDICT_PATH.fullmatch(self.path)
+        if match and match.group(1) == "broken":
+            return self._reply(502, b"<html>Bad Gateway</html>", "text/html")
+        served = self.server.served
+        if not match or match.group(1) != MODEL_NAME or match.group(2) not in (None, "1"):
+            return self._reply(404, {"error": f"Servable not found for request: {self.path}"})
+        try:
+            request = json.loads(body)
+        except ValueError as error:
+            return self._reply(400, {"error": f"JSON Parse error: {error}"})
+        self.server.requests.append(request)
+        name = request.get("signature_name", "serving_default")
+        if name not in served.signatures:
+            message = f'Serving signature name: "{name}" not found in signature def'
+            return self._reply(400, {"error": message})
+        if ("instances" in request) == ("inputs" in request):
+            return self._reply(400, {"error": "Missing 'inputs' or 'instances' key"})
+        signature = served.signatures[name]
+        ((input_name, spec),) = signature.structured_input_signature[1].items()
+        if "instances" in request:
+            rows = request["instances"]
+            batch = [row[input_name] if isinstance(row, dict) else row for row in rows]
+        else:
+            batch = request["inputs"]
+            batch = batch[input_name] if isinstance(batch, dict) else batch
+        try:
+            outputs = signature(**{input_name: tf.constant(batch, spec.dtype)})
+        except (TypeError, ValueError, tf.errors.InvalidArgumentError) as error:
+            return self._reply(400, {"error": getattr(error, "message", str(error))})
+        outputs = {key: value.numpy().tolist() for key, value in outputs.items()}
+        if "inputs" in request:
+            return self._reply(200, {"outputs": outputs})
+        rows = [dict(zip(outputs, values)) for values in zip(*outputs.values())]
+        return self._reply(200, {"predictions": rows})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(base URL, the HTTP server, in-process ensemble) serving the export as version 1."""
+    ensemble = tiny_ensemble(count=3)
+    version_dir = ensemble.export(tmp_path_factory.mktemp("saved_models") / MODEL_NAME)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _PredictHandler)
+    httpd.served = tf.saved_model.load(version_dir)
+    httpd.requests = []
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}", httpd, ensemble
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+def _client(url, **kwargs):
+    return ServingClient(MODEL_NAME, url=url, timeout=10, **kwargs)
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+@pytest.mark.parametrize("named", [False, True])
+def test_predict_matches_the_in_process_ensemble(server, format, named):
+    url, httpd, ensemble = server
+    x = inputs(6)
+    outputs = _client(url).predict({"inputs": x} if named else x, format=format)
+    expected = ensemble.predict_uncertainty(x)
+    assert set(outputs) == set(CATEGORICAL_OUTPUTS)
+    for name in CATEGORICAL_OUTPUTS:
+        assert outputs[name].shape == expected[name].shape, name
+        np.testing.assert_allclose(outputs[name], expected[name], atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(outputs["probabilities"].sum(axis=1), 1.0, atol=1e-5)
+    # The request followed the API's shape for its format.
+    request = httpd.requests[-1]
+    assert request["signature_name"] == "serving_default"
+    if format == "row":
+        assert set(request) == {"signature_name", "instances"}
+        assert len(request["instances"]) == 6
+        first = request["instances"][0]
+        assert (first["inputs"] if named else first) == pytest.approx(x[0].tolist())
+    else:
+        assert set(request) == {"signature_name", "inputs"}
+        sent = request["inputs"]["inputs"] if named else request["inputs"]
+        assert np.asarray(sent).shape == (6, INPUT_DIM)
+
+
+def test_a_version_can_be_requested(server):
+    url, _, ensemble = server
+    x = inputs(2)
+    client = _client(url, version=1)
+    assert client.predict_url == f"{url}/v1/models/{MODEL_NAME}/versions/1:predict"
+    np.testing.assert_allclose(
+        client.predict(x)["probabilities"], ensemble.predict(x, verbose=0), atol=1e-5
+    )
+    with pytest.raises(ServingError, match="Servable not found") as caught:
+        _client(url, version=2).predict(x)
+    assert caught.value.status == 404
+
+
+def test_server_errors_raise_serving_errors_with_the_message(server):
+    url, _, _ = server
+    shape_error = r"Shape of tensor inputs \[2,4\] is not compatible"
+    with pytest.raises(ServingError, match=shape_error) as caught:
+        _client(url).predict(np.ones((2, INPUT_DIM - 1)), format="row")
+    assert caught.value.status == 400
+    with pytest.raises(ServingError, match='signature name: "nope" not found'):
+        _client(url, signature_name="nope").predict(inputs(1))
+    with pytest.raises(ServingError, match=r"Unexpected reply \(HTTP 502\)") as caught:
+        ServingClient("broken", url=url, timeout=10).predict(inputs(1))
+    assert caught.value.status == 502
+
+
+def test_an_unreachable_server_raises_a_serving_error():
+    with socket.socket() as probe:  # a port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ServingError, match="Cannot reach TF Serving") as caught:
+        ServingClient(MODEL_NAME, url=f"http://127.0.0.1:{port}", timeout=5).predict(inputs(1))
+    assert caught.value.status is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(model_name=""), "model_name"),
+        (dict(url="localhost:8501"), "url"),
+        (dict(url="http://localhost:8501/v1"), "url"),
+        (dict(version=0), "version"),
+        (dict(timeout=0), "timeout"),
+    ],
+)
+def test_bad_client_arguments_raise_value_errors(kwargs, message):
+    arguments = dict(model_name=MODEL_NAME)
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        ServingClient(**arguments)
+
+
+def test_bad_predict_arguments_raise_value_errors():
+    client = ServingClient(MODEL_NAME)
+    with pytest.raises(ValueError, match="format"):
+        client.predict(inputs(1), format="grpc")
+    with pytest.raises(ValueError, match="batch size"):
+        client.predict({"a": np.ones((2, 1)), "b": np.ones((3, 1))}, format="row")
