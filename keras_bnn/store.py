@@ -19,10 +19,16 @@ def atomic_write(path, write):
 
     A crash leaves either the old state or the complete new file, never a
     partial one; leftover temp files start with ``.tmp-`` and are ignored.
+    The file gets the usual permissions (0666 less the umask), not
+    ``mkstemp``'s owner-only 0600, so a server running as another user can
+    read exports and samples.
     """
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
