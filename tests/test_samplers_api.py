@@ -14,7 +14,6 @@ from keras_bnn import samplers, schedules
 from sampler_harness import total_ess
 
 ALL = [samplers.SGLD, samplers.SGHMC, samplers.SGNHT, samplers.ATMC]
-MOMENTUM = [samplers.SGHMC, samplers.SGNHT, samplers.ATMC]
 
 
 def _build(sampler, *arrays):
@@ -90,6 +89,19 @@ def test_non_finite_gradient_raises_and_changes_nothing(cls, traced, bad):
     for a, b in zip(before, after):  # weights, momenta, thermostats, iterations
         np.testing.assert_array_equal(a, b)
     assert int(sampler.iterations.numpy()) == 1
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_huge_finite_gradients_whose_sum_overflows_are_accepted(traced):
+    # The guard's fast path sums each gradient; 2 × 3e38 overflows float32,
+    # which must fall back to the exact check, not raise.
+    sampler = samplers.SGLD(step_size=1e-3, train_size=1, seed=0)
+    (theta,) = _build(sampler, np.zeros(4))
+    grad = tf.constant([3e38, 3e38, -1.0, 0.0], tf.float32)
+    step = (lambda: sampler.apply([grad], [theta]))
+    (tf.function(step) if traced else step)()
+    assert int(sampler.iterations.numpy()) == 1
+    assert np.all(np.isfinite(theta.numpy())) and theta.numpy()[0] < -1e35
 
 
 def test_non_finite_gradient_error_names_the_variable():
@@ -289,6 +301,11 @@ def test_noise_at_step_k_does_not_depend_on_history(cls):
         np.testing.assert_array_equal(original.noise(v).numpy(), fresh.noise(w).numpy())
     assert not np.allclose(original.noise(variables[0]).numpy()[:5],
                            original.noise(variables[1]).numpy().ravel()[:5])
+    # ... and the step matters: a fresh draw at k + 1.
+    at_k = fresh.noise(copies[0]).numpy()
+    fresh.iterations.assign(k + 1)
+    assert np.all(fresh.noise(copies[0]).numpy() != at_k)
+    fresh.iterations.assign(k)
     original.apply(grads, variables)
     fresh.apply(grads, copies)
     for v, w in zip(variables, copies):

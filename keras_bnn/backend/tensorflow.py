@@ -80,12 +80,18 @@ def gradient_tape_step(model, x, y, sample_weight, message):
 def finite_guard(tensors, messages):
     """Context under which every new op runs after all ``tensors`` are checked.
 
-    Each tensor gets a ``check_numerics`` with its message; the returned
-    context adds control dependencies on all of them, so no update created
-    inside it (of any variable, nor the step counter) runs when one tensor
-    holds a NaN or Inf: the step fails as a whole with ``InvalidArgumentError``
-    and leaves every variable unchanged. Eagerly the checks run (and raise)
-    right here, before anything inside the context.
+    The returned context adds a control dependency on the check, so no update
+    created inside it (of any variable, nor the step counter) runs when one
+    tensor holds a NaN or Inf: the step fails as a whole with
+    ``InvalidArgumentError`` (the message of the first bad tensor) and leaves
+    every variable unchanged. Eagerly the checks run (and raise) right here.
+
+    Cost: this runs on every gradient at every step, so the common case is one
+    reduction per tensor (a sum is NaN/Inf whenever an element is); only when
+    a sum is not finite (a bad element, or rarely finite values whose sum
+    overflows) does ``check_numerics`` run on every tensor to decide and to
+    name the variable. ``check_numerics`` on every tensor unconditionally
+    costs about twice as much (measured on CPU).
 
     Under XLA (``jit_compile=True``) TensorFlow compiles ``check_numerics``
     to a no-op, so this guard does nothing there.
@@ -97,7 +103,21 @@ def finite_guard(tensors, messages):
     Returns:
         A context manager.
     """
-    checks = [
-        tf.debugging.check_numerics(t, m) for t, m in zip(tensors, messages) if t is not None
-    ]
-    return tf.control_dependencies(checks)
+    present = [(t, m) for t, m in zip(tensors, messages) if t is not None]
+    if not present:
+        return tf.control_dependencies([])
+    if tf.executing_eagerly():
+        for t, m in present:
+            tf.debugging.check_numerics(t, m)
+        return tf.control_dependencies([])
+    sums_finite = tf.reduce_all(
+        tf.stack([tf.math.is_finite(tf.reduce_sum(t)) for t, _ in present])
+    )
+
+    def exact():
+        checks = [tf.debugging.check_numerics(t, m) for t, m in present]
+        with tf.control_dependencies(checks):
+            return tf.constant(True)
+
+    checked = tf.cond(sums_finite, lambda: tf.constant(True), exact)
+    return tf.control_dependencies([checked])

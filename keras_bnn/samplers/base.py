@@ -222,6 +222,10 @@ class Sampler(keras.optimizers.Optimizer):
             ]
         else:
             messages = [f"keras_bnn {owner}: non-finite gradient"] * len(grads)
+        if not self.built and variables:
+            # Create the state outside the guard's control dependencies: a
+            # traced step (XLA in particular) must be able to lift them out.
+            self.build(variables)
         with backend.finite_guard(grads, messages):
             return super().apply(grads, trainable_variables)
 
