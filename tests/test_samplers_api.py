@@ -422,3 +422,14 @@ def test_ou_coefficients_match_float64_reference(positive):
     # drift and variance: a few ulps relative (plus the 1e-6 series switch of SGNHT).
     for g, w in zip(got[1:], want[1:]):
         np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-37)
+
+
+def test_relativistic_velocity_saturates_at_the_speed_limit_without_overflow():
+    """∇K(p) = p/(m·sqrt(p²/(m²c²)+1)); |∇K| → c as |p| → ∞, never NaN or 0."""
+    sampler = samplers.ATMC(1e-3, momentum="relativistic", speed_limit=2.0, mass=3.0)
+    p = np.array([0.0, 1e-3, -0.5, 6.0, -6.0, 1e20, -1e30, np.inf, -np.inf], "float32")
+    velocity = np.asarray(sampler.velocity(p))
+    finite = p[:5].astype("float64")
+    expected = (finite / 3.0) / np.sqrt((finite / 6.0) ** 2 + 1.0)
+    np.testing.assert_allclose(velocity[:5], expected, rtol=1e-6, atol=1e-9)  # float32 round-off
+    np.testing.assert_array_equal(velocity[5:], [2.0, -2.0, 2.0, -2.0])

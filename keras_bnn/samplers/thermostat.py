@@ -124,11 +124,25 @@ class ThermostatSampler(Sampler):
         return alpha + xi
 
     def velocity(self, p):
-        """``∇K(p)``: ``p/m`` (Gaussian) or ``p/(m·sqrt(p²/(m²c²)+1))``."""
+        """``∇K(p)``: ``p/m`` (Gaussian) or ``p/(m·sqrt(p²/(m²c²)+1))``.
+
+        The relativistic form is evaluated as ``c·u/sqrt(u²+1)`` with
+        ``u = p/(mc)``, and for ``|u| > 1`` as ``c·sign(u)/sqrt(1+1/u²)``, so a
+        huge (or infinite) momentum gives speed c instead of overflowing u².
+        """
         velocity = p * (1.0 / self.mass)
         if self.speed_limit is None:
             return velocity
-        return velocity / ops.sqrt(ops.square(velocity * (1.0 / self.speed_limit)) + 1.0)
+        u = velocity * (1.0 / self.speed_limit)
+        large = ops.greater(ops.abs(u), 1.0)
+        safe_u = ops.where(large, 1.0, u)
+        inverse = ops.where(large, 1.0 / u, 1.0)
+        fraction = ops.where(
+            large,
+            ops.sign(u) / ops.sqrt(1.0 + ops.square(inverse)),
+            safe_u / ops.sqrt(ops.square(safe_u) + 1.0),
+        )
+        return self.speed_limit * fraction
 
     def build_state(self, var_list):
         self._momenta = [self.add_variable_from_reference(v, name="momentum") for v in var_list]
