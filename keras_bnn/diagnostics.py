@@ -20,6 +20,7 @@ T·χ²_d/d; `temperature_band` gives its central confidence interval and
 `kinetic_temperature_report` checks per-variable estimates against it.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -49,13 +50,26 @@ def _varying(chains):
 
 def _ess(flat):
     """ESS of each column of [C, S, D] (summed over chains when C >= 2), with
-    Geyer's initial-positive-sequence truncation of the autocorrelations."""
+    Geyer's initial-positive-sequence truncation of the autocorrelations.
+
+    With few, anticorrelated draws the estimate of τ = 1 + 2 Σ_t ρ_t can come
+    out ≤ 0 (an ESS that is negative or huge); as in Stan (Vehtari et al.
+    2021) τ is bounded below by 1/log10(C·S), i.e. ESS ≤ C·S·log10(C·S).
+    """
     states = tf.constant(np.swapaxes(flat, 0, 1))  # TFP wants [S, C, D].
-    ess = tfp.mcmc.effective_sample_size(
-        states, filter_beyond_positive_pairs=True,
-        cross_chain_dims=1 if flat.shape[0] >= 2 else None)
-    ess = ess.numpy()
-    return ess if flat.shape[0] >= 2 else ess[0]
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # TFP's FFT autocorrelation warns on a complex cast
+    try:
+        ess = tfp.mcmc.effective_sample_size(
+            states, filter_beyond_positive_pairs=True,
+            cross_chain_dims=1 if flat.shape[0] >= 2 else None).numpy()
+    finally:
+        logger.setLevel(level)
+    ess = ess if flat.shape[0] >= 2 else ess[0]
+    draws = flat.shape[0] * flat.shape[1]
+    cap = draws * math.log10(draws)
+    return np.where((ess < 0) | (ess > cap), cap, ess)
 
 
 def _ess_summary(flat, num_constant):

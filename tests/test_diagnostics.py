@@ -202,3 +202,11 @@ def test_kinetic_temperature_report_accepts_sampler_triples():
 def test_kinetic_temperature_report_validates_entries():
     with pytest.raises(ValueError, match="per_variable"):
         diagnostics.kinetic_temperature_report({"w": 1.0}, temperature=1.0)
+
+
+def test_ess_of_strongly_anticorrelated_short_chains_is_bounded_like_stan():
+    """Alternating draws give τ̂ ≤ 0; the ESS is capped at S·log10(S), never < 0."""
+    draws = np.tile([0.2, 0.8], 5)[:, None, None]  # [S=10, N=1, K=1], ρ1 = -1
+    noise = np.random.default_rng(0).normal(scale=1e-3, size=draws.shape)
+    result = diagnostics.predictive_ess(draws + noise)
+    assert 0 < result["ess_min"] <= 10 * np.log10(10) + 1e-9
