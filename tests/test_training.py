@@ -194,6 +194,25 @@ def test_nan_potential_stops_with_a_clear_error_and_keeps_samples(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_nan_potential_under_xla_skips_steps_and_stops_at_epoch_end(tmp_path):
+    """XLA compiles check_numerics away: non-finite steps are skipped, counted,
+    and training stops with FloatingPointError at the end of the epoch."""
+    model = _compile(_model(), _sampler("atmc"), jit_compile=True)
+    store = kb.SampleStore(tmp_path / "samples")
+    model.fit(_dataset(), epochs=1, verbose=0, callbacks=[kb.callbacks.CollectSamples(store)])
+    weights_before = model.get_weights()
+    steps_before = int(model.optimizer.iterations)
+    x, y = _data()
+    x[:, 0] = np.nan  # every batch is non-finite: every step is skipped
+    with pytest.raises(FloatingPointError, match=f"{N_TRAIN // BATCH} step"):
+        model.fit(x, y, batch_size=BATCH, epochs=3, verbose=0, shuffle=False,
+                  callbacks=[kb.callbacks.CollectSamples(store)])
+    for a, b in zip(weights_before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert int(model.optimizer.iterations) == steps_before
+    assert len(store) == 2 and all(np.all(np.isfinite(w)) for w in store[1].weights)
+
+
 def test_bad_compile_arguments_are_named():
     model = _model()
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -10,6 +10,7 @@ import keras
 
 if keras.backend.backend() == "tensorflow":
     from keras_bnn.backend.tensorflow import (
+        apply_if_finite,
         assert_finite,
         finite_guard,
         gradient_tape_step,

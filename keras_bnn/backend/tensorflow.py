@@ -121,3 +121,37 @@ def finite_guard(tensors, messages):
 
     checked = tf.cond(sums_finite, lambda: tf.constant(True), exact)
     return tf.control_dependencies([checked])
+
+
+def apply_if_finite(optimizer, loss, gradients, variables):
+    """Applies one optimizer step only when the potential and gradients are finite.
+
+    The XLA path of ``BayesianModel.train_step``: XLA compiles
+    ``check_numerics`` away, so instead of raising, a non-finite step is
+    skipped whole (no weight, state or step-counter change) and counted;
+    ``BayesianModel.fit`` stops at the end of the epoch when the count is > 0.
+
+    Args:
+        optimizer: the sampler or optimizer (built here if needed, outside
+            the conditional, so its variables can be lifted).
+        loss: the potential of this step.
+        gradients: gradients for ``variables``.
+        variables: the trainable variables.
+
+    Returns:
+        Float scalar: 1.0 when the step was skipped, else 0.0.
+    """
+    if not optimizer.built:
+        optimizer.build(variables)
+    finite = tf.reduce_all(
+        tf.stack(
+            [tf.reduce_all(tf.math.is_finite(loss))]
+            + [tf.reduce_all(tf.math.is_finite(g)) for g in gradients if g is not None]
+        )
+    )
+
+    def apply():
+        optimizer.apply(gradients, variables)
+        return tf.constant(0.0)
+
+    return tf.cond(finite, apply, lambda: tf.constant(1.0))

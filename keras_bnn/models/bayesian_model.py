@@ -15,6 +15,20 @@ NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
 _TRACKED = ("nll", "prior", "step_size", "kinetic_temperature", "configurational_temperature")
 
 
+class _StopOnSkippedSteps(keras.callbacks.Callback):
+    """Under XLA: ends training after an epoch in which steps were skipped as NaN/Inf."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        skipped = int(round(float((logs or {}).get("nonfinite_steps", 0.0))))
+        if skipped:
+            raise FloatingPointError(
+                f"Training stopped: {skipped} step(s) of epoch {epoch} had a NaN/Inf "
+                "potential or gradient (XLA: those steps were skipped, the weights hold "
+                "their last finite values and collected samples are intact). Lower the "
+                "step size or check the data."
+            )
+
+
 def _check_train_size(train_size):
     if train_size is None or isinstance(train_size, bool):
         raise ValueError(
@@ -97,6 +111,9 @@ class BayesianModel(keras.Model):
             self._sampling_trackers = {
                 name: keras.metrics.Mean(name=name) for name in _TRACKED
             }
+            self._sampling_trackers["nonfinite_steps"] = keras.metrics.Sum(
+                name="nonfinite_steps"
+            )
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
             loss=loss,
@@ -126,6 +143,8 @@ class BayesianModel(keras.Model):
             if self.sampler.has_momentum:
                 wanted.append("kinetic_temperature")
             wanted.append("configurational_temperature")
+        if self.compiled and self._uses_xla():
+            wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
         return [m for m in metrics if all(m is not t for t in trackers.values())] + extra
 
@@ -149,10 +168,17 @@ class BayesianModel(keras.Model):
         y_pred, loss, prior_term, gradients = backend.gradient_tape_step(
             self, x, y, sample_weight, NONFINITE_POTENTIAL
         )
-        self.optimizer.apply(gradients, self.trainable_variables)
+        trackers = self._sampling_trackers
+        if self._uses_xla():  # check_numerics is compiled away: skip and count
+            trackers["nonfinite_steps"].update_state(
+                backend.apply_if_finite(
+                    self.optimizer, loss, gradients, self.trainable_variables
+                )
+            )
+        else:
+            self.optimizer.apply(gradients, self.trainable_variables)
         batch_size = ops.shape(keras.tree.flatten(x)[0])[0]
         self._loss_tracker.update_state(loss, sample_weight=batch_size)
-        trackers = self._sampling_trackers
         trackers["nll"].update_state(loss - prior_term, sample_weight=batch_size)
         trackers["prior"].update_state(prior_term * float(self.train_size))
         if self.sampler is not None:
@@ -184,14 +210,26 @@ class BayesianModel(keras.Model):
             iterator, data_batch = None, distribute.local_batch(iterator, self.distribute_strategy)
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
+    def _uses_xla(self):
+        return keras.backend.backend() == "tensorflow" and self.jit_compile is True
+
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises ``FloatingPointError``.
+
+        Without XLA the failing step raises at once. Under XLA
+        (``jit_compile=True``, which cannot raise inside the compiled step)
+        non-finite steps are skipped and counted (``nonfinite_steps`` in the
+        logs), and training stops at the end of that epoch.
 
         Raises:
             FloatingPointError: when the potential or a gradient becomes
                 NaN/Inf; the weights keep their last finite values, and
                 samples already collected to disk are untouched.
         """
+        if self._uses_xla():
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
+                _StopOnSkippedSteps()
+            ]
         try:
             return super().fit(*args, **kwargs)
         except Exception as error:  # backend-specific error types
