@@ -4,7 +4,7 @@ import keras
 
 from keras_bnn import distribute
 from keras_bnn import schedules
-from keras_bnn.samplers.base import check_positive
+from keras_bnn.validation import check_int, check_positive
 
 
 def _schedule_of(model):
@@ -16,12 +16,6 @@ def _schedule_of(model):
             f"optimizer is {type(model.optimizer).__name__}."
         )
     return schedule
-
-
-def _check_epochs(value, argument, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"`{argument}` must be an int >= {minimum}; received {value!r}.")
-    return value
 
 
 class CyclicalSchedule(keras.callbacks.Callback):
@@ -46,10 +40,10 @@ class CyclicalSchedule(keras.callbacks.Callback):
 
     def __init__(self, cycle_epochs, burn_in_epochs=0, steps_per_epoch=None):
         super().__init__()
-        self.cycle_epochs = _check_epochs(cycle_epochs, "cycle_epochs", 1)
-        self.burn_in_epochs = _check_epochs(burn_in_epochs, "burn_in_epochs", 0)
+        self.cycle_epochs = check_int(cycle_epochs, "cycle_epochs", 1)
+        self.burn_in_epochs = check_int(burn_in_epochs, "burn_in_epochs", 0)
         self.steps_per_epoch = (
-            None if steps_per_epoch is None else _check_epochs(steps_per_epoch, "steps_per_epoch", 1)
+            None if steps_per_epoch is None else check_int(steps_per_epoch, "steps_per_epoch", 1)
         )
 
     def on_train_begin(self, logs=None):
@@ -88,8 +82,8 @@ class CollectSamples(keras.callbacks.Callback):
     def __init__(self, store, start_epoch=0, every=None):
         super().__init__()
         self.store = store
-        self.start_epoch = _check_epochs(start_epoch, "start_epoch", 0)
-        self.every = None if every is None else _check_epochs(every, "every", 1)
+        self.start_epoch = check_int(start_epoch, "start_epoch", 0)
+        self.every = None if every is None else check_int(every, "every", 1)
 
     def on_train_begin(self, logs=None):
         if distribute.is_chief(self.model.distribute_strategy):
@@ -136,7 +130,7 @@ class TemperatureRamp(keras.callbacks.Callback):
         super().__init__()
         self.start = check_positive(start, "start", "TemperatureRamp")
         self.end = check_positive(end, "end", "TemperatureRamp")
-        self.ramp_epochs = _check_epochs(ramp_epochs, "ramp_epochs", 1)
+        self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1)
 
     def on_epoch_begin(self, epoch, logs=None):
         fraction = min(epoch / self.ramp_epochs, 1.0)

@@ -55,6 +55,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn.store import atomic_write
+from keras_bnn.validation import check_choice, check_int
 
 LIKELIHOODS = ("categorical", "gaussian")
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
@@ -92,12 +93,6 @@ class _Untracked:
 def _log_mean_exp(x, axis=0):
     """log((1/S) Σ_s exp(x_s)) over ``axis`` of size S, without overflow."""
     return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
-
-
-def _check_choice(value, argument, choices):
-    if value not in choices:
-        raise ValueError(f"`{argument}` must be one of {choices}; received {argument}={value!r}.")
-    return value
 
 
 def _member_signature(model, likelihood):
@@ -161,12 +156,6 @@ def _stack_weight_sets(model, weight_sets):
     ]
 
 
-def _positive_int(value, argument):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{argument}` must be a positive integer; received {argument}={value!r}.")
-    return int(value)
-
-
 @keras.saving.register_keras_serializable(package="keras_bnn")
 class PosteriorEnsemble(keras.Model):
     """Posterior predictive average of S weight sets of one member model.
@@ -216,8 +205,8 @@ class PosteriorEnsemble(keras.Model):
         self, model, weight_sets, likelihood="categorical", member_loop="unroll", **kwargs
     ):
         super().__init__(**kwargs)
-        self.likelihood = _check_choice(likelihood, "likelihood", LIKELIHOODS)
-        self.member_loop = _check_choice(member_loop, "member_loop", MEMBER_LOOPS)
+        self.likelihood = check_choice(likelihood, "likelihood", LIKELIHOODS)
+        self.member_loop = check_choice(member_loop, "member_loop", MEMBER_LOOPS)
         self.member_input_shape, self.member_input_dtype = _member_signature(model, likelihood)
         stacks = _stack_weight_sets(model, weight_sets)
         self._member = _Untracked(model)
@@ -275,7 +264,7 @@ class PosteriorEnsemble(keras.Model):
         if max_samples is None:
             indices = range(count)
         else:
-            max_samples = _positive_int(max_samples, "max_samples")
+            max_samples = check_int(max_samples, "max_samples", 1)
             indices = np.round(np.linspace(0, count - 1, min(max_samples, count))).astype(int)
         return cls(model, (store[int(i)].weights for i in indices), **kwargs)
 
@@ -516,7 +505,7 @@ class PosteriorEnsemble(keras.Model):
         import tensorflow as tf
 
         model_dir = os.path.abspath(os.fspath(model_dir))
-        version = _next_version(model_dir) if version is None else _positive_int(version, "version")
+        version = _next_version(model_dir) if version is None else check_int(version, "version", 1)
         target = os.path.join(model_dir, str(version))
         if os.path.lexists(target):
             raise FileExistsError(

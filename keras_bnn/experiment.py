@@ -25,6 +25,7 @@ from keras_bnn import plots
 from keras_bnn import samplers
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.store import SampleStore, atomic_write
+from keras_bnn.validation import check_int
 
 SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "sgd")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
@@ -82,11 +83,11 @@ class RunConfig:
         _choice("model", self.model, MODELS)
         _choice("sampler", self.sampler, SAMPLERS)
         for name in ("epochs", "batch_size", "num_train", "num_test"):
-            _integer(name, getattr(self, name), 1)
-        _integer("burn_in_epochs", self.burn_in_epochs, 0)
+            check_int(getattr(self, name), name, 1)
+        check_int(self.burn_in_epochs, "burn_in_epochs", 0)
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
-                _integer(name, getattr(self, name), 1)
+                check_int(getattr(self, name), name, 1)
         for name in ("temperature", "step_size"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and value > 0
@@ -124,11 +125,6 @@ def _write_json(value, path):
 def _choice(name, value, allowed):
     if value not in allowed:
         raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}.")
-
-
-def _integer(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
 
 
 def load_data(config):

@@ -19,6 +19,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_bnn.validation import check_positive
+
 _LOG_2PI = math.log(2.0 * math.pi)
 
 __all__ = [
@@ -33,16 +35,6 @@ __all__ = [
     "get",
     "serialize",
 ]
-
-
-def _positive(value, argument, owner):
-    value = float(value)
-    if not value > 0.0 or not math.isfinite(value):
-        raise ValueError(
-            f"{owner}: `{argument}` must be a positive finite number; "
-            f"received {argument}={value!r}."
-        )
-    return value
 
 
 class Prior(keras.regularizers.Regularizer):
@@ -133,7 +125,7 @@ class Normal(Prior):
 
     def __init__(self, mean=0.0, stddev=1.0):
         self.mean = float(mean)
-        self.stddev = _positive(stddev, "stddev", "Normal")
+        self.stddev = check_positive(stddev, "stddev", "Normal")
 
     def _stddev_for(self, shape):
         return self.stddev
@@ -175,7 +167,7 @@ class HeNormal(Normal):
     min_rank = 2
 
     def __init__(self, scale=1.0):
-        self.scale = _positive(scale, "scale", "HeNormal")
+        self.scale = check_positive(scale, "scale", "HeNormal")
         super().__init__(mean=0.0, stddev=1.0)
 
     def _stddev_for(self, shape):
@@ -200,7 +192,7 @@ class Laplace(Prior):
     """
 
     def __init__(self, scale=1.0, loc=0.0):
-        self.scale = _positive(scale, "scale", "Laplace")
+        self.scale = check_positive(scale, "scale", "Laplace")
         self.loc = float(loc)
 
     def log_prob(self, x):
@@ -242,8 +234,8 @@ class StudentT(Prior):
     """
 
     def __init__(self, df=3.0, scale=1.0, loc=0.0):
-        self.df = _positive(df, "df", "StudentT")
-        self.scale = _positive(scale, "scale", "StudentT")
+        self.df = check_positive(df, "df", "StudentT")
+        self.scale = check_positive(scale, "scale", "StudentT")
         self.loc = float(loc)
 
     def log_prob(self, x):
@@ -353,7 +345,7 @@ class GroupLaplace(_GroupPrior):
 
     def __init__(self, scale=5.0, axis=-1):
         super().__init__(axis)
-        self.scale = _positive(scale, "scale", "GroupLaplace")
+        self.scale = check_positive(scale, "scale", "GroupLaplace")
 
     def _log_normaliser(self, d):
         return (

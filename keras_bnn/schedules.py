@@ -5,13 +5,7 @@ import math
 import keras
 from keras import ops
 
-
-def _check_int(value, argument, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"`{argument}` must be an int >= {minimum}; received {value!r}."
-        )
-    return value
+from keras_bnn.validation import check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -58,9 +52,9 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         Raises:
             ValueError: for non-positive ``cycle_steps`` or negative burn-in.
         """
-        cycle_steps = None if cycle_steps is None else _check_int(cycle_steps, "cycle_steps", 1)
+        cycle_steps = None if cycle_steps is None else check_int(cycle_steps, "cycle_steps", 1)
         # Both are checked before either is set: a failed call changes nothing.
-        self.burn_in_steps = _check_int(burn_in_steps, "burn_in_steps", 0)
+        self.burn_in_steps = check_int(burn_in_steps, "burn_in_steps", 0)
         self.cycle_steps = cycle_steps
 
     def __call__(self, step):

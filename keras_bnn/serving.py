@@ -35,6 +35,8 @@ import urllib.request
 
 import numpy as np
 
+from keras_bnn.validation import check_int
+
 FORMATS = ("columnar", "row")
 
 
@@ -51,12 +53,6 @@ class ServingError(RuntimeError):
         super().__init__(message)
         self.status = status
         self.url = url
-
-
-def _check_positive_int(value, argument):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{argument}` must be a positive integer; received {argument}={value!r}.")
-    return int(value)
 
 
 def _to_json(value):
@@ -96,7 +92,7 @@ class ServingClient:
             raise ValueError(f"`timeout` must be positive; received timeout={timeout!r}.")
         path = f"/v1/models/{urllib.parse.quote(model_name)}"
         if version is not None:
-            path += f"/versions/{_check_positive_int(version, 'version')}"
+            path += f"/versions/{check_int(version, 'version', 1)}"
         self.predict_url = f"{parsed.scheme}://{parsed.netloc}{path}:predict"
         self.signature_name = signature_name
         self.timeout = float(timeout)

@@ -1,6 +1,6 @@
 """Argument checks shared by the model builders."""
 
-import operator
+from keras_bnn.validation import check_int
 
 
 def check_positive_ints(**values):
@@ -13,11 +13,4 @@ def check_positive_ints(**values):
         ValueError: naming the offending argument.
     """
     for argument, value in values.items():
-        try:
-            valid = not isinstance(value, bool) and operator.index(value) > 0
-        except TypeError:
-            valid = False
-        if not valid:
-            raise ValueError(
-                f"`{argument}` must be a positive integer; received {value!r}."
-            )
+        check_int(value, argument, 1)

@@ -7,40 +7,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import schedules
-
-
-def check_positive(value, argument, owner):
-    """Returns ``float(value)`` or raises a ValueError naming ``argument``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not (number > 0.0 and math.isfinite(number)):
-        raise ValueError(
-            f"{owner}: `{argument}` must be a positive finite number; "
-            f"received {argument}={value!r}."
-        )
-    return number
-
-
-def check_fraction(value, argument, owner):
-    """Returns ``float(value)`` if it lies in (0, 1), else raises a ValueError."""
-    number = float(value)
-    if not 0.0 < number < 1.0:
-        raise ValueError(
-            f"{owner}: `{argument}` must be in (0, 1); received {argument}={value!r}."
-        )
-    return number
-
-
-def check_choice(value, argument, allowed):
-    """Returns ``value`` if it is in ``allowed``, else raises a ValueError."""
-    if value not in allowed:
-        raise ValueError(
-            f"`{argument}` must be one of {', '.join(map(repr, allowed))}; "
-            f"received {value!r}."
-        )
-    return value
+from keras_bnn.validation import check_positive
 
 
 class Sampler(keras.optimizers.Optimizer):

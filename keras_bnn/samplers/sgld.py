@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from keras_bnn.samplers.base import Sampler, check_choice, check_fraction, check_positive
+from keras_bnn.samplers.base import Sampler
+from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")

@@ -30,7 +30,8 @@ import math
 import keras
 from keras import ops
 
-from keras_bnn.samplers.base import Sampler, check_choice, check_positive
+from keras_bnn.samplers.base import Sampler
+from keras_bnn.validation import check_choice, check_positive
 
 # Below |β·h| < _SMALL (only reachable when β can cross 0, i.e. SGNHT) the
 # drift coefficient uses its series limit (1 - e^{-x})/β → h(1 - x/2),
