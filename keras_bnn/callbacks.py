@@ -4,6 +4,7 @@ import keras
 
 from keras_bnn import distribute
 from keras_bnn import schedules
+from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_int, check_positive
 
 
@@ -123,7 +124,8 @@ class TemperatureRamp(keras.callbacks.Callback):
         ramp_epochs: length of the ramp in epochs (>= 1).
 
     Raises:
-        ValueError: for non-positive temperatures or ramp length.
+        ValueError: for non-positive temperatures or ramp length, and (at
+            train begin) when the model's optimizer is not a sampler.
     """
 
     def __init__(self, start, end, ramp_epochs):
@@ -131,6 +133,13 @@ class TemperatureRamp(keras.callbacks.Callback):
         self.start = check_positive(start, "start", "TemperatureRamp")
         self.end = check_positive(end, "end", "TemperatureRamp")
         self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1)
+
+    def on_train_begin(self, logs=None):
+        if not isinstance(self.model.optimizer, Sampler):
+            raise ValueError(
+                "TemperatureRamp needs a keras_bnn sampler (compile(sampler=...)); the "
+                f"model's optimizer is {type(self.model.optimizer).__name__}."
+            )
 
     def on_epoch_begin(self, epoch, logs=None):
         fraction = min(epoch / self.ramp_epochs, 1.0)

@@ -304,3 +304,9 @@ def test_temperature_ramp_sets_the_sampler_temperature():
     model.fit(_dataset(), epochs=4, verbose=0,
               callbacks=[kb.callbacks.TemperatureRamp(1.0, 0.1, ramp_epochs=2), Record()])
     np.testing.assert_allclose(seen, [1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+    baseline = _model()
+    baseline.compile(optimizer="sgd", train_size=N_TRAIN,
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match="TemperatureRamp needs a keras_bnn sampler"):
+        baseline.fit(_dataset(), epochs=1, verbose=0,
+                     callbacks=[kb.callbacks.TemperatureRamp(1.0, 0.1, ramp_epochs=2)])

@@ -11,7 +11,6 @@ import keras
 if keras.backend.backend() == "tensorflow":
     from keras_bnn.backend.tensorflow import (
         apply_if_finite,
-        assert_finite,
         finite_guard,
         gradient_tape_step,
         num_replicas,
@@ -19,7 +18,6 @@ if keras.backend.backend() == "tensorflow":
     )
 elif keras.backend.backend() == "jax":
     from keras_bnn.backend.jax import (
-        assert_finite,
         finite_guard,
         num_replicas,
         stateless_normal,
@@ -30,4 +28,4 @@ else:  # pragma: no cover - guarded at import time
         f"KERAS_BACKEND is {keras.backend.backend()!r}."
     )
 
-__all__ = ["assert_finite", "finite_guard", "num_replicas", "stateless_normal"]
+__all__ = ["finite_guard", "num_replicas", "stateless_normal"]

@@ -23,7 +23,7 @@ def stateless_normal(shape, seed, index, step, dtype):
     return jax.random.normal(key, shape, dtype=dtype)
 
 
-def assert_finite(x, message):
+def _assert_finite(x, message):
     """Returns ``x``; raises ``FloatingPointError`` (via a host callback) on NaN/Inf.
 
     Args:
@@ -48,7 +48,7 @@ def num_replicas():
 
 
 def finite_guard(tensors, messages):
-    """Checks every tensor for NaN/Inf (see :func:`assert_finite`).
+    """Checks every tensor for NaN/Inf (see :func:`_assert_finite`).
 
     JAX updates are functional: when a check raises, the compiled step fails
     and none of its new values is assigned, so no control dependencies are
@@ -63,5 +63,5 @@ def finite_guard(tensors, messages):
     """
     for t, m in zip(tensors, messages):
         if t is not None:
-            assert_finite(t, m)
+            _assert_finite(t, m)
     return contextlib.nullcontext()

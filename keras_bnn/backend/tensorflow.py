@@ -27,19 +27,6 @@ def stateless_normal(shape, seed, index, step, dtype):
     return tf.random.stateless_normal(shape, seed=key, dtype=dtype, alg="philox")
 
 
-def assert_finite(x, message):
-    """Returns ``x``; running it raises ``InvalidArgumentError`` on NaN/Inf.
-
-    Args:
-        x: floating tensor.
-        message: text included in the error.
-
-    Returns:
-        ``x`` (with the check attached).
-    """
-    return tf.debugging.check_numerics(x, message)
-
-
 def num_replicas():
     """Number of replicas of the current ``tf.distribute`` strategy (1 without one)."""
     return tf.distribute.get_strategy().num_replicas_in_sync
