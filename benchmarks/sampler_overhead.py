@@ -13,7 +13,10 @@ step size) or ``optimizer=keras.optimizers.SGD(momentum=0.9)``, all with
 in-memory batch (tensors, so no host conversion is timed). After warm-up the
 configurations are timed in turn, round after round (a round is 2 ResNet or
 10 MLP steps per configuration), so they share the machine's load; the
-reported time is the median over rounds of the mean step time in a round. The ratio is against SGD of the same model, in the same run.
+reported time is the median over rounds of the mean step time in a round,
+both wall-clock and process CPU time (all threads; steadier than wall time on
+a shared machine, and the cost that matters when every core is busy). The
+ratios are against SGD of the same model, in the same run.
 
 Target: every sampler ≤ 1.10× SGD.
 
@@ -92,14 +95,17 @@ def time_model(name, input_shape, build, rounds, steps_per_round, warmup, jit_co
     for model in models.values():
         for _ in range(warmup):
             model.train_on_batch(x, y)
-    per_round = {key: [] for key in models}
+    wall = {key: [] for key in models}
+    cpu = {key: [] for key in models}
     for _ in range(rounds):
         for key, model in models.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(steps_per_round):
                 model.train_on_batch(x, y)
-            per_round[key].append((time.perf_counter() - start) / steps_per_round)
-    return params, {key: float(np.median(times)) for key, times in per_round.items()}
+            wall[key].append((time.perf_counter() - start) / steps_per_round)
+            cpu[key].append((time.process_time() - start_cpu) / steps_per_round)
+    return params, {key: (float(np.median(wall[key])), float(np.median(cpu[key])))
+                    for key in models}
 
 
 def breakdown(repeats=30):
@@ -176,14 +182,15 @@ def main(argv=None):
         if args.steps_per_round or args.quick:
             steps = args.steps_per_round or 2
         params, times = time_model(key, input_shape, build, rounds, steps, warmup, jit)
-        base = times["SGD(momentum=0.9)"]
-        for opt, seconds in times.items():
-            rows.append((key, params, opt, seconds * 1e3, seconds / base))
-    print("| model | params | optimizer | ms / step (median) | × SGD |")
-    print("|---|---:|---|---:|---:|")
-    for model, params, opt, ms, ratio in rows:
+        base_wall, base_cpu = times["SGD(momentum=0.9)"]
+        for opt, (wall, cpu) in times.items():
+            rows.append((key, params, opt, wall * 1e3, wall / base_wall, cpu * 1e3, cpu / base_cpu))
+    print("| model | params | optimizer | ms / step | × SGD | CPU ms / step | CPU × SGD |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for model, params, opt, ms, ratio, cpu_ms, cpu_ratio in rows:
         flag = "" if opt.startswith("SGD") or ratio <= 1.10 else " ⚠"
-        print(f"| {model} | {params:,} | {opt} | {ms:.2f} | {ratio:.3f}{flag} |")
+        print(f"| {model} | {params:,} | {opt} | {ms:.2f} | {ratio:.3f}{flag} "
+              f"| {cpu_ms:.2f} | {cpu_ratio:.3f} |")
     if args.breakdown:
         breakdown()
 

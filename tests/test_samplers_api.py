@@ -314,6 +314,42 @@ def test_noise_at_step_k_does_not_depend_on_history(cls):
         np.testing.assert_array_equal(v.numpy(), w.numpy())
 
 
+def _ancestors(op):
+    """Every op that ``op`` depends on, through data and control edges."""
+    seen, stack = set(), [op]
+    while stack:
+        current = stack.pop()
+        for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_noise_does_not_wait_for_the_gradients(cls):
+    """In a traced step the draw depends on the step counter only, so it can
+    run while the gradients are computed; the variable update still waits
+    for the gradient check."""
+    sampler = cls(step_size=1e-3, train_size=10, seed=0)
+    (theta,) = _build(sampler, np.zeros((4, 3)))
+
+    @tf.function
+    def step(grad):
+        sampler.apply([grad], [theta])
+
+    graph = step.get_concrete_function(tf.TensorSpec((4, 3), tf.float32)).graph
+    (grad_input,) = [op for op in graph.get_operations() if op.type == "Placeholder"
+                     and op.outputs[0].dtype == tf.float32]
+    draws = [op for op in graph.get_operations() if op.type.startswith("StatelessRandomNormal")]
+    updates = [op for op in graph.get_operations()
+               if op.type.startswith("AssignAddVariableOp") or op.type == "AssignVariableOp"]
+    assert len(draws) == 1 and updates
+    assert grad_input not in _ancestors(draws[0])
+    assert any(grad_input in _ancestors(op) and any(a.type in ("If", "StatelessIf")
+                                                    for a in _ancestors(op)) for op in updates)
+
+
 # --------------------------------------------------------------------------
 # Kinetic and configurational temperatures
 # --------------------------------------------------------------------------
@@ -428,7 +464,7 @@ def test_relativistic_velocity_saturates_at_the_speed_limit_without_overflow():
     """∇K(p) = p/(m·sqrt(p²/(m²c²)+1)); |∇K| → c as |p| → ∞, never NaN or 0."""
     sampler = samplers.ATMC(1e-3, momentum="relativistic", speed_limit=2.0, mass=3.0)
     p = np.array([0.0, 1e-3, -0.5, 6.0, -6.0, 1e20, -1e30, np.inf, -np.inf], "float32")
-    velocity = np.asarray(sampler.velocity(p))
+    velocity = np.asarray(sampler.velocity(tf.constant(p)))
     finite = p[:5].astype("float64")
     expected = (finite / 3.0) / np.sqrt((finite / 6.0) ** 2 + 1.0)
     np.testing.assert_allclose(velocity[:5], expected, rtol=1e-6, atol=1e-9)  # float32 round-off

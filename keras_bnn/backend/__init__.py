@@ -2,7 +2,8 @@
 
 Everything else in keras_bnn is written with ``keras.ops``. What Keras does not
 offer portably lives here: a stateless normal keyed on (seed, variable, step),
-a finiteness check that stops a step with a clear error, and (TensorFlow) the
+a finiteness check that stops a step with a clear error, kernel fusion of the
+elementwise sampler updates, and (TensorFlow) the
 gradient computation of ``BayesianModel.train_step``.
 """
 
@@ -12,6 +13,7 @@ if keras.backend.backend() == "tensorflow":
     from keras_bnn.backend.tensorflow import (
         apply_if_finite,
         finite_guard,
+        fused,
         gradient_tape_step,
         num_replicas,
         stateless_normal,
@@ -19,6 +21,7 @@ if keras.backend.backend() == "tensorflow":
 elif keras.backend.backend() == "jax":
     from keras_bnn.backend.jax import (
         finite_guard,
+        fused,
         num_replicas,
         stateless_normal,
     )
@@ -28,4 +31,4 @@ else:  # pragma: no cover - guarded at import time
         f"KERAS_BACKEND is {keras.backend.backend()!r}."
     )
 
-__all__ = ["finite_guard", "num_replicas", "stateless_normal"]
+__all__ = ["finite_guard", "fused", "num_replicas", "stateless_normal"]

@@ -1,5 +1,6 @@
 """TensorFlow implementations of the backend operations."""
 
+import keras
 import tensorflow as tf
 
 
@@ -18,13 +19,48 @@ def stateless_normal(shape, seed, index, step, dtype):
         step: integer scalar tensor, the optimizer's ``iterations``.
         dtype: floating dtype of the draw.
 
+    The draw is created without control dependencies: the noise needs only
+    the step counter, not the gradients, so in a traced step TensorFlow runs
+    it alongside the forward and backward pass instead of after the gradient
+    check (on CPU this hides part of its cost on otherwise idle cores).
+
     Returns:
         Tensor of ``shape`` with i.i.d. N(0, 1) entries.
     """
-    key = tf.random.experimental.stateless_fold_in(
-        tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64), alg="philox"
-    )
-    return tf.random.stateless_normal(shape, seed=key, dtype=dtype, alg="philox")
+    with tf.control_dependencies(None):
+        key = tf.random.experimental.stateless_fold_in(
+            tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64), alg="philox"
+        )
+        return tf.random.stateless_normal(shape, seed=key, dtype=dtype, alg="philox")
+
+
+def fused(function):
+    """Compiles an elementwise update function into one XLA kernel.
+
+    A sampler update is a dozen elementwise operations over every parameter;
+    TensorFlow's executor runs each as a separate pass over memory, XLA fuses
+    them into one loop (on CPU the thermostat update of a 670k-parameter MLP
+    takes about half the time). Inside a step that is already XLA-compiled
+    (``jit_compile=True``) the function is simply inlined.
+
+    Args:
+        function: a pure function of tensors (Python values in its arguments
+            select a variant and are traced as constants).
+
+    Returns:
+        A callable running the compiled ``tf.function``; Keras variables among
+        its positional arguments are passed as their current values.
+    """
+    compiled = tf.function(function, jit_compile=True, autograph=False)
+
+    def call(*args, **kwargs):
+        return compiled(
+            *[tf.convert_to_tensor(a.value) if isinstance(a, keras.Variable) else a
+              for a in args],
+            **kwargs,
+        )
+
+    return call
 
 
 def num_replicas():

@@ -3,8 +3,21 @@
 import keras
 from keras import ops
 
+from keras_bnn import backend
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
+
+
+def _sghmc_step(m, grad, eta, h, temperature, friction, mass, rescale):
+    """``(m, Δθ)`` of one SGHMC step; ``rescale`` (or None) first multiplies m."""
+    if rescale is not None:
+        m = rescale * m
+    noise_scale = ops.sqrt(2.0 * friction * h * temperature * mass)
+    new_m = (1.0 - h * friction) * m - h * grad + noise_scale * eta
+    return new_m, (h / mass) * new_m
+
+
+_fused_sghmc_step = backend.fused(_sghmc_step)
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -81,23 +94,32 @@ class SGHMC(Sampler):
                 for v in var_list
             ]
 
-    def _adapt_mass(self, variable, potential_grad, momentum, mass):
+    def _adapt_mass(self, variable, potential_grad, mass):
+        """Updates the adaptive mass; returns the momentum rescaling ``sqrt(M_new/M_old)``."""
         v = self.slot(self._grad_sq, variable)
         rho = ops.where(ops.equal(self.iterations, 0), 0.0, self.rho)
         self.assign(v, rho * v + (1.0 - rho) * ops.mean(ops.square(potential_grad)))
         new_mass = ops.sqrt(v) + self.epsilon
-        self.assign(momentum, momentum * ops.sqrt(new_mass / mass))
+        rescale = ops.sqrt(new_mass / mass)
         self.assign(mass, new_mass)
+        return rescale
 
     def sample_step(self, variable, potential_grad, h, temperature):
         m = self.slot(self._momenta, variable)
         mass = self.slot(self._masses, variable)
-        if self.preconditioner:
-            self._adapt_mass(variable, potential_grad, m, mass)
-        gamma = ops.cast(self.friction, variable.dtype)
-        noise_scale = ops.sqrt(2.0 * gamma * h * temperature * mass)
-        self.assign(m, (1.0 - h * gamma) * m - h * potential_grad + noise_scale * self.noise(variable))
-        self.assign_add(variable, h * m / mass)
+        rescale = self._adapt_mass(variable, potential_grad, mass) if self.preconditioner else None
+        new_m, step = _fused_sghmc_step(
+            m,
+            potential_grad,
+            self.noise(variable),
+            h,
+            temperature,
+            ops.cast(self.friction, variable.dtype),
+            mass,
+            rescale,
+        )
+        self.assign(m, new_m)
+        self.assign_add(variable, step)
 
     def kinetic_energy_terms(self, variable):
         return ops.square(self.slot(self._momenta, variable)) / self.slot(self._masses, variable)

@@ -3,8 +3,22 @@
 import keras
 from keras import ops
 
+from keras_bnn import backend
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
+
+
+def _sgld_step(grad, eta, h, temperature, second_moment, rho, epsilon):
+    """``(Δθ, v)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
+    if second_moment is None:
+        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None
+    new_second_moment = rho * second_moment + (1.0 - rho) * ops.square(grad)
+    precond = 1.0 / (epsilon + ops.sqrt(new_second_moment))
+    step = ops.sqrt(2.0 * h * temperature * precond) * eta - h * precond * grad
+    return step, new_second_moment
+
+
+_fused_sgld_step = backend.fused(_sgld_step)
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -46,17 +60,20 @@ class SGLD(Sampler):
             ]
 
     def sample_step(self, variable, potential_grad, h, temperature):
-        if self.preconditioner:
-            v = self.slot(self._second_moments, variable)
+        second_moment = self.slot(self._second_moments, variable) if self.preconditioner else None
+        step, new_second_moment = _fused_sgld_step(
+            potential_grad,
+            self.noise(variable),
+            h,
+            temperature,
+            second_moment,
             # First step: start the average at G² instead of 0.
-            rho = ops.where(ops.equal(self.iterations, 0), 0.0, self.rho)
-            self.assign(v, rho * v + (1.0 - rho) * ops.square(potential_grad))
-            precond = 1.0 / (self.epsilon + ops.sqrt(v))
-        else:
-            precond = 1.0
-        drift = h * precond * potential_grad
-        diffusion = ops.sqrt(2.0 * h * temperature * precond) * self.noise(variable)
-        self.assign_add(variable, diffusion - drift)
+            ops.where(ops.equal(self.iterations, 0), 0.0, self.rho),
+            self.epsilon,
+        )
+        if self.preconditioner:
+            self.assign(second_moment, new_second_moment)
+        self.assign_add(variable, step)
 
     def get_config(self):
         config = super().get_config()

@@ -30,6 +30,7 @@ import math
 import keras
 from keras import ops
 
+from keras_bnn import backend
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_positive
 
@@ -60,6 +61,53 @@ def _ou_coefficients(beta, h, positive=False):
         small = ops.less(ops.abs(x), _SMALL)
         drift = ops.where(small, h * (1.0 - 0.5 * x), e / -ops.where(small, 1.0, beta))
     return e + 1.0, drift, drift * (2.0 + e)
+
+
+def _velocity(p, mass, speed_limit):
+    """``∇K(p)``: ``p/m`` (Gaussian, ``speed_limit=None``) or relativistic.
+
+    The relativistic form ``p/(m·sqrt(p²/(m²c²)+1))`` is evaluated as
+    ``c·u/sqrt(u²+1)`` with ``u = p/(mc)``, and for ``|u| > 1`` as
+    ``c·sign(u)/sqrt(1+1/u²)``, so a huge (or infinite) momentum gives speed c
+    instead of overflowing u².
+    """
+    velocity = p * (1.0 / mass)
+    if speed_limit is None:
+        return velocity
+    u = velocity * (1.0 / speed_limit)
+    large = ops.greater(ops.abs(u), 1.0)
+    safe_u = ops.where(large, 1.0, u)
+    inverse = ops.where(large, 1.0 / u, 1.0)
+    fraction = ops.where(
+        large,
+        ops.sign(u) / ops.sqrt(1.0 + ops.square(inverse)),
+        safe_u / ops.sqrt(ops.square(safe_u) + 1.0),
+    )
+    return speed_limit * fraction
+
+
+def _thermostat_step(p, xi, grad, eta, h, temperature, noise_level, mass, speed_limit,
+                     adaptive):
+    """One step of the module doc's scheme, elementwise; returns ``(p, ξ, Δθ)``.
+
+    ``adaptive=True`` is ATMC (``α = max(D - ξ, 0)``, ``β = max(D, ξ)``),
+    ``False`` SGNHT (``α = D``, ``β = D + ξ``). Scalars are combined first:
+    every elementwise operation is a pass over the parameters.
+    """
+    if adaptive:
+        alpha = ops.maximum(noise_level - xi, 0.0)
+        beta = ops.maximum(xi, noise_level)  # = α + ξ, in one pass
+    else:
+        alpha = noise_level
+        beta = noise_level + xi
+    decay, drift, variance = _ou_coefficients(beta, h, positive=adaptive)
+    noise_scale = ops.sqrt(alpha * variance * (temperature * mass))
+    new_p = decay * p - drift * grad + noise_scale * eta
+    velocity = _velocity(new_p, mass, speed_limit)
+    return new_p, xi + h * (new_p * velocity - temperature), h * velocity
+
+
+_fused_thermostat_step = backend.fused(_thermostat_step)
 
 
 class ThermostatSampler(Sampler):
@@ -113,37 +161,12 @@ class ThermostatSampler(Sampler):
         else:
             self.speed_limit = None
 
-    #: Whether ``β(ξ) > 0`` for every ξ (lets the OU coefficients skip the β≈0 guard).
-    positive_friction = False
-
-    def alpha(self, xi):
-        """The noise function α(ξ) ≥ 0."""
-        raise NotImplementedError
-
-    def friction(self, xi, alpha):
-        """The friction ``β(ξ) = α(ξ) + ξ``."""
-        return alpha + xi
+    #: ATMC's adaptive noise ``α = max(D - ξ, 0)`` (True) or SGNHT's ``α = D``.
+    adaptive_noise = False
 
     def velocity(self, p):
-        """``∇K(p)``: ``p/m`` (Gaussian) or ``p/(m·sqrt(p²/(m²c²)+1))``.
-
-        The relativistic form is evaluated as ``c·u/sqrt(u²+1)`` with
-        ``u = p/(mc)``, and for ``|u| > 1`` as ``c·sign(u)/sqrt(1+1/u²)``, so a
-        huge (or infinite) momentum gives speed c instead of overflowing u².
-        """
-        velocity = p * (1.0 / self.mass)
-        if self.speed_limit is None:
-            return velocity
-        u = velocity * (1.0 / self.speed_limit)
-        large = ops.greater(ops.abs(u), 1.0)
-        safe_u = ops.where(large, 1.0, u)
-        inverse = ops.where(large, 1.0 / u, 1.0)
-        fraction = ops.where(
-            large,
-            ops.sign(u) / ops.sqrt(1.0 + ops.square(inverse)),
-            safe_u / ops.sqrt(ops.square(safe_u) + 1.0),
-        )
-        return self.speed_limit * fraction
+        """``∇K(p)`` of this sampler's kinetic energy (see :func:`_velocity`)."""
+        return _velocity(p, self.mass, self.speed_limit)
 
     def build_state(self, var_list):
         self._momenta = [self.add_variable_from_reference(v, name="momentum") for v in var_list]
@@ -154,17 +177,22 @@ class ThermostatSampler(Sampler):
     def sample_step(self, variable, potential_grad, h, temperature):
         p = self.slot(self._momenta, variable)
         xi = self.slot(self._thermostats, variable)
-        alpha = self.alpha(xi)
-        decay, drift, variance = _ou_coefficients(
-            self.friction(xi, alpha), h, positive=self.positive_friction
+        dtype = variable.dtype
+        new_p, new_xi, step = _fused_thermostat_step(
+            p,
+            xi,
+            potential_grad,
+            self.noise(variable),
+            h,
+            temperature,
+            ops.cast(self.noise_level, dtype),
+            ops.cast(self.mass, dtype),
+            None if self.speed_limit is None else ops.cast(self.speed_limit, dtype),
+            adaptive=self.adaptive_noise,
         )
-        # Scalars first: every elementwise op is a pass over the parameters.
-        noise_scale = ops.sqrt(alpha * variance * (temperature * self.mass))
-        new_p = decay * p - drift * potential_grad + noise_scale * self.noise(variable)
-        velocity = self.velocity(new_p)
         self.assign(p, new_p)
-        self.assign_add(variable, h * velocity)
-        self.assign_add(xi, h * (new_p * velocity - temperature))
+        self.assign(xi, new_xi)
+        self.assign_add(variable, step)
 
     def kinetic_energy_terms(self, variable):
         p = self.slot(self._momenta, variable)
@@ -190,8 +218,7 @@ class SGNHT(ThermostatSampler):
     the arguments and the update.
     """
 
-    def alpha(self, xi):
-        return self.noise_level  # a constant; broadcasts against ξ
+    adaptive_noise = False
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -205,11 +232,4 @@ class ATMC(ThermostatSampler):
     :class:`ThermostatSampler` for the arguments and the update.
     """
 
-    positive_friction = True
-
-    def alpha(self, xi):
-        return ops.maximum(self.noise_level - xi, 0.0)
-
-    def friction(self, xi, alpha):
-        # α + ξ = max(D - ξ, 0) + ξ = max(D, ξ) ≥ D > 0, in one pass.
-        return ops.maximum(xi, self.noise_level)
+    adaptive_noise = True
