@@ -114,8 +114,8 @@ def breakdown(repeats=30):
     ``apply`` is the whole optimizer step (finiteness guard, noise, update);
     ``noise`` draws the N(0, 1) noise of every variable; ``guard`` is the
     NaN/Inf check of every gradient; ``diagnostics`` is what
-    ``BayesianModel.train_step`` adds per step (kinetic and configurational
-    temperature).
+    ``BayesianModel.train_step`` adds per step (reading the kinetic and
+    configurational temperature sums that the update itself takes).
     """
     model = MODELS["mlp 784-512-512-10"][1]()
     variables = model.trainable_variables
@@ -133,7 +133,7 @@ def breakdown(repeats=30):
             lambda s=sampler: tf.add_n([tf.reduce_sum(s.noise(v)) for v in variables]))
         parts[f"{name} diagnostics"] = tf.function(
             lambda s=sampler: (s.kinetic_temperature() if s.has_momentum else 0.0)
-            + s.configurational_temperature(grads, variables))
+            + s.configurational_temperature())
     from keras_bnn import backend
 
     def guard():

@@ -385,9 +385,8 @@ def _equilibrate(cls):
             sampler.apply(grads(), variables)
         series = tf.TensorArray(tf.float32, size=RECORD)
         for i in tf.range(RECORD):
-            g = grads()
-            series = series.write(i, sampler.configurational_temperature(g, variables))
-            sampler.apply(g, variables)
+            sampler.apply(grads(), variables)
+            series = series.write(i, sampler.configurational_temperature())
         return series.stack()
 
     return sampler, variables, run().numpy().astype(np.float64)

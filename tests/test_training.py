@@ -87,6 +87,32 @@ def test_fit_collects_distinct_samples_that_reload_bit_exactly(tmp_path, name):
     assert expected <= set(logs)
 
 
+@pytest.mark.parametrize("name", ["sgld", "sghmc", "atmc"])
+def test_logged_temperatures_are_those_of_the_step(name):
+    """One full-batch step: T_conf = n·Σθ·∇(loss)/d at the pre-step weights,
+    T_kin = Σp²/(m·d) from the new momenta (unit mass, Gaussian momentum)."""
+    model = _compile(_model(), _sampler(name))
+    x, y = _data()
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y=y, y_pred=model(x, training=True), training=True)
+    grads = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+    theta = [v.numpy() for v in model.trainable_variables]
+    history = model.fit(x, y, batch_size=N_TRAIN, epochs=1, verbose=0, shuffle=False)
+    d = sum(t.size for t in theta)
+    virial = N_TRAIN * sum(float(np.sum(t * g)) for t, g in zip(theta, grads))
+    np.testing.assert_allclose(
+        history.history["configurational_temperature"][0], virial / d, rtol=1e-4)
+    np.testing.assert_allclose(float(model.sampler.configurational_temperature()), virial / d,
+                               rtol=1e-4)
+    if name == "sgld":
+        assert "kinetic_temperature" not in history.history
+        return
+    kinetic = sum(float(np.sum(np.square(p.numpy()))) for p in model.sampler._momenta) / d
+    assert kinetic > 0
+    np.testing.assert_allclose(history.history["kinetic_temperature"][0], kinetic, rtol=1e-5)
+    np.testing.assert_allclose(float(model.sampler.kinetic_temperature()), kinetic, rtol=1e-5)
+
+
 def test_logged_potential_matches_a_direct_computation():
     model = _compile(_model(), kb.samplers.SGLD(1e-12, seed=0))  # ~frozen weights
     x, y = _data()
@@ -143,6 +169,9 @@ def test_mirrored_strategy_runs_the_same_chain(name):
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-4)
     for key in ("loss", "nll", "prior"):
         np.testing.assert_allclose(history.history[key], mirrored_history.history[key], rtol=1e-4)
+    # The temperatures come from the global-batch gradient and the shared momenta.
+    for key in ("kinetic_temperature", "configurational_temperature"):
+        np.testing.assert_allclose(history.history[key], mirrored_history.history[key], rtol=1e-3)
     for variable in mirrored.trainable_variables + mirrored.optimizer.variables:
         copies = [np.asarray(t) for t in variable.value.values]
         np.testing.assert_array_equal(copies[0], copies[1])

@@ -188,10 +188,7 @@ class BayesianModel(keras.Model):
                     self.sampler.kinetic_temperature()
                 )
             trackers["configurational_temperature"].update_state(
-                self.sampler.configurational_temperature(
-                    gradients, self.trainable_variables
-                )
-                * float(backend.num_replicas())
+                self.sampler.configurational_temperature()
             )
         return distribute.reducible_logs(
             self.compute_metrics(x, y, y_pred, sample_weight=sample_weight),

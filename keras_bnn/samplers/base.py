@@ -146,7 +146,16 @@ class Sampler(keras.optimizers.Optimizer):
             initializer=keras.initializers.Constant(self._initial_temperature),
             name="temperature",
         )
+        # Per-variable sums for the temperature diagnostics, written by every
+        # step from values the update computes anyway (no extra passes).
+        self._virials = [self._scalar_slot(v, "virial") for v in var_list]
+        if self.has_momentum:
+            self._kinetic_sums = [self._scalar_slot(v, "kinetic") for v in var_list]
         self.build_state(var_list)
+
+    def _scalar_slot(self, variable, name):
+        """A scalar optimizer variable named after ``variable``."""
+        return self.add_variable(shape=(), name=f"{variable.path.replace('/', '_')}_{name}")
 
     def build_state(self, var_list):
         """Creates the per-variable state (momenta, thermostats, ...)."""
@@ -199,12 +208,15 @@ class Sampler(keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
         # `apply` has already checked the gradient for NaN/Inf.
-        self.sample_step(
+        kinetic, virial = self.sample_step(
             variable,
             ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype)),
             ops.cast(learning_rate, dtype),
             ops.cast(self._temperature, dtype),
         )
+        self.assign(self.slot(self._virials, variable), virial)
+        if self.has_momentum:
+            self.assign(self.slot(self._kinetic_sums, variable), kinetic)
 
     def sample_step(self, variable, potential_grad, h, temperature):
         """One update of ``variable`` and its state.
@@ -214,20 +226,25 @@ class Sampler(keras.optimizers.Optimizer):
             potential_grad: ``G = n · gradient``, the minibatch ``∇U(θ)``.
             h: the step size.
             temperature: T.
+
+        Returns:
+            ``(Σ p·∇K(p) after the step, or None without momentum,
+            Σ θ·G with θ before the step)``, summed over the variable.
         """
         raise NotImplementedError
 
     # ------------------------------------------------------------ diagnostics
-    def kinetic_energy_terms(self, variable):
-        """Elementwise ``p·∇K(p)`` for ``variable`` (its mean estimates T)."""
-        raise NotImplementedError
+    def _sizes(self):
+        return [int(math.prod(v.shape)) for v in self._trainable_variables]
 
     def kinetic_temperatures(self):
         """Per-variable kinetic temperature ``T_kin = mean(p·∇K(p))``.
 
         At equilibrium ``E[p·∇K(p)] = T`` for every coordinate (equipartition),
         so each value estimates T. For Gaussian momenta ``d·T_kin/T ~ χ²_d``;
-        :func:`keras_bnn.diagnostics.temperature_band` gives the band.
+        :func:`keras_bnn.diagnostics.temperature_band` gives the band. The
+        sums are taken by the last step from its new momenta (0 before the
+        first step).
 
         Returns:
             List of ``(variable_path, T_kin scalar tensor, d)`` in the order of
@@ -236,12 +253,8 @@ class Sampler(keras.optimizers.Optimizer):
         if not self.has_momentum:
             return []
         return [
-            (
-                getattr(v, "path", v.name),
-                ops.mean(self.kinetic_energy_terms(v)),
-                int(math.prod(v.shape)),
-            )
-            for v in self._trainable_variables
+            (getattr(v, "path", v.name), ops.divide(total, float(d)), d)
+            for v, total, d in zip(self._trainable_variables, self._kinetic_sums, self._sizes())
         ]
 
     def kinetic_temperature(self):
@@ -252,27 +265,18 @@ class Sampler(keras.optimizers.Optimizer):
         """
         if not self.has_momentum:
             return None
-        total = sum(ops.sum(self.kinetic_energy_terms(v)) for v in self._trainable_variables)
-        size = sum(int(math.prod(v.shape)) for v in self._trainable_variables)
-        return total / float(size)
+        return ops.divide(sum(self._kinetic_sums), float(sum(self._sizes())))
 
-    def configurational_temperature(self, gradients, variables):
-        """Configurational temperature ``Σ θ·∇U(θ) / Σ d``.
+    def configurational_temperature(self):
+        """Configurational temperature ``Σ θ·∇U(θ) / Σ d`` of the last step.
 
         At equilibrium ``E[θ_i ∂_i U] = T`` (integration by parts), so this
-        estimates T from positions alone; with a minibatch gradient it is an
-        unbiased but noisy estimate.
-
-        Args:
-            gradients: gradients of the mean-form loss, as given to ``apply``.
-            variables: the matching trainable variables.
+        estimates T from positions alone; with the minibatch gradient ``G``
+        it is an unbiased but noisy estimate. Each step sums ``θ·G`` with θ
+        before its update (the point where G was evaluated); under
+        ``tf.distribute`` G is the gradient of the global batch.
 
         Returns:
-            Scalar tensor.
+            Scalar tensor (0 before the first step).
         """
-        total = sum(
-            ops.sum(ops.multiply(ops.cast(v, "float32"), ops.cast(g, "float32")))
-            for g, v in zip(gradients, variables)
-        )
-        size = sum(int(math.prod(v.shape)) for v in variables)
-        return total * (float(self.train_size) / float(size))
+        return ops.divide(sum(self._virials), float(sum(self._sizes())))

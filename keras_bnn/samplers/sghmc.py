@@ -3,21 +3,18 @@
 import keras
 from keras import ops
 
-from keras_bnn import backend
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
-def _sghmc_step(m, grad, eta, h, temperature, friction, mass, rescale):
-    """``(m, Δθ)`` of one SGHMC step; ``rescale`` (or None) first multiplies m."""
+def _sghmc_step(theta, m, grad, eta, h, temperature, friction, mass, rescale):
+    """``(m, Δθ, Σm²/M, Σθ·G)`` of one SGHMC step; ``rescale`` (or None) first multiplies m."""
     if rescale is not None:
         m = rescale * m
     noise_scale = ops.sqrt(2.0 * friction * h * temperature * mass)
     new_m = (1.0 - h * friction) * m - h * grad + noise_scale * eta
-    return new_m, (h / mass) * new_m
-
-
-_fused_sghmc_step = backend.fused(_sghmc_step)
+    return (new_m, (h / mass) * new_m,
+            ops.sum(ops.square(new_m)) / mass, ops.sum(theta * grad))
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -108,7 +105,8 @@ class SGHMC(Sampler):
         m = self.slot(self._momenta, variable)
         mass = self.slot(self._masses, variable)
         rescale = self._adapt_mass(variable, potential_grad, mass) if self.preconditioner else None
-        new_m, step = _fused_sghmc_step(
+        new_m, step, kinetic, virial = _sghmc_step(
+            variable,
             m,
             potential_grad,
             self.noise(variable),
@@ -120,9 +118,7 @@ class SGHMC(Sampler):
         )
         self.assign(m, new_m)
         self.assign_add(variable, step)
-
-    def kinetic_energy_terms(self, variable):
-        return ops.square(self.slot(self._momenta, variable)) / self.slot(self._masses, variable)
+        return kinetic, virial
 
     def get_config(self):
         config = super().get_config()

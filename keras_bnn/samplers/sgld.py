@@ -3,22 +3,19 @@
 import keras
 from keras import ops
 
-from keras_bnn import backend
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
-def _sgld_step(grad, eta, h, temperature, second_moment, rho, epsilon):
-    """``(Δθ, v)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
+def _sgld_step(theta, grad, eta, h, temperature, second_moment, rho, epsilon):
+    """``(Δθ, v, Σθ·G)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
+    virial = ops.sum(theta * grad)
     if second_moment is None:
-        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None
+        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None, virial
     new_second_moment = rho * second_moment + (1.0 - rho) * ops.square(grad)
     precond = 1.0 / (epsilon + ops.sqrt(new_second_moment))
     step = ops.sqrt(2.0 * h * temperature * precond) * eta - h * precond * grad
-    return step, new_second_moment
-
-
-_fused_sgld_step = backend.fused(_sgld_step)
+    return step, new_second_moment, virial
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -61,7 +58,8 @@ class SGLD(Sampler):
 
     def sample_step(self, variable, potential_grad, h, temperature):
         second_moment = self.slot(self._second_moments, variable) if self.preconditioner else None
-        step, new_second_moment = _fused_sgld_step(
+        step, new_second_moment, virial = _sgld_step(
+            variable,
             potential_grad,
             self.noise(variable),
             h,
@@ -74,6 +72,7 @@ class SGLD(Sampler):
         if self.preconditioner:
             self.assign(second_moment, new_second_moment)
         self.assign_add(variable, step)
+        return None, virial
 
     def get_config(self):
         config = super().get_config()

@@ -86,9 +86,9 @@ def _velocity(p, mass, speed_limit):
     return speed_limit * fraction
 
 
-def _thermostat_step(p, xi, grad, eta, h, temperature, noise_level, mass, speed_limit,
+def _thermostat_step(theta, p, xi, grad, eta, h, temperature, noise_level, mass, speed_limit,
                      adaptive):
-    """One step of the module doc's scheme, elementwise; returns ``(p, ξ, Δθ)``.
+    """One step of the module doc's scheme; returns ``(p, ξ, Δθ, Σp·∇K(p), Σθ·G)``.
 
     ``adaptive=True`` is ATMC (``α = max(D - ξ, 0)``, ``β = max(D, ξ)``),
     ``False`` SGNHT (``α = D``, ``β = D + ξ``). Scalars are combined first:
@@ -104,7 +104,9 @@ def _thermostat_step(p, xi, grad, eta, h, temperature, noise_level, mass, speed_
     noise_scale = ops.sqrt(alpha * variance * (temperature * mass))
     new_p = decay * p - drift * grad + noise_scale * eta
     velocity = _velocity(new_p, mass, speed_limit)
-    return new_p, xi + h * (new_p * velocity - temperature), h * velocity
+    kinetic = new_p * velocity
+    return (new_p, xi + h * (kinetic - temperature), h * velocity,
+            ops.sum(kinetic), ops.sum(theta * grad))
 
 
 _fused_thermostat_step = backend.fused(_thermostat_step)
@@ -178,7 +180,8 @@ class ThermostatSampler(Sampler):
         p = self.slot(self._momenta, variable)
         xi = self.slot(self._thermostats, variable)
         dtype = variable.dtype
-        new_p, new_xi, step = _fused_thermostat_step(
+        new_p, new_xi, step, kinetic, virial = _fused_thermostat_step(
+            variable,
             p,
             xi,
             potential_grad,
@@ -193,10 +196,7 @@ class ThermostatSampler(Sampler):
         self.assign(p, new_p)
         self.assign(xi, new_xi)
         self.assign_add(variable, step)
-
-    def kinetic_energy_terms(self, variable):
-        p = self.slot(self._momenta, variable)
-        return p * self.velocity(p)
+        return kinetic, virial
 
     def get_config(self):
         config = super().get_config()
