@@ -223,6 +223,34 @@ def test_nan_potential_stops_with_a_clear_error_and_keeps_samples(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def _check_numerics_ops(concrete_function):
+    """CheckNumerics ops in a traced function and in every function it calls."""
+    graph_def = concrete_function.graph.as_graph_def()
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return [n for n in nodes if n.op == "CheckNumerics"]
+
+
+def test_xla_path_scans_the_gradients_once():
+    """apply_if_finite has checked the gradients: the sampler's own guard
+    (sums plus CheckNumerics, a no-op under XLA) is not traced again."""
+    from keras_bnn import backend
+
+    sampler = _sampler("atmc")
+    sampler.configure(train_size=N_TRAIN)
+    theta = keras.Variable(np.zeros(3, np.float32))
+    sampler.build([theta])
+    spec = tf.TensorSpec((3,), tf.float32)
+    guarded = tf.function(lambda g: sampler.apply([g], [theta])).get_concrete_function(spec)
+    assert _check_numerics_ops(guarded)  # the plain path does check
+    checked_once = tf.function(
+        lambda g: backend.apply_if_finite(sampler, tf.constant(1.0), [g], [theta])
+    ).get_concrete_function(spec)
+    assert not _check_numerics_ops(checked_once)
+    # ... and the flag does not leak: a later plain trace checks again.
+    assert _check_numerics_ops(
+        tf.function(lambda g: sampler.apply([g], [theta])).get_concrete_function(spec))
+
+
 def test_nan_potential_under_xla_skips_steps_and_stops_at_epoch_end(tmp_path):
     """XLA compiles check_numerics away: non-finite steps are skipped, counted,
     and training stops with FloatingPointError at the end of the epoch."""

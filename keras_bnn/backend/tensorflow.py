@@ -1,7 +1,15 @@
 """TensorFlow implementations of the backend operations."""
 
+import threading
+
 import keras
 import tensorflow as tf
+
+
+# Trace-time flag: set while `apply_if_finite` traces an update whose
+# gradients it has already found finite (thread-local: traces may run in
+# several threads under tf.distribute).
+_trace_state = threading.local()
 
 
 def stateless_normal(shape, seed, index, step, dtype):
@@ -119,7 +127,9 @@ def finite_guard(tensors, messages):
     costs about twice as much (measured on CPU).
 
     Under XLA (``jit_compile=True``) TensorFlow compiles ``check_numerics``
-    to a no-op, so this guard does nothing there.
+    to a no-op, so this guard could not stop a step there; the XLA path of
+    ``train_step`` (:func:`apply_if_finite`) checks first and traces the
+    update with the guard switched off, saving a pass over the gradients.
 
     Args:
         tensors: list of floating tensors (``None`` entries are skipped).
@@ -129,7 +139,7 @@ def finite_guard(tensors, messages):
         A context manager.
     """
     present = [(t, m) for t, m in zip(tensors, messages) if t is not None]
-    if not present:
+    if not present or getattr(_trace_state, "checked", False):
         return tf.control_dependencies([])
     if tf.executing_eagerly():
         for t, m in present:
@@ -176,7 +186,11 @@ def apply_if_finite(optimizer, loss, gradients, variables):
     )
 
     def apply():
-        optimizer.apply(gradients, variables)
+        _trace_state.checked = True  # `finite` holds here: no second scan
+        try:
+            optimizer.apply(gradients, variables)
+        finally:
+            _trace_state.checked = False
         return tf.constant(0.0)
 
     return tf.cond(finite, apply, lambda: tf.constant(1.0))
