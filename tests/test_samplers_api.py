@@ -350,6 +350,44 @@ def test_noise_does_not_wait_for_the_gradients(cls):
                                                     for a in _ancestors(op)) for op in updates)
 
 
+def test_rmsprop_preconditioners_follow_their_equations():
+    """Two steps at T ≈ 0 (noise scale ~1e-10, below float32 resolution of θ):
+    pSGLD: v₁ = G₁² (the average starts at its first value), v₂ = ρv₁+(1-ρ)G₂²,
+    Δθ = -h·G/(ε+√v). SGHMC: M = √(mean G²)+ε, momentum rescaled by √(M₂/M₁)."""
+    n, h, rho, eps = 10, 1e-2, 0.9, 1e-6
+    g1 = np.array([0.3, -2.0, 0.05], np.float32)  # mean-form gradients; G = n·g
+    g2 = np.array([-0.1, 1.0, 0.2], np.float32)
+    G1, G2 = n * g1.astype(np.float64), n * g2.astype(np.float64)
+
+    sgld = samplers.SGLD(h, preconditioner="rmsprop", rho=rho, epsilon=eps,
+                         train_size=n, temperature=1e-20)
+    (theta,) = _build(sgld, np.zeros(3))
+    sgld.apply([tf.constant(g1)], [theta])
+    v1 = G1**2
+    expected = -h * G1 / (eps + np.sqrt(v1))
+    np.testing.assert_allclose(theta.numpy(), expected, rtol=1e-5)
+    sgld.apply([tf.constant(g2)], [theta])
+    v2 = rho * v1 + (1 - rho) * G2**2
+    expected = expected - h * G2 / (eps + np.sqrt(v2))
+    np.testing.assert_allclose(theta.numpy(), expected, rtol=1e-5)
+
+    sghmc = samplers.SGHMC(h, friction=10.0, preconditioner="rmsprop", rho=rho, epsilon=eps,
+                           train_size=n, temperature=1e-20)
+    (theta,) = _build(sghmc, np.zeros(3))
+    sghmc.apply([tf.constant(g1)], [theta])
+    v1 = np.mean(G1**2)
+    mass1 = np.sqrt(v1) + eps
+    m1 = -h * G1  # from m = 0
+    np.testing.assert_allclose(float(sghmc._masses[0].numpy()), mass1, rtol=1e-6)
+    np.testing.assert_allclose(theta.numpy(), h * m1 / mass1, rtol=1e-5)
+    sghmc.apply([tf.constant(g2)], [theta])
+    mass2 = np.sqrt(rho * v1 + (1 - rho) * np.mean(G2**2)) + eps
+    m2 = (1 - h * 10.0) * np.sqrt(mass2 / mass1) * m1 - h * G2
+    np.testing.assert_allclose(float(sghmc._masses[0].numpy()), mass2, rtol=1e-5)
+    np.testing.assert_allclose(sghmc._momenta[0].numpy(), m2, rtol=1e-5)
+    np.testing.assert_allclose(theta.numpy(), h * m1 / mass1 + h * m2 / mass2, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------
 # Kinetic and configurational temperatures
 # --------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 Everything else in keras_bnn is written with ``keras.ops``. What Keras does not
 offer portably lives here: a stateless normal keyed on (seed, variable, step),
-a finiteness check that stops a step with a clear error, kernel fusion of the
-elementwise sampler updates, and (TensorFlow) the
-gradient computation of ``BayesianModel.train_step``.
+a finiteness check that stops a step with a clear error, kernel fusion of an
+elementwise sampler update, and (TensorFlow) the gradient computation of
+``BayesianModel.train_step``.
 """
 
 import keras
@@ -15,14 +15,12 @@ if keras.backend.backend() == "tensorflow":
         finite_guard,
         fused,
         gradient_tape_step,
-        num_replicas,
         stateless_normal,
     )
 elif keras.backend.backend() == "jax":
     from keras_bnn.backend.jax import (
         finite_guard,
         fused,
-        num_replicas,
         stateless_normal,
     )
 else:  # pragma: no cover - guarded at import time
@@ -31,4 +29,4 @@ else:  # pragma: no cover - guarded at import time
         f"KERAS_BACKEND is {keras.backend.backend()!r}."
     )
 
-__all__ = ["finite_guard", "fused", "num_replicas", "stateless_normal"]
+__all__ = ["finite_guard", "fused", "stateless_normal"]

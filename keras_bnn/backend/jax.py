@@ -54,11 +54,6 @@ def fused(function):
     return function
 
 
-def num_replicas():
-    """Replica count for loss scaling: 1 (JAX shards data without loss scaling)."""
-    return 1
-
-
 def finite_guard(tensors, messages):
     """Checks every tensor for NaN/Inf (see :func:`_assert_finite`).
 

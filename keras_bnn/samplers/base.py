@@ -147,7 +147,7 @@ class Sampler(keras.optimizers.Optimizer):
             name="temperature",
         )
         # Per-variable sums for the temperature diagnostics, written by every
-        # step from values the update computes anyway (no extra passes).
+        # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
         self._virials = [self._scalar_slot(v, "virial") for v in var_list]
         if self.has_momentum:
             self._kinetic_sums = [self._scalar_slot(v, "kinetic") for v in var_list]
@@ -208,13 +208,15 @@ class Sampler(keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
         # `apply` has already checked the gradient for NaN/Inf.
-        kinetic, virial = self.sample_step(
+        potential_grad = ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype))
+        # θ·G at the point where G was taken, before the update moves θ.
+        self.assign(self.slot(self._virials, variable), ops.sum(variable * potential_grad))
+        kinetic = self.sample_step(
             variable,
-            ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype)),
+            potential_grad,
             ops.cast(learning_rate, dtype),
             ops.cast(self._temperature, dtype),
         )
-        self.assign(self.slot(self._virials, variable), virial)
         if self.has_momentum:
             self.assign(self.slot(self._kinetic_sums, variable), kinetic)
 
@@ -228,10 +230,15 @@ class Sampler(keras.optimizers.Optimizer):
             temperature: T.
 
         Returns:
-            ``(Σ p·∇K(p) after the step, or None without momentum,
-            Σ θ·G with θ before the step)``, summed over the variable.
+            ``Σ p·∇K(p)`` over the variable's new momenta (the kinetic
+            temperature's sum), or None for samplers without momentum.
         """
         raise NotImplementedError
+
+    def _moving_average_rho(self):
+        """ρ of the RMSprop-style averages (SGLD, SGHMC), 0 at the first step so they
+        start at their first value instead of at 0."""
+        return ops.where(ops.equal(self.iterations, 0), 0.0, self.rho)
 
     # ------------------------------------------------------------ diagnostics
     def _sizes(self):

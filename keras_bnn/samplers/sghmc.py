@@ -7,14 +7,13 @@ from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
-def _sghmc_step(theta, m, grad, eta, h, temperature, friction, mass, rescale):
-    """``(m, Δθ, Σm²/M, Σθ·G)`` of one SGHMC step; ``rescale`` (or None) first multiplies m."""
+def _sghmc_step(m, grad, eta, h, temperature, friction, mass, rescale):
+    """``(m, Δθ, Σm²/M)`` of one SGHMC step; ``rescale`` (or None) first multiplies m."""
     if rescale is not None:
         m = rescale * m
     noise_scale = ops.sqrt(2.0 * friction * h * temperature * mass)
     new_m = (1.0 - h * friction) * m - h * grad + noise_scale * eta
-    return (new_m, (h / mass) * new_m,
-            ops.sum(ops.square(new_m)) / mass, ops.sum(theta * grad))
+    return new_m, (h / mass) * new_m, ops.sum(ops.square(new_m)) / mass
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -94,7 +93,7 @@ class SGHMC(Sampler):
     def _adapt_mass(self, variable, potential_grad, mass):
         """Updates the adaptive mass; returns the momentum rescaling ``sqrt(M_new/M_old)``."""
         v = self.slot(self._grad_sq, variable)
-        rho = ops.where(ops.equal(self.iterations, 0), 0.0, self.rho)
+        rho = self._moving_average_rho()
         self.assign(v, rho * v + (1.0 - rho) * ops.mean(ops.square(potential_grad)))
         new_mass = ops.sqrt(v) + self.epsilon
         rescale = ops.sqrt(new_mass / mass)
@@ -105,8 +104,7 @@ class SGHMC(Sampler):
         m = self.slot(self._momenta, variable)
         mass = self.slot(self._masses, variable)
         rescale = self._adapt_mass(variable, potential_grad, mass) if self.preconditioner else None
-        new_m, step, kinetic, virial = _sghmc_step(
-            variable,
+        new_m, step, kinetic = _sghmc_step(
             m,
             potential_grad,
             self.noise(variable),
@@ -118,7 +116,7 @@ class SGHMC(Sampler):
         )
         self.assign(m, new_m)
         self.assign_add(variable, step)
-        return kinetic, virial
+        return kinetic
 
     def get_config(self):
         config = super().get_config()

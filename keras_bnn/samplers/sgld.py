@@ -7,15 +7,14 @@ from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
-def _sgld_step(theta, grad, eta, h, temperature, second_moment, rho, epsilon):
-    """``(Δθ, v, Σθ·G)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
-    virial = ops.sum(theta * grad)
+def _sgld_step(grad, eta, h, temperature, second_moment=None, rho=None, epsilon=None):
+    """``(Δθ, v)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
     if second_moment is None:
-        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None, virial
+        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None
     new_second_moment = rho * second_moment + (1.0 - rho) * ops.square(grad)
     precond = 1.0 / (epsilon + ops.sqrt(new_second_moment))
     step = ops.sqrt(2.0 * h * temperature * precond) * eta - h * precond * grad
-    return step, new_second_moment, virial
+    return step, new_second_moment
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -57,22 +56,18 @@ class SGLD(Sampler):
             ]
 
     def sample_step(self, variable, potential_grad, h, temperature):
-        second_moment = self.slot(self._second_moments, variable) if self.preconditioner else None
-        step, new_second_moment, virial = _sgld_step(
-            variable,
-            potential_grad,
-            self.noise(variable),
-            h,
-            temperature,
-            second_moment,
-            # First step: start the average at G² instead of 0.
-            ops.where(ops.equal(self.iterations, 0), 0.0, self.rho),
-            self.epsilon,
-        )
-        if self.preconditioner:
+        eta = self.noise(variable)
+        if not self.preconditioner:
+            step, _ = _sgld_step(potential_grad, eta, h, temperature)
+        else:
+            second_moment = self.slot(self._second_moments, variable)
+            step, new_second_moment = _sgld_step(
+                potential_grad, eta, h, temperature,
+                second_moment, self._moving_average_rho(), self.epsilon,
+            )
             self.assign(second_moment, new_second_moment)
         self.assign_add(variable, step)
-        return None, virial
+        return None
 
     def get_config(self):
         config = super().get_config()

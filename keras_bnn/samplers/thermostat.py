@@ -86,9 +86,8 @@ def _velocity(p, mass, speed_limit):
     return speed_limit * fraction
 
 
-def _thermostat_step(theta, p, xi, grad, eta, h, temperature, noise_level, mass, speed_limit,
-                     adaptive):
-    """One step of the module doc's scheme; returns ``(p, ξ, Δθ, Σp·∇K(p), Σθ·G)``.
+def _thermostat_step(p, xi, grad, eta, h, temperature, noise_level, mass, speed_limit, adaptive):
+    """One step of the module doc's scheme; returns ``(p, ξ, Δθ, Σp·∇K(p))``.
 
     ``adaptive=True`` is ATMC (``α = max(D - ξ, 0)``, ``β = max(D, ξ)``),
     ``False`` SGNHT (``α = D``, ``β = D + ξ``). Scalars are combined first:
@@ -105,8 +104,7 @@ def _thermostat_step(theta, p, xi, grad, eta, h, temperature, noise_level, mass,
     new_p = decay * p - drift * grad + noise_scale * eta
     velocity = _velocity(new_p, mass, speed_limit)
     kinetic = new_p * velocity
-    return (new_p, xi + h * (kinetic - temperature), h * velocity,
-            ops.sum(kinetic), ops.sum(theta * grad))
+    return new_p, xi + h * (kinetic - temperature), h * velocity, ops.sum(kinetic)
 
 
 _fused_thermostat_step = backend.fused(_thermostat_step)
@@ -180,8 +178,7 @@ class ThermostatSampler(Sampler):
         p = self.slot(self._momenta, variable)
         xi = self.slot(self._thermostats, variable)
         dtype = variable.dtype
-        new_p, new_xi, step, kinetic, virial = _fused_thermostat_step(
-            variable,
+        new_p, new_xi, step, kinetic = _fused_thermostat_step(
             p,
             xi,
             potential_grad,
@@ -196,7 +193,7 @@ class ThermostatSampler(Sampler):
         self.assign(p, new_p)
         self.assign(xi, new_xi)
         self.assign_add(variable, step)
-        return kinetic, virial
+        return kinetic
 
     def get_config(self):
         config = super().get_config()
@@ -217,8 +214,6 @@ class SGNHT(ThermostatSampler):
     behaviour the ATMC paper warns about); see :class:`ThermostatSampler` for
     the arguments and the update.
     """
-
-    adaptive_noise = False
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
