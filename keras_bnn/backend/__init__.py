@@ -12,9 +12,12 @@ import keras
 if keras.backend.backend() == "tensorflow":
     from keras_bnn.backend.tensorflow import (
         apply_if_finite,
+        assign_replicated,
         finite_guard,
         fused,
         gradient_tape_step,
+        num_replicas,
+        potential_and_gradients,
         stateless_normal,
     )
 elif keras.backend.backend() == "jax":

@@ -194,3 +194,71 @@ def apply_if_finite(optimizer, loss, gradients, variables):
         return tf.constant(0.0)
 
     return tf.cond(finite, apply, lambda: tf.constant(1.0))
+
+
+def potential_and_gradients(model, values, x, y, sample_weight):
+    """Mean-form potential and its gradients at weights ``values`` (not assigned).
+
+    The forward pass and the loss run in a ``keras.StatelessScope`` that maps
+    the model's trainable variables to ``values``, so the priors (layer
+    losses) are evaluated at ``values`` too and no variable is written: the
+    leapfrog trajectory of :class:`keras_bnn.samplers.HMC` moves tensors,
+    and only its end point (or the old state) is ever assigned.
+
+    Under ``tf.distribute`` the loss and gradients are summed over replicas
+    (Keras divides each replica's loss by the replica count), so every
+    replica gets the global-batch value ``mean NLL + (1/n)·(-log p(θ))``.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+        values: tensors, one per ``model.trainable_variables``.
+        x, y, sample_weight: the unpacked batch.
+
+    Returns:
+        ``(y_pred, local_loss, local_prior, loss, gradients)``: this replica's
+        predictions, its potential (not divided by the replica count), its
+        prior term ``(1/n)·(-log p(θ))``, and the global potential and
+        gradients (identical on every replica).
+    """
+    with tf.GradientTape() as tape:
+        tape.watch(values)
+        with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, values))):
+            y_pred = model(x, training=True)
+            scaled = model.compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
+            prior_term = tf.add_n(model.losses) if model.losses else tf.zeros(())
+    gradients = tape.gradient(scaled, values)
+    replicas = num_replicas()
+    if replicas > 1:
+        scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, [scaled, *gradients]
+        )
+    else:
+        scaled_sum = scaled
+    return y_pred, scaled * float(replicas), prior_term, scaled_sum, gradients
+
+
+def assign_replicated(variables, values):
+    """Assigns ``values`` (the same on every replica) to ``variables``.
+
+    Outside a strategy a plain assignment; under ``tf.distribute`` (called in
+    replica context, as ``train_step`` is) every copy of each mirrored
+    variable is updated in a cross-replica ``merge_call``, as Keras'
+    optimizers do.
+
+    Args:
+        variables: Keras (or TensorFlow) variables.
+        values: tensors, one per variable.
+    """
+    variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
+
+    def update(distribution, pairs):
+        for variable, value in pairs:
+            distribution.extended.update(
+                variable, lambda v, new: v.assign(new), args=(value,), group=False
+            )
+
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        update, tf.distribute.get_strategy(), list(zip(variables, values))
+    )

@@ -12,7 +12,8 @@ from keras_bnn import samplers as samplers_lib
 
 #: Text of the error raised when the potential becomes NaN or Inf.
 NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
-_TRACKED = ("nll", "prior", "step_size", "kinetic_temperature", "configurational_temperature")
+_TRACKED = ("nll", "prior", "step_size", "kinetic_temperature", "configurational_temperature",
+            "acceptance_rate")
 
 
 class _StopOnSkippedSteps(keras.callbacks.Callback):
@@ -76,7 +77,7 @@ class BayesianModel(keras.Model):
                 baseline. Mutually exclusive with ``sampler``.
             loss: the per-example negative log-likelihood, as in Keras.
             sampler: a :class:`keras_bnn.samplers.Sampler` or one of the names
-                ``"sgld", "sghmc", "sgnht", "atmc"``.
+                ``"sgld", "sghmc", "sgnht", "atmc", "hmc"``.
             temperature: posterior temperature T > 0 (default: the sampler's,
                 1.0 unless set). Only meaningful with a sampler.
             train_size: number n of training examples; required.
@@ -143,6 +144,8 @@ class BayesianModel(keras.Model):
             if self.sampler.has_momentum:
                 wanted.append("kinetic_temperature")
             wanted.append("configurational_temperature")
+            if getattr(self.sampler, "exact", False):
+                wanted.append("acceptance_rate")
         if self.compiled and self._uses_xla():
             wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
@@ -164,11 +167,17 @@ class BayesianModel(keras.Model):
             return super().train_step(*args)
         (data,) = args
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        trackers = self._sampling_trackers
+        if getattr(self.sampler, "exact", False):  # HMC: one whole Metropolis transition
+            y_pred, loss, prior_term, logs = self.sampler.transition(
+                self, x, y, sample_weight, NONFINITE_POTENTIAL)
+            trackers["acceptance_rate"].update_state(logs["acceptance_rate"])
+            return self._log_step(x, y, sample_weight, y_pred, loss, prior_term,
+                                  logs["step_size"])
         step_size = self.optimizer.learning_rate
         y_pred, loss, prior_term, gradients = backend.gradient_tape_step(
             self, x, y, sample_weight, NONFINITE_POTENTIAL
         )
-        trackers = self._sampling_trackers
         if self._uses_xla():  # check_numerics is compiled away: skip and count
             trackers["nonfinite_steps"].update_state(
                 backend.apply_if_finite(
@@ -177,6 +186,11 @@ class BayesianModel(keras.Model):
             )
         else:
             self.optimizer.apply(gradients, self.trainable_variables)
+        return self._log_step(x, y, sample_weight, y_pred, loss, prior_term, step_size)
+
+    def _log_step(self, x, y, sample_weight, y_pred, loss, prior_term, step_size):
+        """Updates the loss and sampling trackers; returns the step's logs."""
+        trackers = self._sampling_trackers
         batch_size = ops.shape(keras.tree.flatten(x)[0])[0]
         self._loss_tracker.update_state(loss, sample_weight=batch_size)
         trackers["nll"].update_state(loss - prior_term, sample_weight=batch_size)
@@ -218,11 +232,18 @@ class BayesianModel(keras.Model):
         non-finite steps are skipped and counted (``nonfinite_steps`` in the
         logs), and training stops at the end of that epoch.
 
+        With :class:`keras_bnn.samplers.HMC`, warns when a batch holds fewer
+        than ``train_size`` examples (the chain is then not exact).
+
         Raises:
             FloatingPointError: when the potential or a gradient becomes
                 NaN/Inf; the weights keep their last finite values, and
                 samples already collected to disk are untouched.
         """
+        if getattr(self.sampler, "exact", False):
+            self.sampler.warn_if_minibatch(  # fit(x, y, batch_size, ...)
+                args[0] if args else kwargs.get("x"),
+                args[2] if len(args) > 2 else kwargs.get("batch_size"))
         if self._uses_xla():
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
                 _StopOnSkippedSteps()

@@ -1,17 +1,20 @@
 """Tempered SG-MCMC samplers, as Keras 3 optimizers.
 
-``SGLD``, ``SGHMC``, ``SGNHT`` and ``ATMC`` sample ``p(θ) ∝ exp(-U(θ)/T)``;
+``SGLD``, ``SGHMC``, ``SGNHT`` and ``ATMC`` sample ``p(θ) ∝ exp(-U(θ)/T)``
+from minibatches; ``HMC`` (full batch, Metropolis-corrected) is the exact
+reference;
 :func:`get` resolves a sampler from an instance, a name or a config.
 """
 
 import keras
 
 from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.hmc import HMC
 from keras_bnn.samplers.sghmc import SGHMC
 from keras_bnn.samplers.sgld import SGLD
 from keras_bnn.samplers.thermostat import ATMC, SGNHT, ThermostatSampler
 
-_BY_NAME = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC}
+_BY_NAME = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC, "hmc": HMC}
 
 
 def get(identifier, **kwargs):
@@ -19,7 +22,7 @@ def get(identifier, **kwargs):
 
     Args:
         identifier: a :class:`Sampler`, a name (``"sgld"``, ``"sghmc"``,
-            ``"sgnht"``, ``"atmc"``, any case) or a serialized sampler dict.
+            ``"sgnht"``, ``"atmc"``, ``"hmc"``, any case) or a serialized sampler dict.
         **kwargs: constructor arguments used with a name.
 
     Returns:
@@ -48,4 +51,4 @@ def get(identifier, **kwargs):
     )
 
 
-__all__ = ["ATMC", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler", "get"]
+__all__ = ["ATMC", "HMC", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler", "get"]

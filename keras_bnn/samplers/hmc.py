@@ -1,0 +1,260 @@
+"""Hamiltonian Monte Carlo: the exact, Metropolis-corrected reference sampler."""
+
+import math
+import warnings
+
+import keras
+from keras import ops
+
+from keras_bnn import backend
+from keras_bnn.samplers.base import Sampler
+from keras_bnn.validation import check_fraction, check_int
+
+# Dual-averaging constants of Hoffman & Gelman (2014), Algorithm 5.
+_GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75
+
+
+def dual_averaging_update(log_step_avg, error_avg, accept_prob, count, log_step0, target):
+    """One dual-averaging update of the step size (Hoffman & Gelman 2014, eq. 6).
+
+    With ``m = count`` (1-based), ``μ = log(10·h0)``, γ = 0.05, t0 = 10, κ = 0.75:
+    ``H̄ ← (1 - 1/(m+t0))·H̄ + (δ - α)/(m+t0)``, ``log h ← μ - sqrt(m)/γ·H̄``,
+    ``log h̄ ← m^-κ·log h + (1 - m^-κ)·log h̄``.
+
+    Args:
+        log_step_avg, error_avg: ``log h̄`` and ``H̄``.
+        accept_prob: α, the acceptance probability of the last transition.
+        count: m ≥ 1, float tensor.
+        log_step0: ``log h0``.
+        target: δ, the target acceptance probability.
+
+    Returns:
+        ``(log_step, log_step_avg, error_avg)`` after the update.
+    """
+    weight = 1.0 / (count + _T0)
+    error_avg = (1.0 - weight) * error_avg + weight * (target - accept_prob)
+    log_step = math.log(10.0) + log_step0 - ops.sqrt(count) / _GAMMA * error_avg
+    eta = ops.power(count, -_KAPPA)
+    return log_step, eta * log_step + (1.0 - eta) * log_step_avg, error_avg
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class HMC(Sampler):
+    """Full-batch Hamiltonian Monte Carlo on ``p(θ) ∝ exp(-U(θ)/T)``.
+
+    One ``train_step`` of a :class:`keras_bnn.BayesianModel` is one whole HMC
+    transition on its batch (``BayesianModel.train_step`` calls
+    :meth:`transition`): with unit mass, momentum ``p ~ N(0, I)`` and
+    Hamiltonian ``H(θ, p) = U(θ)/T + ½‖p‖²``, ``L`` leapfrog steps of size h
+
+        p ← p - (h/2)·∇U(θ)/T;  L × [θ ← θ + h·p;  p ← p - h·∇U(θ)/T];
+        p ← p + (h/2)·∇U(θ)/T
+
+    (each gradient a forward and backward pass on the same batch), then the
+    proposal is accepted with probability ``α = min(1, exp(H(θ, p) - H(θ', p')))``;
+    otherwise the weights stay bitwise at the old state. A non-finite
+    proposal (a divergent trajectory) is rejected. ``U = n·(mean NLL +
+    (1/n)·(-log p(θ)))`` is the mean-form loss times ``train_size``; under
+    ``tf.distribute`` it and its gradient are summed over replicas, so every
+    replica takes the same decision. ``model.fit(x, y, batch_size=len(x),
+    epochs=S)`` therefore yields S transitions of a Markov chain that leaves
+    the tempered posterior exactly invariant. With a minibatch it is not
+    exact (each step targets that batch's posterior): ``fit`` warns.
+
+    Randomness follows the package's stateless rule: the momentum of variable
+    i is ``stateless_normal(seed, i, iterations)`` and the accept uniform is
+    ``Φ(z)`` with ``z = stateless_normal(seed, num_variables, iterations)``
+    (a reserved index), so a resumed run continues the same chain.
+
+    Step size: constant h (the ``step_size``), or, with
+    ``num_adaptation_steps > 0``, dual averaging (Hoffman & Gelman 2014)
+    toward ``target_accept_rate`` during the first ``num_adaptation_steps``
+    transitions, then frozen at the averaged value ``h̄``. Transitions taken
+    while adapting do not leave the posterior invariant: treat them as
+    burn-in. The TensorFlow backend only (the transition is part of
+    ``BayesianModel.train_step``).
+
+    Args:
+        step_size: initial leapfrog step size h > 0.
+        num_leapfrog_steps: L ≥ 1.
+        num_adaptation_steps: transitions of step-size adaptation (0: none).
+        target_accept_rate: δ in (0, 1) for the adaptation.
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name`` (see
+            :class:`Sampler`).
+
+    Raises:
+        ValueError: for ``num_leapfrog_steps < 1``, a negative
+            ``num_adaptation_steps``, ``target_accept_rate`` outside (0, 1),
+            or a non-positive step size, temperature or train size.
+    """
+
+    has_momentum = False
+    #: ``BayesianModel.train_step`` runs :meth:`transition` instead of ``apply``.
+    exact = True
+
+    def __init__(self, step_size=0.01, num_leapfrog_steps=10, num_adaptation_steps=0,
+                 target_accept_rate=0.8, **kwargs):
+        leapfrog_steps = check_int(num_leapfrog_steps, "num_leapfrog_steps", 1)
+        adaptation_steps = check_int(num_adaptation_steps, "num_adaptation_steps", 0)
+        target = check_fraction(target_accept_rate, "target_accept_rate", "HMC")
+        super().__init__(step_size=step_size, **kwargs)
+        self.num_leapfrog_steps = leapfrog_steps
+        self.num_adaptation_steps = adaptation_steps
+        self.target_accept_rate = target
+        self._log_step0 = math.log(self.initial_step_size)  # read eagerly, not in a trace
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_leapfrog_steps=self.num_leapfrog_steps,
+            num_adaptation_steps=self.num_adaptation_steps,
+            target_accept_rate=self.target_accept_rate,
+        )
+        return config
+
+    def build_state(self, var_list):
+        log_step0 = self._log_step0
+        # log h, log h̄ and H̄ of the dual averaging (unused without adaptation).
+        self._log_step = self.add_variable(
+            shape=(), initializer=keras.initializers.Constant(log_step0), name="log_step_size")
+        self._log_step_avg = self.add_variable(
+            shape=(), initializer=keras.initializers.Constant(log_step0),
+            name="log_step_size_average")
+        self._error_avg = self.add_variable(shape=(), name="acceptance_error_average")
+
+    def sample_step(self, variable, potential_grad, h, temperature):
+        raise NotImplementedError(
+            "HMC performs whole transitions in BayesianModel.train_step, on the "
+            "TensorFlow backend only; it cannot be applied as a per-gradient optimizer "
+            f"step (Keras backend: {keras.backend.backend()!r})."
+        )
+
+    def step_size(self):
+        """The leapfrog step size h of the next transition (a scalar tensor).
+
+        The schedule's value without adaptation; ``exp(log h)`` while adapting
+        and the frozen average ``exp(log h̄)`` afterwards.
+        """
+        if not self.num_adaptation_steps:
+            return ops.cast(self.learning_rate, "float32")
+        adapting = ops.less(self.iterations, self.num_adaptation_steps)
+        return ops.exp(ops.where(adapting, self._log_step, self._log_step_avg))
+
+    def warn_if_minibatch(self, x=None, batch_size=None):
+        """Warns when a transition would see fewer than ``train_size`` examples.
+
+        ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
+        (Keras' default batch is 32 for arrays); :meth:`transition` with the
+        traced batch size when it is static.
+
+        Args:
+            x: the training inputs (arrays, or a batched ``tf.data.Dataset``).
+            batch_size: ``fit``'s ``batch_size``, or the batch size itself
+                when ``x`` is None.
+        """
+        if x is not None:
+            spec = getattr(x, "element_spec", None)
+            if spec is not None:  # a dataset: its static batch size, if any
+                first = keras.tree.flatten(spec)[0]
+                batch_size = first.shape[0] if first.shape.rank else None
+            else:
+                first = keras.tree.flatten(x)[0]
+                count = len(first) if hasattr(first, "__len__") else None
+                batch_size = None if count is None else min(batch_size or 32, count)
+        if batch_size is not None and batch_size < self.train_size:
+            warnings.warn(
+                f"HMC on a minibatch of {batch_size} < train_size={int(self.train_size)} "
+                "examples is not exact: each transition targets that batch's posterior. "
+                "Use full batches (fit(..., batch_size=train_size)) for the exact chain.",
+                stacklevel=3,
+            )
+
+    def _momenta(self, variables):
+        return [
+            backend.stateless_normal(v.shape, self.seed, i, self.iterations, v.dtype)
+            for i, v in enumerate(variables)
+        ]
+
+    def transition(self, model, x, y, sample_weight, message):
+        """One HMC transition of ``model``'s trainable weights on a batch.
+
+        Args:
+            model: the :class:`keras_bnn.BayesianModel`.
+            x, y, sample_weight: the unpacked batch (all of the data for an
+                exact chain).
+            message: error text when the potential at the current state is
+                not finite.
+
+        Returns:
+            ``(y_pred, loss, prior_term, logs)``: predictions, this replica's
+            mean-form potential and prior term at the state the transition
+            started from, and ``{"acceptance_rate": α, "step_size": h}``.
+
+        Raises:
+            InvalidArgumentError: (TensorFlow) when the potential or gradient
+                at the current state is NaN/Inf; nothing is changed then.
+        """
+        variables = list(model.trainable_variables)
+        if not self.built:
+            self.build(variables)
+        batch = keras.tree.flatten(x)[0].shape[0]
+        self.warn_if_minibatch(batch_size=None if batch is None else batch * backend.num_replicas())
+        n = float(self.train_size)
+        temperature = ops.cast(self._temperature, "float32")
+        h = self.step_size()
+        theta0 = [ops.copy(v) for v in variables]  # a read: the old state
+        y_pred, loss, prior_term, u0, grads0 = backend.potential_and_gradients(
+            model, theta0, x, y, sample_weight)
+        # ∇(U/T) = n·∇(mean-form loss)/T.
+        force_scale = n / temperature
+
+        def leapfrog(state):
+            theta, p, _, grads = state
+            theta = [t + ops.cast(h, t.dtype) * q for t, q in zip(theta, p)]
+            _, _, _, u, grads = backend.potential_and_gradients(model, theta, x, y, sample_weight)
+            p = [q - ops.cast(h * force_scale, q.dtype) * g for q, g in zip(p, grads)]
+            return theta, p, u, grads
+
+        p0 = self._momenta(variables)
+        p = [q - ops.cast(0.5 * h * force_scale, q.dtype) * g for q, g in zip(p0, grads0)]
+        state = (theta0, p, u0, grads0)
+        if backend.num_replicas() > 1:
+            # tf.distribute forbids the all-reduce of each gradient inside a
+            # while loop: trace the L steps one after another instead.
+            for _ in range(self.num_leapfrog_steps):
+                state = leapfrog(state)
+        else:
+            state = ops.fori_loop(0, self.num_leapfrog_steps, lambda i, s: leapfrog(s), state)
+        theta1, p1, u1, grads1 = state
+        p1 = [q + ops.cast(0.5 * h * force_scale, q.dtype) * g for q, g in zip(p1, grads1)]
+
+        def energy(u, momenta):  # H = U/T + ½‖p‖², in float64
+            kinetic = sum(ops.sum(ops.square(ops.cast(q, "float64"))) for q in momenta)
+            return ops.cast(u, "float64") * n / ops.cast(temperature, "float64") + 0.5 * kinetic
+
+        log_ratio = energy(u0, p0) - energy(u1, p1)
+        log_ratio = ops.where(ops.isfinite(log_ratio), log_ratio, -math.inf)
+        accept_prob = ops.exp(ops.minimum(log_ratio, 0.0))
+        z = backend.stateless_normal((), self.seed, len(variables), self.iterations, "float64")
+        uniform = 0.5 * (1.0 + ops.erf(z / math.sqrt(2.0)))
+        accept = ops.less(uniform, accept_prob)
+        new_theta = [ops.where(accept, t1, t0) for t0, t1 in zip(theta0, theta1)]
+        accept_prob = ops.cast(accept_prob, "float32")
+        targets = list(variables)
+        values = list(new_theta)
+        # Σθ·∇U at the starting state, for the configurational temperature.
+        targets += self._virials
+        values += [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
+        if self.num_adaptation_steps:
+            count = ops.cast(self.iterations + 1, "float32")
+            updated = dual_averaging_update(
+                self._log_step_avg, self._error_avg, accept_prob, count,
+                self._log_step0, self.target_accept_rate)
+            adapting = ops.less(self.iterations, self.num_adaptation_steps)
+            targets += [self._log_step, self._log_step_avg, self._error_avg]
+            values += [ops.where(adapting, new, old) for new, old in zip(
+                updated, (self._log_step, self._log_step_avg, self._error_avg))]
+        with backend.finite_guard([u0, *grads0], [message] * (1 + len(grads0))):
+            backend.assign_replicated(targets, values)
+            self.iterations.assign_add(1)
+        return y_pred, loss, prior_term, {"acceptance_rate": accept_prob, "step_size": h}
