@@ -16,7 +16,7 @@ _CONFIG_FLAGS = (
     ("--dataset", "dataset", str, "synthetic, mnist, cifar10 or imdb"),
     ("--data-dir", "data_dir", str, "tensorflow-datasets data directory"),
     ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
-    ("--sampler", "sampler", str, "atmc, sghmc, sgnht, sgld, or sgd (baseline)"),
+    ("--sampler", "sampler", str, "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", float, "initial step size h0"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
     ("--epochs", "epochs", int, "training epochs"),
@@ -30,6 +30,8 @@ _CONFIG_FLAGS = (
     ("--output-dir", "output_dir", str, "run directory"),
 )
 _METRICS = ("accuracy", "nll", "ece", "brier")
+_RHAT_COLUMNS = ("space", "median", "max", "frac_below_1.01", "frac_below_1.1",
+                 "ess_bulk_min", "ess_tail_min")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,9 +88,34 @@ def _print_chain_diagnostics(result):
               f"{chain['ess_min']:.1f}, median {chain['ess_median']:.1f}")
 
 
+def _print_rhat(result):
+    rhat = result.get("rhat")
+    if not rhat:
+        return
+    print(f"\nrank-normalised split R-hat and ESS across {result['num_chains']} chain(s) "
+          f"x {rhat['function']['num_draws']} draws (Vehtari et al. 2021):")
+    rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
+            for space in ("function", "weight")]
+    print(format_table(rows, _RHAT_COLUMNS))
+
+
+def _cmd_train_chains(args):
+    from keras_bnn import experiment
+
+    config = _config_from(args)
+    runs = experiment.run_chains(config, args.chains, verbose=args.verbose)
+    rows = [dict(chain=k, samples=len(store), **{key: values[-1] for key, values in
+                                                 history.history.items()})
+            for k, (store, history) in enumerate(runs)]
+    print(format_table(rows, ["chain", "samples", *sorted(runs[0][1].history)]))
+    print(f"run directory: {config.output_dir}")
+
+
 def _cmd_train(args):
     from keras_bnn import experiment
 
+    if args.chains != 1:
+        return _cmd_train_chains(args)
     config = _config_from(args)
     store, history = experiment.train(config, verbose=args.verbose)
     last = {k: v[-1] for k, v in history.history.items()}
@@ -107,6 +134,7 @@ def _cmd_evaluate(args):
     result = experiment.evaluate(args.run_dir, num_bins=args.num_bins)
     print(format_table(_result_rows(result, result["sampler"]), ["model", *_METRICS]))
     _print_chain_diagnostics(result)
+    _print_rhat(result)
     print(f"plots: {result['reliability_plot']}, {result['samples_plot']}")
 
 
@@ -160,6 +188,8 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = commands.add_parser("train", help="train by sampling and collect samples")
     _add_config_flags(train)
+    train.add_argument("--chains", type=int, default=1,
+                       help="independent chains, stored as chain-0..chain-K-1 in the run dir")
     sweep = commands.add_parser("sweep-temperature", help="runs per temperature + plot + CSV")
     _add_config_flags(sweep)
     sweep.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",

@@ -14,6 +14,11 @@ we take its square root so the usual thresholds 1.1 (Gelman) and 1.01 (Vehtari
 et al. 2021) apply. Split R-hat (each chain halved, so m = 2C and n = S/2) is
 the default.
 
+Across chains, :func:`convergence_summary` gives the rank-normalised split
+R-hat and bulk/tail ESS of Vehtari et al. (2021) through ArviZ (TFP has no
+rank normalisation), reported at the thresholds 1.01 and 1.1;
+:func:`to_inference_data` turns stored chains into an ``arviz.InferenceData``.
+
 Thermostat check: with Gaussian momenta p_i ~ N(0, M·T) (mass M), the kinetic
 temperature T_kin = (1/d) Σ_i p_i²/M of d momenta is distributed as
 T·χ²_d/d; `temperature_band` gives its central confidence interval and
@@ -252,3 +257,159 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
         rows.append(KineticTemperatureRow(str(name), int(d), t_kin, lo, hi,
                                           bool(lo <= t_kin <= hi)))
     return rows
+
+
+# ------------------------------------------------- rank-normalised R-hat (ArviZ)
+#: R-hat thresholds reported by :func:`convergence_summary`: Vehtari et al.
+#: (2021) recommend 1.01; 1.1 is the older, looser rule (Gelman & Rubin).
+RHAT_THRESHOLDS = (1.01, 1.1)
+
+
+def convergence_summary(chains, name="chains", max_components=1000):
+    """Rank-normalised split R-hat and bulk/tail ESS of every component, summarised.
+
+    Per component, ArviZ's estimators of Vehtari et al. (2021): R-hat is the
+    maximum of the split R-hat of the rank-normalised draws and of their
+    folded ranks (``az.rhat(method="rank")``); bulk ESS is the ESS of the
+    rank-normalised draws, tail ESS the smaller ESS of the 5 % and 95 %
+    quantile indicators (``az.ess(method="bulk" / "tail")``). Components
+    that are constant over all draws (R-hat 0/0) are left out and counted.
+    ArviZ loops over components in Python (about 1.5 ms per component for
+    the three estimators), so at most ``max_components`` evenly spaced
+    components of the varying ones are scored: the summary of a network's
+    weights or of a large test set is an estimate from that subset.
+
+    Args:
+        chains: array ``[C, S, ...]``: S draws of C chains (C = 1 works: the
+            chain's halves are compared), any component shape.
+        name: the argument's name, for errors.
+        max_components: score at most this many components (None: all).
+
+    Returns:
+        dict: ``median``, ``max`` (of R-hat), ``frac_below_1.01``,
+        ``frac_below_1.1``, ``ess_bulk_min``, ``ess_bulk_median``,
+        ``ess_tail_min``, ``ess_tail_median``, ``num_chains``,
+        ``num_draws`` (per chain), ``num_components`` (varying),
+        ``num_scored`` (of them), ``num_constant`` (left out). Statistics are NaN when every
+        component is constant.
+
+    Raises:
+        ValueError: if ``chains`` has fewer than 2 axes, fewer than 4 draws
+            per chain, or non-finite values.
+    """
+    import arviz as az  # noqa: PLC0415 - heavy import, only needed here
+
+    x = np.asarray(chains, dtype=np.float64)
+    if x.ndim < 2 or x.shape[1] < 4 or 0 in x.shape:
+        raise ValueError(
+            f"`{name}` must have shape [chains, draws, ...] with at least 4 draws per "
+            f"chain; got shape {x.shape}."
+        )
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"`{name}` contains non-finite values.")
+    flat, num_constant = _varying(x)
+    summary = {"num_chains": int(x.shape[0]), "num_draws": int(x.shape[1]),
+               "num_components": int(flat.shape[-1]), "num_constant": num_constant}
+    if max_components is not None and flat.shape[-1] > max_components:
+        flat = flat[..., np.linspace(0, flat.shape[-1] - 1, max_components).astype(int)]
+    summary["num_scored"] = int(flat.shape[-1])
+    keys = ["median", "max", *(f"frac_below_{t}" for t in RHAT_THRESHOLDS),
+            "ess_bulk_min", "ess_bulk_median", "ess_tail_min", "ess_tail_median"]
+    if flat.shape[-1] == 0:
+        return summary | dict.fromkeys(keys, float("nan"))
+    dataset = az.convert_to_dataset({"x": flat})
+    rhat = az.rhat(dataset, method="rank")["x"].values
+    bulk = az.ess(dataset, method="bulk")["x"].values
+    tail = az.ess(dataset, method="tail")["x"].values
+    values = [np.median(rhat), rhat.max(), *(np.mean(rhat < t) for t in RHAT_THRESHOLDS),
+              bulk.min(), np.median(bulk), tail.min(), np.median(tail)]
+    return summary | {key: float(value) for key, value in zip(keys, values)}
+
+
+def _common_draws(stores):
+    """The last S samples of each chain, S the shortest chain's length."""
+    draws = min(len(store) for store in stores)
+    return [[store[i] for i in range(len(store) - draws, len(store))] for store in stores]
+
+
+def chain_weights(stores):
+    """Weights of every chain, ``[C, S, D]`` (all weights flattened, in order).
+
+    Chains of different lengths are cut to the last S draws, S the shortest.
+
+    Args:
+        stores: list of :class:`keras_bnn.SampleStore`, one per chain.
+
+    Returns:
+        float64 array.
+    """
+    return np.array([[np.concatenate([np.ravel(w) for w in sample.weights]) for sample in chain]
+                     for chain in _common_draws(stores)], dtype=np.float64)
+
+
+def chain_predictions(stores, x, likelihood="categorical"):
+    """Each sample's prediction on ``x``, per chain: ``[C, S, N, units]``.
+
+    Chains of different lengths are cut to the last S draws, S the shortest.
+
+    Args:
+        stores: list of :class:`keras_bnn.SampleStore`, one per chain.
+        x: inputs (array or dataset) accepted by ``keras.Model.predict``.
+        likelihood: ``"categorical"`` (class probabilities softmax f(x;θ))
+            or ``"gaussian"`` (the raw ``[mean, log variance]``).
+
+    Returns:
+        numpy array.
+    """
+    from keras_bnn.ensemble import PosteriorEnsemble  # noqa: PLC0415 - import cycle
+
+    model = stores[0].build_model()
+    return np.stack([
+        PosteriorEnsemble(model, [s.weights for s in chain], likelihood=likelihood,
+                          member_loop="map").predict_members(x)
+        for chain in _common_draws(stores)
+    ])
+
+
+def to_inference_data(source, x=None, likelihood="categorical"):
+    """The chains of a run as an ``arviz.InferenceData``.
+
+    ``posterior`` holds every weight of the model (one variable per weight,
+    named after its path, dims ``(chain, draw, *shape)``);
+    ``posterior_predictive`` (when ``x`` is given) holds the predictions of
+    every draw on ``x`` (``"probabilities"`` for a categorical head, else
+    ``"outputs"``). ``az.summary``, ``az.plot_trace``, ``az.plot_rank`` and
+    ``az.rhat`` then work as for any PPL's output. Chains of different
+    lengths are cut to the last S draws, S the shortest.
+
+    Args:
+        source: a run directory (one chain, or ``chain-k`` subdirectories),
+            a :class:`keras_bnn.SampleStore`, or a list of stores / paths
+            (see :func:`keras_bnn.chains.stores_of`).
+        x: optional inputs for the posterior predictive.
+        likelihood: ``"categorical"`` or ``"gaussian"`` (see
+            :func:`chain_predictions`).
+
+    Returns:
+        ``arviz.InferenceData``.
+
+    Raises:
+        ValueError: for empty stores or chains of different architectures.
+    """
+    import arviz as az  # noqa: PLC0415 - heavy import, only needed here
+
+    from keras_bnn import chains as chains_lib  # noqa: PLC0415 - import cycle
+
+    stores = chains_lib.stores_of(source)
+    model = stores[0].build_model()
+    names = [w.path.replace("/", "_") for w in model.weights]
+    draws = _common_draws(stores)
+    posterior = {
+        name: np.array([[sample.weights[j] for sample in chain] for chain in draws])
+        for j, name in enumerate(names)
+    }
+    groups = {"posterior": posterior}
+    if x is not None:
+        key = "probabilities" if likelihood == "categorical" else "outputs"
+        groups["posterior_predictive"] = {key: chain_predictions(stores, x, likelihood)}
+    return az.from_dict(**groups)

@@ -54,6 +54,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_bnn import chains as chains_lib
 from keras_bnn.store import atomic_write
 from keras_bnn.validation import check_choice, check_int
 
@@ -234,13 +235,16 @@ class PosteriorEnsemble(keras.Model):
     # ------------------------------------------------------------- creation
     @classmethod
     def from_store(cls, store, max_samples=None, model=None, **kwargs):
-        """Builds the ensemble of the samples in a :class:`keras_bnn.SampleStore`.
+        """Builds the ensemble of the samples in one or several sample stores.
 
         Args:
-            store: the store.
+            store: a :class:`keras_bnn.SampleStore`, a path to a store, a run
+                directory, a multi-chain run directory (``chain-k/samples``)
+                or a list of these: the samples of all chains are pooled
+                (chain by chain, in order).
             max_samples: use at most this many samples, evenly spaced over the
-                store (the first and, for ``max_samples`` ≥ 2, the last
-                included); ``None`` uses all.
+                pooled samples (the first and, for ``max_samples`` ≥ 2, the
+                last included); ``None`` uses all.
             model: the member model; ``None`` rebuilds the model that wrote
                 the store (``store.build_model()``).
             **kwargs: passed to the constructor (``likelihood``,
@@ -250,23 +254,24 @@ class PosteriorEnsemble(keras.Model):
             A :class:`PosteriorEnsemble`.
 
         Raises:
-            ValueError: if the store is empty, ``max_samples`` is not a
-                positive integer, or ``model`` is of another architecture than
-                the store's samples.
+            ValueError: if a store is empty, the stores are of different
+                architectures, ``max_samples`` is not a positive integer, or
+                ``model`` is of another architecture than the samples.
         """
-        count = len(store)
-        if count == 0:
-            raise ValueError(f"`store` {store.path!r} holds no samples.")
+        stores = chains_lib.stores_of(store)
+        pooled = [(s, i) for s in stores for i in range(len(s))]
         if model is None:
-            model = store.build_model()
+            model = stores[0].build_model()
         else:
-            store.check_model(model)
+            stores[0].check_model(model)
         if max_samples is None:
-            indices = range(count)
+            indices = range(len(pooled))
         else:
             max_samples = check_int(max_samples, "max_samples", 1)
-            indices = np.round(np.linspace(0, count - 1, min(max_samples, count))).astype(int)
-        return cls(model, (store[int(i)].weights for i in indices), **kwargs)
+            indices = np.round(
+                np.linspace(0, len(pooled) - 1, min(max_samples, len(pooled)))).astype(int)
+        chosen = (pooled[int(i)] for i in indices)
+        return cls(model, (chain[j].weights for chain, j in chosen), **kwargs)
 
     @property
     def num_members(self):

@@ -3,7 +3,10 @@
 A run directory holds ``config.json`` (the resolved :class:`RunConfig`),
 ``samples/`` (a :class:`keras_bnn.SampleStore`; for the SGD baseline its one
 "sample" is the final point estimate), and after evaluation ``metrics.json``,
-``reliability.png`` and ``metric_vs_samples.png``.
+``reliability.png`` and ``metric_vs_samples.png``. A multi-chain run
+(:func:`run_chains`) holds ``config.json`` and one such run directory per
+chain, ``chain-0 … chain-{K-1}``; its evaluation (in the top directory)
+pools the chains and adds R-hat/ESS across them.
 """
 
 import csv
@@ -17,6 +20,7 @@ import keras
 import numpy as np
 
 from keras_bnn import callbacks as callbacks_lib
+from keras_bnn import chains as chains_lib
 from keras_bnn import data as data_lib
 from keras_bnn import diagnostics
 from keras_bnn import metrics as metrics_lib
@@ -27,10 +31,11 @@ from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.store import SampleStore, atomic_write
 from keras_bnn.validation import check_int
 
-SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "sgd")
+SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "hmc", "sgd")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
 #: Default step sizes h0 per sampler (SDE time units; "sgd" is a learning rate).
-DEFAULT_STEP_SIZE = {"atmc": 5e-3, "sghmc": 5e-3, "sgnht": 5e-3, "sgld": 1e-5, "sgd": 0.05}
+DEFAULT_STEP_SIZE = {"atmc": 5e-3, "sghmc": 5e-3, "sgnht": 5e-3, "sgld": 1e-5, "hmc": 1e-3,
+                     "sgd": 0.05}
 
 
 @dataclasses.dataclass
@@ -42,7 +47,10 @@ class RunConfig:
         data_dir: tensorflow-datasets data directory (real datasets).
         model: one of :data:`MODELS`.
         model_args: extra keyword arguments of the model builder.
-        sampler: one of :data:`SAMPLERS` (``"sgd"``: the SGD/MAP baseline).
+        sampler: one of :data:`SAMPLERS` (``"sgd"``: the SGD/MAP baseline;
+            ``"hmc"`` is exact only with ``batch_size`` ≥ the training set).
+        sampler_args: extra keyword arguments of the sampler (e.g.
+            ``{"num_leapfrog_steps": 20}`` for HMC).
         step_size: h0 (default per sampler, :data:`DEFAULT_STEP_SIZE`).
         temperature: posterior temperature T > 0.
         epochs: training epochs.
@@ -52,7 +60,11 @@ class RunConfig:
         collect_every: collect every k epochs (None: at cycle ends, or every
             epoch with a constant step size).
         num_train, num_test: sizes of the synthetic task.
-        seed: seeds the initialisation, the data order and the sampler noise.
+        seed: seeds the data (synthetic task, order), and for chain 0 the
+            initialisation and the sampler noise.
+        chain: index of this chain in a multi-chain run: chain k > 0 seeds
+            its initialisation and noise with :func:`chain_seed`, on the same
+            data.
         output_dir: the run directory.
     """
 
@@ -61,6 +73,7 @@ class RunConfig:
     model: str = "mlp"
     model_args: dict = dataclasses.field(default_factory=dict)
     sampler: str = "atmc"
+    sampler_args: dict = dataclasses.field(default_factory=dict)
     step_size: float = None
     temperature: float = 1.0
     epochs: int = 30
@@ -71,6 +84,7 @@ class RunConfig:
     num_train: int = 2000
     num_test: int = 2000
     seed: int = 0
+    chain: int = 0
     output_dir: str = "runs/default"
 
     def validate(self):
@@ -85,6 +99,7 @@ class RunConfig:
         for name in ("epochs", "batch_size", "num_train", "num_test"):
             check_int(getattr(self, name), name, 1)
         check_int(self.burn_in_epochs, "burn_in_epochs", 0)
+        check_int(self.chain, "chain", 0)
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
@@ -100,8 +115,9 @@ class RunConfig:
                 f"`burn_in_epochs` ({self.burn_in_epochs}) must be smaller than "
                 f"`epochs` ({self.epochs}), or no sample is collected."
             )
-        if not isinstance(self.model_args, dict):
-            raise ValueError(f"`model_args` must be a JSON object; got {self.model_args!r}.")
+        for name in ("model_args", "sampler_args"):
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"`{name}` must be a JSON object; got {getattr(self, name)!r}.")
         return self
 
     @classmethod
@@ -150,6 +166,24 @@ def build_model(config, info):
     return builder(info["input_shape"], info["num_classes"], **config.model_args)
 
 
+def chain_seed(config):
+    """Seed of a chain's initialisation and sampler noise.
+
+    ``config.seed`` for chain 0 (so a single-chain run is unchanged), else a
+    seed drawn from ``numpy.random.SeedSequence([seed, chain])``: distinct
+    per chain and reproducible.
+
+    Args:
+        config: a :class:`RunConfig`.
+
+    Returns:
+        int in [0, 2**31).
+    """
+    if config.chain == 0:
+        return config.seed
+    return int(np.random.SeedSequence([config.seed, config.chain]).generate_state(1)[0] >> 1)
+
+
 def _compile(model, config, train_size):
     step_size = config.step_size or DEFAULT_STEP_SIZE[config.sampler]
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -158,7 +192,8 @@ def _compile(model, config, train_size):
                       train_size=train_size, loss=loss, metrics=["accuracy"])
     else:
         model.compile(
-            sampler=samplers.get(config.sampler, step_size=step_size, seed=config.seed),
+            sampler=samplers.get(config.sampler, step_size=step_size, seed=chain_seed(config),
+                                 **config.sampler_args),
             temperature=config.temperature, train_size=train_size, loss=loss,
             metrics=["accuracy"],
         )
@@ -185,7 +220,7 @@ def train(config, verbose=1):
             "choose a new directory."
         )
     train_ds, _, info = load_data(config)
-    keras.utils.set_random_seed(config.seed)
+    keras.utils.set_random_seed(chain_seed(config))
     model = build_model(config, info)
     _compile(model, config, info["num_train"])
     callbacks = []
@@ -203,6 +238,38 @@ def train(config, verbose=1):
     _write_json(kinetic_temperature_rows(model, config),
                 os.path.join(config.output_dir, "kinetic_temperatures.json"))
     return store, history
+
+
+def run_chains(config, chains, verbose=1):
+    """Trains ``chains`` independent chains of one configuration, in sequence.
+
+    Chain k is :func:`train` with ``chain=k`` (its own initialisation and
+    sampler noise, :func:`chain_seed`; the same data) in
+    ``<output_dir>/chain-k``; ``<output_dir>/config.json`` holds the shared
+    configuration. ``keras-bnn evaluate --run-dir <output_dir>`` then pools
+    the chains and reports R-hat/ESS across them.
+
+    Args:
+        config: a :class:`RunConfig` (``output_dir`` is the run directory).
+        chains: K ≥ 1.
+        verbose: Keras progress-bar verbosity of each chain.
+
+    Returns:
+        List of ``(store, history)``, one per chain.
+
+    Raises:
+        ValueError: for ``chains`` < 1 or an invalid config.
+        FileExistsError: if a chain directory already holds samples.
+    """
+    chains = check_int(chains, "chains", 1)
+    config = dataclasses.replace(config.validate(), chain=0)
+    os.makedirs(config.output_dir, exist_ok=True)
+    _write_json(dataclasses.asdict(config), os.path.join(config.output_dir, "config.json"))
+    return [
+        train(dataclasses.replace(config, chain=k, output_dir=os.path.join(
+            config.output_dir, chains_lib.CHAIN_DIR.format(k))), verbose=verbose)
+        for k in range(chains)
+    ]
 
 
 def kinetic_temperature_rows(model, config):
@@ -241,6 +308,29 @@ def load_run(run_dir):
     return config, store
 
 
+def load_chains(run_dir):
+    """Reads a single- or multi-chain run directory.
+
+    Returns:
+        ``(config, stores)``: the (shared) configuration and one
+        :class:`keras_bnn.SampleStore` per chain.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no run.
+        ValueError: if a chain holds no samples, or the chains are of
+            different architectures.
+    """
+    if not chains_lib.chain_dirs(run_dir):
+        config, store = load_run(run_dir)
+        return config, [store]
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no run (no config.json).")
+    with open(path) as handle:
+        config = RunConfig.from_dict(json.load(handle))
+    return config, chains_lib.stores_of(run_dir)
+
+
 def member_probabilities(store, dataset):
     """Class probabilities of every stored sample on ``dataset``, ``[S, N, K]``."""
     model = store.build_model()
@@ -263,21 +353,27 @@ def evaluate(run_dir, num_bins=15):
         num_bins: ECE / reliability bins.
 
     Returns:
-        dict with ``single_sample`` and ``ensemble`` metrics,
-        ``num_samples``, the ``metric_vs_num_samples`` curve, the
-        ``predictive_diagnostics`` (split-R-hat and ESS of the predicted
-        probabilities over the samples; None below 8 samples) and the paths.
+        dict with ``single_sample`` (the last sample of the last chain) and
+        ``ensemble`` (all chains pooled) metrics, ``num_chains``,
+        ``num_samples`` (over all chains), the ``metric_vs_num_samples``
+        curve, the ``predictive_diagnostics`` (one chain: split-R-hat and ESS
+        of the predicted probabilities over its samples; None below 8
+        samples or for several chains), ``rhat`` (see :func:`chain_rhat`)
+        and the paths.
     """
-    config, store = load_run(run_dir)
+    config, stores = load_chains(run_dir)
     _, test_ds, _ = load_data(config)
     labels = data_lib.dataset_labels(test_ds)
-    member_probs = member_probabilities(store, test_ds)
+    chain_probs = [member_probabilities(store, test_ds) for store in stores]
+    member_probs = np.concatenate(chain_probs)
     members = metrics_lib.evaluate_members(member_probs, labels, num_bins=num_bins)
-    ensemble_probs = PosteriorEnsemble.from_store(store).predict(test_ds, verbose=0)
+    ensemble_probs = PosteriorEnsemble.from_store(stores).predict(test_ds, verbose=0)
+    num_samples = len(member_probs)
     result = {
         "sampler": config.sampler,
         "temperature": config.temperature,
-        "num_samples": len(store),
+        "num_chains": len(stores),
+        "num_samples": num_samples,
         "single_sample": members["members"][-1],
         "ensemble": metrics_lib.evaluate_probs(ensemble_probs, labels, num_bins=num_bins),
         "metric_vs_num_samples": members["metric_vs_num_samples"],
@@ -286,15 +382,42 @@ def evaluate(run_dir, num_bins=15):
         # fewer make the autocorrelation estimates meaningless).
         "predictive_diagnostics": (
             diagnostics.predictive_rhat(member_probs[np.newaxis], split=True)
-            if len(store) >= 8 else None),
+            if len(stores) == 1 and num_samples >= 8 else None),
+        "rhat": chain_rhat(stores, chain_probs),
         "reliability_plot": plots.reliability_diagram(
             ensemble_probs, labels, os.path.join(run_dir, "reliability.png"), num_bins=num_bins,
-            title=f"{config.sampler} ensemble ({len(store)} samples)"),
+            title=f"{config.sampler} ensemble ({num_samples} samples)"),
         "samples_plot": plots.metric_vs_samples_plot(
             members["metric_vs_num_samples"], os.path.join(run_dir, "metric_vs_samples.png")),
     }
     _write_json(result, os.path.join(run_dir, "metrics.json"))
     return result
+
+
+def chain_rhat(stores, chain_probs):
+    """R-hat and ESS across chains in function and weight space.
+
+    :func:`keras_bnn.diagnostics.convergence_summary` of the predicted class
+    probabilities on the test inputs (``"function"``, components p(k|x_n))
+    and of every weight (``"weight"``), over the last S draws of each chain
+    (S the shortest chain). With one chain its halves are compared.
+
+    Args:
+        stores: one :class:`keras_bnn.SampleStore` per chain.
+        chain_probs: per chain, the ``[S_k, N, K]`` probabilities of its samples.
+
+    Returns:
+        ``{"function": {...}, "weight": {...}}`` (keys ``median``, ``max``,
+        ``frac_below_1.01``, ``frac_below_1.1``, ESS, counts), or None when
+        the chains have fewer than 4 common draws.
+    """
+    draws = min(len(p) for p in chain_probs)
+    if draws < 4:
+        return None
+    probs = np.stack([p[len(p) - draws:] for p in chain_probs])
+    return {"function": diagnostics.convergence_summary(probs, "probabilities"),
+            "weight": diagnostics.convergence_summary(diagnostics.chain_weights(stores),
+                                                      "weights")}
 
 
 def export(run_dir, model_dir, version=None):
@@ -308,8 +431,8 @@ def export(run_dir, model_dir, version=None):
     Returns:
         The path of the written version directory.
     """
-    _, store = load_run(run_dir)
-    return PosteriorEnsemble.from_store(store).export(model_dir, version=version)
+    _, stores = load_chains(run_dir)
+    return PosteriorEnsemble.from_store(stores).export(model_dir, version=version)
 
 
 def sweep_temperature(config, temperatures, verbose=0):

@@ -1,0 +1,157 @@
+"""Several chains: the CLI, pooled ensembles, R-hat/ESS across chains, InferenceData."""
+
+import json
+import os
+
+import arviz as az
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+from keras_bnn import cli
+from keras_bnn import diagnostics
+from keras_bnn import experiment
+
+SMALL = ["--num-train", "200", "--num-test", "60", "--batch-size", "50", "--epochs", "6",
+         "--burn-in-epochs", "1", "--verbose", "0"]
+
+
+def _run(argv, capsys):
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def three_chains(tmp_path_factory):
+    run_dir = str(tmp_path_factory.mktemp("chains") / "run")
+    config = experiment.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=6,
+                                  burn_in_epochs=1, sampler="sghmc", output_dir=run_dir)
+    experiment.run_chains(config, 3, verbose=0)
+    return run_dir
+
+
+def test_cli_trains_and_evaluates_several_chains(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    code, out, err = _run(["train", *SMALL, "--sampler", "sghmc", "--chains", "2",
+                           "--output-dir", run_dir], capsys)
+    assert code == 0, err
+    assert "chain" in out and run_dir in out
+    stores = [kb.SampleStore(os.path.join(run_dir, f"chain-{k}", "samples")) for k in range(2)]
+    assert [len(s) for s in stores] == [5, 5]  # epochs 1..5 after one burn-in epoch
+    # Own initialisation and noise per chain: the chains differ from the first sample on.
+    assert not np.array_equal(stores[0][0].weights[0], stores[1][0].weights[0])
+    assert json.load(open(os.path.join(run_dir, "config.json")))["chain"] == 0
+    code, out, err = _run(["evaluate", "--run-dir", run_dir], capsys)
+    assert code == 0, err
+    metrics = json.load(open(os.path.join(run_dir, "metrics.json")))
+    assert metrics["num_chains"] == 2 and metrics["num_samples"] == 10
+    assert "ensemble of 10" in out and "R-hat" in out
+    for space, components in (("function", 60 * 3), ("weight", None)):
+        block = metrics["rhat"][space]
+        assert block["num_chains"] == 2 and block["num_draws"] == 5
+        assert 0.0 <= block["frac_below_1.01"] <= block["frac_below_1.1"] <= 1.0
+        assert 0.9 < block["median"] <= block["max"]
+        if components:
+            assert block["num_components"] + block["num_constant"] == components
+    assert kb.PosteriorEnsemble.from_store(run_dir).num_members == 10
+
+
+def test_pooled_ensemble_holds_every_chain_in_order(three_chains):
+    stores = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
+              for k in range(3)]
+    pooled = kb.PosteriorEnsemble.from_store(stores)
+    assert pooled.num_members == sum(len(s) for s in stores) == 15
+    same = kb.PosteriorEnsemble.from_store(three_chains)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(pooled._stacks[0]),
+                                  keras.ops.convert_to_numpy(same._stacks[0]))
+    # Member 5 is chain 1's first sample.
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(pooled._stacks[0][5]),
+                                  stores[1][0].weights[0])
+    assert kb.PosteriorEnsemble.from_store(three_chains, max_samples=3).num_members == 3
+
+
+def test_to_inference_data_has_weights_and_predictions(three_chains):
+    x = np.random.default_rng(0).normal(size=(7, 5)).astype("float32")
+    idata = diagnostics.to_inference_data(three_chains, x=x)
+    posterior = idata.posterior
+    assert dict(posterior.sizes)["chain"] == 3 and dict(posterior.sizes)["draw"] == 5
+    store = kb.SampleStore(os.path.join(three_chains, "chain-2", "samples"))
+    first = store.build_model().weights[0].path.replace("/", "_")
+    np.testing.assert_array_equal(posterior[first].values[2, 4], store[4].weights[0])
+    probs = idata.posterior_predictive["probabilities"].values
+    assert probs.shape == (3, 5, 7, 3)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
+    assert len(az.summary(idata, var_names=[first])) == posterior[first].values[0, 0].size
+
+
+def test_chains_of_different_architectures_are_refused(tmp_path, three_chains):
+    other = str(tmp_path / "other")
+    experiment.run_chains(experiment.RunConfig(
+        num_train=200, num_test=60, batch_size=50, epochs=2, burn_in_epochs=1,
+        sampler="sgld", model_args={"hidden": [8]}, output_dir=other), 1, verbose=0)
+    mixed = [os.path.join(three_chains, "chain-0"), os.path.join(other, "chain-0")]
+    with pytest.raises(ValueError, match="different architectures"):
+        kb.PosteriorEnsemble.from_store(mixed)
+    with pytest.raises(ValueError, match="different architectures"):
+        diagnostics.to_inference_data(mixed)
+
+
+def test_bad_chain_counts_are_named(tmp_path, capsys):
+    code, _, err = _run(["train", *SMALL, "--chains", "0", "--output-dir",
+                         str(tmp_path / "run")], capsys)
+    assert code == 2 and "`chains` must be an int >= 1" in err
+    with pytest.raises(ValueError, match="chains"):
+        experiment.run_chains(experiment.RunConfig(output_dir=str(tmp_path / "x")), -1)
+
+
+# ------------------------------------------------------------ known answers
+def test_identical_law_chains_have_rhat_near_one():
+    # 4 chains x 500 iid N(0,1) draws, 40 components: rank-normalised R-hat
+    # has sd ≈ 1/sqrt(C·S) ≈ 0.02 around 1 (max-of-two slightly above):
+    # all below 1.01 is expected for most seeds, so test the median and max
+    # against 1.01 and 1.02, and the bulk ESS against the 2000 iid draws.
+    rng = np.random.default_rng(0)
+    result = diagnostics.convergence_summary(rng.standard_normal((4, 500, 40)))
+    assert abs(result["median"] - 1.0) < 0.005 and result["max"] < 1.02
+    assert result["frac_below_1.1"] == 1.0 and result["frac_below_1.01"] > 0.9
+    assert 1600 < result["ess_bulk_median"] < 2400 and result["ess_tail_min"] > 1000
+
+
+def test_identical_chains_have_rhat_one():
+    # The same sequence copied into every chain: the between-chain variance is
+    # 0, so R-hat = sqrt((S-1)/S) up to the split, ≤ 1 (in particular < 1.01).
+    draws = np.random.default_rng(1).standard_normal((1, 400, 10))
+    result = diagnostics.convergence_summary(np.repeat(draws, 4, axis=0))
+    assert result["max"] < 1.01 and result["frac_below_1.01"] == 1.0
+
+
+def test_shifted_chains_have_rhat_far_above_one():
+    # Chain means 0, 1, 2, 3 with unit within-chain sd: the between/within
+    # variance ratio is ~1.7, so R-hat ≈ sqrt(1 + 1.7) ≈ 1.6 ≫ 1.01.
+    rng = np.random.default_rng(2)
+    chains = rng.standard_normal((4, 500, 20)) + np.arange(4)[:, None, None]
+    result = diagnostics.convergence_summary(chains)
+    assert result["median"] > 1.3 and result["frac_below_1.1"] == 0.0
+    assert result["ess_bulk_median"] < 100
+
+
+def test_constant_components_are_left_out_and_bad_shapes_named():
+    chains = np.random.default_rng(3).standard_normal((2, 50, 3))
+    chains[..., 0] = 1.0
+    result = diagnostics.convergence_summary(chains)
+    assert result["num_constant"] == 1 and result["num_components"] == 2
+    with pytest.raises(ValueError, match="at least 4 draws"):
+        diagnostics.convergence_summary(np.zeros((2, 3, 4)), "probabilities")
+    with pytest.raises(ValueError, match="non-finite"):
+        diagnostics.convergence_summary(np.full((2, 5), np.nan))
+
+
+def test_many_components_are_subsampled_evenly():
+    chains = np.random.default_rng(4).standard_normal((2, 20, 5000))
+    chains[..., 1::2] += np.array([0.0, 5.0])[:, None, None]  # odd components disagree
+    result = diagnostics.convergence_summary(chains, max_components=100)
+    assert (result["num_components"], result["num_scored"]) == (5000, 100)
+    # Evenly spaced indices round(k·4999/99) hit odd and even components alike.
+    assert 0.3 < result["frac_below_1.1"] < 0.7
