@@ -114,7 +114,7 @@ def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, reason",
     [
-        (["train", "--sampler", "hmc"], "unknown sampler 'hmc'; allowed: atmc"),
+        (["train", "--sampler", "nuts"], "unknown sampler 'nuts'; allowed: atmc"),
         (["train", "--dataset", "svhn"], "unknown dataset 'svhn'; allowed"),
         (["train", "--epochs", "-3"], "`epochs` must be an int >= 1"),
         (["train", "--temperature", "0"], "`temperature` must be a positive number"),
