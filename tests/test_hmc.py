@@ -267,3 +267,44 @@ def test_minibatch_warns_that_hmc_is_not_exact():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.fit(x, y, batch_size=64, epochs=1, verbose=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature", [1.0, 0.1])
+def test_logistic_regression_matches_nuts(temperature):
+    """breast_cancer BLR (31 parameters), full batch, against TFP NUTS (tests/gold_standard.py).
+
+    1500 transitions from the MAP (the first 150 dropped). Measured bulk ESS
+    is several hundred per coordinate or more, so the Monte-Carlo error of a
+    coordinate's sd is ≈ 1/sqrt(2·ESS) ≲ 0.04 and of its mean ≈ 1/sqrt(ESS) ≲
+    0.05 sd; the medians over 31 coordinates are about 0.67 of that, well
+    inside the issue's 0.08 bound if the chain targets the right posterior
+    (NUTS's own error, 10 000 draws, is smaller still).
+    """
+    import gold_standard as gold
+
+    x, y = gold.breast_cancer_blr()
+    model = gold.blr_model()
+    # Posterior sd spans 0.11..1.0·sqrt(T) (Laplace): h = 0.1·sqrt(T) is
+    # stable (< 2·0.11·sqrt(T)) and L·h = 2·sqrt(T) crosses the widest direction.
+    model.compile(sampler=kb.samplers.HMC(0.1 * math.sqrt(temperature), num_leapfrog_steps=20,
+                                          seed=1),
+                  temperature=temperature, train_size=len(x),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    theta_map, _ = gold.laplace_approximation()
+    model.build((None, gold.NUM_FEATURES))
+    model.set_weights([theta_map[:-1, None].astype("float32"), theta_map[-1:].astype("float32")])
+    record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: states.append(
+        np.concatenate([w.ravel() for w in model.get_weights()])))
+    states = []
+    # One epoch of 1500 full-batch steps (an epoch per transition costs
+    # Keras' per-epoch overhead, ~0.1 s, every time).
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    history = model.fit(data, steps_per_epoch=1500, epochs=1, verbose=0, callbacks=[record])
+    draws = np.array(states)[150:]
+    assert history.history["acceptance_rate"][0] > 0.6
+    ess = az.ess(az.convert_to_dataset(draws[np.newaxis]))["x"].values
+    assert ess.min() > 200, ess.min()
+    mean, sd = gold.nuts_reference(temperature)
+    sd_error, mean_error = gold.posterior_errors(draws, mean, sd)
+    assert sd_error <= 0.08 and mean_error <= 0.08, (sd_error, mean_error)
