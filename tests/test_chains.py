@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import arviz as az
 import keras
@@ -86,7 +87,7 @@ def test_to_inference_data_has_weights_and_predictions(three_chains):
     assert len(az.summary(idata, var_names=[first])) == posterior[first].values[0, 0].size
 
 
-def test_chains_of_different_architectures_are_refused(tmp_path, three_chains):
+def test_chains_of_different_architectures_are_refused(tmp_path, capsys, three_chains):
     other = str(tmp_path / "other")
     experiment.run_chains(experiment.RunConfig(
         num_train=200, num_test=60, batch_size=50, epochs=2, burn_in_epochs=1,
@@ -96,6 +97,13 @@ def test_chains_of_different_architectures_are_refused(tmp_path, three_chains):
         kb.PosteriorEnsemble.from_store(mixed)
     with pytest.raises(ValueError, match="different architectures"):
         diagnostics.to_inference_data(mixed)
+    # A run directory whose chain-1 comes from another model: evaluate refuses it.
+    run_dir = tmp_path / "mixed_run"
+    shutil.copytree(three_chains, run_dir, ignore=shutil.ignore_patterns("chain-2", "*.png"))
+    shutil.rmtree(run_dir / "chain-1")
+    shutil.copytree(os.path.join(other, "chain-0"), run_dir / "chain-1")
+    code, _, err = _run(["evaluate", "--run-dir", str(run_dir)], capsys)
+    assert code == 2 and "different architectures" in err and "chain-1" in err
 
 
 def test_bad_chain_counts_are_named(tmp_path, capsys):

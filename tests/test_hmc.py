@@ -308,3 +308,16 @@ def test_logistic_regression_matches_nuts(temperature):
     mean, sd = gold.nuts_reference(temperature)
     sd_error, mean_error = gold.posterior_errors(draws, mean, sd)
     assert sd_error <= 0.08 and mean_error <= 0.08, (sd_error, mean_error)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_nonfinite_potential_stops_fit_and_keeps_the_weights(jit_compile):
+    x, y = _blr_data()
+    x[3, 0] = np.nan
+    model = _blr_model(kb.samplers.HMC(0.05, num_leapfrog_steps=2))
+    model.jit_compile = jit_compile
+    before = model.get_weights()
+    with pytest.raises(FloatingPointError, match="NaN/Inf"):
+        model.fit(x, y, batch_size=64, epochs=2, verbose=0)
+    for a, b in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)

@@ -172,6 +172,9 @@ class BayesianModel(keras.Model):
             y_pred, loss, prior_term, logs = self.sampler.transition(
                 self, x, y, sample_weight, NONFINITE_POTENTIAL)
             trackers["acceptance_rate"].update_state(logs["acceptance_rate"])
+            if self._uses_xla():  # the NaN/Inf check is compiled away: count instead
+                trackers["nonfinite_steps"].update_state(
+                    ops.cast(ops.logical_not(ops.isfinite(loss)), "float32"))
             return self._log_step(x, y, sample_weight, y_pred, loss, prior_term,
                                   logs["step_size"])
         step_size = self.optimizer.learning_rate

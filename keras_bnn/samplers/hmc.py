@@ -72,7 +72,11 @@ class HMC(Sampler):
     transitions, then frozen at the averaged value ``h̄``. Transitions taken
     while adapting do not leave the posterior invariant: treat them as
     burn-in. The TensorFlow backend only (the transition is part of
-    ``BayesianModel.train_step``).
+    ``BayesianModel.train_step``). A NaN/Inf potential or gradient at the
+    current state stops ``fit`` with ``FloatingPointError`` before anything
+    changes; under XLA (``jit_compile=True``), where that check is compiled
+    away, the step is rejected (weights unchanged), counted in
+    ``nonfinite_steps`` and ``fit`` stops at the end of the epoch.
 
     Args:
         step_size: initial leapfrog step size h > 0.
