@@ -33,6 +33,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from scipy import stats
 
+from keras_bnn.validation import check_choice
+
 
 def _as_chains(states, ndim, name, shape_text):
     x = np.asarray(states, dtype=np.float64)
@@ -394,12 +396,14 @@ def to_inference_data(source, x=None, likelihood="categorical"):
         ``arviz.InferenceData``.
 
     Raises:
-        ValueError: for empty stores or chains of different architectures.
+        ValueError: for empty stores, chains of different architectures or
+            an unknown ``likelihood``.
     """
     import arviz as az  # noqa: PLC0415 - heavy import, only needed here
 
     from keras_bnn import chains as chains_lib  # noqa: PLC0415 - import cycle
 
+    check_choice(likelihood, "likelihood", ("categorical", "gaussian"))
     stores = chains_lib.stores_of(source)
     model = stores[0].build_model()
     names = [w.path.replace("/", "_") for w in model.weights]

@@ -421,10 +421,10 @@ def chain_rhat(stores, chain_probs):
 
 
 def export(run_dir, model_dir, version=None):
-    """Exports a run's posterior ensemble as a TF Serving model version.
+    """Exports a run's posterior ensemble (all chains pooled) for TF Serving.
 
     Args:
-        run_dir: a directory written by :func:`train`.
+        run_dir: a directory written by :func:`train` or :func:`run_chains`.
         model_dir: ``saved_models/<name>``; the version directory goes inside.
         version: integer version, or None for the next free one.
 

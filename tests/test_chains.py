@@ -85,6 +85,8 @@ def test_to_inference_data_has_weights_and_predictions(three_chains):
     assert probs.shape == (3, 5, 7, 3)
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
     assert len(az.summary(idata, var_names=[first])) == posterior[first].values[0, 0].size
+    with pytest.raises(ValueError, match="likelihood"):
+        diagnostics.to_inference_data(three_chains, x=x, likelihood="poisson")
 
 
 def test_chains_of_different_architectures_are_refused(tmp_path, capsys, three_chains):

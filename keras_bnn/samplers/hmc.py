@@ -179,6 +179,34 @@ class HMC(Sampler):
             for i, v in enumerate(variables)
         ]
 
+    def _trajectory(self, model, batch, theta, p, u, grads, h, force_scale):
+        """L leapfrog steps from ``(θ, p)``; ``force_scale·grads`` is ∇(U/T) = n·∇/T.
+
+        Returns:
+            ``(θ', p', u')``: the end point and its mean-form potential.
+        """
+
+        def kick(momenta, gradients, size):
+            return [q - ops.cast(size * force_scale, q.dtype) * g
+                    for q, g in zip(momenta, gradients)]
+
+        def step(state):
+            theta, p, _, grads = state
+            theta = [t + ops.cast(h, t.dtype) * q for t, q in zip(theta, p)]
+            _, _, _, u, grads = backend.potential_and_gradients(model, theta, *batch)
+            return theta, kick(p, grads, h), u, grads
+
+        state = (theta, kick(p, grads, 0.5 * h), u, grads)
+        if backend.num_replicas() > 1:
+            # tf.distribute forbids the all-reduce of each gradient inside a
+            # while loop: trace the L steps one after another instead.
+            for _ in range(self.num_leapfrog_steps):
+                state = step(state)
+        else:
+            state = ops.fori_loop(0, self.num_leapfrog_steps, lambda i, s: step(s), state)
+        theta, p, u, grads = state
+        return theta, kick(p, grads, -0.5 * h), u
+
     def transition(self, model, x, y, sample_weight, message):
         """One HMC transition of ``model``'s trainable weights on a batch.
 
@@ -209,28 +237,9 @@ class HMC(Sampler):
         theta0 = [ops.copy(v) for v in variables]  # a read: the old state
         y_pred, loss, prior_term, u0, grads0 = backend.potential_and_gradients(
             model, theta0, x, y, sample_weight)
-        # ∇(U/T) = n·∇(mean-form loss)/T.
-        force_scale = n / temperature
-
-        def leapfrog(state):
-            theta, p, _, grads = state
-            theta = [t + ops.cast(h, t.dtype) * q for t, q in zip(theta, p)]
-            _, _, _, u, grads = backend.potential_and_gradients(model, theta, x, y, sample_weight)
-            p = [q - ops.cast(h * force_scale, q.dtype) * g for q, g in zip(p, grads)]
-            return theta, p, u, grads
-
         p0 = self._momenta(variables)
-        p = [q - ops.cast(0.5 * h * force_scale, q.dtype) * g for q, g in zip(p0, grads0)]
-        state = (theta0, p, u0, grads0)
-        if backend.num_replicas() > 1:
-            # tf.distribute forbids the all-reduce of each gradient inside a
-            # while loop: trace the L steps one after another instead.
-            for _ in range(self.num_leapfrog_steps):
-                state = leapfrog(state)
-        else:
-            state = ops.fori_loop(0, self.num_leapfrog_steps, lambda i, s: leapfrog(s), state)
-        theta1, p1, u1, grads1 = state
-        p1 = [q + ops.cast(0.5 * h * force_scale, q.dtype) * g for q, g in zip(p1, grads1)]
+        theta1, p1, u1 = self._trajectory(
+            model, (x, y, sample_weight), theta0, p0, u0, grads0, h, n / temperature)
 
         def energy(u, momenta):  # H = U/T + ½‖p‖², in float64
             kinetic = sum(ops.sum(ops.square(ops.cast(q, "float64"))) for q in momenta)
