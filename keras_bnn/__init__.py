@@ -16,7 +16,7 @@ from keras_bnn import priors
 from keras_bnn import samplers
 from keras_bnn import schedules
 from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.models.bayesian_model import BayesianModel, GradientNoiseWarning
 from keras_bnn.prior_predictive import prior_predictive
 from keras_bnn.store import SampleStore
 
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BayesianModel",
+    "GradientNoiseWarning",
     "PosteriorEnsemble",
     "SampleStore",
     "callbacks",

@@ -1,6 +1,7 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -12,8 +13,15 @@ from keras_bnn import samplers as samplers_lib
 
 #: Text of the error raised when the potential becomes NaN or Inf.
 NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
-_TRACKED = ("nll", "prior", "step_size", "kinetic_temperature", "configurational_temperature",
-            "acceptance_rate")
+_TRACKED = (
+    "nll",
+    "prior",
+    "step_size",
+    "kinetic_temperature",
+    "configurational_temperature",
+    "gradient_noise_ratio",
+    "acceptance_rate",
+)
 
 
 class _StopOnSkippedSteps(keras.callbacks.Callback):
@@ -27,6 +35,35 @@ class _StopOnSkippedSteps(keras.callbacks.Callback):
                 "potential or gradient (XLA: those steps were skipped, the weights hold "
                 "their last finite values and collected samples are intact). Lower the "
                 "step size or check the data."
+            )
+
+
+class GradientNoiseWarning(UserWarning):
+    """Minibatch gradient noise is large enough to bias the sampled posterior."""
+
+
+class _WarnOnGradientNoise(keras.callbacks.Callback):
+    """Warns once per ``fit`` when an epoch's ``gradient_noise_ratio`` exceeds the limit."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.limit = limit
+        self.warned = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        ratio = float((logs or {}).get("gradient_noise_ratio", 0.0))
+        if ratio > self.limit and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"keras_bnn: gradient_noise_ratio = {ratio:.3g} in epoch {epoch} is above "
+                f"{self.limit}: minibatch gradient noise is a large share of the sampler's "
+                "noise, so the posterior is biased (ATMC/SGNHT too narrow in weakly "
+                "determined directions, SGLD/SGHMC too wide in strongly determined "
+                "ones). Lower the step size (the ratio scales as h² for SGHMC/ATMC at "
+                "their default friction, h for SGLD) or raise the batch size; see "
+                "'Sampling cold posteriors' in the README.",
+                GradientNoiseWarning,
+                stacklevel=2,
             )
 
 
@@ -144,8 +181,9 @@ class BayesianModel(keras.Model):
             if self.sampler.has_momentum:
                 wanted.append("kinetic_temperature")
             wanted.append("configurational_temperature")
-            if getattr(self.sampler, "exact", False):
-                wanted.append("acceptance_rate")
+            # HMC is exact (full batch, Metropolis test): no gradient noise to report.
+            exact = getattr(self.sampler, "exact", False)
+            wanted.append("acceptance_rate" if exact else "gradient_noise_ratio")
         if self.compiled and self._uses_xla():
             wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
@@ -159,7 +197,9 @@ class BayesianModel(keras.Model):
         (turned into ``FloatingPointError`` by :meth:`fit`) before any weight
         changes when it is NaN/Inf, applies the sampler, and logs ``loss``,
         ``nll``, ``prior`` (``-log p(θ)``), ``step_size``,
-        ``kinetic_temperature`` and ``configurational_temperature`` as epoch
+        ``kinetic_temperature``, ``configurational_temperature`` and
+        ``gradient_noise_ratio`` (see
+        :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`) as epoch
         means. Other backends use Keras' stock step (same update, no extra
         logs).
         """
@@ -207,6 +247,9 @@ class BayesianModel(keras.Model):
             trackers["configurational_temperature"].update_state(
                 self.sampler.configurational_temperature()
             )
+            if not getattr(self.sampler, "exact", False):
+                trackers["gradient_noise_ratio"].update_state(
+                    self.sampler.gradient_noise_ratio())
         return distribute.reducible_logs(
             self.compute_metrics(x, y, y_pred, sample_weight=sample_weight),
             self.distribute_strategy,
@@ -230,6 +273,10 @@ class BayesianModel(keras.Model):
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises ``FloatingPointError``.
 
+        With a sampler, a :class:`GradientNoiseWarning` is issued (once) when an
+        epoch's ``gradient_noise_ratio`` exceeds
+        :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`.
+
         Without XLA the failing step raises at once. Under XLA
         (``jit_compile=True``, which cannot raise inside the compiled step)
         non-finite steps are skipped and counted (``nonfinite_steps`` in the
@@ -243,14 +290,15 @@ class BayesianModel(keras.Model):
                 NaN/Inf; the weights keep their last finite values, and
                 samples already collected to disk are untouched.
         """
+        extra = [_StopOnSkippedSteps()] if self._uses_xla() else []
         if getattr(self.sampler, "exact", False):
             self.sampler.warn_if_minibatch(  # fit(x, y, batch_size, ...)
                 args[0] if args else kwargs.get("x"),
                 args[2] if len(args) > 2 else kwargs.get("batch_size"))
-        if self._uses_xla():
-            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
-                _StopOnSkippedSteps()
-            ]
+        elif self.sampler is not None:
+            extra.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT))
+        if extra:
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
         try:
             return super().fit(*args, **kwargs)
         except Exception as error:  # backend-specific error types

@@ -8,7 +8,7 @@ reference;
 
 import keras
 
-from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.base import NOISE_RATIO_LIMIT, Sampler
 from keras_bnn.samplers.hmc import HMC
 from keras_bnn.samplers.sghmc import SGHMC
 from keras_bnn.samplers.sgld import SGLD
@@ -51,4 +51,7 @@ def get(identifier, **kwargs):
     )
 
 
-__all__ = ["ATMC", "HMC", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler", "get"]
+__all__ = [
+    "ATMC", "HMC", "NOISE_RATIO_LIMIT", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler",
+    "get",
+]

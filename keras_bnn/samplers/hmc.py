@@ -93,8 +93,7 @@ class HMC(Sampler):
     """
 
     has_momentum = False
-    #: ``BayesianModel.train_step`` runs :meth:`transition` instead of ``apply``.
-    exact = True
+    exact = True  # BayesianModel.train_step runs `transition` instead of `apply`
 
     def __init__(self, step_size=0.01, num_leapfrog_steps=10, num_adaptation_steps=0,
                  target_accept_rate=0.8, **kwargs):
@@ -126,7 +125,7 @@ class HMC(Sampler):
             name="log_step_size_average")
         self._error_avg = self.add_variable(shape=(), name="acceptance_error_average")
 
-    def sample_step(self, variable, potential_grad, h, temperature):
+    def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         raise NotImplementedError(
             "HMC performs whole transitions in BayesianModel.train_step, on the "
             "TensorFlow backend only; it cannot be applied as a per-gradient optimizer "
