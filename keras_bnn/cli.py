@@ -103,11 +103,11 @@ def _cmd_train_chains(args):
     from keras_bnn import experiment
 
     config = _config_from(args)
-    runs = experiment.run_chains(config, args.chains, verbose=args.verbose)
-    rows = [dict(chain=k, samples=len(store), **{key: values[-1] for key, values in
-                                                 history.history.items()})
-            for k, (store, history) in enumerate(runs)]
-    print(format_table(rows, ["chain", "samples", *sorted(runs[0][1].history)]))
+    runs = experiment.run_chains(config, args.chains, verbose=args.verbose,
+                                 processes=args.processes)
+    rows = [dict(chain=k, samples=len(store), **{key: values[-1] for key, values in logs.items()})
+            for k, (store, logs) in enumerate(runs)]
+    print(format_table(rows, ["chain", "samples", *sorted(runs[0][1])]))
     print(f"run directory: {config.output_dir}")
 
 
@@ -190,6 +190,8 @@ def build_parser():
     _add_config_flags(train)
     train.add_argument("--chains", type=int, default=1,
                        help="independent chains, stored as chain-0..chain-K-1 in the run dir")
+    train.add_argument("--processes", type=int, default=1,
+                       help="with --chains: run this many chains at once, as processes")
     sweep = commands.add_parser("sweep-temperature", help="runs per temperature + plot + CSV")
     _add_config_flags(sweep)
     sweep.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",

@@ -15,6 +15,8 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -237,39 +239,76 @@ def train(config, verbose=1):
         store.append(model, epoch=config.epochs - 1, step=int(model.optimizer.iterations))
     _write_json(kinetic_temperature_rows(model, config),
                 os.path.join(config.output_dir, "kinetic_temperatures.json"))
+    _write_json(history.history, os.path.join(config.output_dir, "history.json"))
     return store, history
 
 
-def run_chains(config, chains, verbose=1):
-    """Trains ``chains`` independent chains of one configuration, in sequence.
+def run_chains(config, chains, verbose=1, processes=1):
+    """Trains ``chains`` independent chains of one configuration.
 
     Chain k is :func:`train` with ``chain=k`` (its own initialisation and
     sampler noise, :func:`chain_seed`; the same data) in
     ``<output_dir>/chain-k``; ``<output_dir>/config.json`` holds the shared
     configuration. ``keras-bnn evaluate --run-dir <output_dir>`` then pools
-    the chains and reports R-hat/ESS across them.
+    the chains and reports R-hat/ESS across them. With ``processes > 1`` the
+    chains run as that many concurrent ``keras-bnn train`` processes (each
+    with its own TensorFlow runtime; worth it when the cores outnumber what
+    one chain uses), else one after another in this process.
 
     Args:
         config: a :class:`RunConfig` (``output_dir`` is the run directory).
         chains: K ≥ 1.
-        verbose: Keras progress-bar verbosity of each chain.
+        verbose: Keras progress-bar verbosity of each chain (in-process).
+        processes: concurrent chain processes, ≥ 1.
 
     Returns:
-        List of ``(store, history)``, one per chain.
+        List of ``(store, logs)``, one per chain: its
+        :class:`keras_bnn.SampleStore` and its ``History.history`` dict (also
+        in ``chain-k/history.json``).
 
     Raises:
-        ValueError: for ``chains`` < 1 or an invalid config.
+        ValueError: for ``chains`` or ``processes`` < 1 or an invalid config.
         FileExistsError: if a chain directory already holds samples.
+        ChildProcessError: if a chain process fails (with the end of its
+            stderr).
     """
     chains = check_int(chains, "chains", 1)
+    processes = check_int(processes, "processes", 1)
     config = dataclasses.replace(config.validate(), chain=0)
     os.makedirs(config.output_dir, exist_ok=True)
     _write_json(dataclasses.asdict(config), os.path.join(config.output_dir, "config.json"))
-    return [
-        train(dataclasses.replace(config, chain=k, output_dir=os.path.join(
-            config.output_dir, chains_lib.CHAIN_DIR.format(k))), verbose=verbose)
-        for k in range(chains)
-    ]
+    runs = [dataclasses.replace(config, chain=k, output_dir=os.path.join(
+        config.output_dir, chains_lib.CHAIN_DIR.format(k))) for k in range(chains)]
+    if processes == 1:
+        return [(store, history.history) for store, history in
+                (train(run, verbose=verbose) for run in runs)]
+    for start in range(0, chains, processes):
+        _train_in_processes(runs[start:start + processes])
+    results = []
+    for run in runs:
+        with open(os.path.join(run.output_dir, "history.json")) as handle:
+            results.append((SampleStore(os.path.join(run.output_dir, "samples")),
+                            json.load(handle)))
+    return results
+
+
+def _train_in_processes(runs):
+    """Runs ``keras-bnn train`` for each config concurrently; raises on a failure."""
+    launched = []
+    for run in runs:
+        os.makedirs(run.output_dir, exist_ok=True)
+        path = os.path.join(run.output_dir, "config.json")  # train() writes the same
+        _write_json(dataclasses.asdict(run), path)
+        launched.append((run, subprocess.Popen(
+            [sys.executable, "-m", "keras_bnn.cli", "train", "--config", path, "--verbose", "0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+    errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
+    failures = [(run, err) for run, err, code in errors if code]
+    if failures:
+        run, err = failures[0]
+        raise ChildProcessError(
+            f"{len(failures)} chain process(es) failed; chain {run.chain} "
+            f"({run.output_dir}) said: {err.strip()[-2000:]}")
 
 
 def kinetic_temperature_rows(model, config):

@@ -165,3 +165,31 @@ def test_many_components_are_subsampled_evenly():
     assert (result["num_components"], result["num_scored"]) == (5000, 100)
     # Evenly spaced indices round(k·4999/99) hit odd and even components alike.
     assert 0.3 < result["frac_below_1.1"] < 0.7
+
+
+@pytest.mark.slow  # two processes, each importing TensorFlow
+def test_chains_in_parallel_processes_are_the_sequential_chains(tmp_path, three_chains):
+    """Two chains as two `keras-bnn train` processes = the in-process chains 0 and 1.
+
+    Not bitwise: the subprocess has one CPU device, pytest two logical ones,
+    so TensorFlow's thread pools sum in another order and the chaotic chain
+    amplifies the round-off to ~1e-3 over 30 steps. Another chain (its own
+    initialisation and noise) is O(0.1) away, so "same chain" is decided by
+    a factor 10 between the two distances.
+    """
+    config = experiment.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=6,
+                                  burn_in_epochs=1, sampler="sghmc",
+                                  output_dir=str(tmp_path / "parallel"))
+    runs = experiment.run_chains(config, 2, processes=2)
+    assert [len(store) for store, _ in runs] == [5, 5]
+    assert len(runs[1][1]["loss"]) == 6
+
+    def distance(a, b):
+        return max(float(np.max(np.abs(x - y))) for x, y in zip(a[-1].weights, b[-1].weights))
+
+    sequential = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
+                  for k in range(2)]
+    for k, (store, _) in enumerate(runs):
+        assert distance(store, sequential[k]) < 0.1 * distance(store, sequential[1 - k])
+    with pytest.raises(ValueError, match="processes"):
+        experiment.run_chains(config, 2, processes=0)
