@@ -98,6 +98,12 @@ def _cmd_train(args):
     if rows:
         print("\nkinetic temperature per variable (99% chi-squared band):")
         print(format_table(rows, ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
+    with open(os.path.join(config.output_dir, "gradient_noise.json")) as handle:
+        rows = json.load(handle)
+    if rows:
+        print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
+              "biased above 0.1):")
+        print(format_table(rows, ["name", "d", "ratio", "above_limit"]))
     print(f"run directory: {config.output_dir}")
 
 

@@ -202,6 +202,7 @@ def train(config, verbose=1):
         store.append(model, epoch=config.epochs - 1, step=int(model.optimizer.iterations))
     _write_json(kinetic_temperature_rows(model, config),
                 os.path.join(config.output_dir, "kinetic_temperatures.json"))
+    _write_json(gradient_noise_rows(model), os.path.join(config.output_dir, "gradient_noise.json"))
     return store, history
 
 
@@ -219,6 +220,25 @@ def kinetic_temperature_rows(model, config):
     per_variable = [(name, float(t), d) for name, t, d in sampler.kinetic_temperatures()]
     return [row._asdict() for row in diagnostics.kinetic_temperature_report(
         per_variable, config.temperature)]
+
+
+def gradient_noise_rows(model):
+    """Per-variable gradient-noise ratios at the end of training.
+
+    See :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`.
+
+    Returns:
+        List of dicts (``name, d, ratio, above_limit``), ``above_limit`` when
+        the ratio exceeds :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`; empty
+        for the SGD baseline.
+    """
+    sampler = model.optimizer
+    if not isinstance(sampler, samplers.Sampler):
+        return []
+    return [
+        dict(name=name, d=d, ratio=float(r), above_limit=float(r) > samplers.NOISE_RATIO_LIMIT)
+        for name, r, d in sampler.gradient_noise_ratios()
+    ]
 
 
 def load_run(run_dir):
