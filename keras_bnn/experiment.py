@@ -24,7 +24,8 @@ from keras_bnn import models as models_lib
 from keras_bnn import plots
 from keras_bnn import samplers
 from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.store import SampleStore, atomic_write
+from keras_bnn.durable import atomic_write
+from keras_bnn.store import SampleStore
 from keras_bnn.validation import check_int
 
 SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "sgd")

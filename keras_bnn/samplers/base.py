@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import schedules
-from keras_bnn.validation import check_positive
+from keras_bnn.validation import check_positive, check_seed
 
 
 class Sampler(keras.optimizers.Optimizer):
@@ -65,7 +65,7 @@ class Sampler(keras.optimizers.Optimizer):
         self.train_size = (
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
-        self.seed = int(seed)
+        self.seed = check_seed(seed, owner)
 
     # ----------------------------------------------------------------- config
     @property
