@@ -129,17 +129,26 @@ class CollectSamples(keras.callbacks.Callback):
             temperature=getattr(optimizer, "temperature", None),
         )
 
+    def _collect_restored(self, epoch):
+        """Takes the sample of the restored epoch ``epoch - 1`` if a kill cut it off."""
+        self._resumed_checked = True
+        if epoch > 0 and int(self.model.optimizer.iterations) > 0:
+            self._collect(epoch - 1)
+
     def on_epoch_begin(self, epoch, logs=None):
         # Every on_train_begin (BackupAndRestore's restore included) has run
         # by now: a resumed run starts at epoch > 0 with the weights of the
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
-            self._resumed_checked = True
-            if epoch > 0 and int(self.model.optimizer.iterations) > 0:
-                self._collect(epoch - 1)
+            self._collect_restored(epoch)
 
     def on_epoch_end(self, epoch, logs=None):
         self._collect(epoch)
+
+    def on_train_end(self, logs=None):
+        # A run restored after its last epoch runs no epoch at all.
+        if not self._resumed_checked:
+            self._collect_restored(self.params.get("epochs") or 0)
 
 
 class TemperatureRamp(keras.callbacks.Callback):
