@@ -298,8 +298,11 @@ class SampleStore:
                 arrays = {f"w{i}": data[f"w{i}"] for i in range(count)} if weights else None
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile,
                 RecursionError) as error:
+            # numpy's message for object arrays suggests unsafe loading.
+            reason = ("it holds pickled objects, which a sample never does and which are "
+                      "never loaded") if "pickle" in str(error) else error
             raise ValueError(f"SampleStore {self.path!r}: sample file {path} is corrupt, "
-                             f"truncated or not a sample ({error}).") from None
+                             f"truncated or not a sample ({reason}).") from None
         if arrays is None:
             return None, metadata
         stored = self.architecture
