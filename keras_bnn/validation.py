@@ -122,3 +122,51 @@ def check_seed(value, owner):
         return check_int(value, "seed", 0, maximum=2**31 - 1)
     except ValueError as error:
         raise ValueError(f"{owner}: {error}") from None
+
+
+def _fit_argument(args, kwargs, position, name):
+    return args[position] if len(args) > position else kwargs.get(name)
+
+
+def check_fit_data(model, args, kwargs):
+    """Checks the data of ``model.fit(*args, **kwargs)`` before any graph runs.
+
+    Array inputs (numpy arrays, lists) are checked; datasets only for being
+    empty when their length is known. For a sparse categorical loss the labels
+    must be integers in [0, K) for a K-class output, in one column.
+
+    Raises:
+        ValueError: naming ``x`` for no examples, or ``y`` for labels that
+            are not integers, out of range, or one-hot.
+    """
+    x = _fit_argument(args, kwargs, 0, "x")
+    y = _fit_argument(args, kwargs, 1, "y")
+    if hasattr(x, "cardinality"):  # tf.data.Dataset: length known or -1/-2
+        if int(x.cardinality()) == 0:
+            raise ValueError("`x` is an empty dataset: fit needs at least one batch.")
+        return
+    first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
+    if first is not None and hasattr(first, "shape") and len(first.shape) and first.shape[0] == 0:
+        raise ValueError(f"`x` holds no examples (shape {tuple(first.shape)}).")
+    loss = getattr(model, "loss", None)
+    name = getattr(loss, "name", getattr(loss, "__name__", loss))
+    if y is None or name != "sparse_categorical_crossentropy" or not model.outputs:
+        return
+    labels = np.asarray(y)
+    classes = model.outputs[0].shape[-1]
+    if labels.ndim > 1 and labels.shape[-1] > 1:
+        raise ValueError(
+            f"`y` has shape {labels.shape}: a sparse categorical loss takes class indices "
+            "[N] (one-hot labels need loss='categorical_crossentropy')."
+        )
+    if labels.size == 0:
+        raise ValueError("`y` holds no labels.")
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"`y` must hold integer class indices; received dtype {labels.dtype}.")
+    if labels.dtype.kind == "f" and not np.all(np.isfinite(labels) & (labels == np.round(labels))):
+        raise ValueError("`y` must hold integer class indices for a categorical likelihood; "
+                         f"received non-integer floats such as {labels[labels != np.round(labels)][:3]}.")
+    low, high = labels.min(), labels.max()
+    if classes is not None and (low < 0 or high >= classes):
+        raise ValueError(f"`y` holds class indices in [{low:g}, {high:g}]; the model "
+                         f"outputs {classes} classes, so they must lie in [0, {classes - 1}].")
