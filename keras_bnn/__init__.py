@@ -45,9 +45,12 @@ def __dir__():
 
 def _launched_as_cli():
     """True in the ``keras-bnn`` console script and ``python -m keras_bnn.cli``."""
-    argv = getattr(sys, "orig_argv", [])
-    return (os.path.basename(sys.argv[0] if sys.argv else "") == "keras-bnn"
-            or argv[1:3] == ["-m", "keras_bnn.cli"])
+    if os.path.basename(sys.argv[0] if sys.argv else "") == "keras-bnn":
+        return True
+    argv = getattr(sys, "orig_argv", [])  # the interpreter's options come first
+    module = next((argv[i + 1] if arg == "-m" else arg[2:] for i, arg in enumerate(argv[:-1])
+                   if arg.startswith("-m")), None)
+    return module == "keras_bnn.cli"
 
 
 if not _launched_as_cli():

@@ -27,7 +27,7 @@ from keras_bnn import samplers
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.durable import atomic_write
 from keras_bnn.store import SampleStore
-from keras_bnn.validation import check_int, check_positive
+from keras_bnn.validation import check_int, check_positive, check_seed
 
 SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "sgd")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
@@ -87,6 +87,7 @@ class RunConfig:
         for name in ("epochs", "batch_size", "num_train", "num_test"):
             check_int(getattr(self, name), name, 1)
         check_int(self.burn_in_epochs, "burn_in_epochs", 0)
+        check_seed(self.seed, "RunConfig")
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
