@@ -73,9 +73,27 @@ def architecture_of(model):
     }
 
 
+def _legacy_fingerprint(model):
+    """The fingerprint of stores written before full configs were hashed
+    (layer classes and weight shapes only), to keep reading and extending them."""
+    weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
+    layers = [type(layer).__name__ for layer in model.layers]
+    return hashlib.sha256(json.dumps([layers, weights]).encode()).hexdigest()
+
+
+def _fingerprint_as_stored(model, stored):
+    """``model``'s fingerprint computed the way ``stored`` (a manifest) was."""
+    if "layers" not in stored:
+        return _legacy_fingerprint(model)
+    return architecture_of(model)["fingerprint"]
+
+
 def _first_difference(stored, mine):
     """A short description of where two architecture dicts differ."""
-    theirs, ours = stored.get("layers") or [], mine["layers"]
+    if "layers" not in stored:  # a legacy manifest: layer classes and shapes only
+        return (f"weights {stored['weights'][:3]}... in the store, {mine['weights'][:3]}... "
+                "in the model, or other layer classes")
+    theirs, ours = stored["layers"], mine["layers"]
     if len(theirs) != len(ours):
         return f"{len(theirs)} layers in the store, {len(ours)} in the model"
     for i, (a, b) in enumerate(zip(theirs, ours)):
@@ -204,7 +222,7 @@ class SampleStore:
                 manifest, lambda handle: handle.write(json.dumps(mine).encode())):
             return
         stored = self.architecture
-        if stored["fingerprint"] != mine["fingerprint"]:
+        if stored["fingerprint"] != _fingerprint_as_stored(model, stored):
             raise ValueError(
                 f"SampleStore {self.path!r} holds samples of another architecture "
                 f"({_first_difference(stored, mine)}). Use a new store path."
@@ -228,7 +246,7 @@ class SampleStore:
         except Exception as error:  # Keras raises many types for a bad config
             raise ValueError(f"SampleStore {self.path!r}: the model in {_MANIFEST} cannot "
                              f"be rebuilt ({type(error).__name__}: {error}).") from None
-        if architecture_of(model)["fingerprint"] != stored["fingerprint"]:
+        if _fingerprint_as_stored(model, stored) != stored["fingerprint"]:
             raise ValueError(f"SampleStore {self.path!r}: the model config in {_MANIFEST} "
                              "does not match its fingerprint (the file was altered).")
         return model

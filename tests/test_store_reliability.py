@@ -262,3 +262,27 @@ def test_manifest_is_json_with_full_layer_configs(tmp_path):
     manifest = json.loads((tmp_path / "samples" / "store.json").read_text())
     assert manifest["layers"][-1]["config"]["activation"] == "tanh"
     assert "name" not in manifest["layers"][-1]["config"]
+
+
+def test_stores_written_before_full_fingerprints_still_load_and_extend(tmp_path):
+    """A store.json of the earlier format (no layer configs; fingerprint over
+    layer classes and weight shapes) keeps working."""
+    import hashlib
+
+    from keras_bnn import store as store_lib
+
+    path = tmp_path / "samples"
+    store = kb.SampleStore(path)
+    model = _model()
+    store.append(model, step=0)
+    manifest = json.loads((path / "store.json").read_text())
+    layers = [type(layer).__name__ for layer in model.layers]
+    manifest["fingerprint"] = hashlib.sha256(
+        json.dumps([layers, manifest["weights"]]).encode()).hexdigest()
+    del manifest["layers"]
+    (path / "store.json").write_text(json.dumps(manifest))
+    assert store_lib._legacy_fingerprint(model) == manifest["fingerprint"]
+    store.append(model, step=1)
+    assert len(store) == 2 and store.build_model().count_params() == model.count_params()
+    with pytest.raises(ValueError, match="another architecture"):
+        store.append(_model(units=5))
