@@ -1,7 +1,7 @@
 """Durable file writes: temp name + fsync + rename, and exclusive claims.
 
-Every file the package writes (samples, ``store.json``, run files, export
-versions, ``models.config``) goes through these helpers, so a crash (kill -9,
+Samples, ``store.json``, the run's JSON and CSV files, export versions and
+``models.config`` are written through these helpers, so a crash (kill -9,
 power loss after the fsync) leaves either the old state or the complete new
 file, never a partial one.
 

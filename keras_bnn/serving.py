@@ -153,6 +153,8 @@ class ServingClient:
             payload = response.read(self.max_reply_bytes + 1)
             if expired.is_set():
                 raise TimeoutError
+            if len(payload) <= self.max_reply_bytes and response.length:
+                raise http.client.IncompleteRead(payload, response.length)
             return response.status, payload
         except (OSError, http.client.HTTPException, ValueError) as error:
             if expired.is_set():
@@ -179,6 +181,7 @@ class ServingClient:
             The reply as a dict.
 
         Raises:
+            ValueError: if ``body`` holds NaN or Inf (not valid JSON).
             ServingError: for an ``{"error": ...}`` reply, an HTTP error, an
                 unreachable server, no complete reply within ``timeout``, a
                 reply over ``max_reply_bytes`` or one that is not a JSON
