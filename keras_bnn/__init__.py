@@ -21,6 +21,7 @@ _SUBMODULES = ("callbacks", "data", "diagnostics", "layers", "metrics", "models"
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
+    "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
     "prior_predictive": "keras_bnn.prior_predictive",
     "SampleStore": "keras_bnn.store",
 }

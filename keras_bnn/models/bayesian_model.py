@@ -1,6 +1,7 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -13,7 +14,14 @@ from keras_bnn.validation import check_fit_data
 
 #: Text of the error raised when the potential becomes NaN or Inf.
 NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
-_TRACKED = ("nll", "prior", "step_size", "kinetic_temperature", "configurational_temperature")
+_TRACKED = (
+    "nll",
+    "prior",
+    "step_size",
+    "kinetic_temperature",
+    "configurational_temperature",
+    "gradient_noise_ratio",
+)
 
 
 class _StopOnSkippedSteps(keras.callbacks.Callback):
@@ -27,6 +35,35 @@ class _StopOnSkippedSteps(keras.callbacks.Callback):
                 "potential or gradient (XLA: those steps were skipped, the weights hold "
                 "their last finite values and collected samples are intact). Lower the "
                 "step size or check the data."
+            )
+
+
+class GradientNoiseWarning(UserWarning):
+    """Minibatch gradient noise is large enough to bias the sampled posterior."""
+
+
+class _WarnOnGradientNoise(keras.callbacks.Callback):
+    """Warns once per ``fit`` when an epoch's ``gradient_noise_ratio`` exceeds the limit."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.limit = limit
+        self.warned = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        ratio = float((logs or {}).get("gradient_noise_ratio", 0.0))
+        if ratio > self.limit and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"keras_bnn: gradient_noise_ratio = {ratio:.3g} in epoch {epoch} is above "
+                f"{self.limit}: minibatch gradient noise is a large share of the sampler's "
+                "noise, so the posterior is biased (ATMC/SGNHT too narrow in weakly "
+                "determined directions, SGLD/SGHMC too wide in strongly determined "
+                "ones). Lower the step size (the ratio scales as h² for SGHMC/ATMC at "
+                "their default friction, h for SGLD) or raise the batch size; see "
+                "'Sampling cold posteriors' in the README.",
+                GradientNoiseWarning,
+                stacklevel=2,
             )
 
 
@@ -144,6 +181,7 @@ class BayesianModel(keras.Model):
             if self.sampler.has_momentum:
                 wanted.append("kinetic_temperature")
             wanted.append("configurational_temperature")
+            wanted.append("gradient_noise_ratio")
         if self.compiled and self._uses_xla():
             wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
@@ -157,7 +195,9 @@ class BayesianModel(keras.Model):
         (turned into ``FloatingPointError`` by :meth:`fit`) before any weight
         changes when it is NaN/Inf, applies the sampler, and logs ``loss``,
         ``nll``, ``prior`` (``-log p(θ)``), ``step_size``,
-        ``kinetic_temperature`` and ``configurational_temperature`` as epoch
+        ``kinetic_temperature``, ``configurational_temperature`` and
+        ``gradient_noise_ratio`` (see
+        :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`) as epoch
         means. Other backends use Keras' stock step (same update, no extra
         logs).
         """
@@ -191,6 +231,7 @@ class BayesianModel(keras.Model):
             trackers["configurational_temperature"].update_state(
                 self.sampler.configurational_temperature()
             )
+            trackers["gradient_noise_ratio"].update_state(self.sampler.gradient_noise_ratio())
         return distribute.reducible_logs(
             self.compute_metrics(x, y, y_pred, sample_weight=sample_weight),
             self.distribute_strategy,
@@ -214,6 +255,10 @@ class BayesianModel(keras.Model):
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises ``FloatingPointError``.
 
+        With a sampler, a :class:`GradientNoiseWarning` is issued (once) when an
+        epoch's ``gradient_noise_ratio`` exceeds
+        :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`.
+
         Without XLA the failing step raises at once. Under XLA
         (``jit_compile=True``, which cannot raise inside the compiled step)
         non-finite steps are skipped and counted (``nonfinite_steps`` in the
@@ -228,10 +273,11 @@ class BayesianModel(keras.Model):
                 samples already collected to disk are untouched.
         """
         check_fit_data(self, args, kwargs)
-        if self._uses_xla():
-            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
-                _StopOnSkippedSteps()
-            ]
+        extra = [_StopOnSkippedSteps()] if self._uses_xla() else []
+        if self.sampler is not None:
+            extra.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT))
+        if extra:
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
         try:
             return super().fit(*args, **kwargs)
         except Exception as error:  # backend-specific error types

@@ -6,7 +6,7 @@
 
 import keras
 
-from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.base import NOISE_RATIO_LIMIT, Sampler
 from keras_bnn.samplers.sghmc import SGHMC
 from keras_bnn.samplers.sgld import SGLD
 from keras_bnn.samplers.thermostat import ATMC, SGNHT, ThermostatSampler
@@ -48,4 +48,6 @@ def get(identifier, **kwargs):
     )
 
 
-__all__ = ["ATMC", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler", "get"]
+__all__ = [
+    "ATMC", "NOISE_RATIO_LIMIT", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler", "get",
+]

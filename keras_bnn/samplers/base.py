@@ -7,7 +7,33 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import schedules
-from keras_bnn.validation import check_positive, check_seed
+from keras_bnn.validation import check_fraction, check_positive, check_seed
+
+#: ``gradient_noise_ratio`` above which the samplers are measurably biased:
+#: on Bayesian logistic regression against NUTS, ATMC's weakly determined
+#: directions come out with sd ≈ sqrt(1 - r)·sd_true and SGHMC's noisy
+#: directions with variance ≈ (1 + r)·T, so r ≤ 0.1 keeps both within ~5 %.
+NOISE_RATIO_LIMIT = 0.1
+
+
+def gradient_noise_update(gradient, previous_gradient, noise_variance, decay):
+    """One step of the online estimate of the minibatch gradient-noise variance.
+
+    ``V̂ ← decay·V̂ + (1 - decay)·½·(G_k - G_{k-1})²`` elementwise. Successive
+    minibatch gradients are taken at nearly the same θ, so their difference
+    is mostly the difference of two independent noise draws, of variance
+    ``2V``; what θ moved in one step adds ``(H·Δθ)²``, which shrinks with T
+    (at T = 1 on the gold-standard logistic regression it adds ~8 %).
+
+    Args:
+        gradient, previous_gradient: ``G = n·∇`` at this and the last step.
+        noise_variance: V̂ before this step.
+        decay: the averaging constant (``0`` replaces V̂, ``1`` keeps it).
+
+    Returns:
+        The new V̂.
+    """
+    return decay * noise_variance + (1.0 - decay) * 0.5 * ops.square(gradient - previous_gradient)
 
 
 class Sampler(keras.optimizers.Optimizer):
@@ -35,6 +61,9 @@ class Sampler(keras.optimizers.Optimizer):
         train_size: n, the number of training examples; required before the
             first step (``BayesianModel.compile(train_size=...)`` sets it).
         seed: int; the noise of a run is fully determined by it.
+        noise_estimate_decay: ρ in (0, 1) of the online per-parameter
+            estimate ``V̂`` of the minibatch gradient-noise variance (see
+            :func:`gradient_noise_update`); it averages over ~1/(1-ρ) steps.
         name: optimizer name.
         **kwargs: passed to ``keras.optimizers.Optimizer``.
 
@@ -52,6 +81,7 @@ class Sampler(keras.optimizers.Optimizer):
         temperature=1.0,
         train_size=None,
         seed=0,
+        noise_estimate_decay=0.99,
         name=None,
         **kwargs,
     ):
@@ -66,6 +96,9 @@ class Sampler(keras.optimizers.Optimizer):
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
         self.seed = check_seed(seed, owner)
+        self.noise_estimate_decay = check_fraction(
+            noise_estimate_decay, "noise_estimate_decay", owner
+        )
 
     # ----------------------------------------------------------------- config
     @property
@@ -118,6 +151,7 @@ class Sampler(keras.optimizers.Optimizer):
             temperature=self.temperature,
             train_size=self.train_size,
             seed=self.seed,
+            noise_estimate_decay=self.noise_estimate_decay,
         )
         return config
 
@@ -149,6 +183,13 @@ class Sampler(keras.optimizers.Optimizer):
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
         self._virials = [self._scalar_slot(v, "virial") for v in var_list]
+        self._noise_ratios = [self._scalar_slot(v, "noise_ratio") for v in var_list]
+        self._previous_gradients = [
+            self.add_variable_from_reference(v, name="previous_gradient") for v in var_list
+        ]
+        self._gradient_noise = [
+            self.add_variable_from_reference(v, name="gradient_noise") for v in var_list
+        ]
         if self.has_momentum:
             self._kinetic_sums = [self._scalar_slot(v, "kinetic") for v in var_list]
         self.build_state(var_list)
@@ -211,16 +252,32 @@ class Sampler(keras.optimizers.Optimizer):
         potential_grad = ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype))
         # θ·G at the point where G was taken, before the update moves θ.
         self.assign(self.slot(self._virials, variable), ops.sum(variable * potential_grad))
-        kinetic = self.sample_step(
+        previous = self.slot(self._previous_gradients, variable)
+        noise_variance = self.slot(self._gradient_noise, variable)
+        # V̂ of the steps before this one: independent of this step's noise.
+        kinetic, noise_ratio = self.sample_step(
             variable,
             potential_grad,
             ops.cast(learning_rate, dtype),
             ops.cast(self._temperature, dtype),
+            noise_variance,
         )
+        # No difference exists at the first step; the second replaces V̂.
+        decay = ops.where(
+            ops.equal(self.iterations, 0),
+            1.0,
+            ops.where(ops.equal(self.iterations, 1), 0.0, self.noise_estimate_decay),
+        )
+        self.assign(
+            noise_variance,
+            gradient_noise_update(potential_grad, previous, noise_variance, ops.cast(decay, dtype)),
+        )
+        self.assign(previous, potential_grad)
+        self.assign(self.slot(self._noise_ratios, variable), noise_ratio)
         if self.has_momentum:
             self.assign(self.slot(self._kinetic_sums, variable), kinetic)
 
-    def sample_step(self, variable, potential_grad, h, temperature):
+    def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         """One update of ``variable`` and its state.
 
         Args:
@@ -228,10 +285,15 @@ class Sampler(keras.optimizers.Optimizer):
             potential_grad: ``G = n · gradient``, the minibatch ``∇U(θ)``.
             h: the step size.
             temperature: T.
+            noise_variance: V̂, the estimated per-parameter variance of the
+                noise in ``potential_grad`` (0 during the first two steps).
 
         Returns:
-            ``Σ p·∇K(p)`` over the variable's new momenta (the kinetic
-            temperature's sum), or None for samplers without momentum.
+            ``(kinetic, ratio)``: ``Σ p·∇K(p)`` over the variable's new
+            momenta (the kinetic temperature's sum; None for samplers without
+            momentum) and the variable's mean gradient-noise ratio ``r``: the
+            variance the minibatch noise adds to the update per step over the
+            variance the sampler injects per step at its nominal friction.
         """
         raise NotImplementedError
 
@@ -273,6 +335,38 @@ class Sampler(keras.optimizers.Optimizer):
         if not self.has_momentum:
             return None
         return ops.divide(sum(self._kinetic_sums), float(sum(self._sizes())))
+
+    def gradient_noise_ratios(self):
+        """Per-variable gradient-noise ratio ``r`` of the last step.
+
+        ``r`` is the variance that minibatch gradient noise adds to the update
+        in one step over the variance the sampler itself injects per step
+        (at its nominal friction), averaged over the variable's parameters,
+        from the online estimate ``V̂`` (:func:`gradient_noise_update`). The
+        samplers are exact only as ``r → 0``; above
+        :data:`NOISE_RATIO_LIMIT` they are measurably biased (ATMC too narrow
+        in weakly determined directions, SGLD/SGHMC too wide in strongly
+        determined ones). ``r`` grows as ``h²/T`` (SGHMC, ATMC at their
+        default friction ∝ 1/h) or ``h/T`` (SGLD): lower the step size or
+        raise the batch size.
+
+        Returns:
+            List of ``(variable_path, r scalar tensor, d)``.
+        """
+        return [
+            (getattr(v, "path", v.name), ratio, d)
+            for v, ratio, d in zip(self._trainable_variables, self._noise_ratios, self._sizes())
+        ]
+
+    def gradient_noise_ratio(self):
+        """Overall gradient-noise ratio: ``Σ_v d_v·r_v / Σ_v d_v`` (a scalar tensor).
+
+        See :meth:`gradient_noise_ratios`.
+        """
+        sizes = self._sizes()
+        return ops.divide(
+            sum(ratio * float(d) for ratio, d in zip(self._noise_ratios, sizes)), float(sum(sizes))
+        )
 
     def configurational_temperature(self):
         """Configurational temperature ``Σ θ·∇U(θ) / Σ d`` of the last step.

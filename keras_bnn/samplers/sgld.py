@@ -8,13 +8,13 @@ from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
 def _sgld_step(grad, eta, h, temperature, second_moment=None, rho=None, epsilon=None):
-    """``(Δθ, v)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
+    """``(Δθ, v, P)`` of one SGLD step; ``second_moment=None`` means ``P = 1``."""
     if second_moment is None:
-        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None
+        return ops.sqrt(2.0 * h * temperature) * eta - h * grad, None, 1.0
     new_second_moment = rho * second_moment + (1.0 - rho) * ops.square(grad)
     precond = 1.0 / (epsilon + ops.sqrt(new_second_moment))
     step = ops.sqrt(2.0 * h * temperature * precond) * eta - h * precond * grad
-    return step, new_second_moment
+    return step, new_second_moment, precond
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -55,19 +55,20 @@ class SGLD(Sampler):
                 self.add_variable_from_reference(v, name="second_moment") for v in var_list
             ]
 
-    def sample_step(self, variable, potential_grad, h, temperature):
+    def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         eta = self.noise(variable)
         if not self.preconditioner:
-            step, _ = _sgld_step(potential_grad, eta, h, temperature)
+            step, _, precond = _sgld_step(potential_grad, eta, h, temperature)
         else:
             second_moment = self.slot(self._second_moments, variable)
-            step, new_second_moment = _sgld_step(
+            step, new_second_moment, precond = _sgld_step(
                 potential_grad, eta, h, temperature,
                 second_moment, self._moving_average_rho(), self.epsilon,
             )
             self.assign(second_moment, new_second_moment)
         self.assign_add(variable, step)
-        return None
+        # r = h²P²V / (2hTP) = h·P·V/(2T): minibatch over injected variance.
+        return None, h * ops.mean(precond * noise_variance) / (2.0 * temperature)
 
     def get_config(self):
         config = super().get_config()
