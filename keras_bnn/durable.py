@@ -201,15 +201,18 @@ def remove_stale(directory):
     removed = []
     try:
         names = os.listdir(directory)
-    except FileNotFoundError:
+    except OSError:
         return removed
     for name in names:
         if not name.startswith(TEMP_PREFIX) or _writer_alive(name):
             continue
         path = os.path.join(directory, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            _remove_quietly(path)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError:  # e.g. a read-only store: reading must still work
+            continue
         removed.append(name)
     return removed

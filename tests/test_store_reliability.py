@@ -44,6 +44,31 @@ def _finish(process, timeout=240):
 
 
 # --------------------------------------------------------------- concurrency
+def test_threads_appending_keep_every_sample(tmp_path):
+    """Item 1, in process: 8 threads x 5 appends (file I/O releases the GIL,
+    so the index claims race for real); all 40 are kept."""
+    store = kb.SampleStore(tmp_path / "samples")
+    model = _model()
+    store.append(model, chain=99, step=0)  # bind first: this test is about indices
+    barrier = threading.Barrier(8)
+    indices = []
+
+    def append(chain):
+        barrier.wait()
+        for step in range(5):
+            indices.append(store.append(model, chain=chain, step=step))
+
+    threads = [threading.Thread(target=append, args=(chain,)) for chain in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(set(indices)) == 40 and len(store) == 41
+    assert {(m["chain"], m["step"]) for m in store.metadata()} == {
+        (99, 0), *((c, s) for c in range(8) for s in range(5))}
+
+
+@pytest.mark.slow
 def test_two_processes_appending_keep_every_acknowledged_sample(tmp_path):
     """Item 1: 2 processes x 20 appends, all 40 acknowledged ones are kept."""
     path = tmp_path / "samples"
