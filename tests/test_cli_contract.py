@@ -194,6 +194,13 @@ def stubbed_runs(monkeypatch):
     return calls
 
 
+def test_the_fuzzed_commands_reach_the_stubs(stubbed_runs, capsys):
+    """The fuzz below is not vacuous: a valid argv reaches the stubbed run."""
+    code = cli.main(["train", "--epochs", "3", "--burn-in-epochs", "1", "--seed", "4"])
+    assert "stub: validated" in _one_line_error(code, capsys.readouterr().err)
+    assert len(stubbed_runs) == 1 and stubbed_runs[0].seed == 4
+
+
 # The stubs and capsys hold no per-example state (capsys is read every example).
 _CLI_FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
