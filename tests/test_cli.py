@@ -122,7 +122,7 @@ def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
         (["train", "--sampler", "hmc"], "unknown sampler 'hmc'; allowed: atmc"),
         (["train", "--dataset", "svhn"], "unknown dataset 'svhn'; allowed"),
         (["train", "--epochs", "-3"], "`epochs` must be an int >= 1"),
-        (["train", "--temperature", "0"], "`temperature` must be a positive number"),
+        (["train", "--temperature", "0"], "`temperature` must be a positive"),
         (["train", "--dataset", "cifar10", "--data-dir", "/nonexistent/tfds"], "data_dir"),
         (["evaluate", "--run-dir", "/nonexistent/run"], "holds no run"),
         (["sweep-temperature", "--temperatures", "1,x"], "--temperatures must be"),
