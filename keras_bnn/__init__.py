@@ -3,39 +3,57 @@
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``metrics``, ``diagnostics``, ``data``, ``plots``,
 ``serving``, ``experiment`` (what the ``keras-bnn`` command runs).
+
+``import keras_bnn`` imports every submodule (which registers the package's
+Keras serializables), except in the ``keras-bnn`` command, which answers
+``--help`` and argument errors without importing TensorFlow: there the
+names below are imported on first use.
 """
 
-from keras_bnn import callbacks
-from keras_bnn import data
-from keras_bnn import diagnostics
-from keras_bnn import layers
-from keras_bnn import metrics
-from keras_bnn import models
-from keras_bnn import plots
-from keras_bnn import priors
-from keras_bnn import samplers
-from keras_bnn import schedules
-from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.models.bayesian_model import BayesianModel, GradientNoiseWarning
-from keras_bnn.prior_predictive import prior_predictive
-from keras_bnn.store import SampleStore
+import importlib
+import os
+import sys
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BayesianModel",
-    "GradientNoiseWarning",
-    "PosteriorEnsemble",
-    "SampleStore",
-    "callbacks",
-    "data",
-    "diagnostics",
-    "layers",
-    "metrics",
-    "models",
-    "plots",
-    "prior_predictive",
-    "priors",
-    "samplers",
-    "schedules",
-]
+_SUBMODULES = ("callbacks", "data", "diagnostics", "layers", "metrics", "models", "plots",
+               "priors", "samplers", "schedules")
+_ATTRIBUTES = {
+    "PosteriorEnsemble": "keras_bnn.ensemble",
+    "BayesianModel": "keras_bnn.models.bayesian_model",
+    "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
+    "prior_predictive": "keras_bnn.prior_predictive",
+    "SampleStore": "keras_bnn.store",
+}
+
+__all__ = sorted([*_SUBMODULES, *_ATTRIBUTES])
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"keras_bnn.{name}")
+    elif name in _ATTRIBUTES:
+        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    else:
+        raise AttributeError(f"module 'keras_bnn' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])
+
+
+def _launched_as_cli():
+    """True in the ``keras-bnn`` console script and ``python -m keras_bnn.cli``."""
+    if os.path.basename(sys.argv[0] if sys.argv else "") == "keras-bnn":
+        return True
+    argv = getattr(sys, "orig_argv", [])  # the interpreter's options come first
+    module = next((argv[i + 1] if arg == "-m" else arg[2:] for i, arg in enumerate(argv[:-1])
+                   if arg.startswith("-m")), None)
+    return module == "keras_bnn.cli"
+
+
+if not _launched_as_cli():
+    for _name in __all__:
+        __getattr__(_name)

@@ -70,23 +70,36 @@ class CollectSamples(keras.callbacks.Callback):
     ``None`` and the step size is cyclical, at the last step of each cycle
     (every epoch with a constant step size). Only the chief worker writes.
 
+    Exactly once: a sample's identity is (``chain``, ``step``), the
+    optimizer step it was taken at. A sample already in the store is not
+    written again, and a run resumed by ``keras.callbacks.BackupAndRestore``
+    first takes the sample due at the restored step if the store lacks it, so
+    a run killed at any point and resumed neither duplicates nor drops a
+    sample, whatever the order of the two callbacks.
+
     Args:
         store: the :class:`keras_bnn.SampleStore`.
         start_epoch: first epoch whose end may yield a sample (burn-in).
         every: collect every ``every`` epochs, or ``None`` (see above).
+        chain: id of the chain being sampled (int >= 0), stored with each
+            sample.
 
     Raises:
-        ValueError: for a negative ``start_epoch`` or non-positive ``every``,
-            and (at train begin) when the store holds another architecture.
+        ValueError: for a negative ``start_epoch`` or ``chain``, a
+            non-positive ``every``, and (at train begin) when the store holds
+            another architecture.
     """
 
-    def __init__(self, store, start_epoch=0, every=None):
+    def __init__(self, store, start_epoch=0, every=None, chain=0):
         super().__init__()
         self.store = store
         self.start_epoch = check_int(start_epoch, "start_epoch", 0)
         self.every = None if every is None else check_int(every, "every", 1)
+        self.chain = check_int(chain, "chain", 0)
+        self._resumed_checked = False
 
     def on_train_begin(self, logs=None):
+        self._resumed_checked = False
         if distribute.is_chief(self.model.distribute_strategy):
             self.store.check_model(self.model)
 
@@ -100,16 +113,42 @@ class CollectSamples(keras.callbacks.Callback):
             return schedule.is_cycle_end(int(self.model.optimizer.iterations) - 1)
         return True
 
-    def on_epoch_end(self, epoch, logs=None):
+    def _collect(self, epoch):
+        """Stores the sample of the current step unless the store has it."""
         if not self._due(epoch) or not distribute.is_chief(self.model.distribute_strategy):
             return
         optimizer = self.model.optimizer
+        step = int(optimizer.iterations)
+        if self.store.find(self.chain, step) is not None:
+            return
         self.store.append(
             self.model,
+            chain=self.chain,
             epoch=epoch,
-            step=int(optimizer.iterations),
+            step=step,
             temperature=getattr(optimizer, "temperature", None),
         )
+
+    def _collect_restored(self, epoch):
+        """Takes the sample of the restored epoch ``epoch - 1`` if a kill cut it off."""
+        self._resumed_checked = True
+        if epoch > 0 and int(self.model.optimizer.iterations) > 0:
+            self._collect(epoch - 1)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # Every on_train_begin (BackupAndRestore's restore included) has run
+        # by now: a resumed run starts at epoch > 0 with the weights of the
+        # end of epoch - 1, whose sample a kill may have cut off.
+        if not self._resumed_checked:
+            self._collect_restored(epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._collect(epoch)
+
+    def on_train_end(self, logs=None):
+        # A run restored after its last epoch runs no epoch at all.
+        if not self._resumed_checked:
+            self._collect_restored(self.params.get("epochs") or 0)
 
 
 class TemperatureRamp(keras.callbacks.Callback):

@@ -1,7 +1,10 @@
 """The ``keras-bnn`` command line: train, evaluate, export, sweep-temperature, demo.
 
 Bad input ends with exit code 2 and one line ``keras-bnn: error: <reason>``
-on stderr, never a traceback.
+on stderr, never a traceback. ``--help`` and argument errors answer without
+importing TensorFlow (the commands import it in their handlers), and
+TensorFlow's C++ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is
+set.
 """
 
 import argparse
@@ -9,6 +12,7 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 import time
 
 _CONFIG_FLAGS = (
@@ -50,11 +54,15 @@ def _config_from(args):
 
     values = {}
     if args.config:
-        with open(args.config) as handle:
+        with open(args.config, "rb") as handle:
             try:
-                values = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"--config {args.config!r} is not valid JSON: {error}") from None
+                values = json.loads(handle.read())
+            except (ValueError, RecursionError) as error:
+                raise ValueError(f"--config {args.config!r} is not valid JSON "
+                                 f"({type(error).__name__}: {error})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"--config {args.config!r} must hold a JSON object of RunConfig "
+                             f"fields; it holds a {type(values).__name__}")
     values.update({field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
                    if getattr(args, field) is not None})
     return RunConfig.from_dict(values)
@@ -115,9 +123,15 @@ def _cmd_train(args):
     from keras_bnn import experiment
 
     if args.chains != 1:
+        if args.resume:
+            raise ValueError("--resume continues one chain: pass --output-dir <run dir>/chain-k "
+                             "without --chains.")
         return _cmd_train_chains(args)
-    config = _config_from(args)
-    store, history = experiment.train(config, verbose=args.verbose)
+    if args.resume:
+        config = experiment.resume_config(args.output_dir, _flag_values(args))
+    else:
+        config = _config_from(args)
+    store, history = experiment.train(config, verbose=args.verbose, resume=args.resume)
     last = {k: v[-1] for k, v in history.history.items()}
     print(format_table([dict(samples=len(store), **last)], ["samples", *sorted(last)]))
     with open(os.path.join(config.output_dir, "kinetic_temperatures.json")) as handle:
@@ -125,6 +139,12 @@ def _cmd_train(args):
     if rows:
         print("\nkinetic temperature per variable (99% chi-squared band):")
         print(format_table(rows, ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
+    with open(os.path.join(config.output_dir, "gradient_noise.json")) as handle:
+        rows = json.load(handle)
+    if rows:
+        print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
+              "biased above 0.1):")
+        print(format_table(rows, ["name", "d", "ratio", "above_limit"]))
     print(f"run directory: {config.output_dir}")
 
 
@@ -192,6 +212,9 @@ def build_parser():
                        help="independent chains, stored as chain-0..chain-K-1 in the run dir")
     train.add_argument("--processes", type=int, default=1,
                        help="with --chains: run this many chains at once, as processes")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the killed run in --output-dir from its last epoch "
+                            "(its config.json; no sample is duplicated or dropped)")
     sweep = commands.add_parser("sweep-temperature", help="runs per temperature + plot + CSV")
     _add_config_flags(sweep)
     sweep.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",
@@ -229,12 +252,54 @@ def main(argv=None):
     """
     try:
         args = build_parser().parse_args(argv)
+        _import_tensorflow_quietly()
         args.run(args)
-    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError, OSError) as error:
-        reason = " ".join(str(error).split())
+    except (ValueError, TypeError, KeyError, OSError, FloatingPointError, RecursionError,
+            OverflowError) as error:
+        # Python's messages for these name the bad value; with one line and
+        # no traceback, the type is kept for errors whose text is terse.
+        reason = " ".join(str(error).split()) or type(error).__name__
+        if not isinstance(error, (ValueError, OSError, FloatingPointError)):
+            reason = f"{type(error).__name__}: {reason}"
         print(f"keras-bnn: error: {reason}", file=sys.stderr)
         return 2
     return 0
+
+
+def _flag_values(args):
+    """The RunConfig fields given as flags (for ``--resume``, which forbids changes)."""
+    given = {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
+             if getattr(args, field) is not None}
+    if args.config:
+        given["config"] = args.config
+    return given
+
+
+def _import_tensorflow_quietly():
+    """Imports TensorFlow with its C++ start-up log (oneDNN, CUDA, CPU features) hidden.
+
+    Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or TensorFlow
+    is already imported; if the import fails, the hidden log is shown.
+    """
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # The first messages come before absl's logging starts, whatever the
+    # level: point file descriptor 2 elsewhere while they are written.
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        except BaseException:
+            os.dup2(saved, 2)
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 if __name__ == "__main__":

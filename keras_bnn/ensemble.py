@@ -47,7 +47,6 @@ stacked weights in the weights file).
 import errno
 import math
 import os
-import secrets
 import shutil
 
 import keras
@@ -55,7 +54,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import chains as chains_lib
-from keras_bnn.store import atomic_write
+from keras_bnn import durable
 from keras_bnn.validation import check_choice, check_int
 
 LIKELIHOODS = ("categorical", "gaussian")
@@ -333,16 +332,25 @@ class PosteriorEnsemble(keras.Model):
             inputs: [N, *input_shape] tensor.
 
         Returns:
-            [S, N, units] tensor (logits, or ``[mean, log variance]``).
+            [S, N, units] tensor (logits, or ``[mean, log variance]``); NaN in
+            the rows whose (floating) input holds a NaN or Inf.
         """
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
         stacks = [v.value for v in self._stacks]
         if self.member_loop == "unroll":
             members = zip(*[ops.unstack(stack, axis=0) for stack in stacks])
-            return ops.stack([self._member_call(inputs, list(w)) for w in members])
-        if self.member_loop == "map":
-            return ops.map(lambda w: self._member_call(inputs, w), stacks)
-        return ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
+            outputs = ops.stack([self._member_call(inputs, list(w)) for w in members])
+        elif self.member_loop == "map":
+            outputs = ops.map(lambda w: self._member_call(inputs, w), stacks)
+        else:
+            outputs = ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
+        if "float" not in str(self.member_input_dtype):
+            return outputs
+        # A row with a NaN/Inf input gets NaN outputs (layers such as relu
+        # would otherwise map NaN to a finite, confident-looking answer).
+        flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
+        finite = ops.all(ops.isfinite(flat), axis=-1)
+        return ops.where(finite[None, :, None], outputs, ops.cast(float("nan"), outputs.dtype))
 
     def _gaussian_moments(self, members):
         """(mean, aleatoric, epistemic variance) of the members' Gaussians."""
@@ -412,12 +420,14 @@ class PosteriorEnsemble(keras.Model):
         probs = ops.exp(log_probs)
         predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
         expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
+        information = predictive_entropy - expected_entropy
         return {
             "probabilities": probs,
             "log_probabilities": log_probs,
             "predictive_entropy": predictive_entropy,
             "expected_entropy": expected_entropy,
-            "mutual_information": ops.maximum(predictive_entropy - expected_entropy, 0.0),
+            # where, not maximum: a NaN (non-finite input row) stays NaN.
+            "mutual_information": ops.where(information < 0.0, 0.0, information),
             "class_std": ops.std(member_probs, axis=0),
         }
 
@@ -479,16 +489,22 @@ class PosteriorEnsemble(keras.Model):
         graph: InvalidArgument "Shape of tensor inputs [2,4] is not compatible
         with expected shape [?,5]" (HTTP 400 from TF Serving).
         The version is written to a temporary sibling directory
-        ``model_dir/.tmp-<version>-*`` (which TF Serving ignores), fsynced and
+        ``model_dir/.tmp-*`` (which TF Serving ignores), fsynced and
         renamed into place, so an interrupted export leaves no partial version
-        directory. ``model_dir/models.config`` (a ``--model_config_file``
-        for ``tensorflow_model_server``, model name = the directory's name) is
-        (re)written atomically next to the versions.
+        directory (a killed export's staging directory is removed by the next
+        export). ``model_dir/models.config`` (a ``--model_config_file``
+        for ``tensorflow_model_server``, model name = the directory's name,
+        escaped as a text-format string) is (re)written atomically next to the
+        versions *before* the version is published, so an error is never
+        reported for a published version. A floating input holding NaN or Inf
+        is rejected by the signature (InvalidArgument, HTTP 400 from TF
+        Serving).
 
         Args:
             model_dir: the model's base path, e.g. ``saved_models/cifar10_atmc``.
-            version: positive integer version; ``None`` takes one more than
-                the largest existing integer version (1 for a new directory).
+            version: positive integer version (at most 2**63 - 1, TF
+                Serving's int64); ``None`` takes one more than the largest
+                existing integer version (1 for a new directory).
             verbose: print the exported endpoint.
 
         Returns:
@@ -497,7 +513,8 @@ class PosteriorEnsemble(keras.Model):
         Raises:
             FileExistsError: if ``model_dir/<version>`` already exists (nothing
                 is overwritten; pass another version or ``version=None``).
-            ValueError: if ``version`` is not a positive integer.
+            ValueError: if ``version`` is not a positive int64 or
+                ``model_dir`` is empty or not a path.
             NotImplementedError: under a Keras backend other than TensorFlow.
         """
         if keras.backend.backend() != "tensorflow":
@@ -509,8 +526,9 @@ class PosteriorEnsemble(keras.Model):
             )
         import tensorflow as tf
 
-        model_dir = os.path.abspath(os.fspath(model_dir))
-        version = _next_version(model_dir) if version is None else check_int(version, "version", 1)
+        model_dir = _check_model_dir(model_dir)
+        version = (_next_version(model_dir) if version is None
+                   else check_int(version, "version", 1, maximum=_MAX_VERSION))
         target = os.path.join(model_dir, str(version))
         if os.path.lexists(target):
             raise FileExistsError(
@@ -524,13 +542,24 @@ class PosteriorEnsemble(keras.Model):
         def serve(inputs):
             # A loaded signature (and TF Serving) does not check the fed
             # shape against the signature: EnsureShape makes a wrong shape an
-            # InvalidArgument error here instead of deep inside the network.
-            return self.predictive_summary(tf.ensure_shape(inputs, expected_shape))
+            # InvalidArgument error here instead of deep inside the network;
+            # a non-finite input is an InvalidArgument error too (HTTP 400),
+            # never a confident-looking answer.
+            inputs = tf.ensure_shape(inputs, expected_shape)
+            if inputs.dtype.is_floating:
+                inputs = tf.debugging.assert_all_finite(
+                    inputs, f"`{SERVING_INPUT}` holds NaN or Inf values; inputs must be finite")
+            return self.predictive_summary(inputs)
 
         os.makedirs(model_dir, exist_ok=True)
+        durable.remove_stale(model_dir)
+        # models.config first: once the version is published, nothing is
+        # left that can fail and report an error for a published version.
+        _write_models_config(model_dir)
         # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the
-        # version directory gets the permissions a model server expects.
-        staging = os.path.join(model_dir, f".tmp-{version}-{secrets.token_hex(8)}")
+        # version directory gets the permissions a model server expects;
+        # TF Serving ignores the non-integer staging name.
+        staging = durable.temp_path(model_dir, tag=f"v{version}-")
         os.mkdir(staging)
         try:
             archive = keras.export.ExportArchive()
@@ -543,17 +572,10 @@ class PosteriorEnsemble(keras.Model):
                 ],
             )
             archive.write_out(staging, verbose=verbose)
-            _fsync_tree(staging)
-            if os.path.lexists(target):
-                raise FileExistsError(
-                    errno.EEXIST, "Version directory appeared during export", target
-                )
-            os.rename(staging, target)
+            durable.publish_directory(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _fsync_directory(model_dir)
-        _write_models_config(model_dir)
         return target
 
 
@@ -570,41 +592,68 @@ class _FunctionModel(keras.Model):
         return self._function(inputs)
 
 
+#: Versions are int64 in TF Serving.
+_MAX_VERSION = 2**63 - 1
+
+
+def _check_model_dir(model_dir):
+    """The absolute ``model_dir``, or a ValueError for an empty or non-path value."""
+    try:
+        path = os.fspath(model_dir)
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(
+            f"`model_dir` must be a non-empty directory path (saved_models/<name>); "
+            f"received {model_dir!r}."
+        )
+    path = os.path.abspath(path)
+    if not os.path.basename(path):
+        raise ValueError(f"`model_dir` must name a model directory, not {model_dir!r}.")
+    return path
+
+
 def _next_version(model_dir):
     """One more than the largest integer-named entry of ``model_dir`` (1 if none)."""
     if not os.path.isdir(model_dir):
         return 1
-    versions = [int(name) for name in os.listdir(model_dir) if name.isdigit()]
-    return max(versions, default=0) + 1
+    versions = [int(name) for name in os.listdir(model_dir)
+                if name.isascii() and name.isdigit() and int(name) <= _MAX_VERSION]
+    version = max(versions, default=0) + 1
+    if version > _MAX_VERSION:
+        raise ValueError(f"`model_dir` {model_dir!r} already holds version {_MAX_VERSION}, "
+                         "the largest int64; pass an explicit free `version`.")
+    return version
 
 
-def _fsync_directory(path):
-    handle = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
-
-
-def _fsync_tree(root):
-    """fsyncs every file and directory under ``root`` (so a rename publishes data on disk)."""
-    for directory, _, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(directory, name), "rb") as handle:
-                os.fsync(handle.fileno())
-        _fsync_directory(directory)
+def _text_format_string(value):
+    """``value`` as a quoted protobuf text-format string (C escapes, UTF-8 octal)."""
+    escaped = []
+    for byte in value.encode("utf-8", "surrogateescape"):
+        char = chr(byte)
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif 0x20 <= byte < 0x7F:
+            escaped.append(char)
+        else:
+            escaped.append(f"\\{byte:03o}")
+    return '"' + "".join(escaped) + '"'
 
 
 def _write_models_config(model_dir):
-    """Writes ``model_dir/models.config`` for ``tensorflow_model_server --model_config_file``."""
-    name = os.path.basename(model_dir)
+    """Writes ``model_dir/models.config`` for ``tensorflow_model_server --model_config_file``.
+
+    Names are escaped as protobuf text-format strings, so any directory name
+    (quotes, backslashes, newlines, non-ASCII) gives a parseable file.
+    """
     text = (
         "model_config_list {\n"
         "  config {\n"
-        f'    name: "{name}"\n'
-        f'    base_path: "{model_dir}"\n'
+        f"    name: {_text_format_string(os.path.basename(model_dir))}\n"
+        f"    base_path: {_text_format_string(model_dir)}\n"
         '    model_platform: "tensorflow"\n'
         "  }\n"
         "}\n"
     )
-    atomic_write(os.path.join(model_dir, MODELS_CONFIG), lambda handle: handle.write(text.encode()))
+    durable.atomic_write(os.path.join(model_dir, MODELS_CONFIG),
+                         lambda handle: handle.write(text.encode()))

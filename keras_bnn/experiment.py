@@ -11,10 +11,11 @@ pools the chains and adds R-hat/ESS across them.
 
 import csv
 import dataclasses
+import inspect
 import io
 import json
-import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -30,8 +31,9 @@ from keras_bnn import models as models_lib
 from keras_bnn import plots
 from keras_bnn import samplers
 from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.store import SampleStore, atomic_write
-from keras_bnn.validation import check_int
+from keras_bnn.durable import atomic_write
+from keras_bnn.store import SampleStore
+from keras_bnn.validation import check_int, check_positive, check_seed
 
 SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "hmc", "sgd")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
@@ -102,14 +104,17 @@ class RunConfig:
             check_int(getattr(self, name), name, 1)
         check_int(self.burn_in_epochs, "burn_in_epochs", 0)
         check_int(self.chain, "chain", 0)
+        check_seed(self.seed, "RunConfig")
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
         for name in ("temperature", "step_size"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name, "RunConfig")
+        for name in ("dataset", "model", "sampler", "output_dir", "data_dir"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and value > 0
-                                          and math.isfinite(value)):
-                raise ValueError(f"`{name}` must be a positive number; got {value!r}.")
+            if not (isinstance(value, str) and value) and not (name == "data_dir" and value is None):
+                raise ValueError(f"`{name}` must be a non-empty string; got {value!r}.")
         if self.sampler == "sgd" and self.temperature != 1.0:
             raise ValueError("`temperature` applies to samplers, not to sampler='sgd'.")
         if self.burn_in_epochs >= self.epochs and self.sampler != "sgd":
@@ -120,6 +125,14 @@ class RunConfig:
         for name in ("model_args", "sampler_args"):
             if not isinstance(getattr(self, name), dict):
                 raise ValueError(f"`{name}` must be a JSON object; got {getattr(self, name)!r}.")
+        sampled_epochs = self.epochs - self.burn_in_epochs
+        for name in ("collect_every", "cycle_epochs"):
+            value = getattr(self, name)
+            if self.sampler != "sgd" and value is not None and value > sampled_epochs:
+                raise ValueError(
+                    f"`{name}` ({value}) must be at most `epochs` - `burn_in_epochs` "
+                    f"({sampled_epochs}), or no sample is collected."
+                )
         return self
 
     @classmethod
@@ -162,6 +175,14 @@ def load_data(config):
 def build_model(config, info):
     """Builds the run's model for the dataset described by ``info``."""
     builder = getattr(models_lib, config.model)
+    parameters = inspect.signature(builder).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        fixed = {"input_shape", "num_classes", "vocab_size"}
+        allowed = sorted(set(parameters) - fixed)
+        unknown = sorted(set(config.model_args) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown `model_args` {unknown} for model {config.model!r}; "
+                             f"allowed: {allowed}.")
     if config.model == "cnn_lstm":
         return builder(vocab_size=info["vocab_size"], num_classes=info["num_classes"],
                        **config.model_args)
@@ -201,45 +222,98 @@ def _compile(model, config, train_size):
         )
 
 
-def train(config, verbose=1):
+def resume_config(output_dir, flags):
+    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
+
+    Args:
+        output_dir: the run directory (``--output-dir``).
+        flags: RunConfig fields given on the command line besides
+            ``output_dir``; each must equal the stored value (a resumed run
+            continues the same chain).
+
+    Returns:
+        The stored :class:`RunConfig`.
+
+    Raises:
+        ValueError: without ``output_dir``, with ``--config``, or for a flag
+            that differs from the stored config.
+        FileNotFoundError: if ``output_dir`` holds no run.
+    """
+    if not output_dir:
+        raise ValueError("--resume needs --output-dir (the run directory to continue).")
+    if "config" in flags:
+        raise ValueError("--resume reads the run's own config.json; do not pass --config.")
+    path = os.path.join(output_dir, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--resume: `output_dir` {output_dir!r} holds no run "
+                                "(no config.json).")
+    with open(path, "rb") as handle:
+        config = RunConfig.from_dict(dict(json.loads(handle.read()), output_dir=output_dir))
+    for name, value in flags.items():
+        if name != "output_dir" and getattr(config, name) != value:
+            raise ValueError(f"--resume continues the stored run: `{name}` is "
+                             f"{getattr(config, name)!r} there, {value!r} given.")
+    return config
+
+
+def train(config, verbose=1, resume=False):
     """Trains a model by sampling (or SGD) and stores the samples.
+
+    The run is backed up at every epoch end (``keras.callbacks.BackupAndRestore``
+    in ``output_dir/backup``, removed when the run completes), so a killed
+    run continues with ``resume=True``: from the last finished epoch, with
+    the same chain state and step counter, and no sample duplicated or
+    dropped (:class:`keras_bnn.callbacks.CollectSamples`).
 
     Args:
         config: a validated :class:`RunConfig`.
         verbose: Keras progress-bar verbosity.
+        resume: continue the run in ``config.output_dir``.
 
     Returns:
         ``(store, history)``.
 
     Raises:
-        FileExistsError: if ``output_dir`` already holds samples.
+        FileExistsError: if ``output_dir`` already holds a run and
+            ``resume`` is False.
+        ValueError: if ``resume`` is True and the run is complete.
     """
     config.validate()
     store = SampleStore(os.path.join(config.output_dir, "samples"))
-    if len(store):
+    backup = os.path.join(config.output_dir, "backup")
+    finished = os.path.join(config.output_dir, "kinetic_temperatures.json")
+    if resume and os.path.exists(finished):
+        raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
+                         f"({len(store)} samples); nothing to resume.")
+    if not resume and (len(store) or os.path.exists(backup)):
         raise FileExistsError(
-            f"`output_dir` {config.output_dir!r} already holds {len(store)} samples; "
-            "choose a new directory."
+            f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
+            "choose a new directory, or continue a killed run with --resume."
         )
     train_ds, _, info = load_data(config)
     keras.utils.set_random_seed(chain_seed(config))
     model = build_model(config, info)
     _compile(model, config, info["num_train"])
-    callbacks = []
+    callbacks = [keras.callbacks.BackupAndRestore(
+        backup, delete_checkpoint=False, double_checkpoint=True)]
     if config.sampler != "sgd":
         if config.cycle_epochs:
             callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs,
                                                             config.burn_in_epochs))
         callbacks.append(callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
-                                                      every=config.collect_every))
-    _write_json(dataclasses.asdict(config), os.path.join(config.output_dir, "config.json"))
+                                                      every=config.collect_every,
+                                                      chain=config.chain))
+    if not resume:
+        _write_json(dataclasses.asdict(config), os.path.join(config.output_dir, "config.json"))
     history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks,
                         shuffle=False)  # the tf.data pipeline shuffles
-    if config.sampler == "sgd":
-        store.append(model, epoch=config.epochs - 1, step=int(model.optimizer.iterations))
-    _write_json(kinetic_temperature_rows(model, config),
-                os.path.join(config.output_dir, "kinetic_temperatures.json"))
+    step = int(model.optimizer.iterations)
+    if config.sampler == "sgd" and store.find(config.chain, step) is None:
+        store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
+    _write_json(gradient_noise_rows(model), os.path.join(config.output_dir, "gradient_noise.json"))
     _write_json(history.history, os.path.join(config.output_dir, "history.json"))
+    _write_json(kinetic_temperature_rows(model, config), finished)
+    shutil.rmtree(backup, ignore_errors=True)
     return store, history
 
 
@@ -325,6 +399,25 @@ def kinetic_temperature_rows(model, config):
     per_variable = [(name, float(t), d) for name, t, d in sampler.kinetic_temperatures()]
     return [row._asdict() for row in diagnostics.kinetic_temperature_report(
         per_variable, config.temperature)]
+
+
+def gradient_noise_rows(model):
+    """Per-variable gradient-noise ratios at the end of training.
+
+    See :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`.
+
+    Returns:
+        List of dicts (``name, d, ratio, above_limit``), ``above_limit`` when
+        the ratio exceeds :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`; empty
+        for the SGD baseline and for HMC (full batch: no gradient noise).
+    """
+    sampler = model.optimizer
+    if not isinstance(sampler, samplers.Sampler) or sampler.exact:
+        return []
+    return [
+        dict(name=name, d=d, ratio=float(r), above_limit=float(r) > samplers.NOISE_RATIO_LIMIT)
+        for name, r, d in sampler.gradient_noise_ratios()
+    ]
 
 
 def load_run(run_dir):

@@ -58,7 +58,8 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
     Raises:
         ValueError: if ``num_samples`` or ``batch_size`` is not a positive
             integer, ``x`` holds no examples, the model has no weight with a
-            prior, or its output is not rank 2.
+            prior, its output is not rank 2, or it outputs probabilities (a
+            softmax head) instead of logits.
     """
     for argument, value in (("num_samples", num_samples), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -100,7 +101,26 @@ def _mean_probabilities(model, x, num_examples, batch_size):
                 "prior_predictive needs a model whose output is logits of shape "
                 f"(batch, classes); got output shape {tuple(logits.shape)}."
             )
+        if total is None:
+            _refuse_probabilities(ops.convert_to_numpy(logits))
         probabilities = ops.convert_to_numpy(ops.softmax(ops.cast(logits, "float32"), axis=-1))
         batch_sum = probabilities.astype(np.float64).sum(axis=0)
         total = batch_sum if total is None else total + batch_sum
     return total / num_examples
+
+
+def _refuse_probabilities(outputs):
+    """Raises if a batch of outputs looks like probabilities, not logits.
+
+    softmax of probabilities would squash every draw towards uniform.
+    Rows in [0, 1] summing to 1 (within 1e-4) are probabilities; logits
+    do that only by coincidence (all K of them in [0, 1] with sum 1).
+    """
+    outputs = outputs.astype(np.float64)
+    if outputs.shape[-1] > 1 and np.all((outputs >= 0) & (outputs <= 1)) and np.allclose(
+            outputs.sum(axis=-1), 1.0, atol=1e-4):
+        raise ValueError(
+            "prior_predictive needs a model that outputs logits; `model` outputs "
+            "probabilities (rows in [0, 1] summing to 1: a softmax head). Pass the "
+            "model without its final softmax."
+        )

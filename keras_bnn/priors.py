@@ -19,7 +19,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn.validation import check_positive
+from keras_bnn.validation import check_finite, check_positive
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -124,7 +124,7 @@ class Normal(Prior):
     """
 
     def __init__(self, mean=0.0, stddev=1.0):
-        self.mean = float(mean)
+        self.mean = check_finite(mean, "mean", "Normal")
         self.stddev = check_positive(stddev, "stddev", "Normal")
 
     def _stddev_for(self, shape):
@@ -193,7 +193,7 @@ class Laplace(Prior):
 
     def __init__(self, scale=1.0, loc=0.0):
         self.scale = check_positive(scale, "scale", "Laplace")
-        self.loc = float(loc)
+        self.loc = check_finite(loc, "loc", "Laplace")
 
     def log_prob(self, x):
         n = float(np.prod(x.shape))
@@ -236,7 +236,7 @@ class StudentT(Prior):
     def __init__(self, df=3.0, scale=1.0, loc=0.0):
         self.df = check_positive(df, "df", "StudentT")
         self.scale = check_positive(scale, "scale", "StudentT")
-        self.loc = float(loc)
+        self.loc = check_finite(loc, "loc", "StudentT")
 
     def log_prob(self, x):
         nu, s = self.df, self.scale

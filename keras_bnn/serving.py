@@ -17,8 +17,11 @@ with a JSON body in one of two formats:
   or ``{"outputs": {output_name: tensor}}``.
 
 A failed request comes back as ``{"error": "<message>"}`` (with an HTTP error
-status): :class:`ServingClient` raises it as :class:`ServingError`. Only the
-standard library is used (``urllib``).
+status): :class:`ServingClient` raises it as :class:`ServingError`, as it does
+every other failure (no reply within the deadline, a reply over the size cap,
+a truncated body, a bad status line, a redirect, non-JSON, ragged or
+non-numeric arrays, outputs of the wrong batch size). Only the standard
+library is used (``http.client``).
 
 Example, for a :meth:`keras_bnn.PosteriorEnsemble.export`-ed model served as
 ``cifar10_atmc``::
@@ -28,14 +31,15 @@ Example, for a :meth:`keras_bnn.PosteriorEnsemble.export`-ed model served as
     outputs["probabilities"], outputs["mutual_information"]
 """
 
+import http.client
 import json
-import urllib.error
+import socket
+import threading
 import urllib.parse
-import urllib.request
 
 import numpy as np
 
-from keras_bnn.validation import check_int
+from keras_bnn.validation import check_int, check_positive
 
 FORMATS = ("columnar", "row")
 
@@ -55,9 +59,20 @@ class ServingError(RuntimeError):
         self.url = url
 
 
-def _to_json(value):
-    """Nested lists of a tensor-like value, for the JSON body."""
-    return np.asarray(value).tolist()
+def _to_json(value, argument="inputs"):
+    """Nested lists of a finite numeric tensor-like value, for the JSON body."""
+    try:
+        array = np.asarray(value)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"`{argument}` must be a rectangular numeric array ({error}).") from None
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"`{argument}` must be numeric; received dtype {array.dtype}.")
+    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        raise ValueError(f"`{argument}` holds NaN or Inf values; inputs must be finite "
+                         "(JSON cannot carry them, and the model refuses them).")
+    if array.ndim == 0:
+        raise ValueError(f"`{argument}` must have a batch axis; received a scalar.")
+    return array.tolist()
 
 
 class ServingClient:
@@ -71,34 +86,93 @@ class ServingClient:
         version: a positive integer to ask for that version; ``None`` for the
             server's choice (the latest loaded).
         signature_name: the signature to run.
-        timeout: seconds to wait for the server (connect and reply).
+        timeout: total deadline in seconds for one request (connect, send,
+            and the whole reply), not per socket read.
+        max_reply_bytes: the largest reply body accepted.
 
     Raises:
         ValueError: for an empty ``model_name``, a ``url`` that is not
-            ``http(s)://host[:port]``, a bad ``version`` or a non-positive
-            ``timeout``.
+            ``http(s)://host[:port]``, a bad ``version``, a non-positive
+            ``timeout`` or ``max_reply_bytes``.
     """
 
     def __init__(self, model_name, url="http://localhost:8501", version=None,
-                 signature_name="serving_default", timeout=30.0):
+                 signature_name="serving_default", timeout=30.0, max_reply_bytes=256 * 2**20):
         if not isinstance(model_name, str) or not model_name or "/" in model_name:
             raise ValueError(
                 f"`model_name` must be a non-empty name without '/'; received {model_name!r}."
             )
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.path.strip("/"):
+        try:
+            parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+            port = parsed and parsed.port
+        except ValueError:
+            parsed = None
+        if (parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname
+                or parsed.path.strip("/") or parsed.query or parsed.fragment):
             raise ValueError(f"`url` must look like http://host:port; received url={url!r}.")
-        if not timeout > 0:
-            raise ValueError(f"`timeout` must be positive; received timeout={timeout!r}.")
-        path = f"/v1/models/{urllib.parse.quote(model_name)}"
+        if not isinstance(signature_name, str) or not signature_name:
+            raise ValueError(f"`signature_name` must be a non-empty str; received "
+                             f"{signature_name!r}.")
+        self.timeout = check_positive(timeout, "timeout", "ServingClient")
+        self.max_reply_bytes = check_int(max_reply_bytes, "max_reply_bytes", 1)
+        path = f"/v1/models/{urllib.parse.quote(model_name, safe='')}"
         if version is not None:
-            path += f"/versions/{check_int(version, 'version', 1)}"
-        self.predict_url = f"{parsed.scheme}://{parsed.netloc}{path}:predict"
+            path += f"/versions/{check_int(version, 'version', 1, maximum=2**63 - 1)}"
+        self._scheme, self._host, self._port = parsed.scheme, parsed.hostname, port
+        self._path = f"{path}:predict"
+        self.predict_url = f"{parsed.scheme}://{parsed.netloc}{self._path}"
         self.signature_name = signature_name
-        self.timeout = float(timeout)
+
+    def _error(self, message, status=None):
+        return ServingError(f"{message} ({self.predict_url})", status=status,
+                            url=self.predict_url)
+
+    def _exchange(self, data):
+        """(status, body) of one POST, within the total deadline."""
+        connection_class = (http.client.HTTPSConnection if self._scheme == "https"
+                            else http.client.HTTPConnection)
+        connection = connection_class(self._host, self._port, timeout=self.timeout)
+        expired = threading.Event()
+
+        def expire():  # wakes a read blocked on a slow (dripping) server
+            expired.set()
+            sock = connection.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        timer = threading.Timer(self.timeout, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            connection.request("POST", self._path, body=data,
+                               headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            payload = response.read(self.max_reply_bytes + 1)
+            if expired.is_set():
+                raise TimeoutError
+            if len(payload) <= self.max_reply_bytes and response.length:
+                raise http.client.IncompleteRead(payload, response.length)
+            return response.status, payload
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            if expired.is_set():
+                raise self._error(f"No complete reply from TF Serving within the deadline "
+                                  f"timeout={self.timeout}s") from None
+            if isinstance(error, OSError) and not isinstance(error, http.client.HTTPException):
+                reason = getattr(error, "strerror", None) or error
+                raise self._error(f"Cannot reach TF Serving: {reason}") from error
+            raise self._error(f"Malformed reply from TF Serving: {type(error).__name__}: "
+                              f"{error}") from None
+        finally:
+            timer.cancel()
+            connection.close()
 
     def request(self, body):
         """POSTs a JSON body to the predict URL and returns the decoded reply.
+
+        Redirects are not followed (a 3xx is an unexpected reply).
 
         Args:
             body: dict in either request format (see the module docstring).
@@ -107,33 +181,26 @@ class ServingClient:
             The reply as a dict.
 
         Raises:
+            ValueError: if ``body`` holds NaN or Inf (not valid JSON).
             ServingError: for an ``{"error": ...}`` reply, an HTTP error, an
-                unreachable server or a reply that is not a JSON object.
+                unreachable server, no complete reply within ``timeout``, a
+                reply over ``max_reply_bytes`` or one that is not a JSON
+                object.
         """
-        data = json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.predict_url, data=data, method="POST",
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                status, payload = response.status, response.read()
-        except urllib.error.HTTPError as error:
-            status, payload = error.code, error.read()
-        except OSError as error:  # URLError, timeouts, refused connections
-            reason = getattr(error, "reason", error)
-            raise ServingError(f"Cannot reach TF Serving at {self.predict_url}: {reason}",
-                               url=self.predict_url) from error
+        status, payload = self._exchange(json.dumps(body, allow_nan=False).encode())
+        if len(payload) > self.max_reply_bytes:
+            raise self._error(f"Reply larger than max_reply_bytes={self.max_reply_bytes}",
+                              status=status)
         try:
             reply = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             reply = None
         if isinstance(reply, dict) and "error" in reply:
-            raise ServingError(f"TF Serving error (HTTP {status}) from {self.predict_url}: "
-                               f"{reply['error']}", status=status, url=self.predict_url)
+            raise self._error(f"TF Serving error (HTTP {status}): {str(reply['error'])[:2000]}",
+                              status=status)
         if status != 200 or not isinstance(reply, dict):
-            raise ServingError(f"Unexpected reply (HTTP {status}) from {self.predict_url}: "
-                               f"{payload[:200]!r}", status=status, url=self.predict_url)
+            raise self._error(f"Unexpected reply (HTTP {status}): {payload[:200]!r}",
+                              status=status)
         return reply
 
     def predict(self, inputs, format="columnar"):
@@ -151,49 +218,68 @@ class ServingClient:
             one numpy array [N, ...].
 
         Raises:
-            ValueError: for an unknown ``format`` or, in row format, inputs
-                of different batch sizes.
+            ValueError: for an unknown ``format``, inputs that are not
+                rectangular finite numeric arrays, or named inputs of
+                different batch sizes.
             ServingError: as for :meth:`request`, or when the reply lacks
-                the format's key.
+                the format's key or holds ragged, non-numeric or
+                wrong-batch-size outputs.
         """
         if format not in FORMATS:
             raise ValueError(f"`format` must be one of {FORMATS}; received format={format!r}.")
+        if isinstance(inputs, dict):
+            if not inputs or not all(isinstance(name, str) for name in inputs):
+                raise ValueError("`inputs` must be a non-empty dict {input_name: batch}; "
+                                 f"received keys {list(inputs)!r}.")
+            columns = {name: _to_json(value, f"inputs[{name!r}]")
+                       for name, value in inputs.items()}
+            sizes = {name: len(column) for name, column in columns.items()}
+            if len(set(sizes.values())) > 1:
+                raise ValueError(
+                    f"`inputs` must share the batch size; received sizes {sizes}."
+                )
+            batch = next(iter(sizes.values()))
+        else:
+            columns = _to_json(inputs)
+            batch = len(columns)
         body = {"signature_name": self.signature_name}
         if format == "columnar":
-            body["inputs"] = (
-                {name: _to_json(value) for name, value in inputs.items()}
-                if isinstance(inputs, dict) else _to_json(inputs)
-            )
+            body["inputs"] = columns
             key = "outputs"
         else:
-            body["instances"] = _rows(inputs)
+            body["instances"] = (
+                [{name: column[i] for name, column in columns.items()} for i in range(batch)]
+                if isinstance(columns, dict) else columns
+            )
             key = "predictions"
         reply = self.request(body)
         if key not in reply:
-            raise ServingError(
-                f"Reply from {self.predict_url} has no {key!r}: keys {sorted(reply)}.",
-                status=200, url=self.predict_url,
-            )
-        if format == "columnar":
-            outputs = reply[key]
-            if isinstance(outputs, dict):
-                return {name: np.asarray(tensor) for name, tensor in outputs.items()}
-            return np.asarray(outputs)
-        rows = reply[key]
-        if rows and isinstance(rows[0], dict):
-            return {name: np.asarray([row[name] for row in rows]) for name in rows[0]}
-        return np.asarray(rows)
+            raise self._error(f"Reply has no {key!r}: keys {sorted(reply)}", status=200)
+        outputs = reply[key]
+        if format == "row":
+            if not isinstance(outputs, list):
+                raise self._error(f"{key!r} is not a list of rows", status=200)
+            if outputs and all(isinstance(row, dict) for row in outputs):
+                names = list(outputs[0])
+                if any(list(row) != names for row in outputs):
+                    raise self._error("rows of 'predictions' name different outputs", status=200)
+                outputs = {name: [row[name] for row in outputs] for name in names}
+        if isinstance(outputs, dict):
+            return {str(name): self._array(tensor, name, batch)
+                    for name, tensor in outputs.items()}
+        return self._array(outputs, key, batch)
 
-
-def _rows(inputs):
-    """The row-format "instances" of a batch (one object per row for named inputs)."""
-    if not isinstance(inputs, dict):
-        return _to_json(inputs)
-    columns = {name: _to_json(value) for name, value in inputs.items()}
-    sizes = {name: len(column) for name, column in columns.items()}
-    if len(set(sizes.values())) > 1:
-        raise ValueError(
-            f"`inputs` must share the batch size in row format; received sizes {sizes}."
-        )
-    count = next(iter(sizes.values()), 0)
-    return [{name: column[i] for name, column in columns.items()} for i in range(count)]
+    def _array(self, value, name, batch):
+        """A reply tensor as a numeric numpy array with ``batch`` rows, or ServingError."""
+        try:
+            array = np.asarray(value)
+        except (ValueError, RecursionError) as error:
+            raise self._error(f"output {name!r} is not a rectangular array ({error})",
+                              status=200) from None
+        if array.dtype.kind not in "biuf":
+            raise self._error(f"output {name!r} is not numeric (dtype {array.dtype})",
+                              status=200)
+        if array.ndim == 0 or array.shape[0] != batch:
+            raise self._error(f"output {name!r} has shape {array.shape}; the request had "
+                              f"{batch} examples", status=200)
+        return array

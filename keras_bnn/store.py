@@ -1,43 +1,52 @@
 """On-disk, append-only store of posterior samples."""
 
 import hashlib
+import itertools
 import json
 import os
-import tempfile
+import re
 import time
+import zipfile
 
 import keras
 import numpy as np
 
+from keras_bnn import durable
+
 _MANIFEST = "store.json"
-_PREFIX = "sample-"
-_SUFFIX = ".npz"
+_SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
+# Keys that Keras numbers per session or per object, not part of an architecture.
+_VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
+
+def _canonical(value):
+    """``value`` (a Keras config) without per-session names, JSON-comparable."""
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items() if k not in _VOLATILE_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
 
 
-def atomic_write(path, write):
-    """Writes a file through ``write(fileobj)`` to a temp name, fsyncs, renames.
+def _layer_configs(model):
+    """One canonical description per layer: class, full config (no names), weights."""
+    described = []
+    for layer in model.layers:
+        try:
+            config = layer.get_config()
+        except NotImplementedError:
+            config = None
+        described.append({
+            "class": f"{type(layer).__module__}.{type(layer).__name__}",
+            "config": _canonical(config),
+            "weights": [[list(w.shape), str(w.dtype)] for w in layer.weights],
+        })
+    return json.loads(json.dumps(described, sort_keys=True, default=repr))
 
-    A crash leaves either the old state or the complete new file, never a
-    partial one; leftover temp files start with ``.tmp-`` and are ignored.
-    The file gets the usual permissions (0666 less the umask), not
-    ``mkstemp``'s owner-only 0600, so a server running as another user can
-    read exports and samples.
-    """
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+
+def _fingerprint(layers, weights):
+    return hashlib.sha256(
+        json.dumps([layers, weights], sort_keys=True).encode()
+    ).hexdigest()
 
 
 def architecture_of(model):
@@ -47,19 +56,58 @@ def architecture_of(model):
         model: a built Keras model.
 
     Returns:
-        dict with ``fingerprint`` (sha256 over the layer classes and the
-        ordered weight shapes/dtypes: names are left out, since Keras numbers
-        them per session), ``weights`` (``[shape, dtype]`` per weight) and
-        ``model`` (the serialized model, used to rebuild it).
+        dict with ``fingerprint`` (sha256 over every layer's class and full
+        config, activations, priors and initialisers included, and the
+        ordered weight shapes/dtypes; layer names are left out, since Keras
+        numbers them per session), ``layers`` (those configs), ``weights``
+        (``[shape, dtype]`` per weight) and ``model`` (the serialized model,
+        used to rebuild it).
     """
     weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
-    layers = [type(layer).__name__ for layer in model.layers]
-    digest = hashlib.sha256(json.dumps([layers, weights]).encode()).hexdigest()
+    layers = _layer_configs(model)
     return {
-        "fingerprint": digest,
+        "fingerprint": _fingerprint(layers, weights),
+        "layers": layers,
         "weights": weights,
         "model": keras.saving.serialize_keras_object(model),
     }
+
+
+def _legacy_fingerprint(model):
+    """The fingerprint of stores written before full configs were hashed
+    (layer classes and weight shapes only), to keep reading and extending them."""
+    weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
+    layers = [type(layer).__name__ for layer in model.layers]
+    return hashlib.sha256(json.dumps([layers, weights]).encode()).hexdigest()
+
+
+def _fingerprint_as_stored(model, stored):
+    """``model``'s fingerprint computed the way ``stored`` (a manifest) was."""
+    if "layers" not in stored:
+        return _legacy_fingerprint(model)
+    return architecture_of(model)["fingerprint"]
+
+
+def _first_difference(stored, mine):
+    """A short description of where two architecture dicts differ."""
+    if "layers" not in stored:  # a legacy manifest: layer classes and shapes only
+        return (f"weights {stored['weights'][:3]}... in the store, {mine['weights'][:3]}... "
+                "in the model, or other layer classes")
+    theirs, ours = stored["layers"], mine["layers"]
+    if len(theirs) != len(ours):
+        return f"{len(theirs)} layers in the store, {len(ours)} in the model"
+    for i, (a, b) in enumerate(zip(theirs, ours)):
+        if a != b:
+            for key in ("class", "weights"):
+                if a.get(key) != b.get(key):
+                    return f"layer {i}: {key} {a.get(key)} in the store, {b.get(key)} in the model"
+            config_a, config_b = a.get("config") or {}, b.get("config") or {}
+            keys = sorted(set(config_a) | set(config_b), key=str)
+            diff = [k for k in keys if config_a.get(k) != config_b.get(k)]
+            first = diff[0] if diff else "config"
+            return (f"layer {i} ({b['class'].rsplit('.', 1)[-1]}): {first}="
+                    f"{config_a.get(first)!r} in the store, {config_b.get(first)!r} in the model")
+    return "weights " + ("differ" if stored.get("weights") != mine["weights"] else "match")
 
 
 class Sample:
@@ -84,37 +132,83 @@ class SampleStore:
     """An append-only directory of posterior samples.
 
     Layout: ``store.json`` (architecture of the model that wrote the store)
-    and one ``sample-NNNNNN.npz`` per sample (weights ``w0, w1, ...`` in
-    ``model.weights`` order, plus its metadata as JSON). Every file is written
-    to a temporary name, fsynced and renamed, so a crash mid-write never
-    leaves a partial sample. Iteration loads one sample at a time, so memory
-    does not grow with the number of samples.
+    and one ``sample-<index>.npz`` per sample (at least six digits; weights
+    ``w0, w1, ...`` in ``model.weights`` order, plus its metadata as JSON).
+    Other files are ignored.
+
+    Guarantees (see the README's "Guarantees"):
+
+    * every file is written to a temporary name, fsynced and published by
+      ``link``/``rename``, so a crash never leaves a partial sample; the
+      temporary files of a killed writer are removed by the next
+      ``SampleStore`` opened on the directory;
+    * a sample file is never replaced: :meth:`append` claims its index with
+      an exclusive ``link(2)``, so concurrent appenders (threads or
+      processes, one host or a shared POSIX filesystem) all keep their
+      samples;
+    * the first model bound to the store wins (``store.json`` is created
+      exclusively); a model of another architecture gets a ValueError;
+    * loading refuses foreign, truncated or corrupt sample files and
+      non-finite weights with a ValueError naming the file (nothing is
+      unpickled).
+
+    Iteration loads one sample at a time, so memory does not grow with the
+    number of samples.
 
     Args:
         path: directory (created if missing).
 
     Raises:
-        ValueError: if ``path`` exists and is not a directory.
+        ValueError: if ``path`` is not a path or exists and is not a directory.
     """
 
     def __init__(self, path):
-        self.path = os.fspath(path)
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise ValueError(f"`path` must be a filesystem path; received {path!r}.") from None
+        if not isinstance(self.path, str) or not self.path:
+            raise ValueError(f"`path` must be a non-empty str path; received {path!r}.")
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise ValueError(f"`path` {self.path!r} exists and is not a directory.")
         os.makedirs(self.path, exist_ok=True)
+        durable.remove_stale(self.path)
+        self._metadata_cache = {}
 
     # -------------------------------------------------------------- manifest
     @property
     def architecture(self):
-        """The stored architecture dict, or ``None`` for an empty new store."""
+        """The stored architecture dict, or ``None`` for a new, empty store.
+
+        Raises:
+            ValueError: if ``store.json`` is missing while samples exist, or
+                unreadable.
+        """
         manifest = os.path.join(self.path, _MANIFEST)
-        if not os.path.exists(manifest):
+        try:
+            with open(manifest, "rb") as handle:
+                stored = json.loads(handle.read())
+        except FileNotFoundError:
+            count = len(self._files())
+            if count:
+                raise ValueError(
+                    f"SampleStore {self.path!r}: {manifest} is missing but {count} samples "
+                    "are present (the file was deleted); the architecture is unknown."
+                ) from None
             return None
-        with open(manifest) as handle:
-            return json.load(handle)
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:
+            raise ValueError(f"SampleStore {self.path!r}: {manifest} is corrupt ({error}).") from None
+        if not isinstance(stored, dict) or not isinstance(stored.get("fingerprint"), str) \
+                or not isinstance(stored.get("weights"), list) or "model" not in stored:
+            raise ValueError(f"SampleStore {self.path!r}: {manifest} is corrupt (not a "
+                             "store manifest).")
+        return stored
 
     def check_model(self, model):
         """Binds the store to ``model``'s architecture, or checks it matches.
+
+        Of concurrent first binders of different architectures exactly one
+        wins; the others get the ValueError.
 
         Args:
             model: a built Keras model.
@@ -123,19 +217,15 @@ class SampleStore:
             ValueError: if the store holds samples of another architecture.
         """
         mine = architecture_of(model)
+        manifest = os.path.join(self.path, _MANIFEST)
+        if self.architecture is None and durable.create_exclusive(
+                manifest, lambda handle: handle.write(json.dumps(mine).encode())):
+            return
         stored = self.architecture
-        if stored is None:
-            atomic_write(
-                os.path.join(self.path, _MANIFEST),
-                lambda handle: handle.write(json.dumps(mine).encode()),
-            )
-        elif stored["fingerprint"] != mine["fingerprint"]:
+        if stored["fingerprint"] != _fingerprint_as_stored(model, stored):
             raise ValueError(
                 f"SampleStore {self.path!r} holds samples of another architecture "
-                f"({len(stored['weights'])} weights, first shapes "
-                f"{[w[0] for w in stored['weights'][:3]]}); the model has "
-                f"{len(mine['weights'])} weights, first shapes "
-                f"{[w[0] for w in mine['weights'][:3]]}. Use a new store path."
+                f"({_first_difference(stored, mine)}). Use a new store path."
             )
 
     def build_model(self):
@@ -145,21 +235,31 @@ class SampleStore:
             A Keras model.
 
         Raises:
-            ValueError: if the store is empty.
+            ValueError: if the store is empty, or the stored model config
+                does not rebuild the architecture it was stored with.
         """
         stored = self.architecture
         if stored is None:
             raise ValueError(f"SampleStore {self.path!r} is empty: no architecture yet.")
-        return keras.saving.deserialize_keras_object(stored["model"])
+        try:
+            model = keras.saving.deserialize_keras_object(stored["model"])
+        except Exception as error:  # Keras raises many types for a bad config
+            raise ValueError(f"SampleStore {self.path!r}: the model in {_MANIFEST} cannot "
+                             f"be rebuilt ({type(error).__name__}: {error}).") from None
+        if _fingerprint_as_stored(model, stored) != stored["fingerprint"]:
+            raise ValueError(f"SampleStore {self.path!r}: the model config in {_MANIFEST} "
+                             "does not match its fingerprint (the file was altered).")
+        return model
 
     # ---------------------------------------------------------------- samples
     def _files(self):
-        names = sorted(
-            name
-            for name in os.listdir(self.path)
-            if name.startswith(_PREFIX) and name.endswith(_SUFFIX)
-        )
-        return [os.path.join(self.path, name) for name in names]
+        """``[(file index, path)]`` of the sample files, in index order."""
+        found = []
+        for name in os.listdir(self.path):
+            match = _SAMPLE.match(name)
+            if match:
+                found.append((int(match.group(1)), os.path.join(self.path, name)))
+        return sorted(found)
 
     def __len__(self):
         return len(self._files())
@@ -167,42 +267,81 @@ class SampleStore:
     def append(self, model, **metadata):
         """Writes ``model``'s current weights as a new sample.
 
+        The index is claimed atomically (see the class docstring): an
+        existing sample is never replaced.
+
         Args:
             model: the model being sampled.
-            **metadata: JSON-serialisable values (``step``, ``epoch``,
-                ``temperature``, ...); ``time`` is added.
+            **metadata: JSON-serialisable values (``chain``, ``step``,
+                ``epoch``, ``temperature``, ...); ``time`` is added.
 
         Returns:
-            The new sample's index.
+            The new sample's file index (its position in the store unless
+            samples were deleted).
 
         Raises:
-            ValueError: if the model's architecture differs from the store's.
+            ValueError: if the model's architecture differs from the store's,
+                or its weights are not finite.
         """
         self.check_model(model)
-        files = self._files()
-        index = int(os.path.basename(files[-1])[len(_PREFIX):-len(_SUFFIX)]) + 1 if files else 0
         metadata = dict(metadata, time=time.time())
+        try:
+            text = json.dumps(metadata, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"`metadata` must be JSON-serialisable finite values ({error}); "
+                             f"received {metadata!r}.") from None
         arrays = {f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())}
-        arrays["metadata"] = np.array(json.dumps(metadata))
-        atomic_write(
-            os.path.join(self.path, f"{_PREFIX}{index:06d}{_SUFFIX}"),
+        _check_finite(arrays, f"the weights of model {model.name!r}")
+        arrays["metadata"] = np.array(text)
+        files = self._files()
+        start = files[-1][0] + 1 if files else 0
+        path = durable.create_first_free(
+            (os.path.join(self.path, f"sample-{i:06d}.npz") for i in itertools.count(start)),
             lambda handle: np.savez(handle, **arrays),
         )
-        return index
+        return int(_SAMPLE.match(os.path.basename(path)).group(1))
+
+    def _read(self, path, weights=True):
+        """(weights or None, metadata) of one sample file, checked."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                names = set(data.files)
+                count = len(names) - 1
+                expected = {"metadata", *(f"w{i}" for i in range(count))}
+                if names != expected:
+                    raise ValueError(f"unexpected entries {sorted(names ^ expected)}")
+                metadata = json.loads(str(data["metadata"]))
+                if not isinstance(metadata, dict):
+                    raise ValueError("metadata is not a JSON object")
+                arrays = {f"w{i}": data[f"w{i}"] for i in range(count)} if weights else None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile,
+                RecursionError) as error:
+            # numpy's message for object arrays suggests unsafe loading.
+            reason = ("it holds pickled objects, which a sample never does and which are "
+                      "never loaded") if "pickle" in str(error) else error
+            raise ValueError(f"SampleStore {self.path!r}: sample file {path} is corrupt, "
+                             f"truncated or not a sample ({reason}).") from None
+        if arrays is None:
+            return None, metadata
+        stored = self.architecture
+        shapes = [[list(a.shape), str(a.dtype)] for a in arrays.values()]
+        if stored is not None and shapes != stored["weights"]:
+            raise ValueError(f"SampleStore {self.path!r}: sample file {path} does not match "
+                             f"the store's architecture (weights {shapes[:3]}..., expected "
+                             f"{stored['weights'][:3]}...).")
+        _check_finite(arrays, f"sample file {path}")
+        return list(arrays.values()), metadata
 
     def _load(self, index, path):
-        with np.load(path) as data:
-            count = len(data.files) - 1
-            weights = [data[f"w{i}"] for i in range(count)]
-            metadata = json.loads(str(data["metadata"]))
+        weights, metadata = self._read(path)
         return Sample(index, weights, metadata)
 
     def __getitem__(self, index):
         files = self._files()
-        return self._load(range(len(files))[index], files[index])
+        return self._load(range(len(files))[index], files[index][1])
 
     def __iter__(self):
-        for index, path in enumerate(self._files()):
+        for index, (_, path) in enumerate(self._files()):
             yield self._load(index, path)
 
     def metadata(self):
@@ -210,12 +349,40 @@ class SampleStore:
 
         Returns:
             List of dicts.
+
+        Raises:
+            ValueError: naming a corrupt sample file.
         """
         result = []
-        for path in self._files():
-            with np.load(path) as data:
-                result.append(json.loads(str(data["metadata"])))
+        for _, path in self._files():
+            if path not in self._metadata_cache:  # sample files are immutable
+                self._metadata_cache[path] = self._read(path, weights=False)[1]
+            result.append(self._metadata_cache[path])
         return result
+
+    def find(self, chain, step):
+        """The position of the sample with identity (``chain``, ``step``), or None.
+
+        Samples appended without a ``chain`` belong to chain 0.
+
+        Args:
+            chain: chain id (int).
+            step: optimizer step the sample was taken at (int).
+
+        Returns:
+            int position, or None.
+        """
+        for position, metadata in enumerate(self.metadata()):
+            if metadata.get("chain", 0) == chain and metadata.get("step") == step:
+                return position
+        return None
 
     def __repr__(self):
         return f"SampleStore({self.path!r}, samples={len(self)})"
+
+
+def _check_finite(arrays, what):
+    for name, array in arrays.items():
+        if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+            raise ValueError(f"{what}: {name} holds non-finite values (NaN/Inf); a sample "
+                             "must be finite.")

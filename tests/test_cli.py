@@ -40,6 +40,11 @@ def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     assert "run directory" in out
     # SGHMC has Gaussian momenta: a per-variable kinetic temperature table.
     assert "kinetic temperature per variable" in out and "dense_0/kernel" in out
+    assert "gradient-noise ratio per variable" in out
+    noise_rows = json.load(open(os.path.join(run_dir, "gradient_noise.json")))
+    assert {row["name"] for row in noise_rows} >= {"dense_0/kernel", "dense_0/bias"}
+    assert all(row["ratio"] > 0 and row["above_limit"] == (row["ratio"] > 0.1)
+               for row in noise_rows)
     rows = json.load(open(os.path.join(run_dir, "kinetic_temperatures.json")))
     assert {r["name"] for r in rows} >= {"dense_0/kernel", "logits/bias"}
     assert all(r["lo"] < 1.0 < r["hi"] for r in rows)
@@ -117,7 +122,7 @@ def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
         (["train", "--sampler", "nuts"], "unknown sampler 'nuts'; allowed: atmc"),
         (["train", "--dataset", "svhn"], "unknown dataset 'svhn'; allowed"),
         (["train", "--epochs", "-3"], "`epochs` must be an int >= 1"),
-        (["train", "--temperature", "0"], "`temperature` must be a positive number"),
+        (["train", "--temperature", "0"], "`temperature` must be a positive"),
         (["train", "--dataset", "cifar10", "--data-dir", "/nonexistent/tfds"], "data_dir"),
         (["evaluate", "--run-dir", "/nonexistent/run"], "holds no run"),
         (["sweep-temperature", "--temperatures", "1,x"], "--temperatures must be"),

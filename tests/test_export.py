@@ -188,3 +188,119 @@ def test_interrupted_export_leaves_no_version_directory(exported, tmp_path, monk
         ensemble.export(model_dir)
     assert "saved_model.pb" in written[0]  # the export really was half done
     assert sorted(os.listdir(model_dir)) == before == ["1", "models.config"]
+
+
+# ------------------------------------------------------- reliability (#12)
+def test_nan_input_is_rejected_by_the_signature_and_nan_in_process(exported):
+    """Item 5: no finite, confident-looking answer for a non-finite input."""
+    ensemble, _, version_dir, x, summary = exported
+    bad = x.copy()
+    bad[2, 1] = np.nan
+    bad[4, 0] = np.inf
+    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="NaN or Inf"):
+        signature(inputs=tf.constant(bad))
+    probs = ensemble.predict(bad, verbose=0)
+    assert np.isnan(probs[[2, 4]]).all()
+    clean = [0, 1, 3, 5, 6]
+    np.testing.assert_allclose(probs[clean], summary["probabilities"][clean], rtol=1e-6)
+    uncertainty = ensemble.predict_uncertainty(bad)
+    assert np.isnan(uncertainty["mutual_information"][[2, 4]]).all()
+    assert np.isfinite(uncertainty["mutual_information"][clean]).all()
+
+
+def test_models_config_failure_publishes_no_version(exported, tmp_path, monkeypatch):
+    """Item 7: models.config is written before the version is published."""
+    from keras_bnn import durable
+
+    ensemble = exported[0]
+    model_dir = tmp_path / "model"
+
+    def disk_full(path, write):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(durable, "atomic_write", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        ensemble.export(model_dir)
+    assert not [n for n in os.listdir(model_dir) if not n.startswith(".tmp-")]
+
+
+def test_models_config_escapes_the_model_name(exported, tmp_path):
+    from google.protobuf import text_encoding
+
+    ensemble = exported[0]
+    name = 'we"ird\\name\nwith ü'
+    model_dir = tmp_path / name
+    ensemble.export(model_dir)
+    text = (model_dir / "models.config").read_text()
+    quoted = re.findall(r'(name|base_path): "((?:[^"\\]|\\.)*)"', text)
+    values = dict((key, text_encoding.CUnescape(value).decode()) for key, value in quoted)
+    assert values == {"name": name, "base_path": str(model_dir)}
+
+
+@pytest.mark.parametrize("model_dir", ["", "   ", None, 3])
+def test_export_refuses_an_empty_or_non_path_model_dir(exported, model_dir):
+    with pytest.raises(ValueError, match="`model_dir`"):
+        exported[0].export(model_dir)
+
+
+def test_export_refuses_versions_beyond_int64(exported, tmp_path):
+    ensemble = exported[0]
+    with pytest.raises(ValueError, match=r"`version` must be an int in \[1, 9223372036854775807\]"):
+        ensemble.export(tmp_path / "model", version=2**63)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / str(2**63 - 1)).mkdir()
+    with pytest.raises(ValueError, match="largest int64"):
+        ensemble.export(tmp_path / "full")
+
+
+def test_a_killed_exports_staging_directory_is_removed_by_the_next(exported, tmp_path):
+    from keras_bnn import durable
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    dead = run_fresh([sys.executable, "-c", "import os; print(os.getpid())"])
+    stale = os.path.basename(durable.temp_path(str(model_dir), tag="v1-")).replace(
+        f"-{os.getpid()}-", f"-{int(dead.stdout)}-")
+    (model_dir / stale).mkdir()
+    (model_dir / stale / "saved_model.pb").write_bytes(b"half")
+    exported[0].export(model_dir)
+    assert sorted(os.listdir(model_dir)) == ["1", "models.config"]
+
+
+_EXPORT_LOOP = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from ensemble_helpers import tiny_ensemble
+ensemble = tiny_ensemble(count=2)
+print("ready", flush=True)
+while True:
+    ensemble.export(sys.argv[1])
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_during_export_never_leaves_a_partial_version(exported, tmp_path):
+    """Exports in a loop, killed with SIGKILL at 4 moments: every integer
+    version directory is a complete SavedModel, and the next export cleans
+    the killed one's staging directory."""
+    import signal
+    import subprocess
+    import time
+
+    model_dir = tmp_path / "model"
+    tests_dir = os.path.dirname(__file__)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        process = subprocess.Popen([sys.executable, "-c", _EXPORT_LOOP, str(model_dir),
+                                    tests_dir], stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.5, 4.0))
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+    versions = [n for n in os.listdir(model_dir) if n.isdigit()]
+    for version in versions:
+        signature = tf.saved_model.load(str(model_dir / version)).signatures["serving_default"]
+        assert signature(inputs=tf.zeros((1, INPUT_DIM)))["probabilities"].shape == (1, NUM_CLASSES)
+    exported[0].export(model_dir)
+    assert not [n for n in os.listdir(model_dir) if n.startswith(".tmp-")]

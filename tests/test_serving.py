@@ -6,6 +6,7 @@ import json
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -186,3 +187,101 @@ def test_bad_predict_arguments_raise_value_errors():
         client.predict(inputs(1), format="grpc")
     with pytest.raises(ValueError, match="batch size"):
         client.predict({"a": np.ones((2, 1)), "b": np.ones((3, 1))}, format="row")
+
+
+# ------------------------------------------------------- reliability (#12)
+def test_a_nan_input_is_an_http_400_not_an_answer(server):
+    """Item 5: the exported signature rejects NaN (the stand-in answers 400
+    for InvalidArgument, as TF Serving does); the client refuses to send it."""
+    url, _, _ = server
+    row = ", ".join(["NaN"] * INPUT_DIM)  # what a non-strict JSON writer sends
+    status, payload = _client(url)._exchange(f'{{"inputs": [[{row}]]}}'.encode())
+    assert status == 400 and "NaN or Inf" in json.loads(payload)["error"]
+    with pytest.raises(ValueError, match="`inputs` holds NaN or Inf"):
+        _client(url).predict(np.full((1, INPUT_DIM), np.inf))
+
+
+class _Hostile:
+    """A raw TCP server on 127.0.0.1 answering every connection with ``behave(conn)``."""
+
+    def __init__(self, behave):
+        self.behave = behave
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(10)
+                try:
+                    conn.recv(65536)  # the request (small)
+                    self.behave(conn)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+def _reply(body, status="200 OK", extra=b""):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n").encode() + extra + b"\r\n" + data
+
+
+def _drip(conn):
+    for byte in _reply({"outputs": [[1.0]]}):
+        conn.sendall(bytes([byte]))
+        time.sleep(0.2)
+
+
+_HOSTILE_REPLIES = {
+    "truncated body": lambda c: c.sendall(_reply(b'{"outputs": [[1.0]]}')[:-5]),
+    "bad status line": lambda c: c.sendall(b"HTTP/9 banana\r\n\r\n"),
+    "not json": lambda c: c.sendall(_reply(b"<html>hello</html>")),
+    "ragged arrays": lambda c: c.sendall(_reply({"outputs": {"p": [[1.0], [1.0, 2.0]]}})),
+    "deeply nested": lambda c: c.sendall(_reply(b'{"outputs": ' + b"[" * 100_000
+                                                + b"]" * 100_000 + b"}")),
+    "nested not numeric": lambda c: c.sendall(_reply({"outputs": [["a"], ["b"]]})),
+    "wrong batch size": lambda c: c.sendall(_reply({"outputs": {"p": [[0.5, 0.5]] * 3}})),
+    "redirect": lambda c: c.sendall(_reply({}, "302 Found",
+                                           b"Location: http://127.0.0.1:1/elsewhere\r\n")),
+    "too large": lambda c: c.sendall(_reply({"outputs": [[0.0] * 300_000] * 2})),
+    "closed": lambda c: None,
+}
+
+
+@pytest.mark.parametrize("case", sorted(_HOSTILE_REPLIES))
+def test_every_malformed_reply_raises_a_serving_error(case):
+    """Item 6: whatever the server sends, the client raises ServingError."""
+    hostile = _Hostile(_HOSTILE_REPLIES[case])
+    try:
+        client = ServingClient(MODEL_NAME, url=hostile.url, timeout=5,
+                               max_reply_bytes=1_000_000)
+        with pytest.raises(ServingError):
+            client.predict(inputs(2))
+    finally:
+        hostile.close()
+
+
+def test_timeout_is_a_total_deadline_against_a_dripping_server():
+    """Item 6: a server sending one byte per 0.2 s (each read within any
+    per-read timeout) is cut off at the 1 s deadline; 2.5 s leaves room for
+    a loaded 2-core machine."""
+    hostile = _Hostile(_drip)
+    try:
+        client = ServingClient(MODEL_NAME, url=hostile.url, timeout=1.0)
+        start = time.monotonic()
+        with pytest.raises(ServingError, match="deadline"):
+            client.predict(inputs(1))
+        assert time.monotonic() - start < 2.5
+    finally:
+        hostile.close()

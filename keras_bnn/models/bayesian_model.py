@@ -10,6 +10,7 @@ from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import priors as priors_lib
 from keras_bnn import samplers as samplers_lib
+from keras_bnn.validation import check_fit_data
 
 #: Text of the error raised when the potential becomes NaN or Inf.
 NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
@@ -286,10 +287,14 @@ class BayesianModel(keras.Model):
         than ``train_size`` examples (the chain is then not exact).
 
         Raises:
+            ValueError: for empty inputs or, with a sparse categorical loss,
+                labels that are not class indices of the output
+                (:func:`keras_bnn.validation.check_fit_data`).
             FloatingPointError: when the potential or a gradient becomes
                 NaN/Inf; the weights keep their last finite values, and
                 samples already collected to disk are untouched.
         """
+        check_fit_data(self, args, kwargs)
         extra = [_StopOnSkippedSteps()] if self._uses_xla() else []
         if getattr(self.sampler, "exact", False):
             self.sampler.warn_if_minibatch(  # fit(x, y, batch_size, ...)

@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import schedules
-from keras_bnn.validation import check_fraction, check_positive
+from keras_bnn.validation import check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
 #: on Bayesian logistic regression against NUTS, ATMC's weakly determined
@@ -99,7 +99,7 @@ class Sampler(keras.optimizers.Optimizer):
         self.train_size = (
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
-        self.seed = int(seed)
+        self.seed = check_seed(seed, owner)
         self.noise_estimate_decay = check_fraction(
             noise_estimate_decay, "noise_estimate_decay", owner
         )

@@ -1,0 +1,218 @@
+"""Durable file writes: temp name + fsync + rename, and exclusive claims.
+
+Samples, ``store.json``, the run's JSON and CSV files, export versions and
+``models.config`` are written through these helpers, so a crash (kill -9,
+power loss after the fsync) leaves either the old state or the complete new
+file, never a partial one.
+
+Temporary names are ``.tmp-<host>-<pid>-<random>``: :func:`remove_stale`
+deletes those whose writer (same host, dead pid) can no longer finish them,
+and never touches a live writer's.
+"""
+
+import errno
+import itertools
+import os
+import secrets
+import shutil
+import socket
+
+TEMP_PREFIX = ".tmp-"
+_HOST = socket.gethostname().replace("-", "_").replace(os.sep, "_") or "host"
+
+
+def temp_path(directory, tag=""):
+    """A fresh temporary path in ``directory`` (``.tmp-<host>-<pid>-<tag><random>``)."""
+    return os.path.join(
+        directory, f"{TEMP_PREFIX}{_HOST}-{os.getpid()}-{tag}{secrets.token_hex(6)}"
+    )
+
+
+def _umask():
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def fsync_directory(path):
+    """fsyncs a directory, so a rename or link inside it survives a crash."""
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def fsync_tree(root):
+    """fsyncs every file and directory under ``root``."""
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        fsync_directory(directory)
+
+
+def _write_temp(directory, write):
+    """Writes ``write(fileobj)`` to a new fsynced temp file; returns its path.
+
+    The file gets the usual permissions (0666 less the umask), so a server
+    running as another user can read exports and samples.
+    """
+    tmp = temp_path(directory)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    return tmp
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def atomic_write(path, write):
+    """Writes a file through ``write(fileobj)``: temp name, fsync, rename.
+
+    Replaces ``path`` if it exists (use :func:`create_exclusive` to never
+    replace).
+
+    Args:
+        path: destination file.
+        write: callable writing the content to a binary file object.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = _write_temp(directory, write)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    fsync_directory(directory)
+
+
+def create_exclusive(path, write):
+    """Publishes a complete new file at ``path``, or fails if one exists.
+
+    The content is written and fsynced under a temp name, then hard-linked
+    to ``path``: ``link(2)`` fails with EEXIST when ``path`` exists, so of
+    several concurrent writers exactly one creates it, and a reader sees no
+    file or the whole file.
+
+    Args:
+        path: destination file.
+        write: callable writing the content to a binary file object.
+
+    Returns:
+        True if this call created ``path``; False if it already existed
+        (nothing was changed).
+    """
+    return create_first_free([path], write) is not None
+
+
+def create_first_free(paths, write):
+    """Publishes ``write``'s content at the first of ``paths`` that is free.
+
+    Like :func:`create_exclusive`, but the content is written once and
+    linked to each candidate in turn until one does not exist yet: the way
+    concurrent appenders claim distinct indices without a lock.
+
+    Args:
+        paths: iterable of candidate destinations (same directory).
+        write: callable writing the content to a binary file object.
+
+    Returns:
+        The path created, or None if every candidate existed.
+    """
+    paths = iter(paths)
+    first = next(paths, None)
+    if first is None:
+        return None
+    directory = os.path.dirname(os.path.abspath(first))
+    tmp = _write_temp(directory, write)
+    try:
+        for path in itertools.chain([first], paths):
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                continue
+            fsync_directory(directory)
+            return path
+        return None
+    finally:
+        _remove_quietly(tmp)
+
+
+def publish_directory(staging, target):
+    """Renames a fully written directory ``staging`` to a new ``target``.
+
+    Raises:
+        FileExistsError: if ``target`` exists (``staging`` is left for the
+            caller to remove).
+    """
+    fsync_tree(staging)
+    # rename(2) fails (ENOTEMPTY/EEXIST) onto a non-empty directory, so a
+    # published version is never replaced; an empty one is checked first.
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, "Directory exists; refusing to replace it", target)
+    try:
+        os.rename(staging, target)
+    except OSError as error:
+        if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise FileExistsError(errno.EEXIST, "Directory appeared meanwhile; refusing "
+                                  "to replace it", target) from None
+        raise
+    fsync_directory(os.path.dirname(os.path.abspath(target)))
+
+
+def _writer_alive(name):
+    """False only for a temp name of this host whose writing process is gone."""
+    parts = name[len(TEMP_PREFIX):].split("-")
+    if len(parts) < 3 or parts[0] != _HOST or not parts[1].isdigit():
+        return True
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def remove_stale(directory):
+    """Deletes temp files and staging directories left by killed writers.
+
+    Args:
+        directory: where to look (not recursive).
+
+    Returns:
+        The names removed.
+    """
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(TEMP_PREFIX) or _writer_alive(name):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError:  # e.g. a read-only store: reading must still work
+            continue
+        removed.append(name)
+    return removed
