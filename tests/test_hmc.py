@@ -175,7 +175,14 @@ def _blr_model(sampler, seed=1):
     return model
 
 
-def test_mirrored_strategy_takes_the_same_decisions():
+def test_mirrored_strategy_takes_the_same_decisions(monkeypatch):
+    # TensorFlow caches collective instances per (group key, instance key) for
+    # the whole process, and every MirroredStrategy starts at group key 1: a
+    # later strategy all-reducing other shapes (tests/test_training.py) would
+    # hit this test's cached shapes. `_collective_key_base` ("only set this in
+    # tests", tensorflow/python/distribute/mirrored_strategy.py) moves this
+    # strategy to its own group keys.
+    monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base", 7919)
     x, y = _blr_data()
     single = _blr_model(kb.samplers.HMC(0.15, num_leapfrog_steps=4, seed=5))
     history = single.fit(x, y, batch_size=64, epochs=6, verbose=0, shuffle=False)
