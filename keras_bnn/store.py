@@ -9,6 +9,8 @@ import time
 import keras
 import numpy as np
 
+from keras_bnn.likelihoods import from_loss
+
 _MANIFEST = "store.json"
 _PREFIX = "sample-"
 _SUFFIX = ".npz"
@@ -137,6 +139,19 @@ class SampleStore:
                 f"{len(mine['weights'])} weights, first shapes "
                 f"{[w[0] for w in mine['weights'][:3]]}. Use a new store path."
             )
+
+    def likelihood(self):
+        """The likelihood implied by the loss the storing model was compiled with.
+
+        Returns:
+            ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``
+            (:func:`keras_bnn.likelihoods.from_loss`), or None when the store
+            is empty, the model was not compiled or its loss is not one of
+            those.
+        """
+        stored = self.architecture
+        compiled = (stored or {}).get("model", {}).get("compile_config") or {}
+        return from_loss(compiled.get("loss"))
 
     def build_model(self):
         """Rebuilds the model that wrote the store (weights not loaded).
