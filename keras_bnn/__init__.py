@@ -2,13 +2,16 @@
 
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``metrics``, ``diagnostics``, ``data``, ``plots``,
-``serving``, ``experiment`` (what the ``keras-bnn`` command runs).
+``likelihoods``, ``serving``, ``experiment`` (what the ``keras-bnn`` command
+runs).
 """
 
 from keras_bnn import callbacks
 from keras_bnn import data
 from keras_bnn import diagnostics
+from keras_bnn import experiment
 from keras_bnn import layers
+from keras_bnn import likelihoods
 from keras_bnn import metrics
 from keras_bnn import models
 from keras_bnn import plots
@@ -29,7 +32,9 @@ __all__ = [
     "callbacks",
     "data",
     "diagnostics",
+    "experiment",
     "layers",
+    "likelihoods",
     "metrics",
     "models",
     "plots",

@@ -163,12 +163,12 @@ def _cmd_sweep(args):
     if args.x is not None:
         arrays = {"x": np.load(args.x), "y": np.load(args.y)}
     split = None if args.validation_split == 0 else args.validation_split
-    rows = experiment.sweep(args.param, _numbers(args.values, "--values"),
-                            config=_config_from(args),
+    config = _config_from(args)
+    rows = experiment.sweep(args.param, _numbers(args.values, "--values"), config=config,
                             seeds=_numbers(args.seeds, "--seeds", int),
                             validation_split=split, verbose=args.verbose, **arrays)
     _print_sweep(rows, args.param)
-    print(f"plot: {os.path.join(_config_from(args).output_dir, 'sweep.png')}")
+    print(f"plot: {os.path.join(config.output_dir, 'sweep.png')}")
 
 
 def _cmd_demo(args):
