@@ -20,7 +20,7 @@ _CONFIG_FLAGS = (
     ("--sampler", "sampler", str, "atmc, sghmc, sgnht, sgld, or sgd (baseline)"),
     ("--step-size", "step_size", float, "initial step size h0"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
-    ("--prior", "prior", str, "kernel prior: he_normal or glorot_normal"),
+    ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal or student_t"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
     ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian (default: the dataset's)"),
     ("--epochs", "epochs", int, "training epochs"),
@@ -177,7 +177,7 @@ def _cmd_demo(args):
     root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
     base = experiment.RunConfig(dataset=args.dataset, seed=args.seed)
     if args.epochs is not None:
-        base = dataclasses.replace(base, epochs=args.epochs, burn_in_epochs=args.epochs // 3)
+        base = dataclasses.replace(base, epochs=args.epochs)
     rows, baseline = [], None
     for sampler in ("sgd", "atmc"):
         config = dataclasses.replace(base, sampler=sampler,

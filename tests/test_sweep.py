@@ -9,7 +9,7 @@ import pytest
 
 from keras_bnn import cli, data, experiment
 
-TINY = dict(epochs=3, burn_in_epochs=1, batch_size=50, model_args={"hidden": [8]})
+TINY = dict(epochs=2, burn_in_epochs=1, batch_size=50, model_args={"hidden": [8]})
 
 
 def _arrays(n=200):
@@ -54,7 +54,7 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
     flags = ["--epochs", "2", "--burn-in-epochs", "1", "--batch-size", "64", "--verbose", "0"]
-    code = cli.main(["sweep", "--param", "temperature", "--values", "0.5,1",
+    code = cli.main(["sweep", "--param", "temperature", "--values", "0.5",
                      "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.npy"),
                      "--output-dir", str(tmp_path / "a"), *flags])
     out, err = capsys.readouterr()
@@ -68,3 +68,15 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
     assert [float(r["prior_scale"]) for r in rows] == [1.0]
     code = cli.main(["sweep", "--param", "width", "--values", "1"])
     assert code == 2 and "`param` must be one of" in capsys.readouterr().err
+
+
+def test_run_config_fills_dataset_defaults_only_for_fields_left_unset():
+    digits = experiment.RunConfig(dataset="digits").validate()
+    assert (digits.prior, digits.prior_scale, digits.epochs, digits.burn_in_epochs) == (
+        "student_t", 0.4, 90, 30)
+    # Another prior does not inherit the digits default's scale.
+    he = experiment.RunConfig(dataset="digits", prior="he_normal").validate()
+    assert (he.prior, he.prior_scale) == ("he_normal", 1.0)
+    synthetic = experiment.RunConfig(epochs=12).validate()
+    assert (synthetic.prior, synthetic.prior_scale, synthetic.burn_in_epochs) == (
+        "he_normal", 1.0, 4)
