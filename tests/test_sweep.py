@@ -73,7 +73,7 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
 def test_run_config_fills_dataset_defaults_only_for_fields_left_unset():
     digits = experiment.RunConfig(dataset="digits").validate()
     assert (digits.prior, digits.prior_scale, digits.epochs, digits.burn_in_epochs) == (
-        "student_t", 0.4, 90, 30)
+        "student_t", 0.4, 150, 50)
     # Another prior does not inherit the digits default's scale.
     he = experiment.RunConfig(dataset="digits", prior="he_normal").validate()
     assert (he.prior, he.prior_scale) == ("he_normal", 1.0)
