@@ -157,7 +157,7 @@ def _numbers(text, flag, kind=float):
 
 
 def _print_sweep(rows, param):
-    metric = "ensemble_rmse" if "ensemble_rmse" in rows[0] else "ensemble_accuracy"
+    metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
     print(format_table(rows, [param, "seed", metric, "ensemble_nll", "single_sample_nll"]))
 
 
