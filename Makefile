@@ -1,4 +1,5 @@
-# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+# Two commands do all set-up on a fresh machine: `make demo` (SGD vs ATMC on
+# digits) and `make test`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -2,7 +2,8 @@
 
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``metrics``, ``diagnostics``, ``data``, ``plots``,
-``serving``, ``experiment`` (what the ``keras-bnn`` command runs).
+``likelihoods``, ``serving``, ``experiment`` (what the ``keras-bnn`` command
+runs).
 
 ``import keras_bnn`` imports every submodule (which registers the package's
 Keras serializables), except in the ``keras-bnn`` command, which answers
@@ -16,8 +17,8 @@ import sys
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("callbacks", "data", "diagnostics", "layers", "metrics", "models", "plots",
-               "priors", "samplers", "schedules")
+_SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "layers", "likelihoods",
+               "metrics", "models", "plots", "priors", "samplers", "schedules")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",

@@ -1,4 +1,4 @@
-"""The ``keras-bnn`` command line: train, evaluate, export, sweep-temperature, demo.
+"""The ``keras-bnn`` command line: train, evaluate, export, sweep, sweep-temperature, demo.
 
 Bad input ends with exit code 2 and one line ``keras-bnn: error: <reason>``
 on stderr, never a traceback. ``--help`` and argument errors answer without
@@ -17,12 +17,16 @@ import time
 
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
-    ("--dataset", "dataset", str, "synthetic, mnist, cifar10 or imdb"),
+    ("--dataset", "dataset", str,
+     "synthetic, digits, breast_cancer, wine, diabetes (bundled), mnist, cifar10 or imdb"),
     ("--data-dir", "data_dir", str, "tensorflow-datasets data directory"),
     ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
     ("--sampler", "sampler", str, "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", float, "initial step size h0"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
+    ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal or student_t"),
+    ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
+    ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian (default: the dataset's)"),
     ("--epochs", "epochs", int, "training epochs"),
     ("--batch-size", "batch_size", int, "minibatch size"),
     ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
@@ -36,6 +40,11 @@ _CONFIG_FLAGS = (
 _METRICS = ("accuracy", "nll", "ece", "brier")
 _RHAT_COLUMNS = ("space", "median", "max", "frac_below_1.01", "frac_below_1.1",
                  "ess_bulk_min", "ess_tail_min")
+_REGRESSION_METRICS = ("nll", "rmse", "coverage_0.5", "coverage_0.9", "coverage_0.95")
+
+
+def _metric_columns(result):
+    return _REGRESSION_METRICS if result["likelihood"] == "gaussian" else _METRICS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,11 +160,18 @@ def _cmd_train(args):
 def _cmd_evaluate(args):
     from keras_bnn import experiment
 
-    result = experiment.evaluate(args.run_dir, num_bins=args.num_bins)
-    print(format_table(_result_rows(result, result["sampler"]), ["model", *_METRICS]))
+    baseline = None
+    if args.baseline_run_dir:
+        baseline = experiment.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
+    result = experiment.evaluate(args.run_dir, num_bins=args.num_bins,
+                                 baseline=baseline and baseline["single_sample"])
+    rows = _result_rows(result, result["sampler"])
+    if baseline:
+        rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
+    print(format_table(rows, ["model", *_metric_columns(result)]))
     _print_chain_diagnostics(result)
     _print_rhat(result)
-    print(f"plots: {result['reliability_plot']}, {result['samples_plot']}")
+    print(f"plots: {', '.join(p for p in (result['reliability_plot'], result['samples_plot']) if p)}")
 
 
 def _cmd_export(args):
@@ -164,38 +180,66 @@ def _cmd_export(args):
     print(f"exported: {experiment.export(args.run_dir, args.export_dir, args.version)}")
 
 
-def _cmd_sweep(args):
+def _numbers(text, flag, kind=float):
+    try:
+        return [kind(t) for t in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated numbers; got {text!r}") from None
+
+
+def _print_sweep(rows, param):
+    metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
+    print(format_table(rows, [param, "seed", metric, "ensemble_nll", "single_sample_nll"]))
+
+
+def _cmd_sweep_temperature(args):
     from keras_bnn import experiment
 
-    try:
-        temperatures = [float(t) for t in args.temperatures.split(",")]
-    except ValueError:
-        raise ValueError(f"--temperatures must be comma-separated numbers; got {args.temperatures!r}")
+    temperatures = _numbers(args.temperatures, "--temperatures")
     rows = experiment.sweep_temperature(_config_from(args), temperatures, verbose=args.verbose)
-    columns = ["temperature", "ensemble_accuracy", "ensemble_nll", "single_sample_nll"]
-    print(format_table(rows, columns))
+    _print_sweep(rows, "temperature")
+
+
+def _cmd_sweep(args):
+    import numpy as np
+
+    from keras_bnn import experiment
+
+    if (args.x is None) != (args.y is None):
+        raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
+    arrays = {}
+    if args.x is not None:
+        arrays = {"x": np.load(args.x), "y": np.load(args.y)}
+    split = None if args.validation_split == 0 else args.validation_split
+    config = _config_from(args)
+    rows = experiment.sweep(args.param, _numbers(args.values, "--values"), config=config,
+                            seeds=_numbers(args.seeds, "--seeds", int),
+                            validation_split=split, verbose=args.verbose, **arrays)
+    _print_sweep(rows, args.param)
+    print(f"plot: {os.path.join(config.output_dir, 'sweep.png')}")
 
 
 def _cmd_demo(args):
     from keras_bnn import experiment
 
     root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
-    base = experiment.RunConfig(epochs=args.epochs, burn_in_epochs=args.epochs // 3,
-                                collect_every=max(1, args.epochs // 15), seed=args.seed)
-    rows = []
+    base = experiment.RunConfig(dataset=args.dataset, seed=args.seed)
+    if args.epochs is not None:
+        base = dataclasses.replace(base, epochs=args.epochs)
+    rows, baseline = [], None
     for sampler in ("sgd", "atmc"):
         config = dataclasses.replace(base, sampler=sampler,
                                      output_dir=os.path.join(root, sampler)).validate()
-        print(f"== training {sampler} on the synthetic teacher task "
-              f"({config.num_train} examples, {config.epochs} epochs)")
+        print(f"== training {sampler} on {config.dataset} ({config.epochs} epochs)")
         experiment.train(config, verbose=args.verbose)
-        result = experiment.evaluate(config.output_dir)
+        result = experiment.evaluate(config.output_dir, baseline=baseline)
         if sampler == "sgd":
-            rows.append(dict(model="SGD (MAP baseline)", **result["single_sample"]))
+            baseline = result["single_sample"]
+            rows.append(dict(model="SGD (MAP baseline)", **baseline))
         else:
             rows += _result_rows(result, "ATMC")
     print()
-    print(format_table(rows, ["model", *_METRICS]))
+    print(format_table(rows, ["model", *_metric_columns(result)]))
     _print_chain_diagnostics(result)
     print(f"reliability plot: {result['reliability_plot']}")
     print(f"metric vs samples plot: {result['samples_plot']}")
@@ -215,25 +259,40 @@ def build_parser():
     train.add_argument("--resume", action="store_true",
                        help="continue the killed run in --output-dir from its last epoch "
                             "(its config.json; no sample is duplicated or dropped)")
-    sweep = commands.add_parser("sweep-temperature", help="runs per temperature + plot + CSV")
+    sweep_t = commands.add_parser("sweep-temperature",
+                                  help="runs per temperature on the test split + plot + CSV")
+    _add_config_flags(sweep_t)
+    sweep_t.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",
+                         help="comma-separated temperatures")
+    sweep = commands.add_parser(
+        "sweep", help="runs per value of --param on a validation split + plot + CSV")
     _add_config_flags(sweep)
-    sweep.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",
-                       help="comma-separated temperatures")
+    sweep.add_argument("--param", required=True, help="temperature or prior_scale")
+    sweep.add_argument("--values", required=True, help="comma-separated positive values")
+    sweep.add_argument("--seeds", default="0", help="comma-separated seeds per value")
+    sweep.add_argument("--validation-split", type=float, default=0.2,
+                       help="fraction of the training data held out (0: use the test split)")
+    sweep.add_argument("--x", help=".npy file of training inputs (instead of --dataset)")
+    sweep.add_argument("--y", help=".npy file of training labels or targets")
     evaluate = commands.add_parser("evaluate", help="metrics and plots of a run")
     evaluate.add_argument("--run-dir", required=True)
     evaluate.add_argument("--num-bins", type=int, default=15)
+    evaluate.add_argument("--baseline-run-dir",
+                          help="a reference run (e.g. --sampler sgd), drawn in the plots")
     export = commands.add_parser("export", help="export a run's ensemble for TF Serving")
     export.add_argument("--run-dir", required=True)
     export.add_argument("--export-dir", required=True, help="saved_models/<name>")
     export.add_argument("--version", type=int, default=None, help="default: next free")
-    demo = commands.add_parser("demo", help="SGD vs ATMC on the synthetic task, end to end")
+    demo = commands.add_parser("demo", help="SGD vs ATMC on digits, end to end")
+    demo.add_argument("--dataset", default="digits", help="a bundled or synthetic dataset")
     demo.add_argument("--output-dir", default="runs/demo")
     demo.add_argument("--export-dir", default="saved_models/demo")
-    demo.add_argument("--epochs", type=int, default=30)
+    demo.add_argument("--epochs", type=int, default=None, help="default: the train defaults")
     demo.add_argument("--seed", type=int, default=0)
-    for sub in (train, sweep, demo):
+    for sub in (train, sweep_t, sweep, demo):
         sub.add_argument("--verbose", type=int, default=2, help="Keras progress verbosity")
     train.set_defaults(run=_cmd_train)
+    sweep_t.set_defaults(run=_cmd_sweep_temperature)
     sweep.set_defaults(run=_cmd_sweep)
     evaluate.set_defaults(run=_cmd_evaluate)
     export.set_defaults(run=_cmd_export)

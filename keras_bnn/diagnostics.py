@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from scipy import stats
 
+from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.validation import check_choice
 
 
@@ -357,8 +358,8 @@ def chain_predictions(stores, x, likelihood="categorical"):
     Args:
         stores: list of :class:`keras_bnn.SampleStore`, one per chain.
         x: inputs (array or dataset) accepted by ``keras.Model.predict``.
-        likelihood: ``"categorical"`` (class probabilities softmax f(x;θ))
-            or ``"gaussian"`` (the raw ``[mean, log variance]``).
+        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
+            :meth:`keras_bnn.PosteriorEnsemble.predict_members`).
 
     Returns:
         numpy array.
@@ -379,8 +380,8 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     ``posterior`` holds every weight of the model (one variable per weight,
     named after its path, dims ``(chain, draw, *shape)``);
     ``posterior_predictive`` (when ``x`` is given) holds the predictions of
-    every draw on ``x`` (``"probabilities"`` for a categorical head, else
-    ``"outputs"``). ``az.summary``, ``az.plot_trace``, ``az.plot_rank`` and
+    every draw on ``x`` (``"probabilities"``, or ``"outputs"`` ``[μ, log σ²]``
+    for a Gaussian head). ``az.summary``, ``az.plot_trace``, ``az.plot_rank`` and
     ``az.rhat`` then work as for any PPL's output. Chains of different
     lengths are cut to the last S draws, S the shortest.
 
@@ -389,7 +390,7 @@ def to_inference_data(source, x=None, likelihood="categorical"):
             a :class:`keras_bnn.SampleStore`, or a list of stores / paths
             (see :func:`keras_bnn.chains.stores_of`).
         x: optional inputs for the posterior predictive.
-        likelihood: ``"categorical"`` or ``"gaussian"`` (see
+        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
             :func:`chain_predictions`).
 
     Returns:
@@ -403,7 +404,7 @@ def to_inference_data(source, x=None, likelihood="categorical"):
 
     from keras_bnn import chains as chains_lib  # noqa: PLC0415 - import cycle
 
-    check_choice(likelihood, "likelihood", ("categorical", "gaussian"))
+    check_choice(likelihood, "likelihood", LIKELIHOODS)
     stores = chains_lib.stores_of(source)
     model = stores[0].build_model()
     names = [w.path.replace("/", "_") for w in model.weights]
@@ -414,6 +415,6 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     }
     groups = {"posterior": posterior}
     if x is not None:
-        key = "probabilities" if likelihood == "categorical" else "outputs"
+        key = "outputs" if likelihood == "gaussian" else "probabilities"
         groups["posterior_predictive"] = {key: chain_predictions(stores, x, likelihood)}
     return az.from_dict(**groups)

@@ -17,6 +17,10 @@ Likelihoods (the member model's output head):
 
   so members that are certain (logits of ±1000, probabilities that underflow)
   give exact probabilities and finite log-probabilities.
+* ``"bernoulli"`` (binary): the member outputs one logit f(x;θ_s) ∈ R and
+  p(y=1|x,θ_s) = sigmoid(f(x;θ_s)). The ensemble's ``call`` returns
+  p̄(y=1|x) [N, 1], computed in log space as
+  exp(logsumexp_s(log sigmoid f(x;θ_s)) − log S).
 * ``"gaussian"`` (regression): the member outputs ``[μ, log σ²]``
   concatenated on the last axis, shape [N, 2D] (the first D entries are the
   means of the D targets, the last D their log-variances), and
@@ -36,8 +40,8 @@ see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
 Serving: :meth:`PosteriorEnsemble.export` (TensorFlow backend) writes a
 TensorFlow Serving version directory with a ``serving_default`` signature
-(input ``inputs``; outputs named as in :data:`CATEGORICAL_OUTPUTS` /
-:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
+(input ``inputs``; outputs named as in :data:`CATEGORICAL_OUTPUTS`,
+:data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
 Serving's REST API. Everything else runs under any Keras backend.
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
 / ``keras.saving.load_model`` (the member architecture is in the config, the
@@ -55,9 +59,10 @@ from keras import ops
 
 from keras_bnn import chains as chains_lib
 from keras_bnn import durable
+from keras_bnn import likelihoods as likelihoods_lib
+from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.validation import check_choice, check_int
 
-LIKELIHOODS = ("categorical", "gaussian")
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
 
 #: Outputs of :meth:`PosteriorEnsemble.predictive_summary` (and of the
@@ -69,6 +74,14 @@ CATEGORICAL_OUTPUTS = (
     "expected_entropy",
     "mutual_information",
     "class_std",
+)
+#: The same for ``likelihood="bernoulli"``.
+BERNOULLI_OUTPUTS = (
+    "probabilities",
+    "predictive_entropy",
+    "expected_entropy",
+    "mutual_information",
+    "probability_std",
 )
 #: The same for ``likelihood="gaussian"``.
 GAUSSIAN_OUTPUTS = ("mean", "variance", "aleatoric_variance", "epistemic_variance")
@@ -118,11 +131,7 @@ def _member_signature(model, likelihood):
             f"`model` {model.name!r} must output a [batch, units] tensor; its "
             f"output shape is {output_shape}."
         )
-    if likelihood == "gaussian" and output_shape[-1] % 2:
-        raise ValueError(
-            "likelihood='gaussian' needs a member head [mean, log variance] with an "
-            f"even number of outputs (2 per target); `model` outputs {output_shape[-1]}."
-        )
+    likelihoods_lib.check_units(likelihood, output_shape[-1])
     input_shape = tuple(inputs[0].shape[1:])
     if None in input_shape:
         raise ValueError(
@@ -174,7 +183,8 @@ class PosteriorEnsemble(keras.Model):
         weight_sets: S ≥ 1 lists of arrays, each in ``model.weights`` order
             (``model.get_weights()`` or ``Sample.weights`` of a
             :class:`keras_bnn.SampleStore`).
-        likelihood: ``"categorical"`` (member outputs logits) or
+        likelihood: ``"categorical"`` (member outputs K ≥ 2 logits),
+            ``"bernoulli"`` (one logit, p(y=1|x) = sigmoid) or
             ``"gaussian"`` (member outputs ``[mean, log variance]``).
         member_loop: how the graph evaluates the S members:
             ``"unroll"`` (default) traces S copies of the member graph, which
@@ -198,7 +208,9 @@ class PosteriorEnsemble(keras.Model):
         ValueError: if ``model`` is not a built single-input, single-output
             model, if ``weight_sets`` is empty or does not match
             ``model.weights``, for an unknown ``likelihood``/``member_loop``,
-            or for a ``"gaussian"`` head with an odd number of outputs.
+            or for a head that does not fit ``likelihood`` (categorical with
+            one logit, bernoulli with more than one, gaussian with an odd
+            number of outputs).
     """
 
     def __init__(
@@ -247,7 +259,11 @@ class PosteriorEnsemble(keras.Model):
             model: the member model; ``None`` rebuilds the model that wrote
                 the store (``store.build_model()``).
             **kwargs: passed to the constructor (``likelihood``,
-                ``member_loop``, ``name``).
+                ``member_loop``, ``name``). Without ``likelihood``, it is
+                the one the store records (from the loss the model was
+                compiled with, :func:`keras_bnn.likelihoods.infer`), else
+                ``"bernoulli"`` for a one-logit model and ``"categorical"``
+                otherwise.
 
         Returns:
             A :class:`PosteriorEnsemble`.
@@ -269,6 +285,9 @@ class PosteriorEnsemble(keras.Model):
             max_samples = check_int(max_samples, "max_samples", 1)
             indices = np.round(
                 np.linspace(0, len(pooled) - 1, min(max_samples, len(pooled)))).astype(int)
+        if "likelihood" not in kwargs:
+            kwargs["likelihood"] = stores[0].likelihood() or likelihoods_lib.infer(
+                model.outputs[0].shape[-1])
         chosen = (pooled[int(i)] for i in indices)
         return cls(model, (chain[j].weights for chain, j in chosen), **kwargs)
 
@@ -370,12 +389,15 @@ class PosteriorEnsemble(keras.Model):
 
         Returns:
             ``"categorical"``: p̄ = exp(logsumexp_s(log_softmax f_s) − log S),
-            [N, K]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
+            [N, K]. ``"bernoulli"``: p̄(y=1) = exp(logsumexp_s(log sigmoid
+            f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
             and var of the mixture (module docstring).
         """
         members = self.member_outputs(inputs)
         if self.likelihood == "categorical":
             return ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
+        if self.likelihood == "bernoulli":
+            return ops.exp(_log_mean_exp(ops.log_sigmoid(members)))
         mean, aleatoric, epistemic = self._gaussian_moments(members)
         return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
 
@@ -395,6 +417,12 @@ class PosteriorEnsemble(keras.Model):
         * ``class_std`` sqrt((1/S) Σ_s (p_s − p̄)²) [N, K] (population
           standard deviation across members, per class).
 
+        ``"bernoulli"`` (p_s = sigmoid f(x;θ_s) = p(y=1|x,θ_s), p̄ = (1/S) Σ_s
+        p_s, H[p] = −p log p − (1−p) log(1−p)): ``probabilities`` p̄ [N, 1];
+        ``predictive_entropy``, ``expected_entropy`` and
+        ``mutual_information`` [N] as above, for the two outcomes;
+        ``probability_std`` std over members of p_s [N, 1].
+
         ``"gaussian"``: ``mean``, ``variance`` = ``aleatoric_variance`` +
         ``epistemic_variance`` (each [N, D]; module docstring).
 
@@ -402,8 +430,8 @@ class PosteriorEnsemble(keras.Model):
             inputs: [N, *input_shape] tensor.
 
         Returns:
-            dict of tensors, keys :data:`CATEGORICAL_OUTPUTS` or
-            :data:`GAUSSIAN_OUTPUTS`.
+            dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
+            :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`.
         """
         members = self.member_outputs(inputs)
         if self.likelihood == "gaussian":
@@ -414,14 +442,19 @@ class PosteriorEnsemble(keras.Model):
                 "aleatoric_variance": aleatoric,
                 "epistemic_variance": epistemic,
             }
-        member_log_probs = ops.log_softmax(members, axis=-1)
+        if self.likelihood == "bernoulli":
+            # The two outcomes (y=0, y=1) as the last axis: log sigmoid(∓f).
+            member_log_probs = ops.concatenate(
+                [ops.log_sigmoid(-members), ops.log_sigmoid(members)], axis=-1)
+        else:
+            member_log_probs = ops.log_softmax(members, axis=-1)
         member_probs = ops.exp(member_log_probs)
         log_probs = _log_mean_exp(member_log_probs)
         probs = ops.exp(log_probs)
         predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
         expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
         information = predictive_entropy - expected_entropy
-        return {
+        summary = {
             "probabilities": probs,
             "log_probabilities": log_probs,
             "predictive_entropy": predictive_entropy,
@@ -430,6 +463,11 @@ class PosteriorEnsemble(keras.Model):
             "mutual_information": ops.where(information < 0.0, 0.0, information),
             "class_std": ops.std(member_probs, axis=0),
         }
+        if self.likelihood == "bernoulli":
+            summary["probabilities"] = probs[:, 1:]
+            summary["probability_std"] = summary["class_std"][:, 1:]
+            return {name: summary[name] for name in BERNOULLI_OUTPUTS}
+        return summary
 
     # -------------------------------------------------------- prediction
     def _view(self, name, function):
@@ -462,7 +500,8 @@ class PosteriorEnsemble(keras.Model):
 
         Returns:
             numpy array [S, N, units]: class probabilities softmax f(x;θ_s)
-            (``"categorical"``) or the raw ``[mean, log variance]``
+            (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
+            units = 1) or the raw ``[mean, log variance]``
             (``"gaussian"``).
         """
 
@@ -470,6 +509,8 @@ class PosteriorEnsemble(keras.Model):
             members = self.member_outputs(inputs)
             if self.likelihood == "categorical":
                 members = ops.softmax(members, axis=-1)
+            elif self.likelihood == "bernoulli":
+                members = ops.sigmoid(members)
             return ops.transpose(members, (1, 0, 2))
 
         view = self._view("members", batch_first)

@@ -1,9 +1,16 @@
-"""Predictive-performance metrics for class probabilities.
+"""Predictive-performance metrics: classes, binary outcomes, regression.
 
-Every function takes ``probs`` of shape ``[N, K]`` (rows are predictive class
-distributions p(k|x_i)) and integer ``labels`` of shape ``[N]``, as numpy arrays
-or eager tensors, and returns Python floats or numpy arrays, so results can be
-printed, compared and written to JSON directly.
+Every classification function takes ``probs`` of shape ``[N, K]`` (rows are
+predictive class distributions p(k|x_i)) and integer ``labels`` of shape
+``[N]``, as numpy arrays or eager tensors, and returns Python floats or numpy
+arrays, so results can be printed, compared and written to JSON directly.
+
+Binary (Bernoulli) predictions are ``probs`` of shape ``[N, 1]`` holding
+p(y=1|x_i) (what a ``likelihood="bernoulli"`` ensemble outputs) with labels
+in {0, 1}: every function reads them as the two-class rows [1 − p, p]
+(confidence max(p, 1 − p) for the ECE), except that ``brier`` is the usual
+binary Brier score (1/N) Σ_i (p_i − y_i)², half the two-class sum.
+Regression: :func:`evaluate_gaussian` (NLL, RMSE, interval coverage).
 
 * accuracy  = (1/N) Σ_i 1[argmax_k p_ik = y_i]
 * nll       = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR)
@@ -20,6 +27,7 @@ s members for s = 1..S (how the ensemble improves with more samples).
 """
 
 import numpy as np
+import scipy.stats
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -79,8 +87,16 @@ def _check_labels(labels, num_examples, num_classes):
     return y
 
 
+def _two_class(probs):
+    """[..., 1] probabilities p(y=1) as [..., 2] rows [1 − p, p]; others unchanged."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim >= 2 and p.shape[-1] == 1:
+        return np.concatenate([1.0 - p, p], axis=-1)
+    return p
+
+
 def _check(probs, labels):
-    p = _check_probs(probs)
+    p = _check_probs(_two_class(probs))
     if p.ndim != 2:
         raise ValueError(f"probs must have shape [N, K], got shape {p.shape}")
     return p, _check_labels(labels, p.shape[0], p.shape[1])
@@ -132,7 +148,8 @@ def brier(probs, labels):
 
     brier = (1/N) Σ_i Σ_k (p_ik - 1[k = y_i])².  It is *not* divided by K, so
     it lies in [0, 2]: 0 for a confident correct prediction, 2 for a confident
-    wrong one.
+    wrong one. For binary ``probs`` [N, 1] = p(y=1) it is the binary Brier
+    score (1/N) Σ_i (p_i − y_i)², in [0, 1].
 
     Args:
       probs: [N, K] class probabilities.
@@ -144,9 +161,10 @@ def brier(probs, labels):
     Raises:
       ValueError: as for `accuracy`.
     """
+    binary = np.shape(probs)[-1] == 1
     p, y = _check(probs, labels)
     onehot = np.eye(p.shape[1])[y]
-    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)) / (2.0 if binary else 1.0))
 
 
 def ece(probs, labels, num_bins=15):
@@ -247,7 +265,7 @@ def evaluate_members(member_probs, labels, num_bins=15):
 
     Args:
       member_probs: [S, N, K] class probabilities of S members (posterior
-        samples) on the same N examples.
+        samples) on the same N examples, or [S, N, 1] binary p(y=1).
       labels: [N] integer labels in [0, K).
       num_bins: bins for `ece`.
 
@@ -262,7 +280,8 @@ def evaluate_members(member_probs, labels, num_bins=15):
       ValueError: if `member_probs` is not [S, N, K] probabilities, or as for
         `ece`.
     """
-    probs = _check_probs(member_probs, name="member_probs")
+    probs = np.asarray(member_probs, dtype=np.float64)
+    _check_probs(_two_class(probs), name="member_probs")
     if probs.ndim != 3:
         raise ValueError("member_probs must have shape [S, N, K], got shape "
                          f"{probs.shape}")
@@ -279,3 +298,57 @@ def evaluate_members(member_probs, labels, num_bins=15):
     ensemble = {name: curve[name][-1] for name in METRIC_NAMES}
     return {"members": members, "ensemble": ensemble,
             "metric_vs_num_samples": curve}
+
+
+def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
+    """Metrics of a Gaussian predictive distribution N(mean, variance) (regression).
+
+    With D targets per example (summed over d in the NLL, averaged elsewhere):
+
+    * nll      = (1/N) Σ_i Σ_d ½[log(2π σ²_id) + (y_id − μ_id)²/σ²_id]
+    * rmse     = sqrt((1/(N·D)) Σ_i Σ_d (y_id − μ_id)²)
+    * coverage_<level> = fraction of y_id inside the central interval
+      μ_id ± z·σ_id, z = Φ⁻¹((1 + level)/2) (z = 1.645 for level 0.9); a
+      calibrated predictive gives ≈ level.
+
+    For a posterior ensemble, pass the moment-matched mixture of
+    :class:`keras_bnn.PosteriorEnsemble` (``predict_uncertainty``'s
+    ``mean`` and ``variance``).
+
+    Args:
+      mean, variance: [N] or [N, D] predictive means and variances (> 0).
+      targets: [N] or [N, D] observed values.
+      levels: central-interval probabilities in (0, 1).
+
+    Returns:
+      dict with "nll", "rmse" and "coverage_<level>" per level (e.g.
+      "coverage_0.9"), Python floats.
+
+    Raises:
+      ValueError: if the shapes differ, a value is not finite, a variance
+        is not positive or a level is outside (0, 1).
+    """
+    mu, var, y = (np.asarray(v, dtype=np.float64) for v in (mean, variance, targets))
+    if mu.ndim == 1:
+        mu, var = mu[:, None], var[:, None]
+    if y.ndim == 1:
+        y = y[:, None]
+    if not mu.shape == var.shape == y.shape or mu.size == 0:
+        raise ValueError(f"mean, variance and targets must have the same shape [N] or "
+                         f"[N, D]; got {np.shape(mean)}, {np.shape(variance)}, "
+                         f"{np.shape(targets)}")
+    if not all(np.all(np.isfinite(v)) for v in (mu, var, y)):
+        raise ValueError("mean, variance and targets must be finite")
+    if var.min() <= 0:
+        raise ValueError(f"variance must be positive; got minimum {var.min():.4g}")
+    if any(not 0 < level < 1 for level in levels):
+        raise ValueError(f"levels must lie in (0, 1); got {list(levels)}")
+    error = y - mu
+    result = {
+        "nll": float(np.mean(np.sum(0.5 * (np.log(2 * np.pi * var) + error**2 / var), axis=1))),
+        "rmse": float(np.sqrt(np.mean(error**2))),
+    }
+    for level in levels:
+        z = scipy.stats.norm.ppf(0.5 + level / 2)
+        result[f"coverage_{level:g}"] = float(np.mean(np.abs(error) <= z * np.sqrt(var)))
+    return result

@@ -85,17 +85,19 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None):
 
 
 def metric_vs_samples_plot(curve, path, title=None, baseline=None,
-                           baseline_label="baseline"):
-    """Plots accuracy and NLL of the running ensemble against its size.
+                           baseline_label="baseline", metrics=_CURVE_METRICS):
+    """Plots metrics of the running ensemble against its size.
 
     Args:
-      curve: dict with lists "num_samples", "accuracy" and "nll" of equal
+      curve: dict with lists "num_samples" and one per metric of equal
         length, e.g. `metrics.evaluate_members(...)["metric_vs_num_samples"]`.
       path: output file; parent directories are created.
       title: optional figure title.
-      baseline: optional dict with "accuracy" and "nll" (e.g. a single SGD
+      baseline: optional dict with the same metrics (e.g. a single SGD/MAP
         model from `metrics.evaluate_probs`) drawn as horizontal dashed lines.
       baseline_label: legend text for `baseline`.
+      metrics: (key, axis label) pairs, one panel each; default accuracy
+        and NLL (regression: e.g. (("rmse", "RMSE"), ("nll", "NLL"))).
 
     Returns:
       `path` as a string.
@@ -104,7 +106,7 @@ def metric_vs_samples_plot(curve, path, title=None, baseline=None,
       ValueError: if `curve` or `baseline` lacks a key or the lists are empty
         or of different lengths.
     """
-    names = ["num_samples"] + [name for name, _ in _CURVE_METRICS]
+    names = ["num_samples"] + [name for name, _ in metrics]
     missing = [name for name in names if name not in curve]
     if missing:
         raise ValueError(f"curve is missing keys {missing}; needs {names}")
@@ -112,10 +114,10 @@ def metric_vs_samples_plot(curve, path, title=None, baseline=None,
     if x.ndim != 1 or x.size == 0 or any(np.shape(curve[n]) != x.shape for n in names):
         raise ValueError(f"curve entries {names} must be non-empty lists of "
                          "equal length")
-    if baseline is not None and any(n not in baseline for n, _ in _CURVE_METRICS):
-        raise ValueError("baseline must have keys 'accuracy' and 'nll'")
+    if baseline is not None and any(n not in baseline for n, _ in metrics):
+        raise ValueError(f"baseline must have keys {[n for n, _ in metrics]}")
     fig = Figure(figsize=(9, 3.8), dpi=100)
-    for ax, (name, label) in zip(fig.subplots(1, 2), _CURVE_METRICS):
+    for ax, (name, label) in zip(fig.subplots(1, len(metrics)), metrics):
         ax.plot(x, curve[name], "o-", markersize=3, label="ensemble")
         if baseline is not None:
             ax.axhline(baseline[name], color="tab:red", linestyle="--",
@@ -129,15 +131,21 @@ def metric_vs_samples_plot(curve, path, title=None, baseline=None,
     return _save_png(fig, path)
 
 
-def temperature_sweep_plot(rows, path, title="Posterior temperature sweep"):
-    """The cold-posterior plot: accuracy and NLL against temperature T.
+def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=None):
+    """The cold-posterior plot: metrics against a swept value, over seeds.
+
+    For each value v of ``param`` and each part (ensemble, single sample) it
+    draws the mean over the rows (seeds) with value v, with error bars of ±
+    one standard deviation over those rows (none for a single seed).
 
     Args:
-      rows: dicts with "temperature" and, for "single_sample" and "ensemble",
-        keys "<part>_accuracy" and "<part>_nll" (as written by
-        `keras_bnn.experiment.sweep_temperature`).
+      rows: dicts with key ``param`` and, for "single_sample" and
+        "ensemble", keys "<part>_<metric>" for each metric (as written by
+        `keras_bnn.experiment.sweep`).
       path: output file; parent directories are created.
-      title: figure title.
+      param: the swept key, e.g. "temperature" or "prior_scale" (log axis).
+      metrics: (key, axis label) pairs, one panel each.
+      title: figure title (default: "<param> sweep").
 
     Returns:
       `path` as a string.
@@ -146,22 +154,25 @@ def temperature_sweep_plot(rows, path, title="Posterior temperature sweep"):
       ValueError: if `rows` is empty or lacks a key.
     """
     if not rows:
-        raise ValueError("rows must hold at least one temperature")
-    needed = ["temperature"] + [f"{part}_{name}" for part in ("single_sample", "ensemble")
-                                for name, _ in _CURVE_METRICS]
-    missing = [key for key in needed if key not in rows[0]]
+        raise ValueError("rows must hold at least one run")
+    needed = [param] + [f"{part}_{name}" for part in ("single_sample", "ensemble")
+                        for name, _ in metrics]
+    missing = [key for key in needed if any(key not in row for row in rows)]
     if missing:
         raise ValueError(f"rows are missing keys {missing}")
-    rows = sorted(rows, key=lambda row: row["temperature"])
-    t = [row["temperature"] for row in rows]
+    values = sorted({row[param] for row in rows})
     fig = Figure(figsize=(9, 3.8), dpi=100)
-    for ax, (name, label) in zip(fig.subplots(1, 2), _CURVE_METRICS):
+    for ax, (name, label) in zip(fig.subplots(1, len(metrics)), metrics):
         for part, style in (("ensemble", "o-"), ("single_sample", "s--")):
-            ax.plot(t, [row[f"{part}_{name}"] for row in rows], style, label=part.replace("_", " "))
-        ax.axvline(1.0, color="gray", linewidth=0.8)
-        ax.set(xscale="log", xlabel="temperature T (log scale)", ylabel=label)
+            scores = [[row[f"{part}_{name}"] for row in rows if row[param] == v]
+                      for v in values]
+            ax.errorbar(values, [np.mean(v) for v in scores], yerr=[np.std(v) for v in scores],
+                        fmt=style, capsize=3, label=part.replace("_", " "))
+        if param == "temperature":
+            ax.axvline(1.0, color="gray", linewidth=0.8)
+        ax.set(xscale="log", xlabel=f"{param} (log scale)", ylabel=label)
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(title or f"{param} sweep (mean ± std over seeds)")
     fig.tight_layout()
     return _save_png(fig, path)

@@ -30,6 +30,7 @@ __all__ = [
     "StudentT",
     "Cauchy",
     "HeNormal",
+    "GlorotNormal",
     "GroupLaplace",
     "UnitNormDirection",
     "get",
@@ -167,7 +168,7 @@ class HeNormal(Normal):
     min_rank = 2
 
     def __init__(self, scale=1.0):
-        self.scale = check_positive(scale, "scale", "HeNormal")
+        self.scale = check_positive(scale, "scale", type(self).__name__)
         super().__init__(mean=0.0, stddev=1.0)
 
     def _stddev_for(self, shape):
@@ -177,6 +178,30 @@ class HeNormal(Normal):
 
     def get_config(self):
         return {"scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class GlorotNormal(HeNormal):
+    """Glorot-scaled Gaussian prior ``w_i ~ N(0, (s·sqrt(2/(fan_in+fan_out)))²)``.
+
+    Glorot & Bengio's initialisation variance as a prior. For a dense kernel
+    ``(in, out)``: ``fan_in = in``, ``fan_out = out``; for a convolution
+    kernel ``(*k, in, out)`` both are multiplied by the receptive field
+    ``prod(k)``. ``log p(w)`` is the Normal density of :class:`Normal`.
+
+    Args:
+        scale: s > 0 (``1.0`` gives Glorot's initialisation variance).
+
+    Raises:
+        ValueError: if ``scale`` is not positive, or (at build time) when
+            attached to a weight of rank < 2.
+    """
+
+    def _stddev_for(self, shape):
+        self.validate_shape(shape, "x")
+        receptive_field = int(np.prod(shape[:-2]))
+        fan_in, fan_out = (receptive_field * int(n) for n in shape[-2:])
+        return self.scale * math.sqrt(2.0 / (fan_in + fan_out))
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -429,6 +454,7 @@ _BY_NAME = {
     "student_t": StudentT,
     "cauchy": Cauchy,
     "he_normal": HeNormal,
+    "glorot_normal": GlorotNormal,
     "group_laplace": GroupLaplace,
     "unit_norm_direction": UnitNormDirection,
 }
@@ -440,7 +466,7 @@ def get(identifier, argument="prior"):
     Args:
         identifier: a :class:`Prior`, one of the names
             ``"normal", "laplace", "student_t", "cauchy", "he_normal",
-            "group_laplace", "unit_norm_direction"`` (default arguments), a
+            "glorot_normal", "group_laplace", "unit_norm_direction"`` (default arguments), a
             dict from :func:`serialize`, or ``None``.
         argument: the caller's argument name, used in error messages.
 

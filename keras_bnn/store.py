@@ -12,6 +12,7 @@ import keras
 import numpy as np
 
 from keras_bnn import durable
+from keras_bnn.likelihoods import from_loss
 
 _MANIFEST = "store.json"
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
@@ -227,6 +228,19 @@ class SampleStore:
                 f"SampleStore {self.path!r} holds samples of another architecture "
                 f"({_first_difference(stored, mine)}). Use a new store path."
             )
+
+    def likelihood(self):
+        """The likelihood implied by the loss the storing model was compiled with.
+
+        Returns:
+            ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``
+            (:func:`keras_bnn.likelihoods.from_loss`), or None when the store
+            is empty, the model was not compiled or its loss is not one of
+            those.
+        """
+        stored = self.architecture
+        compiled = (stored or {}).get("model", {}).get("compile_config") or {}
+        return from_loss(compiled.get("loss"))
 
     def build_model(self):
         """Rebuilds the model that wrote the store (weights not loaded).

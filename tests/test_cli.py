@@ -149,3 +149,29 @@ def test_console_script_reports_without_traceback(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("keras-bnn: error: unknown sampler")
+
+
+@pytest.mark.slow
+def test_cli_defaults_on_digits_ensemble_beats_sgd(tmp_path, capsys):
+    """`keras-bnn train --dataset digits` at its defaults (seed 0), then
+    `evaluate`: the ATMC ensemble's test NLL is below the SGD/MAP run's and
+    its ECE is <= 0.05 (issue #13). Measured at these defaults: NLL 0.099
+    against SGD's 0.151, ECE 0.038; over seeds 0/1 of the same prior the
+    ensemble's ECE was 0.038-0.041 and its NLL 13-21 % below MAP's (README,
+    "Choosing the prior"). ECE <= SGD's also held at seed 0, by 0.001 only,
+    too little to assert across TensorFlow builds."""
+    runs = {}
+    for sampler in ("sgd", "atmc"):
+        run_dir = str(tmp_path / sampler)
+        code, _, err = _run(["train", "--dataset", "digits", "--sampler", sampler,
+                             "--output-dir", run_dir, "--verbose", "0"], capsys)
+        assert code == 0, err
+        runs[sampler] = run_dir
+    code, out, err = _run(["evaluate", "--run-dir", runs["atmc"],
+                           "--baseline-run-dir", runs["sgd"]], capsys)
+    assert code == 0, err
+    assert "sgd baseline" in out
+    sgd = json.load(open(os.path.join(runs["sgd"], "metrics.json")))["single_sample"]
+    ensemble = json.load(open(os.path.join(runs["atmc"], "metrics.json")))["ensemble"]
+    assert ensemble["nll"] < sgd["nll"]
+    assert ensemble["ece"] <= 0.05

@@ -258,3 +258,46 @@ def test_load_rejects_unknown_name_listing_allowed_ones():
         data.load("svhn")
     for name in ("synthetic", "mnist", "cifar10", "imdb"):
         assert name in str(error.value)
+
+
+# --------------------------------------------------------------------------
+# scikit-learn's bundled datasets.
+
+
+@pytest.mark.parametrize("name, num_train, num_test, dim, num_classes", [
+    ("digits", 1297, 500, 64, 10), ("breast_cancer", 400, 169, 30, 2),
+    ("wine", 128, 50, 13, 3), ("diabetes", 342, 100, 10, None)])
+def test_bundled_datasets_have_the_documented_split_and_scaling(
+        name, num_train, num_test, dim, num_classes):
+    (x_train, y_train), (x_test, y_test), info = data.bundled_arrays(name)
+    assert x_train.shape == (num_train, dim) and x_test.shape == (num_test, dim)
+    assert y_train.shape == (num_train,) and y_test.shape == (num_test,)
+    assert info["num_classes"] == num_classes and info["input_shape"] == (dim,)
+    assert x_train.dtype == np.float32
+    if name == "digits":  # intensities 0..16 scaled into [0, 1]
+        assert x_train.min() == 0.0 and x_train.max() == 1.0
+    else:  # standardised with training statistics: mean 0, std 1 per feature
+        np.testing.assert_allclose(x_train.mean(axis=0), 0.0, atol=1e-5)
+        np.testing.assert_allclose(x_train.std(axis=0), 1.0, atol=1e-4)
+    if num_classes is None:
+        assert y_train.dtype == np.float32 and info["task"] == "regression"
+        np.testing.assert_allclose([y_train.mean(), y_train.std()], [0.0, 1.0], atol=1e-5)
+    else:
+        assert y_train.dtype == np.int64
+        assert set(np.unique(y_train)) == set(range(num_classes))
+        # Stratified: per class, the two splits' frequencies differ by at
+        # most one example's share of each split (rounding of the counts).
+        freq = [np.bincount(y, minlength=num_classes) / len(y) for y in (y_train, y_test)]
+        assert np.max(np.abs(freq[0] - freq[1])) <= 1.0 / num_test + 1.0 / num_train
+    again = data.bundled_arrays(name)  # the split does not depend on any seed
+    np.testing.assert_array_equal(again[1][0], x_test)
+
+
+def test_load_serves_a_bundled_dataset_as_batches():
+    train, test, info = data.load("wine", batch_size=32, seed=1)
+    assert info["num_train"] == 128 and info["task"] == "classification"
+    assert len(data.dataset_labels(test)) == 50
+    x, y = next(iter(train))
+    assert x.shape == (32, 13) and y.dtype == tf.int64
+    with pytest.raises(ValueError, match="unknown bundled dataset 'iris'"):
+        data.bundled_arrays("iris")

@@ -269,3 +269,16 @@ def test_non_positive_scale_is_a_value_error_naming_the_argument(make, argument,
 def test_prior_on_wrong_rank_is_a_value_error_naming_the_argument(prior, shape):
     with pytest.raises(ValueError, match="`kernel_prior`"):
         prior.validate_shape(shape, "kernel_prior")
+
+
+def test_glorot_normal_log_prob_and_samples_use_fan_in_plus_fan_out():
+    kernel = RNG.normal(size=(3, 3, 4, 5))  # fan_in = 9·4, fan_out = 9·5
+    sigma = 0.7 * math.sqrt(2.0 / (36 + 45))
+    expected = stats.norm(scale=sigma).logpdf(kernel).sum()
+    np.testing.assert_allclose(_log_prob(priors.GlorotNormal(0.7), kernel), expected, rtol=1e-5)
+    w = _draw(priors.GlorotNormal(1.0), (200, 200))  # var 2/400, n = 40000
+    var = 2.0 / 400
+    assert abs(w.var() - var) < N_SIGMA * var * math.sqrt(2 / w.size)
+    assert isinstance(priors.get("glorot_normal"), priors.GlorotNormal)
+    with pytest.raises(ValueError, match="GlorotNormal"):
+        priors.GlorotNormal(scale=0.0)

@@ -1,0 +1,202 @@
+"""Every likelihood end to end: Bernoulli and Gaussian ensembles, their
+inference from a SampleStore, export, and the metrics of each."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import scipy.special
+import tensorflow as tf
+
+import keras_bnn as kb
+from ensemble_helpers import INPUT_DIM, inputs, weight_sets
+from keras_bnn import likelihoods, metrics
+from keras_bnn.ensemble import BERNOULLI_OUTPUTS
+
+
+def _binary_member(seed=0):
+    keras.utils.set_random_seed(seed)
+    return kb.models.mlp((INPUT_DIM,), 1, hidden=(8,))
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _member_logits(model, sets, x):
+    logits = []
+    for weights in sets:
+        model.set_weights(weights)
+        logits.append(np.asarray(model(x)))
+    return np.stack(logits).astype(np.float64)  # [S, N, 1]
+
+
+@pytest.fixture(scope="module")
+def binary():
+    model = _binary_member()
+    sets = weight_sets(model, 4, scale=1.0)
+    x = inputs(16)
+    logits = _member_logits(model, sets, x)
+    return model, sets, x, logits
+
+
+def test_bernoulli_ensemble_is_the_mean_of_member_sigmoids(binary):
+    model, sets, x, logits = binary
+    ensemble = kb.PosteriorEnsemble(model, sets, likelihood="bernoulli")
+    expected = _sigmoid(logits).mean(axis=0)  # [N, 1]
+    probs = np.asarray(ensemble(x))
+    assert probs.shape == (16, 1)
+    np.testing.assert_allclose(probs, expected, atol=1e-6)
+    members = ensemble.predict_members(x)
+    np.testing.assert_allclose(members, _sigmoid(logits), atol=1e-6)
+
+
+def test_bernoulli_summary_entropies_and_mutual_information(binary):
+    model, sets, x, logits = binary
+    summary = kb.PosteriorEnsemble(model, sets, likelihood="bernoulli").predictive_summary(x)
+    assert set(summary) == set(BERNOULLI_OUTPUTS)
+    p = _sigmoid(logits)  # [S, N, 1]
+
+    def entropy(q):  # xlogy: 0·log 0 = 0 where a member is certain
+        return -(scipy.special.xlogy(q, q) + scipy.special.xlogy(1 - q, 1 - q))[..., 0]
+
+    total, aleatoric = entropy(p.mean(axis=0)), entropy(p).mean(axis=0)
+    np.testing.assert_allclose(summary["predictive_entropy"], total, atol=1e-5)
+    np.testing.assert_allclose(summary["expected_entropy"], aleatoric, atol=1e-5)
+    np.testing.assert_allclose(summary["mutual_information"], np.maximum(total - aleatoric, 0),
+                               atol=1e-5)
+    np.testing.assert_allclose(summary["probability_std"], p.std(axis=0), atol=1e-6)
+
+
+def test_bernoulli_export_serves_the_mean_of_member_sigmoids(binary, tmp_path):
+    model, sets, x, logits = binary
+    ensemble = kb.PosteriorEnsemble(model, sets, likelihood="bernoulli")
+    path = ensemble.export(str(tmp_path / "binary"))
+    served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(x))
+    assert set(served) == set(BERNOULLI_OUTPUTS)
+    assert served["probabilities"].shape == (16, 1)
+    np.testing.assert_allclose(served["probabilities"], _sigmoid(logits).mean(axis=0), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "units, likelihood, match",
+    [(1, "categorical", "softmax over one logit"), (3, "bernoulli", "one logit"),
+     (3, "gaussian", "even number")],
+)
+def test_a_likelihood_that_does_not_fit_the_head_is_an_error(units, likelihood, match):
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp((INPUT_DIM,), units, hidden=(4,))
+    with pytest.raises(ValueError, match=match):
+        kb.PosteriorEnsemble(model, [model.get_weights()], likelihood=likelihood)
+
+
+@pytest.mark.parametrize(
+    "loss, units, expected",
+    [(keras.losses.BinaryCrossentropy(from_logits=True), 1, "bernoulli"),
+     ("binary_crossentropy", 1, "bernoulli"),
+     (keras.losses.SparseCategoricalCrossentropy(from_logits=True), 3, "categorical"),
+     (likelihoods.GaussianNLL(), 2, "gaussian"),
+     (None, 1, "bernoulli"), (None, 3, "categorical")],
+)
+def test_infer_reads_the_loss_then_the_units(loss, units, expected):
+    assert likelihoods.infer(units, loss) == expected
+
+
+def test_from_store_picks_bernoulli_for_a_one_logit_binary_model(binary, tmp_path):
+    model, sets, x, logits = binary
+    model.compile(sampler="sgld", train_size=100,
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    for weights in sets:
+        model.set_weights(weights)
+        store.append(model)
+    assert store.likelihood() == "bernoulli"
+    ensemble = kb.PosteriorEnsemble.from_store(store)
+    assert ensemble.likelihood == "bernoulli"
+    np.testing.assert_allclose(ensemble(x), _sigmoid(logits).mean(axis=0), atol=1e-6)
+
+
+def test_gaussian_nll_loss_is_the_normal_log_density():
+    y_pred = np.array([[0.5, np.log(2.0)], [-1.0, np.log(0.5)]], "float32")
+    y_true = np.array([1.0, 0.0], "float32")
+    var = np.exp(y_pred[:, 1])
+    expected = np.mean(0.5 * (np.log(2 * np.pi * var) + (y_true - y_pred[:, 0]) ** 2 / var))
+    np.testing.assert_allclose(float(likelihoods.GaussianNLL()(y_true, y_pred)), expected,
+                               rtol=1e-6)
+
+
+def test_binary_metrics_match_their_definitions():
+    p = np.array([[0.9], [0.2], [0.6], [0.4]])
+    y = np.array([1, 0, 0, 1])
+    scores = metrics.evaluate_probs(p, y)
+    assert scores["accuracy"] == 0.5
+    np.testing.assert_allclose(scores["nll"], -np.mean(np.log([0.9, 0.8, 0.4, 0.4])))
+    np.testing.assert_allclose(scores["brier"], np.mean((p[:, 0] - y) ** 2))
+    # ECE with 15 bins: confidences 0.9, 0.8, 0.6, 0.6 (the last two share a bin
+    # with accuracy 0): |1-0.9|/4 + |1-0.8|/4 + 2·|0-0.6|/4.
+    np.testing.assert_allclose(scores["ece"], (0.1 + 0.2 + 1.2) / 4, atol=1e-6)
+
+
+def test_gaussian_metrics_nll_rmse_and_coverage():
+    rng = np.random.default_rng(0)
+    n = 20000
+    y = rng.standard_normal(n)
+    scores = metrics.evaluate_gaussian(np.zeros(n), np.ones(n), y)
+    # A calibrated N(0, 1) predictive: coverage of the 90 % interval is a
+    # binomial proportion with sd sqrt(0.9·0.1/n) = 0.0021; 4 sd = 0.0085.
+    assert abs(scores["coverage_0.9"] - 0.9) < 0.0085
+    assert abs(scores["coverage_0.5"] - 0.5) < 4 * np.sqrt(0.25 / n)
+    np.testing.assert_allclose(scores["rmse"], np.sqrt(np.mean(y**2)))
+    np.testing.assert_allclose(scores["nll"], np.mean(0.5 * (np.log(2 * np.pi) + y**2)))
+    with pytest.raises(ValueError, match="variance must be positive"):
+        metrics.evaluate_gaussian(np.zeros(3), np.zeros(3), np.zeros(3))
+
+
+def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
+    from keras_bnn import experiment
+
+    config = experiment.RunConfig(dataset="diabetes", sampler="atmc", epochs=6,
+                                  burn_in_epochs=2, batch_size=64,
+                                  model_args={"hidden": [16]},
+                                  output_dir=str(tmp_path / "run"))
+    store, _ = experiment.train(config, verbose=0)
+    assert len(store) == 4 and store.likelihood() == "gaussian"
+    result = experiment.evaluate(config.output_dir)
+    assert result["likelihood"] == "gaussian"
+    ensemble = result["ensemble"]
+    # Targets are standardised: an RMSE above 1.2 or a 90 % coverage outside
+    # [0.5, 1] would mean the head or the metrics are wired wrongly (a fit of
+    # the diabetes data reaches RMSE ≈ 0.7).
+    assert ensemble["rmse"] < 1.2 and 0.5 <= ensemble["coverage_0.9"] <= 1.0
+    assert np.isfinite(ensemble["nll"])
+    path = experiment.export(config.output_dir, str(tmp_path / "saved" / "diabetes"))
+    x = kb.data.bundled_arrays("diabetes")[1][0][:5]
+    served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(x))
+    local = kb.PosteriorEnsemble.from_store(store).predictive_summary(x)
+    assert sorted(served) == sorted(local)
+    for name in ("mean", "variance"):
+        np.testing.assert_allclose(served[name], local[name], rtol=1e-5, atol=1e-6)
+    assert os.path.exists(os.path.join(config.output_dir, "metric_vs_samples.png"))
+
+
+def test_breast_cancer_bernoulli_run_trains_evaluates_and_exports(tmp_path):
+    from keras_bnn import experiment
+
+    config = experiment.RunConfig(dataset="breast_cancer", sampler="atmc", epochs=4,
+                                  batch_size=100, model_args={"hidden": [8]},
+                                  output_dir=str(tmp_path / "run"))
+    store, _ = experiment.train(config, verbose=0)
+    ensemble = kb.PosteriorEnsemble.from_store(store)
+    assert ensemble.likelihood == "bernoulli"
+    result = experiment.evaluate(config.output_dir)
+    assert result["likelihood"] == "bernoulli"
+    # Logistic-regression-like data: 4 epochs already separate it well above
+    # the 0.63 of always predicting the majority class.
+    assert result["ensemble"]["accuracy"] > 0.8
+    assert 0.0 <= result["ensemble"]["brier"] <= 1.0
+    path = experiment.export(config.output_dir, str(tmp_path / "saved" / "bc"))
+    x = kb.data.bundled_arrays("breast_cancer")[1][0][:7]
+    served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(x))
+    assert served["probabilities"].shape == (7, 1)
+    np.testing.assert_allclose(served["probabilities"], ensemble(x), rtol=1e-5, atol=1e-6)
