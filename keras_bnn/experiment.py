@@ -377,8 +377,10 @@ def train(config, verbose=1, resume=False, data=None):
             f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
             "choose a new directory, or continue a killed run with --resume."
         )
-    train_ds, _, info = data or load_data(config)
+    # Seed first: the shuffle op combines its own seed with the global one, so
+    # the data order must not depend on what ran before in the process.
     keras.utils.set_random_seed(chain_seed(config))
+    train_ds, _, info = data or load_data(config)
     model = build_model(config, info)
     _compile(model, config, info)
     callbacks = [keras.callbacks.BackupAndRestore(
