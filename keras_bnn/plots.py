@@ -1,36 +1,28 @@
 """PNG figures for evaluation reports (matplotlib, no display needed).
 
 Figures are drawn on a bare `matplotlib.figure.Figure` (Agg canvas, no pyplot
-global state), written to a temporary file beside the target and moved into
-place with `os.replace`, so a reader never sees a half-written PNG.
+global state) and written with `keras_bnn.durable.atomic_write` (temporary
+file, fsync, rename), so a reader never sees a half-written PNG.
 """
 
 import os
-import tempfile
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from keras_bnn import durable
 from keras_bnn import metrics
 
 _CURVE_METRICS = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
 
 
 def _save_png(fig, path):
-    """Writes `fig` to `path` atomically (temp file + os.replace); returns path."""
+    """Writes `fig` to `path` atomically; returns path."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     FigureCanvasAgg(fig)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    durable.atomic_write(path, lambda handle: fig.savefig(handle, format="png"))
     return path
 
 

@@ -183,8 +183,7 @@ class BayesianModel(keras.Model):
                 wanted.append("kinetic_temperature")
             wanted.append("configurational_temperature")
             # HMC is exact (full batch, Metropolis test): no gradient noise to report.
-            exact = getattr(self.sampler, "exact", False)
-            wanted.append("acceptance_rate" if exact else "gradient_noise_ratio")
+            wanted.append("acceptance_rate" if self.sampler.exact else "gradient_noise_ratio")
         if self.compiled and self._uses_xla():
             wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
@@ -248,7 +247,7 @@ class BayesianModel(keras.Model):
             trackers["configurational_temperature"].update_state(
                 self.sampler.configurational_temperature()
             )
-            if not getattr(self.sampler, "exact", False):
+            if not self.sampler.exact:
                 trackers["gradient_noise_ratio"].update_state(
                     self.sampler.gradient_noise_ratio())
         return distribute.reducible_logs(

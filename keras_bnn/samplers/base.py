@@ -187,8 +187,8 @@ class Sampler(keras.optimizers.Optimizer):
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
         self._virials = [self._scalar_slot(v, "virial") for v in var_list]
-        self._noise_ratios = [self._scalar_slot(v, "noise_ratio") for v in var_list]
         if not self.exact:
+            self._noise_ratios = [self._scalar_slot(v, "noise_ratio") for v in var_list]
             self._previous_gradients = [
                 self.add_variable_from_reference(v, name="previous_gradient") for v in var_list
             ]
