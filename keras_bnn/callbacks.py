@@ -3,20 +3,17 @@
 import keras
 
 from keras_bnn import distribute
-from keras_bnn import schedules
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_int, check_positive
 
 
-def _schedule_of(model):
-    schedule = getattr(model.optimizer, "_learning_rate", None)
-    if not isinstance(schedule, schedules.CyclicalCosine):
+def _sampler_of(model, owner):
+    if not isinstance(model.optimizer, Sampler):
         raise ValueError(
-            "This callback needs a keras_bnn sampler (or an optimizer whose "
-            "learning_rate is a keras_bnn.schedules.CyclicalCosine); the model's "
-            f"optimizer is {type(model.optimizer).__name__}."
+            f"{owner} needs a keras_bnn sampler (compile(sampler=...)); the model's optimizer is "
+            f"{type(model.optimizer).__name__}."
         )
-    return schedule
+    return model.optimizer
 
 
 class CyclicalSchedule(keras.callbacks.Callback):
@@ -54,7 +51,7 @@ class CyclicalSchedule(keras.callbacks.Callback):
                 "CyclicalSchedule: the number of steps per epoch is unknown; pass "
                 "`steps_per_epoch=` to the callback (or to fit)."
             )
-        _schedule_of(self.model).configure(
+        _sampler_of(self.model, "CyclicalSchedule").set_cycle(
             cycle_steps=self.cycle_epochs * steps,
             burn_in_steps=self.burn_in_epochs * steps,
         )
@@ -108,9 +105,10 @@ class CollectSamples(keras.callbacks.Callback):
             return False
         if self.every is not None:
             return (epoch - self.start_epoch) % self.every == self.every - 1
-        schedule = getattr(self.model.optimizer, "_learning_rate", None)
-        if isinstance(schedule, schedules.CyclicalCosine) and schedule.cycle_steps:
-            return schedule.is_cycle_end(int(self.model.optimizer.iterations) - 1)
+        optimizer = self.model.optimizer
+        schedule = getattr(optimizer, "schedule", None)
+        if getattr(schedule, "cycle_steps", None):
+            return optimizer.is_cycle_end(int(optimizer.iterations) - 1)
         return True
 
     def _collect(self, epoch):
@@ -174,11 +172,7 @@ class TemperatureRamp(keras.callbacks.Callback):
         self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1)
 
     def on_train_begin(self, logs=None):
-        if not isinstance(self.model.optimizer, Sampler):
-            raise ValueError(
-                "TemperatureRamp needs a keras_bnn sampler (compile(sampler=...)); the "
-                f"model's optimizer is {type(self.model.optimizer).__name__}."
-            )
+        _sampler_of(self.model, "TemperatureRamp")
 
     def on_epoch_begin(self, epoch, logs=None):
         fraction = min(epoch / self.ramp_epochs, 1.0)

@@ -17,9 +17,10 @@ routes both through this module:
    of length 1, so the reduction averages over replicas back to a scalar.
 
 Remove both once the Keras version in use fixes the issue.
-"""
 
-import tensorflow as tf
+TensorFlow is imported inside the functions: under the JAX backend
+``import keras_bnn`` imports no TensorFlow.
+"""
 
 
 def is_multi_worker(strategy):
@@ -31,6 +32,8 @@ def is_multi_worker(strategy):
     Returns:
         bool.
     """
+    import tensorflow as tf
+
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
@@ -65,6 +68,8 @@ def local_batch(iterator, strategy):
         The first batch with every distributed value replaced by its first
         local replica's tensor.
     """
+    import tensorflow as tf
+
     for _, _, data in iterator:
         batch = next(data)
         return tf.nest.map_structure(
@@ -73,18 +78,17 @@ def local_batch(iterator, strategy):
     return None
 
 
-def reducible_logs(logs, strategy):
-    """Workaround 2: scalar logs get shape ``[1]`` under a multi-worker strategy.
+def reducible_logs(logs):
+    """Workaround 2: scalar logs get shape ``[1]`` (call under a multi-worker strategy).
 
     Args:
         logs: dict of step results.
-        strategy: the model's strategy.
 
     Returns:
-        ``logs`` unchanged, or with scalars reshaped to ``[1]``.
+        ``logs`` with scalars reshaped to ``[1]``.
     """
-    if not is_multi_worker(strategy):
-        return logs
+    import tensorflow as tf
+
     return {
         key: tf.reshape(value, [1]) if value.shape.rank == 0 else value
         for key, value in logs.items()

@@ -1,12 +1,12 @@
 """Priors over network weights, as Keras regularizers with real log-densities.
 
 Every prior is a :class:`keras.regularizers.Regularizer`. Called on a weight
-tensor it returns ``loss_weight * (-log p(w))``: the full negative
+tensor it returns ``-log p(w)``: the full negative
 log-density, normalising constants included (except :class:`UnitNormDirection`,
 which is documented as unnormalised). The tempered posterior's mean-form
-potential (see the design note) adds the prior as ``(1/n) * (-log p(θ))``;
-:meth:`keras_bnn.BayesianModel.compile` sets ``loss_weight = 1/n`` on every
-prior of the model once ``train_size`` is known, without rebuilding any layer.
+potential (see the design note) adds the prior as ``(1/n) * (-log p(θ))``:
+the scaling by ``1/n`` is :meth:`keras_bnn.BayesianModel.potential_terms`'s,
+so a prior is never changed by the model it sits in.
 
 Densities are written with ``keras.ops`` (closed forms) so that they run under
 every Keras backend; the tests check them against ``scipy.stats`` and
@@ -42,23 +42,15 @@ class Prior(keras.regularizers.Regularizer):
     """Base class: a log-density over a weight tensor that is also a regularizer.
 
     Subclasses implement :meth:`log_prob` (summed over all elements) and
-    :meth:`sample`. ``__call__`` returns ``loss_weight * (-log_prob(w))``.
-
-    Attributes:
-        loss_weight: Python float multiplying the negative log-density when the
-            prior is used as a regularization loss. ``1.0`` by default; a
-            :class:`keras_bnn.BayesianModel` sets it to ``1/train_size``.
-            Not part of the config: it belongs to the model being trained.
+    :meth:`sample`. ``__call__`` returns ``-log_prob(w)`` (a
+    :class:`keras_bnn.BayesianModel` scales its layer losses by ``1/n``).
     """
 
-    loss_weight = 1.0
     #: Smallest weight rank this prior accepts (see :meth:`validate_shape`).
     min_rank = 0
 
     def __call__(self, x):
-        return ops.multiply(
-            ops.cast(self.loss_weight, x.dtype), ops.negative(self.log_prob(x))
-        )
+        return ops.negative(self.log_prob(x))
 
     def log_prob(self, x):
         """Total log-density of ``x`` (a scalar, summed over all elements).
@@ -510,25 +502,6 @@ def serialize(prior):
         A config dict, or ``None``.
     """
     return None if prior is None else keras.saving.serialize_keras_object(prior)
-
-
-def set_loss_weight(model, weight):
-    """Sets ``loss_weight`` of every prior attached to ``model``'s variables.
-
-    Args:
-        model: a built Keras model (or layer).
-        weight: the new weight, ``1/train_size`` for the mean-form potential.
-
-    Returns:
-        The number of prior-carrying variables found.
-    """
-    count = 0
-    for variable in model.weights:
-        prior = getattr(variable, "regularizer", None)
-        if isinstance(prior, Prior):
-            prior.loss_weight = float(weight)
-            count += 1
-    return count
 
 
 def log_prior(model):

@@ -1,6 +1,8 @@
-"""The backend-agnostic code (priors, layers, samplers) under KERAS_BACKEND=jax.
+"""keras_bnn under KERAS_BACKEND=jax: the samplers, the sampling ``fit`` (same
+logs as under TensorFlow), the DataParallel route, and an import without
+TensorFlow.
 
-Runs in a subprocess because the Keras backend is fixed at import time.
+Runs in subprocesses because the Keras backend is fixed at import time.
 """
 
 import json
@@ -16,14 +18,19 @@ import pytest
 import keras_bnn as kb
 
 pytest.importorskip("jax")
-WORKER = Path(__file__).parent / "workers" / "jax_backend_check.py"
+WORKERS = Path(__file__).parent / "workers"
+WORKER = WORKERS / "jax_backend_check.py"
+sys.path.insert(0, str(WORKERS))
+import training_runs  # noqa: E402  (shared with the JAX worker)
+
+JAX_ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=2")
 
 
 @pytest.fixture(scope="module")
 def jax_result():
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, str(WORKER)], capture_output=True, text=True,
-                          timeout=600, env=env)
+                          timeout=600, env=JAX_ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
@@ -51,3 +58,65 @@ def test_priors_give_the_same_log_density_under_both_backends(jax_result):
     model.set_weights([np.asarray(w, "float32") for w in jax_result["weights"]])
     np.testing.assert_allclose(float(kb.priors.log_prior(model)), jax_result["log_prior"],
                                rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def jax_training(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("jax_training")
+    initial = training_runs.model().get_weights()
+    np.savez(folder / "initial.npz", *initial)
+    done = subprocess.run(
+        [sys.executable, str(WORKERS / "jax_training_check.py"), str(folder / "out.json"),
+         str(folder / "initial.npz")],
+        capture_output=True, text=True, timeout=600, env=JAX_ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return initial, json.loads((folder / "out.json").read_text())
+
+
+@pytest.mark.parametrize("name", training_runs.SAMPLERS)
+def test_fit_logs_the_same_diagnostics_under_both_backends(jax_training, name):
+    # Same data, initial weights and batch order, noise switched off (the two
+    # backends' generators differ): 12 steps of the deterministic dynamics.
+    # float32 kernels differ between XLA and TensorFlow in reduction order
+    # (relative rounding ~1e-7 per sum of ≤ 400 terms, a few 1e-6 after 12
+    # steps); 1e-4 relative leaves a wide margin and still catches any
+    # difference in the update or in what is logged (e.g. a 0 log, a missing
+    # key, a prior scaled by n instead of 1/n).
+    initial, result = jax_training
+    tf_run = training_runs.parity_run(name, initial)
+    jax_run = result["parity"][name]
+    expected = set(training_runs.LOGGED) - ({"kinetic_temperature"} if name == "sgld" else set())
+    assert set(tf_run["logs"]) == expected
+    assert set(jax_run["logs"]) == expected
+    for key in expected:
+        np.testing.assert_allclose(jax_run["logs"][key], tf_run["logs"][key], rtol=1e-4,
+                                   atol=1e-7, err_msg=key)
+        assert all(v != 0.0 for v in jax_run["logs"][key]), key
+    for a, b in zip(jax_run["weights"], tf_run["weights"]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_data_parallel_chain_equals_the_single_device_chain(jax_training):
+    # keras.distribution.DataParallel over two CPU devices shards each batch;
+    # the step is one XLA program over global arrays with the same noise, so
+    # the chain is the same chain up to the order in which the batch's
+    # gradient is summed (two partial sums: float32 rounding, measured 3e-8
+    # after 8 steps). A real fault (a device treating its half batch as the
+    # batch, per-device noise) moves weights by ≳ h·|G| or the noise scale
+    # sqrt(2h) ≈ 0.1 per step, many orders above the 1e-6 bound.
+    _, result = jax_training
+    parallel = result["data_parallel"]
+    assert parallel["max_weight_difference"] <= 1e-6
+    assert set(parallel["parallel_logs"]) == set(parallel["single_logs"])
+    for key, values in parallel["single_logs"].items():
+        np.testing.assert_allclose(parallel["parallel_logs"][key], values, rtol=1e-6,
+                                   err_msg=key)
+
+
+def test_import_under_jax_imports_no_tensorflow():
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, keras_bnn; assert 'tensorflow' not in sys.modules, "
+         "[m for m in sys.modules if m.startswith('tensorflow')][:5]"],
+        capture_output=True, text=True, timeout=300, env=JAX_ENV)
+    assert done.returncode == 0, done.stderr[-2000:]

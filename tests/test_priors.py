@@ -86,11 +86,10 @@ def test_log_prob_matches_tensorflow_probability(prior, reference):
     np.testing.assert_allclose(_log_prob(prior, X.astype(np.float32)), expected, rtol=1e-5)
 
 
-def test_regularizer_value_is_weighted_negative_log_prob():
+def test_regularizer_value_is_the_negative_log_prob():
     prior = priors.Normal(stddev=2.0)
-    prior.loss_weight = 1e-3
     value = float(keras.ops.convert_to_numpy(prior(keras.ops.convert_to_tensor(X))))
-    np.testing.assert_allclose(value, -1e-3 * stats.norm(scale=2.0).logpdf(X).sum(), rtol=1e-6)
+    np.testing.assert_allclose(value, -stats.norm(scale=2.0).logpdf(X).sum(), rtol=1e-6)
 
 
 # --- densities integrate to one -----------------------------------------------

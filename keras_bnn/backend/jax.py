@@ -4,6 +4,9 @@ import contextlib
 
 import jax
 import jax.numpy as jnp
+import keras
+
+from keras_bnn import nonfinite
 
 
 def stateless_normal(shape, seed, index, step, dtype):
@@ -23,25 +26,6 @@ def stateless_normal(shape, seed, index, step, dtype):
     return jax.random.normal(key, shape, dtype=dtype)
 
 
-def _assert_finite(x, message):
-    """Returns ``x``; raises ``FloatingPointError`` (via a host callback) on NaN/Inf.
-
-    Args:
-        x: floating array.
-        message: text of the error.
-
-    Returns:
-        ``x``.
-    """
-
-    def _check(ok):
-        if not bool(ok):
-            raise FloatingPointError(message)
-
-    jax.debug.callback(_check, jnp.all(jnp.isfinite(x)))
-    return x
-
-
 def fused(function):
     """Returns ``function``: JAX compiles the whole training step, fusing it.
 
@@ -55,20 +39,126 @@ def fused(function):
 
 
 def finite_guard(tensors, messages):
-    """Checks every tensor for NaN/Inf (see :func:`_assert_finite`).
+    """A no-op context: under JAX the model's step checks finiteness itself.
 
-    JAX updates are functional: when a check raises, the compiled step fails
-    and none of its new values is assigned, so no control dependencies are
-    needed.
+    A compiled JAX step cannot raise without a host round-trip on every
+    step, so :func:`apply_if_finite` skips a non-finite step instead (see
+    :mod:`keras_bnn.nonfinite`).
 
     Args:
-        tensors: list of floating arrays (``None`` entries are skipped).
-        messages: one message per tensor.
+        tensors, messages: unused (the TensorFlow guard's signature).
 
     Returns:
         A no-op context manager.
     """
-    for t, m in zip(tensors, messages):
-        if t is not None:
-            _assert_finite(t, m)
+    del tensors, messages
     return contextlib.nullcontext()
+
+
+def num_replicas():
+    """1: under JAX a data-parallel step works on global (sharded) arrays."""
+    return 1
+
+
+def value_and_gradients(model, x, y, sample_weight):
+    """Forward pass, mean-form potential and its gradients at the current weights.
+
+    Reads the weights' current values (those of the enclosing
+    ``StatelessScope`` in :func:`run_train_step`) and differentiates
+    :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
+    (1/n)·(-log p(θ))`` with ``jax.value_and_grad``; the forward pass's
+    non-trainable updates are assigned back.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+        x, y, sample_weight: the unpacked batch.
+
+    Returns:
+        ``(y_pred, loss, prior_term, gradients)`` as on TensorFlow.
+    """
+    trainable = model.trainable_variables
+    non_trainable = model.non_trainable_variables
+    non_trainable_values = [v.value for v in non_trainable]
+    # The compiled loss may update its own trackers: those updates are dropped.
+    metric_mapping = [(v, v.value) for v in model.metrics_variables]
+
+    def potential(values):
+        y_pred, new_values, losses = model.stateless_call(
+            values, non_trainable_values, x, return_losses=True, training=True)
+        with keras.StatelessScope(state_mapping=metric_mapping):
+            nll, prior_term = model.potential_terms(y, y_pred, sample_weight, losses)
+        return nll + prior_term, (y_pred, prior_term, new_values)
+
+    (loss, (y_pred, prior_term, new_values)), gradients = jax.value_and_grad(
+        potential, has_aux=True)([v.value for v in trainable])
+    for variable, value in zip(non_trainable, new_values):
+        variable.assign(value)
+    return y_pred, loss, prior_term, gradients
+
+
+def apply_if_finite(optimizer, loss, gradients, variables):
+    """Applies one optimizer step, keeping every old value when it is not finite.
+
+    The step is applied, then each trainable and optimizer variable (the
+    step counter included) is set to ``where(finite, new, old)``: XLA fuses
+    the select into the update, and a non-finite step changes nothing.
+
+    Args:
+        optimizer: the sampler or optimizer.
+        loss: the potential of this step.
+        gradients: gradients for ``variables``.
+        variables: the trainable variables.
+
+    Returns:
+        Float scalar: 1.0 when the step was skipped, else 0.0.
+    """
+    finite = nonfinite.all_finite(loss, gradients)
+    state = list(variables) + list(optimizer.variables)
+    old = [v.value for v in state]
+    optimizer.apply(gradients, variables)
+    for variable, value in zip(state, old):
+        variable.assign(jnp.where(finite, variable.value, value))
+    return 1.0 - finite.astype("float32")
+
+
+def run_train_step(model, step, state, data):
+    """Runs the model's stateful ``step(data)`` as Keras' JAX trainer calls it: purely.
+
+    Keras' JAX ``train_step(state, data)`` receives every variable's value
+    and returns the new values. The step is written statefully (it assigns
+    weights, sampler state and metric trackers, as on TensorFlow); inside a
+    ``StatelessScope`` mapping each variable to its value in ``state`` those
+    assignments are recorded instead of performed, and read back here.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+        step: callable ``step(data) -> logs``.
+        state: ``(trainable, non_trainable, optimizer, metrics)`` value lists.
+        data: the batch.
+
+    Returns:
+        ``(logs, new_state)``.
+    """
+    groups = (model.trainable_variables, model.non_trainable_variables,
+              model.optimizer.variables, model.metrics_variables)
+    mapping = [pair for variables, values in zip(groups, state)
+               for pair in zip(variables, values)]
+    with keras.StatelessScope(state_mapping=mapping) as scope:
+        logs = step(data)
+    new_state = tuple(
+        [value if (value := scope.get_current_value(v)) is not None else old
+         for v, old in zip(variables, values)]
+        for variables, values in zip(groups, state))
+    return logs, new_state
+
+
+def _tensorflow_only(name):
+    def unavailable(*args, **kwargs):
+        raise NotImplementedError(
+            f"keras_bnn.backend.{name} (HMC's transition) runs on the TensorFlow "
+            "backend only.")
+    return unavailable
+
+
+potential_and_gradients = _tensorflow_only("potential_and_gradients")
+assign_replicated = _tensorflow_only("assign_replicated")

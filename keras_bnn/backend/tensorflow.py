@@ -5,6 +5,8 @@ import threading
 import keras
 import tensorflow as tf
 
+from keras_bnn import nonfinite
+
 
 # Trace-time flag: set while `apply_if_finite` traces an update whose
 # gradients it has already found finite (thread-local: traces may run in
@@ -78,36 +80,50 @@ def num_replicas():
     return tf.distribute.get_strategy().num_replicas_in_sync
 
 
-def gradient_tape_step(model, x, y, sample_weight, message):
-    """Forward pass, potential and gradients of one training step.
+def value_and_gradients(model, x, y, sample_weight):
+    """Forward pass, mean-form potential and its gradients at the current weights.
 
-    Under ``tf.distribute`` Keras' TensorFlow trainer divides both the compiled
-    loss and the layer losses (the prior) by the number of replicas, and the
-    optimizer SUM-reduces gradients, so the applied gradient is the
-    global-batch gradient of ``mean NLL + (1/n)·(-log p(θ))``.
+    The potential is :meth:`keras_bnn.BayesianModel.potential_terms`'
+    ``mean NLL + (1/n)·(-log p(θ))``. In graph mode a NaN/Inf potential
+    stops the step here (``check_numerics`` with
+    :data:`keras_bnn.nonfinite.MARKER`); XLA compiles that check away and
+    the model's step skips the update instead. Under ``tf.distribute`` Keras
+    divides each replica's terms by the replica count and the optimizer
+    SUM-reduces gradients, so the applied gradient is the global batch's.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
         x, y, sample_weight: the unpacked batch.
-        message: error text when the potential is not finite.
 
     Returns:
         ``(y_pred, loss, prior_term, gradients)``: the predictions, this
-        replica's mean-form potential (mean NLL plus prior term, not divided
-        by the replica count), the prior term ``(1/n)·(-log p(θ))`` and the
-        gradients for ``model.trainable_variables``.
+        replica's potential and prior term ``(1/n)·(-log p(θ))`` (not divided
+        by the replica count) and the gradients for
+        ``model.trainable_variables``.
     """
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True)
-        scaled = tf.debugging.check_numerics(
-            model.compute_loss(
-                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-            ),
-            message,
-        )
-    gradients = tape.gradient(scaled, model.trainable_variables)
-    prior_term = tf.add_n(model.losses) if model.losses else tf.zeros(())
-    return y_pred, scaled * float(num_replicas()), prior_term, gradients
+        nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
+        loss = tf.debugging.check_numerics(nll + prior_term, nonfinite.MARKER)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    replicas = float(num_replicas())
+    return y_pred, loss * replicas, prior_term * replicas, gradients
+
+
+def run_train_step(model, step, data):
+    """Runs the model's step ``step(data)``: Keras' TensorFlow trainer is stateful.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel` (unused here; the JAX
+            version maps its variables).
+        step: callable ``step(data) -> logs``.
+        data: the batch.
+
+    Returns:
+        The step's logs.
+    """
+    del model
+    return step(data)
 
 
 def finite_guard(tensors, messages):
@@ -224,10 +240,8 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         tape.watch(values)
         with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, values))):
             y_pred = model(x, training=True)
-            scaled = model.compute_loss(
-                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-            )
-            prior_term = tf.add_n(model.losses) if model.losses else tf.zeros(())
+            nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
+            scaled = nll + prior_term
     gradients = tape.gradient(scaled, values)
     replicas = num_replicas()
     if replicas > 1:
@@ -236,7 +250,8 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         )
     else:
         scaled_sum = scaled
-    return y_pred, scaled * float(replicas), prior_term, scaled_sum, gradients
+    return (y_pred, scaled * float(replicas), prior_term * float(replicas), scaled_sum,
+            gradients)
 
 
 def assign_replicated(variables, values):

@@ -3,7 +3,7 @@
 Every layer here takes one ``*_prior`` argument per weight (a
 :class:`keras_bnn.priors.Prior`, a prior name, a serialized prior, or ``None``
 for none) and attaches it as that weight's regularizer, so ``layer.losses``
-holds ``loss_weight · (-log p(w))`` and the layer serialises its priors.
+holds ``-log p(w)`` and the layer serialises its priors.
 
 Default priors: ``HeNormal(1.0)`` on kernels and ``Normal(0, 1)`` on biases
 (see :data:`keras_bnn.layers.dense.KERNEL_PRIOR_ARGUMENTS` for why);

@@ -10,8 +10,8 @@ from keras_bnn.layers.prior_aware import PriorAwareMixin
 class Conv1D(PriorAwareMixin, keras.layers.Conv1D):
     """``keras.layers.Conv1D`` with priors on kernel and bias.
 
-    ``y = activation(conv1d(x, W) + b)``; ``-log p(W) - log p(b)`` (times
-    ``loss_weight``) is added to ``layer.losses``.
+    ``y = activation(conv1d(x, W) + b)``; ``-log p(W) - log p(b)`` is added
+    to ``layer.losses``.
 
     Args:
         filters: number of output channels.
@@ -35,8 +35,8 @@ class Conv1D(PriorAwareMixin, keras.layers.Conv1D):
 class Conv2D(PriorAwareMixin, keras.layers.Conv2D):
     """``keras.layers.Conv2D`` with priors on kernel and bias.
 
-    ``y = activation(conv2d(x, W) + b)``; ``-log p(W) - log p(b)`` (times
-    ``loss_weight``) is added to ``layer.losses``.
+    ``y = activation(conv2d(x, W) + b)``; ``-log p(W) - log p(b)`` is added
+    to ``layer.losses``.
 
     Args:
         filters: number of output channels.

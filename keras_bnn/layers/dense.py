@@ -25,7 +25,7 @@ KERNEL_PRIOR_ARGUMENTS = {
 class Dense(PriorAwareMixin, keras.layers.Dense):
     """``keras.layers.Dense`` with priors: ``y = activation(x·W + b)``.
 
-    ``-log p(W) - log p(b)``, times the prior's ``loss_weight``, is added to
+    ``-log p(W) - log p(b)`` is added to
     ``layer.losses``.
 
     Args:

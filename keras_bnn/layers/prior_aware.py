@@ -2,12 +2,10 @@
 
 A prior-aware layer takes one ``*_prior`` argument per weight. Each prior is a
 :class:`keras_bnn.priors.Prior`, i.e. a Keras regularizer whose value is
-``loss_weight · (-log p(w))``, so attaching it to the weight as its
+``-log p(w)``, so attaching it to the weight as its
 regularizer puts the prior term into ``layer.losses`` (and so into the
 mean-form potential the samplers use).
 """
-
-import copy
 
 from keras_bnn import priors as priors_lib
 
@@ -30,9 +28,8 @@ class PriorAwareMixin:
     Each prior argument accepts a :class:`~keras_bnn.priors.Prior`, a prior
     name, a serialized prior, or ``None`` (no prior: a flat, improper prior
     that sampling leaves unregularised and :func:`keras_bnn.prior_predictive`
-    leaves unchanged). Every layer keeps its own copy of each prior, so one
-    instance can be passed to many layers without the model's
-    ``loss_weight = 1/n`` leaking into other models.
+    leaves unchanged). Priors are never modified by a model, so one instance
+    can be shared by many layers.
 
     After ``build`` every prior is checked against the shape of the weight it
     sits on, so a prior of the wrong rank raises at build time with the
@@ -58,7 +55,7 @@ class PriorAwareMixin:
                     )
             value = kwargs.pop(argument, _UNSET)
             prior = default() if value is _UNSET else priors_lib.get(value, argument)
-            resolved[argument] = None if prior is None else copy.copy(prior)
+            resolved[argument] = prior
             if regularizer_argument is not None:
                 kwargs[regularizer_argument] = resolved[argument]
         super().__init__(*args, **kwargs)

@@ -11,7 +11,7 @@ class LSTM(PriorAwareMixin, keras.layers.LSTM):
     """``keras.layers.LSTM`` with priors on its three weights.
 
     Gates ``[i, f, c, o] = x_t·W + h_{t-1}·U + b`` as in Keras; the priors
-    add ``-log p(W) - log p(U) - log p(b)`` (times ``loss_weight``) to
+    add ``-log p(W) - log p(U) - log p(b)`` to
     ``layer.losses``.
 
     Args:

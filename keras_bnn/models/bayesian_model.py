@@ -1,6 +1,5 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
-import math
 import warnings
 
 import keras
@@ -8,12 +7,9 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import distribute
-from keras_bnn import priors as priors_lib
+from keras_bnn import nonfinite
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.validation import check_fit_data
-
-#: Text of the error raised when the potential becomes NaN or Inf.
-NONFINITE_POTENTIAL = "keras_bnn: non-finite potential (loss is NaN or Inf)"
+from keras_bnn.validation import check_fit_data, check_positive
 _TRACKED = (
     "nll",
     "prior",
@@ -23,20 +19,6 @@ _TRACKED = (
     "gradient_noise_ratio",
     "acceptance_rate",
 )
-
-
-class _StopOnSkippedSteps(keras.callbacks.Callback):
-    """Under XLA: ends training after an epoch in which steps were skipped as NaN/Inf."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        skipped = int(round(float((logs or {}).get("nonfinite_steps", 0.0))))
-        if skipped:
-            raise FloatingPointError(
-                f"Training stopped: {skipped} step(s) of epoch {epoch} had a NaN/Inf "
-                "potential or gradient (XLA: those steps were skipped, the weights hold "
-                "their last finite values and collected samples are intact). Lower the "
-                "step size or check the data."
-            )
 
 
 class GradientNoiseWarning(UserWarning):
@@ -71,17 +53,11 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
 def _check_train_size(train_size):
     if train_size is None or isinstance(train_size, bool):
         raise ValueError(
-            "`train_size` is required: the number n of training examples, "
-            "used to scale the prior as (1/n)·(-log p(θ)) and the minibatch "
-            f"gradient by n. Received train_size={train_size!r}."
+            "BayesianModel.compile: `train_size` is required: the number n of training "
+            "examples, which scales the prior as (1/n)·(-log p(θ)) and the minibatch "
+            f"gradient by n; got {train_size!r}."
         )
-    if not (isinstance(train_size, (int, float)) and math.isfinite(train_size)
-            and train_size > 0):
-        raise ValueError(
-            "`train_size` must be a positive number of training examples; "
-            f"received train_size={train_size!r}."
-        )
-    return int(train_size)
+    return int(check_positive(train_size, "train_size", "BayesianModel.compile"))
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -89,10 +65,11 @@ class BayesianModel(keras.Model):
     """A ``keras.Model`` whose ``fit`` samples ``p(θ|D) ∝ exp(-U(θ)/T)``.
 
     ``U(θ) = -Σ_i log p(y_i|x_i,θ) - log p(θ)`` over the ``n`` training
-    examples. Keras' compiled loss is the per-example mean NLL and every prior
-    adds ``(1/n)·(-log p(θ))`` as a layer loss, so the standard loss is the
-    mean-form potential ``U(θ)/n`` on a minibatch; samplers multiply its
-    gradient by ``n`` themselves.
+    examples. Keras' compiled loss is the per-example mean NLL and every layer
+    loss (the priors, :mod:`keras_bnn.priors`, each ``-log p(w)``) is a
+    negative log prior, which :meth:`potential_terms` scales by ``1/n``: the
+    model's loss is the mean-form potential ``U(θ)/n`` on a minibatch, and
+    samplers multiply its gradient by ``n`` themselves.
 
     Use it functionally (``BayesianModel(inputs, outputs)``; the builders in
     :mod:`keras_bnn.models` return one) or by subclassing.
@@ -159,8 +136,6 @@ class BayesianModel(keras.Model):
             **kwargs,
         )
         self._compile_config.config.update(train_size=self.train_size)
-        if self.built:
-            priors_lib.set_loss_weight(self, 1.0 / self.train_size)
 
     def compile_from_config(self, config):
         """Re-compiles from :meth:`get_compile_config` (sampler, n included).
@@ -184,49 +159,74 @@ class BayesianModel(keras.Model):
             wanted.append("configurational_temperature")
             # HMC is exact (full batch, Metropolis test): no gradient noise to report.
             wanted.append("acceptance_rate" if self.sampler.exact else "gradient_noise_ratio")
-        if self.compiled and self._uses_xla():
+        if self.compiled and self._skips_nonfinite_steps():
             wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
         return [m for m in metrics if all(m is not t for t in trackers.values())] + extra
 
+    def potential_terms(self, y, y_pred, sample_weight, losses):
+        """The two terms of the mean-form potential ``U(θ)/n`` on a batch.
+
+        ``U(θ)/n = mean_i(-log p(y_i|x_i,θ)) + (1/n)·Σ_k ℓ_k`` where the
+        ``ℓ_k`` are the layer losses (each prior's ``-log p(w)``). Under
+        ``tf.distribute`` both terms are divided by the replica count, as
+        Keras does, so that summing gradients over replicas gives the
+        global-batch gradient.
+
+        Args:
+            y, y_pred, sample_weight: the batch's targets, predictions and
+                weights.
+            losses: the layer losses of this forward pass.
+
+        Returns:
+            ``(nll, prior_term)``: scalar tensors.
+        """
+        nll = self._compile_loss(y, y_pred, sample_weight) if self._compile_loss else None
+        nll = ops.zeros(()) if nll is None else nll
+        if not losses:
+            return nll, ops.zeros((), dtype=nll.dtype)
+        prior = ops.sum(ops.stack([self._aggregate_additional_loss(l) for l in losses]))
+        return nll, ops.divide(ops.cast(prior, nll.dtype), float(self.train_size))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The mean-form potential ``U(θ)/n`` (see :meth:`potential_terms`)."""
+        del x, training
+        return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
+
     def train_step(self, *args):
         """One sampler (or optimizer) step on a batch, with sampling diagnostics.
 
-        On the TensorFlow backend the step computes the mean-form potential
-        ``mean NLL + (1/n)·(-log p(θ))``, stops with ``InvalidArgumentError``
-        (turned into ``FloatingPointError`` by :meth:`fit`) before any weight
-        changes when it is NaN/Inf, applies the sampler, and logs ``loss``,
+        The same step on every backend (:meth:`_sampling_step`, written with
+        ``keras.ops``); ``backend.run_train_step`` adapts it to the backend's
+        trainer (under JAX it runs purely on Keras' state). It computes the
+        mean-form potential and its gradients, applies the sampler under the
+        NaN/Inf policy of :mod:`keras_bnn.nonfinite`, and logs ``loss``,
         ``nll``, ``prior`` (``-log p(θ)``), ``step_size``,
         ``kinetic_temperature``, ``configurational_temperature`` and
         ``gradient_noise_ratio`` (see
         :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`) as epoch
-        means. Other backends use Keras' stock step (same update, no extra
-        logs).
+        means, plus ``nonfinite_steps`` where non-finite steps are skipped.
         """
-        if keras.backend.backend() != "tensorflow":
-            return super().train_step(*args)
-        (data,) = args
+        return backend.run_train_step(self, self._sampling_step, *args)
+
+    def _sampling_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         trackers = self._sampling_trackers
         if getattr(self.sampler, "exact", False):  # HMC: one whole Metropolis transition
             y_pred, loss, prior_term, logs = self.sampler.transition(
-                self, x, y, sample_weight, NONFINITE_POTENTIAL)
+                self, x, y, sample_weight, nonfinite.MARKER)
             trackers["acceptance_rate"].update_state(logs["acceptance_rate"])
-            if self._uses_xla():  # the NaN/Inf check is compiled away: count instead
+            if self._skips_nonfinite_steps():  # the NaN/Inf check is compiled away
                 trackers["nonfinite_steps"].update_state(
                     ops.cast(ops.logical_not(ops.isfinite(loss)), "float32"))
             return self._log_step(x, y, sample_weight, y_pred, loss, prior_term,
                                   logs["step_size"])
         step_size = self.optimizer.learning_rate
-        y_pred, loss, prior_term, gradients = backend.gradient_tape_step(
-            self, x, y, sample_weight, NONFINITE_POTENTIAL
-        )
-        if self._uses_xla():  # check_numerics is compiled away: skip and count
-            trackers["nonfinite_steps"].update_state(
-                backend.apply_if_finite(
-                    self.optimizer, loss, gradients, self.trainable_variables
-                )
-            )
+        y_pred, loss, prior_term, gradients = backend.value_and_gradients(
+            self, x, y, sample_weight)
+        if self._skips_nonfinite_steps():
+            trackers["nonfinite_steps"].update_state(backend.apply_if_finite(
+                self.optimizer, loss, gradients, self.trainable_variables))
         else:
             self.optimizer.apply(gradients, self.trainable_variables)
         return self._log_step(x, y, sample_weight, y_pred, loss, prior_term, step_size)
@@ -250,73 +250,67 @@ class BayesianModel(keras.Model):
             if not self.sampler.exact:
                 trackers["gradient_noise_ratio"].update_state(
                     self.sampler.gradient_noise_ratio())
-        return distribute.reducible_logs(
-            self.compute_metrics(x, y, y_pred, sample_weight=sample_weight),
-            self.distribute_strategy,
-        )
+        return self._reducible(self.compute_metrics(x, y, y_pred, sample_weight=sample_weight))
 
     def test_step(self, *args):
-        logs = super().test_step(*args)
-        if keras.backend.backend() != "tensorflow":
-            return logs
-        return distribute.reducible_logs(logs, self.distribute_strategy)
+        return self._reducible(super().test_step(*args))
+
+    def _multi_worker(self):
+        return (keras.backend.backend() == "tensorflow"
+                and distribute.is_multi_worker(self.distribute_strategy))
+
+    def _reducible(self, logs):
+        # keras#20585 workaround 2 (see keras_bnn.distribute).
+        return distribute.reducible_logs(logs) if self._multi_worker() else logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # keras#20585 workaround 1 (see keras_bnn.distribute).
-        if iterator is not None and distribute.is_multi_worker(self.distribute_strategy):
+        if iterator is not None and self._multi_worker():
             iterator, data_batch = None, distribute.local_batch(iterator, self.distribute_strategy)
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
-    def _uses_xla(self):
-        return keras.backend.backend() == "tensorflow" and self.jit_compile is True
+    def _skips_nonfinite_steps(self):
+        """Whether the compiled step skips non-finite steps (XLA, JAX) instead of raising."""
+        return keras.backend.backend() == "jax" or self.jit_compile is True
 
     def fit(self, *args, **kwargs):
-        """``keras.Model.fit``; a NaN/Inf potential raises ``FloatingPointError``.
+        """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.nonfinite.NonFiniteError`.
+
+        The NaN/Inf policy is :mod:`keras_bnn.nonfinite`'s: the failing step
+        changes nothing, and training stops at that step (TensorFlow graph
+        mode) or at the end of its epoch (XLA and JAX, where the step is
+        skipped and counted in ``nonfinite_steps``).
 
         With a sampler, a :class:`GradientNoiseWarning` is issued (once) when an
         epoch's ``gradient_noise_ratio`` exceeds
-        :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`.
-
-        Without XLA the failing step raises at once. Under XLA
-        (``jit_compile=True``, which cannot raise inside the compiled step)
-        non-finite steps are skipped and counted (``nonfinite_steps`` in the
-        logs), and training stops at the end of that epoch.
-
-        With :class:`keras_bnn.samplers.HMC`, warns when a batch holds fewer
-        than ``train_size`` examples (the chain is then not exact).
+        :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`. With
+        :class:`keras_bnn.samplers.HMC`, warns when a batch holds fewer than
+        ``train_size`` examples (the chain is then not exact).
 
         Raises:
             ValueError: for empty inputs or, with a sparse categorical loss,
                 labels that are not class indices of the output
                 (:func:`keras_bnn.validation.check_fit_data`).
-            FloatingPointError: when the potential or a gradient becomes
-                NaN/Inf; the weights keep their last finite values, and
-                samples already collected to disk are untouched.
+            keras_bnn.nonfinite.NonFiniteError: (a ``FloatingPointError``)
+                when the potential or a gradient becomes NaN/Inf; the weights
+                keep their last finite values, and samples already collected
+                to disk are untouched.
         """
         check_fit_data(self, args, kwargs)
-        extra = [_StopOnSkippedSteps()] if self._uses_xla() else []
+        callbacks = list(kwargs.get("callbacks") or [])
+        if self._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
+            callbacks.insert(0, nonfinite.StopOnNonFinite())
         if getattr(self.sampler, "exact", False):
             self.sampler.warn_if_minibatch(  # fit(x, y, batch_size, ...)
                 args[0] if args else kwargs.get("x"),
                 args[2] if len(args) > 2 else kwargs.get("batch_size"))
         elif self.sampler is not None:
-            extra.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT))
-        if extra:
-            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
+            callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT))
+        kwargs["callbacks"] = callbacks
         try:
             return super().fit(*args, **kwargs)
-        except Exception as error:  # backend-specific error types
-            text = str(error)
-            if NONFINITE_POTENTIAL in text or "non-finite gradient" in text:
-                raise FloatingPointError(
-                    "Training stopped: the potential or its gradient became NaN/Inf "
-                    f"(at optimizer step {int(self.optimizer.iterations)}). Lower the "
-                    "step size or check the data; the weights hold their last "
-                    "finite values and collected samples are intact."
-                ) from error
-            raise
-
-    def build(self, *args, **kwargs):
-        super().build(*args, **kwargs)
-        if getattr(self, "train_size", None):
-            priors_lib.set_loss_weight(self, 1.0 / self.train_size)
+        except Exception as error:  # the backend's own error types
+            translated = nonfinite.translate(error, int(self.optimizer.iterations))
+            if translated is None:
+                raise
+            raise translated from error

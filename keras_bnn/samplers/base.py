@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
+from keras_bnn import nonfinite
 from keras_bnn import schedules
 from keras_bnn.validation import check_fraction, check_positive, check_seed
 
@@ -34,6 +35,22 @@ def gradient_noise_update(gradient, previous_gradient, noise_variance, decay):
         The new V̂.
     """
     return decay * noise_variance + (1.0 - decay) * 0.5 * ops.square(gradient - previous_gradient)
+
+
+def moving_average_rho(rho, iterations):
+    """ρ of an RMSprop-style average ``v ← ρ·v + (1-ρ)·x``, 0 at step 0.
+
+    At the first step the average takes its first value instead of starting
+    from 0.
+
+    Args:
+        rho: the averaging constant in (0, 1).
+        iterations: the optimizer's step counter.
+
+    Returns:
+        Scalar tensor.
+    """
+    return ops.where(ops.equal(iterations, 0), 0.0, rho)
 
 
 class Sampler(keras.optimizers.Optimizer):
@@ -106,9 +123,50 @@ class Sampler(keras.optimizers.Optimizer):
 
     # ----------------------------------------------------------------- config
     @property
+    def schedule(self):
+        """The step-size schedule ``h_t`` (a float ``step_size`` is a constant
+        :class:`keras_bnn.schedules.CyclicalCosine`)."""
+        return self._learning_rate
+
+    @property
     def initial_step_size(self):
         """h0: the schedule's value at step 0, as a Python float."""
-        return float(ops.convert_to_numpy(self._learning_rate(0)))
+        return float(ops.convert_to_numpy(self.schedule(0)))
+
+    def set_cycle(self, cycle_steps, burn_in_steps=0):
+        """Makes the step size cyclical: ``h0`` for ``burn_in_steps``, then cosine cycles.
+
+        See :class:`keras_bnn.schedules.CyclicalCosine`. The lengths are
+        Python constants of the traced step: retrace it afterwards
+        (``model.make_train_function(force=True)``; the
+        :class:`keras_bnn.callbacks.CyclicalSchedule` callback does).
+
+        Args:
+            cycle_steps: cycle length in steps, or ``None`` for a constant.
+            burn_in_steps: steps at ``h0`` before the first cycle.
+
+        Raises:
+            ValueError: for bad lengths, or when the step size is a schedule
+                other than :class:`keras_bnn.schedules.CyclicalCosine`.
+        """
+        if not isinstance(self.schedule, schedules.CyclicalCosine):
+            raise ValueError(
+                f"{type(self).__name__}.set_cycle: the step size is a "
+                f"{type(self.schedule).__name__}; a cycle needs a float step size or a "
+                "keras_bnn.schedules.CyclicalCosine.")
+        self.schedule.configure(cycle_steps=cycle_steps, burn_in_steps=burn_in_steps)
+
+    def is_cycle_end(self, step):
+        """Whether step ``step`` (0-based) ends a cycle of a cyclical step size.
+
+        Args:
+            step: Python int.
+
+        Returns:
+            bool; False for a constant step size.
+        """
+        schedule = self.schedule
+        return isinstance(schedule, schedules.CyclicalCosine) and schedule.is_cycle_end(step)
 
     def configure(self, train_size=None, temperature=None):
         """Sets ``n`` and (optionally) ``T``; called by ``BayesianModel.compile``.
@@ -226,8 +284,10 @@ class Sampler(keras.optimizers.Optimizer):
 
         The check covers every gradient before any variable is updated: a
         non-finite gradient in any variable raises (``InvalidArgumentError``
-        on TensorFlow) and leaves all weights, sampler state and the step
-        counter unchanged. (Not under XLA; see ``backend.finite_guard``.)
+        on TensorFlow, with :data:`keras_bnn.nonfinite.MARKER`) and leaves
+        all weights, sampler state and the step counter unchanged. Compiled
+        steps (XLA, JAX) cannot raise: there ``BayesianModel`` skips the
+        step instead (:mod:`keras_bnn.nonfinite`).
         """
         grads = list(grads)
         variables = (
@@ -238,12 +298,12 @@ class Sampler(keras.optimizers.Optimizer):
         owner = type(self).__name__
         if len(variables) == len(grads):
             messages = [
-                f"keras_bnn {owner}: non-finite gradient for variable "
-                f"{getattr(v, 'path', getattr(v, 'name', '?'))!r}"
+                f"{nonfinite.MARKER} ({owner}: gradient of variable "
+                f"{getattr(v, 'path', getattr(v, 'name', '?'))!r})"
                 for v in variables
             ]
         else:
-            messages = [f"keras_bnn {owner}: non-finite gradient"] * len(grads)
+            messages = [f"{nonfinite.MARKER} ({owner}: gradient)"] * len(grads)
         if not self.built and variables:
             # Create the state outside the guard's control dependencies: a
             # traced step (XLA in particular) must be able to lift them out.
@@ -301,11 +361,6 @@ class Sampler(keras.optimizers.Optimizer):
             variance the sampler injects per step at its nominal friction.
         """
         raise NotImplementedError
-
-    def _moving_average_rho(self):
-        """ρ of the RMSprop-style averages (SGLD, SGHMC), 0 at the first step so they
-        start at their first value instead of at 0."""
-        return ops.where(ops.equal(self.iterations, 0), 0.0, self.rho)
 
     # ------------------------------------------------------------ diagnostics
     def _sizes(self):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.base import Sampler, moving_average_rho
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
@@ -43,6 +43,30 @@ def _baoab_step(m, grad, eta, h, temperature, friction, mass):
 
 
 _INTEGRATORS = {"symplectic_euler": _symplectic_euler_step, "baoab": _baoab_step}
+
+
+def _rmsprop_mass(grad_sq, grad, mass, rho, epsilon):
+    """The adaptive mass: ``v ← ρ·v + (1-ρ)·mean(G²)``, ``M = sqrt(v) + ε``.
+
+    Returns ``(v, M, sqrt(M/M_old))``: the last rescales the momentum so its
+    kinetic temperature ``m²/M`` is unchanged by the adaptation.
+    """
+    grad_sq = rho * grad_sq + (1.0 - rho) * ops.mean(ops.square(grad))
+    new_mass = ops.sqrt(grad_sq) + epsilon
+    return grad_sq, new_mass, ops.sqrt(new_mass / mass)
+
+
+def _sghmc_step(m, grad, eta, h, temperature, friction, mass, noise_variance, integrator):
+    """One SGHMC step: the integrator's update, the kinetic sum and the noise ratio.
+
+    Returns ``(m, Δθ, Σ m_kin²/M, r)`` with ``r = h²·mean(V̂)/injected``: the
+    variance minibatch noise adds to the momentum per step over the variance
+    the step injects.
+    """
+    new_m, step, kinetic_m, injected = _INTEGRATORS[integrator](
+        m, grad, eta, h, temperature, friction, mass)
+    ratio = ops.square(h) * ops.mean(noise_variance) / injected
+    return new_m, step, ops.sum(ops.square(kinetic_m)) / mass, ratio
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -135,35 +159,24 @@ class SGHMC(Sampler):
                 for v in var_list
             ]
 
-    def _adapt_mass(self, variable, potential_grad, mass):
-        """Updates the adaptive mass; returns the momentum rescaling ``sqrt(M_new/M_old)``."""
-        v = self.slot(self._grad_sq, variable)
-        rho = self._moving_average_rho()
-        self.assign(v, rho * v + (1.0 - rho) * ops.mean(ops.square(potential_grad)))
-        new_mass = ops.sqrt(v) + self.epsilon
-        rescale = ops.sqrt(new_mass / mass)
-        self.assign(mass, new_mass)
-        return rescale
-
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         m = self.slot(self._momenta, variable)
         mass = self.slot(self._masses, variable)
         momentum = m
         if self.preconditioner:
-            momentum = self._adapt_mass(variable, potential_grad, mass) * momentum
-        new_m, step, kinetic_m, injected = _INTEGRATORS[self.integrator](
-            momentum,
-            potential_grad,
-            self.noise(variable),
-            h,
-            temperature,
-            ops.cast(self.friction, variable.dtype),
-            mass,
-        )
+            grad_sq = self.slot(self._grad_sq, variable)
+            new_grad_sq, new_mass, rescale = _rmsprop_mass(
+                grad_sq, potential_grad, mass, moving_average_rho(self.rho, self.iterations),
+                self.epsilon)
+            self.assign(grad_sq, new_grad_sq)
+            self.assign(mass, new_mass)
+            momentum, mass = rescale * momentum, new_mass
+        new_m, step, kinetic, ratio = _sghmc_step(
+            momentum, potential_grad, self.noise(variable), h, temperature,
+            ops.cast(self.friction, variable.dtype), mass, noise_variance, self.integrator)
         self.assign(m, new_m)
         self.assign_add(variable, step)
-        ratio = ops.square(h) * ops.mean(noise_variance) / injected
-        return ops.sum(ops.square(kinetic_m)) / mass, ratio
+        return kinetic, ratio
 
     def get_config(self):
         config = super().get_config()

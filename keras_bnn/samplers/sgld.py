@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.base import Sampler, moving_average_rho
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 
@@ -63,7 +63,7 @@ class SGLD(Sampler):
             second_moment = self.slot(self._second_moments, variable)
             step, new_second_moment, precond = _sgld_step(
                 potential_grad, eta, h, temperature,
-                second_moment, self._moving_average_rho(), self.epsilon,
+                second_moment, moving_average_rho(self.rho, self.iterations), self.epsilon,
             )
             self.assign(second_moment, new_second_moment)
         self.assign_add(variable, step)

@@ -1,0 +1,86 @@
+"""What happens when the potential or a gradient becomes NaN or Inf.
+
+One policy for every backend and compilation mode, with one error type:
+
+* **Nothing changes.** The failing step leaves every weight, every piece of
+  sampler state and the step counter exactly as they were, so the weights
+  hold their last finite values, and samples already written to disk are
+  untouched (they are written between steps, through temporary files).
+* **Training stops with** :class:`NonFiniteError` (a ``FloatingPointError``)
+  raised from ``BayesianModel.fit``, naming the step.
+
+When the stop happens depends on what the compiled step can do:
+
+* TensorFlow graph mode (the default): the step raises at once (a
+  ``check_numerics`` guard, :func:`keras_bnn.backend.finite_guard`), and
+  :func:`translate` turns TensorFlow's error into :class:`NonFiniteError`.
+* XLA (``jit_compile=True``) and JAX: a compiled step cannot raise without a
+  host round-trip on every step. The step is skipped whole (TensorFlow:
+  ``tf.cond``; JAX: every new state value is selected against the old one)
+  and counted in the ``nonfinite_steps`` log, and :class:`StopOnNonFinite`
+  raises at the end of that epoch, before any sample of it is collected.
+"""
+
+import keras
+from keras import ops
+
+#: Marker in the message of a backend's own error for a non-finite step.
+MARKER = "keras_bnn: non-finite potential or gradient"
+
+
+class NonFiniteError(FloatingPointError):
+    """The potential or a gradient became NaN/Inf; training stopped."""
+
+
+def _stop_message(where):
+    return (
+        f"Training stopped: the potential or its gradient became NaN/Inf ({where}). "
+        "The weights hold their last finite values and collected samples are intact. "
+        "Lower the step size or check the data."
+    )
+
+
+def all_finite(loss, gradients):
+    """Whether the potential and every gradient are finite.
+
+    Args:
+        loss: scalar potential.
+        gradients: list of gradient tensors (``None`` entries skipped).
+
+    Returns:
+        Boolean scalar tensor.
+    """
+    checks = [ops.all(ops.isfinite(loss))]
+    checks += [ops.all(ops.isfinite(g)) for g in gradients if g is not None]
+    return ops.all(ops.stack(checks))
+
+
+def translate(error, step):
+    """The :class:`NonFiniteError` for a backend error raised by a guarded step.
+
+    Args:
+        error: the exception ``fit`` caught.
+        step: the optimizer step at which it happened (Python int).
+
+    Returns:
+        A :class:`NonFiniteError` when ``error`` comes from the step's
+        finiteness guard, else ``None`` (re-raise ``error`` unchanged).
+    """
+    if not isinstance(error, NonFiniteError) and MARKER in str(error):
+        return NonFiniteError(_stop_message(f"at optimizer step {step}"))
+    return None
+
+
+class StopOnNonFinite(keras.callbacks.Callback):
+    """Raises :class:`NonFiniteError` after an epoch in which steps were skipped.
+
+    Used where the compiled step skips non-finite steps instead of raising
+    (XLA, JAX): it reads the epoch's ``nonfinite_steps`` log. ``fit`` puts it
+    first among the callbacks, so no sample of that epoch is collected.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        skipped = int(round(float((logs or {}).get("nonfinite_steps", 0.0))))
+        if skipped:
+            raise NonFiniteError(_stop_message(
+                f"{skipped} step(s) of epoch {epoch} were skipped"))

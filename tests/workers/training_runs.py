@@ -1,0 +1,62 @@
+"""Deterministic training runs shared by the TensorFlow test and the JAX worker.
+
+Both backends run the same code on the same data and initial weights, so the
+test can compare what ``fit`` logs under each (see tests/test_jax_backend.py).
+"""
+
+import keras
+import numpy as np
+
+import keras_bnn as kb
+from keras_bnn import backend
+
+SAMPLERS = ("sgld", "sghmc", "sgnht", "atmc")
+#: Every key the sampling train_step logs (SGLD has no kinetic temperature).
+LOGGED = ("loss", "nll", "prior", "step_size", "kinetic_temperature",
+          "configurational_temperature", "gradient_noise_ratio")
+N, BATCH, EPOCHS = 400, 100, 3
+
+
+def data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, 5)).astype("float32")
+    return x, (x[:, 0] + 0.5 * x[:, 1] > 0).astype("int32")
+
+
+def model(initial=None):
+    keras.utils.set_random_seed(0)
+    net = kb.models.mlp((5,), 2, hidden=(16,))
+    if initial is not None:
+        net.set_weights(initial)
+    return net
+
+
+def _fit(net, sampler, epochs):
+    net.compile(sampler=sampler, train_size=N,
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = data()
+    history = net.fit(x, y, batch_size=BATCH, epochs=epochs, verbose=0, shuffle=False)
+    logs = {k: [float(v) for v in values] for k, values in history.history.items()
+            if k in LOGGED}
+    return {"logs": logs, "weights": [w.tolist() for w in net.get_weights()]}
+
+
+def parity_run(name, initial):
+    """``EPOCHS`` epochs of ``name`` from ``initial`` with the injected noise set to 0.
+
+    The two backends draw their noise from different generators (Philox,
+    threefry), so the comparison switches the noise off: what remains is the
+    deterministic part of every update and every logged diagnostic.
+    """
+    original = backend.stateless_normal
+    backend.stateless_normal = lambda shape, seed, index, step, dtype: keras.ops.zeros(
+        shape, dtype)
+    try:
+        return _fit(model(initial), kb.samplers.get(name, step_size=5e-3, seed=0), EPOCHS)
+    finally:
+        backend.stateless_normal = original
+
+
+def atmc_chain():
+    """A 2-epoch ATMC chain with its real (stateless) noise."""
+    return _fit(model(), kb.samplers.ATMC(5e-3, seed=0), 2)
