@@ -96,6 +96,16 @@ def test_fit_logs_the_same_diagnostics_under_both_backends(jax_training, name):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_nonfinite_step_is_handled_the_same_under_both_backends(jax_training):
+    # The NaN sits in the last batch of epoch 0: 3 steps run, the 4th changes
+    # nothing (not even the step counter), and fit raises NonFiniteError —
+    # at that step (TensorFlow graph mode) or at the end of its epoch (JAX).
+    _, result = jax_training
+    expected = {"error": "NonFiniteError", "iterations": 3, "finite": True}
+    assert result["nonfinite"] == expected
+    assert training_runs.nonfinite_run() == expected
+
+
 def test_data_parallel_chain_equals_the_single_device_chain(jax_training):
     # keras.distribution.DataParallel over two CPU devices shards each batch;
     # the step is one XLA program over global arrays with the same noise, so

@@ -6,6 +6,7 @@ Usage: python jax_training_check.py OUT.json WEIGHTS.npz
 * ``parity``: for each sampler, :func:`training_runs.parity_run` (noise
   switched off, fixed initial weights from WEIGHTS.npz): the epoch logs and
   the final weights, compared by the test with the same run under TensorFlow.
+* ``nonfinite``: :func:`training_runs.nonfinite_run` (the NaN/Inf policy).
 * ``data_parallel``: a 2-epoch ATMC chain (real noise) on one device and
   under ``keras.distribution.DataParallel`` over the two CPU devices.
 """
@@ -17,12 +18,13 @@ import jax
 import keras
 import numpy as np
 
-from training_runs import SAMPLERS, atmc_chain, parity_run
+from training_runs import SAMPLERS, atmc_chain, nonfinite_run, parity_run
 
 assert keras.backend.backend() == "jax", keras.backend.backend()
 out, weights_path = sys.argv[1:3]
 initial = [np.asarray(w) for w in np.load(weights_path).values()]
-result = {"parity": {name: parity_run(name, initial) for name in SAMPLERS}}
+result = {"parity": {name: parity_run(name, initial) for name in SAMPLERS},
+          "nonfinite": nonfinite_run()}
 
 single = atmc_chain()
 devices = jax.devices("cpu")

@@ -60,3 +60,24 @@ def parity_run(name, initial):
 def atmc_chain():
     """A 2-epoch ATMC chain with its real (stateless) noise."""
     return _fit(model(), kb.samplers.ATMC(5e-3, seed=0), 2)
+
+
+def nonfinite_run():
+    """``fit`` for 2 epochs on data whose last batch holds a NaN.
+
+    Returns:
+        dict: ``error`` (the type name raised, or None), ``iterations`` (the
+        step counter afterwards) and ``finite`` (all weights finite).
+    """
+    x, y = data()
+    x[-1, 0] = np.nan
+    net = model()
+    net.compile(sampler=kb.samplers.ATMC(5e-3, seed=0), train_size=N,
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    error = None
+    try:
+        net.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, shuffle=False)
+    except FloatingPointError as raised:
+        error = type(raised).__name__
+    return {"error": error, "iterations": int(net.optimizer.iterations),
+            "finite": all(np.isfinite(w).all() for w in net.get_weights())}
