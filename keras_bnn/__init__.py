@@ -1,9 +1,9 @@
 """keras_bnn: Bayesian deep learning by sampling, for Keras 3.
 
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
-``callbacks``, ``metrics``, ``diagnostics``, ``data``, ``plots``,
-``likelihoods``, ``serving``, ``experiment`` (what the ``keras-bnn`` command
-runs).
+``callbacks``, ``nonfinite`` (the NaN/Inf policy), ``metrics``,
+``diagnostics``, ``data``, ``plots``, ``likelihoods``, ``serving``,
+``experiment`` (what the ``keras-bnn`` command runs).
 
 ``import keras_bnn`` imports every submodule (which registers the package's
 Keras serializables), except in the ``keras-bnn`` command, which answers
@@ -18,11 +18,12 @@ import sys
 __version__ = "0.1.0"
 
 _SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "layers", "likelihoods",
-               "metrics", "models", "plots", "priors", "samplers", "schedules")
+               "metrics", "models", "nonfinite", "plots", "priors", "samplers", "schedules")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
+    "NonFiniteError": "keras_bnn.nonfinite",
     "prior_predictive": "keras_bnn.prior_predictive",
     "SampleStore": "keras_bnn.store",
 }
