@@ -274,3 +274,28 @@ def test_ess_of_strongly_anticorrelated_short_chains_is_bounded_like_stan():
     noise = np.random.default_rng(0).normal(scale=1e-3, size=draws.shape)
     result = diagnostics.predictive_ess(draws + noise)
     assert 0 < result["ess_min"] <= 10 * np.log10(10) + 1e-9
+
+
+def test_numpy_modules_import_without_tensorflow_under_jax():
+    """metrics, diagnostics, data, likelihoods and validation import no
+    TensorFlow (nor TFP) under KERAS_BACKEND=jax. The package's __init__ is
+    bypassed (an empty package module), so the test sees these modules' own
+    imports, whatever the other submodules import."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (
+        "import importlib, sys, types\n"
+        f"package = types.ModuleType('keras_bnn'); package.__path__ = [{root!r} + '/keras_bnn']\n"
+        "sys.modules['keras_bnn'] = package\n"
+        "for name in ('validation', 'likelihoods', 'metrics', 'diagnostics', 'data'):\n"
+        "    importlib.import_module('keras_bnn.' + name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'tensorflow_probability')))\n"
+    )
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=root)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
