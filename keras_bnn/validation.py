@@ -1,8 +1,10 @@
 """Argument checks shared by the package: one signature, one wording.
 
-Every check is ``check_<kind>(value, name, [requirement parameters,] owner=None)``:
-``value`` is what the caller passed, ``name`` the argument's name and
-``owner`` the class or function it belongs to (optional). A check returns the
+Every check has the common signature
+``check_<kind>(value, name, [requirement parameters,] owner=None)``:
+``value`` is what the caller passed, ``name`` the argument's name (for the
+message) and ``owner`` the class or function it belongs to (optional, for
+the message). A check returns the
 value converted to the type the caller needs (``float``, ``int``, ...) or
 raises a ``ValueError`` (wrong values *and* wrong types: callers catch one
 exception type) whose message always reads::
@@ -69,9 +71,8 @@ def check_positive(value, name, owner=None):
     that has lost its precision; above, to inf).
 
     Args:
-        value: the number.
-        name: the argument's name, for the message.
-        owner: the class or function it belongs to, for the message.
+        value, name, owner: the number, its argument's name and the class or
+            function it belongs to (the common signature above).
 
     Returns:
         float.
@@ -94,9 +95,8 @@ def check_finite(value, name, owner=None):
     """Returns ``float(value)`` for a number that is finite in float32 (``|value| <= float32.max``).
 
     Args:
-        value: the number.
-        name: the argument's name, for the message.
-        owner: the class or function it belongs to, for the message.
+        value, name, owner: the number, its argument's name and the class or
+            function it belongs to (the common signature above).
 
     Returns:
         float.
@@ -115,9 +115,8 @@ def check_fraction(value, name, owner=None):
     """Returns ``float(value)`` for a number in the open interval (0, 1).
 
     Args:
-        value: the number.
-        name: the argument's name, for the message.
-        owner: the class or function it belongs to, for the message.
+        value, name, owner: the number, its argument's name and the class or
+            function it belongs to (the common signature above).
 
     Returns:
         float.
@@ -135,10 +134,8 @@ def check_choice(value, name, allowed, owner=None):
     """Returns ``value`` if it is one of ``allowed``.
 
     Args:
-        value: the choice.
-        name: the argument's name, for the message.
+        value, name, owner: as in the common signature above.
         allowed: the allowed values (any container; listed in the message).
-        owner: the class or function it belongs to, for the message.
 
     Returns:
         ``value`` unchanged.
@@ -160,12 +157,10 @@ def check_int(value, name, minimum=None, maximum=None, owner=None):
     """Returns ``int(value)`` for an integer (Python or NumPy) in [minimum, maximum].
 
     Args:
-        value: the integer. Bools and floats (also 2.0) are refused: 1.9
-            must not silently become 1.
-        name: the argument's name, for the message.
+        value, name, owner: as in the common signature above. Bools and
+            floats (also 2.0) are refused: 1.9 must not silently become 1.
         minimum: smallest allowed value, or None for no lower bound.
         maximum: largest allowed value, or None for no upper bound.
-        owner: the class or function it belongs to, for the message.
 
     Returns:
         int.
@@ -196,9 +191,7 @@ def check_seed(value, name="seed", owner=None):
     owner by keyword.
 
     Args:
-        value: the seed.
-        name: the argument's name, for the message.
-        owner: the class or function it belongs to, for the message.
+        value, name, owner: as in the common signature above.
 
     Returns:
         int.
