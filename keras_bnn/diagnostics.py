@@ -62,8 +62,8 @@ def _as_chains(states, name, shape_text, ndim=None):
         raise argument_error(name, f"be an array of shape {shape_text} without empty axes",
                              states, got=f"shape {x.shape}")
     if x.shape[1] < 4:
-        raise argument_error(name, f"be at least 4 draws per chain, in an array of shape "
-                             f"{shape_text}", states, got=f"shape {x.shape}")
+        raise argument_error(name, f"have at least 4 draws per chain (shape {shape_text})",
+                             states, got=f"shape {x.shape}")
     if not np.all(np.isfinite(x)):
         raise argument_error(name, "be finite", states, got="non-finite values")
     return x

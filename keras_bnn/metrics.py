@@ -24,6 +24,9 @@ conf_b their mean confidence.
 ``evaluate_members`` scores the S members of a posterior ensemble one by one,
 their average (the posterior predictive), and the running average of the first
 s members for s = 1..S (how the ensemble improves with more samples).
+
+Everything here is numpy and scipy: importing or calling this module needs
+no TensorFlow, on any Keras backend.
 """
 
 import numpy as np
