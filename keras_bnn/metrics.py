@@ -170,7 +170,8 @@ def ece(probs, labels, num_bins=15):
     `reliability` (Guo et al. 2017, eq. 3), with the argmax as the decision.
     Computed with numpy (no TensorFlow): the bins are those of
     ``tfp.stats.expected_calibration_error`` (float32 confidences,
-    ``tf.histogram_fixed_width_bins``), and the tests check the two agree.
+    ``tf.histogram_fixed_width_bins``), the sums float64, and the tests
+    check the two agree.
     TFP's numpy substrate cannot run that function (no
     ``unsorted_segment_sum``) and its JAX substrate does not import with
     JAX 0.10 (both checked), so it is not called here.
@@ -218,9 +219,11 @@ def reliability(probs, labels, num_bins=15):
     num_bins = check_int(num_bins, "num_bins", 1)
     p, y = _check(probs, labels)
     predicted = np.argmax(p, axis=1)
-    # float32 confidences so bin membership matches `ece` exactly at bin edges.
-    confidence = p[np.arange(p.shape[0]), predicted].astype(np.float32)
-    bins = np.clip(np.floor(confidence * np.float32(num_bins)), 0, num_bins - 1)
+    confidence = p[np.arange(p.shape[0]), predicted]
+    # Bins from float32 confidences, as TFP's and `tf.histogram_fixed_width_bins`
+    # assign them at bin edges; the means below stay in float64.
+    bins = np.floor(confidence.astype(np.float32) * np.float32(num_bins))
+    bins = np.clip(bins, 0, num_bins - 1)
     bins = bins.astype(np.int64)
     count = np.bincount(bins, minlength=num_bins)
     correct = np.bincount(bins, weights=(predicted == y), minlength=num_bins)
