@@ -14,13 +14,20 @@ diabetes (regression), with a fixed split and scaling (see BUNDLED).
 The tensorflow-datasets loaders never download unless ``download=True``: a
 data directory that does not hold the prepared dataset raises
 FileNotFoundError at once, instead of tfds retrying a download for minutes.
+
+Importing this module does not import TensorFlow: the array functions
+(`synthetic_teacher`, `bundled_arrays`, `teacher_probs`) are numpy and
+scikit-learn, and the functions that build `tf.data` pipelines import
+TensorFlow when called (so under ``KERAS_BACKEND=jax`` they still work when
+TensorFlow is installed).
 """
 
 import os
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from keras_bnn.validation import argument_error, check_choice, check_int, check_positive
 
 # Per-channel mean and standard deviation of the CIFAR-10 training images in
 # [0, 1] (the widely used published values).
@@ -72,12 +79,6 @@ def teacher_probs(x, teacher):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
                       hidden=(10, 10), logit_scale=3.0, seed=0):
     """The well-specified task of the cold-posterior paper: an MLP teacher.
@@ -117,14 +118,13 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
       ValueError: if a size is not a positive integer, num_classes < 2 or
         logit_scale <= 0.
     """
-    num_train = _positive_int(num_train, "num_train")
-    num_test = _positive_int(num_test, "num_test")
-    input_dim = _positive_int(input_dim, "input_dim")
-    if _positive_int(num_classes, "num_classes") < 2:
-        raise ValueError(f"num_classes must be >= 2, got {num_classes}")
-    hidden = tuple(_positive_int(h, "hidden widths") for h in hidden)
-    if not logit_scale > 0:
-        raise ValueError(f"logit_scale must be positive, got {logit_scale!r}")
+    owner = "synthetic_teacher"
+    num_train = check_int(num_train, "num_train", 1, owner=owner)
+    num_test = check_int(num_test, "num_test", 1, owner=owner)
+    input_dim = check_int(input_dim, "input_dim", 1, owner=owner)
+    num_classes = check_int(num_classes, "num_classes", 2, owner=owner)
+    hidden = tuple(check_int(h, f"hidden[{i}]", 1, owner=owner) for i, h in enumerate(hidden))
+    logit_scale = check_positive(logit_scale, "logit_scale", owner)
     teacher_seq, train_seq, test_seq = np.random.SeedSequence(seed).spawn(3)
 
     rng = np.random.default_rng(teacher_seq)
@@ -160,7 +160,9 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
 def _batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
              repeat=False, drop_remainder=False):
     """shuffle -> example_fn -> repeat -> batch -> batch_fn -> prefetch."""
-    batch_size = _positive_int(batch_size, "batch_size")
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
+
+    batch_size = check_int(batch_size, "batch_size", 1)
     if shuffle:
         # A full-size buffer gives a uniform shuffle; reshuffled every epoch.
         ds = ds.shuffle(int(ds.cardinality()), seed=seed,
@@ -195,10 +197,12 @@ def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
       ValueError: if x and y differ in length or are empty, or batch_size is
         not a positive integer.
     """
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
+
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim == 0 or y.ndim == 0 or len(x) != len(y) or len(x) == 0:
-        raise ValueError(f"x and y must be non-empty with equal first dimension, "
-                         f"got shapes {x.shape} and {y.shape}")
+        raise argument_error("y", "be non-empty, with as many examples as `x`", y,
+                             got=f"shapes {x.shape} (x) and {y.shape} (y)")
     ds = tf.data.Dataset.from_tensor_slices((x, y))
     return _batched(ds, batch_size, shuffle, seed, repeat=repeat,
                     drop_remainder=drop_remainder)
@@ -244,8 +248,7 @@ def bundled_arrays(name):
     Raises:
       ValueError: for a name that is not in BUNDLED.
     """
-    if name not in BUNDLED:
-        raise ValueError(f"unknown bundled dataset {name!r}; allowed: {list(BUNDLED)}")
+    check_choice(name, "name", tuple(BUNDLED), owner="bundled_arrays")
     import sklearn.datasets
     from sklearn.model_selection import train_test_split
 
@@ -301,7 +304,8 @@ def load_bundled(name, batch_size=128, seed=0):
 def _tfds_splits(tfds_name, data_dir, download):
     """Returns the (train, test) splits of a tfds dataset as (features, label)
     datasets, the resolved data_dir and the tfds DatasetInfo."""
-    import tensorflow_datasets as tfds  # slow import, needed only here
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
+    import tensorflow_datasets as tfds  # noqa: PLC0415 - slow import, needed only here
 
     data_dir = os.path.expanduser(data_dir or tfds.core.constants.DATA_DIR)
     builder = tfds.builder(tfds_name, data_dir=data_dir)
@@ -351,6 +355,8 @@ def load_mnist(data_dir=None, batch_size=128, download=False, seed=0):
       FileNotFoundError: if `download` is False and data_dir lacks the dataset.
       ValueError: if batch_size is not a positive integer.
     """
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
+
     train, test, data_dir, tfds_info = _tfds_splits("mnist", data_dir, download)
     info = _info("mnist", train, test, 10, (28, 28, 1), data_dir, tfds_info)
 
@@ -364,6 +370,8 @@ def load_mnist(data_dir=None, batch_size=128, download=False, seed=0):
 def _cifar_augment(image, seed):
     """Zero-pads by CIFAR10_PAD pixels, takes a random 32x32 crop and flips
     left-right with probability 1/2 (stateless, keyed on a [2] seed)."""
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
+
     crop_seed, flip_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     padded = tf.pad(image, [[CIFAR10_PAD, CIFAR10_PAD], [CIFAR10_PAD, CIFAR10_PAD],
                             [0, 0]])
@@ -395,6 +403,8 @@ def load_cifar10(data_dir=None, batch_size=128, augment=False, download=False,
       FileNotFoundError: if `download` is False and data_dir lacks the dataset.
       ValueError: if batch_size is not a positive integer.
     """
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
+
     train, test, data_dir, tfds_info = _tfds_splits("cifar10", data_dir, download)
     info = _info("cifar10", train, test, 10, (32, 32, 3), data_dir, tfds_info)
     info.update(mean=CIFAR10_MEAN, std=CIFAR10_STD)
@@ -446,8 +456,8 @@ def load_imdb(data_dir=None, batch_size=128, vocab_size=20000,
       ValueError: if batch_size, vocab_size or sequence_length is not a
         positive integer.
     """
-    vocab_size = _positive_int(vocab_size, "vocab_size")
-    sequence_length = _positive_int(sequence_length, "sequence_length")
+    vocab_size = check_int(vocab_size, "vocab_size", 1, owner="load_imdb")
+    sequence_length = check_int(sequence_length, "sequence_length", 1, owner="load_imdb")
     train, test, data_dir, tfds_info = _tfds_splits("imdb_reviews/plain_text",
                                                     data_dir, download)
     vectorizer = keras.layers.TextVectorization(
@@ -494,6 +504,5 @@ def load(name, batch_size=128, **kwargs):
     if name in BUNDLED:
         return load_bundled(name, batch_size=batch_size, **kwargs)
     loaders = {"mnist": load_mnist, "cifar10": load_cifar10, "imdb": load_imdb}
-    if name not in loaders:
-        raise ValueError(f"unknown dataset name {name!r}; allowed: {list(DATASETS)}")
-    return loaders[name](batch_size=batch_size, **kwargs)
+    return loaders[check_choice(name, "name", DATASETS, owner="load")](
+        batch_size=batch_size, **kwargs)

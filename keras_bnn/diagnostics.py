@@ -1,190 +1,257 @@
-"""Convergence diagnostics for SG-MCMC chains.
+"""Convergence diagnostics for SG-MCMC chains, and the thermostat's χ² band.
 
-Function space: R-hat and effective sample size (ESS) of each predicted class
-probability p(k|x_n) across chains (or across independent cycles of a cyclical
-schedule, treated as chains). Weight space: the same for selected weights.
-Both come from tensorflow-probability (`tfp.mcmc.potential_scale_reduction`,
-`tfp.mcmc.effective_sample_size`) and are summarised over all components.
+One implementation of R-hat and ESS: ArviZ's estimators of Vehtari et al.
+(2021), per component (a predicted probability p(k|x_n), or one weight):
 
-R-hat here is the potential scale reduction factor R̂ = sqrt(V̂/W). With m
-chains of n draws, W the mean within-chain variance and B/n the variance of the
-chain means, TFP returns the *variance* ratio (Brooks & Gelman 1998)
-V̂/W = ((m+1)/m)·σ̂²₊/W - (n-1)/(m·n),  σ̂²₊ = ((n-1)/n)·W + B/n;
-we take its square root so the usual thresholds 1.1 (Gelman) and 1.01 (Vehtari
-et al. 2021) apply. Split R-hat (each chain halved, so m = 2C and n = S/2) is
-the default.
+* R-hat is the rank-normalised split R-hat, the larger of the split R-hat of
+  the rank-normalised draws and of their folded ranks
+  (``az.rhat(method="rank")``). With m split chains of n draws, W the mean
+  within-chain variance of the normal scores and B/n the variance of the
+  chain means, R̂ = sqrt(((n-1)/n·W + B/n)/W). It is read at the thresholds
+  1.01 (Vehtari et al.) and 1.1 (the older rule), :data:`RHAT_THRESHOLDS`.
+  ArviZ needs two chains: one chain is cut into its halves, which ArviZ
+  splits again (four quarter-chains), so a single chain needs 8 draws
+  (with 4 to 7 its R-hat is NaN; the ESS is still computed).
+* Bulk ESS is the ESS of the rank-normalised split chains, tail ESS the
+  smaller ESS of the 5 % and 95 % quantile indicators
+  (``az.ess(method="bulk" / "tail")``): S_total/τ with
+  τ = 1 + 2 Σ_t ρ_t truncated by Geyer's initial monotone sequence and
+  bounded below by 1/log10(S_total) (so ESS ≤ S_total·log10(S_total)).
 
-Across chains, :func:`convergence_summary` gives the rank-normalised split
-R-hat and bulk/tail ESS of Vehtari et al. (2021) through ArviZ (TFP has no
-rank normalisation), reported at the thresholds 1.01 and 1.1;
+Components constant over all draws (R-hat 0/0) are left out and counted.
+ArviZ loops over components in Python (about 1.5 ms per component for the
+three estimators), so at most ``max_components`` evenly spaced components
+of the varying ones are scored: the summary of a network's weights or of a
+large test set is an estimate from that subset.
+
+:func:`convergence_summary` gives the full summary; :func:`predictive_rhat`,
+:func:`weight_rhat` and :func:`predictive_ess` are the same numbers under the
+keys ``keras-bnn evaluate`` prints (``rhat_median``, ``ess_min``, ...).
 :func:`to_inference_data` turns stored chains into an ``arviz.InferenceData``.
 
 Thermostat check: with Gaussian momenta p_i ~ N(0, M·T) (mass M), the kinetic
 temperature T_kin = (1/d) Σ_i p_i²/M of d momenta is distributed as
 T·χ²_d/d; `temperature_band` gives its central confidence interval and
 `kinetic_temperature_report` checks per-variable estimates against it.
+
+This module imports numpy and scipy (ArviZ inside the functions that use
+it), not TensorFlow.
 """
 
-import math
 from typing import NamedTuple
 
 import numpy as np
-import tensorflow as tf
-import tensorflow_probability as tfp
 from scipy import stats
 
 from keras_bnn.likelihoods import LIKELIHOODS
-from keras_bnn.validation import check_choice
+from keras_bnn.validation import (argument_error, check_choice, check_fraction, check_int,
+                                  check_positive)
+
+#: R-hat thresholds reported by :func:`convergence_summary`: Vehtari et al.
+#: (2021) recommend 1.01; 1.1 is the older, looser rule (Gelman & Rubin).
+RHAT_THRESHOLDS = (1.01, 1.1)
+
+#: Components scored by default (ArviZ costs ~1.5 ms per component).
+MAX_COMPONENTS = 1000
 
 
-def _as_chains(states, ndim, name, shape_text):
+def _as_chains(states, name, shape_text, ndim=None):
+    """``states`` as a float64 ``[C, S, ...]`` array with enough draws, or a ValueError."""
     x = np.asarray(states, dtype=np.float64)
-    if x.ndim != ndim:
-        raise ValueError(f"{name} must have shape {shape_text}, got shape {x.shape}")
-    if 0 in x.shape:
-        raise ValueError(f"{name} must not have empty dimensions, got shape {x.shape}")
+    if (x.ndim < 2 if ndim is None else x.ndim != ndim) or 0 in x.shape:
+        raise argument_error(name, f"be an array of shape {shape_text} without empty axes",
+                             states, got=f"shape {x.shape}")
+    if x.shape[1] < 4:
+        raise argument_error(name, f"have at least 4 draws per chain (shape {shape_text})",
+                             states, got=f"shape {x.shape}")
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{name} contains non-finite values")
+        raise argument_error(name, "be finite", states, got="non-finite values")
     return x
 
 
-def _varying(chains):
-    """Flattened components of [C, S, ...] that are not constant over all draws,
-    and the number that are (their R-hat and ESS are 0/0)."""
+def _scores(chains, max_components, estimators=("rhat", "bulk", "tail")):
+    """Per-component rank-normalised R-hat, bulk ESS and tail ESS (ArviZ).
+
+    Args:
+        chains: ``[C, S, ...]`` float64 draws, already checked.
+        max_components: score at most this many varying components, or None.
+        estimators: which of ``"rhat"``, ``"bulk"``, ``"tail"`` to compute.
+
+    Returns:
+        ``(counts, scores)``: counts is a dict with ``num_components``
+        (varying), ``num_scored`` and ``num_constant``; scores maps each
+        estimator to an array over the scored components.
+    """
+    import arviz as az  # noqa: PLC0415 - heavy import, only needed here
+
     flat = chains.reshape(chains.shape[0], chains.shape[1], -1)
     varying = np.ptp(flat, axis=(0, 1)) > 0
-    return flat[:, :, varying], int(np.sum(~varying))
-
-
-def _ess(flat):
-    """ESS of each column of [C, S, D] (summed over chains when C >= 2), with
-    Geyer's initial-positive-sequence truncation of the autocorrelations.
-
-    With few, anticorrelated draws the estimate of τ = 1 + 2 Σ_t ρ_t can come
-    out ≤ 0 (an ESS that is negative or huge); as in Stan (Vehtari et al.
-    2021) τ is bounded below by 1/log10(C·S), i.e. ESS ≤ C·S·log10(C·S).
-    """
-    states = tf.constant(np.swapaxes(flat, 0, 1))  # TFP wants [S, C, D].
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")  # TFP's FFT autocorrelation warns on a complex cast
-    try:
-        ess = tfp.mcmc.effective_sample_size(
-            states, filter_beyond_positive_pairs=True,
-            cross_chain_dims=1 if flat.shape[0] >= 2 else None).numpy()
-    finally:
-        logger.setLevel(level)
-    ess = ess if flat.shape[0] >= 2 else ess[0]
-    draws = flat.shape[0] * flat.shape[1]
-    cap = draws * math.log10(draws)
-    return np.where((ess < 0) | (ess > cap), cap, ess)
-
-
-def _ess_summary(flat, num_constant):
-    ess = _ess(flat) if flat.shape[-1] else np.array([])
-    num_draws = flat.shape[0] * flat.shape[1]
-    summary = {"num_draws": int(num_draws), "num_components": int(ess.size),
-               "num_constant": num_constant}
-    if ess.size == 0:
-        return summary | {"ess_min": float("nan"), "ess_median": float("nan"),
-                          "ess_mean": float("nan")}
-    return summary | {"ess_min": float(ess.min()),
-                      "ess_median": float(np.median(ess)),
-                      "ess_mean": float(ess.mean())}
-
-
-def _rhat_summary(chains, split, name):
-    num_chains, num_draws = chains.shape[:2]
-    if num_chains * (2 if split else 1) < 2:
-        raise ValueError(f"{name} needs at least 2 chains, or split=True with 1 "
-                         f"chain; got {num_chains} chain(s) with split={split}")
-    if num_draws < (4 if split else 2):
-        raise ValueError(f"{name} needs at least {4 if split else 2} draws per "
-                         f"chain with split={split}, got {num_draws}")
-    flat, num_constant = _varying(chains)
-    summary = _ess_summary(flat, num_constant)
+    flat = flat[:, :, varying]
+    counts = {"num_components": int(flat.shape[-1]), "num_constant": int(np.sum(~varying))}
+    if max_components is not None and flat.shape[-1] > max_components:
+        flat = flat[..., np.linspace(0, flat.shape[-1] - 1, max_components).astype(int)]
+    counts["num_scored"] = int(flat.shape[-1])
     if flat.shape[-1] == 0:
-        nan = float("nan")
-        return summary | {"rhat_mean": nan, "rhat_median": nan, "rhat_max": nan,
-                          "frac_rhat_gt_1.1": nan, "frac_rhat_gt_1.01": nan}
-    # A component whose chains are each constant but differ has W = 0: R-hat = inf.
-    rhat = np.sqrt(tfp.mcmc.potential_scale_reduction(
-        tf.constant(np.swapaxes(flat, 0, 1)), independent_chain_ndims=1,
-        split_chains=split).numpy())
-    return summary | {"rhat_mean": float(rhat.mean()),
-                      "rhat_median": float(np.median(rhat)),
-                      "rhat_max": float(rhat.max()),
-                      "frac_rhat_gt_1.1": float(np.mean(rhat > 1.1)),
-                      "frac_rhat_gt_1.01": float(np.mean(rhat > 1.01))}
+        return counts, {name: np.array([]) for name in estimators}
+    scores = {}
+    if "rhat" in estimators:
+        half = flat.shape[1] // 2
+        halves = flat if flat.shape[0] >= 2 else np.stack([flat[0, :half], flat[0, -half:]])
+        if halves.shape[1] < 4:  # one chain of fewer than 8 draws: no R-hat
+            scores["rhat"] = np.full(flat.shape[-1], np.nan)
+        else:  # a component whose chains are each constant but differ has W = 0: R-hat = inf
+            with np.errstate(divide="ignore", invalid="ignore"):
+                scores["rhat"] = az.rhat(az.convert_to_dataset({"x": halves}),
+                                         method="rank")["x"].values
+    dataset = az.convert_to_dataset({"x": flat})
+    for name in {"bulk", "tail"} & set(estimators):
+        scores[name] = az.ess(dataset, method=name)["x"].values
+    return counts, scores
 
 
-def predictive_ess(member_probs):
-    """Effective sample size of the predicted probabilities.
+def _describe(values, prefix):
+    """``{prefix_min, prefix_median, prefix_mean, prefix_max}`` of ``values``;
+    NaN when there are none (every component constant, or no R-hat)."""
+    keys = [f"{prefix}_{stat}" for stat in ("min", "median", "mean", "max")]
+    if values.size == 0 or np.all(np.isnan(values)):
+        return dict.fromkeys(keys, float("nan"))
+    return dict(zip(keys, map(float, (values.min(), np.median(values), values.mean(),
+                                      values.max()))))
 
-    For each component p(k|x_n), ESS = S / (1 + 2 Σ_t ρ_t) over its draws, with
-    the autocorrelations ρ_t truncated by Geyer's initial positive sequence;
-    with C >= 2 chains the cross-chain ESS of Vehtari et al. (2021) (summed over
-    chains). Components constant over all draws are left out and counted.
+
+def _fraction(rhat, predicate):
+    """Fraction of components whose R-hat satisfies ``predicate`` (NaN without R-hat)."""
+    if rhat.size == 0 or np.all(np.isnan(rhat)):
+        return float("nan")
+    return float(np.mean(predicate(rhat)))
+
+
+def convergence_summary(chains, name="chains", max_components=MAX_COMPONENTS):
+    """Rank-normalised split R-hat and bulk/tail ESS of every component, summarised.
+
+    See the module docstring for the estimators (ArviZ, Vehtari et al. 2021).
 
     Args:
-      member_probs: [S, N, K] probabilities of S successive samples of one
-        chain, or [C, S, N, K] for C chains.
+        chains: array ``[C, S, ...]``: S >= 4 draws of C chains, any
+            component shape. C = 1 works: the chain's halves are compared
+            (R-hat needs S >= 8, else it is NaN).
+        name: the argument's name, for errors.
+        max_components: score at most this many components (None: all).
 
     Returns:
-      dict: "ess_min", "ess_median", "ess_mean" (floats), "num_draws" (C·S),
-      "num_components" (components scored), "num_constant" (left out).
+        dict: ``median``, ``max`` (of R-hat), ``frac_below_1.01``,
+        ``frac_below_1.1``, ``ess_bulk_min``, ``ess_bulk_median``,
+        ``ess_tail_min``, ``ess_tail_median``, ``num_chains``,
+        ``num_draws`` (per chain), ``num_components`` (varying),
+        ``num_scored`` (of them), ``num_constant`` (left out). Statistics are
+        NaN when every component is constant.
 
     Raises:
-      ValueError: if `member_probs` is not 3-D or 4-D, empty or non-finite.
+        ValueError: naming ``name`` if ``chains`` has fewer than 2 axes,
+            fewer than 4 draws per chain or non-finite values.
+    """
+    x = _as_chains(chains, name, "[chains, draws, ...]")
+    counts, scores = _scores(x, max_components)
+    described = {}
+    for estimator, values in scores.items():
+        described.update(_describe(values, estimator))
+    return ({"num_chains": int(x.shape[0]), "num_draws": int(x.shape[1])} | counts
+            | {"median": described["rhat_median"], "max": described["rhat_max"]}
+            | {f"frac_below_{t}": _fraction(scores["rhat"], lambda rhat, t=t: rhat < t)
+               for t in RHAT_THRESHOLDS}
+            | {f"ess_{estimator}_{stat}": described[f"{estimator}_{stat}"]
+               for estimator in ("bulk", "tail") for stat in ("min", "median")})
+
+
+def predictive_ess(member_probs, max_components=MAX_COMPONENTS):
+    """Bulk effective sample size of the predicted probabilities.
+
+    Per component p(k|x_n), ArviZ's bulk ESS (module docstring); with C >= 2
+    chains it is the cross-chain ESS (summed over chains).
+
+    Args:
+        member_probs: [S, N, K] probabilities of S successive samples of one
+            chain (S >= 4), or [C, S, N, K] for C chains.
+        max_components: score at most this many components (None: all).
+
+    Returns:
+        dict: "ess_min", "ess_median", "ess_mean" (floats), "num_draws" (C·S),
+        "num_components" (components that vary), "num_scored" (of them),
+        "num_constant" (left out).
+
+    Raises:
+        ValueError: naming ``member_probs`` if it is not 3-D or 4-D, empty,
+            has too few draws or non-finite values.
     """
     x = np.asarray(member_probs, dtype=np.float64)
-    if x.ndim == 3:
-        x = x[np.newaxis]
-    chains = _as_chains(x, 4, "member_probs", "[S, N, K] or [C, S, N, K]")
-    return _ess_summary(*_varying(chains))
+    x = _as_chains(x[np.newaxis] if x.ndim == 3 else x, "member_probs",
+                   "[S, N, K] or [C, S, N, K]", ndim=4)
+    return _legacy_keys(x, max_components, rhat=False)
 
 
-def predictive_rhat(chains_probs, split=True):
-    """R-hat and ESS of the predicted probabilities across chains.
-
-    R-hat = sqrt(V̂/W) per component p(k|x_n) (see module docstring), then
-    summarised over the N·K components that vary.
-
-    Args:
-      chains_probs: [C, S, N, K] probabilities from C chains (or cycles) of S
-        samples each.
-      split: split each chain in half (split R-hat), doubling the chains.
-
-    Returns:
-      dict: "rhat_mean", "rhat_median", "rhat_max", "frac_rhat_gt_1.1",
-      "frac_rhat_gt_1.01", plus the keys of `predictive_ess` (cross-chain ESS).
-      A component whose chains are each constant but differ has R-hat = inf.
-
-    Raises:
-      ValueError: if `chains_probs` is not 4-D, or there are fewer than 2
-        (split) chains, or too few draws (2, or 4 when split).
-    """
-    chains = _as_chains(chains_probs, 4, "chains_probs", "[C, S, N, K]")
-    return _rhat_summary(chains, split, "chains_probs")
+def _legacy_keys(chains, max_components, rhat=True):
+    """Bulk ESS (and R-hat) of ``[C, S, ...]`` under the keys of :func:`predictive_rhat`."""
+    counts, scores = _scores(chains, max_components, ("rhat", "bulk") if rhat else ("bulk",))
+    summary = ({"num_draws": int(chains.shape[0] * chains.shape[1])} | counts
+               | {key: value for key, value in _describe(scores["bulk"], "ess").items()
+                  if key != "ess_max"})
+    if not rhat:
+        return summary
+    rhats = scores["rhat"]
+    return (summary | {key: value for key, value in _describe(rhats, "rhat").items()
+                       if key != "rhat_min"}
+            | {f"frac_rhat_gt_{t}": _fraction(rhats, lambda rhat, t=t: rhat > t)
+               for t in RHAT_THRESHOLDS})
 
 
-def weight_rhat(chains_weights, split=True):
-    """R-hat and ESS of selected weights across chains.
+def predictive_rhat(chains_probs, split=True, max_components=MAX_COMPONENTS):
+    """Rank-normalised split R-hat and bulk ESS of the predicted probabilities.
+
+    The numbers of :func:`convergence_summary`, under the keys that
+    ``keras-bnn evaluate`` prints.
 
     Args:
-      chains_weights: [C, S, D] values of D chosen weights in S samples of C
-        chains. (Weight-space R-hat is pessimistic for neural networks: label
-        switching and other symmetries let chains sample equivalent modes.)
-      split: split each chain in half (split R-hat).
+        chains_probs: [C, S, N, K] probabilities from C chains (or cycles) of S
+            samples each (S >= 4; one chain needs S >= 8 for an R-hat, with
+            fewer it is NaN).
+        split: must be True: the rank-normalised R-hat always compares split
+            chains (the argument remains for existing callers).
+        max_components: score at most this many components (None: all).
 
     Returns:
-      dict with the same keys as `predictive_rhat`.
+        dict: "rhat_mean", "rhat_median", "rhat_max", "frac_rhat_gt_1.1",
+        "frac_rhat_gt_1.01", plus the keys of :func:`predictive_ess`
+        (cross-chain bulk ESS). A component whose chains are each constant
+        but differ has R-hat = inf.
 
     Raises:
-      ValueError: as for `predictive_rhat`.
+        ValueError: naming ``chains_probs`` if it is not 4-D, empty, has too
+            few draws or non-finite values; naming ``split`` if it is not True.
     """
-    chains = _as_chains(chains_weights, 3, "chains_weights", "[C, S, D]")
-    return _rhat_summary(chains, split, "chains_weights")
+    check_choice(split, "split", (True,))
+    chains = _as_chains(chains_probs, "chains_probs", "[C, S, N, K]", ndim=4)
+    return _legacy_keys(chains, max_components)
+
+
+def weight_rhat(chains_weights, split=True, max_components=MAX_COMPONENTS):
+    """Rank-normalised split R-hat and bulk ESS of selected weights across chains.
+
+    Args:
+        chains_weights: [C, S, D] values of D chosen weights in S samples of C
+            chains. (Weight-space R-hat is pessimistic for neural networks: label
+            switching and other symmetries let chains sample equivalent modes.)
+        split: must be True (see :func:`predictive_rhat`).
+        max_components: score at most this many components (None: all).
+
+    Returns:
+        dict with the same keys as :func:`predictive_rhat`.
+
+    Raises:
+        ValueError: as for :func:`predictive_rhat`, naming ``chains_weights``.
+    """
+    check_choice(split, "split", (True,))
+    chains = _as_chains(chains_weights, "chains_weights", "[C, S, D]", ndim=3)
+    return _legacy_keys(chains, max_components)
 
 
 def temperature_band(d, temperature, confidence=0.99):
@@ -205,14 +272,12 @@ def temperature_band(d, temperature, confidence=0.99):
       (lo, hi) floats.
 
     Raises:
-      ValueError: if d, temperature or confidence is out of range.
+      ValueError: naming ``d``, ``temperature`` or ``confidence`` when it is
+        out of range.
     """
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
-    if not np.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be positive and finite, got {temperature!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    d = check_int(d, "d", 1)
+    temperature = check_positive(temperature, "temperature")
+    confidence = check_fraction(confidence, "confidence")
     lo, hi = stats.chi2.ppf([(1 - confidence) / 2, (1 + confidence) / 2], df=d)
     return float(temperature * lo / d), float(temperature * hi / d)
 
@@ -253,80 +318,12 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
     rows = []
     for name, entry in per_variable.items():
         if np.ndim(entry) != 1 or len(entry) != 2:
-            raise ValueError(f"per_variable[{name!r}] must be a (T_kin, d) pair, "
-                             f"got {entry!r}")
+            raise argument_error(f"per_variable[{name!r}]", "be a (T_kin, d) pair", entry)
         t_kin, d = float(entry[0]), np.asarray(entry[1]).item()
         lo, hi = temperature_band(d, temperature, confidence)
         rows.append(KineticTemperatureRow(str(name), int(d), t_kin, lo, hi,
                                           bool(lo <= t_kin <= hi)))
     return rows
-
-
-# ------------------------------------------------- rank-normalised R-hat (ArviZ)
-#: R-hat thresholds reported by :func:`convergence_summary`: Vehtari et al.
-#: (2021) recommend 1.01; 1.1 is the older, looser rule (Gelman & Rubin).
-RHAT_THRESHOLDS = (1.01, 1.1)
-
-
-def convergence_summary(chains, name="chains", max_components=1000):
-    """Rank-normalised split R-hat and bulk/tail ESS of every component, summarised.
-
-    Per component, ArviZ's estimators of Vehtari et al. (2021): R-hat is the
-    maximum of the split R-hat of the rank-normalised draws and of their
-    folded ranks (``az.rhat(method="rank")``); bulk ESS is the ESS of the
-    rank-normalised draws, tail ESS the smaller ESS of the 5 % and 95 %
-    quantile indicators (``az.ess(method="bulk" / "tail")``). Components
-    that are constant over all draws (R-hat 0/0) are left out and counted.
-    ArviZ loops over components in Python (about 1.5 ms per component for
-    the three estimators), so at most ``max_components`` evenly spaced
-    components of the varying ones are scored: the summary of a network's
-    weights or of a large test set is an estimate from that subset.
-
-    Args:
-        chains: array ``[C, S, ...]``: S draws of C chains (C = 1 works: the
-            chain's halves are compared), any component shape.
-        name: the argument's name, for errors.
-        max_components: score at most this many components (None: all).
-
-    Returns:
-        dict: ``median``, ``max`` (of R-hat), ``frac_below_1.01``,
-        ``frac_below_1.1``, ``ess_bulk_min``, ``ess_bulk_median``,
-        ``ess_tail_min``, ``ess_tail_median``, ``num_chains``,
-        ``num_draws`` (per chain), ``num_components`` (varying),
-        ``num_scored`` (of them), ``num_constant`` (left out). Statistics are NaN when every
-        component is constant.
-
-    Raises:
-        ValueError: if ``chains`` has fewer than 2 axes, fewer than 4 draws
-            per chain, or non-finite values.
-    """
-    import arviz as az  # noqa: PLC0415 - heavy import, only needed here
-
-    x = np.asarray(chains, dtype=np.float64)
-    if x.ndim < 2 or x.shape[1] < 4 or 0 in x.shape:
-        raise ValueError(
-            f"`{name}` must have shape [chains, draws, ...] with at least 4 draws per "
-            f"chain; got shape {x.shape}."
-        )
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"`{name}` contains non-finite values.")
-    flat, num_constant = _varying(x)
-    summary = {"num_chains": int(x.shape[0]), "num_draws": int(x.shape[1]),
-               "num_components": int(flat.shape[-1]), "num_constant": num_constant}
-    if max_components is not None and flat.shape[-1] > max_components:
-        flat = flat[..., np.linspace(0, flat.shape[-1] - 1, max_components).astype(int)]
-    summary["num_scored"] = int(flat.shape[-1])
-    keys = ["median", "max", *(f"frac_below_{t}" for t in RHAT_THRESHOLDS),
-            "ess_bulk_min", "ess_bulk_median", "ess_tail_min", "ess_tail_median"]
-    if flat.shape[-1] == 0:
-        return summary | dict.fromkeys(keys, float("nan"))
-    dataset = az.convert_to_dataset({"x": flat})
-    rhat = az.rhat(dataset, method="rank")["x"].values
-    bulk = az.ess(dataset, method="bulk")["x"].values
-    tail = az.ess(dataset, method="tail")["x"].values
-    values = [np.median(rhat), rhat.max(), *(np.mean(rhat < t) for t in RHAT_THRESHOLDS),
-              bulk.min(), np.median(bulk), tail.min(), np.median(tail)]
-    return summary | {key: float(value) for key, value in zip(keys, values)}
 
 
 def _common_draws(stores):

@@ -19,7 +19,7 @@ import math
 import keras
 from keras import ops
 
-from keras_bnn.validation import check_choice
+from keras_bnn.validation import argument_error, check_choice
 
 LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -87,25 +87,26 @@ def output_units(likelihood, num_classes=None, num_targets=1):
 def check_units(likelihood, units):
     """Checks that a head of ``units`` outputs fits ``likelihood``.
 
+    Args:
+        likelihood: one of :data:`LIKELIHOODS`.
+        units: number of outputs of the member model.
+
     Raises:
-        ValueError: naming the likelihood, the unit count and the fix.
+        ValueError: naming ``likelihood``, the unit count and the fix.
     """
-    if likelihood == "categorical" and units < 2:
-        raise ValueError(
-            f"likelihood='categorical' needs K >= 2 logits; the model outputs {units} "
-            "(a softmax over one logit is always 1). Use likelihood='bernoulli' for "
-            "one logit p(y=1|x) = sigmoid(f(x))."
-        )
-    if likelihood == "bernoulli" and units != 1:
-        raise ValueError(
-            f"likelihood='bernoulli' needs one logit per example; the model outputs "
-            f"{units}. Use likelihood='categorical' for {units} class logits."
-        )
-    if likelihood == "gaussian" and units % 2:
-        raise ValueError(
-            "likelihood='gaussian' needs a member head [mean, log variance] with an "
-            f"even number of outputs (2 per target); `model` outputs {units}."
-        )
+    requirement = {
+        "categorical": (units >= 2, f"be 'bernoulli' for a model with {units} output(s): "
+                        "a categorical head needs K >= 2 logits (a softmax over one logit "
+                        "is always 1)"),
+        "bernoulli": (units == 1, f"be 'categorical' for a model with {units} outputs: a "
+                      "bernoulli head has one logit p(y=1|x) = sigmoid(f(x))"),
+        "gaussian": (units % 2 == 0, "be 'categorical' or 'bernoulli' for a model with "
+                     f"{units} outputs: a gaussian head [mean, log variance] has an even "
+                     "number of outputs (2 per target)"),
+    }
+    fits, text = requirement[check_choice(likelihood, "likelihood", LIKELIHOODS)]
+    if not fits:
+        raise argument_error("likelihood", text, likelihood)
 
 
 def from_loss(loss):

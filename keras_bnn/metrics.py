@@ -24,12 +24,15 @@ conf_b their mean confidence.
 ``evaluate_members`` scores the S members of a posterior ensemble one by one,
 their average (the posterior predictive), and the running average of the first
 s members for s = 1..S (how the ensemble improves with more samples).
+
+Everything here is numpy and scipy: importing or calling this module needs
+no TensorFlow, on any Keras backend.
 """
 
 import numpy as np
 import scipy.stats
-import tensorflow as tf
-import tensorflow_probability as tfp
+
+from keras_bnn.validation import argument_error, check_fraction, check_int
 
 # Smallest probability used inside a log: a predicted probability of exactly 0
 # for the true class costs -log(PROB_FLOOR) ≈ 87.3 nats instead of infinity.
@@ -42,48 +45,41 @@ _ROW_SUM_ATOL = 5e-3
 METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 
 
-def _check_num_bins(num_bins):
-    if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)):
-        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
-    if num_bins <= 0:
-        raise ValueError(f"num_bins must be a positive integer, got {num_bins}")
-    return int(num_bins)
-
-
 def _check_probs(probs, name="probs"):
     """Returns `probs` as a float64 array after checking it is [..., K] rows of
     probabilities (finite, in [0, 1], summing to 1)."""
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
-        raise ValueError(f"{name} must have shape [..., N, K] with N, K >= 1, "
-                         f"got shape {p.shape}")
+        raise argument_error(name, "be an array of shape [..., N, K] with N, K >= 1", probs,
+                             got=f"shape {p.shape}")
     if not np.all(np.isfinite(p)):
-        raise ValueError(f"{name} contains non-finite values")
+        raise argument_error(name, "be finite", probs, got="NaN or inf values")
     if p.min() < 0.0 or p.max() > 1.0 + _ROW_SUM_ATOL:
-        raise ValueError(f"{name} must lie in [0, 1] (got range "
-                         f"[{p.min():.4g}, {p.max():.4g}]); pass probabilities, "
-                         "not logits")
+        raise argument_error(name, "be probabilities in [0, 1] (not logits)", probs,
+                             got=f"values in [{p.min():.4g}, {p.max():.4g}]")
     deviation = np.max(np.abs(p.sum(axis=-1) - 1.0))
     if deviation > _ROW_SUM_ATOL:
-        raise ValueError(f"rows of {name} must sum to 1 (max deviation "
-                         f"{deviation:.4g} > {_ROW_SUM_ATOL}); pass probabilities, "
-                         "not logits")
+        raise argument_error(name, f"be rows of probabilities that sum to 1 within "
+                             f"{_ROW_SUM_ATOL} (not logits)", probs,
+                             got=f"a row sum off by {deviation:.4g}")
     return p
 
 
 def _check_labels(labels, num_examples, num_classes):
     y = np.asarray(labels)
     if y.ndim != 1 or y.shape[0] != num_examples:
-        raise ValueError(f"labels must have shape [N] = [{num_examples}] to "
-                         f"match probs, got shape {y.shape}")
-    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-        raise ValueError(f"labels must be integer class indices, got dtype {y.dtype}")
-    if np.issubdtype(y.dtype, np.floating) and not np.all(y == np.round(y)):
-        raise ValueError("labels must be integer class indices, got non-integer values")
+        raise argument_error("labels", f"be of shape [N] = [{num_examples}] to match probs",
+                             labels, got=f"shape {y.shape}")
+    integral = np.issubdtype(y.dtype, np.integer) or (
+        np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))
+    if not integral:
+        raise argument_error("labels", "be integer class indices", labels,
+                             got=f"dtype {y.dtype} values {y[:3]}")
     y = y.astype(np.int64)
     if y.min() < 0 or y.max() >= num_classes:
-        raise ValueError(f"labels must lie in [0, {num_classes}) for K="
-                         f"{num_classes} classes, got range [{y.min()}, {y.max()}]")
+        raise argument_error("labels", f"be class indices in [0, {num_classes - 1}] for "
+                             f"K={num_classes} classes", labels,
+                             got=f"values in [{y.min()}, {y.max()}]")
     return y
 
 
@@ -98,7 +94,7 @@ def _two_class(probs):
 def _check(probs, labels):
     p = _check_probs(_two_class(probs))
     if p.ndim != 2:
-        raise ValueError(f"probs must have shape [N, K], got shape {p.shape}")
+        raise argument_error("probs", "be an array of shape [N, K]", probs, got=f"shape {p.shape}")
     return p, _check_labels(labels, p.shape[0], p.shape[1])
 
 
@@ -170,9 +166,15 @@ def brier(probs, labels):
 def ece(probs, labels, num_bins=15):
     """Expected calibration error with equal-width confidence bins.
 
-    ece = Σ_b (n_b/N) |acc_b - conf_b| over the bins of `reliability`
-    (Guo et al. 2017, eq. 3), computed by `tfp.stats.expected_calibration_error`
-    on logits log(p) (whose softmax is p) with the argmax as the decision.
+    ece = Σ_b (n_b/N) |acc_b - conf_b| over the non-empty bins of
+    `reliability` (Guo et al. 2017, eq. 3), with the argmax as the decision.
+    Computed with numpy (no TensorFlow): the bins are those of
+    ``tfp.stats.expected_calibration_error`` (float32 confidences,
+    ``tf.histogram_fixed_width_bins``), the sums float64, and the tests
+    check the two agree.
+    TFP's numpy substrate cannot run that function (no
+    ``unsorted_segment_sum``) and its JAX substrate does not import with
+    JAX 0.10 (both checked), so it is not called here.
 
     Args:
       probs: [N, K] class probabilities.
@@ -185,15 +187,10 @@ def ece(probs, labels, num_bins=15):
     Raises:
       ValueError: as for `accuracy`, or if `num_bins` is not a positive integer.
     """
-    num_bins = _check_num_bins(num_bins)
-    p, y = _check(probs, labels)
-    logits = np.log(np.maximum(p, PROB_FLOOR)).astype(np.float32)
-    value = tfp.stats.expected_calibration_error(
-        num_bins,
-        logits=tf.constant(logits),
-        labels_true=tf.constant(y),
-        labels_predicted=tf.constant(np.argmax(p, axis=1).astype(np.int64)))
-    return float(value)
+    stats = reliability(probs, labels, num_bins)
+    filled = stats["count"] > 0
+    weights = stats["count"][filled] / np.sum(stats["count"])
+    return float(np.sum(weights * np.abs(stats["accuracy"][filled] - stats["confidence"][filled])))
 
 
 def reliability(probs, labels, num_bins=15):
@@ -219,12 +216,14 @@ def reliability(probs, labels, num_bins=15):
     Raises:
       ValueError: as for `ece`.
     """
-    num_bins = _check_num_bins(num_bins)
+    num_bins = check_int(num_bins, "num_bins", 1)
     p, y = _check(probs, labels)
     predicted = np.argmax(p, axis=1)
-    # float32 confidences so bin membership matches `ece` exactly at bin edges.
-    confidence = p[np.arange(p.shape[0]), predicted].astype(np.float32)
-    bins = np.clip(np.floor(confidence * np.float32(num_bins)), 0, num_bins - 1)
+    confidence = p[np.arange(p.shape[0]), predicted]
+    # Bins from float32 confidences, as TFP's and `tf.histogram_fixed_width_bins`
+    # assign them at bin edges; the means below stay in float64.
+    bins = np.floor(confidence.astype(np.float32) * np.float32(num_bins))
+    bins = np.clip(bins, 0, num_bins - 1)
     bins = bins.astype(np.int64)
     count = np.bincount(bins, minlength=num_bins)
     correct = np.bincount(bins, weights=(predicted == y), minlength=num_bins)
@@ -283,8 +282,8 @@ def evaluate_members(member_probs, labels, num_bins=15):
     probs = np.asarray(member_probs, dtype=np.float64)
     _check_probs(_two_class(probs), name="member_probs")
     if probs.ndim != 3:
-        raise ValueError("member_probs must have shape [S, N, K], got shape "
-                         f"{probs.shape}")
+        raise argument_error("member_probs", "be an array of shape [S, N, K]", member_probs,
+                             got=f"shape {probs.shape}")
     members = [evaluate_probs(p, labels, num_bins) for p in probs]
     curve = {"num_samples": []}
     curve.update({name: [] for name in METRIC_NAMES})
@@ -334,15 +333,15 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
     if y.ndim == 1:
         y = y[:, None]
     if not mu.shape == var.shape == y.shape or mu.size == 0:
-        raise ValueError(f"mean, variance and targets must have the same shape [N] or "
-                         f"[N, D]; got {np.shape(mean)}, {np.shape(variance)}, "
-                         f"{np.shape(targets)}")
-    if not all(np.all(np.isfinite(v)) for v in (mu, var, y)):
-        raise ValueError("mean, variance and targets must be finite")
+        raise argument_error(
+            "targets", "be non-empty and of the shape [N] or [N, D] of `mean` and `variance`",
+            targets, got=f"shapes {np.shape(mean)}, {np.shape(variance)}, {np.shape(targets)}")
+    for name, values in (("mean", mu), ("variance", var), ("targets", y)):
+        if not np.all(np.isfinite(values)):
+            raise argument_error(name, "be finite", values, got="NaN or inf values")
     if var.min() <= 0:
-        raise ValueError(f"variance must be positive; got minimum {var.min():.4g}")
-    if any(not 0 < level < 1 for level in levels):
-        raise ValueError(f"levels must lie in (0, 1); got {list(levels)}")
+        raise argument_error("variance", "be positive", variance, got=f"minimum {var.min():.4g}")
+    levels = [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
     error = y - mu
     result = {
         "nll": float(np.mean(np.sum(0.5 * (np.log(2 * np.pi * var) + error**2 / var), axis=1))),

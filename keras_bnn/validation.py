@@ -1,8 +1,26 @@
-"""Argument checks shared by the package: each raises a ValueError naming the argument.
+"""Argument checks shared by the package: one signature, one wording.
+
+Every check has the common signature
+``check_<kind>(value, name, [requirement parameters,] owner=None)``:
+``value`` is what the caller passed, ``name`` the argument's name (for the
+message) and ``owner`` the class or function it belongs to (optional, for
+the message). A check returns the
+value converted to the type the caller needs (``float``, ``int``, ...) or
+raises a ``ValueError`` (wrong values *and* wrong types: callers catch one
+exception type) whose message always reads::
+
+    <owner>: `<name>` must <requirement>; got <value!r>.
+
+(without the ``<owner>: `` prefix when no owner is given), naming the allowed
+values or range. :func:`argument_error` builds that message for checks that
+live next to the code they guard (shapes of arrays, ``depth = 9k + 2``).
 
 Numbers that reach a graph are float32 there: a value that is positive and
 finite in float64 but 0 or inf in float32 (``1e-46``, ``1e300``) would freeze
-a chain or inject no noise, so the checks below refuse them.
+a chain or inject no noise, so :func:`check_positive` and :func:`check_finite`
+refuse them.
+
+This module imports numpy only (no Keras, no TensorFlow).
 """
 
 import math
@@ -11,6 +29,28 @@ import operator
 import numpy as np
 
 _FLOAT32 = np.finfo(np.float32)
+_TINY, _MAX = float(_FLOAT32.tiny), float(_FLOAT32.max)
+
+
+def argument_error(name, requirement, value, owner=None, *, got=None):
+    """The package's ``ValueError`` for a bad argument, in the common wording.
+
+    Args:
+        name: the argument's name (``"step_size"``, ``"hidden[1]"``).
+        requirement: what it must be, as the phrase that follows "must"
+            (``"be an int >= 1"``, ``"be one of 'a', 'b'"``, ``"lie in [0, 1]"``).
+        value: the value received (shown with ``repr``).
+        owner: the class or function the argument belongs to, or None.
+        got: text shown instead of ``repr(value)`` when the value itself is
+            too large to print (``"shape (0, 4)"``, ``"an empty dataset"``).
+
+    Returns:
+        ``ValueError("<owner>: `<name>` must <requirement>; got <value!r>.")``
+        (to ``raise``).
+    """
+    prefix = f"{owner}: " if owner else ""
+    shown = repr(value) if got is None else got
+    return ValueError(f"{prefix}`{name}` must {requirement}; got {shown}.")
 
 
 def _as_float(value):
@@ -23,105 +63,146 @@ def _as_float(value):
         return float("nan")
 
 
-def check_positive(value, argument, owner):
+def check_positive(value, name, owner=None):
     """Returns ``float(value)`` for a number that is positive and finite in float32.
 
+    Requirement: ``0 < value`` and ``float32.tiny <= value <= float32.max``
+    (about [1.2e-38, 3.4e38]: below, float32 rounds it to 0 or a subnormal
+    that has lost its precision; above, to inf).
+
     Args:
-        value: the number.
-        argument: its name, for the message.
-        owner: the class or function it belongs to, for the message.
+        value, name, owner: the number, its argument's name and the class or
+            function it belongs to (the common signature above).
 
     Returns:
         float.
 
     Raises:
-        ValueError: naming ``argument`` for a non-number, 0, a negative,
-            NaN or inf, or a value that rounds to 0 or overflows to inf in
-            float32 (outside [1.2e-38, 3.4e38]; subnormals lose precision).
+        ValueError: naming ``name`` for a non-number, 0, a negative, NaN,
+            inf, or a value outside float32's normal range.
     """
     number = _as_float(value)
     if not (number > 0.0 and math.isfinite(number)):
-        raise ValueError(
-            f"{owner}: `{argument}` must be a positive finite number; "
-            f"received {argument}={value!r}."
-        )
-    if not float(_FLOAT32.tiny) <= number <= float(_FLOAT32.max):
-        raise ValueError(
-            f"{owner}: `{argument}` must lie in float32's normal range "
-            f"[{float(_FLOAT32.tiny):.3g}, {float(_FLOAT32.max):.3g}] (it is used in "
-            f"float32, where {value!r} is 0, subnormal or inf); received {argument}={value!r}."
-        )
+        raise argument_error(name, "be a positive finite number", value, owner)
+    if not _TINY <= number <= _MAX:
+        raise argument_error(
+            name, f"lie in float32's normal range [{_TINY:.3g}, {_MAX:.3g}] (it is used in "
+            "float32, where this value is 0, subnormal or inf)", value, owner)
     return number
 
 
-def check_finite(value, argument, owner):
-    """Returns ``float(value)`` for a number that is finite in float32.
+def check_finite(value, name, owner=None):
+    """Returns ``float(value)`` for a number that is finite in float32 (``|value| <= float32.max``).
+
+    Args:
+        value, name, owner: the number, its argument's name and the class or
+            function it belongs to (the common signature above).
+
+    Returns:
+        float.
 
     Raises:
-        ValueError: naming ``argument`` for a non-number, NaN, inf, or a
-            value beyond float32's range.
+        ValueError: naming ``name`` for a non-number, NaN, inf, or a value
+            beyond float32's range.
     """
     number = _as_float(value)
-    if not (math.isfinite(number) and abs(number) <= float(_FLOAT32.max)):
-        raise ValueError(
-            f"{owner}: `{argument}` must be a finite number (in float32's range); "
-            f"received {argument}={value!r}."
-        )
+    if not (math.isfinite(number) and abs(number) <= _MAX):
+        raise argument_error(name, "be a finite number (in float32's range)", value, owner)
     return number
 
 
-def check_fraction(value, argument, owner):
-    """Returns ``float(value)`` if it lies in (0, 1), else raises a ValueError."""
+def check_fraction(value, name, owner=None):
+    """Returns ``float(value)`` for a number in the open interval (0, 1).
+
+    Args:
+        value, name, owner: the number, its argument's name and the class or
+            function it belongs to (the common signature above).
+
+    Returns:
+        float.
+
+    Raises:
+        ValueError: naming ``name`` for a non-number or a value outside (0, 1).
+    """
     number = _as_float(value)
     if not 0.0 < number < 1.0:
-        raise ValueError(
-            f"{owner}: `{argument}` must be in (0, 1); received {argument}={value!r}."
-        )
+        raise argument_error(name, "be a number in (0, 1)", value, owner)
     return number
 
 
-def check_choice(value, argument, allowed):
-    """Returns ``value`` if it is in ``allowed``, else raises a ValueError."""
+def check_choice(value, name, allowed, owner=None):
+    """Returns ``value`` if it is one of ``allowed``.
+
+    Args:
+        value, name, owner: as in the common signature above.
+        allowed: the allowed values (any container; listed in the message).
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ValueError: naming ``name`` and every allowed value otherwise
+            (also for an unhashable ``value``).
+    """
     try:
         known = value in allowed
     except TypeError:  # unhashable value
         known = False
     if not known:
-        raise ValueError(
-            f"`{argument}` must be one of {', '.join(map(repr, allowed))}; "
-            f"received {value!r}."
-        )
+        raise argument_error(name, f"be one of {', '.join(map(repr, allowed))}", value, owner)
     return value
 
 
-def check_int(value, argument, minimum, maximum=None):
+def check_int(value, name, minimum=None, maximum=None, owner=None):
     """Returns ``int(value)`` for an integer (Python or NumPy) in [minimum, maximum].
 
+    Args:
+        value, name, owner: as in the common signature above. Bools and
+            floats (also 2.0) are refused: 1.9 must not silently become 1.
+        minimum: smallest allowed value, or None for no lower bound.
+        maximum: largest allowed value, or None for no upper bound.
+
+    Returns:
+        int.
+
     Raises:
-        ValueError: naming ``argument`` otherwise (bools and floats such as
-            1.9 are not integers here).
+        ValueError: naming ``name`` and the allowed range otherwise.
     """
     try:
         number = None if isinstance(value, bool) else operator.index(value)
     except TypeError:
         number = None
-    if number is None or number < minimum or (maximum is not None and number > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"`{argument}` must be an int {bound}; received {value!r}.")
+    if (number is None or (minimum is not None and number < minimum)
+            or (maximum is not None and number > maximum)):
+        if maximum is None:
+            bound = "" if minimum is None else f" >= {minimum}"
+        else:
+            bound = f" <= {maximum}" if minimum is None else f" in [{minimum}, {maximum}]"
+        raise argument_error(name, f"be an int{bound}", value, owner)
     return number
 
 
-def check_seed(value, owner):
-    """Returns ``seed`` as an int in [0, 2**31 - 1] (a stateless-RNG key).
+def check_seed(value, name="seed", owner=None):
+    """Returns a stateless-RNG seed: an int in [0, 2**31 - 1].
+
+    The older positional form ``check_seed(value, owner)`` (an owner such as
+    ``"SGLD"`` or ``"RunConfig"``, capitalised, where ``name`` now stands)
+    is read as ``check_seed(value, owner=owner)`` until its callers pass the
+    owner by keyword.
+
+    Args:
+        value, name, owner: as in the common signature above.
+
+    Returns:
+        int.
 
     Raises:
-        ValueError: naming ``seed`` for a float (1.9 is not silently 1), a
+        ValueError: naming ``name`` for a float (1.9 is not silently 1), a
             bool, a negative or too large value.
     """
-    try:
-        return check_int(value, "seed", 0, maximum=2**31 - 1)
-    except ValueError as error:
-        raise ValueError(f"{owner}: {error}") from None
+    if owner is None and name[:1].isupper():  # the positional (value, owner) form
+        name, owner = "seed", name
+    return check_int(value, name, 0, 2**31 - 1, owner)
 
 
 def _fit_argument(args, kwargs, position, name):
@@ -135,38 +216,47 @@ def check_fit_data(model, args, kwargs):
     empty when their length is known. For a sparse categorical loss the labels
     must be integers in [0, K) for a K-class output, in one column.
 
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read).
+        args, kwargs: the positional and keyword arguments of ``fit``.
+
     Raises:
         ValueError: naming ``x`` for no examples, or ``y`` for labels that
             are not integers, out of range, or one-hot.
     """
+    owner = "fit"
     x = _fit_argument(args, kwargs, 0, "x")
     y = _fit_argument(args, kwargs, 1, "y")
     if hasattr(x, "cardinality"):  # tf.data.Dataset: length known or -1/-2
         if int(x.cardinality()) == 0:
-            raise ValueError("`x` is an empty dataset: fit needs at least one batch.")
+            raise argument_error("x", "be a dataset of at least one batch", x, owner,
+                                 got="an empty dataset")
         return
     first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
     if first is not None and hasattr(first, "shape") and len(first.shape) and first.shape[0] == 0:
-        raise ValueError(f"`x` holds no examples (shape {tuple(first.shape)}).")
+        raise argument_error("x", "be at least one example", x, owner,
+                             got=f"shape {tuple(first.shape)}")
     loss = getattr(model, "loss", None)
-    name = getattr(loss, "name", getattr(loss, "__name__", loss))
-    if y is None or name != "sparse_categorical_crossentropy" or not model.outputs:
+    loss_name = getattr(loss, "name", getattr(loss, "__name__", loss))
+    if y is None or loss_name != "sparse_categorical_crossentropy" or not model.outputs:
         return
     labels = np.asarray(y)
     classes = model.outputs[0].shape[-1]
     if labels.ndim > 1 and labels.shape[-1] > 1:
-        raise ValueError(
-            f"`y` has shape {labels.shape}: a sparse categorical loss takes class indices "
-            "[N] (one-hot labels need loss='categorical_crossentropy')."
-        )
+        raise argument_error(
+            "y", "be class indices of shape [N] for a sparse categorical loss (one-hot "
+            "labels need loss='categorical_crossentropy')", y, owner,
+            got=f"shape {labels.shape}")
     if labels.size == 0:
-        raise ValueError("`y` holds no labels.")
-    if labels.dtype.kind not in "biuf":
-        raise ValueError(f"`y` must hold integer class indices; received dtype {labels.dtype}.")
-    if labels.dtype.kind == "f" and not np.all(np.isfinite(labels) & (labels == np.round(labels))):
-        raise ValueError("`y` must hold integer class indices for a categorical likelihood; "
-                         f"received non-integer floats such as {labels[labels != np.round(labels)][:3]}.")
+        raise argument_error("y", "be at least one label", y, owner, got="no labels")
+    integral = labels.dtype.kind in "biu" or (
+        labels.dtype.kind == "f" and np.all(np.isfinite(labels) & (labels == np.round(labels))))
+    if not integral:
+        shown = (f"values such as {labels[labels != np.round(labels)][:3]}"
+                 if labels.dtype.kind == "f" else f"dtype {labels.dtype}")
+        raise argument_error("y", "be integer class indices", y, owner, got=shown)
     low, high = labels.min(), labels.max()
     if classes is not None and (low < 0 or high >= classes):
-        raise ValueError(f"`y` holds class indices in [{low:g}, {high:g}]; the model "
-                         f"outputs {classes} classes, so they must lie in [0, {classes - 1}].")
+        raise argument_error(
+            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
+            y, owner, got=f"class indices in [{low:g}, {high:g}]")

@@ -75,7 +75,7 @@ def test_synthetic_labels_are_drawn_from_the_teacher_and_learnable():
 @pytest.mark.parametrize("kwargs, match", [
     ({"num_train": 0}, "num_train"), ({"num_test": -1}, "num_test"),
     ({"num_classes": 1}, "num_classes"), ({"input_dim": 2.5}, "input_dim"),
-    ({"hidden": (4, 0)}, "hidden"), ({"logit_scale": 0.0}, "logit_scale"),
+    ({"hidden": (4, 0)}, r"`hidden\[1\]`"), ({"logit_scale": 0.0}, "`logit_scale`"),
 ])
 def test_synthetic_teacher_validates(kwargs, match):
     args = {"num_train": 10, "num_test": 10} | kwargs
@@ -113,8 +113,8 @@ def test_make_dataset_repeat_and_drop_remainder():
 
 
 @pytest.mark.parametrize("x, y, batch_size, match", [
-    (np.zeros((5, 2)), np.zeros(4), 2, "x and y"),
-    (np.zeros((0, 2)), np.zeros(0), 2, "x and y"),
+    (np.zeros((5, 2)), np.zeros(4), 2, r"`y` must be non-empty, with as many examples as `x`"),
+    (np.zeros((0, 2)), np.zeros(0), 2, r"`y` must be non-empty"),
     (np.zeros((5, 2)), np.zeros(5), 0, "batch_size"),
 ])
 def test_make_dataset_validates(x, y, batch_size, match):
@@ -299,5 +299,5 @@ def test_load_serves_a_bundled_dataset_as_batches():
     assert len(data.dataset_labels(test)) == 50
     x, y = next(iter(train))
     assert x.shape == (32, 13) and y.dtype == tf.int64
-    with pytest.raises(ValueError, match="unknown bundled dataset 'iris'"):
+    with pytest.raises(ValueError, match="`name` must be one of 'digits', .*; got 'iris'"):
         data.bundled_arrays("iris")

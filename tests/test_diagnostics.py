@@ -2,9 +2,10 @@
 
 import math
 
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from scipy import integrate, stats
 
 from keras_bnn import diagnostics
 
@@ -32,18 +33,48 @@ def _softmax(z):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _expected_split_rhat(half_chain_means, n):
-    """sqrt of TFP's variance ratio for unit within-chain variance W = 1:
-    ((m+1)/m)((n-1)/n + B/n) - (n-1)/(m n), B/n = sample variance of the means."""
-    m = len(half_chain_means)
-    b_div_n = np.var(half_chain_means, ddof=1)
-    return math.sqrt((m + 1) / m * ((n - 1) / n + b_div_n) - (n - 1) / (m * n))
+def _expected_rank_rhat(means, draws_per_split_chain):
+    """Population value of ArviZ's rank-normalised split R-hat for chains
+    N(means[c], 1), each split in two halves, computed by quadrature.
+
+    Rank normalisation maps a draw x to z = Φ⁻¹(F(x)), F the pooled CDF
+    (1/C) Σ_c Φ(x − means[c]); the folded version maps |x − median| through
+    its pooled CDF the same way. With m = 2C split chains of n draws, chain
+    means μ_j of z and mean within-chain variance W,
+    R̂ = sqrt((n−1)/n + Var_{ddof=1}(μ_1..μ_m)/W); ArviZ reports the larger
+    of the bulk and folded values.
+    """
+    means = np.asarray(means, dtype=float)
+    median = float(np.median(means))  # of the pooled law, for symmetric means
+
+    def bulk(x):
+        return stats.norm.ppf(np.clip(np.mean(stats.norm.cdf(x - means)), 1e-15, 1 - 1e-15))
+
+    def folded(x):
+        y = abs(x - median)
+        mass = np.mean(stats.norm.cdf(median + y - means) - stats.norm.cdf(median - y - means))
+        return stats.norm.ppf(np.clip(mass, 1e-15, 1 - 1e-15))
+
+    def rhat(score):
+        moments = []
+        for c in means:
+            density = stats.norm(c, 1).pdf
+            mean = integrate.quad(lambda x: score(x) * density(x), c - 12, c + 12, limit=200)[0]
+            var = integrate.quad(lambda x: (score(x) - mean) ** 2 * density(x),
+                                 c - 12, c + 12, limit=200)[0]
+            moments.append((mean, var))
+        chain_means = np.repeat([m for m, _ in moments], 2)  # both halves of a chain
+        within = np.mean([v for _, v in moments])
+        n = draws_per_split_chain
+        return math.sqrt((n - 1) / n + np.var(chain_means, ddof=1) / within)
+
+    return max(rhat(bulk), rhat(folded))
 
 
-# Iid chains: with m (split) chains of n draws, V̂/W - 1 ≈ (1/n)[((m+1)/m) χ²_{m-1}/(m-1) - 1],
-# so R-hat - 1 is about half of that. For C=4 chains of S=1000 (m=8, n=500),
-# R-hat > 1.01 needs χ²_7 > 68, probability ~1e-11 per component: every one of
-# the components must be within 0.01 of 1 (R-hat can dip to 1 - 1/(2n) = 0.999).
+# Iid chains: with m (split) chains of n draws of normal scores,
+# R̂² − 1 ≈ (1/n)[((m+1)/m) χ²_{m-1}/(m-1) − 1], so R-hat − 1 is about half of that. For C=4 chains of S=1000 (m=8,
+# n=500), R-hat > 1.01 needs χ²_7 > 68, probability ~1e-11 per component and
+# estimator (bulk and folded): every component must be within 0.01 of 1.
 def test_weight_rhat_is_one_for_iid_chains():
     rng = np.random.default_rng(0)
     result = diagnostics.weight_rhat(rng.standard_normal((4, 1000, 50)))
@@ -54,19 +85,50 @@ def test_weight_rhat_is_one_for_iid_chains():
 
 
 def test_weight_rhat_detects_shifted_chain_means():
-    # Chain c has mean c: split half-chain means [0,0,1,1,2,2,3,3], B/n = 10/7,
-    # predicted R-hat ≈ 1.61 (the variance ratio without sqrt would be 2.6).
-    # Noise: W has relative sd sqrt(2/(m(n-1))) ≈ 0.02 and each chain mean
-    # sd 1/sqrt(n) ≈ 0.045, moving R-hat by ~0.01; tolerance 0.05 ≈ 5 sd.
+    # Chain c has mean c: the population rank-normalised R-hat is 1.535 by
+    # quadrature (the bulk one; the folded one is smaller). Noise: W has
+    # relative sd sqrt(2/(m(n-1))) ≈ 0.02 and each chain mean of normal scores
+    # sd ≈ 1/sqrt(n) ≈ 0.045, moving R-hat by ~0.015 (the sd over the 50
+    # components, measured 0.014-0.016 for 3 seeds); the median of 50 has sd
+    # ≈ 0.003, so tolerance 0.02 is > 5 sd.
     rng = np.random.default_rng(1)
     chains = rng.standard_normal((4, 1000, 50)) + np.arange(4)[:, None, None]
     result = diagnostics.weight_rhat(chains)
-    expected = _expected_split_rhat([0, 0, 1, 1, 2, 2, 3, 3], n=500)
-    assert expected == pytest.approx(1.61, abs=0.01)
-    assert result["rhat_median"] == pytest.approx(expected, abs=0.05)
+    expected = _expected_rank_rhat([0, 1, 2, 3], draws_per_split_chain=500)
+    assert expected == pytest.approx(1.535, abs=0.005)
+    assert result["rhat_median"] == pytest.approx(expected, abs=0.02)
     assert result["frac_rhat_gt_1.1"] == 1.0
     # Non-mixing chains: the cross-chain ESS collapses far below 4000 draws.
     assert result["ess_median"] < 100
+
+
+def test_rhat_is_the_convergence_summary_under_other_keys():
+    # One implementation: the keys `keras-bnn evaluate` prints are the numbers
+    # of convergence_summary (same components, same ArviZ estimators).
+    chains = np.random.default_rng(8).standard_normal((3, 40, 20)) + np.arange(3)[:, None, None]
+    legacy = diagnostics.weight_rhat(chains)
+    summary = diagnostics.convergence_summary(chains)
+    assert legacy["rhat_median"] == summary["median"] and legacy["rhat_max"] == summary["max"]
+    assert legacy["frac_rhat_gt_1.1"] == 1 - summary["frac_below_1.1"]
+    assert legacy["ess_min"] == summary["ess_bulk_min"]
+    assert legacy["ess_median"] == summary["ess_bulk_median"]
+
+
+def test_single_chain_rhat_compares_its_halves():
+    # A chain whose second half is shifted by 3 sd has not mixed: its halves
+    # disagree (R-hat ≫ 1.1); an iid chain of 400 draws has R-hat within
+    # 0.01 of 1 (four quarter-chains of 100: R-hat − 1 ≈ (1/200)(χ²_3/3·5/4 − 1),
+    # > 0.01 needs χ²_3 > 7.2, p ≈ 0.07 per component; the median of 30 is
+    # far inside). Fewer than 8 draws leave no R-hat (NaN) but an ESS.
+    rng = np.random.default_rng(9)
+    iid = diagnostics.weight_rhat(rng.standard_normal((1, 400, 30)))
+    assert abs(iid["rhat_median"] - 1) < 0.01
+    stuck = rng.standard_normal((1, 400, 30))
+    stuck[:, 200:] += 3.0
+    assert diagnostics.weight_rhat(stuck)["frac_rhat_gt_1.1"] == 1.0
+    short = diagnostics.convergence_summary(rng.standard_normal((1, 6, 3)))
+    assert math.isnan(short["median"]) and math.isnan(short["frac_below_1.1"])
+    assert short["ess_bulk_min"] > 0
 
 
 def test_predictive_rhat_iid_versus_shifted_chains():
@@ -97,7 +159,7 @@ def test_constant_components_are_counted_not_nan():
 def test_chains_that_are_each_constant_but_differ_have_infinite_rhat():
     chains = np.zeros((2, 8, 1))
     chains[1] = 1.0
-    result = diagnostics.weight_rhat(chains, split=False)
+    result = diagnostics.weight_rhat(chains)
     assert result["rhat_max"] == math.inf and result["frac_rhat_gt_1.1"] == 1.0
 
 
@@ -135,8 +197,9 @@ def test_cross_chain_ess_of_ar1_chains_sums_over_chains():
 
 @pytest.mark.parametrize("call, match", [
     (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3), 0.5)), "chains_probs"),
-    (lambda: diagnostics.predictive_rhat(np.full((1, 10, 3, 2), 0.5), split=False),
-     "chains_probs"),
+    (lambda: diagnostics.predictive_rhat(np.full((2, 3, 3, 2), 0.5)), "chains_probs"),
+    (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3, 2), np.nan)), "chains_probs"),
+    (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3, 2), 0.5), split=False), "split"),
     (lambda: diagnostics.weight_rhat(np.zeros((2, 3, 4))), "chains_weights"),
     (lambda: diagnostics.weight_rhat(np.zeros((2, 0, 4))), "chains_weights"),
     (lambda: diagnostics.predictive_ess(np.full((10, 3), 0.5)), "member_probs"),
@@ -193,7 +256,8 @@ def test_temperature_band_validates(args, match):
 def test_kinetic_temperature_report_accepts_sampler_triples():
     # The samplers' kinetic_temperatures() gives (path, scalar tensor, d).
     rows = diagnostics.kinetic_temperature_report(
-        [("w", tf.constant(0.5), 10000), ("b", tf.constant(1.01), 10000)],
+        [("w", keras.ops.convert_to_tensor(0.5), 10000),
+         ("b", keras.ops.convert_to_tensor(1.01), 10000)],
         temperature=1.0)
     assert [(r.name, r.inside_band) for r in rows] == [("w", False), ("b", True)]
     assert rows[0].t_kin == 0.5
@@ -205,8 +269,33 @@ def test_kinetic_temperature_report_validates_entries():
 
 
 def test_ess_of_strongly_anticorrelated_short_chains_is_bounded_like_stan():
-    """Alternating draws give τ̂ ≤ 0; the ESS is capped at S·log10(S), never < 0."""
+    """Alternating draws give τ̂ ≤ 0; ArviZ caps the ESS at S·log10(S), never < 0."""
     draws = np.tile([0.2, 0.8], 5)[:, None, None]  # [S=10, N=1, K=1], ρ1 = -1
     noise = np.random.default_rng(0).normal(scale=1e-3, size=draws.shape)
     result = diagnostics.predictive_ess(draws + noise)
     assert 0 < result["ess_min"] <= 10 * np.log10(10) + 1e-9
+
+
+def test_numpy_modules_import_without_tensorflow_under_jax():
+    """metrics, diagnostics, data, likelihoods and validation import no
+    TensorFlow (nor TFP) under KERAS_BACKEND=jax. The package's __init__ is
+    bypassed (an empty package module), so the test sees these modules' own
+    imports, whatever the other submodules import."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (
+        "import importlib, sys, types\n"
+        f"package = types.ModuleType('keras_bnn'); package.__path__ = [{root!r} + '/keras_bnn']\n"
+        "sys.modules['keras_bnn'] = package\n"
+        "for name in ('validation', 'likelihoods', 'metrics', 'diagnostics', 'data'):\n"
+        "    importlib.import_module('keras_bnn.' + name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'tensorflow_probability')))\n"
+    )
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=root)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout

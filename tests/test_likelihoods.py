@@ -149,7 +149,7 @@ def test_gaussian_metrics_nll_rmse_and_coverage():
     assert abs(scores["coverage_0.5"] - 0.5) < 4 * np.sqrt(0.25 / n)
     np.testing.assert_allclose(scores["rmse"], np.sqrt(np.mean(y**2)))
     np.testing.assert_allclose(scores["nll"], np.mean(0.5 * (np.log(2 * np.pi) + y**2)))
-    with pytest.raises(ValueError, match="variance must be positive"):
+    with pytest.raises(ValueError, match="`variance` must be positive"):
         metrics.evaluate_gaussian(np.zeros(3), np.zeros(3), np.zeros(3))
 
 

@@ -1,9 +1,11 @@
-"""Bad input through public constructors and fit (issue item 9), and
-property-based fuzzing of the constructors with hypothesis: every hostile
-value is accepted as a usable number or refused with a ValueError that names
-the argument, never another exception type or a silently wrong value."""
+"""Bad input through the shared checks, public constructors and fit, and
+property-based fuzzing with hypothesis: every hostile value is accepted as a
+usable number or refused with a ValueError that names the argument in the
+one wording "<owner>: `name` must be <requirement>; got <value>.", never
+another exception type or a silently wrong value."""
 
 import math
+import re
 
 import keras
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import keras_bnn as kb
-from keras_bnn import priors
+from keras_bnn import priors, validation
 from keras_bnn.serving import ServingClient
 
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
@@ -34,6 +36,90 @@ FUZZ = settings(max_examples=60, deadline=None, derandomize=True)  # reproducibl
 def _usable_positive(value):
     return (not isinstance(value, (bool, str, list, type(None)))
             and FLOAT32_TINY <= float(value) <= FLOAT32_MAX)
+
+
+def _real(value):
+    """float(value) for a real number (not a bool, string, list or None), else None."""
+    if isinstance(value, (bool, str, list, type(None))):
+        return None
+    return float(value)
+
+
+def _is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _assert_wording(error, name, owner):
+    """The one message form: "<owner>: `name` must ...; got ...."."""
+    prefix = re.escape(f"{owner}: ") if owner else ""
+    assert re.fullmatch(f"{prefix}`{re.escape(name)}` must .+; got .+\\.", str(error),
+                        flags=re.DOTALL), str(error)
+
+
+# ------------------------------------------- the shared checks, one by one
+#: helper name -> (call(value, name, owner), oracle: is `value` acceptable?).
+CHECKS = {
+    "check_positive": (validation.check_positive,
+                       lambda v: _real(v) is not None and FLOAT32_TINY <= _real(v) <= FLOAT32_MAX),
+    "check_finite": (validation.check_finite,
+                     lambda v: _real(v) is not None and abs(_real(v)) <= FLOAT32_MAX),
+    "check_fraction": (validation.check_fraction,
+                       lambda v: _real(v) is not None and 0 < _real(v) < 1),
+    "check_int": (lambda v, name, owner: validation.check_int(v, name, 1, 10, owner=owner),
+                  lambda v: _is_int(v) and 1 <= v <= 10),
+    "check_seed": (lambda v, name, owner: validation.check_seed(v, name, owner=owner),
+                   lambda v: _is_int(v) and 0 <= v <= 2**31 - 1),
+    "check_choice": (lambda v, name, owner: validation.check_choice(v, name, (None, "", "euler"),
+                                                                    owner=owner),
+                     lambda v: v is None or v in ("", "euler") and isinstance(v, str)),
+}
+argument_names = st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True)
+owners = st.none() | st.sampled_from(["SGLD", "RunConfig", "mlp"])
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)  # ~0.1 ms per example
+@given(helper=st.sampled_from(sorted(CHECKS)),
+       value=hostile | st.integers(-3, 12).map(np.int64) | st.sampled_from(["euler", 0.5]),
+       name=argument_names, owner=owners)
+def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, owner):
+    check, valid = CHECKS[helper]
+    try:
+        result = check(value, name, owner)
+    except ValueError as error:
+        _assert_wording(error, name, owner)
+        assert not valid(value), f"{helper} refused the valid {value!r}"
+        return
+    assert valid(value), f"{helper} accepted {value!r}"
+    # The float checks return float(value), the others the value itself.
+    float_checks = ("check_positive", "check_finite", "check_fraction")
+    assert result == (float(value) if helper in float_checks else value)
+    if helper in float_checks or helper in ("check_int", "check_seed"):
+        assert type(result) is (float if helper in float_checks else int)  # not numpy
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: validation.check_positive(0.0, "step_size", "SGHMC"),
+     "SGHMC: `step_size` must be a positive finite number; got 0.0."),
+    (lambda: validation.check_positive(1e-46, "step_size"),
+     "`step_size` must lie in float32's normal range"),
+    (lambda: validation.check_fraction(1.0, "rho", "SGHMC"),
+     "SGHMC: `rho` must be a number in (0, 1); got 1.0."),
+    (lambda: validation.check_choice("x", "integrator", ("euler", "baoab")),
+     "`integrator` must be one of 'euler', 'baoab'; got 'x'."),
+    (lambda: validation.check_int(0, "epochs", 1), "`epochs` must be an int >= 1; got 0."),
+    (lambda: validation.check_int(11, "version", 1, maximum=10),
+     "`version` must be an int in [1, 10]; got 11."),
+    (lambda: validation.check_int(11, "k", maximum=10), "`k` must be an int <= 10; got 11."),
+    (lambda: validation.check_int(1.0, "k"), "`k` must be an int; got 1.0."),
+    # The older positional (value, owner) form of check_seed still names `seed`.
+    (lambda: validation.check_seed(-1, "ATMC"),
+     "ATMC: `seed` must be an int in [0, 2147483647]; got -1."),
+    (lambda: validation.check_seed(1.5, owner="RunConfig"), "RunConfig: `seed` must be an int"),
+])
+def test_messages_name_the_argument_owner_and_allowed_values(call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value).startswith(message)
 
 
 # ------------------------------------------------------ float32 awareness
@@ -81,12 +167,16 @@ def _classifier(classes=3, softmax=False):
 
 
 @pytest.mark.parametrize("x, y, message", [
-    (np.zeros((0, 4), "float32"), np.zeros(0, "int32"), "`x` holds no examples"),
-    (np.zeros((6, 4), "float32"), np.array([0, 1, 2, 0.5, 1, 0]), "`y` must hold integer"),
-    (np.zeros((6, 4), "float32"), np.array([0, 1, 2, 3, 1, 0]), r"`y` holds class indices in \[0, 3\]"),
-    (np.zeros((6, 4), "float32"), np.array([0, -1, 2, 1, 1, 0]), "must lie in \\[0, 2\\]"),
-    (np.zeros((6, 4), "float32"), np.eye(3)[[0, 1, 2, 0, 1, 2]], "one-hot"),
-    (np.zeros((6, 4), "float32"), np.array(["a"] * 6), "dtype"),
+    (np.zeros((0, 4), "float32"), np.zeros(0, "int32"),
+     r"fit: `x` must be at least one example; got shape \(0, 4\)\."),
+    (np.zeros((6, 4), "float32"), np.array([0, 1, 2, 0.5, 1, 0]),
+     r"`y` must be integer class indices; got values such as \[0.5\]"),
+    (np.zeros((6, 4), "float32"), np.array([0, 1, 2, 3, 1, 0]),
+     r"`y` must be class indices in \[0, 2\] .*; got class indices in \[0, 3\]"),
+    (np.zeros((6, 4), "float32"), np.array([0, -1, 2, 1, 1, 0]),
+     r"`y` must be class indices in \[0, 2\] .*; got class indices in \[-1, 2\]"),
+    (np.zeros((6, 4), "float32"), np.eye(3)[[0, 1, 2, 0, 1, 2]], "one-hot.*; got shape"),
+    (np.zeros((6, 4), "float32"), np.array(["a"] * 6), "; got dtype <U1"),
 ])
 def test_fit_names_the_bad_argument(x, y, message):
     model = _classifier()
@@ -101,7 +191,7 @@ def test_fit_refuses_an_empty_dataset():
 
     empty = tf.data.Dataset.from_tensor_slices((np.zeros((0, 4), "float32"),
                                                 np.zeros(0, "int32"))).batch(2)
-    with pytest.raises(ValueError, match="`x` is an empty dataset"):
+    with pytest.raises(ValueError, match="`x` must be a dataset of at least one batch; got an"):
         _classifier().fit(empty, epochs=1, verbose=0)
 
 

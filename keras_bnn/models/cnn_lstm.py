@@ -3,8 +3,8 @@
 import keras
 
 from keras_bnn import layers
-from keras_bnn.models._checks import check_positive_ints
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.validation import check_int
 
 
 def cnn_lstm(
@@ -51,16 +51,13 @@ def cnn_lstm(
     Raises:
         ValueError: for a non-positive size argument or an unknown prior.
     """
-    check_positive_ints(
-        vocab_size=vocab_size,
-        num_classes=num_classes,
-        embedding_dim=embedding_dim,
-        filters=filters,
-        kernel_size=kernel_size,
-        pool_size=pool_size,
-        lstm_units=lstm_units,
-        **({} if sequence_length is None else {"sequence_length": sequence_length}),
-    )
+    sizes = dict(vocab_size=vocab_size, num_classes=num_classes, embedding_dim=embedding_dim,
+                 filters=filters, kernel_size=kernel_size, pool_size=pool_size,
+                 lstm_units=lstm_units)
+    if sequence_length is not None:
+        sizes["sequence_length"] = sequence_length
+    for argument, value in sizes.items():
+        check_int(value, argument, 1, owner="cnn_lstm")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
     inputs = keras.Input(shape=(sequence_length,), dtype="int32", name="tokens")
     x = layers.Embedding(

@@ -3,8 +3,8 @@
 import keras
 
 from keras_bnn import layers
-from keras_bnn.models._checks import check_positive_ints
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.validation import check_int
 
 
 def mlp(
@@ -36,11 +36,9 @@ def mlp(
         ValueError: for a non-positive ``num_classes`` or hidden width, or an
             unknown prior.
     """
-    hidden = tuple(hidden)
-    check_positive_ints(
-        num_classes=num_classes,
-        **{f"hidden[{i}]": width for i, width in enumerate(hidden)},
-    )
+    check_int(num_classes, "num_classes", 1, owner="mlp")
+    hidden = tuple(check_int(width, f"hidden[{i}]", 1, owner="mlp")
+                   for i, width in enumerate(hidden))
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
     inputs = keras.Input(shape=tuple(input_shape), name="inputs")
     x = keras.layers.Flatten(name="flatten")(inputs) if len(input_shape) > 1 else inputs

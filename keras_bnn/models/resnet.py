@@ -9,8 +9,8 @@ logits.
 import keras
 
 from keras_bnn import layers
-from keras_bnn.models._checks import check_positive_ints
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.validation import argument_error, check_int
 
 _STAGES = 3
 
@@ -18,13 +18,11 @@ _STAGES = 3
 def _blocks_per_stage(depth, layers_per_block, builder):
     """``k`` in ``depth = layers_per_block · 3 · k + 2``, or a ValueError."""
     per_depth = layers_per_block * _STAGES
-    blocks, remainder = divmod(int(depth) - 2, per_depth)
+    blocks, remainder = divmod(check_int(depth, "depth", owner=builder) - 2, per_depth)
     if remainder or blocks < 1:
-        raise ValueError(
-            f"{builder}: `depth` must be {per_depth}k+2 with k >= 1 "
-            f"({', '.join(str(per_depth * k + 2) for k in (1, 2, 3, 6))}, ...); "
-            f"received depth={depth!r}."
-        )
+        examples = ", ".join(str(per_depth * k + 2) for k in (1, 2, 3, 6))
+        raise argument_error("depth", f"be {per_depth}k+2 with k >= 1 ({examples}, ...)", depth,
+                             builder)
     return blocks
 
 
@@ -74,7 +72,8 @@ def resnet_pp(
             ``num_classes``/``width``, or an unknown prior.
     """
     blocks = _blocks_per_stage(depth, 3, "resnet_pp")
-    check_positive_ints(num_classes=num_classes, width=width)
+    check_int(num_classes, "num_classes", 1, owner="resnet_pp")
+    check_int(width, "width", 1, owner="resnet_pp")
     priors = dict(
         direction_prior=direction_prior, scale_prior=scale_prior, bias_prior=bias_prior
     )
@@ -140,7 +139,8 @@ def resnet20_frn(
             ``num_classes``/``width``, or an unknown prior.
     """
     blocks = _blocks_per_stage(depth, 2, "resnet20_frn")
-    check_positive_ints(num_classes=num_classes, width=width)
+    check_int(num_classes, "num_classes", 1, owner="resnet20_frn")
+    check_int(width, "width", 1, owner="resnet20_frn")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
 
     def conv_frn(x, filters, kernel_size, strides, use_tlu, name):
