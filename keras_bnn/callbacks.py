@@ -38,10 +38,12 @@ class CyclicalSchedule(keras.callbacks.Callback):
 
     def __init__(self, cycle_epochs, burn_in_epochs=0, steps_per_epoch=None):
         super().__init__()
-        self.cycle_epochs = check_int(cycle_epochs, "cycle_epochs", 1)
-        self.burn_in_epochs = check_int(burn_in_epochs, "burn_in_epochs", 0)
+        self.cycle_epochs = check_int(cycle_epochs, "cycle_epochs", 1, owner="CyclicalSchedule")
+        self.burn_in_epochs = check_int(burn_in_epochs, "burn_in_epochs", 0,
+                                        owner="CyclicalSchedule")
         self.steps_per_epoch = (
-            None if steps_per_epoch is None else check_int(steps_per_epoch, "steps_per_epoch", 1)
+            None if steps_per_epoch is None else check_int(steps_per_epoch, "steps_per_epoch", 1,
+                                                          owner="CyclicalSchedule")
         )
 
     def on_train_begin(self, logs=None):
@@ -90,9 +92,9 @@ class CollectSamples(keras.callbacks.Callback):
     def __init__(self, store, start_epoch=0, every=None, chain=0):
         super().__init__()
         self.store = store
-        self.start_epoch = check_int(start_epoch, "start_epoch", 0)
-        self.every = None if every is None else check_int(every, "every", 1)
-        self.chain = check_int(chain, "chain", 0)
+        self.start_epoch = check_int(start_epoch, "start_epoch", 0, owner="CollectSamples")
+        self.every = None if every is None else check_int(every, "every", 1, owner="CollectSamples")
+        self.chain = check_int(chain, "chain", 0, owner="CollectSamples")
         self._resumed_checked = False
 
     def on_train_begin(self, logs=None):
@@ -169,7 +171,7 @@ class TemperatureRamp(keras.callbacks.Callback):
         super().__init__()
         self.start = check_positive(start, "start", "TemperatureRamp")
         self.end = check_positive(end, "end", "TemperatureRamp")
-        self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1)
+        self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1, owner="TemperatureRamp")
 
     def on_train_begin(self, logs=None):
         _sampler_of(self.model, "TemperatureRamp")

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_bnn.validation import check_int
+from keras_bnn.validation import check_int, check_positive
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -30,13 +30,8 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, initial_step_size, cycle_steps=None, burn_in_steps=0):
-        h0 = float(initial_step_size)
-        if not (h0 > 0.0 and math.isfinite(h0)):
-            raise ValueError(
-                "`initial_step_size` must be a positive number; received "
-                f"{initial_step_size!r}."
-            )
-        self.initial_step_size = h0
+        self.initial_step_size = check_positive(initial_step_size, "initial_step_size",
+                                                owner="CyclicalCosine")
         self.configure(cycle_steps, burn_in_steps)
 
     def configure(self, cycle_steps=None, burn_in_steps=0):
@@ -52,9 +47,10 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         Raises:
             ValueError: for non-positive ``cycle_steps`` or negative burn-in.
         """
-        cycle_steps = None if cycle_steps is None else check_int(cycle_steps, "cycle_steps", 1)
+        cycle_steps = (None if cycle_steps is None
+                       else check_int(cycle_steps, "cycle_steps", 1, owner="CyclicalCosine"))
         # Both are checked before either is set: a failed call changes nothing.
-        self.burn_in_steps = check_int(burn_in_steps, "burn_in_steps", 0)
+        self.burn_in_steps = check_int(burn_in_steps, "burn_in_steps", 0, owner="CyclicalCosine")
         self.cycle_steps = cycle_steps
 
     def __call__(self, step):

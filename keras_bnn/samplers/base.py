@@ -116,7 +116,7 @@ class Sampler(keras.optimizers.Optimizer):
         self.train_size = (
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
-        self.seed = check_seed(seed, owner)
+        self.seed = check_seed(seed, owner=owner)
         self.noise_estimate_decay = check_fraction(
             noise_estimate_decay, "noise_estimate_decay", owner
         )

@@ -97,8 +97,8 @@ class HMC(Sampler):
 
     def __init__(self, step_size=0.01, num_leapfrog_steps=10, num_adaptation_steps=0,
                  target_accept_rate=0.8, **kwargs):
-        leapfrog_steps = check_int(num_leapfrog_steps, "num_leapfrog_steps", 1)
-        adaptation_steps = check_int(num_adaptation_steps, "num_adaptation_steps", 0)
+        leapfrog_steps = check_int(num_leapfrog_steps, "num_leapfrog_steps", 1, owner="HMC")
+        adaptation_steps = check_int(num_adaptation_steps, "num_adaptation_steps", 0, owner="HMC")
         target = check_fraction(target_accept_rate, "target_accept_rate", "HMC")
         super().__init__(step_size=step_size, **kwargs)
         self.num_leapfrog_steps = leapfrog_steps

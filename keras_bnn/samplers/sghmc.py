@@ -126,7 +126,7 @@ class SGHMC(Sampler):
         **kwargs,
     ):
         super().__init__(step_size=step_size, **kwargs)
-        self.integrator = check_choice(integrator, "integrator", tuple(_INTEGRATORS))
+        self.integrator = check_choice(integrator, "integrator", tuple(_INTEGRATORS), "SGHMC")
         self.friction = (
             0.1 / self.initial_step_size
             if friction is None
@@ -139,7 +139,8 @@ class SGHMC(Sampler):
                 f"step); received friction={friction!r}."
             )
         self.mass = check_positive(mass, "mass", "SGHMC")
-        self.preconditioner = check_choice(preconditioner, "preconditioner", (None, "rmsprop"))
+        self.preconditioner = check_choice(preconditioner, "preconditioner",
+                                           (None, "rmsprop"), "SGHMC")
         self.rho = check_fraction(rho, "rho", "SGHMC")
         self.epsilon = check_positive(epsilon, "epsilon", "SGHMC")
 

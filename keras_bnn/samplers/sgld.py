@@ -45,7 +45,8 @@ class SGLD(Sampler):
 
     def __init__(self, step_size=1e-4, preconditioner=None, rho=0.99, epsilon=1e-8, **kwargs):
         super().__init__(step_size=step_size, **kwargs)
-        self.preconditioner = check_choice(preconditioner, "preconditioner", (None, "rmsprop"))
+        self.preconditioner = check_choice(preconditioner, "preconditioner",
+                                           (None, "rmsprop"), "SGLD")
         self.rho = check_fraction(rho, "rho", "SGLD")
         self.epsilon = check_positive(epsilon, "epsilon", "SGLD")
 

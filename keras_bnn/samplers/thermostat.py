@@ -188,7 +188,8 @@ class ThermostatSampler(Sampler):
             if thermostat_mass is None
             else check_positive(thermostat_mass, "thermostat_mass", owner)
         )
-        self.momentum = check_choice(momentum, "momentum", ("gaussian", "relativistic"))
+        self.momentum = check_choice(momentum, "momentum", ("gaussian", "relativistic"),
+                                     type(self).__name__)
         if momentum == "relativistic":
             if speed_limit is None:
                 raise ValueError(
