@@ -73,6 +73,30 @@ def test_pooled_ensemble_holds_every_chain_in_order(three_chains):
     assert kb.PosteriorEnsemble.from_store(three_chains, max_samples=3).num_members == 3
 
 
+def test_evaluate_reads_each_sample_once_and_matches_the_store_diagnostics(
+        three_chains, tmp_path, monkeypatch):
+    """experiment.evaluate takes predictions and weight-space R-hat from one
+    PosteriorEnsemble: 15 samples, 15 reads; the weight R-hat equals the one
+    computed from the stores directly (same draws, so exactly equal)."""
+    stores = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
+              for k in range(3)]
+    reference = diagnostics.convergence_summary(diagnostics.chain_weights(stores), "weights")
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(three_chains, run_dir)
+    reads = []
+    real_read = kb.SampleStore._read
+
+    def counting_read(store, path, weights=True):
+        reads.append((path, weights))
+        return real_read(store, path, weights=weights)
+
+    monkeypatch.setattr(kb.SampleStore, "_read", counting_read)
+    result = experiment.evaluate(run_dir)
+    weight_reads = [path for path, weights in reads if weights]
+    assert len(weight_reads) == len(set(weight_reads)) == result["num_samples"] == 15
+    assert result["rhat"]["weight"] == reference
+
+
 def test_to_inference_data_has_weights_and_predictions(three_chains):
     x = np.random.default_rng(0).normal(size=(7, 5)).astype("float32")
     idata = diagnostics.to_inference_data(three_chains, x=x)
