@@ -103,6 +103,21 @@ def _log_mean_exp(x, axis=0):
     return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
 
 
+def _nan_rows(values, finite, axis=0):
+    """``values`` with NaN in the rows (along ``axis``) where ``finite`` is False.
+
+    A row whose input holds NaN or Inf must give NaN, never a finite,
+    confident-looking answer: layers such as relu map NaN to finite values,
+    and XLA's fused exp/log on CPU clamp NaN to finite numbers, so the mask
+    is applied to every output instead of trusting NaN to propagate.
+    """
+    if finite is None:
+        return values
+    shape = [1] * len(values.shape)
+    shape[axis] = -1
+    return ops.where(ops.reshape(finite, shape), values, ops.cast(float("nan"), values.dtype))
+
+
 def _member_signature(model, likelihood):
     """Checks the member model; returns (input shape without batch, input dtype)."""
     if not isinstance(model, keras.Model):
@@ -349,6 +364,11 @@ class PosteriorEnsemble(keras.Model):
             [S, N, units] tensor (logits, or ``[mean, log variance]``); NaN in
             the rows whose (floating) input holds a NaN or Inf.
         """
+        members, finite = self._members_and_finite_rows(inputs)
+        return _nan_rows(members, finite, axis=1)
+
+    def _members_and_finite_rows(self, inputs):
+        """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
         stacks = [v.value for v in self._stacks]
         if self.member_loop == "unroll":
@@ -359,12 +379,9 @@ class PosteriorEnsemble(keras.Model):
         else:
             outputs = ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
         if "float" not in str(self.member_input_dtype):
-            return outputs
-        # A row with a NaN/Inf input gets NaN outputs (layers such as relu
-        # would otherwise map NaN to a finite, confident-looking answer).
+            return outputs, None
         flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
-        finite = ops.all(ops.isfinite(flat), axis=-1)
-        return ops.where(finite[None, :, None], outputs, ops.cast(float("nan"), outputs.dtype))
+        return outputs, ops.all(ops.isfinite(flat), axis=-1)
 
     def _gaussian_moments(self, members):
         """(mean, aleatoric, epistemic variance) of the members' Gaussians."""
@@ -388,13 +405,15 @@ class PosteriorEnsemble(keras.Model):
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
             and var of the mixture (module docstring).
         """
-        members = self.member_outputs(inputs)
+        members, finite = self._members_and_finite_rows(inputs)
         if self.likelihood == "categorical":
-            return ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
-        if self.likelihood == "bernoulli":
-            return ops.exp(_log_mean_exp(ops.log_sigmoid(members)))
-        mean, aleatoric, epistemic = self._gaussian_moments(members)
-        return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+            outputs = ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
+        elif self.likelihood == "bernoulli":
+            outputs = ops.exp(_log_mean_exp(ops.log_sigmoid(members)))
+        else:
+            mean, aleatoric, epistemic = self._gaussian_moments(members)
+            outputs = ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+        return _nan_rows(outputs, finite)
 
     def predictive_summary(self, inputs):
         """The posterior predictive and its uncertainty decomposition.
@@ -428,7 +447,12 @@ class PosteriorEnsemble(keras.Model):
             dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
             :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`.
         """
-        members = self.member_outputs(inputs)
+        members, finite = self._members_and_finite_rows(inputs)
+        return {name: _nan_rows(value, finite)
+                for name, value in self._summary(members).items()}
+
+    def _summary(self, members):
+        """:meth:`predictive_summary` of raw member outputs [S, N, units]."""
         if self.likelihood == "gaussian":
             mean, aleatoric, epistemic = self._gaussian_moments(members)
             return {
@@ -454,7 +478,6 @@ class PosteriorEnsemble(keras.Model):
             "log_probabilities": log_probs,
             "predictive_entropy": predictive_entropy,
             "expected_entropy": expected_entropy,
-            # where, not maximum: a NaN (non-finite input row) stays NaN.
             "mutual_information": ops.where(information < 0.0, 0.0, information),
             "class_std": ops.std(member_probs, axis=0),
         }
@@ -501,12 +524,12 @@ class PosteriorEnsemble(keras.Model):
         """
 
         def batch_first(inputs):
-            members = self.member_outputs(inputs)
+            members, finite = self._members_and_finite_rows(inputs)
             if self.likelihood == "categorical":
                 members = ops.softmax(members, axis=-1)
             elif self.likelihood == "bernoulli":
                 members = ops.sigmoid(members)
-            return ops.transpose(members, (1, 0, 2))
+            return _nan_rows(ops.transpose(members, (1, 0, 2)), finite)
 
         view = self._view("members", batch_first)
         outputs = view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose)
