@@ -9,7 +9,6 @@ is set. Under ``KERAS_BACKEND=jax`` this module imports no TensorFlow itself.
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -61,20 +60,10 @@ def _add_config_flags(parser):
 def _config_from(args):
     from keras_bnn.experiment import RunConfig
 
-    values = {}
+    flags = _flag_values(args)
     if args.config:
-        with open(args.config, "rb") as handle:
-            try:
-                values = json.loads(handle.read())
-            except (ValueError, RecursionError) as error:
-                raise ValueError(f"--config {args.config!r} is not valid JSON "
-                                 f"({type(error).__name__}: {error})") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"--config {args.config!r} must hold a JSON object of RunConfig "
-                             f"fields; it holds a {type(values).__name__}")
-    values.update({field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
-                   if getattr(args, field) is not None})
-    return RunConfig.from_dict(values)
+        return RunConfig.from_json(args.config, flags, argument="--config")
+    return RunConfig.from_dict(flags)
 
 
 def format_table(rows, columns):
@@ -137,7 +126,10 @@ def _cmd_train(args):
                              "without --chains.")
         return _cmd_train_chains(args)
     if args.resume:
-        config = experiment.resume_config(args.output_dir, _flag_values(args))
+        given = _flag_values(args)
+        if args.config:
+            given["config"] = args.config  # refused by resume_config
+        config = experiment.resume_config(args.output_dir, given)
     else:
         config = _config_from(args)
     result = experiment.train(config, verbose=args.verbose, resume=args.resume)
@@ -323,12 +315,9 @@ def main(argv=None):
 
 
 def _flag_values(args):
-    """The RunConfig fields given as flags (for ``--resume``, which forbids changes)."""
-    given = {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
-             if getattr(args, field) is not None}
-    if args.config:
-        given["config"] = args.config
-    return given
+    """The RunConfig fields given as flags."""
+    return {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
+            if getattr(args, field) is not None}
 
 
 def _import_keras_quietly():

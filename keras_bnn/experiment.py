@@ -214,6 +214,35 @@ class RunConfig:
             raise ValueError(f"unknown config keys {unknown}; allowed: {sorted(known)}.")
         return cls(**values).validate()
 
+    @classmethod
+    def from_json(cls, path, overrides=None, argument="config file"):
+        """Builds a config from a JSON file of fields, ``overrides`` applied on top.
+
+        Args:
+            path: a JSON file holding one object of :class:`RunConfig` fields.
+            overrides: dict of fields replacing the file's (e.g. command-line
+                flags).
+            argument: how errors name the file (e.g. ``"--config"``).
+
+        Returns:
+            The validated :class:`RunConfig`.
+
+        Raises:
+            ValueError: if the file is not JSON, not an object, or the
+                config is invalid (:meth:`validate`).
+            OSError: if the file cannot be read.
+        """
+        with open(path, "rb") as handle:
+            try:
+                values = json.loads(handle.read())
+            except (ValueError, RecursionError) as error:
+                raise ValueError(f"{argument} {os.fspath(path)!r} is not valid JSON "
+                                 f"({type(error).__name__}: {error})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{argument} {os.fspath(path)!r} must hold a JSON object of "
+                             f"RunConfig fields; it holds a {type(values).__name__}")
+        return cls.from_dict(dict(values, **(overrides or {})))
+
 
 def _write_json(value, path):
     atomic_write(path, lambda handle: handle.write(json.dumps(value, indent=2).encode()))
@@ -549,8 +578,7 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{argument} {run_dir!r} holds no run (no config.json).")
-    with open(path, "rb") as handle:
-        return RunConfig.from_dict(dict(json.loads(handle.read()), **overrides))
+    return RunConfig.from_json(path, overrides, argument="the run's config")
 
 
 def load_run(run_dir):
