@@ -27,6 +27,7 @@ from keras_bnn import callbacks as callbacks_lib
 from keras_bnn import chains as chains_lib
 from keras_bnn import data as data_lib
 from keras_bnn import diagnostics
+from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import metrics as metrics_lib
 from keras_bnn import models as models_lib
@@ -748,9 +749,13 @@ def export(run_dir, model_dir, version=None):
 
     Returns:
         The path of the written version directory.
+
+    Raises:
+        See :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
     """
     _, stores = load_chains(run_dir)
-    return PosteriorEnsemble.from_store(stores).export(model_dir, version=version)
+    return export_lib.export_ensemble(PosteriorEnsemble.from_store(stores), model_dir,
+                                      version=version)
 
 
 def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=None):

@@ -234,3 +234,23 @@ def test_train_does_not_depend_on_the_global_seed_left_by_earlier_runs(tmp_path)
         final_weights.append(store[-1].weights)
     for a, b in zip(*final_weights):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("sampler, has_rows", [("sgld", False), ("atmc", True), ("sgd", False)])
+def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
+    """TrainResult carries the kinetic-temperature and gradient-noise rows that
+    train writes (the CLI prints them without re-reading the JSON); the
+    kinetic rows follow Sampler.has_momentum (SGLD and the SGD baseline have
+    no momentum), and the result still unpacks as (store, history)."""
+    config = experiment.RunConfig(num_train=100, num_test=20, batch_size=50, epochs=2,
+                                  burn_in_epochs=1, sampler=sampler,
+                                  output_dir=str(tmp_path / "run"))
+    result = experiment.train(config, verbose=0)
+    store, history = result
+    assert store is result.store and history is result.history and len(store) == 1
+    for name, rows in (("kinetic_temperatures", result.kinetic_temperatures),
+                       ("gradient_noise", result.gradient_noise)):
+        with open(os.path.join(config.output_dir, f"{name}.json")) as handle:
+            assert json.load(handle) == rows
+    assert bool(result.kinetic_temperatures) == has_rows
+    assert bool(result.gradient_noise) == (sampler != "sgd")
