@@ -171,7 +171,7 @@ class RunConfig:
             check_int(getattr(self, name), name, 1)
         check_int(self.burn_in_epochs, "burn_in_epochs", 0)
         check_int(self.chain, "chain", 0)
-        check_seed(self.seed, "RunConfig")
+        check_seed(self.seed, owner="RunConfig")
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
