@@ -18,11 +18,15 @@ both wall-clock and process CPU time (all threads; steadier than wall time on
 a shared machine, and the cost that matters when every core is busy). The
 ratios are against SGD of the same model, in the same run.
 
-Target: every sampler ≤ 1.10× SGD.
+Target: every sampler ≤ 1.10× SGD (≤ 1.05× on a GPU).
+
+Runs under either Keras backend (TensorFlow by default); ``--breakdown``
+needs TensorFlow:
 
     python benchmarks/sampler_overhead.py            # full run
     python benchmarks/sampler_overhead.py --quick    # fewer rounds
     python benchmarks/sampler_overhead.py --models mlp --rounds 30
+    KERAS_BACKEND=jax python benchmarks/sampler_overhead.py   # e.g. on a GPU
 
 Prints a Markdown table.
 """
@@ -36,7 +40,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 import keras_bnn as kb  # noqa: E402
 from keras_bnn import samplers  # noqa: E402
@@ -88,8 +91,8 @@ def _compiled(build, compile_args, jit_compile):
 def time_model(name, input_shape, build, rounds, steps_per_round, warmup, jit_compile):
     """Median seconds per step for every optimizer on one model."""
     rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(BATCH,) + input_shape).astype(np.float32))
-    y = tf.constant(rng.integers(0, NUM_CLASSES, size=BATCH).astype(np.int32))
+    x = keras.ops.convert_to_tensor(rng.normal(size=(BATCH,) + input_shape).astype(np.float32))
+    y = keras.ops.convert_to_tensor(rng.integers(0, NUM_CLASSES, size=BATCH).astype(np.int32))
     models = {key: _compiled(build, make(), jit_compile) for key, make in OPTIMIZERS.items()}
     params = models["SGD(momentum=0.9)"].count_params()
     for model in models.values():
@@ -116,7 +119,10 @@ def breakdown(repeats=30):
     NaN/Inf check of every gradient; ``diagnostics`` is what
     ``BayesianModel.train_step`` adds per step (reading the kinetic and
     configurational temperature sums that the update itself takes).
+    TensorFlow backend only.
     """
+    import tensorflow as tf  # noqa: PLC0415 - the breakdown times tf.functions
+
     model = MODELS["mlp 784-512-512-10"][1]()
     variables = model.trainable_variables
     grads = [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
@@ -156,6 +162,21 @@ def breakdown(repeats=30):
         print(f"| {key} | {1e3 * np.median(values):.2f} |")
 
 
+def describe_backend():
+    """One line: the Keras backend, its version and its devices."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax  # noqa: PLC0415
+
+        return f"JAX {jax.__version__}, devices: {[str(d) for d in jax.devices()]}"
+    if backend == "tensorflow":
+        import tensorflow as tf  # noqa: PLC0415
+
+        return (f"TensorFlow {tf.__version__}, devices: "
+                f"{[d.device_type for d in tf.config.list_logical_devices()]}")
+    return f"backend {backend}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds (a smoke run)")
@@ -168,13 +189,14 @@ def main(argv=None):
     parser.add_argument("--jit-compile", default="auto",
                         help="passed to compile: auto (Keras' default), true, false")
     args = parser.parse_args(argv)
+    if args.breakdown and keras.backend.backend() != "tensorflow":
+        parser.error("--breakdown times tf.functions: run it with KERAS_BACKEND=tensorflow")
     rounds = args.rounds or (3 if args.quick else 15)
     warmup = 2 if args.quick else 3
     jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile.lower()]
 
     selected = [k for k in MODELS if k.split()[0].startswith(tuple(args.models))]
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-          f"devices: {[d.device_type for d in tf.config.list_logical_devices()]}, "
+    print(f"{describe_backend()}, Keras {keras.__version__}, "
           f"jit_compile={jit}, {rounds} rounds after {warmup} warm-up steps\n")
     rows = []
     for key in selected:

@@ -79,10 +79,10 @@ def stores_of(source):
         else:
             raise ValueError(
                 "`store` must be a SampleStore, a path to a store or run directory, or a "
-                f"list of these; received {type(item).__name__}."
+                f"list of these; got {type(item).__name__}."
             )
     if not stores:
-        raise ValueError("`store` holds no sample store; received an empty list.")
+        raise ValueError("`store` holds no sample store; got an empty list.")
     for store in stores:
         if not len(store):
             raise ValueError(f"`store` {store.path!r} holds no samples.")

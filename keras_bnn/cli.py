@@ -2,14 +2,13 @@
 
 Bad input ends with exit code 2 and one line ``keras-bnn: error: <reason>``
 on stderr, never a traceback. ``--help`` and argument errors answer without
-importing TensorFlow (the commands import it in their handlers), and
-TensorFlow's C++ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is
-set.
+importing Keras or TensorFlow (the commands import them in their handlers),
+and TensorFlow's C++ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL``
+is set. Under ``KERAS_BACKEND=jax`` this module imports no TensorFlow itself.
 """
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -61,20 +60,10 @@ def _add_config_flags(parser):
 def _config_from(args):
     from keras_bnn.experiment import RunConfig
 
-    values = {}
+    flags = _flag_values(args)
     if args.config:
-        with open(args.config, "rb") as handle:
-            try:
-                values = json.loads(handle.read())
-            except (ValueError, RecursionError) as error:
-                raise ValueError(f"--config {args.config!r} is not valid JSON "
-                                 f"({type(error).__name__}: {error})") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"--config {args.config!r} must hold a JSON object of RunConfig "
-                             f"fields; it holds a {type(values).__name__}")
-    values.update({field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
-                   if getattr(args, field) is not None})
-    return RunConfig.from_dict(values)
+        return RunConfig.from_json(args.config, flags, argument="--config")
+    return RunConfig.from_dict(flags)
 
 
 def format_table(rows, columns):
@@ -137,23 +126,23 @@ def _cmd_train(args):
                              "without --chains.")
         return _cmd_train_chains(args)
     if args.resume:
-        config = experiment.resume_config(args.output_dir, _flag_values(args))
+        given = _flag_values(args)
+        if args.config:
+            given["config"] = args.config  # refused by resume_config
+        config = experiment.resume_config(args.output_dir, given)
     else:
         config = _config_from(args)
-    store, history = experiment.train(config, verbose=args.verbose, resume=args.resume)
-    last = {k: v[-1] for k, v in history.history.items()}
-    print(format_table([dict(samples=len(store), **last)], ["samples", *sorted(last)]))
-    with open(os.path.join(config.output_dir, "kinetic_temperatures.json")) as handle:
-        rows = json.load(handle)
-    if rows:
+    result = experiment.train(config, verbose=args.verbose, resume=args.resume)
+    last = {k: v[-1] for k, v in result.history.history.items()}
+    print(format_table([dict(samples=len(result.store), **last)], ["samples", *sorted(last)]))
+    if result.kinetic_temperatures:
         print("\nkinetic temperature per variable (99% chi-squared band):")
-        print(format_table(rows, ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
-    with open(os.path.join(config.output_dir, "gradient_noise.json")) as handle:
-        rows = json.load(handle)
-    if rows:
+        print(format_table(result.kinetic_temperatures,
+                           ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
+    if result.gradient_noise:
         print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
               "biased above 0.1):")
-        print(format_table(rows, ["name", "d", "ratio", "above_limit"]))
+        print(format_table(result.gradient_noise, ["name", "d", "ratio", "above_limit"]))
     print(f"run directory: {config.output_dir}")
 
 
@@ -311,7 +300,7 @@ def main(argv=None):
     """
     try:
         args = build_parser().parse_args(argv)
-        _import_tensorflow_quietly()
+        _import_keras_quietly()
         args.run(args)
     except (ValueError, TypeError, KeyError, OSError, FloatingPointError, RecursionError,
             OverflowError) as error:
@@ -326,21 +315,20 @@ def main(argv=None):
 
 
 def _flag_values(args):
-    """The RunConfig fields given as flags (for ``--resume``, which forbids changes)."""
-    given = {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
-             if getattr(args, field) is not None}
-    if args.config:
-        given["config"] = args.config
-    return given
+    """The RunConfig fields given as flags."""
+    return {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
+            if getattr(args, field) is not None}
 
 
-def _import_tensorflow_quietly():
-    """Imports TensorFlow with its C++ start-up log (oneDNN, CUDA, CPU features) hidden.
+def _import_keras_quietly():
+    """Imports Keras (and so its backend: TensorFlow, or JAX under
+    ``KERAS_BACKEND=jax``) with TensorFlow's C++ start-up log (oneDNN, CUDA,
+    CPU features) hidden.
 
-    Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or TensorFlow
-    is already imported; if the import fails, the hidden log is shown.
+    Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or Keras is
+    already imported; if the import fails, the hidden log is shown.
     """
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "keras" in sys.modules:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     # The first messages come before absl's logging starts, whatever the
@@ -350,7 +338,7 @@ def _import_tensorflow_quietly():
     with tempfile.TemporaryFile() as log:
         os.dup2(log.fileno(), 2)
         try:
-            import tensorflow  # noqa: F401
+            import keras  # noqa: F401
         except BaseException:
             os.dup2(saved, 2)
             log.seek(0)

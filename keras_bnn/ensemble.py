@@ -38,27 +38,27 @@ and each member is the member model's ``stateless_call`` on a slice. The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
-Serving: :meth:`PosteriorEnsemble.export` (TensorFlow backend) writes a
-TensorFlow Serving version directory with a ``serving_default`` signature
-(input ``inputs``; outputs named as in :data:`CATEGORICAL_OUTPUTS`,
-:data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
-Serving's REST API. Everything else runs under any Keras backend.
+This module is the predictive math only and runs under any Keras backend
+(``keras.ops``; no TensorFlow import). Serving: :meth:`PosteriorEnsemble.export`
+delegates to :mod:`keras_bnn.export` (TensorFlow backend), which writes a
+TensorFlow Serving version directory whose ``serving_default`` outputs are
+:meth:`PosteriorEnsemble.predictive_summary` (named as in
+:data:`CATEGORICAL_OUTPUTS`, :data:`BERNOULLI_OUTPUTS` or
+:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
+Serving's REST API.
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
 / ``keras.saving.load_model`` (the member architecture is in the config, the
 stacked weights in the weights file).
 """
 
-import errno
 import math
-import os
-import shutil
 
 import keras
 import numpy as np
 from keras import ops
 
 from keras_bnn import chains as chains_lib
-from keras_bnn import durable
+from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.validation import check_choice, check_int
@@ -86,11 +86,6 @@ BERNOULLI_OUTPUTS = (
 #: The same for ``likelihood="gaussian"``.
 GAUSSIAN_OUTPUTS = ("mean", "variance", "aleatoric_variance", "epistemic_variance")
 
-#: Name of the exported signature's input tensor.
-SERVING_INPUT = "inputs"
-SERVING_SIGNATURE = "serving_default"
-MODELS_CONFIG = "models.config"
-
 
 class _Untracked:
     """Holds an object out of Keras' and TensorFlow's attribute tracking.
@@ -108,10 +103,25 @@ def _log_mean_exp(x, axis=0):
     return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
 
 
+def _nan_rows(values, finite, axis=0):
+    """``values`` with NaN in the rows (along ``axis``) where ``finite`` is False.
+
+    A row whose input holds NaN or Inf must give NaN, never a finite,
+    confident-looking answer: layers such as relu map NaN to finite values,
+    and XLA's fused exp/log on CPU clamp NaN to finite numbers, so the mask
+    is applied to every output instead of trusting NaN to propagate.
+    """
+    if finite is None:
+        return values
+    shape = [1] * len(values.shape)
+    shape[axis] = -1
+    return ops.where(ops.reshape(finite, shape), values, ops.cast(float("nan"), values.dtype))
+
+
 def _member_signature(model, likelihood):
     """Checks the member model; returns (input shape without batch, input dtype)."""
     if not isinstance(model, keras.Model):
-        raise ValueError(f"`model` must be a keras.Model; received {type(model).__name__}.")
+        raise ValueError(f"`model` must be a keras.Model; got {type(model).__name__}.")
     if not model.built or not model.weights:
         raise ValueError(
             f"`model` {model.name!r} must be built and have weights (build it by "
@@ -145,7 +155,7 @@ def _stack_weight_sets(model, weight_sets):
     """Checks S weight sets against ``model.weights``; returns the [S, ...] stacks."""
     weight_sets = [list(weights) for weights in weight_sets]
     if not weight_sets:
-        raise ValueError("`weight_sets` must hold at least one weight set; received none.")
+        raise ValueError("`weight_sets` must hold at least one weight set; got none.")
     expected = [(tuple(w.shape), w.dtype) for w in model.weights]
     for s, weights in enumerate(weight_sets):
         if len(weights) != len(expected):
@@ -354,6 +364,11 @@ class PosteriorEnsemble(keras.Model):
             [S, N, units] tensor (logits, or ``[mean, log variance]``); NaN in
             the rows whose (floating) input holds a NaN or Inf.
         """
+        members, finite = self._members_and_finite_rows(inputs)
+        return _nan_rows(members, finite, axis=1)
+
+    def _members_and_finite_rows(self, inputs):
+        """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
         stacks = [v.value for v in self._stacks]
         if self.member_loop == "unroll":
@@ -364,12 +379,9 @@ class PosteriorEnsemble(keras.Model):
         else:
             outputs = ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
         if "float" not in str(self.member_input_dtype):
-            return outputs
-        # A row with a NaN/Inf input gets NaN outputs (layers such as relu
-        # would otherwise map NaN to a finite, confident-looking answer).
+            return outputs, None
         flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
-        finite = ops.all(ops.isfinite(flat), axis=-1)
-        return ops.where(finite[None, :, None], outputs, ops.cast(float("nan"), outputs.dtype))
+        return outputs, ops.all(ops.isfinite(flat), axis=-1)
 
     def _gaussian_moments(self, members):
         """(mean, aleatoric, epistemic variance) of the members' Gaussians."""
@@ -393,13 +405,15 @@ class PosteriorEnsemble(keras.Model):
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
             and var of the mixture (module docstring).
         """
-        members = self.member_outputs(inputs)
+        members, finite = self._members_and_finite_rows(inputs)
         if self.likelihood == "categorical":
-            return ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
-        if self.likelihood == "bernoulli":
-            return ops.exp(_log_mean_exp(ops.log_sigmoid(members)))
-        mean, aleatoric, epistemic = self._gaussian_moments(members)
-        return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+            outputs = ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
+        elif self.likelihood == "bernoulli":
+            outputs = ops.exp(_log_mean_exp(ops.log_sigmoid(members)))
+        else:
+            mean, aleatoric, epistemic = self._gaussian_moments(members)
+            outputs = ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+        return _nan_rows(outputs, finite)
 
     def predictive_summary(self, inputs):
         """The posterior predictive and its uncertainty decomposition.
@@ -433,7 +447,12 @@ class PosteriorEnsemble(keras.Model):
             dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
             :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`.
         """
-        members = self.member_outputs(inputs)
+        members, finite = self._members_and_finite_rows(inputs)
+        return {name: _nan_rows(value, finite)
+                for name, value in self._summary(members).items()}
+
+    def _summary(self, members):
+        """:meth:`predictive_summary` of raw member outputs [S, N, units]."""
         if self.likelihood == "gaussian":
             mean, aleatoric, epistemic = self._gaussian_moments(members)
             return {
@@ -459,7 +478,6 @@ class PosteriorEnsemble(keras.Model):
             "log_probabilities": log_probs,
             "predictive_entropy": predictive_entropy,
             "expected_entropy": expected_entropy,
-            # where, not maximum: a NaN (non-finite input row) stays NaN.
             "mutual_information": ops.where(information < 0.0, 0.0, information),
             "class_std": ops.std(member_probs, axis=0),
         }
@@ -506,118 +524,48 @@ class PosteriorEnsemble(keras.Model):
         """
 
         def batch_first(inputs):
-            members = self.member_outputs(inputs)
+            members, finite = self._members_and_finite_rows(inputs)
             if self.likelihood == "categorical":
                 members = ops.softmax(members, axis=-1)
             elif self.likelihood == "bernoulli":
                 members = ops.sigmoid(members)
-            return ops.transpose(members, (1, 0, 2))
+            return _nan_rows(ops.transpose(members, (1, 0, 2)), finite)
 
         view = self._view("members", batch_first)
         outputs = view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose)
         return np.transpose(outputs, (1, 0, 2))
 
+    def member_weights(self):
+        """The stacked weight sets, one array per member weight.
+
+        Returns:
+            List of numpy arrays ``[S, *weight.shape]`` in the member model's
+            ``weights`` order: ``member_weights()[j][s]`` is weight j of
+            sample s (as stored; no store is read again).
+        """
+        return [keras.ops.convert_to_numpy(stack.value) for stack in self._stacks]
+
     # ------------------------------------------------------------ export
     def export(self, model_dir, version=None, verbose=False):
         """Writes a TensorFlow Serving version directory ``model_dir/<version>``.
 
-        The SavedModel (``keras.export.ExportArchive``) has one signature,
-        ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
-        member's dtype: any batch size), outputs named as in
-        :meth:`predictive_summary`. A wrong dtype is rejected by the signature;
-        a wrong shape, which neither a loaded signature nor TF Serving checks
-        against the signature, by an ``EnsureShape`` at the start of the
-        graph: InvalidArgument "Shape of tensor inputs [2,4] is not compatible
-        with expected shape [?,5]" (HTTP 400 from TF Serving).
-        The version is written to a temporary sibling directory
-        ``model_dir/.tmp-*`` (which TF Serving ignores), fsynced and
-        renamed into place, so an interrupted export leaves no partial version
-        directory (a killed export's staging directory is removed by the next
-        export). ``model_dir/models.config`` (a ``--model_config_file``
-        for ``tensorflow_model_server``, model name = the directory's name,
-        escaped as a text-format string) is (re)written atomically next to the
-        versions *before* the version is published, so an error is never
-        reported for a published version. A floating input holding NaN or Inf
-        is rejected by the signature (InvalidArgument, HTTP 400 from TF
-        Serving).
+        :func:`keras_bnn.export.export_ensemble` of this ensemble (see there
+        for the signature, versioning and durability).
 
         Args:
             model_dir: the model's base path, e.g. ``saved_models/cifar10_atmc``.
-            version: positive integer version (at most 2**63 - 1, TF
-                Serving's int64); ``None`` takes one more than the largest
-                existing integer version (1 for a new directory).
+            version: positive integer version; ``None`` takes the next free one.
             verbose: print the exported endpoint.
 
         Returns:
             The path of the new version directory.
 
         Raises:
-            FileExistsError: if ``model_dir/<version>`` already exists (nothing
-                is overwritten; pass another version or ``version=None``).
-            ValueError: if ``version`` is not a positive int64 or
-                ``model_dir`` is empty or not a path.
+            FileExistsError: if ``model_dir/<version>`` already exists.
+            ValueError: for a bad ``version`` or ``model_dir``.
             NotImplementedError: under a Keras backend other than TensorFlow.
         """
-        if keras.backend.backend() != "tensorflow":
-            raise NotImplementedError(
-                "PosteriorEnsemble.export writes a TensorFlow SavedModel and needs "
-                f"KERAS_BACKEND=tensorflow (the backend is {keras.backend.backend()!r}). "
-                "Stored samples are backend-independent: build the ensemble with "
-                "PosteriorEnsemble.from_store under TensorFlow and export it there."
-            )
-        import tensorflow as tf
-
-        model_dir = _check_model_dir(model_dir)
-        version = (_next_version(model_dir) if version is None
-                   else check_int(version, "version", 1, maximum=_MAX_VERSION))
-        target = os.path.join(model_dir, str(version))
-        if os.path.lexists(target):
-            raise FileExistsError(
-                errno.EEXIST,
-                f"Version directory exists; refusing to overwrite it (pass another "
-                f"`version`, or version=None for the next one, {_next_version(model_dir)})",
-                target,
-            )
-        expected_shape = [None, *self.member_input_shape]
-
-        def serve(inputs):
-            # A loaded signature (and TF Serving) does not check the fed
-            # shape against the signature: EnsureShape makes a wrong shape an
-            # InvalidArgument error here instead of deep inside the network;
-            # a non-finite input is an InvalidArgument error too (HTTP 400),
-            # never a confident-looking answer.
-            inputs = tf.ensure_shape(inputs, expected_shape)
-            if inputs.dtype.is_floating:
-                inputs = tf.debugging.assert_all_finite(
-                    inputs, f"`{SERVING_INPUT}` holds NaN or Inf values; inputs must be finite")
-            return self.predictive_summary(inputs)
-
-        os.makedirs(model_dir, exist_ok=True)
-        durable.remove_stale(model_dir)
-        # models.config first: once the version is published, nothing is
-        # left that can fail and report an error for a published version.
-        _write_models_config(model_dir)
-        # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the
-        # version directory gets the permissions a model server expects;
-        # TF Serving ignores the non-integer staging name.
-        staging = durable.temp_path(model_dir, tag=f"v{version}-")
-        os.mkdir(staging)
-        try:
-            archive = keras.export.ExportArchive()
-            archive.track(self)
-            archive.add_endpoint(
-                SERVING_SIGNATURE,
-                serve,
-                input_signature=[
-                    tf.TensorSpec(expected_shape, self.member_input_dtype, name=SERVING_INPUT)
-                ],
-            )
-            archive.write_out(staging, verbose=verbose)
-            durable.publish_directory(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        return target
+        return export_lib.export_ensemble(self, model_dir, version=version, verbose=verbose)
 
 
 class _FunctionModel(keras.Model):
@@ -631,70 +579,3 @@ class _FunctionModel(keras.Model):
 
     def call(self, inputs):
         return self._function(inputs)
-
-
-#: Versions are int64 in TF Serving.
-_MAX_VERSION = 2**63 - 1
-
-
-def _check_model_dir(model_dir):
-    """The absolute ``model_dir``, or a ValueError for an empty or non-path value."""
-    try:
-        path = os.fspath(model_dir)
-    except TypeError:
-        path = None
-    if not isinstance(path, str) or not path.strip():
-        raise ValueError(
-            f"`model_dir` must be a non-empty directory path (saved_models/<name>); "
-            f"received {model_dir!r}."
-        )
-    path = os.path.abspath(path)
-    if not os.path.basename(path):
-        raise ValueError(f"`model_dir` must name a model directory, not {model_dir!r}.")
-    return path
-
-
-def _next_version(model_dir):
-    """One more than the largest integer-named entry of ``model_dir`` (1 if none)."""
-    if not os.path.isdir(model_dir):
-        return 1
-    versions = [int(name) for name in os.listdir(model_dir)
-                if name.isascii() and name.isdigit() and int(name) <= _MAX_VERSION]
-    version = max(versions, default=0) + 1
-    if version > _MAX_VERSION:
-        raise ValueError(f"`model_dir` {model_dir!r} already holds version {_MAX_VERSION}, "
-                         "the largest int64; pass an explicit free `version`.")
-    return version
-
-
-def _text_format_string(value):
-    """``value`` as a quoted protobuf text-format string (C escapes, UTF-8 octal)."""
-    escaped = []
-    for byte in value.encode("utf-8", "surrogateescape"):
-        char = chr(byte)
-        if char in '"\\':
-            escaped.append("\\" + char)
-        elif 0x20 <= byte < 0x7F:
-            escaped.append(char)
-        else:
-            escaped.append(f"\\{byte:03o}")
-    return '"' + "".join(escaped) + '"'
-
-
-def _write_models_config(model_dir):
-    """Writes ``model_dir/models.config`` for ``tensorflow_model_server --model_config_file``.
-
-    Names are escaped as protobuf text-format strings, so any directory name
-    (quotes, backslashes, newlines, non-ASCII) gives a parseable file.
-    """
-    text = (
-        "model_config_list {\n"
-        "  config {\n"
-        f"    name: {_text_format_string(os.path.basename(model_dir))}\n"
-        f"    base_path: {_text_format_string(model_dir)}\n"
-        '    model_platform: "tensorflow"\n'
-        "  }\n"
-        "}\n"
-    )
-    durable.atomic_write(os.path.join(model_dir, MODELS_CONFIG),
-                         lambda handle: handle.write(text.encode()))

@@ -27,6 +27,7 @@ from keras_bnn import callbacks as callbacks_lib
 from keras_bnn import chains as chains_lib
 from keras_bnn import data as data_lib
 from keras_bnn import diagnostics
+from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import metrics as metrics_lib
 from keras_bnn import models as models_lib
@@ -42,7 +43,11 @@ from keras_bnn.validation import check_choice, check_int, check_positive, check_
 ARRAYS = "arrays"
 #: What :func:`sweep` can vary.
 SWEEP_PARAMS = ("temperature", "prior_scale")
-SAMPLERS = ("atmc", "sghmc", "sgnht", "sgld", "hmc", "sgd")
+#: ``RunConfig.sampler`` of the SGD/MAP baseline: a keras optimizer
+#: (``SGD(momentum=0.9)``), not a sampler.
+BASELINE = "sgd"
+#: The names of :mod:`keras_bnn.samplers`' registry, and :data:`BASELINE`.
+SAMPLERS = (*samplers._BY_NAME, BASELINE)  # noqa: SLF001 - the registry's name→class map
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
 #: Degrees of freedom of the "student_t" kernel prior (heavy tails; Fortuin
 #: et al. 2022 found such priors fit fully connected networks better).
@@ -156,17 +161,17 @@ class RunConfig:
                 setattr(self, name, value)
         if self.burn_in_epochs is None and isinstance(self.epochs, int):
             self.burn_in_epochs = self.epochs // 3
-        _choice("dataset", self.dataset, (*data_lib.DATASETS, ARRAYS))
-        _choice("model", self.model, MODELS)
-        _choice("sampler", self.sampler, SAMPLERS)
-        _choice("prior", self.prior, KERNEL_PRIORS)
+        check_choice(self.dataset, "dataset", (*data_lib.DATASETS, ARRAYS))
+        check_choice(self.model, "model", MODELS)
+        check_choice(self.sampler, "sampler", SAMPLERS)
+        check_choice(self.prior, "prior", tuple(KERNEL_PRIORS))
         if self.likelihood is not None:
-            _choice("likelihood", self.likelihood, likelihoods_lib.LIKELIHOODS)
+            check_choice(self.likelihood, "likelihood", likelihoods_lib.LIKELIHOODS)
         for name in ("epochs", "batch_size", "num_train", "num_test"):
             check_int(getattr(self, name), name, 1)
         check_int(self.burn_in_epochs, "burn_in_epochs", 0)
         check_int(self.chain, "chain", 0)
-        check_seed(self.seed, "RunConfig")
+        check_seed(self.seed, owner="RunConfig")
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
@@ -177,9 +182,9 @@ class RunConfig:
             value = getattr(self, name)
             if not (isinstance(value, str) and value) and not (name == "data_dir" and value is None):
                 raise ValueError(f"`{name}` must be a non-empty string; got {value!r}.")
-        if self.sampler == "sgd" and self.temperature != 1.0:
+        if self.sampler == BASELINE and self.temperature != 1.0:
             raise ValueError("`temperature` applies to samplers, not to sampler='sgd'.")
-        if self.burn_in_epochs >= self.epochs and self.sampler != "sgd":
+        if self.burn_in_epochs >= self.epochs and self.sampler != BASELINE:
             raise ValueError(
                 f"`burn_in_epochs` ({self.burn_in_epochs}) must be smaller than "
                 f"`epochs` ({self.epochs}), or no sample is collected."
@@ -190,7 +195,7 @@ class RunConfig:
         sampled_epochs = self.epochs - self.burn_in_epochs
         for name in ("collect_every", "cycle_epochs"):
             value = getattr(self, name)
-            if self.sampler != "sgd" and value is not None and value > sampled_epochs:
+            if self.sampler != BASELINE and value is not None and value > sampled_epochs:
                 raise ValueError(
                     f"`{name}` ({value}) must be at most `epochs` - `burn_in_epochs` "
                     f"({sampled_epochs}), or no sample is collected."
@@ -210,14 +215,38 @@ class RunConfig:
             raise ValueError(f"unknown config keys {unknown}; allowed: {sorted(known)}.")
         return cls(**values).validate()
 
+    @classmethod
+    def from_json(cls, path, overrides=None, argument="config file"):
+        """Builds a config from a JSON file of fields, ``overrides`` applied on top.
+
+        Args:
+            path: a JSON file holding one object of :class:`RunConfig` fields.
+            overrides: dict of fields replacing the file's (e.g. command-line
+                flags).
+            argument: how errors name the file (e.g. ``"--config"``).
+
+        Returns:
+            The validated :class:`RunConfig`.
+
+        Raises:
+            ValueError: if the file is not JSON, not an object, or the
+                config is invalid (:meth:`validate`).
+            OSError: if the file cannot be read.
+        """
+        with open(path, "rb") as handle:
+            try:
+                values = json.loads(handle.read())
+            except (ValueError, RecursionError) as error:
+                raise ValueError(f"{argument} {os.fspath(path)!r} is not valid JSON "
+                                 f"({type(error).__name__}: {error})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{argument} {os.fspath(path)!r} must hold a JSON object of "
+                             f"RunConfig fields; it holds a {type(values).__name__}")
+        return cls.from_dict(dict(values, **(overrides or {})))
+
 
 def _write_json(value, path):
     atomic_write(path, lambda handle: handle.write(json.dumps(value, indent=2).encode()))
-
-
-def _choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}.")
 
 
 def load_data(config):
@@ -295,7 +324,7 @@ def _compile(model, config, info):
     loss = likelihoods_lib.loss_for(likelihood)
     metrics = {"categorical": ["accuracy"], "bernoulli": [
         keras.metrics.BinaryAccuracy(threshold=0.0)], "gaussian": []}[likelihood]
-    if config.sampler == "sgd":
+    if config.sampler == BASELINE:
         model.compile(optimizer=keras.optimizers.SGD(step_size, momentum=0.9),
                       train_size=info["num_train"], loss=loss, metrics=metrics)
     else:
@@ -328,17 +357,36 @@ def resume_config(output_dir, flags):
         raise ValueError("--resume needs --output-dir (the run directory to continue).")
     if "config" in flags:
         raise ValueError("--resume reads the run's own config.json; do not pass --config.")
-    path = os.path.join(output_dir, "config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"--resume: `output_dir` {output_dir!r} holds no run "
-                                "(no config.json).")
-    with open(path, "rb") as handle:
-        config = RunConfig.from_dict(dict(json.loads(handle.read()), output_dir=output_dir))
+    config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
     for name, value in flags.items():
         if name != "output_dir" and getattr(config, name) != value:
             raise ValueError(f"--resume continues the stored run: `{name}` is "
                              f"{getattr(config, name)!r} there, {value!r} given.")
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` returns (and writes into the run directory).
+
+    Unpacks as ``store, history = train(...)``.
+
+    Attributes:
+        store: the run's :class:`keras_bnn.SampleStore`.
+        history: the ``keras.callbacks.History`` of ``fit``.
+        kinetic_temperatures: :func:`kinetic_temperature_rows` (also in
+            ``kinetic_temperatures.json``).
+        gradient_noise: :func:`gradient_noise_rows` (also in
+            ``gradient_noise.json``).
+    """
+
+    store: SampleStore
+    history: keras.callbacks.History
+    kinetic_temperatures: list
+    gradient_noise: list
+
+    def __iter__(self):
+        return iter((self.store, self.history))
 
 
 def train(config, verbose=1, resume=False, data=None):
@@ -358,7 +406,7 @@ def train(config, verbose=1, resume=False, data=None):
             ``config.dataset`` (e.g. from :func:`arrays_data`).
 
     Returns:
-        ``(store, history)``.
+        A :class:`TrainResult` (``store, history = train(...)`` unpacks it).
 
     Raises:
         FileExistsError: if ``output_dir`` already holds a run and
@@ -385,7 +433,7 @@ def train(config, verbose=1, resume=False, data=None):
     _compile(model, config, info)
     callbacks = [keras.callbacks.BackupAndRestore(
         backup, delete_checkpoint=False, double_checkpoint=True)]
-    if config.sampler != "sgd":
+    if config.sampler != BASELINE:
         if config.cycle_epochs:
             callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs,
                                                             config.burn_in_epochs))
@@ -397,13 +445,15 @@ def train(config, verbose=1, resume=False, data=None):
     history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks,
                         shuffle=False)  # the tf.data pipeline shuffles
     step = int(model.optimizer.iterations)
-    if config.sampler == "sgd" and store.find(config.chain, step) is None:
+    if config.sampler == BASELINE and store.find(config.chain, step) is None:
         store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
-    _write_json(gradient_noise_rows(model), os.path.join(config.output_dir, "gradient_noise.json"))
+    result = TrainResult(store, history, kinetic_temperature_rows(model, config),
+                         gradient_noise_rows(model))
+    _write_json(result.gradient_noise, os.path.join(config.output_dir, "gradient_noise.json"))
     _write_json(history.history, os.path.join(config.output_dir, "history.json"))
-    _write_json(kinetic_temperature_rows(model, config), finished)
+    _write_json(result.kinetic_temperatures, finished)
     shutil.rmtree(backup, ignore_errors=True)
-    return store, history
+    return result
 
 
 def run_chains(config, chains, verbose=1, processes=1):
@@ -443,7 +493,7 @@ def run_chains(config, chains, verbose=1, processes=1):
     runs = [dataclasses.replace(config, chain=k, output_dir=os.path.join(
         config.output_dir, chains_lib.CHAIN_DIR.format(k))) for k in range(chains)]
     if processes == 1:
-        return [(store, history.history) for store, history in
+        return [(result.store, result.history.history) for result in
                 (train(run, verbose=verbose) for run in runs)]
     for start in range(0, chains, processes):
         _train_in_processes(runs[start:start + processes])
@@ -483,7 +533,8 @@ def kinetic_temperature_rows(model, config):
         ``p·∇K(p)`` is not χ²-distributed.
     """
     sampler = model.optimizer
-    if config.sampler in ("sgd", "sgld") or getattr(sampler, "speed_limit", None):
+    if (not isinstance(sampler, samplers.Sampler) or not sampler.has_momentum
+            or getattr(sampler, "speed_limit", None)):
         return []
     per_variable = [(name, float(t), d) for name, t, d in sampler.kinetic_temperatures()]
     return [row._asdict() for row in diagnostics.kinetic_temperature_report(
@@ -509,6 +560,28 @@ def gradient_noise_rows(model):
     ]
 
 
+def read_config(run_dir, argument="`run_dir`", **overrides):
+    """The :class:`RunConfig` stored in ``run_dir/config.json``.
+
+    Args:
+        run_dir: a run directory (single- or multi-chain).
+        argument: how the error names ``run_dir``.
+        **overrides: fields replaced before validation (e.g. ``output_dir``
+            of a moved run).
+
+    Returns:
+        The validated :class:`RunConfig`.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no ``config.json``.
+        ValueError: for an invalid stored config.
+    """
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{argument} {run_dir!r} holds no run (no config.json).")
+    return RunConfig.from_json(path, overrides, argument="the run's config")
+
+
 def load_run(run_dir):
     """Reads a run directory.
 
@@ -518,11 +591,7 @@ def load_run(run_dir):
     Raises:
         FileNotFoundError: if ``run_dir`` holds no run.
     """
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no run (no config.json).")
-    with open(path) as handle:
-        config = RunConfig.from_dict(json.load(handle))
+    config = read_config(run_dir)
     store = SampleStore(os.path.join(run_dir, "samples"))
     if not len(store):
         raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet.")
@@ -544,12 +613,7 @@ def load_chains(run_dir):
     if not chains_lib.chain_dirs(run_dir):
         config, store = load_run(run_dir)
         return config, [store]
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no run (no config.json).")
-    with open(path) as handle:
-        config = RunConfig.from_dict(json.load(handle))
-    return config, chains_lib.stores_of(run_dir)
+    return read_config(run_dir), chains_lib.stores_of(run_dir)
 
 
 def _gaussian_curve(members, targets):
@@ -603,10 +667,14 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     config, stores = load_chains(run_dir)
     _, test_ds, _ = data or load_data(config)
     labels = data_lib.dataset_labels(test_ds)
+    # The store is read once, by from_store: the members' predictions and
+    # the weight-space diagnostics both come from the ensemble.
     ensemble = PosteriorEnsemble.from_store(stores)
     members = ensemble.predict_members(test_ds)  # chain by chain
     num_samples = len(members)
-    chain_members = np.split(members, np.cumsum([len(s) for s in stores])[:-1])
+    chain_ends = np.cumsum([len(s) for s in stores])[:-1]
+    weights = np.concatenate(
+        [np.reshape(w, (num_samples, -1)) for w in ensemble.member_weights()], axis=1)
     result = {"sampler": config.sampler, "temperature": config.temperature,
               "likelihood": ensemble.likelihood, "num_chains": len(stores),
               "num_samples": num_samples}
@@ -632,7 +700,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         "predictive_diagnostics": (
             diagnostics.predictive_rhat(members[np.newaxis], split=True)
             if len(stores) == 1 and num_samples >= 8 else None),
-        "rhat": chain_rhat(stores, chain_members),
+        "rhat": chain_rhat(np.split(members, chain_ends), np.split(weights, chain_ends)),
         "samples_plot": plots.metric_vs_samples_plot(
             curve, os.path.join(run_dir, "metric_vs_samples.png"), metrics=curve_metrics,
             baseline=baseline, baseline_label="SGD (MAP)"),
@@ -641,7 +709,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     return result
 
 
-def chain_rhat(stores, chain_probs):
+def chain_rhat(chain_probs, chain_weights):
     """R-hat and ESS across chains in function and weight space.
 
     :func:`keras_bnn.diagnostics.convergence_summary` of the members'
@@ -651,8 +719,9 @@ def chain_rhat(stores, chain_probs):
     (S the shortest chain). With one chain its halves are compared.
 
     Args:
-        stores: one :class:`keras_bnn.SampleStore` per chain.
         chain_probs: per chain, the ``[S_k, N, units]`` predictions of its samples.
+        chain_weights: per chain, the ``[S_k, D]`` flattened weights of its
+            samples (all weights, in ``model.weights`` order).
 
     Returns:
         ``{"function": {...}, "weight": {...}}`` (keys ``median``, ``max``,
@@ -662,10 +731,12 @@ def chain_rhat(stores, chain_probs):
     draws = min(len(p) for p in chain_probs)
     if draws < 4:
         return None
-    probs = np.stack([p[len(p) - draws:] for p in chain_probs])
-    return {"function": diagnostics.convergence_summary(probs, "probabilities"),
-            "weight": diagnostics.convergence_summary(diagnostics.chain_weights(stores),
-                                                      "weights")}
+
+    def last_draws(per_chain):
+        return np.stack([c[len(c) - draws:] for c in per_chain]).astype(np.float64)
+
+    return {"function": diagnostics.convergence_summary(last_draws(chain_probs), "probabilities"),
+            "weight": diagnostics.convergence_summary(last_draws(chain_weights), "weights")}
 
 
 def export(run_dir, model_dir, version=None):
@@ -678,9 +749,13 @@ def export(run_dir, model_dir, version=None):
 
     Returns:
         The path of the written version directory.
+
+    Raises:
+        See :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
     """
     _, stores = load_chains(run_dir)
-    return PosteriorEnsemble.from_store(stores).export(model_dir, version=version)
+    return export_lib.export_ensemble(PosteriorEnsemble.from_store(stores), model_dir,
+                                      version=version)
 
 
 def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=None):

@@ -11,6 +11,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import priors as priors_lib
+from keras_bnn.validation import check_int
 
 
 def _prior_variables(model):
@@ -61,9 +62,8 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
             prior, its output is not rank 2, or it outputs probabilities (a
             softmax head) instead of logits.
     """
-    for argument, value in (("num_samples", num_samples), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"`{argument}` must be a positive integer; received {value!r}.")
+    num_samples = check_int(num_samples, "num_samples", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
     leaves = keras.tree.flatten(x)
     num_examples = len(leaves[0]) if leaves else 0
     if num_examples == 0:

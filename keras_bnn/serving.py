@@ -39,7 +39,8 @@ import urllib.parse
 
 import numpy as np
 
-from keras_bnn.validation import check_int, check_positive
+from keras_bnn.export import MAX_VERSION
+from keras_bnn.validation import check_choice, check_int, check_positive
 
 FORMATS = ("columnar", "row")
 
@@ -66,12 +67,12 @@ def _to_json(value, argument="inputs"):
     except ValueError as error:  # ragged nested lists
         raise ValueError(f"`{argument}` must be a rectangular numeric array ({error}).") from None
     if array.dtype.kind not in "biuf":
-        raise ValueError(f"`{argument}` must be numeric; received dtype {array.dtype}.")
+        raise ValueError(f"`{argument}` must be numeric; got dtype {array.dtype}.")
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         raise ValueError(f"`{argument}` holds NaN or Inf values; inputs must be finite "
                          "(JSON cannot carry them, and the model refuses them).")
     if array.ndim == 0:
-        raise ValueError(f"`{argument}` must have a batch axis; received a scalar.")
+        raise ValueError(f"`{argument}` must have a batch axis; got a scalar.")
     return array.tolist()
 
 
@@ -100,7 +101,7 @@ class ServingClient:
                  signature_name="serving_default", timeout=30.0, max_reply_bytes=256 * 2**20):
         if not isinstance(model_name, str) or not model_name or "/" in model_name:
             raise ValueError(
-                f"`model_name` must be a non-empty name without '/'; received {model_name!r}."
+                f"`model_name` must be a non-empty name without '/'; got {model_name!r}."
             )
         try:
             parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
@@ -109,15 +110,15 @@ class ServingClient:
             parsed = None
         if (parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname
                 or parsed.path.strip("/") or parsed.query or parsed.fragment):
-            raise ValueError(f"`url` must look like http://host:port; received url={url!r}.")
+            raise ValueError(f"`url` must look like http://host:port; got url={url!r}.")
         if not isinstance(signature_name, str) or not signature_name:
-            raise ValueError(f"`signature_name` must be a non-empty str; received "
+            raise ValueError(f"`signature_name` must be a non-empty str; got "
                              f"{signature_name!r}.")
         self.timeout = check_positive(timeout, "timeout", "ServingClient")
         self.max_reply_bytes = check_int(max_reply_bytes, "max_reply_bytes", 1)
         path = f"/v1/models/{urllib.parse.quote(model_name, safe='')}"
         if version is not None:
-            path += f"/versions/{check_int(version, 'version', 1, maximum=2**63 - 1)}"
+            path += f"/versions/{check_int(version, 'version', 1, maximum=MAX_VERSION)}"
         self._scheme, self._host, self._port = parsed.scheme, parsed.hostname, port
         self._path = f"{path}:predict"
         self.predict_url = f"{parsed.scheme}://{parsed.netloc}{self._path}"
@@ -225,18 +226,17 @@ class ServingClient:
                 the format's key or holds ragged, non-numeric or
                 wrong-batch-size outputs.
         """
-        if format not in FORMATS:
-            raise ValueError(f"`format` must be one of {FORMATS}; received format={format!r}.")
+        check_choice(format, "format", FORMATS)
         if isinstance(inputs, dict):
             if not inputs or not all(isinstance(name, str) for name in inputs):
                 raise ValueError("`inputs` must be a non-empty dict {input_name: batch}; "
-                                 f"received keys {list(inputs)!r}.")
+                                 f"got keys {list(inputs)!r}.")
             columns = {name: _to_json(value, f"inputs[{name!r}]")
                        for name, value in inputs.items()}
             sizes = {name: len(column) for name, column in columns.items()}
             if len(set(sizes.values())) > 1:
                 raise ValueError(
-                    f"`inputs` must share the batch size; received sizes {sizes}."
+                    f"`inputs` must share the batch size; got sizes {sizes}."
                 )
             batch = next(iter(sizes.values()))
         else:

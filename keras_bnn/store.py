@@ -167,9 +167,9 @@ class SampleStore:
         try:
             self.path = os.fspath(path)
         except TypeError:
-            raise ValueError(f"`path` must be a filesystem path; received {path!r}.") from None
+            raise ValueError(f"`path` must be a filesystem path; got {path!r}.") from None
         if not isinstance(self.path, str) or not self.path:
-            raise ValueError(f"`path` must be a non-empty str path; received {path!r}.")
+            raise ValueError(f"`path` must be a non-empty str path; got {path!r}.")
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise ValueError(f"`path` {self.path!r} exists and is not a directory.")
         os.makedirs(self.path, exist_ok=True)
@@ -303,7 +303,7 @@ class SampleStore:
             text = json.dumps(metadata, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise ValueError(f"`metadata` must be JSON-serialisable finite values ({error}); "
-                             f"received {metadata!r}.") from None
+                             f"got {metadata!r}.") from None
         arrays = {f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())}
         _check_finite(arrays, f"the weights of model {model.name!r}")
         arrays["metadata"] = np.array(text)

@@ -73,6 +73,30 @@ def test_pooled_ensemble_holds_every_chain_in_order(three_chains):
     assert kb.PosteriorEnsemble.from_store(three_chains, max_samples=3).num_members == 3
 
 
+def test_evaluate_reads_each_sample_once_and_matches_the_store_diagnostics(
+        three_chains, tmp_path, monkeypatch):
+    """experiment.evaluate takes predictions and weight-space R-hat from one
+    PosteriorEnsemble: 15 samples, 15 reads; the weight R-hat equals the one
+    computed from the stores directly (same draws, so exactly equal)."""
+    stores = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
+              for k in range(3)]
+    reference = diagnostics.convergence_summary(diagnostics.chain_weights(stores), "weights")
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(three_chains, run_dir)
+    reads = []
+    real_read = kb.SampleStore._read
+
+    def counting_read(store, path, weights=True):
+        reads.append((path, weights))
+        return real_read(store, path, weights=weights)
+
+    monkeypatch.setattr(kb.SampleStore, "_read", counting_read)
+    result = experiment.evaluate(run_dir)
+    weight_reads = [path for path, weights in reads if weights]
+    assert len(weight_reads) == len(set(weight_reads)) == result["num_samples"] == 15
+    assert result["rhat"]["weight"] == reference
+
+
 def test_to_inference_data_has_weights_and_predictions(three_chains):
     x = np.random.default_rng(0).normal(size=(7, 5)).astype("float32")
     idata = diagnostics.to_inference_data(three_chains, x=x)
@@ -210,3 +234,23 @@ def test_train_does_not_depend_on_the_global_seed_left_by_earlier_runs(tmp_path)
         final_weights.append(store[-1].weights)
     for a, b in zip(*final_weights):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("sampler, has_rows", [("sgld", False), ("atmc", True), ("sgd", False)])
+def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
+    """TrainResult carries the kinetic-temperature and gradient-noise rows that
+    train writes (the CLI prints them without re-reading the JSON); the
+    kinetic rows follow Sampler.has_momentum (SGLD and the SGD baseline have
+    no momentum), and the result still unpacks as (store, history)."""
+    config = experiment.RunConfig(num_train=100, num_test=20, batch_size=50, epochs=2,
+                                  burn_in_epochs=1, sampler=sampler,
+                                  output_dir=str(tmp_path / "run"))
+    result = experiment.train(config, verbose=0)
+    store, history = result
+    assert store is result.store and history is result.history and len(store) == 1
+    for name, rows in (("kinetic_temperatures", result.kinetic_temperatures),
+                       ("gradient_noise", result.gradient_noise)):
+        with open(os.path.join(config.output_dir, f"{name}.json")) as handle:
+            assert json.load(handle) == rows
+    assert bool(result.kinetic_temperatures) == has_rows
+    assert bool(result.gradient_noise) == (sampler != "sgd")

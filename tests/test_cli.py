@@ -119,8 +119,9 @@ def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, reason",
     [
-        (["train", "--sampler", "nuts"], "unknown sampler 'nuts'; allowed: atmc"),
-        (["train", "--dataset", "svhn"], "unknown dataset 'svhn'; allowed"),
+        (["train", "--sampler", "nuts"], "`sampler` must be one of 'sgld', 'sghmc', 'sgnht', "
+                                         "'atmc', 'hmc', 'sgd'"),
+        (["train", "--dataset", "svhn"], "`dataset` must be one of"),
         (["train", "--epochs", "-3"], "`epochs` must be an int >= 1"),
         (["train", "--temperature", "0"], "`temperature` must be a positive"),
         (["train", "--dataset", "cifar10", "--data-dir", "/nonexistent/tfds"], "data_dir"),
@@ -148,7 +149,8 @@ def test_console_script_reports_without_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("keras-bnn: error: unknown sampler")
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "keras-bnn: error: `sampler` must be one of")
 
 
 @pytest.mark.slow

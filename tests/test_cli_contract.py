@@ -77,7 +77,7 @@ def _write_config(tmp_path, text):
     ('{"model_args": {"width": 3}}', "unknown `model_args` ['width'] for model 'mlp'"),
     ('{"output_dir": 5}', "`output_dir` must be a non-empty string"),
     ('{"data_dir": ["x"]}', "`data_dir` must be a non-empty string"),
-    ('{"model": ["mlp"]}', "unknown model ['mlp']"),
+    ('{"model": ["mlp"]}', "`model` must be one of 'mlp', 'resnet_pp'"),
     ('{"epochs": 2.5}', "`epochs` must be an int"),
     ('{"seed": 1.9}', "`seed` must be an int"),
     ('{"step_size": 1e-300}', "`step_size` must lie in float32's normal range"),

@@ -304,3 +304,21 @@ def test_kill_9_during_export_never_leaves_a_partial_version(exported, tmp_path)
         assert signature(inputs=tf.zeros((1, INPUT_DIM)))["probabilities"].shape == (1, NUM_CLASSES)
     exported[0].export(model_dir)
     assert not [n for n in os.listdir(model_dir) if n.startswith(".tmp-")]
+
+
+def test_export_module_writes_the_same_layout_as_the_method(exported, tmp_path):
+    """keras_bnn.export is the implementation behind PosteriorEnsemble.export."""
+    from keras_bnn import export
+
+    ensemble, _, _, x, summary = exported
+    model_dir = tmp_path / "direct"
+    assert export.next_version(str(model_dir)) == 1
+    version_dir = export.export_ensemble(ensemble, model_dir)
+    assert version_dir == os.path.join(str(model_dir), "1")
+    assert export.next_version(str(model_dir)) == 2
+    assert sorted(os.listdir(model_dir)) == ["1", export.MODELS_CONFIG]
+    signature = tf.saved_model.load(version_dir).signatures[export.SERVING_SIGNATURE]
+    outputs = signature(**{export.SERVING_INPUT: tf.constant(x)})
+    # Same float32 graph, traced twice: equal up to float32 round-off (as above).
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), summary["probabilities"],
+                               atol=1e-5)

@@ -1,0 +1,235 @@
+"""TensorFlow Serving export of a :class:`keras_bnn.PosteriorEnsemble`.
+
+:func:`export_ensemble` writes one *version directory* of the layout TF
+Serving watches (``<model_dir>/<version>/saved_model.pb`` + ``variables/``)
+and ``<model_dir>/models.config`` (a ``--model_config_file`` for
+``tensorflow_model_server``). The SavedModel has one signature,
+:data:`SERVING_SIGNATURE`, whose input is :data:`SERVING_INPUT` and whose
+outputs are the ensemble's :meth:`~keras_bnn.PosteriorEnsemble.predictive_summary`
+(:data:`keras_bnn.ensemble.CATEGORICAL_OUTPUTS`, ``BERNOULLI_OUTPUTS`` or
+``GAUSSIAN_OUTPUTS``); :class:`keras_bnn.serving.ServingClient` queries it
+over TF Serving's REST API.
+
+Every file goes through :mod:`keras_bnn.durable` (temp name, fsync,
+rename), so an interrupted export never leaves a partial version that a
+model server could load. TensorFlow is imported inside :func:`export_ensemble`
+only: this module imports under any Keras backend.
+"""
+
+import errno
+import os
+import shutil
+
+import keras
+
+from keras_bnn import durable
+from keras_bnn.validation import check_int
+
+#: Name of the exported signature's input tensor.
+SERVING_INPUT = "inputs"
+#: Name of the exported signature (TF Serving's default).
+SERVING_SIGNATURE = "serving_default"
+#: The ``--model_config_file`` written next to the versions.
+MODELS_CONFIG = "models.config"
+#: Versions are int64 in TF Serving.
+MAX_VERSION = 2**63 - 1
+
+
+def export_ensemble(ensemble, model_dir, version=None, verbose=False):
+    """Writes a TensorFlow Serving version directory ``model_dir/<version>``.
+
+    The SavedModel (``keras.export.ExportArchive``) has one signature,
+    ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
+    member's dtype: any batch size), outputs named as in
+    :meth:`~keras_bnn.PosteriorEnsemble.predictive_summary` (for
+    ``"categorical"``: p̄ = (1/S) Σ_s softmax f(x;θ_s) computed as
+    exp(logsumexp_s log_softmax f(x;θ_s) − log S), its log, the predictive
+    and expected entropies, their difference — the mutual information — and
+    the per-class std over members). A wrong dtype is rejected by the
+    signature; a wrong shape, which neither a loaded signature nor TF Serving
+    checks against the signature, by an ``EnsureShape`` at the start of the
+    graph: InvalidArgument "Shape of tensor inputs [2,4] is not compatible
+    with expected shape [?,5]" (HTTP 400 from TF Serving). A floating input
+    holding NaN or Inf is rejected the same way.
+
+    Durability: the version is written to a temporary sibling directory
+    ``model_dir/.tmp-*`` (which TF Serving ignores), fsynced and renamed into
+    place (:func:`keras_bnn.durable.publish_directory`), so an interrupted
+    export leaves no partial version directory (a killed export's staging
+    directory is removed by the next export). ``models.config`` (model name =
+    the directory's name, escaped as a text-format string) is (re)written
+    atomically *before* the version is published, so an error is never
+    reported for a published version.
+
+    Args:
+        ensemble: a :class:`keras_bnn.PosteriorEnsemble`.
+        model_dir: the model's base path, e.g. ``saved_models/cifar10_atmc``.
+        version: positive integer version (at most 2**63 - 1, TF Serving's
+            int64); ``None`` takes one more than the largest existing integer
+            version (1 for a new directory).
+        verbose: print the exported endpoint.
+
+    Returns:
+        The path of the new version directory.
+
+    Raises:
+        FileExistsError: if ``model_dir/<version>`` already exists (nothing
+            is overwritten; pass another version or ``version=None``).
+        ValueError: if ``version`` is not a positive int64 or ``model_dir``
+            is empty or not a path.
+        NotImplementedError: under a Keras backend other than TensorFlow.
+    """
+    if keras.backend.backend() != "tensorflow":
+        raise NotImplementedError(
+            "Exporting a PosteriorEnsemble writes a TensorFlow SavedModel and needs "
+            f"KERAS_BACKEND=tensorflow (the backend is {keras.backend.backend()!r}). "
+            "Stored samples are backend-independent: build the ensemble with "
+            "PosteriorEnsemble.from_store under TensorFlow and export it there."
+        )
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
+
+    model_dir = check_model_dir(model_dir)
+    version = (next_version(model_dir) if version is None
+               else check_int(version, "version", 1, maximum=MAX_VERSION))
+    target = os.path.join(model_dir, str(version))
+    if os.path.lexists(target):
+        raise FileExistsError(
+            errno.EEXIST,
+            f"Version directory exists; refusing to overwrite it (pass another "
+            f"`version`, or version=None for the next one, {next_version(model_dir)})",
+            target,
+        )
+    expected_shape = [None, *ensemble.member_input_shape]
+
+    def serve(inputs):
+        # A loaded signature (and TF Serving) does not check the fed shape
+        # against the signature: EnsureShape makes a wrong shape an
+        # InvalidArgument error here instead of deep inside the network; a
+        # non-finite input is an InvalidArgument error too (HTTP 400), never
+        # a confident-looking answer.
+        inputs = tf.ensure_shape(inputs, expected_shape)
+        if inputs.dtype.is_floating:
+            inputs = tf.debugging.assert_all_finite(
+                inputs, f"`{SERVING_INPUT}` holds NaN or Inf values; inputs must be finite")
+        return ensemble.predictive_summary(inputs)
+
+    os.makedirs(model_dir, exist_ok=True)
+    durable.remove_stale(model_dir)
+    # models.config first: once the version is published, nothing is left
+    # that can fail and report an error for a published version.
+    write_models_config(model_dir)
+    # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the version
+    # directory gets the permissions a model server expects; TF Serving
+    # ignores the non-integer staging name.
+    staging = durable.temp_path(model_dir, tag=f"v{version}-")
+    os.mkdir(staging)
+    try:
+        archive = keras.export.ExportArchive()
+        archive.track(ensemble)
+        archive.add_endpoint(
+            SERVING_SIGNATURE,
+            serve,
+            input_signature=[
+                tf.TensorSpec(expected_shape, ensemble.member_input_dtype, name=SERVING_INPUT)
+            ],
+        )
+        archive.write_out(staging, verbose=verbose)
+        durable.publish_directory(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def check_model_dir(model_dir):
+    """The absolute path of a model base directory.
+
+    Args:
+        model_dir: a path (str or ``os.PathLike``) naming a directory.
+
+    Returns:
+        The absolute path.
+
+    Raises:
+        ValueError: for an empty or non-path value, or a path without a
+            final component (``/``).
+    """
+    try:
+        path = os.fspath(model_dir)
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(
+            f"`model_dir` must be a non-empty directory path (saved_models/<name>); "
+            f"got {model_dir!r}."
+        )
+    path = os.path.abspath(path)
+    if not os.path.basename(path):
+        raise ValueError(f"`model_dir` must name a model directory, not {model_dir!r}.")
+    return path
+
+
+def next_version(model_dir):
+    """The version a new export gets: one more than the largest integer entry.
+
+    Args:
+        model_dir: the model's base path.
+
+    Returns:
+        int ≥ 1 (1 if ``model_dir`` does not exist or holds no version).
+
+    Raises:
+        ValueError: if ``model_dir`` already holds version 2**63 - 1.
+    """
+    if not os.path.isdir(model_dir):
+        return 1
+    versions = [int(name) for name in os.listdir(model_dir)
+                if name.isascii() and name.isdigit() and int(name) <= MAX_VERSION]
+    version = max(versions, default=0) + 1
+    if version > MAX_VERSION:
+        raise ValueError(f"`model_dir` {model_dir!r} already holds version {MAX_VERSION}, "
+                         "the largest int64; pass an explicit free `version`.")
+    return version
+
+
+def _text_format_string(value):
+    """``value`` as a quoted protobuf text-format string (C escapes, UTF-8 octal)."""
+    escaped = []
+    for byte in value.encode("utf-8", "surrogateescape"):
+        char = chr(byte)
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif 0x20 <= byte < 0x7F:
+            escaped.append(char)
+        else:
+            escaped.append(f"\\{byte:03o}")
+    return '"' + "".join(escaped) + '"'
+
+
+def write_models_config(model_dir):
+    """Writes ``model_dir/models.config`` for ``tensorflow_model_server --model_config_file``.
+
+    One ``config`` entry: ``name`` = the directory's name, ``base_path`` =
+    ``model_dir``, platform ``tensorflow``. Names are escaped as protobuf
+    text-format strings, so any directory name (quotes, backslashes,
+    newlines, non-ASCII) gives a parseable file. Written atomically
+    (:func:`keras_bnn.durable.atomic_write`).
+
+    Args:
+        model_dir: the model's absolute base path.
+
+    Returns:
+        The path of the written file.
+    """
+    text = (
+        "model_config_list {\n"
+        "  config {\n"
+        f"    name: {_text_format_string(os.path.basename(model_dir))}\n"
+        f"    base_path: {_text_format_string(model_dir)}\n"
+        '    model_platform: "tensorflow"\n'
+        "  }\n"
+        "}\n"
+    )
+    path = os.path.join(model_dir, MODELS_CONFIG)
+    durable.atomic_write(path, lambda handle: handle.write(text.encode()))
+    return path
