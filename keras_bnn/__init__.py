@@ -2,8 +2,9 @@
 
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``nonfinite`` (the NaN/Inf policy), ``metrics``,
-``diagnostics``, ``data``, ``plots``, ``likelihoods``, ``serving``,
-``experiment`` (what the ``keras-bnn`` command runs).
+``diagnostics``, ``data``, ``plots``, ``likelihoods``, ``export`` (TF
+Serving export; TensorFlow backend), ``serving``, ``experiment`` (what the
+``keras-bnn`` command runs).
 
 ``import keras_bnn`` imports every submodule (which registers the package's
 Keras serializables), except in the ``keras-bnn`` command, which answers
@@ -17,8 +18,9 @@ import sys
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "layers", "likelihoods",
-               "metrics", "models", "nonfinite", "plots", "priors", "samplers", "schedules")
+_SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "export", "layers",
+               "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "samplers",
+               "schedules", "serving")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",

@@ -85,15 +85,6 @@ def _result_rows(result, label):
     ]
 
 
-def _print_chain_diagnostics(result):
-    chain = result["predictive_diagnostics"]
-    if chain:
-        print(f"predictions over the {result['num_samples']} samples: split-R-hat median "
-              f"{chain['rhat_median']:.3f}, max {chain['rhat_max']:.3f} "
-              f"({100 * chain['frac_rhat_gt_1.1']:.1f}% > 1.1); ESS min "
-              f"{chain['ess_min']:.1f}, median {chain['ess_median']:.1f}")
-
-
 def _print_rhat(result):
     rhat = result.get("rhat")
     if not rhat:
@@ -158,7 +149,6 @@ def _cmd_evaluate(args):
     if baseline:
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
     print(format_table(rows, ["model", *_metric_columns(result)]))
-    _print_chain_diagnostics(result)
     _print_rhat(result)
     print(f"plots: {', '.join(p for p in (result['reliability_plot'], result['samples_plot']) if p)}")
 
@@ -229,7 +219,7 @@ def _cmd_demo(args):
             rows += _result_rows(result, "ATMC")
     print()
     print(format_table(rows, ["model", *_metric_columns(result)]))
-    _print_chain_diagnostics(result)
+    _print_rhat(result)
     print(f"reliability plot: {result['reliability_plot']}")
     print(f"metric vs samples plot: {result['samples_plot']}")
     print(f"exported ensemble: {experiment.export(config.output_dir, args.export_dir)}")

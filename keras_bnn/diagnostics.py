@@ -204,7 +204,7 @@ def _legacy_keys(chains, max_components, rhat=True):
                for t in RHAT_THRESHOLDS})
 
 
-def predictive_rhat(chains_probs, split=True, max_components=MAX_COMPONENTS):
+def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS):
     """Rank-normalised split R-hat and bulk ESS of the predicted probabilities.
 
     The numbers of :func:`convergence_summary`, under the keys that
@@ -214,8 +214,6 @@ def predictive_rhat(chains_probs, split=True, max_components=MAX_COMPONENTS):
         chains_probs: [C, S, N, K] probabilities from C chains (or cycles) of S
             samples each (S >= 4; one chain needs S >= 8 for an R-hat, with
             fewer it is NaN).
-        split: must be True: the rank-normalised R-hat always compares split
-            chains (the argument remains for existing callers).
         max_components: score at most this many components (None: all).
 
     Returns:
@@ -226,21 +224,19 @@ def predictive_rhat(chains_probs, split=True, max_components=MAX_COMPONENTS):
 
     Raises:
         ValueError: naming ``chains_probs`` if it is not 4-D, empty, has too
-            few draws or non-finite values; naming ``split`` if it is not True.
+            few draws or non-finite values.
     """
-    check_choice(split, "split", (True,))
     chains = _as_chains(chains_probs, "chains_probs", "[C, S, N, K]", ndim=4)
     return _legacy_keys(chains, max_components)
 
 
-def weight_rhat(chains_weights, split=True, max_components=MAX_COMPONENTS):
+def weight_rhat(chains_weights, max_components=MAX_COMPONENTS):
     """Rank-normalised split R-hat and bulk ESS of selected weights across chains.
 
     Args:
         chains_weights: [C, S, D] values of D chosen weights in S samples of C
             chains. (Weight-space R-hat is pessimistic for neural networks: label
             switching and other symmetries let chains sample equivalent modes.)
-        split: must be True (see :func:`predictive_rhat`).
         max_components: score at most this many components (None: all).
 
     Returns:
@@ -249,7 +245,6 @@ def weight_rhat(chains_weights, split=True, max_components=MAX_COMPONENTS):
     Raises:
         ValueError: as for :func:`predictive_rhat`, naming ``chains_weights``.
     """
-    check_choice(split, "split", (True,))
     chains = _as_chains(chains_weights, "chains_weights", "[C, S, D]", ndim=3)
     return _legacy_keys(chains, max_components)
 

@@ -185,11 +185,6 @@ def check_int(value, name, minimum=None, maximum=None, owner=None):
 def check_seed(value, name="seed", owner=None):
     """Returns a stateless-RNG seed: an int in [0, 2**31 - 1].
 
-    The older positional form ``check_seed(value, owner)`` (an owner such as
-    ``"SGLD"`` or ``"RunConfig"``, capitalised, where ``name`` now stands)
-    is read as ``check_seed(value, owner=owner)`` until its callers pass the
-    owner by keyword.
-
     Args:
         value, name, owner: as in the common signature above.
 
@@ -200,8 +195,6 @@ def check_seed(value, name="seed", owner=None):
         ValueError: naming ``name`` for a float (1.9 is not silently 1), a
             bool, a negative or too large value.
     """
-    if owner is None and name[:1].isupper():  # the positional (value, owner) form
-        name, owner = "seed", name
     return check_int(value, name, 0, 2**31 - 1, owner)
 
 

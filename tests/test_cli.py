@@ -52,10 +52,10 @@ def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     assert code == 0, err
     metrics = json.load(open(os.path.join(run_dir, "metrics.json")))
     assert metrics["num_samples"] == 8  # epochs 1..8 after one burn-in epoch
-    chain = metrics["predictive_diagnostics"]
-    assert chain["rhat_median"] >= 1.0 - 0.05 and chain["num_draws"] == 8
-    assert np.isfinite(chain["ess_min"]) and 0 < chain["ess_min"] <= chain["ess_median"]
-    assert "split-R-hat median" in out
+    chain = metrics["rhat"]["function"]  # one chain: its halves compared
+    assert chain["median"] >= 1.0 - 0.05 and chain["num_draws"] == 8
+    assert np.isfinite(chain["ess_bulk_min"]) and chain["ess_bulk_min"] > 0
+    assert "rank-normalised split R-hat" in out
     for part in ("single_sample", "ensemble"):
         assert 0.0 <= metrics[part]["accuracy"] <= 1.0
         assert metrics[part]["nll"] > 0
@@ -156,11 +156,13 @@ def test_console_script_reports_without_traceback(tmp_path):
 @pytest.mark.slow
 def test_cli_defaults_on_digits_ensemble_beats_sgd(tmp_path, capsys):
     """`keras-bnn train --dataset digits` at its defaults (seed 0), then
-    `evaluate`: the ATMC ensemble's test NLL is below the SGD/MAP run's and
-    its ECE is <= 0.05 (issue #13). Measured at these defaults: NLL 0.093
-    against SGD's 0.101, ECE 0.043 (SGD's 0.036); over seeds 0/1 of the same
-    prior the ensemble's ECE was 0.038-0.041 (README, "Choosing the prior").
-    ECE <= SGD's is not asserted: it does not hold at seed 0."""
+    `evaluate`: the ATMC ensemble's test NLL is below the SGD/MAP run's, and
+    its ECE is <= 0.05 and <= SGD's (issue #13). Measured at these defaults
+    (burn-in 100 of 150 epochs, chosen on a validation split): NLL 0.080
+    against 0.101, ECE 0.030 against 0.036. Seeds 1 / 2 gave NLL 0.078 /
+    0.075 against 0.100 / 0.094 and ECE 0.035 / 0.033 against 0.032 / 0.035:
+    with 500 test images the ECE ordering is within its Monte-Carlo error
+    (~0.01), so this fixed-seed check guards the defaults, not a law."""
     runs = {}
     for sampler in ("sgd", "atmc"):
         run_dir = str(tmp_path / sampler)
@@ -176,3 +178,4 @@ def test_cli_defaults_on_digits_ensemble_beats_sgd(tmp_path, capsys):
     ensemble = json.load(open(os.path.join(runs["atmc"], "metrics.json")))["ensemble"]
     assert ensemble["nll"] < sgd["nll"]
     assert ensemble["ece"] <= 0.05
+    assert ensemble["ece"] <= sgd["ece"]

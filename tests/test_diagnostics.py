@@ -199,7 +199,6 @@ def test_cross_chain_ess_of_ar1_chains_sums_over_chains():
     (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3), 0.5)), "chains_probs"),
     (lambda: diagnostics.predictive_rhat(np.full((2, 3, 3, 2), 0.5)), "chains_probs"),
     (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3, 2), np.nan)), "chains_probs"),
-    (lambda: diagnostics.predictive_rhat(np.full((2, 10, 3, 2), 0.5), split=False), "split"),
     (lambda: diagnostics.weight_rhat(np.zeros((2, 3, 4))), "chains_weights"),
     (lambda: diagnostics.weight_rhat(np.zeros((2, 0, 4))), "chains_weights"),
     (lambda: diagnostics.predictive_ess(np.full((10, 3), 0.5)), "member_probs"),

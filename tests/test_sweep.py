@@ -73,10 +73,11 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
 def test_run_config_fills_dataset_defaults_only_for_fields_left_unset():
     digits = experiment.RunConfig(dataset="digits").validate()
     assert (digits.prior, digits.prior_scale, digits.epochs, digits.burn_in_epochs) == (
-        "student_t", 0.4, 150, 50)
+        "student_t", 0.4, 150, 100)
     # Another prior does not inherit the digits default's scale.
     he = experiment.RunConfig(dataset="digits", prior="he_normal").validate()
     assert (he.prior, he.prior_scale) == ("he_normal", 1.0)
+    assert experiment.RunConfig(dataset="digits", epochs=60).validate().burn_in_epochs == 40
     synthetic = experiment.RunConfig(epochs=12).validate()
     assert (synthetic.prior, synthetic.prior_scale, synthetic.burn_in_epochs) == (
         "he_normal", 1.0, 4)

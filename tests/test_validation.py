@@ -111,8 +111,7 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
      "`version` must be an int in [1, 10]; got 11."),
     (lambda: validation.check_int(11, "k", maximum=10), "`k` must be an int <= 10; got 11."),
     (lambda: validation.check_int(1.0, "k"), "`k` must be an int; got 1.0."),
-    # The older positional (value, owner) form of check_seed still names `seed`.
-    (lambda: validation.check_seed(-1, "ATMC"),
+    (lambda: validation.check_seed(-1, owner="ATMC"),
      "ATMC: `seed` must be an int in [0, 2147483647]; got -1."),
     (lambda: validation.check_seed(1.5, owner="RunConfig"), "RunConfig: `seed` must be an int"),
 ])

@@ -13,8 +13,10 @@ from keras_bnn.samplers.hmc import HMC
 from keras_bnn.samplers.sghmc import SGHMC
 from keras_bnn.samplers.sgld import SGLD
 from keras_bnn.samplers.thermostat import ATMC, SGNHT, ThermostatSampler
+from keras_bnn.validation import argument_error
 
-_BY_NAME = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC, "hmc": HMC}
+#: The samplers by name (what ``compile(sampler="atmc")`` and the CLI accept).
+BY_NAME = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC, "hmc": HMC}
 
 
 def get(identifier, **kwargs):
@@ -35,23 +37,20 @@ def get(identifier, **kwargs):
         return identifier
     if isinstance(identifier, str):
         key = identifier.lower()
-        if key not in _BY_NAME:
-            raise ValueError(
-                f"Unknown sampler {identifier!r} for `sampler`; allowed names: "
-                f"{', '.join(_BY_NAME)}."
-            )
-        return _BY_NAME[key](**kwargs)
+        if key not in BY_NAME:
+            raise argument_error("sampler", f"be one of {', '.join(map(repr, BY_NAME))}",
+                                 identifier)
+        return BY_NAME[key](**kwargs)
     if isinstance(identifier, dict):
         sampler = keras.optimizers.deserialize(identifier)
         if isinstance(sampler, Sampler):
             return sampler
-    raise ValueError(
-        "`sampler` must be a keras_bnn.samplers.Sampler, one of the names "
-        f"{', '.join(_BY_NAME)}, or a serialized sampler; received {identifier!r}."
-    )
+    raise argument_error(
+        "sampler", f"be a keras_bnn.samplers.Sampler, one of the names "
+        f"{', '.join(map(repr, BY_NAME))}, or a serialized sampler", identifier)
 
 
 __all__ = [
-    "ATMC", "HMC", "NOISE_RATIO_LIMIT", "SGHMC", "SGLD", "SGNHT", "Sampler", "ThermostatSampler",
-    "get",
+    "ATMC", "BY_NAME", "HMC", "NOISE_RATIO_LIMIT", "SGHMC", "SGLD", "SGNHT", "Sampler",
+    "ThermostatSampler", "get",
 ]
