@@ -103,6 +103,11 @@ def _scores(chains, max_components, estimators=("rhat", "bulk", "tail")):
             with np.errstate(divide="ignore", invalid="ignore"):
                 scores["rhat"] = az.rhat(az.convert_to_dataset({"x": halves}),
                                          method="rank")["x"].values
+            # 0/0: a component whose folded draws (|x - median|, the tail
+            # R-hat) are constant, e.g. a probability saturated at two float32
+            # values: its R-hat is undefined, counted and left out.
+            counts["num_rhat_undefined"] = int(np.sum(np.isnan(scores["rhat"])))
+            scores["rhat"] = scores["rhat"][~np.isnan(scores["rhat"])]
     dataset = az.convert_to_dataset({"x": flat})
     for name in {"bulk", "tail"} & set(estimators):
         scores[name] = az.ess(dataset, method=name)["x"].values
@@ -143,7 +148,9 @@ def convergence_summary(chains, name="chains", max_components=MAX_COMPONENTS):
         ``frac_below_1.1``, ``ess_bulk_min``, ``ess_bulk_median``,
         ``ess_tail_min``, ``ess_tail_median``, ``num_chains``,
         ``num_draws`` (per chain), ``num_components`` (varying),
-        ``num_scored`` (of them), ``num_constant`` (left out). Statistics are
+        ``num_scored`` (of them), ``num_constant`` (left out),
+        ``num_rhat_undefined`` (scored components whose R-hat is 0/0, left
+        out of the R-hat statistics; present when R-hat is computed). Statistics are
         NaN when every component is constant.
 
     Raises:

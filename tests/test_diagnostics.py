@@ -298,3 +298,19 @@ def test_numpy_modules_import_without_tensorflow_under_jax():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=300, check=True)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
+def test_undefined_rhat_components_are_counted_not_propagated():
+    # One chain of 50 draws: halves of 25, which ArviZ splits again into
+    # quarters of 12, dropping each half's middle draw (index 12). A
+    # component that differs only there (a probability saturated at 0 but
+    # for one draw: seen in the digits demo) is constant in every quarter:
+    # R-hat is 0/0. It must be counted, not turn the summary into NaN.
+    rng = np.random.default_rng(3)
+    spike = np.zeros(50)
+    spike[12] = 1e-33
+    draws = np.stack([spike, rng.standard_normal(50)], axis=-1)
+    summary = diagnostics.convergence_summary(draws[np.newaxis])
+    assert summary["num_rhat_undefined"] == 1 and summary["num_scored"] == 2
+    assert np.isfinite(summary["median"]) and np.isfinite(summary["max"])
+    assert summary["frac_below_1.1"] in (0.0, 1.0)  # one defined component
