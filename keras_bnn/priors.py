@@ -19,7 +19,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn.validation import check_finite, check_positive
+from keras_bnn.validation import argument_error, check_finite, check_positive
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -485,11 +485,9 @@ def get(identifier, argument="prior"):
             prior = None
         if isinstance(prior, Prior):
             return prior
-    raise ValueError(
-        f"`{argument}` must be a keras_bnn.priors.Prior, a prior name "
-        f"({', '.join(sorted(_BY_NAME))}), a serialized prior or None; "
-        f"received {identifier!r}."
-    )
+    raise argument_error(
+        argument, f"be a keras_bnn.priors.Prior, a prior name ({', '.join(sorted(_BY_NAME))}), "
+        "a serialized prior or None", identifier)
 
 
 def serialize(prior):

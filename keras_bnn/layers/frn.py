@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
+from keras_bnn.validation import check_positive
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -70,9 +71,7 @@ class FRN(TLU):
 
     def __init__(self, epsilon=1e-6, use_tlu=True, **kwargs):
         super().__init__(**kwargs)
-        self.epsilon = float(epsilon)
-        if not self.epsilon > 0.0:
-            raise ValueError(f"FRN: `epsilon` must be positive; received {epsilon!r}.")
+        self.epsilon = check_positive(epsilon, "epsilon", "FRN")
         self.use_tlu = bool(use_tlu)
 
     def build(self, input_shape):

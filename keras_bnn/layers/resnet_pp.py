@@ -10,6 +10,7 @@ from keras_bnn.layers.weight_norm import (
     WEIGHT_NORM_PRIOR_ARGUMENTS,
     WeightNormConv2D,
 )
+from keras_bnn.validation import argument_error, check_choice, check_finite, check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -70,26 +71,15 @@ class ResNetPPBlock(PriorAwareMixin, keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.filters = int(filters)
-        self.bottleneck_filters = int(
-            max(self.filters // 4, 1) if bottleneck_filters is None else bottleneck_filters
-        )
-        self.strides = int(strides)
-        self.residual_scale_init = float(residual_scale_init)
-        if self.filters < 1 or self.bottleneck_filters < 1:
-            raise ValueError(
-                "ResNetPPBlock: `filters` and `bottleneck_filters` must be "
-                f"positive; received {filters!r} and {bottleneck_filters!r}."
-            )
-        if self.strides not in (1, 2):
-            raise ValueError(
-                f"ResNetPPBlock: `strides` must be 1 or 2; received {strides!r}."
-            )
-        if not self.residual_scale_init >= 0.0:
-            raise ValueError(
-                "ResNetPPBlock: `residual_scale_init` must be >= 0; received "
-                f"{residual_scale_init!r}."
-            )
+        owner = "ResNetPPBlock"
+        self.filters = check_int(filters, "filters", 1, owner=owner)
+        self.bottleneck_filters = (
+            max(self.filters // 4, 1) if bottleneck_filters is None
+            else check_int(bottleneck_filters, "bottleneck_filters", 1, owner=owner))
+        self.strides = check_choice(strides, "strides", (1, 2), owner)
+        self.residual_scale_init = check_finite(residual_scale_init, "residual_scale_init", owner)
+        if self.residual_scale_init < 0.0:
+            raise argument_error("residual_scale_init", "be >= 0", residual_scale_init, owner)
         self._conv = functools.partial(
             WeightNormConv2D,
             padding="same",

@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
+from keras_bnn.validation import check_int
 
 # Lower bound on ‖φ_d‖² so an all-zero direction gives a zero weight, not NaN.
 # It only acts below ‖φ_d‖ = 1e-6, far from the prior's mass near 1.
@@ -41,6 +42,8 @@ class _WeightNorm(PriorAwareMixin, keras.layers.Layer):
     """
 
     prior_arguments = WEIGHT_NORM_PRIOR_ARGUMENTS
+    #: The constructor argument holding the number of output features.
+    units_argument = "units"
 
     def __init__(
         self,
@@ -53,12 +56,7 @@ class _WeightNorm(PriorAwareMixin, keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.units = int(units)
-        if self.units < 1:
-            raise ValueError(
-                f"{type(self).__name__}: the number of output features must be "
-                f"positive; received {units!r}."
-            )
+        self.units = check_int(units, self.units_argument, 1, owner=type(self).__name__)
         self.activation = keras.activations.get(activation)
         self.use_bias = bool(use_bias)
         self.direction_initializer = keras.initializers.get(direction_initializer)
@@ -172,6 +170,8 @@ class WeightNormConv2D(_WeightNorm):
         ValueError: for an unknown prior, or (at build) a prior that does not
             fit its weight, naming the argument.
     """
+
+    units_argument = "filters"
 
     def __init__(
         self,

@@ -108,8 +108,8 @@ class BayesianModel(keras.Model):
             sampler, optimizer = optimizer, None  # from compile_from_config
         if sampler is not None and optimizer is not None:
             raise ValueError(
-                "Pass either `sampler=` (posterior sampling) or `optimizer=` "
-                f"(SGD/MAP baseline), not both; received sampler={sampler!r} "
+                "BayesianModel.compile: pass either `sampler` (posterior sampling) or "
+                f"`optimizer` (SGD/MAP baseline), not both; got sampler={sampler!r} "
                 f"and optimizer={optimizer!r}."
             )
         self.train_size = _check_train_size(train_size)
@@ -119,8 +119,8 @@ class BayesianModel(keras.Model):
             optimizer = sampler
         elif temperature is not None:
             raise ValueError(
-                "`temperature` applies to posterior sampling only; pass a "
-                f"`sampler=` or drop temperature={temperature!r}."
+                "BayesianModel.compile: `temperature` applies to posterior sampling only; "
+                f"pass a `sampler` or drop it; got temperature={temperature!r}."
             )
         self.sampler = sampler
         if not hasattr(self, "_sampling_trackers"):

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_bnn.samplers.base import Sampler, moving_average_rho
-from keras_bnn.validation import check_choice, check_fraction, check_positive
+from keras_bnn.validation import argument_error, check_choice, check_fraction, check_positive
 
 
 def _symplectic_euler_step(m, grad, eta, h, temperature, friction, mass):
@@ -133,11 +133,10 @@ class SGHMC(Sampler):
             else check_positive(friction, "friction", "SGHMC")
         )
         if integrator == "symplectic_euler" and self.friction * self.initial_step_size >= 1.0:
-            raise ValueError(
-                "SGHMC: `friction` γ must satisfy h·γ < 1 at the initial step size "
-                f"h = {self.initial_step_size!r} (the momentum decays by 1 - h·γ per "
-                f"step); received friction={friction!r}."
-            )
+            raise argument_error(
+                "friction", f"satisfy h·γ < 1 at the initial step size h = "
+                f"{self.initial_step_size!r} (the momentum decays by 1 - h·γ per step)",
+                friction, "SGHMC")
         self.mass = check_positive(mass, "mass", "SGHMC")
         self.preconditioner = check_choice(preconditioner, "preconditioner",
                                            (None, "rmsprop"), "SGHMC")

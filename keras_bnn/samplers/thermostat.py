@@ -54,7 +54,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn.samplers.base import Sampler
-from keras_bnn.validation import check_choice, check_positive
+from keras_bnn.validation import argument_error, check_choice, check_positive
 
 # Below |β·h| < _SMALL (only reachable when β can cross 0, i.e. SGNHT) the
 # drift coefficient uses its series limit (1 - e^{-x})/β → h(1 - x/2),
@@ -198,10 +198,9 @@ class ThermostatSampler(Sampler):
                 )
             self.speed_limit = check_positive(speed_limit, "speed_limit", owner)
         elif speed_limit is not None:
-            raise ValueError(
-                f"{owner}: `speed_limit` applies to momentum='relativistic' only; "
-                f"received speed_limit={speed_limit!r} with momentum={momentum!r}."
-            )
+            raise argument_error(
+                "speed_limit", f"be None with momentum={momentum!r} (it applies to "
+                "momentum='relativistic' only)", speed_limit, owner)
         else:
             self.speed_limit = None
 
