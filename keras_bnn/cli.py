@@ -20,12 +20,14 @@ _CONFIG_FLAGS = (
      "synthetic, digits, breast_cancer, wine, diabetes (bundled), mnist, cifar10 or imdb"),
     ("--data-dir", "data_dir", str, "tensorflow-datasets data directory"),
     ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
-    ("--sampler", "sampler", str, "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
+    ("--sampler", "sampler", str,
+     "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", float, "initial step size h0"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
     ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal or student_t"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
-    ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian (default: the dataset's)"),
+    ("--likelihood", "likelihood", str,
+     "categorical, bernoulli or gaussian (default: the dataset's)"),
     ("--epochs", "epochs", int, "training epochs"),
     ("--batch-size", "batch_size", int, "minibatch size"),
     ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
@@ -150,7 +152,8 @@ def _cmd_evaluate(args):
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
     print(format_table(rows, ["model", *_metric_columns(result)]))
     _print_rhat(result)
-    print(f"plots: {', '.join(p for p in (result['reliability_plot'], result['samples_plot']) if p)}")
+    plots = (result["reliability_plot"], result["samples_plot"])
+    print(f"plots: {', '.join(p for p in plots if p)}")
 
 
 def _cmd_export(args):

@@ -481,8 +481,8 @@ def load(name, batch_size=128, **kwargs):
       name: one of DATASETS: "synthetic" (`synthetic_teacher`, keyword
         arguments num_train (default 1000), num_test (default 1000), seed and
         the teacher's shape), the bundled "digits", "breast_cancer", "wine",
-        "diabetes" (`load_bundled`, keyword argument seed), "mnist", "cifar10", "imdb" (keyword arguments of
-        `load_mnist`, `load_cifar10`, `load_imdb`).
+        "diabetes" (`load_bundled`, keyword argument seed), "mnist", "cifar10",
+        "imdb" (keyword arguments of `load_mnist`, `load_cifar10`, `load_imdb`).
       batch_size: examples per batch.
       **kwargs: passed to the loader.
 

@@ -38,7 +38,8 @@ from keras_bnn import samplers
 from keras_bnn.durable import atomic_write
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.store import SampleStore
-from keras_bnn.validation import check_choice, check_int, check_positive, check_seed
+from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
+                                  check_seed)
 
 #: ``RunConfig.dataset`` of a run on in-memory arrays (see :func:`sweep`).
 ARRAYS = "arrays"
@@ -182,14 +183,14 @@ class RunConfig:
         check_seed(self.seed, owner="RunConfig")
         for name in ("cycle_epochs", "collect_every"):
             if getattr(self, name) is not None:
-                check_int(getattr(self, name), name, 1)
+                check_int(getattr(self, name), name, 1, owner="RunConfig")
         for name in ("temperature", "step_size", "prior_scale"):
             if getattr(self, name) is not None:
                 check_positive(getattr(self, name), name, "RunConfig")
         for name in ("dataset", "model", "sampler", "output_dir", "data_dir"):
             value = getattr(self, name)
             if not (isinstance(value, str) and value) and not (name == "data_dir" and value is None):
-                raise ValueError(f"`{name}` must be a non-empty string; got {value!r}.")
+                raise argument_error(name, "be a non-empty string", value, "RunConfig")
         if self.sampler == BASELINE and self.temperature != 1.0:
             raise ValueError("`temperature` applies to samplers, not to sampler='sgd'.")
         if self.burn_in_epochs >= self.epochs and self.sampler != BASELINE:
