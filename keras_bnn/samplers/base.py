@@ -8,7 +8,9 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import nonfinite
 from keras_bnn import schedules
-from keras_bnn.validation import check_fraction, check_positive, check_seed
+from keras_bnn.samplers import warmup as warmup_lib
+from keras_bnn.validation import (
+    argument_error, check_choice, check_fraction, check_positive, check_seed)
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
 #: on Bayesian logistic regression against NUTS, ATMC's weakly determined
@@ -63,7 +65,8 @@ class Sampler(keras.optimizers.Optimizer):
     ``h`` is the optimizer's learning rate (a float or a schedule such as
     :class:`keras_bnn.schedules.CyclicalCosine`; floats are held as a
     constant schedule so a cyclical schedule can be configured later without
-    changing the optimizer's variables).
+    changing the optimizer's variables). ``step_size="auto"`` chooses h in a
+    warm-up phase and then freezes it (:mod:`keras_bnn.samplers.warmup`).
 
     Noise is ``backend.stateless_normal`` keyed on ``(seed, variable index,
     iterations)``: a pure function, the same on every replica and worker, and
@@ -72,7 +75,9 @@ class Sampler(keras.optimizers.Optimizer):
     model. Non-finite gradients stop the step with an error.
 
     Args:
-        step_size: h > 0, float or ``LearningRateSchedule``.
+        step_size: ``"auto"`` (warm-up chooses h, see
+            :mod:`keras_bnn.samplers.warmup`), or exactly this h > 0: a
+            float or a ``LearningRateSchedule``.
         temperature: T > 0 (``BayesianModel.compile(temperature=...)`` can
             override it).
         train_size: n, the number of training examples; required before the
@@ -81,12 +86,19 @@ class Sampler(keras.optimizers.Optimizer):
         noise_estimate_decay: ρ in (0, 1) of the online per-parameter
             estimate ``V̂`` of the minibatch gradient-noise variance (see
             :func:`gradient_noise_update`); it averages over ~1/(1-ρ) steps.
+        warmup_steps: with ``step_size="auto"``, the steps during which h
+            is tuned: ``"auto"`` (``10/(1-noise_estimate_decay)`` = 1000)
+            or an int ≥ 1.
+        target_noise_ratio: with ``step_size="auto"``, the steady-state
+            gradient-noise ratio r* that h is tuned to (default 0.05: the
+            ATMC/SGHMC biases ``sqrt(1-r)``, ``sqrt(1+r)`` stay within 2.5 %).
         name: optimizer name.
         **kwargs: passed to ``keras.optimizers.Optimizer``.
 
     Raises:
-        ValueError: for a non-positive ``step_size``, ``temperature`` or
-            ``train_size``.
+        ValueError: for a non-positive ``step_size`` (or a string other
+            than ``"auto"``), ``temperature`` or ``train_size``, or warm-up
+            arguments with an explicit ``step_size``.
     """
 
     #: Whether the sampler keeps a momentum (and so a kinetic temperature).
@@ -103,23 +115,39 @@ class Sampler(keras.optimizers.Optimizer):
         train_size=None,
         seed=0,
         noise_estimate_decay=0.99,
+        warmup_steps="auto",
+        target_noise_ratio=warmup_lib.TARGET_NOISE_RATIO,
         name=None,
         **kwargs,
     ):
         owner = type(self).__name__
-        if not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
+        kwargs.pop("step_size_value", None)  # get_config's record of the chosen h
+        noise_estimate_decay = check_fraction(noise_estimate_decay, "noise_estimate_decay", owner)
+        warmup = None
+        if isinstance(step_size, str):
+            check_choice(step_size, "step_size", ("auto",), owner)
+            warmup = warmup_lib.StepSizeWarmup(
+                warmup_steps, target_noise_ratio, noise_estimate_decay, owner)
+            # The schedule is the cycle's factor c(t) ∈ [0, 1]: h_t = h·c(t).
+            step_size = schedules.CyclicalCosine(1.0)
+        elif warmup_steps != "auto" or target_noise_ratio != warmup_lib.TARGET_NOISE_RATIO:
+            raise argument_error(
+                "step_size", "be 'auto' when `warmup_steps` or `target_noise_ratio` is "
+                "given (an explicit step size is used exactly, without warm-up)",
+                step_size, owner)
+        elif not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
             step_size = schedules.CyclicalCosine(
                 check_positive(step_size, "step_size", owner)
             )
         super().__init__(learning_rate=step_size, name=name or owner.lower(), **kwargs)
+        self.noise_estimate_decay = noise_estimate_decay
+        #: The warm-up of ``step_size="auto"`` (:mod:`keras_bnn.samplers.warmup`), else None.
+        self.warmup = warmup
         self._initial_temperature = check_positive(temperature, "temperature", owner)
         self.train_size = (
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
         self.seed = check_seed(seed, owner=owner)
-        self.noise_estimate_decay = check_fraction(
-            noise_estimate_decay, "noise_estimate_decay", owner
-        )
 
     # ----------------------------------------------------------------- config
     @property
@@ -132,6 +160,40 @@ class Sampler(keras.optimizers.Optimizer):
     def initial_step_size(self):
         """h0: the schedule's value at step 0, as a Python float."""
         return float(ops.convert_to_numpy(self.schedule(0)))
+
+    @property
+    def step_size_value(self):
+        """The base step h as a Python float: the explicit h0, or the warm-up's h.
+
+        With ``step_size="auto"`` this is the h being tuned during warm-up and
+        the frozen h after it (None before the first step);
+        ``step_size=sampler.step_size_value`` reproduces the frozen chain's
+        step without a warm-up.
+        """
+        if self.warmup is None:
+            return self.initial_step_size
+        if not self.built:
+            return None
+        return float(ops.convert_to_numpy(self.warmup.step_size))
+
+    def base_step_size(self):
+        """h: the warm-up's variable (``"auto"``) or the float h0.
+
+        The defaults that scale with the step (SGHMC's ``γ = 0.1/h``,
+        SGNHT/ATMC's ``D = -log(0.9)/h``) use it.
+        """
+        return self.initial_step_size if self.warmup is None else self.warmup.step_size
+
+    #: k in ``r ∝ h^k`` (the gradient-noise ratio at a fixed noise variance);
+    #: the warm-up uses it to jump to its target.
+    noise_ratio_exponent = 1
+
+    def _get_current_learning_rate(self):
+        rate = super()._get_current_learning_rate()
+        if self.warmup is None:
+            return rate
+        base = self.warmup.step_size if self.built else warmup_lib.INITIAL_STEP_SIZE
+        return ops.multiply(base, rate)
 
     def set_cycle(self, cycle_steps, burn_in_steps=0):
         """Makes the step size cyclical: ``h0`` for ``burn_in_steps``, then cosine cycles.
@@ -209,6 +271,9 @@ class Sampler(keras.optimizers.Optimizer):
     def get_config(self):
         config = super().get_config()
         config["step_size"] = config.pop("learning_rate")
+        if self.warmup is not None:
+            config.update(step_size="auto", step_size_value=self.step_size_value,
+                          **self.warmup.get_config())
         config.update(
             temperature=self.temperature,
             train_size=self.train_size,
@@ -255,6 +320,8 @@ class Sampler(keras.optimizers.Optimizer):
             ]
         if self.has_momentum:
             self._kinetic_sums = [self._scalar_slot(v, "kinetic") for v in var_list]
+        if self.warmup is not None:
+            self.warmup.build(self)
         self.build_state(var_list)
 
     def _scalar_slot(self, variable, name):
@@ -341,6 +408,11 @@ class Sampler(keras.optimizers.Optimizer):
         self.assign(self.slot(self._noise_ratios, variable), noise_ratio)
         if self.has_momentum:
             self.assign(self.slot(self._kinetic_sums, variable), kinetic)
+        if (self.warmup is not None
+                and self._get_variable_index(variable) == len(self._trainable_variables) - 1):
+            # After the last variable's step: every ratio of this step is written.
+            self.warmup.update(self.iterations, self.gradient_noise_ratio(),
+                               self.noise_ratio_exponent)
 
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         """One update of ``variable`` and its state.

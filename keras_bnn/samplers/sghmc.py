@@ -99,15 +99,19 @@ class SGHMC(Sampler):
     for exact targets).
 
     Args:
-        step_size: h > 0 (float or schedule).
-        friction: γ > 0; default ``0.1/h0`` (momentum decay ``1 - hγ = 0.9``
-            at the initial step size). Symplectic Euler requires ``h·γ < 1``.
+        step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`)
+            or h > 0 (float or schedule).
+        friction: γ > 0; default ``0.1/h`` (momentum decay ``1 - hγ = 0.9``
+            at the base step size h: the initial one, or the warm-up's, which
+            γ follows; then ``r ∝ h²``, with a fixed γ ``r ∝ h``).
+            Symplectic Euler requires ``h·γ < 1``.
         mass: the initial (or fixed) per-variable scalar mass M > 0.
         preconditioner: ``None`` (fixed mass) or ``"rmsprop"``.
         rho: averaging constant ρ in (0, 1) of the adaptive mass.
         epsilon: ε > 0 of the adaptive mass.
         integrator: ``"symplectic_euler"`` or ``"baoab"``.
-        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name``.
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``warmup_steps``,
+            ``target_noise_ratio``, ``name`` (see :class:`Sampler`).
 
     Raises:
         ValueError: for non-positive values, an unknown preconditioner or
@@ -116,7 +120,7 @@ class SGHMC(Sampler):
 
     def __init__(
         self,
-        step_size=1e-4,
+        step_size="auto",
         friction=None,
         mass=1.0,
         preconditioner=None,
@@ -127,12 +131,15 @@ class SGHMC(Sampler):
     ):
         super().__init__(step_size=step_size, **kwargs)
         self.integrator = check_choice(integrator, "integrator", tuple(_INTEGRATORS), "SGHMC")
+        # With step_size="auto" the default friction follows the tuned h (None here).
         self.friction = (
-            0.1 / self.initial_step_size
-            if friction is None
-            else check_positive(friction, "friction", "SGHMC")
+            check_positive(friction, "friction", "SGHMC") if friction is not None
+            else None if self.warmup is not None else 0.1 / self.initial_step_size
         )
-        if integrator == "symplectic_euler" and self.friction * self.initial_step_size >= 1.0:
+        if self.warmup is not None and friction is not None:
+            self.noise_ratio_exponent = 1
+        elif (integrator == "symplectic_euler" and self.warmup is None
+              and self.friction * self.initial_step_size >= 1.0):
             raise argument_error(
                 "friction", f"satisfy h·γ < 1 at the initial step size h = "
                 f"{self.initial_step_size!r} (the momentum decays by 1 - h·γ per step)",
@@ -173,10 +180,18 @@ class SGHMC(Sampler):
             momentum, mass = rescale * momentum, new_mass
         new_m, step, kinetic, ratio = _sghmc_step(
             momentum, potential_grad, self.noise(variable), h, temperature,
-            ops.cast(self.friction, variable.dtype), mass, noise_variance, self.integrator)
+            self._friction_value(variable.dtype), mass, noise_variance, self.integrator)
         self.assign(m, new_m)
         self.assign_add(variable, step)
         return kinetic, ratio
+
+    noise_ratio_exponent = 2  # r = h²·V̂/(2γhTM) at γ = 0.1/h
+
+    def _friction_value(self, dtype):
+        """γ: the fixed friction, or ``0.1/h`` of the warm-up's h."""
+        if self.friction is not None:
+            return ops.cast(self.friction, dtype)
+        return 0.1 / ops.cast(self.base_step_size(), dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -30,12 +30,14 @@ class SGLD(Sampler):
     (for a unit Gaussian target its variance is ``T/(1 - h/2)``).
 
     Args:
-        step_size: h > 0 (float or schedule).
+        step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`;
+            here ``r = h·mean(P·V̂)/(2T)`` grows as h) or h > 0 (float or
+            schedule).
         preconditioner: ``None`` or ``"rmsprop"``.
         rho: RMSprop averaging constant ρ in (0, 1).
         epsilon: ε > 0 added to ``sqrt(v)``.
-        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name`` (see
-            :class:`Sampler`).
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``warmup_steps``,
+            ``target_noise_ratio``, ``name`` (see :class:`Sampler`).
 
     Raises:
         ValueError: for an unknown ``preconditioner`` or out-of-range values.
@@ -43,7 +45,7 @@ class SGLD(Sampler):
 
     has_momentum = False
 
-    def __init__(self, step_size=1e-4, preconditioner=None, rho=0.99, epsilon=1e-8, **kwargs):
+    def __init__(self, step_size="auto", preconditioner=None, rho=0.99, epsilon=1e-8, **kwargs):
         super().__init__(step_size=step_size, **kwargs)
         self.preconditioner = check_choice(preconditioner, "preconditioner",
                                            (None, "rmsprop"), "SGLD")

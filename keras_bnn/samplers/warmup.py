@@ -1,0 +1,199 @@
+"""Warm-up: the step size chosen from the chain (``step_size="auto"``).
+
+A sampler is right at some step sizes and wrong at others, and which ones
+depends on n, T, the batch and the model. With ``step_size="auto"`` (the
+default of SGLD, SGHMC, SGNHT and ATMC) the first ``warmup_steps`` steps tune
+the base step h inside the compiled update, then h is frozen, so the rest of
+the run is a time-homogeneous chain (a cyclical schedule cycles around the
+frozen h: ``h_t = h·c(t)``, ``c`` the cosine factor in [0, 1]).
+
+What h is chosen. The largest step that keeps the chain stable and keeps the
+gradient-noise ratio ``r`` (:meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`)
+at or below a target ``r*`` at the current T:
+
+* ``r* = TARGET_NOISE_RATIO = 0.05``. Measured against NUTS, ATMC's weakly
+  determined directions come out with ``sd ≈ sqrt(1 - r)·sd_true`` and
+  SGHMC's strongly determined ones with variance ``≈ (1 + r)·T``: at
+  ``r = 0.05`` both are within 2.5 % in sd, which leaves half of a 5 %
+  accuracy budget to Monte-Carlo error. (Mixing time grows as ``1/r*``
+  for the momentum samplers, so a smaller target costs run time.)
+* The noise law. ``r = c·h^k·mean(V̂)/T`` with the online noise estimate
+  ``V̂`` (independent of h), ``k = 2`` for SGHMC/SGNHT/ATMC at their
+  default friction (``γ = 0.1/h``, ``D = -log(0.9)/h``, which follow the
+  tuned h) and ``k = 1`` for SGLD or an explicit friction/noise. So the step
+  that meets the target is reached in one jump,
+  ``h_r = h·(r*/r̂)^{1/k}`` (:func:`noise_limited_step_size`), not by search.
+  ``V̂`` is an exponential average over ``1/(1-ρ)`` steps (``ρ =
+  noise_estimate_decay``) and ``h`` follows it at every step, so the frozen
+  h is set by the noise of the last few hundred warm-up steps: after the
+  transient, not in it.
+* Stability is tested. h starts at ``INITIAL_STEP_SIZE`` (1e-8, stable for
+  any model used here: ``h·n·λ`` is tiny) and may grow by at most
+  ``GROWTH_PER_STEP`` (doubling every 10 steps), so instability, when h
+  reaches it, begins slowly. ``V̂`` is estimated from successive gradient
+  differences, which contain the motion ``H·Δθ``; an unstable direction
+  grows geometrically and blows ``V̂`` (hence ``r̂``) up within a few steps,
+  so the noise law itself cuts h. A jump of ``r̂`` above
+  ``BLOW_UP_RATIO·r*`` in one step (the noise estimate cannot move that
+  fast on its own: it averages over ~100 steps) is recorded as a blow-up:
+  h is cut to ``BLOW_UP_BACKOFF·h`` and never exceeds that ceiling again.
+  On noise-free (full-batch) problems ``V̂`` holds only the motion term,
+  ``r̂ ≈ mean_i (h·λ_i)²/2`` (SGLD) or ``mean_i (h·ω_i)⁴/0.4`` (momentum),
+  so the same target caps the root-mean-square stiffness at ``h·λ ≈ 0.3``.
+
+The warm-up length (:func:`auto_warmup_steps`): ``10/(1-ρ)`` steps, 1000 at
+the default ρ = 0.99: ten memory lengths of ``V̂``: enough for the climb
+from ``INITIAL_STEP_SIZE`` (at most ``10·log2(h/1e-8)`` steps: 200 to reach
+h = 0.01) and for ``V̂`` to forget the start. It is a count of steps, not
+epochs: 200 epochs of 5 steps on tiny data, 2 epochs of 469 steps on
+Fashion-MNIST.
+
+Everything is a pure function of the chain's statistics inside the update
+(no host work per step), so the chosen h is reproducible from the seed.
+"""
+
+import keras
+from keras import ops
+
+from keras_bnn.validation import check_fraction, check_int
+
+#: The steady-state gradient-noise ratio the warm-up aims at (see module doc).
+TARGET_NOISE_RATIO = 0.05
+#: The auto step's value during the first step, before anything is measured.
+INITIAL_STEP_SIZE = 1e-8
+#: The largest factor by which h may grow in one warm-up step (×2 per 10 steps).
+GROWTH_PER_STEP = 2.0 ** 0.1
+#: ``r̂ > BLOW_UP_RATIO·r*`` in one step marks a blow-up.
+BLOW_UP_RATIO = 4.0
+#: After a blow-up h is cut to, and capped at, this fraction of the step it happened at.
+BLOW_UP_BACKOFF = 0.25
+
+
+def auto_warmup_steps(noise_estimate_decay):
+    """The default warm-up length: ten memory lengths of the noise estimate.
+
+    Args:
+        noise_estimate_decay: ρ of the sampler's ``V̂`` average.
+
+    Returns:
+        ``round(10/(1-ρ))`` (1000 at ρ = 0.99).
+    """
+    return int(round(10.0 / (1.0 - noise_estimate_decay)))
+
+
+def noise_limited_step_size(step_size, ratio, target, exponent):
+    """The step at which the noise ratio meets the target: ``h·(r*/r̂)^{1/k}``.
+
+    ``r ∝ h^k`` at a fixed noise variance (see the module doc), so this is
+    exact given ``r̂``.
+
+    Args:
+        step_size: h at which ``ratio`` was measured.
+        ratio: r̂ ≥ 0; where it is 0 (nothing measured, or no noise) the
+            result is ``+inf`` (no limit).
+        target: r* > 0.
+        exponent: k (1 or 2).
+
+    Returns:
+        Scalar tensor.
+    """
+    safe = ops.where(ratio > 0.0, ratio, 1.0)
+    limited = step_size * ops.power(target / safe, 1.0 / exponent)
+    return ops.where(ratio > 0.0, limited, float("inf"))
+
+
+def next_step_size(step_size, ceiling, ratio, target, exponent):
+    """One warm-up update of the step size and its stability ceiling.
+
+    ``ceiling ← min(ceiling, BLOW_UP_BACKOFF·h)`` if ``r̂ > BLOW_UP_RATIO·r*``;
+    ``h ← min(GROWTH_PER_STEP·h, h·(r*/r̂)^{1/k}, ceiling)``.
+
+    Args:
+        step_size: h of the step just taken.
+        ceiling: the largest h allowed so far (``+inf`` before any blow-up).
+        ratio: r̂ of the step just taken (at h).
+        target: r*.
+        exponent: k of the noise law.
+
+    Returns:
+        ``(h_next, ceiling_next)``: scalar tensors.
+    """
+    blown_up = ratio > BLOW_UP_RATIO * target
+    ceiling = ops.where(blown_up, ops.minimum(ceiling, BLOW_UP_BACKOFF * step_size), ceiling)
+    step = ops.minimum(GROWTH_PER_STEP * step_size,
+                       noise_limited_step_size(step_size, ratio, target, exponent))
+    return ops.minimum(step, ceiling), ceiling
+
+
+class StepSizeWarmup:
+    """The state and rule of ``step_size="auto"``, owned by a sampler.
+
+    Three scalar optimizer variables: the base step h (``step_size``), the
+    h of the step before (``previous``, for state kept in units of 1/h: see
+    :meth:`change`) and the stability ceiling. During the first ``warmup_steps`` steps
+    :meth:`update` applies :func:`next_step_size` after every step; from then
+    on h is constant.
+
+    Args:
+        warmup_steps: ``"auto"`` (:func:`auto_warmup_steps`) or an int ≥ 1.
+        target_noise_ratio: r* in (0, 1).
+        noise_estimate_decay: ρ of the sampler's noise estimate (for ``"auto"``).
+        owner: the sampler's class name, for error messages.
+
+    Raises:
+        ValueError: for a bad ``warmup_steps`` or ``target_noise_ratio``.
+    """
+
+    def __init__(self, warmup_steps, target_noise_ratio, noise_estimate_decay, owner):
+        self.warmup_steps = (
+            auto_warmup_steps(noise_estimate_decay) if warmup_steps == "auto"
+            else check_int(warmup_steps, "warmup_steps", 1, owner=owner))
+        self.target_noise_ratio = check_fraction(target_noise_ratio, "target_noise_ratio", owner)
+        self.step_size = None
+        self.previous = None
+        self.ceiling = None
+
+    def build(self, optimizer):
+        """Creates the two variables on ``optimizer`` (they checkpoint with it)."""
+        self.step_size = optimizer.add_variable(
+            shape=(), initializer=keras.initializers.Constant(INITIAL_STEP_SIZE),
+            name="auto_step_size")
+        self.previous = optimizer.add_variable(
+            shape=(), initializer=keras.initializers.Constant(INITIAL_STEP_SIZE),
+            name="auto_step_size_previous")
+        self.ceiling = optimizer.add_variable(
+            shape=(), initializer=keras.initializers.Constant(float("inf")),
+            name="auto_step_size_ceiling")
+
+    def update(self, iterations, ratio, exponent):
+        """Adapts h after step ``iterations`` while it is a warm-up step.
+
+        Args:
+            iterations: the step just taken (0-based).
+            ratio: the gradient-noise ratio r̂ of that step.
+            exponent: k of the sampler's noise law.
+        """
+        warming = ops.less(iterations, self.warmup_steps)
+        ratio = ops.cast(ratio, self.step_size.dtype)
+        step, ceiling = next_step_size(self.step_size, self.ceiling, ratio,
+                                       self.target_noise_ratio, exponent)
+        self.ceiling.assign(ops.where(warming, ceiling, self.ceiling))
+        self.previous.assign(self.step_size)
+        self.step_size.assign(ops.where(warming, step, self.step_size))
+
+    def change(self):
+        """``h_prev/h``: the factor that carries a rate in units of 1/h across a change of h.
+
+        A thermostat ξ is a friction: its natural scale is ``D ∝ 1/h``, so
+        when h grows ×f, ξ must shrink ×f or it would dwarf the new D (and
+        ATMC's noise ``α = max(D - ξ, 0)`` would overheat the momenta). The
+        factor is exactly 1 once h is frozen.
+
+        Returns:
+            Scalar tensor.
+        """
+        return self.previous / self.step_size
+
+    def get_config(self):
+        return {"warmup_steps": self.warmup_steps, "target_noise_ratio": self.target_noise_ratio}
+
