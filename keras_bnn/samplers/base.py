@@ -171,7 +171,7 @@ class Sampler(keras.optimizers.Optimizer):
         step without a warm-up.
         """
         if self.warmup is None:
-            return self.initial_step_size
+            return getattr(self.schedule, "initial_step_size", None) or self.initial_step_size
         if not self.built:
             return None
         return float(ops.convert_to_numpy(self.warmup.step_size))

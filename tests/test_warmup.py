@@ -1,0 +1,154 @@
+"""``step_size="auto"``: the warm-up that chooses the step (keras_bnn.samplers.warmup).
+
+Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
+
+1. On K independent unit Gaussians with injected gradient noise of known
+   variance V, the chosen h is the one the noise law predicts
+   (``r = c·h^k·V/T = r*``), it is frozen after the warm-up, the same for
+   the same seed, and the steady-state ratio is at the target.
+2. ``SGLD()`` on a 784-256-256-10 MLP with n = 60000 (the issue's
+   Fashion-MNIST MLP, on a 2048-row stand-in): the old default
+   ``step_size=1e-4`` diverges within 20 steps; the auto step does not, and
+   ends at the target ratio.
+3. API: the default is ``"auto"``, an explicit step is exact, the config
+   records the chosen h, bad arguments are named.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from keras_bnn import samplers
+from keras_bnn.samplers import warmup
+from sampler_harness import run_chains
+
+CHAINS, DIM = 32, 8
+NOISE_SD = 30.0  # sd of the injected noise in G = n·∇ (n = 100)
+TRAIN_SIZE = 100
+WARMUP = 600
+
+
+def _noisy_gaussian_gradient(seed):
+    """∇ of the mean-form loss of U = ½‖θ‖², plus N(0, V) noise in G (V = NOISE_SD²)."""
+    def gradient(theta, step):
+        key = tf.stack([tf.constant(seed, tf.int64), tf.cast(step, tf.int64)])
+        noise = tf.random.stateless_normal(tf.shape(theta), seed=key)
+        return (theta + NOISE_SD * noise) / TRAIN_SIZE
+    return gradient
+
+
+def _law_step(name, temperature, target):
+    """The h at which ``r = target`` for noise variance V (the samplers' ratios).
+
+    SGLD ``r = h·V/(2T)``; SGHMC ``r = h²V/(2γhT)`` with ``γ = 0.1/h``;
+    SGNHT/ATMC ``r = h·V/(2T·D)`` with ``D = -log(0.9)/h``.
+    """
+    variance = NOISE_SD**2
+    if name == "SGLD":
+        return 2.0 * temperature * target / variance
+    rate = 0.1 if name == "SGHMC" else -math.log(0.9)
+    return math.sqrt(2.0 * rate * temperature * target / variance)
+
+
+def _run(name, temperature, seed, steps=WARMUP + 400):
+    sampler = getattr(samplers, name)(seed=seed, warmup_steps=WARMUP)
+    sampler.configure(train_size=TRAIN_SIZE, temperature=temperature)
+    start = np.random.default_rng(seed).normal(size=(CHAINS, DIM)) * math.sqrt(temperature)
+
+    def record(theta, step):
+        return tf.stack([sampler.learning_rate, sampler.gradient_noise_ratio()])
+
+    trace, _ = run_chains(sampler, start.astype(np.float32), _noisy_gaussian_gradient(seed),
+                          steps, record=record)
+    return sampler, trace
+
+
+@pytest.mark.parametrize("name", ["SGLD", "SGHMC", "SGNHT", "ATMC"])
+@pytest.mark.parametrize("temperature", [1.0, 0.01])
+def test_auto_step_follows_the_noise_law_and_freezes(name, temperature):
+    sampler, trace = _run(name, temperature, seed=3)
+    steps, ratios = trace[:, 0], trace[:, 1]
+    chosen = sampler.step_size_value
+    # Chosen where the noise law puts the target (V̂ also holds the motion
+    # H·Δθ, ~h·T per coordinate here: ≲ 1 % of V at these steps).
+    assert chosen == pytest.approx(_law_step(name, temperature, warmup.TARGET_NOISE_RATIO),
+                                   rel=0.1)
+    # Frozen after the warm-up (the step of step t is recorded after it).
+    np.testing.assert_array_equal(steps[WARMUP:], np.float32(chosen))
+    assert len(np.unique(steps[:WARMUP])) > 50  # it did adapt
+    # Steady state at the target, well below the warning level.
+    assert np.mean(ratios[-200:]) == pytest.approx(warmup.TARGET_NOISE_RATIO, rel=0.15)
+    assert np.max(ratios[WARMUP:]) < samplers.NOISE_RATIO_LIMIT
+
+
+@pytest.mark.parametrize("name", ["SGLD", "ATMC"])
+def test_auto_step_is_a_function_of_the_seed(name):
+    first, _ = _run(name, 1.0, seed=5, steps=WARMUP + 5)
+    again, _ = _run(name, 1.0, seed=5, steps=WARMUP + 5)
+    other, _ = _run(name, 1.0, seed=6, steps=WARMUP + 5)
+    assert first.step_size_value == again.step_size_value
+    assert first.step_size_value != other.step_size_value
+
+
+def test_explicit_step_size_is_used_exactly():
+    sampler = samplers.ATMC(step_size=2e-3, seed=0)
+    sampler.configure(train_size=TRAIN_SIZE)
+    trace, _ = run_chains(sampler, np.zeros((CHAINS, DIM), np.float32),
+                          _noisy_gaussian_gradient(0), 300,
+                          record=lambda theta, step: sampler.learning_rate)
+    np.testing.assert_array_equal(trace, np.float32(2e-3))
+    assert sampler.warmup is None and sampler.step_size_value == 2e-3
+    assert sampler.noise_level == pytest.approx(-math.log(0.9) / 2e-3)
+
+
+@pytest.mark.parametrize("cls", [samplers.SGLD, samplers.SGHMC, samplers.SGNHT, samplers.ATMC])
+def test_auto_is_the_default_and_its_config_records_the_chosen_step(cls):
+    sampler = cls(seed=2)
+    assert sampler.warmup is not None
+    assert sampler.get_config()["step_size"] == "auto"
+    sampler.configure(train_size=TRAIN_SIZE)
+    run_chains(sampler, np.zeros((CHAINS, DIM), np.float32), _noisy_gaussian_gradient(0), 50)
+    config = sampler.get_config()
+    assert config["step_size_value"] == sampler.step_size_value > warmup.INITIAL_STEP_SIZE
+    assert config["warmup_steps"] == warmup.auto_warmup_steps(0.99) == 1000
+    restored = samplers.get(keras.optimizers.serialize(sampler))
+    assert restored.warmup is not None and restored.warmup.warmup_steps == 1000
+    assert restored.get_config()["step_size_value"] is None  # not run yet
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    ({"step_size": "fast"}, "step_size"),
+    ({"warmup_steps": 0}, "warmup_steps"),
+    ({"target_noise_ratio": 1.5}, "target_noise_ratio"),
+    ({"step_size": 1e-3, "warmup_steps": 100}, "step_size"),
+])
+def test_bad_warmup_arguments_are_named(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        samplers.SGHMC(**kwargs)
+
+
+def _mlp_fit(sampler, epochs):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(2048, 784)).astype("float32")
+    y = rng.integers(0, 10, 2048).astype("int32")
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp(input_shape=(784,), num_classes=10, hidden=(256, 256))
+    model.compile(sampler=sampler, train_size=60_000,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model.fit(x, y, batch_size=128, epochs=epochs, verbose=0).history
+
+
+def test_sgld_default_no_longer_diverges_on_a_big_n_mlp():
+    with pytest.raises(kb.NonFiniteError):  # the old default: NaN at step ~12
+        _mlp_fit(samplers.SGLD(step_size=1e-4, seed=0), epochs=2)
+    sampler = samplers.SGLD(seed=0, warmup_steps=160)
+    history = _mlp_fit(sampler, epochs=16)  # 16 steps an epoch: 10 of warm-up
+    assert np.all(np.isfinite(history["loss"]))
+    # The step_size log is the frozen h once the warm-up is over.
+    np.testing.assert_allclose(history["step_size"][10:], sampler.step_size_value, rtol=1e-6)
+    assert sampler.step_size_value < 1e-4
+    assert history["gradient_noise_ratio"][-1] <= warmup.TARGET_NOISE_RATIO * 1.2
