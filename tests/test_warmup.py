@@ -14,7 +14,12 @@ Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
    records the chosen h, bad arguments are named.
 """
 
+import contextlib
+import json
 import math
+import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -152,3 +157,53 @@ def test_sgld_default_no_longer_diverges_on_a_big_n_mlp():
     np.testing.assert_allclose(history["step_size"][10:], sampler.step_size_value, rtol=1e-6)
     assert sampler.step_size_value < 1e-4
     assert history["gradient_noise_ratio"][-1] <= warmup.TARGET_NOISE_RATIO * 1.2
+
+
+def _small_fit(name, strategy=None, epochs=4):
+    """4 epochs of 8 steps of ``name`` (20 of warm-up) on a 5-16-2 MLP."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 5)).astype("float32")
+    y = (x[:, 0] + 0.5 * rng.normal(size=256) > 0).astype("int32")
+    keras.utils.set_random_seed(0)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        model = kb.models.mlp((5,), 2, hidden=(16,))
+        model.compile(sampler=samplers.get(name, seed=0, warmup_steps=20), train_size=256,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, batch_size=32, epochs=epochs, verbose=0, shuffle=False)
+    return model, history.history
+
+
+def test_auto_step_is_the_same_under_mirrored_strategy():
+    single, _ = _small_fit("atmc")
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    mirrored, history = _small_fit("atmc", strategy)
+    chosen = mirrored.optimizer.step_size_value
+    assert chosen == pytest.approx(single.optimizer.step_size_value, rel=1e-4)
+    np.testing.assert_allclose(history["step_size"][3], chosen, rtol=1e-6)  # steps 24-31
+    for variable in mirrored.optimizer.warmup.step_size, mirrored.optimizer.warmup.ceiling:
+        copies = [np.asarray(t) for t in variable.value.values]
+        np.testing.assert_array_equal(copies[0], copies[1])
+
+
+JAX_FIT = """
+import json
+from test_warmup import _small_fit
+out = {}
+for name in ("sgld", "sghmc", "atmc"):
+    model, history = _small_fit(name)
+    out[name] = [model.optimizer.step_size_value, history["step_size"][3]]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_auto_step_under_jax():
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]))
+    done = subprocess.run([sys.executable, "-c", JAX_FIT], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    for name, (chosen, logged) in json.loads(line[len("RESULT "):]).items():
+        # 20 warm-up steps from 1e-8, at most ×2 per 10 steps; then frozen.
+        assert warmup.INITIAL_STEP_SIZE < chosen <= 4.0001 * warmup.INITIAL_STEP_SIZE, name
+        assert logged == pytest.approx(chosen, rel=1e-6), name

@@ -62,7 +62,7 @@ def _wine():
 PROBLEMS = {"breast_cancer": _breast_cancer, "wine": _wine}
 
 
-def _minibatch_gradient(x, y, classes, seed):
+def _minibatch_gradient(x, y, classes, seed, chains=CHAINS):
     """∇ of the mean-form loss on a fresh minibatch per chain and step.
 
     ``θ`` is ``[K, (p + 1)·C]``, row-major ``[p + 1, C]`` with the bias last
@@ -77,9 +77,9 @@ def _minibatch_gradient(x, y, classes, seed):
 
     def gradient(theta, step):
         key = tf.stack([tf.constant(seed, tf.int64), tf.cast(step, tf.int64)])
-        index = tf.random.stateless_uniform([CHAINS, BATCH], seed=key, maxval=n, dtype=tf.int32)
+        index = tf.random.stateless_uniform([chains, BATCH], seed=key, maxval=n, dtype=tf.int32)
         xb = tf.gather(design, index)
-        weights = tf.reshape(theta, [CHAINS, features + 1, classes])
+        weights = tf.reshape(theta, [chains, features + 1, classes])
         logits = tf.einsum("kbj,kjc->kbc", xb, weights)
         predicted = tf.sigmoid(logits) if classes == 1 else tf.nn.softmax(logits)
         residual = predicted - tf.gather(targets, index)

@@ -182,7 +182,7 @@ class Sampler(keras.optimizers.Optimizer):
         The defaults that scale with the step (SGHMC's ``γ = 0.1/h``,
         SGNHT/ATMC's ``D = -log(0.9)/h``) use it.
         """
-        return self.initial_step_size if self.warmup is None else self.warmup.step_size
+        return self.initial_step_size if self.warmup is None else self.warmup.step_size.value
 
     #: k in ``r ∝ h^k`` (the gradient-noise ratio at a fixed noise variance);
     #: the warm-up uses it to jump to its target.
@@ -192,7 +192,7 @@ class Sampler(keras.optimizers.Optimizer):
         rate = super()._get_current_learning_rate()
         if self.warmup is None:
             return rate
-        base = self.warmup.step_size if self.built else warmup_lib.INITIAL_STEP_SIZE
+        base = self.warmup.step_size.value if self.built else warmup_lib.INITIAL_STEP_SIZE
         return ops.multiply(base, rate)
 
     def set_cycle(self, cycle_steps, burn_in_steps=0):

@@ -174,12 +174,13 @@ class StepSizeWarmup:
             exponent: k of the sampler's noise law.
         """
         warming = ops.less(iterations, self.warmup_steps)
-        ratio = ops.cast(ratio, self.step_size.dtype)
-        step, ceiling = next_step_size(self.step_size, self.ceiling, ratio,
+        old_step, old_ceiling = self.step_size.value, self.ceiling.value
+        ratio = ops.cast(ratio, old_step.dtype)
+        step, ceiling = next_step_size(old_step, old_ceiling, ratio,
                                        self.target_noise_ratio, exponent)
-        self.ceiling.assign(ops.where(warming, ceiling, self.ceiling))
-        self.previous.assign(self.step_size)
-        self.step_size.assign(ops.where(warming, step, self.step_size))
+        self.ceiling.assign(ops.where(warming, ceiling, old_ceiling))
+        self.previous.assign(old_step)
+        self.step_size.assign(ops.where(warming, step, old_step))
 
     def change(self):
         """``h_prev/h``: the factor that carries a rate in units of 1/h across a change of h.
@@ -192,7 +193,7 @@ class StepSizeWarmup:
         Returns:
             Scalar tensor.
         """
-        return self.previous / self.step_size
+        return self.previous.value / self.step_size.value
 
     def get_config(self):
         return {"warmup_steps": self.warmup_steps, "target_noise_ratio": self.target_noise_ratio}
