@@ -21,7 +21,6 @@ from keras_bnn.samplers.thermostat import ATMC, SGNHT, ThermostatSampler
 from keras_bnn.validation import argument_error
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Method:
     """How a run named ``sampler=<name>`` moves the weights.
