@@ -3,8 +3,8 @@
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``nonfinite`` (the NaN/Inf policy), ``metrics``,
 ``diagnostics``, ``data``, ``plots``, ``likelihoods``, ``export`` (TF
-Serving export; TensorFlow backend), ``serving``, ``experiment`` (what the
-``keras-bnn`` command runs).
+Serving export; TensorFlow backend), ``serving``, ``runs`` (what the
+``keras-bnn`` command runs; ``experiment`` is its former name).
 
 ``import keras_bnn`` imports every submodule (which registers the package's
 Keras serializables), except in the ``keras-bnn`` command, which answers
@@ -19,8 +19,8 @@ import sys
 __version__ = "0.1.0"
 
 _SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "export", "layers",
-               "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "samplers",
-               "schedules", "serving")
+               "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "runs",
+               "samplers", "schedules", "serving")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",

@@ -387,7 +387,7 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     Args:
         source: a run directory (one chain, or ``chain-k`` subdirectories),
             a :class:`keras_bnn.SampleStore`, or a list of stores / paths
-            (see :func:`keras_bnn.chains.stores_of`).
+            (see :func:`keras_bnn.runs.stores_of`).
         x: optional inputs for the posterior predictive.
         likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
             :func:`chain_predictions`).
@@ -401,10 +401,10 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     """
     import arviz as az  # noqa: PLC0415 - heavy import, only needed here
 
-    from keras_bnn import chains as chains_lib  # noqa: PLC0415 - import cycle
+    from keras_bnn.runs.rundir import stores_of  # noqa: PLC0415 - import cycle
 
     check_choice(likelihood, "likelihood", LIKELIHOODS)
-    stores = chains_lib.stores_of(source)
+    stores = stores_of(source)
     model = stores[0].build_model()
     names = [w.path.replace("/", "_") for w in model.weights]
     draws = _common_draws(stores)

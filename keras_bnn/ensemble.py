@@ -57,10 +57,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn import chains as chains_lib
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn.likelihoods import LIKELIHOODS
+from keras_bnn.runs.rundir import stores_of
 from keras_bnn.validation import check_choice, check_int
 
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
@@ -283,7 +283,7 @@ class PosteriorEnsemble(keras.Model):
                 architectures, ``max_samples`` is not a positive integer, or
                 ``model`` is of another architecture than the samples.
         """
-        stores = chains_lib.stores_of(store)
+        stores = stores_of(store)
         pooled = [(s, i) for s in stores for i in range(len(s))]
         if model is None:
             model = stores[0].build_model()
