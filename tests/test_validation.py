@@ -67,6 +67,7 @@ CHECKS = {
                        lambda v: _real(v) is not None and 0 < _real(v) < 1),
     "check_int": (lambda v, name, owner: validation.check_int(v, name, 1, 10, owner=owner),
                   lambda v: _is_int(v) and 1 <= v <= 10),
+    "check_positive_int": (validation.check_positive_int, lambda v: _is_int(v) and v >= 1),
     "check_seed": (lambda v, name, owner: validation.check_seed(v, name, owner=owner),
                    lambda v: _is_int(v) and 0 <= v <= 2**31 - 1),
     "check_choice": (lambda v, name, owner: validation.check_choice(v, name, (None, "", "euler"),
@@ -93,7 +94,7 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
     # The float checks return float(value), the others the value itself.
     float_checks = ("check_positive", "check_finite", "check_fraction")
     assert result == (float(value) if helper in float_checks else value)
-    if helper in float_checks or helper in ("check_int", "check_seed"):
+    if helper in float_checks or helper in ("check_int", "check_positive_int", "check_seed"):
         assert type(result) is (float if helper in float_checks else int)  # not numpy
 
 
@@ -111,6 +112,10 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
      "`version` must be an int in [1, 10]; got 11."),
     (lambda: validation.check_int(11, "k", maximum=10), "`k` must be an int <= 10; got 11."),
     (lambda: validation.check_int(1.0, "k"), "`k` must be an int; got 1.0."),
+    (lambda: validation.check_positive_int(1.5, "train_size", "BayesianModel.compile"),
+     "BayesianModel.compile: `train_size` must be an integer >= 1; got 1.5."),
+    (lambda: validation.check_positive_int(0, "train_size"),
+     "`train_size` must be an integer >= 1; got 0."),
     (lambda: validation.check_seed(-1, owner="ATMC"),
      "ATMC: `seed` must be an int in [0, 2147483647]; got -1."),
     (lambda: validation.check_seed(1.5, owner="RunConfig"), "RunConfig: `seed` must be an int"),
@@ -119,6 +124,19 @@ def test_messages_name_the_argument_owner_and_allowed_values(call, message):
     with pytest.raises(ValueError) as error:
         call()
     assert str(error.value).startswith(message)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(value=hostile | st.floats(min_value=1.0, max_value=1e6) | st.integers(-5, 0).map(np.int64))
+def test_fuzz_check_positive_int_refuses_every_non_count(value):
+    """Every value that is not a Python/NumPy integer >= 1 (1.5, 2.0, 0, -3,
+    True, "3", None, NaN) is refused naming the argument; a count comes back as
+    the same int."""
+    if _is_int(value) and value >= 1:
+        assert validation.check_positive_int(value, "train_size") == value
+        return
+    with pytest.raises(ValueError, match=r"^`train_size` must be an integer >= 1; got "):
+        validation.check_positive_int(value, "train_size")
 
 
 # ------------------------------------------------------ float32 awareness
