@@ -201,6 +201,32 @@ def test_gaussian_head_gives_the_mixture_mean_and_total_variance():
     np.testing.assert_allclose(ensemble.predict_members(x), outputs, rtol=1e-5, atol=1e-5)
 
 
+def _bernoulli_member():
+    keras.utils.set_random_seed(0)
+    inputs_ = keras.Input((3,))
+    return keras.Model(inputs_, keras.layers.Dense(1)(inputs_))
+
+
+@pytest.mark.parametrize("loop", MEMBER_LOOPS)
+@pytest.mark.parametrize("likelihood, make, units", [
+    ("categorical", tiny_member, 3), ("bernoulli", _bernoulli_member, 1),
+    ("gaussian", _gaussian_member, 4)])
+def test_an_empty_batch_gives_empty_outputs_of_the_right_shape(loop, likelihood, make, units):
+    """An array of 0 examples is an empty prediction (Keras' predict loop
+    alone raises UnboundLocalError on it)."""
+    model = make()
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 3), likelihood=likelihood,
+                                    member_loop=loop)
+    empty = np.zeros((0, model.inputs[0].shape[-1]), "float32")
+    assert ensemble.predict(empty, verbose=0).shape == (0, units)
+    assert ensemble.predict_members(empty).shape == (3, 0, units)
+    summary = ensemble.predict_uncertainty(empty)
+    full = ensemble.predict_uncertainty(np.ones((2, *empty.shape[1:]), "float32"))
+    assert set(summary) == set(full)
+    for name, value in summary.items():
+        assert isinstance(value, np.ndarray) and value.shape == (0, *full[name].shape[1:]), name
+
+
 def test_save_and_load_round_trip(tmp_path):
     model = tiny_member()
     ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 3), member_loop="map")
