@@ -164,6 +164,31 @@ def test_from_store_thins_evenly_and_checks_the_model(sampled_run):
         kb.PosteriorEnsemble.from_store(store, model=tiny_member())
 
 
+def test_a_fresh_process_rebuilds_and_reloads_after_a_lazy_import(sampled_run, tmp_path):
+    """``import keras_bnn`` imports nothing; the store still rebuilds its model
+    (every keras_bnn class its config names gets registered) and a saved
+    ensemble loads once ``kb.PosteriorEnsemble`` has been used."""
+    import os
+    import subprocess
+    import sys
+
+    store, _, _ = sampled_run
+    root = os.path.dirname(os.path.dirname(os.path.abspath(kb.__file__)))
+    code = (
+        "import sys, keras, keras_bnn as kb\n"
+        "lazy = 'keras_bnn.models' not in sys.modules\n"
+        f"ensemble = kb.PosteriorEnsemble.from_store({str(store.path)!r})\n"
+        f"ensemble.save({str(tmp_path / 'e.keras')!r})\n"
+        f"loaded = keras.saving.load_model({str(tmp_path / 'e.keras')!r})\n"
+        "print('RESULT', lazy, type(loaded).__name__, loaded.num_members)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("RESULT ")[-1].split() == ["True", "PosteriorEnsemble", "5"]
+
+
 def test_from_store_refuses_an_empty_store(tmp_path):
     with pytest.raises(ValueError, match="holds no samples"):
         kb.PosteriorEnsemble.from_store(kb.SampleStore(tmp_path / "empty"))
