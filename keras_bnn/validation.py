@@ -193,10 +193,11 @@ def check_int(value, name, minimum=None, maximum=None, owner=None):
 def check_positive_int(value, name, owner=None):
     """Returns ``int(value)`` for a count n >= 1 (``train_size``, ``num_steps``).
 
-    The requirement is ``value ∈ {1, 2, 3, ...}``: a Python or NumPy integer.
-    Floats are refused even when integral (``1.5`` and ``2.0`` alike: a
-    fractional count is a caller's error, and a float count silently truncated
-    would rescale the likelihood), as are bools.
+    The requirement is ``value ∈ {1, 2, 3, ...}``: a Python or NumPy
+    integer, or a float with an integral value (``60000.0``: counts come back
+    as floats from JSON and from the samplers' saved configs). A fractional
+    count (``1.5``), NaN, inf, a bool, a string or None is refused; nothing
+    is rounded.
 
     Args:
         value, name, owner: as in the common signature above.
@@ -205,10 +206,11 @@ def check_positive_int(value, name, owner=None):
         int >= 1.
 
     Raises:
-        ValueError: naming ``name`` and saying it must be "an integer >= 1"
-            for a float, bool, string, None, 0 or a negative.
+        ValueError: naming ``name`` and saying it must be "an integer >= 1".
     """
     number = _as_int(value)
+    if number is None and isinstance(value, (float, np.floating)) and float(value).is_integer():
+        number = int(value)
     if number is None or number < 1:
         raise argument_error(name, "be an integer >= 1", value, owner)
     return number

@@ -49,6 +49,14 @@ def _is_int(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def _is_count(value):
+    """An integer >= 1, or a float with an integral value >= 1 (not a bool)."""
+    if _is_int(value):
+        return value >= 1
+    return (isinstance(value, (float, np.floating)) and math.isfinite(value)
+            and float(value).is_integer() and value >= 1)
+
+
 def _assert_wording(error, name, owner):
     """The one message form: "<owner>: `name` must ...; got ...."."""
     prefix = re.escape(f"{owner}: ") if owner else ""
@@ -67,7 +75,7 @@ CHECKS = {
                        lambda v: _real(v) is not None and 0 < _real(v) < 1),
     "check_int": (lambda v, name, owner: validation.check_int(v, name, 1, 10, owner=owner),
                   lambda v: _is_int(v) and 1 <= v <= 10),
-    "check_positive_int": (validation.check_positive_int, lambda v: _is_int(v) and v >= 1),
+    "check_positive_int": (validation.check_positive_int, lambda v: _is_count(v)),
     "check_seed": (lambda v, name, owner: validation.check_seed(v, name, owner=owner),
                    lambda v: _is_int(v) and 0 <= v <= 2**31 - 1),
     "check_choice": (lambda v, name, owner: validation.check_choice(v, name, (None, "", "euler"),
@@ -127,13 +135,15 @@ def test_messages_name_the_argument_owner_and_allowed_values(call, message):
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(value=hostile | st.floats(min_value=1.0, max_value=1e6) | st.integers(-5, 0).map(np.int64))
+@given(value=hostile | st.floats(min_value=-5.0, max_value=1e6) | st.integers(-5, 5).map(np.int64)
+       | st.integers(-5, 5).map(np.float64))
 def test_fuzz_check_positive_int_refuses_every_non_count(value):
-    """Every value that is not a Python/NumPy integer >= 1 (1.5, 2.0, 0, -3,
-    True, "3", None, NaN) is refused naming the argument; a count comes back as
-    the same int."""
-    if _is_int(value) and value >= 1:
-        assert validation.check_positive_int(value, "train_size") == value
+    """A count (an integer >= 1, also as the float 2.0 a JSON config gives)
+    comes back as that int; everything else (1.5, 0, -3, True, "3", None,
+    NaN, inf) is refused, naming the argument and saying "an integer >= 1"."""
+    if _is_count(value):
+        result = validation.check_positive_int(value, "train_size")
+        assert type(result) is int and result == value
         return
     with pytest.raises(ValueError, match=r"^`train_size` must be an integer >= 1; got "):
         validation.check_positive_int(value, "train_size")
