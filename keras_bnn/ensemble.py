@@ -129,7 +129,7 @@ def _stack_weight_sets(model, weight_sets):
 class PosteriorEnsemble(keras.Model):
     """Posterior predictive average of S weight sets of one member model.
 
-    See the module docstring for the formulas. ``ensemble(x)`` and
+    See :mod:`keras_bnn.uncertainty` for the formulas. ``ensemble(x)`` and
     ``ensemble.predict(ds)`` return the predictive probabilities [N, K]
     (``"categorical"``) or the mixture's ``[mean, log variance]`` [N, 2D]
     (``"gaussian"``); :meth:`predict_uncertainty` adds the uncertainty
@@ -332,7 +332,7 @@ class PosteriorEnsemble(keras.Model):
             ``"categorical"``: p̄ = exp(logsumexp_s(log_softmax f_s) − log S),
             [N, K]. ``"bernoulli"``: p̄(y=1) = exp(logsumexp_s(log sigmoid
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
-            and var of the mixture (module docstring).
+            and var of the mixture (:mod:`keras_bnn.uncertainty`).
         """
         members, finite = self._members_and_finite_rows(inputs)
         return uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
