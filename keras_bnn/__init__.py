@@ -6,15 +6,12 @@ Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 Serving export; TensorFlow backend), ``serving``, ``runs`` (what the
 ``keras-bnn`` command runs; ``experiment`` is its former name).
 
-``import keras_bnn`` imports every submodule (which registers the package's
-Keras serializables), except in the ``keras-bnn`` command, which answers
-``--help`` and argument errors without importing TensorFlow: there the
-names below are imported on first use.
+``import keras_bnn`` imports no submodule: each name below is imported on
+its first use (PEP 562 module ``__getattr__``), so the ``keras-bnn`` command
+answers ``--help`` and argument errors without importing Keras or TensorFlow.
 """
 
 import importlib
-import os
-import sys
 
 __version__ = "0.1.0"
 
@@ -47,17 +44,3 @@ def __getattr__(name):
 def __dir__():
     return sorted([*globals(), *__all__])
 
-
-def _launched_as_cli():
-    """True in the ``keras-bnn`` console script and ``python -m keras_bnn.cli``."""
-    if os.path.basename(sys.argv[0] if sys.argv else "") == "keras-bnn":
-        return True
-    argv = getattr(sys, "orig_argv", [])  # the interpreter's options come first
-    module = next((argv[i + 1] if arg == "-m" else arg[2:] for i, arg in enumerate(argv[:-1])
-                   if arg.startswith("-m")), None)
-    return module == "keras_bnn.cli"
-
-
-if not _launched_as_cli():
-    for _name in __all__:
-        __getattr__(_name)

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 
 from keras_bnn import durable
+from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 
 _MANIFEST = "store.json"
