@@ -9,9 +9,15 @@ Serving export; TensorFlow backend), ``serving``, ``runs`` (what the
 ``import keras_bnn`` imports no submodule: each name below is imported on
 its first use (PEP 562 module ``__getattr__``), so the ``keras-bnn`` command
 answers ``--help`` and argument errors without importing Keras or TensorFlow.
+The Keras classes of the package (priors, layers, models, samplers, the
+ensemble) are registered for ``keras.saving.load_model`` as soon as Keras is
+imported, before or after ``keras_bnn`` (:func:`_register_with_keras`).
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 __version__ = "0.1.0"
 
@@ -44,3 +50,45 @@ def __getattr__(name):
 def __dir__():
     return sorted([*globals(), *__all__])
 
+
+
+#: Modules whose import registers the package's Keras classes
+#: (``@keras.saving.register_keras_serializable``).
+_SERIALIZABLE = ("keras_bnn.priors", "keras_bnn.layers", "keras_bnn.models",
+                 "keras_bnn.samplers", "keras_bnn.ensemble")
+
+
+def _register_with_keras():
+    for module in _SERIALIZABLE:
+        importlib.import_module(module)
+
+
+class _AfterKerasImport(importlib.abc.MetaPathFinder):
+    """Registers the package's classes right after ``import keras`` finishes.
+
+    Saved models name their classes ``keras_bnn>Dense`` etc., which Keras
+    finds only among registered objects: without this, ``import keras_bnn``
+    followed by ``keras.saving.load_model(...)`` would fail until some
+    ``keras_bnn`` name had been used. Importing Keras here instead would make
+    every ``keras-bnn`` argument error wait for TensorFlow.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "keras":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            _register_with_keras()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "keras" in sys.modules:
+    _register_with_keras()
+else:
+    sys.meta_path.insert(0, _AfterKerasImport())

@@ -150,3 +150,24 @@ def test_builder_prior_arguments_reach_every_layer():
     assert len(kernels) == len(biases) == 19 + 2 + 1  # 19 convs, 2 projections, 1 dense
     assert {(type(v.regularizer), v.regularizer.stddev) for v in kernels} == {(priors.Normal, 2.0)}
     assert {(type(v.regularizer), v.regularizer.scale) for v in biases} == {(priors.Laplace, 0.5)}
+
+
+@pytest.mark.parametrize("order", ["keras_bnn first", "keras first"])
+def test_a_saved_model_loads_in_a_fresh_process_after_import_keras_bnn(order, tmp_path):
+    """``import keras_bnn`` imports no Keras (the CLI answers without
+    TensorFlow), yet the package's classes must be registered by the time
+    ``keras.saving.load_model`` runs, whichever is imported first."""
+    import subprocess
+    import sys
+
+    model = models.mlp((4,), 3, hidden=(5,))
+    model.compile(loss="mse", train_size=10)
+    model.save(tmp_path / "model.keras")
+    imports = "import keras_bnn, keras" if order == "keras_bnn first" else \
+        "import keras, keras_bnn"
+    code = (f"{imports}; m = keras.saving.load_model({str(tmp_path / 'model.keras')!r}); "
+            "print(type(m).__name__, len(m.losses))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["BayesianModel", "4"]
