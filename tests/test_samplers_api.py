@@ -238,7 +238,7 @@ def test_serialize_round_trip(sampler):
     assert restored.get_config() == sampler.get_config()
     assert samplers.get(config).get_config() == sampler.get_config()
     for step in [0, 29, 30, 80, 129, 1000]:
-        assert float(restored._learning_rate(step)) == float(sampler._learning_rate(step))
+        assert float(restored.schedule(step)) == float(sampler.schedule(step))
 
 
 def test_serialize_keeps_the_current_temperature_and_schedule_type():
@@ -247,8 +247,8 @@ def test_serialize_keeps_the_current_temperature_and_schedule_type():
     sampler.set_temperature(0.2)
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(sampler))
     assert restored.temperature == pytest.approx(0.2)
-    assert isinstance(restored._learning_rate, schedules.CyclicalCosine)
-    assert restored._learning_rate.get_config() == CYCLICAL.get_config()
+    assert isinstance(restored.schedule, schedules.CyclicalCosine)
+    assert restored.schedule.get_config() == CYCLICAL.get_config()
 
 
 # --------------------------------------------------------------------------

@@ -229,7 +229,7 @@ class Sampler(keras.optimizers.Optimizer):
         self._slots = {}
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
-        self._virials = self.add_slot(var_list, "virial", layerwise=True)
+        self._virials = self.add_slot(var_list, "virial", layerwise=True)  # HMC writes them too
         if not self.exact:
             self.add_slot(var_list, "noise_ratio", layerwise=True)
             self.add_slot(var_list, "previous_gradient")
@@ -449,9 +449,10 @@ class Sampler(keras.optimizers.Optimizer):
         Returns:
             List of ``(variable_path, r scalar tensor, d)``.
         """
+        ratios = self.slots("noise_ratio")
         return [
             (getattr(v, "path", v.name), ratio, d)
-            for v, ratio, d in zip(self._trainable_variables, self.slots("noise_ratio"), self._sizes())
+            for v, ratio, d in zip(self._trainable_variables, ratios, self._sizes())
         ]
 
     def gradient_noise_ratio(self):
