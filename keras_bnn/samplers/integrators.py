@@ -269,7 +269,7 @@ def _thermostat(position, momentum, thermostat, gradient, noise, step_size, temp
 
 
 def sgnht(position, momentum, thermostat, gradient, noise, step_size, temperature, *,
-          noise_level, mass=1.0, thermostat_mass=1.0, speed_limit=None, noise_friction=0.0):
+          noise_level, thermostat_mass, mass=1.0, speed_limit=None, noise_friction=0.0):
     """One SGNHT step (Ding et al. 2014), per parameter: noise ``α = max(D - b̂, 0)``.
 
     With friction ``β = α + b̂ + ξ`` (any sign), the exact Ornstein–Uhlenbeck
@@ -286,8 +286,8 @@ def sgnht(position, momentum, thermostat, gradient, noise, step_size, temperatur
         step_size: h ≥ 0.
         temperature: T > 0.
         noise_level: D > 0.
-        mass: m > 0.
         thermostat_mass: Q₁ > 0 (the thermostat mass is ``Q = T·Q₁``).
+        mass: m > 0.
         speed_limit: c > 0 for relativistic momentum (see :func:`velocity`).
         noise_friction: b̂ ≥ 0, the friction that dissipates the estimated
             minibatch noise (``h·V̂/(2·T·m)``); 0 for exact gradients.
@@ -302,7 +302,7 @@ def sgnht(position, momentum, thermostat, gradient, noise, step_size, temperatur
 
 
 def atmc(position, momentum, thermostat, gradient, noise, step_size, temperature, *,
-         noise_level, mass=1.0, thermostat_mass=1.0, speed_limit=None, noise_friction=0.0):
+         noise_level, thermostat_mass, mass=1.0, speed_limit=None, noise_friction=0.0):
     """One ATMC step (Heek & Kalchbrenner 2019): noise ``α = max(D - ξ - b̂, 0)``.
 
     Friction ``β = max(D, ξ + b̂) = α + ξ + b̂ ≥ D > 0``; otherwise the update of
