@@ -80,7 +80,11 @@ _fused_update = backend.fused(_update)
 
 
 class ThermostatSampler(Sampler):
-    """Shared integrator of :class:`SGNHT` and :class:`ATMC`; see the module doc.
+    """Shared shell of :class:`SGNHT` and :class:`ATMC`; see the module doc.
+
+    The step is :func:`integrators.sgnht` or :func:`integrators.atmc`, fused
+    into one XLA kernel on TensorFlow. State (:meth:`~Sampler.state`):
+    ``"momentum"`` p and ``"thermostat"`` ξ, shaped like each variable.
 
     Args:
         step_size: h > 0 (float or schedule).
