@@ -8,33 +8,14 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import nonfinite
 from keras_bnn import schedules
-from keras_bnn.validation import check_fraction, check_positive, check_seed
+from keras_bnn.samplers.integrators import gradient_noise_update
+from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
 #: on Bayesian logistic regression against NUTS, ATMC's weakly determined
 #: directions come out with sd ≈ sqrt(1 - r)·sd_true and SGHMC's noisy
 #: directions with variance ≈ (1 + r)·T, so r ≤ 0.1 keeps both within ~5 %.
 NOISE_RATIO_LIMIT = 0.1
-
-
-def gradient_noise_update(gradient, previous_gradient, noise_variance, decay):
-    """One step of the online estimate of the minibatch gradient-noise variance.
-
-    ``V̂ ← decay·V̂ + (1 - decay)·½·(G_k - G_{k-1})²`` elementwise. Successive
-    minibatch gradients are taken at nearly the same θ, so their difference
-    is mostly the difference of two independent noise draws, of variance
-    ``2V``; what θ moved in one step adds ``(H·Δθ)²``, which shrinks with T
-    (at T = 1 on the gold-standard logistic regression it adds ~8 %).
-
-    Args:
-        gradient, previous_gradient: ``G = n·∇`` at this and the last step.
-        noise_variance: V̂ before this step.
-        decay: the averaging constant (``0`` replaces V̂, ``1`` keeps it).
-
-    Returns:
-        The new V̂.
-    """
-    return decay * noise_variance + (1.0 - decay) * 0.5 * ops.square(gradient - previous_gradient)
 
 
 def moving_average_rho(rho, iterations):
@@ -67,9 +48,11 @@ class Sampler(keras.optimizers.Optimizer):
 
     Noise is ``backend.stateless_normal`` keyed on ``(seed, variable index,
     iterations)``: a pure function, the same on every replica and worker, and
-    the same after a resume. State (momenta, thermostats, preconditioners, the
-    temperature) lives in optimizer variables, so it checkpoints with the
-    model. Non-finite gradients stop the step with an error.
+    the same after a resume. The update rules themselves are the pure
+    functions of :mod:`keras_bnn.samplers.integrators`; a sampler holds their
+    state in optimizer variables (so it checkpoints with the model), declared
+    once per name with :meth:`add_slot` and read with :meth:`state` or
+    :meth:`slots`. Non-finite gradients stop the step with an error.
 
     Args:
         step_size: h > 0, float or ``LearningRateSchedule``.
@@ -80,7 +63,8 @@ class Sampler(keras.optimizers.Optimizer):
         seed: int; the noise of a run is fully determined by it.
         noise_estimate_decay: ρ in (0, 1) of the online per-parameter
             estimate ``V̂`` of the minibatch gradient-noise variance (see
-            :func:`gradient_noise_update`); it averages over ~1/(1-ρ) steps.
+            :func:`~keras_bnn.samplers.integrators.gradient_noise_update`);
+            it averages over ~1/(1-ρ) steps.
         name: optimizer name.
         **kwargs: passed to ``keras.optimizers.Optimizer``.
 
@@ -242,31 +226,81 @@ class Sampler(keras.optimizers.Optimizer):
             initializer=keras.initializers.Constant(self._initial_temperature),
             name="temperature",
         )
+        self._slots = {}
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
-        self._virials = [self._scalar_slot(v, "virial") for v in var_list]
+        self._virials = self.add_slot(var_list, "virial", layerwise=True)  # HMC writes them too
         if not self.exact:
-            self._noise_ratios = [self._scalar_slot(v, "noise_ratio") for v in var_list]
-            self._previous_gradients = [
-                self.add_variable_from_reference(v, name="previous_gradient") for v in var_list
-            ]
-            self._gradient_noise = [
-                self.add_variable_from_reference(v, name="gradient_noise") for v in var_list
-            ]
+            self.add_slot(var_list, "noise_ratio", layerwise=True)
+            self.add_slot(var_list, "previous_gradient")
+            self.add_slot(var_list, "gradient_noise")
         if self.has_momentum:
-            self._kinetic_sums = [self._scalar_slot(v, "kinetic") for v in var_list]
+            self.add_slot(var_list, "kinetic", layerwise=True)
         self.build_state(var_list)
 
-    def _scalar_slot(self, variable, name):
-        """A scalar optimizer variable named after ``variable``."""
-        return self.add_variable(shape=(), name=f"{variable.path.replace('/', '_')}_{name}")
+    def add_slot(self, var_list, name, layerwise=False, value=0.0):
+        """Declares the per-variable state ``name``: one optimizer variable per variable.
+
+        Args:
+            var_list: the trainable variables.
+            name: the state's name (the key of :meth:`state`).
+            layerwise: a scalar per variable instead of a tensor shaped like it.
+            value: the initial value.
+
+        Returns:
+            The list of state variables, in the order of ``var_list``.
+        """
+        initializer = keras.initializers.Constant(value)
+        self._slots[name] = [
+            self.add_variable(shape=(), initializer=initializer,
+                              name=f"{v.path.replace('/', '_')}_{name}")
+            if layerwise else self.add_variable_from_reference(v, name, initializer)
+            for v in var_list
+        ]
+        return self._slots[name]
 
     def build_state(self, var_list):
-        """Creates the per-variable state (momenta, thermostats, ...)."""
+        """Declares the sampler's own per-variable state with :meth:`add_slot`."""
 
-    def slot(self, slots, variable):
-        """The state variable of ``slots`` that belongs to ``variable``."""
-        return slots[self._get_variable_index(variable)]
+    def slots(self, name):
+        """The state variables named ``name``, one per trainable variable, in order.
+
+        Args:
+            name: one of the names the sampler declared (``"momentum"``,
+                ``"thermostat"``, ``"mass"``, ``"second_moment"``,
+                ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
+                ``"noise_ratio"``, ``"kinetic"``, as it has them).
+
+        Returns:
+            List of optimizer variables.
+
+        Raises:
+            ValueError: before the first step (nothing is declared yet), or
+                for a name the sampler does not have.
+        """
+        self._check_built()
+        return self._slots[check_choice(name, "name", tuple(self._slots), type(self).__name__)]
+
+    def state(self, variable):
+        """The sampler's state of one trainable variable.
+
+        Args:
+            variable: one of the variables the sampler was built with.
+
+        Returns:
+            Dict name → optimizer variable (see :meth:`slots` for the names).
+
+        Raises:
+            ValueError: before the first step.
+        """
+        self._check_built()
+        index = self._get_variable_index(variable)
+        return {name: slots[index] for name, slots in self._slots.items()}
+
+    def _check_built(self):
+        if not self.built:
+            raise ValueError(f"{type(self).__name__} has no state before its first step "
+                             "(it is built then, or by `build(variables)`).")
 
     # ----------------------------------------------------------------- update
     def noise(self, variable):
@@ -313,12 +347,13 @@ class Sampler(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
+        state = self.state(variable)
         # `apply` has already checked the gradient for NaN/Inf.
         potential_grad = ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype))
         # θ·G at the point where G was taken, before the update moves θ.
-        self.assign(self.slot(self._virials, variable), ops.sum(variable * potential_grad))
-        previous = self.slot(self._previous_gradients, variable)
-        noise_variance = self.slot(self._gradient_noise, variable)
+        self.assign(state["virial"], ops.sum(variable * potential_grad))
+        previous = state["previous_gradient"]
+        noise_variance = state["gradient_noise"]
         # V̂ of the steps before this one: independent of this step's noise.
         kinetic, noise_ratio = self.sample_step(
             variable,
@@ -338,12 +373,12 @@ class Sampler(keras.optimizers.Optimizer):
             gradient_noise_update(potential_grad, previous, noise_variance, ops.cast(decay, dtype)),
         )
         self.assign(previous, potential_grad)
-        self.assign(self.slot(self._noise_ratios, variable), noise_ratio)
+        self.assign(state["noise_ratio"], noise_ratio)
         if self.has_momentum:
-            self.assign(self.slot(self._kinetic_sums, variable), kinetic)
+            self.assign(state["kinetic"], kinetic)
 
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
-        """One update of ``variable`` and its state.
+        """One update of ``variable`` and its state (:meth:`state`).
 
         Args:
             variable: the parameter θ.
@@ -383,7 +418,7 @@ class Sampler(keras.optimizers.Optimizer):
             return []
         return [
             (getattr(v, "path", v.name), ops.divide(total, float(d)), d)
-            for v, total, d in zip(self._trainable_variables, self._kinetic_sums, self._sizes())
+            for v, total, d in zip(self._trainable_variables, self.slots("kinetic"), self._sizes())
         ]
 
     def kinetic_temperature(self):
@@ -394,7 +429,7 @@ class Sampler(keras.optimizers.Optimizer):
         """
         if not self.has_momentum:
             return None
-        return ops.divide(sum(self._kinetic_sums), float(sum(self._sizes())))
+        return ops.divide(sum(self.slots("kinetic")), float(sum(self._sizes())))
 
     def gradient_noise_ratios(self):
         """Per-variable gradient-noise ratio ``r`` of the last step.
@@ -402,7 +437,8 @@ class Sampler(keras.optimizers.Optimizer):
         ``r`` is the variance that minibatch gradient noise adds to the update
         in one step over the variance the sampler itself injects per step
         (at its nominal friction), averaged over the variable's parameters,
-        from the online estimate ``V̂`` (:func:`gradient_noise_update`). The
+        from the online estimate ``V̂``
+        (:func:`~keras_bnn.samplers.integrators.gradient_noise_update`). The
         samplers are exact only as ``r → 0``; above
         :data:`NOISE_RATIO_LIMIT` they are measurably biased (ATMC too narrow
         in weakly determined directions, SGLD/SGHMC too wide in strongly
@@ -413,9 +449,10 @@ class Sampler(keras.optimizers.Optimizer):
         Returns:
             List of ``(variable_path, r scalar tensor, d)``.
         """
+        ratios = self.slots("noise_ratio")
         return [
             (getattr(v, "path", v.name), ratio, d)
-            for v, ratio, d in zip(self._trainable_variables, self._noise_ratios, self._sizes())
+            for v, ratio, d in zip(self._trainable_variables, ratios, self._sizes())
         ]
 
     def gradient_noise_ratio(self):
@@ -425,7 +462,8 @@ class Sampler(keras.optimizers.Optimizer):
         """
         sizes = self._sizes()
         return ops.divide(
-            sum(ratio * float(d) for ratio, d in zip(self._noise_ratios, sizes)), float(sum(sizes))
+            sum(ratio * float(d) for ratio, d in zip(self.slots("noise_ratio"), sizes)),
+            float(sum(sizes)),
         )
 
     def configurational_temperature(self):
@@ -440,4 +478,4 @@ class Sampler(keras.optimizers.Optimizer):
         Returns:
             Scalar tensor (0 before the first step).
         """
-        return ops.divide(sum(self._virials), float(sum(self._sizes())))
+        return ops.divide(sum(self.slots("virial")), float(sum(self._sizes())))
