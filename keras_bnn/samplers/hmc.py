@@ -142,7 +142,8 @@ class HMC(Sampler):
         if not self.num_adaptation_steps:
             return ops.cast(self.learning_rate, "float32")
         adapting = ops.less(self.iterations, self.num_adaptation_steps)
-        return ops.exp(ops.where(adapting, self._log_step, self._log_step_avg))
+        return ops.exp(ops.where(adapting, ops.convert_to_tensor(self._log_step),
+                                 ops.convert_to_tensor(self._log_step_avg)))
 
     def check_batch_size(self, x=None, batch_size=None):
         """Warns when a transition would see fewer than ``train_size`` examples.
@@ -253,20 +254,21 @@ class HMC(Sampler):
         targets = list(variables)
         values = [ops.where(accept, t1, t0) for t0, t1 in zip(theta0, theta1)]
         # Σθ·∇U at the starting state, for the configurational temperature.
-        state = list(self._virials)
-        new_state = [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
+        virials = [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
+        targets += self._virials
+        values += [ops.where(finite, new, ops.convert_to_tensor(old))
+                   for new, old in zip(virials, self._virials)]
         if self.num_adaptation_steps:
             count = ops.cast(self.iterations + 1, "float32")
-            old = [self._log_step, self._log_step_avg, self._error_avg]
+            state = [self._log_step, self._log_step_avg, self._error_avg]
             updated = dual_averaging_update(
                 self._log_step_avg, self._error_avg, accept_prob, count,
                 self._log_step0, self.target_accept_rate)
             adapting = ops.logical_and(finite, ops.less(self.iterations,
                                                         self.num_adaptation_steps))
-            targets += old
-            values += [ops.where(adapting, new, value) for new, value in zip(updated, old)]
-        targets += state
-        values += [ops.where(finite, new, value) for new, value in zip(new_state, state)]
+            targets += state
+            values += [ops.where(adapting, new, ops.convert_to_tensor(old))
+                       for new, old in zip(updated, state)]
         message = f"{nonfinite.MARKER} (HMC: potential or gradient at the current state)"
         with backend.finite_guard([u0, *grads0], [message] * (1 + len(grads0))):
             backend.assign_replicated(targets, values)
