@@ -108,6 +108,10 @@ def test_rejected_proposal_leaves_the_weights_bitwise_unchanged(backend_name, re
                                       np.asarray(run["init"], np.float32))
     assert run["acceptance"] == [0.0]
     assert run["iterations"] == 3
+    # The model logs what the kernel names (plus the XLA/JAX skip count):
+    # no gradient-noise ratio (full batch) and no kinetic temperature.
+    assert set(run["log_names"]) - {"nonfinite_steps"} == {
+        "loss", "nll", "prior", "step_size", "configurational_temperature", "acceptance_rate"}
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)

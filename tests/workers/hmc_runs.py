@@ -111,14 +111,15 @@ def rejected_run():
     """h = 100 on a unit Gaussian: every proposal is rejected.
 
     Returns:
-        dict: ``init``, ``states`` [3, 2], ``acceptance`` (epoch means), ``iterations``.
+        dict: ``init``, ``states`` [3, 2], ``acceptance`` (epoch means),
+        ``iterations`` and ``log_names`` (the keys ``fit`` logged).
     """
     sampler = kb.samplers.HMC(100.0, num_leapfrog_steps=3, seed=0)
     init = np.array([[0.123456789, -1.5]], np.float32)
     model = gaussian_model(init, [0.0, 0.0], np.eye(2), sampler)
     states, history = run(model, 3)
     return dict(init=init.ravel(), states=states, acceptance=history["acceptance_rate"],
-                iterations=int(model.optimizer.iterations))
+                iterations=int(model.optimizer.iterations), log_names=sorted(history))
 
 
 def divergent_run():
