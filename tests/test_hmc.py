@@ -27,7 +27,8 @@ WORKERS = Path(__file__).parent / "workers"
 sys.path.insert(0, str(WORKERS))
 import hmc_runs  # noqa: E402  (shared with the JAX worker)
 
-JAX_ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+JAX_ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_force_host_platform_device_count=2")
 BACKENDS = ["tensorflow", "jax"]
 
 
@@ -139,6 +140,19 @@ def test_step_size_adaptation_reaches_the_target_then_freezes(backend_name, requ
     # = 0.04 if independent): 0.8 within 0.15 allows ~3.5 sd, plus the
     # small gap between the frozen average h̄ and the last adapted h.
     assert abs(frozen[:, 1].mean() - 0.8) < 0.15
+
+
+def test_data_parallel_chain_takes_the_same_decisions_under_jax(jax_quick):
+    # keras.distribution.DataParallel over two CPU devices: the potential is
+    # the global (sharded) batch's, so every decision is the single-device
+    # one. A different decision would move the weights by a whole leapfrog
+    # trajectory (~0.1), far above the rounding of the sharded sum (~1e-4
+    # after 6 transitions with 4 leapfrog steps each).
+    single, parallel = jax_quick["single_device"], jax_quick["data_parallel"]
+    np.testing.assert_allclose(parallel["acceptance"], single["acceptance"], rtol=1e-3,
+                               atol=1e-6)
+    for a, b in zip(single["weights"], parallel["weights"]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-3)
 
 
 @pytest.mark.parametrize("backend_name, jit_compile", [

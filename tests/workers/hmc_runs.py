@@ -170,6 +170,19 @@ def blr_model(sampler, seed=1):
     return model
 
 
+def blr_chain():
+    """6 full-batch transitions (3 adapting) on the small BLR data.
+
+    Returns:
+        dict: ``weights`` (the final weights) and ``acceptance`` (per epoch).
+    """
+    x, y = blr_data()
+    model = blr_model(kb.samplers.HMC(0.15, num_leapfrog_steps=4, seed=5,
+                                      num_adaptation_steps=3))
+    history = model.fit(x, y, batch_size=64, epochs=6, verbose=0, shuffle=False)
+    return dict(weights=model.get_weights(), acceptance=history.history["acceptance_rate"])
+
+
 def nonfinite_run(jit_compile):
     """A NaN in the data: ``fit`` must raise and keep the weights.
 
