@@ -235,7 +235,7 @@ def gradient_noise_rows(model):
         for the SGD baseline and for HMC (full batch: no gradient noise).
     """
     sampler = model.optimizer
-    if not isinstance(sampler, samplers.Sampler) or sampler.exact:
+    if "gradient_noise_ratio" not in model.transition_kernel.metric_names:
         return []
     return [
         dict(name=name, d=d, ratio=float(r), above_limit=float(r) > samplers.NOISE_RATIO_LIMIT)

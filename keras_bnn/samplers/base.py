@@ -9,6 +9,7 @@ from keras_bnn import backend
 from keras_bnn import nonfinite
 from keras_bnn import schedules
 from keras_bnn.samplers.integrators import gradient_noise_update
+from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
 from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
@@ -34,7 +35,7 @@ def moving_average_rho(rho, iterations):
     return ops.where(ops.equal(iterations, 0), 0.0, rho)
 
 
-class Sampler(keras.optimizers.Optimizer):
+class Sampler(TransitionKernel, keras.optimizers.Optimizer):
     """A Keras optimizer whose updates simulate a tempered Langevin-type SDE.
 
     Target: ``p(θ) ∝ exp(-U(θ)/T)``. Keras hands the sampler the gradient of
@@ -75,10 +76,6 @@ class Sampler(keras.optimizers.Optimizer):
 
     #: Whether the sampler keeps a momentum (and so a kinetic temperature).
     has_momentum = True
-    #: Whether the sampler is exact (full batch, Metropolis test: HMC):
-    #: ``BayesianModel.train_step`` then runs its ``transition``, and it keeps
-    #: no gradient-noise estimate (two weight-sized slots of the others).
-    exact = False
 
     def __init__(
         self,
@@ -230,7 +227,7 @@ class Sampler(keras.optimizers.Optimizer):
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
         self._virials = self.add_slot(var_list, "virial", layerwise=True)  # HMC writes them too
-        if not self.exact:
+        if "gradient_noise_ratio" in self.metric_names:
             self.add_slot(var_list, "noise_ratio", layerwise=True)
             self.add_slot(var_list, "previous_gradient")
             self.add_slot(var_list, "gradient_noise")
@@ -301,6 +298,26 @@ class Sampler(keras.optimizers.Optimizer):
         if not self.built:
             raise ValueError(f"{type(self).__name__} has no state before its first step "
                              "(it is built then, or by `build(variables)`).")
+
+    # ----------------------------------------------------------------- kernel
+    @property
+    def metric_names(self):
+        momentum = ("kinetic_temperature",) if self.has_momentum else ()
+        return ("step_size", *momentum, "configurational_temperature", "gradient_noise_ratio")
+
+    def transition(self, potential, variables, skip_nonfinite):
+        """One sampler step (:func:`~keras_bnn.samplers.kernel.gradient_step`) and its diagnostics.
+
+        See :meth:`keras_bnn.samplers.kernel.TransitionKernel.transition`.
+        """
+        step_size = self.learning_rate  # h of this step, read before it
+        *step, skipped = gradient_step(self, potential, variables, skip_nonfinite)
+        logs = {"step_size": step_size,
+                "configurational_temperature": self.configurational_temperature(),
+                "gradient_noise_ratio": self.gradient_noise_ratio()}
+        if self.has_momentum:
+            logs["kinetic_temperature"] = self.kinetic_temperature()
+        return Transition(*step, skipped, {name: logs[name] for name in self.metric_names})
 
     # ----------------------------------------------------------------- update
     def noise(self, variable):
