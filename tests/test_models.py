@@ -18,6 +18,10 @@ BUILDERS = {
         lambda: models.mlp((6, 5), 3, hidden=(8, 8)),
         RNG.normal(size=(4, 6, 5)).astype("float32"),
     ),
+    "cnn": (
+        lambda: models.cnn((28, 28, 1), 10, filters=(4, 8), dense=16),
+        RNG.normal(size=(4, 28, 28, 1)).astype("float32"),
+    ),
     "cnn_lstm": (
         lambda: models.cnn_lstm(
             50, sequence_length=20, embedding_dim=8, filters=4, lstm_units=5
@@ -128,6 +132,8 @@ def test_resnet_pp_structure():
         (lambda: models.resnet20_frn((32, 32, 3), 10, width=-4), "width"),
         (lambda: models.mlp((3,), 2, hidden=(4, 0)), r"hidden\[1\]"),
         (lambda: models.cnn_lstm(0), "vocab_size"),
+        (lambda: models.cnn((28, 28, 1), 10, filters=(8, 0)), r"filters\[1\]"),
+        (lambda: models.cnn((784,), 10), "input_shape"),
         (lambda: models.mlp((3,), 2, kernel_prior="flat"), "kernel_prior"),
         (lambda: models.resnet_pp((32, 32, 3), 10, scale_prior="nope"), "scale_prior"),
     ],
