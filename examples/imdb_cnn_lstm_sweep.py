@@ -12,7 +12,7 @@ writes one run per temperature, ``sweep.csv`` and the plot ``sweep.png``
 
 import argparse
 
-from keras_bnn import experiment
+from keras_bnn import runs
 
 
 def main(argv=None):
@@ -22,12 +22,12 @@ def main(argv=None):
     parser.add_argument("--temperatures", default="0.001,0.01,0.1,0.3,1")
     parser.add_argument("--epochs", type=int, default=100)
     args = parser.parse_args(argv)
-    config = experiment.RunConfig(
+    config = runs.RunConfig(
         dataset="imdb", data_dir=args.data_dir, model="cnn_lstm", sampler="sghmc",
         step_size=1e-4, epochs=args.epochs, batch_size=32, cycle_epochs=20,
         burn_in_epochs=20, output_dir=args.out).validate()
     temperatures = [float(t) for t in args.temperatures.split(",")]
-    for row in experiment.sweep_temperature(config, temperatures, verbose=2):
+    for row in runs.sweep_temperature(config, temperatures, verbose=2):
         print(row)
 
 

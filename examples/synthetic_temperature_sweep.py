@@ -9,7 +9,7 @@ sensible, the Bayes posterior (T = 1) should predict best (Wenzel et al.
 
 import argparse
 
-from keras_bnn import experiment
+from keras_bnn import runs
 
 
 def main(argv=None):
@@ -18,11 +18,11 @@ def main(argv=None):
     parser.add_argument("--temperatures", default="0.03,0.1,0.3,1,3")
     parser.add_argument("--epochs", type=int, default=40)
     args = parser.parse_args(argv)
-    config = experiment.RunConfig(
+    config = runs.RunConfig(
         sampler="atmc", epochs=args.epochs, burn_in_epochs=args.epochs // 3,
         collect_every=2, output_dir=args.out).validate()
     temperatures = [float(t) for t in args.temperatures.split(",")]
-    for row in experiment.sweep_temperature(config, temperatures, verbose=0):
+    for row in runs.sweep_temperature(config, temperatures, verbose=0):
         print({k: round(v, 4) for k, v in row.items()})
 
 

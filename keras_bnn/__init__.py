@@ -3,24 +3,27 @@
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``nonfinite`` (the NaN/Inf policy), ``metrics``,
 ``diagnostics``, ``data``, ``plots``, ``likelihoods``, ``export`` (TF
-Serving export; TensorFlow backend), ``serving``, ``experiment`` (what the
-``keras-bnn`` command runs).
+Serving export; TensorFlow backend), ``serving``, ``runs`` (what the
+``keras-bnn`` command runs; ``experiment`` is its former name).
 
-``import keras_bnn`` imports every submodule (which registers the package's
-Keras serializables), except in the ``keras-bnn`` command, which answers
-``--help`` and argument errors without importing TensorFlow: there the
-names below are imported on first use.
+``import keras_bnn`` imports no submodule: each name below is imported on
+its first use (PEP 562 module ``__getattr__``), so the ``keras-bnn`` command
+answers ``--help`` and argument errors without importing Keras or TensorFlow.
+The Keras classes of the package (priors, layers, models, samplers, the
+ensemble) are registered for ``keras.saving.load_model`` as soon as Keras is
+imported, before or after ``keras_bnn`` (:func:`_register_with_keras`).
 """
 
 import importlib
-import os
+import importlib.abc
+import importlib.util
 import sys
 
 __version__ = "0.1.0"
 
 _SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "export", "layers",
-               "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "samplers",
-               "schedules", "serving")
+               "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "runs",
+               "samplers", "schedules", "serving")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
@@ -48,16 +51,44 @@ def __dir__():
     return sorted([*globals(), *__all__])
 
 
-def _launched_as_cli():
-    """True in the ``keras-bnn`` console script and ``python -m keras_bnn.cli``."""
-    if os.path.basename(sys.argv[0] if sys.argv else "") == "keras-bnn":
-        return True
-    argv = getattr(sys, "orig_argv", [])  # the interpreter's options come first
-    module = next((argv[i + 1] if arg == "-m" else arg[2:] for i, arg in enumerate(argv[:-1])
-                   if arg.startswith("-m")), None)
-    return module == "keras_bnn.cli"
+
+#: Modules whose import registers the package's Keras classes
+#: (``@keras.saving.register_keras_serializable``).
+_SERIALIZABLE = ("keras_bnn.priors", "keras_bnn.layers", "keras_bnn.models",
+                 "keras_bnn.samplers", "keras_bnn.ensemble")
 
 
-if not _launched_as_cli():
-    for _name in __all__:
-        __getattr__(_name)
+def _register_with_keras():
+    for module in _SERIALIZABLE:
+        importlib.import_module(module)
+
+
+class _AfterKerasImport(importlib.abc.MetaPathFinder):
+    """Registers the package's classes right after ``import keras`` finishes.
+
+    Saved models name their classes ``keras_bnn>Dense`` etc., which Keras
+    finds only among registered objects: without this, ``import keras_bnn``
+    followed by ``keras.saving.load_model(...)`` would fail until some
+    ``keras_bnn`` name had been used. Importing Keras here instead would make
+    every ``keras-bnn`` argument error wait for TensorFlow.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "keras":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            _register_with_keras()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "keras" in sys.modules:
+    _register_with_keras()
+else:
+    sys.meta_path.insert(0, _AfterKerasImport())

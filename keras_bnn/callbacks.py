@@ -99,7 +99,7 @@ class CollectSamples(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
-        if distribute.is_chief(self.model.distribute_strategy):
+        if distribute.is_chief(self.model):
             self.store.check_model(self.model)
 
     def _due(self, epoch):
@@ -115,7 +115,7 @@ class CollectSamples(keras.callbacks.Callback):
 
     def _collect(self, epoch):
         """Stores the sample of the current step unless the store has it."""
-        if not self._due(epoch) or not distribute.is_chief(self.model.distribute_strategy):
+        if not self._due(epoch) or not distribute.is_chief(self.model):
             return
         optimizer = self.model.optimizer
         step = int(optimizer.iterations)

@@ -60,7 +60,7 @@ def _add_config_flags(parser):
 
 
 def _config_from(args):
-    from keras_bnn.experiment import RunConfig
+    from keras_bnn.runs import RunConfig
 
     flags = _flag_values(args)
     if args.config:
@@ -99,19 +99,19 @@ def _print_rhat(result):
 
 
 def _cmd_train_chains(args):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
     config = _config_from(args)
-    runs = experiment.run_chains(config, args.chains, verbose=args.verbose,
-                                 processes=args.processes)
-    rows = [dict(chain=k, samples=len(store), **{key: values[-1] for key, values in logs.items()})
-            for k, (store, logs) in enumerate(runs)]
-    print(format_table(rows, ["chain", "samples", *sorted(runs[0][1])]))
+    chains = runs.run_chains(config, args.chains, verbose=args.verbose,
+                             processes=args.processes)
+    rows = [dict(chain=k, samples=len(store), **{key: logs[key][-1] for key in sorted(logs)})
+            for k, (store, logs) in enumerate(chains)]
+    print(format_table(rows, list(rows[0])))
     print(f"run directory: {config.output_dir}")
 
 
 def _cmd_train(args):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
     if args.chains != 1:
         if args.resume:
@@ -122,12 +122,13 @@ def _cmd_train(args):
         given = _flag_values(args)
         if args.config:
             given["config"] = args.config  # refused by resume_config
-        config = experiment.resume_config(args.output_dir, given)
+        config = runs.resume_config(args.output_dir, given)
     else:
         config = _config_from(args)
-    result = experiment.train(config, verbose=args.verbose, resume=args.resume)
-    last = {k: v[-1] for k, v in result.history.history.items()}
-    print(format_table([dict(samples=len(result.store), **last)], ["samples", *sorted(last)]))
+    result = runs.train(config, verbose=args.verbose, resume=args.resume)
+    logs = result.history.history
+    row = dict(samples=len(result.store), **{key: logs[key][-1] for key in sorted(logs)})
+    print(format_table([row], list(row)))
     if result.kinetic_temperatures:
         print("\nkinetic temperature per variable (99% chi-squared band):")
         print(format_table(result.kinetic_temperatures,
@@ -140,13 +141,13 @@ def _cmd_train(args):
 
 
 def _cmd_evaluate(args):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
     baseline = None
     if args.baseline_run_dir:
-        baseline = experiment.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
-    result = experiment.evaluate(args.run_dir, num_bins=args.num_bins,
-                                 baseline=baseline and baseline["single_sample"])
+        baseline = runs.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
+    result = runs.evaluate(args.run_dir, num_bins=args.num_bins,
+                           baseline=baseline and baseline["single_sample"])
     rows = _result_rows(result, result["sampler"])
     if baseline:
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
@@ -157,9 +158,9 @@ def _cmd_evaluate(args):
 
 
 def _cmd_export(args):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
-    print(f"exported: {experiment.export(args.run_dir, args.export_dir, args.version)}")
+    print(f"exported: {runs.export(args.run_dir, args.export_dir, args.version)}")
 
 
 def _numbers(text, flag, kind=float):
@@ -175,17 +176,17 @@ def _print_sweep(rows, param):
 
 
 def _cmd_sweep_temperature(args):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
     temperatures = _numbers(args.temperatures, "--temperatures")
-    rows = experiment.sweep_temperature(_config_from(args), temperatures, verbose=args.verbose)
+    rows = runs.sweep_temperature(_config_from(args), temperatures, verbose=args.verbose)
     _print_sweep(rows, "temperature")
 
 
 def _cmd_sweep(args):
     import numpy as np
 
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
     if (args.x is None) != (args.y is None):
         raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
@@ -194,18 +195,18 @@ def _cmd_sweep(args):
         arrays = {"x": np.load(args.x), "y": np.load(args.y)}
     split = None if args.validation_split == 0 else args.validation_split
     config = _config_from(args)
-    rows = experiment.sweep(args.param, _numbers(args.values, "--values"), config=config,
-                            seeds=_numbers(args.seeds, "--seeds", int),
-                            validation_split=split, verbose=args.verbose, **arrays)
+    rows = runs.sweep(args.param, _numbers(args.values, "--values"), config=config,
+                      seeds=_numbers(args.seeds, "--seeds", int),
+                      validation_split=split, verbose=args.verbose, **arrays)
     _print_sweep(rows, args.param)
-    print(f"plot: {os.path.join(config.output_dir, 'sweep.png')}")
+    print(f"plot: {runs.RunDir(config.output_dir).sweep_plot}")
 
 
 def _cmd_demo(args):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
     root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
-    base = experiment.RunConfig(dataset=args.dataset, seed=args.seed)
+    base = runs.RunConfig(dataset=args.dataset, seed=args.seed)
     if args.epochs is not None:
         base = dataclasses.replace(base, epochs=args.epochs)
     rows, baseline = [], None
@@ -213,8 +214,8 @@ def _cmd_demo(args):
         config = dataclasses.replace(base, sampler=sampler,
                                      output_dir=os.path.join(root, sampler)).validate()
         print(f"== training {sampler} on {config.dataset} ({config.epochs} epochs)")
-        experiment.train(config, verbose=args.verbose)
-        result = experiment.evaluate(config.output_dir, baseline=baseline)
+        runs.train(config, verbose=args.verbose)
+        result = runs.evaluate(config.output_dir, baseline=baseline)
         if sampler == "sgd":
             baseline = result["single_sample"]
             rows.append(dict(model="SGD (MAP baseline)", **baseline))
@@ -225,7 +226,7 @@ def _cmd_demo(args):
     _print_rhat(result)
     print(f"reliability plot: {result['reliability_plot']}")
     print(f"metric vs samples plot: {result['samples_plot']}")
-    print(f"exported ensemble: {experiment.export(config.output_dir, args.export_dir)}")
+    print(f"exported ensemble: {runs.export(config.output_dir, args.export_dir)}")
 
 
 def build_parser():

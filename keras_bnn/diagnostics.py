@@ -34,8 +34,8 @@ temperature T_kin = (1/d) Σ_i p_i²/M of d momenta is distributed as
 T·χ²_d/d; `temperature_band` gives its central confidence interval and
 `kinetic_temperature_report` checks per-variable estimates against it.
 
-This module imports numpy and scipy (ArviZ inside the functions that use
-it), not TensorFlow.
+This module imports numpy, scipy and Keras (ArviZ inside the functions that
+use it), not TensorFlow under ``KERAS_BACKEND=jax``.
 """
 
 from typing import NamedTuple
@@ -43,6 +43,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
+from keras_bnn.runs.rundir import stores_of
+from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.validation import (argument_error, check_choice, check_fraction, check_int,
                                   check_positive)
@@ -363,8 +365,6 @@ def chain_predictions(stores, x, likelihood="categorical"):
     Returns:
         numpy array.
     """
-    from keras_bnn.ensemble import PosteriorEnsemble  # noqa: PLC0415 - import cycle
-
     model = stores[0].build_model()
     return np.stack([
         PosteriorEnsemble(model, [s.weights for s in chain], likelihood=likelihood,
@@ -387,7 +387,7 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     Args:
         source: a run directory (one chain, or ``chain-k`` subdirectories),
             a :class:`keras_bnn.SampleStore`, or a list of stores / paths
-            (see :func:`keras_bnn.chains.stores_of`).
+            (see :func:`keras_bnn.runs.stores_of`).
         x: optional inputs for the posterior predictive.
         likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
             :func:`chain_predictions`).
@@ -401,10 +401,8 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     """
     import arviz as az  # noqa: PLC0415 - heavy import, only needed here
 
-    from keras_bnn import chains as chains_lib  # noqa: PLC0415 - import cycle
-
     check_choice(likelihood, "likelihood", LIKELIHOODS)
-    stores = chains_lib.stores_of(source)
+    stores = stores_of(source)
     model = stores[0].build_model()
     names = [w.path.replace("/", "_") for w in model.weights]
     draws = _common_draws(stores)

@@ -37,19 +37,27 @@ def is_multi_worker(strategy):
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def is_chief(strategy):
-    """Whether this process should write files (samples, exports).
+def is_chief(model):
+    """Whether this process should write ``model``'s files (samples, exports).
 
-    True without a multi-worker cluster; under ``MultiWorkerMirroredStrategy``
-    only for the ``chief`` task, or worker 0 when the cluster has no chief.
+    TensorFlow backend: true without a multi-worker cluster; under
+    ``MultiWorkerMirroredStrategy`` only for the ``chief`` task, or worker 0
+    when the cluster has no chief. JAX backend (no ``distribute_strategy``;
+    multi-process runs use ``keras.distribution``): only process 0.
 
     Args:
-        strategy: a ``tf.distribute.Strategy`` (``model.distribute_strategy``).
+        model: the Keras model being trained.
 
     Returns:
         bool.
     """
-    resolver = getattr(strategy, "cluster_resolver", None)
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_index() == 0
+    resolver = getattr(model.distribute_strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
     if task_type is None or task_type == "chief":
         return True

@@ -11,6 +11,7 @@ and never touches a live writer's.
 """
 
 import errno
+import fcntl
 import itertools
 import os
 import secrets
@@ -216,3 +217,57 @@ def remove_stale(directory):
             continue
         removed.append(name)
     return removed
+
+
+class InUseError(RuntimeError):
+    """A directory is locked by another live process (see :class:`DirectoryLock`)."""
+
+
+class DirectoryLock:
+    """An exclusive, advisory lock on a directory: one writer at a time.
+
+    ``flock(2)`` on ``<directory>/.lock``, which holds the owner's pid. The
+    kernel releases the lock when its process exits, however it ends
+    (kill -9 included), so a crashed writer never leaves a stale lock.
+
+    Use as a context manager::
+
+        with DirectoryLock(run_dir):
+            ...  # train, append samples, write backups
+
+    Args:
+        directory: the directory to lock (created if missing).
+
+    Raises:
+        InUseError: on entry, if another process holds the lock; the
+            message names the directory and that process's pid.
+    """
+
+    NAME = ".lock"
+
+    def __init__(self, directory):
+        self.directory = os.fspath(directory)
+        self._handle = None
+
+    def __enter__(self):
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, self.NAME)
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(handle, 32).decode(errors="replace").strip() or "unknown"
+            os.close(handle)
+            raise InUseError(f"{self.directory} is in use by pid {owner} (one writer per "
+                             "directory); wait for it to finish or use another directory."
+                             ) from None
+        os.ftruncate(handle, 0)
+        os.write(handle, str(os.getpid()).encode())
+        self._handle = handle
+        return self
+
+    def __exit__(self, *exc_info):
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            os.close(handle)  # releases the lock
+        return False

@@ -4,33 +4,15 @@
 θ_1..θ_S of one network f (the *member* model) and predicting with the Monte
 Carlo posterior predictive
 
-    p(y|x, D) ≈ (1/S) Σ_s p(y|x, θ_s).
+    p(y|x, D) ≈ (1/S) Σ_s p(y|x, θ_s),
 
-Likelihoods (the member model's output head):
-
-* ``"categorical"``: the member outputs logits f(x;θ_s) ∈ R^K (the
-  :mod:`keras_bnn.models` convention) and p(y|x,θ_s) = softmax(f(x;θ_s)). The
-  ensemble's ``call`` returns the predictive probabilities p̄ [N, K],
-  computed in log space,
-
-      log p̄ = logsumexp_s(log_softmax f(x;θ_s)) − log S,
-
-  so members that are certain (logits of ±1000, probabilities that underflow)
-  give exact probabilities and finite log-probabilities.
-* ``"bernoulli"`` (binary): the member outputs one logit f(x;θ_s) ∈ R and
-  p(y=1|x,θ_s) = sigmoid(f(x;θ_s)). The ensemble's ``call`` returns
-  p̄(y=1|x) [N, 1], computed in log space as
-  exp(logsumexp_s(log sigmoid f(x;θ_s)) − log S).
-* ``"gaussian"`` (regression): the member outputs ``[μ, log σ²]``
-  concatenated on the last axis, shape [N, 2D] (the first D entries are the
-  means of the D targets, the last D their log-variances), and
-  p(y|x,θ_s) = N(y; μ_s, σ²_s). The ensemble's ``call`` returns the moment-
-  matched Gaussian of the mixture in the same ``[mean, log variance]``
-  convention (law of total variance):
-
-      mean = (1/S) Σ_s μ_s
-      var  = (1/S) Σ_s σ²_s  +  (1/S) Σ_s (μ_s − mean)²
-             (aleatoric)        (epistemic)
+in log space for the categorical and Bernoulli heads and as the moment-matched
+Gaussian of the mixture for the Gaussian head: the formulas and the
+uncertainty decomposition are in :mod:`keras_bnn.uncertainty`. ``call``
+returns the predictive probabilities p̄ [N, K] (``"categorical"``: the member
+outputs K logits), p̄(y=1|x) [N, 1] (``"bernoulli"``: one logit) or the
+mixture's ``[mean, log variance]`` [N, 2D] (``"gaussian"``: the member
+outputs ``[μ, log σ²]``).
 
 All members run inside one traced graph: the S weight sets are stored as
 non-trainable variables of shape [S, *weight.shape] (one per member weight)
@@ -38,10 +20,10 @@ and each member is the member model's ``stateless_call`` on a slice. The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
-This module is the predictive math only and runs under any Keras backend
-(``keras.ops``; no TensorFlow import). Serving: :meth:`PosteriorEnsemble.export`
-delegates to :mod:`keras_bnn.export` (TensorFlow backend), which writes a
-TensorFlow Serving version directory whose ``serving_default`` outputs are
+This module runs under any Keras backend (``keras.ops``; no TensorFlow
+import). Serving: :meth:`PosteriorEnsemble.export` delegates to
+:mod:`keras_bnn.export` (TensorFlow backend), which writes a TensorFlow
+Serving version directory whose ``serving_default`` outputs are
 :meth:`PosteriorEnsemble.predictive_summary` (named as in
 :data:`CATEGORICAL_OUTPUTS`, :data:`BERNOULLI_OUTPUTS` or
 :data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
@@ -51,40 +33,22 @@ Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
 stacked weights in the weights file).
 """
 
-import math
-
 import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn import chains as chains_lib
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
+from keras_bnn import uncertainty
 from keras_bnn.likelihoods import LIKELIHOODS
+from keras_bnn.runs.rundir import stores_of
+from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
 from keras_bnn.validation import check_choice, check_int
 
-MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
+__all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS", "BERNOULLI_OUTPUTS",
+           "GAUSSIAN_OUTPUTS"]
 
-#: Outputs of :meth:`PosteriorEnsemble.predictive_summary` (and of the
-#: exported ``serving_default`` signature) for ``likelihood="categorical"``.
-CATEGORICAL_OUTPUTS = (
-    "probabilities",
-    "log_probabilities",
-    "predictive_entropy",
-    "expected_entropy",
-    "mutual_information",
-    "class_std",
-)
-#: The same for ``likelihood="bernoulli"``.
-BERNOULLI_OUTPUTS = (
-    "probabilities",
-    "predictive_entropy",
-    "expected_entropy",
-    "mutual_information",
-    "probability_std",
-)
-#: The same for ``likelihood="gaussian"``.
-GAUSSIAN_OUTPUTS = ("mean", "variance", "aleatoric_variance", "epistemic_variance")
+MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
 
 
 class _Untracked:
@@ -98,24 +62,10 @@ class _Untracked:
         self.value = value
 
 
-def _log_mean_exp(x, axis=0):
-    """log((1/S) Σ_s exp(x_s)) over ``axis`` of size S, without overflow."""
-    return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
-
-
-def _nan_rows(values, finite, axis=0):
-    """``values`` with NaN in the rows (along ``axis``) where ``finite`` is False.
-
-    A row whose input holds NaN or Inf must give NaN, never a finite,
-    confident-looking answer: layers such as relu map NaN to finite values,
-    and XLA's fused exp/log on CPU clamp NaN to finite numbers, so the mask
-    is applied to every output instead of trusting NaN to propagate.
-    """
-    if finite is None:
-        return values
-    shape = [1] * len(values.shape)
-    shape[axis] = -1
-    return ops.where(ops.reshape(finite, shape), values, ops.cast(float("nan"), values.dtype))
+def _is_empty_batch(x):
+    """True for an array or tensor of 0 examples (not for a dataset)."""
+    shape = getattr(x, "shape", None)
+    return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
 def _member_signature(model, likelihood):
@@ -179,7 +129,7 @@ def _stack_weight_sets(model, weight_sets):
 class PosteriorEnsemble(keras.Model):
     """Posterior predictive average of S weight sets of one member model.
 
-    See the module docstring for the formulas. ``ensemble(x)`` and
+    See :mod:`keras_bnn.uncertainty` for the formulas. ``ensemble(x)`` and
     ``ensemble.predict(ds)`` return the predictive probabilities [N, K]
     (``"categorical"``) or the mixture's ``[mean, log variance]`` [N, 2D]
     (``"gaussian"``); :meth:`predict_uncertainty` adds the uncertainty
@@ -283,7 +233,7 @@ class PosteriorEnsemble(keras.Model):
                 architectures, ``max_samples`` is not a positive integer, or
                 ``model`` is of another architecture than the samples.
         """
-        stores = chains_lib.stores_of(store)
+        stores = stores_of(store)
         pooled = [(s, i) for s in stores for i in range(len(s))]
         if model is None:
             model = stores[0].build_model()
@@ -354,19 +304,6 @@ class PosteriorEnsemble(keras.Model):
         )
         return outputs
 
-    def member_outputs(self, inputs):
-        """The raw member outputs f(inputs; θ_s), stacked: [S, N, units].
-
-        Args:
-            inputs: [N, *input_shape] tensor.
-
-        Returns:
-            [S, N, units] tensor (logits, or ``[mean, log variance]``); NaN in
-            the rows whose (floating) input holds a NaN or Inf.
-        """
-        members, finite = self._members_and_finite_rows(inputs)
-        return _nan_rows(members, finite, axis=1)
-
     def _members_and_finite_rows(self, inputs):
         """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
@@ -380,17 +317,9 @@ class PosteriorEnsemble(keras.Model):
             outputs = ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
         if "float" not in str(self.member_input_dtype):
             return outputs, None
-        flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
+        # The row size is spelled out: a -1 cannot be inferred for 0 rows.
+        flat = ops.reshape(inputs, (ops.shape(inputs)[0], int(np.prod(self.member_input_shape))))
         return outputs, ops.all(ops.isfinite(flat), axis=-1)
-
-    def _gaussian_moments(self, members):
-        """(mean, aleatoric, epistemic variance) of the members' Gaussians."""
-        units = members.shape[-1] // 2
-        means, log_variances = members[..., :units], members[..., units:]
-        mean = ops.mean(means, axis=0)
-        aleatoric = ops.exp(_log_mean_exp(log_variances))
-        epistemic = ops.mean(ops.square(means - mean), axis=0)
-        return mean, aleatoric, epistemic
 
     def call(self, inputs, training=None):
         """The posterior predictive.
@@ -403,97 +332,66 @@ class PosteriorEnsemble(keras.Model):
             ``"categorical"``: p̄ = exp(logsumexp_s(log_softmax f_s) − log S),
             [N, K]. ``"bernoulli"``: p̄(y=1) = exp(logsumexp_s(log sigmoid
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
-            and var of the mixture (module docstring).
+            and var of the mixture (:mod:`keras_bnn.uncertainty`).
         """
         members, finite = self._members_and_finite_rows(inputs)
-        if self.likelihood == "categorical":
-            outputs = ops.exp(_log_mean_exp(ops.log_softmax(members, axis=-1)))
-        elif self.likelihood == "bernoulli":
-            outputs = ops.exp(_log_mean_exp(ops.log_sigmoid(members)))
-        else:
-            mean, aleatoric, epistemic = self._gaussian_moments(members)
-            outputs = ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
-        return _nan_rows(outputs, finite)
+        return uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
 
     def predictive_summary(self, inputs):
         """The posterior predictive and its uncertainty decomposition.
 
-        ``"categorical"`` (p_s = softmax f(x;θ_s), p̄ = (1/S) Σ_s p_s,
-        H[p] = −Σ_k p_k log p_k):
-
-        * ``probabilities`` p̄ [N, K] and ``log_probabilities`` log p̄ [N, K]
-          (log-mean-exp of the member log-softmax: finite where p̄ underflows);
-        * ``predictive_entropy`` H[p̄] [N] (total uncertainty);
-        * ``expected_entropy`` (1/S) Σ_s H[p_s] [N] (aleatoric);
-        * ``mutual_information`` H[p̄] − (1/S) Σ_s H[p_s] [N] (epistemic; ≥ 0
-          by concavity of H, clipped at 0 against round-off, 0 when all
-          members agree);
-        * ``class_std`` sqrt((1/S) Σ_s (p_s − p̄)²) [N, K] (population
-          standard deviation across members, per class).
-
-        ``"bernoulli"`` (p_s = sigmoid f(x;θ_s) = p(y=1|x,θ_s), p̄ = (1/S) Σ_s
-        p_s, H[p] = −p log p − (1−p) log(1−p)): ``probabilities`` p̄ [N, 1];
-        ``predictive_entropy``, ``expected_entropy`` and
-        ``mutual_information`` [N] as above, for the two outcomes;
-        ``probability_std`` std over members of p_s [N, 1].
-
-        ``"gaussian"``: ``mean``, ``variance`` = ``aleatoric_variance`` +
-        ``epistemic_variance`` (each [N, D]; module docstring).
+        :func:`keras_bnn.uncertainty.summary` of the members' outputs on
+        ``inputs``: for ``"categorical"`` the predictive p̄ and log p̄, the
+        predictive entropy H[p̄] (total), the expected entropy
+        (1/S) Σ_s H[p_s] (aleatoric), their difference, the mutual
+        information (epistemic), and the per-class std across members; for
+        ``"bernoulli"`` the same for the two outcomes; for ``"gaussian"``
+        the mixture's mean and its variance, aleatoric + epistemic.
 
         Args:
             inputs: [N, *input_shape] tensor.
 
         Returns:
             dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
-            :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`.
+            :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`; NaN in the
+            rows whose (floating) input holds a NaN or Inf.
         """
         members, finite = self._members_and_finite_rows(inputs)
-        return {name: _nan_rows(value, finite)
-                for name, value in self._summary(members).items()}
-
-    def _summary(self, members):
-        """:meth:`predictive_summary` of raw member outputs [S, N, units]."""
-        if self.likelihood == "gaussian":
-            mean, aleatoric, epistemic = self._gaussian_moments(members)
-            return {
-                "mean": mean,
-                "variance": aleatoric + epistemic,
-                "aleatoric_variance": aleatoric,
-                "epistemic_variance": epistemic,
-            }
-        if self.likelihood == "bernoulli":
-            # The two outcomes (y=0, y=1) as the last axis: log sigmoid(∓f).
-            member_log_probs = ops.concatenate(
-                [ops.log_sigmoid(-members), ops.log_sigmoid(members)], axis=-1)
-        else:
-            member_log_probs = ops.log_softmax(members, axis=-1)
-        member_probs = ops.exp(member_log_probs)
-        log_probs = _log_mean_exp(member_log_probs)
-        probs = ops.exp(log_probs)
-        predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
-        expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
-        information = predictive_entropy - expected_entropy
-        summary = {
-            "probabilities": probs,
-            "log_probabilities": log_probs,
-            "predictive_entropy": predictive_entropy,
-            "expected_entropy": expected_entropy,
-            "mutual_information": ops.where(information < 0.0, 0.0, information),
-            "class_std": ops.std(member_probs, axis=0),
-        }
-        if self.likelihood == "bernoulli":
-            summary["probabilities"] = probs[:, 1:]
-            summary["probability_std"] = summary["class_std"][:, 1:]
-            return {name: summary[name] for name in BERNOULLI_OUTPUTS}
-        return summary
+        return {name: uncertainty.nan_rows(value, finite)
+                for name, value in uncertainty.summary(members, self.likelihood).items()}
 
     # -------------------------------------------------------- prediction
-    def _view(self, name, function):
-        """A cached keras.Model computing ``function(inputs)``, for its predict loop."""
+    def _predict_with(self, name, function, x, batch_size, steps, verbose):
+        """``function`` over ``x`` in the predict loop of a cached view model.
+
+        Keras' predict loop runs no batch on an empty array (and then fails),
+        so an array of 0 examples is passed to ``function`` directly: the
+        outputs have 0 rows and their usual trailing shape.
+        """
+        if _is_empty_batch(x):
+            return keras.tree.map_structure(ops.convert_to_numpy, function(x))
         if name not in self._views:
             view = _FunctionModel(self, function, name=f"{self.name}_{name}")
             self._views[name] = _Untracked(view)
-        return self._views[name].value
+        return self._views[name].value.predict(
+            x, batch_size=batch_size, steps=steps, verbose=verbose)
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The posterior predictive (:meth:`call`) over a dataset, batched.
+
+        ``keras.Model.predict``, except that an array of 0 examples gives an
+        empty result ([0, K], [0, 1] or [0, 2D]) instead of Keras' error.
+
+        Args:
+            x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
+
+        Returns:
+            numpy array, the examples of every batch concatenated.
+        """
+        if _is_empty_batch(x):
+            return ops.convert_to_numpy(self(x))
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                               callbacks=callbacks)
 
     def predict_uncertainty(self, x, batch_size=None, steps=None, verbose=0):
         """:meth:`predictive_summary` over a dataset, batched like ``predict``.
@@ -507,8 +405,8 @@ class PosteriorEnsemble(keras.Model):
             dict of numpy arrays (keys as :meth:`predictive_summary`), the
             examples of every batch concatenated.
         """
-        view = self._view("summary", self.predictive_summary)
-        return view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose)
+        return self._predict_with("summary", self.predictive_summary, x, batch_size, steps,
+                                  verbose)
 
     def predict_members(self, x, batch_size=None, steps=None, verbose=0):
         """Each member's own prediction (e.g. for :func:`keras_bnn.metrics.evaluate_members`).
@@ -525,14 +423,10 @@ class PosteriorEnsemble(keras.Model):
 
         def batch_first(inputs):
             members, finite = self._members_and_finite_rows(inputs)
-            if self.likelihood == "categorical":
-                members = ops.softmax(members, axis=-1)
-            elif self.likelihood == "bernoulli":
-                members = ops.sigmoid(members)
-            return _nan_rows(ops.transpose(members, (1, 0, 2)), finite)
+            predictions = uncertainty.member_predictions(members, self.likelihood)
+            return uncertainty.nan_rows(ops.transpose(predictions, (1, 0, 2)), finite)
 
-        view = self._view("members", batch_first)
-        outputs = view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose)
+        outputs = self._predict_with("members", batch_first, x, batch_size, steps, verbose)
         return np.transpose(outputs, (1, 0, 2))
 
     def member_weights(self):

@@ -148,11 +148,11 @@ def brier(probs, labels):
     score (1/N) Σ_i (p_i − y_i)², in [0, 1].
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs, labels: [N, K] class probabilities, or [N, 1] binary p(y=1), and
+        their [N] integer labels in [0, K) (as for `accuracy`).
 
     Returns:
-      float in [0, 2].
+      float in [0, 2] ([0, 1] for binary ``probs``).
 
     Raises:
       ValueError: as for `accuracy`.

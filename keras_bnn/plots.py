@@ -133,7 +133,7 @@ def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=No
     Args:
       rows: dicts with key ``param`` and, for "single_sample" and
         "ensemble", keys "<part>_<metric>" for each metric (as written by
-        `keras_bnn.experiment.sweep`).
+        `keras_bnn.runs.sweep`).
       path: output file; parent directories are created.
       param: the swept key, e.g. "temperature" or "prior_scale" (log axis).
       metrics: (key, axis label) pairs, one panel each.

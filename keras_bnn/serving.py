@@ -134,20 +134,29 @@ class ServingClient:
                             else http.client.HTTPConnection)
         connection = connection_class(self._host, self._port, timeout=self.timeout)
         expired = threading.Event()
+        sockets = []  # the connected socket, kept: a reply that closes the
+        # connection (HTTP/1.0, `Connection: close`) takes it over and
+        # `connection.sock` becomes None while the reply is still being read.
 
-        def expire():  # wakes a read blocked on a slow (dripping) server
-            expired.set()
-            sock = connection.sock
-            if sock is not None:
+        def shut():
+            for sock in sockets:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
+        def expire():  # wakes a read blocked on a slow (dripping) server
+            expired.set()
+            shut()
+
         timer = threading.Timer(self.timeout, expire)
         timer.daemon = True
         timer.start()
         try:
+            connection.connect()
+            sockets.append(connection.sock)
+            if expired.is_set():  # the deadline passed while connecting
+                shut()
             connection.request("POST", self._path, body=data,
                                headers={"Content-Type": "application/json"})
             response = connection.getresponse()

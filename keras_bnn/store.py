@@ -5,6 +5,7 @@ import itertools
 import json
 import os
 import re
+import stat
 import time
 import zipfile
 
@@ -12,9 +13,11 @@ import keras
 import numpy as np
 
 from keras_bnn import durable
+from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 
 _MANIFEST = "store.json"
+_FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
 # Keys that Keras numbers per session or per object, not part of an architecture.
 _VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
@@ -134,8 +137,9 @@ class SampleStore:
 
     Layout: ``store.json`` (architecture of the model that wrote the store)
     and one ``sample-<index>.npz`` per sample (at least six digits; weights
-    ``w0, w1, ...`` in ``model.weights`` order, plus its metadata as JSON).
-    Other files are ignored.
+    ``w0, w1, ...`` in ``model.weights`` order, its metadata as JSON, and
+    the architecture fingerprint of the model that wrote it). Other files
+    are ignored.
 
     Guarantees (see the README's "Guarantees"):
 
@@ -149,9 +153,13 @@ class SampleStore:
       samples;
     * the first model bound to the store wins (``store.json`` is created
       exclusively); a model of another architecture gets a ValueError;
-    * loading refuses foreign, truncated or corrupt sample files and
-      non-finite weights with a ValueError naming the file (nothing is
-      unpickled).
+    * loading refuses foreign, truncated or corrupt sample files, files
+      written by a model of another architecture (a sample carries its
+      fingerprint), anything but a regular file (a named pipe never blocks
+      a reader), and non-finite weights, with a ValueError naming the file
+      (nothing is unpickled);
+    * :meth:`snapshot` fixes the list of samples, so a reader sees one
+      consistent set while a writer appends.
 
     Iteration loads one sample at a time, so memory does not grow with the
     number of samples.
@@ -175,6 +183,22 @@ class SampleStore:
         os.makedirs(self.path, exist_ok=True)
         durable.remove_stale(self.path)
         self._metadata_cache = {}
+        self._frozen = None
+
+    def snapshot(self):
+        """A read-only view of the samples present now.
+
+        Samples appended later (by this or another process) are not seen by
+        the view, so chain lengths, pooled members and R-hat split points
+        computed from it all refer to the same samples.
+
+        Returns:
+            A :class:`SampleStore` on the same directory whose sample list is
+            fixed.
+        """
+        view = SampleStore(self.path)
+        view._frozen = tuple(self._files())
+        return view
 
     # -------------------------------------------------------------- manifest
     @property
@@ -268,6 +292,8 @@ class SampleStore:
     # ---------------------------------------------------------------- samples
     def _files(self):
         """``[(file index, path)]`` of the sample files, in index order."""
+        if self._frozen is not None:
+            return list(self._frozen)
         found = []
         for name in os.listdir(self.path):
             match = _SAMPLE.match(name)
@@ -297,6 +323,9 @@ class SampleStore:
             ValueError: if the model's architecture differs from the store's,
                 or its weights are not finite.
         """
+        if self._frozen is not None:
+            raise ValueError(f"SampleStore {self.path!r}: a snapshot is read-only; append "
+                             "to the store itself.")
         self.check_model(model)
         metadata = dict(metadata, time=time.time())
         try:
@@ -307,6 +336,7 @@ class SampleStore:
         arrays = {f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())}
         _check_finite(arrays, f"the weights of model {model.name!r}")
         arrays["metadata"] = np.array(text)
+        arrays[_FINGERPRINT] = np.array(self.architecture["fingerprint"])
         files = self._files()
         start = files[-1][0] + 1 if files else 0
         path = durable.create_first_free(
@@ -318,12 +348,14 @@ class SampleStore:
     def _read(self, path, weights=True):
         """(weights or None, metadata) of one sample file, checked."""
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with _open_regular(path) as handle, np.load(handle, allow_pickle=False) as data:
                 names = set(data.files)
-                count = len(names) - 1
+                fingerprint = str(data[_FINGERPRINT]) if _FINGERPRINT in names else None
+                count = len(names - {_FINGERPRINT}) - 1
                 expected = {"metadata", *(f"w{i}" for i in range(count))}
-                if names != expected:
-                    raise ValueError(f"unexpected entries {sorted(names ^ expected)}")
+                if names - {_FINGERPRINT} != expected:
+                    raise ValueError("unexpected entries "
+                                     f"{sorted((names - {_FINGERPRINT}) ^ expected)}")
                 metadata = json.loads(str(data["metadata"]))
                 if not isinstance(metadata, dict):
                     raise ValueError("metadata is not a JSON object")
@@ -335,9 +367,14 @@ class SampleStore:
                       "never loaded") if "pickle" in str(error) else error
             raise ValueError(f"SampleStore {self.path!r}: sample file {path} is corrupt, "
                              f"truncated or not a sample ({reason}).") from None
+        stored = self.architecture
+        # Samples written before fingerprints were stored carry none.
+        if stored is not None and fingerprint not in (None, stored["fingerprint"]):
+            raise ValueError(f"SampleStore {self.path!r}: sample file {path} was written by a "
+                             "model of another architecture than the store's (its fingerprint "
+                             "differs); it was copied from another store.")
         if arrays is None:
             return None, metadata
-        stored = self.architecture
         shapes = [[list(a.shape), str(a.dtype)] for a in arrays.values()]
         if stored is not None and shapes != stored["weights"]:
             raise ValueError(f"SampleStore {self.path!r}: sample file {path} does not match "
@@ -393,6 +430,24 @@ class SampleStore:
 
     def __repr__(self):
         return f"SampleStore({self.path!r}, samples={len(self)})"
+
+
+def _open_regular(path):
+    """Opens ``path`` for reading if it is a regular file, without blocking.
+
+    ``O_NONBLOCK`` makes opening a named pipe return at once instead of
+    waiting for a writer; a non-regular file is then refused.
+
+    Raises:
+        ValueError: if ``path`` is not a regular file (pipe, device, socket,
+            directory).
+        OSError: if it cannot be opened.
+    """
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise ValueError("it is not a regular file")
+    return os.fdopen(handle, "rb")
 
 
 def _check_finite(arrays, what):

@@ -63,6 +63,14 @@ def _as_float(value):
         return float("nan")
 
 
+def _float_that(value, name, owner, holds, requirement):
+    """``float(value)`` if ``holds(float(value))``, else the common ValueError."""
+    number = _as_float(value)
+    if not holds(number):
+        raise argument_error(name, requirement, value, owner)
+    return number
+
+
 def check_positive(value, name, owner=None):
     """Returns ``float(value)`` for a number that is positive and finite in float32.
 
@@ -75,15 +83,14 @@ def check_positive(value, name, owner=None):
             function it belongs to (the common signature above).
 
     Returns:
-        float.
+        float in [float32.tiny, float32.max].
 
     Raises:
         ValueError: naming ``name`` for a non-number, 0, a negative, NaN,
             inf, or a value outside float32's normal range.
     """
-    number = _as_float(value)
-    if not (number > 0.0 and math.isfinite(number)):
-        raise argument_error(name, "be a positive finite number", value, owner)
+    number = _float_that(value, name, owner, lambda x: x > 0.0 and math.isfinite(x),
+                         "be a positive finite number")
     if not _TINY <= number <= _MAX:
         raise argument_error(
             name, f"lie in float32's normal range [{_TINY:.3g}, {_MAX:.3g}] (it is used in "
@@ -95,39 +102,33 @@ def check_finite(value, name, owner=None):
     """Returns ``float(value)`` for a number that is finite in float32 (``|value| <= float32.max``).
 
     Args:
-        value, name, owner: the number, its argument's name and the class or
-            function it belongs to (the common signature above).
+        value, name, owner: as in the common signature above.
 
     Returns:
-        float.
+        float with ``|value| <= float32.max``.
 
     Raises:
         ValueError: naming ``name`` for a non-number, NaN, inf, or a value
             beyond float32's range.
     """
-    number = _as_float(value)
-    if not (math.isfinite(number) and abs(number) <= _MAX):
-        raise argument_error(name, "be a finite number (in float32's range)", value, owner)
-    return number
+    return _float_that(value, name, owner, lambda x: math.isfinite(x) and abs(x) <= _MAX,
+                       "be a finite number (in float32's range)")
 
 
 def check_fraction(value, name, owner=None):
-    """Returns ``float(value)`` for a number in the open interval (0, 1).
+    """Returns ``float(value)`` for a number in the open interval (0, 1): a
+    decay rate or probability that must be neither 0 nor 1.
 
     Args:
-        value, name, owner: the number, its argument's name and the class or
-            function it belongs to (the common signature above).
+        value, name, owner: as in the common signature above.
 
     Returns:
-        float.
+        float in (0, 1).
 
     Raises:
         ValueError: naming ``name`` for a non-number or a value outside (0, 1).
     """
-    number = _as_float(value)
-    if not 0.0 < number < 1.0:
-        raise argument_error(name, "be a number in (0, 1)", value, owner)
-    return number
+    return _float_that(value, name, owner, lambda x: 0.0 < x < 1.0, "be a number in (0, 1)")
 
 
 def check_choice(value, name, allowed, owner=None):
@@ -153,6 +154,16 @@ def check_choice(value, name, allowed, owner=None):
     return value
 
 
+def _as_int(value):
+    """``operator.index(value)`` for a Python or NumPy integer (not a bool), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def check_int(value, name, minimum=None, maximum=None, owner=None):
     """Returns ``int(value)`` for an integer (Python or NumPy) in [minimum, maximum].
 
@@ -168,10 +179,7 @@ def check_int(value, name, minimum=None, maximum=None, owner=None):
     Raises:
         ValueError: naming ``name`` and the allowed range otherwise.
     """
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
+    number = _as_int(value)
     if (number is None or (minimum is not None and number < minimum)
             or (maximum is not None and number > maximum)):
         if maximum is None:
@@ -179,6 +187,32 @@ def check_int(value, name, minimum=None, maximum=None, owner=None):
         else:
             bound = f" <= {maximum}" if minimum is None else f" in [{minimum}, {maximum}]"
         raise argument_error(name, f"be an int{bound}", value, owner)
+    return number
+
+
+def check_positive_int(value, name, owner=None):
+    """Returns ``int(value)`` for a count n >= 1 (``train_size``, ``num_steps``).
+
+    The requirement is ``value ∈ {1, 2, 3, ...}``: a Python or NumPy
+    integer, or a float with an integral value (``60000.0``: counts come back
+    as floats from JSON and from the samplers' saved configs). A fractional
+    count (``1.5``), NaN, inf, a bool, a string or None is refused; nothing
+    is rounded.
+
+    Args:
+        value, name, owner: as in the common signature above.
+
+    Returns:
+        int >= 1.
+
+    Raises:
+        ValueError: naming ``name`` and saying it must be "an integer >= 1".
+    """
+    number = _as_int(value)
+    if number is None and isinstance(value, (float, np.floating)) and float(value).is_integer():
+        number = int(value)
+    if number is None or number < 1:
+        raise argument_error(name, "be an integer >= 1", value, owner)
     return number
 
 

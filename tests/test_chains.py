@@ -12,7 +12,7 @@ import pytest
 import keras_bnn as kb
 from keras_bnn import cli
 from keras_bnn import diagnostics
-from keras_bnn import experiment
+from keras_bnn import runs
 
 SMALL = ["--num-train", "200", "--num-test", "60", "--batch-size", "50", "--epochs", "6",
          "--burn-in-epochs", "1", "--verbose", "0"]
@@ -27,9 +27,9 @@ def _run(argv, capsys):
 @pytest.fixture(scope="module")
 def three_chains(tmp_path_factory):
     run_dir = str(tmp_path_factory.mktemp("chains") / "run")
-    config = experiment.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=6,
-                                  burn_in_epochs=1, sampler="sghmc", output_dir=run_dir)
-    experiment.run_chains(config, 3, verbose=0)
+    config = runs.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=6,
+                            burn_in_epochs=1, sampler="sghmc", output_dir=run_dir)
+    runs.run_chains(config, 3, verbose=0)
     return run_dir
 
 
@@ -75,7 +75,7 @@ def test_pooled_ensemble_holds_every_chain_in_order(three_chains):
 
 def test_evaluate_reads_each_sample_once_and_matches_the_store_diagnostics(
         three_chains, tmp_path, monkeypatch):
-    """experiment.evaluate takes predictions and weight-space R-hat from one
+    """runs.evaluate takes predictions and weight-space R-hat from one
     PosteriorEnsemble: 15 samples, 15 reads; the weight R-hat equals the one
     computed from the stores directly (same draws, so exactly equal)."""
     stores = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
@@ -91,7 +91,7 @@ def test_evaluate_reads_each_sample_once_and_matches_the_store_diagnostics(
         return real_read(store, path, weights=weights)
 
     monkeypatch.setattr(kb.SampleStore, "_read", counting_read)
-    result = experiment.evaluate(run_dir)
+    result = runs.evaluate(run_dir)
     weight_reads = [path for path, weights in reads if weights]
     assert len(weight_reads) == len(set(weight_reads)) == result["num_samples"] == 15
     assert result["rhat"]["weight"] == reference
@@ -115,7 +115,7 @@ def test_to_inference_data_has_weights_and_predictions(three_chains):
 
 def test_chains_of_different_architectures_are_refused(tmp_path, capsys, three_chains):
     other = str(tmp_path / "other")
-    experiment.run_chains(experiment.RunConfig(
+    runs.run_chains(runs.RunConfig(
         num_train=200, num_test=60, batch_size=50, epochs=2, burn_in_epochs=1,
         sampler="sgld", model_args={"hidden": [8]}, output_dir=other), 1, verbose=0)
     mixed = [os.path.join(three_chains, "chain-0"), os.path.join(other, "chain-0")]
@@ -137,7 +137,7 @@ def test_bad_chain_counts_are_named(tmp_path, capsys):
                          str(tmp_path / "run")], capsys)
     assert code == 2 and "`chains` must be an int >= 1" in err
     with pytest.raises(ValueError, match="chains"):
-        experiment.run_chains(experiment.RunConfig(output_dir=str(tmp_path / "x")), -1)
+        runs.run_chains(runs.RunConfig(output_dir=str(tmp_path / "x")), -1)
 
 
 # ------------------------------------------------------------ known answers
@@ -201,22 +201,22 @@ def test_chains_in_parallel_processes_are_the_sequential_chains(tmp_path, three_
     initialisation and noise) is O(0.1) away, so "same chain" is decided by
     a factor 10 between the two distances.
     """
-    config = experiment.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=6,
-                                  burn_in_epochs=1, sampler="sghmc",
-                                  output_dir=str(tmp_path / "parallel"))
-    runs = experiment.run_chains(config, 2, processes=2)
-    assert [len(store) for store, _ in runs] == [5, 5]
-    assert len(runs[1][1]["loss"]) == 6
+    config = runs.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=6,
+                            burn_in_epochs=1, sampler="sghmc",
+                            output_dir=str(tmp_path / "parallel"))
+    parallel = runs.run_chains(config, 2, processes=2)
+    assert [len(store) for store, _ in parallel] == [5, 5]
+    assert len(parallel[1][1]["loss"]) == 6
 
     def distance(a, b):
         return max(float(np.max(np.abs(x - y))) for x, y in zip(a[-1].weights, b[-1].weights))
 
     sequential = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
                   for k in range(2)]
-    for k, (store, _) in enumerate(runs):
+    for k, (store, _) in enumerate(parallel):
         assert distance(store, sequential[k]) < 0.1 * distance(store, sequential[1 - k])
     with pytest.raises(ValueError, match="processes"):
-        experiment.run_chains(config, 2, processes=0)
+        runs.run_chains(config, 2, processes=0)
 
 
 def test_train_does_not_depend_on_the_global_seed_left_by_earlier_runs(tmp_path):
@@ -227,10 +227,10 @@ def test_train_does_not_depend_on_the_global_seed_left_by_earlier_runs(tmp_path)
     final_weights = []
     for leftover in (123, 456):
         keras.utils.set_random_seed(leftover)
-        config = experiment.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=2,
-                                      burn_in_epochs=1, sampler="sgd",
-                                      output_dir=str(tmp_path / f"run-{leftover}"))
-        store, _ = experiment.train(config, verbose=0)
+        config = runs.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=2,
+                                burn_in_epochs=1, sampler="sgd",
+                                output_dir=str(tmp_path / f"run-{leftover}"))
+        store, _ = runs.train(config, verbose=0)
         final_weights.append(store[-1].weights)
     for a, b in zip(*final_weights):
         np.testing.assert_array_equal(a, b)
@@ -242,10 +242,10 @@ def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
     train writes (the CLI prints them without re-reading the JSON); the
     kinetic rows follow Sampler.has_momentum (SGLD and the SGD baseline have
     no momentum), and the result still unpacks as (store, history)."""
-    config = experiment.RunConfig(num_train=100, num_test=20, batch_size=50, epochs=2,
-                                  burn_in_epochs=1, sampler=sampler,
-                                  output_dir=str(tmp_path / "run"))
-    result = experiment.train(config, verbose=0)
+    config = runs.RunConfig(num_train=100, num_test=20, batch_size=50, epochs=2,
+                            burn_in_epochs=1, sampler=sampler,
+                            output_dir=str(tmp_path / "run"))
+    result = runs.train(config, verbose=0)
     store, history = result
     assert store is result.store and history is result.history and len(store) == 1
     for name, rows in (("kinetic_temperatures", result.kinetic_temperatures),

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import keras_bnn as kb
-from keras_bnn import cli, experiment
+from keras_bnn import cli, runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(kb.__file__)))
 
@@ -106,14 +106,14 @@ def test_bad_flags_exit_2_with_one_line(tmp_path, capsys, flags, reason):
 
 def _fake_run(tmp_path):
     """A run directory with a config and 2 samples of its model (no training)."""
-    config = experiment.RunConfig(output_dir=str(tmp_path / "run"), epochs=3,
-                                  burn_in_epochs=1, num_train=100, num_test=50,
-                                  batch_size=50).validate()
+    config = runs.RunConfig(output_dir=str(tmp_path / "run"), epochs=3,
+                            burn_in_epochs=1, num_train=100, num_test=50,
+                            batch_size=50).validate()
     os.makedirs(config.output_dir)
     with open(os.path.join(config.output_dir, "config.json"), "w") as handle:
         json.dump(vars(config), handle)
-    _, _, info = experiment.load_data(config)
-    model = experiment.build_model(config, info)
+    _, _, info = runs.load_data(config)
+    model = runs.build_model(config, info)
     store = kb.SampleStore(os.path.join(config.output_dir, "samples"))
     store.append(model, step=1)
     store.append(model, step=2)
@@ -185,10 +185,10 @@ _VALUES = st.one_of(
 def stubbed_runs(monkeypatch):
     """Replaces the long-running commands by stubs that only validate."""
     calls = []
-    monkeypatch.setattr(experiment, "train",
+    monkeypatch.setattr(runs, "train",
                         lambda config, verbose=1, resume=False: calls.append(config) or
                         (_ for _ in ()).throw(ValueError("stub: validated")))
-    monkeypatch.setattr(experiment, "sweep_temperature",
+    monkeypatch.setattr(runs, "sweep_temperature",
                         lambda config, temperatures, verbose=0: calls.append(config) or [])
     return calls
 

@@ -164,6 +164,31 @@ def test_from_store_thins_evenly_and_checks_the_model(sampled_run):
         kb.PosteriorEnsemble.from_store(store, model=tiny_member())
 
 
+def test_a_fresh_process_rebuilds_and_reloads_after_a_lazy_import(sampled_run, tmp_path):
+    """``import keras_bnn`` imports nothing; the store still rebuilds its model
+    (every keras_bnn class its config names gets registered) and a saved
+    ensemble loads once ``kb.PosteriorEnsemble`` has been used."""
+    import os
+    import subprocess
+    import sys
+
+    store, _, _ = sampled_run
+    root = os.path.dirname(os.path.dirname(os.path.abspath(kb.__file__)))
+    code = (
+        "import sys, keras, keras_bnn as kb\n"
+        "lazy = 'keras_bnn.models' not in sys.modules\n"
+        f"ensemble = kb.PosteriorEnsemble.from_store({str(store.path)!r})\n"
+        f"ensemble.save({str(tmp_path / 'e.keras')!r})\n"
+        f"loaded = keras.saving.load_model({str(tmp_path / 'e.keras')!r})\n"
+        "print('RESULT', lazy, type(loaded).__name__, loaded.num_members)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("RESULT ")[-1].split() == ["True", "PosteriorEnsemble", "5"]
+
+
 def test_from_store_refuses_an_empty_store(tmp_path):
     with pytest.raises(ValueError, match="holds no samples"):
         kb.PosteriorEnsemble.from_store(kb.SampleStore(tmp_path / "empty"))
@@ -199,6 +224,32 @@ def test_gaussian_head_gives_the_mixture_mean_and_total_variance():
         rtol=1e-5, atol=1e-5,
     )
     np.testing.assert_allclose(ensemble.predict_members(x), outputs, rtol=1e-5, atol=1e-5)
+
+
+def _bernoulli_member():
+    keras.utils.set_random_seed(0)
+    inputs_ = keras.Input((3,))
+    return keras.Model(inputs_, keras.layers.Dense(1)(inputs_))
+
+
+@pytest.mark.parametrize("loop", MEMBER_LOOPS)
+@pytest.mark.parametrize("likelihood, make, units", [
+    ("categorical", tiny_member, 3), ("bernoulli", _bernoulli_member, 1),
+    ("gaussian", _gaussian_member, 4)])
+def test_an_empty_batch_gives_empty_outputs_of_the_right_shape(loop, likelihood, make, units):
+    """An array of 0 examples is an empty prediction (Keras' predict loop
+    alone raises UnboundLocalError on it)."""
+    model = make()
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 3), likelihood=likelihood,
+                                    member_loop=loop)
+    empty = np.zeros((0, model.inputs[0].shape[-1]), "float32")
+    assert ensemble.predict(empty, verbose=0).shape == (0, units)
+    assert ensemble.predict_members(empty).shape == (3, 0, units)
+    summary = ensemble.predict_uncertainty(empty)
+    full = ensemble.predict_uncertainty(np.ones((2, *empty.shape[1:]), "float32"))
+    assert set(summary) == set(full)
+    for name, value in summary.items():
+        assert isinstance(value, np.ndarray) and value.shape == (0, *full[name].shape[1:]), name
 
 
 def test_save_and_load_round_trip(tmp_path):

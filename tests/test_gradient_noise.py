@@ -41,7 +41,7 @@ def test_noise_estimate_matches_injected_variance():
     _, theta = run_chains(sampler, rng.normal(size=dim).astype(np.float32),
                           _noisy_gradient(sigma, 11), steps=3000, burn_in=3000)
     expected = 0.5 * (sigma**2 * (2 + 2 * h + h**2) + temperature * (2 * h + h**2))
-    estimate = sampler._gradient_noise[0].numpy()
+    estimate = sampler.slots("gradient_noise")[0].numpy()
     # V̂ is an average of ~(1+ρ)/(1-ρ) = 199 terms ½(Δ)², each ~ V·χ²₁
     # (relative sd sqrt(2)): relative sd sqrt(2/199) per coordinate, over
     # `dim` independent coordinates.
@@ -58,7 +58,7 @@ def test_noise_ratio_is_the_share_of_the_injected_variance(name):
     sampler = getattr(samplers, name)(step_size=h, seed=1)
     sampler.configure(train_size=1, temperature=temperature)
     run_chains(sampler, np.zeros(500, np.float32), _noisy_gradient(sigma, 5), steps=400)
-    v_hat = sampler._gradient_noise[0].numpy()
+    v_hat = sampler.slots("gradient_noise")[0].numpy()
     if name == "SGHMC":  # h²V over the injected 2γhTM
         expected = h**2 * v_hat.mean() / (2 * sampler.friction * h * temperature * sampler.mass)
     else:  # b̂/D with b̂ = h·V̂/(2Tm)
@@ -115,7 +115,7 @@ def test_sghmc_kinetic_temperature_in_chi2_band(integrator, h_gamma):
     run_chains(sampler, start, lambda theta, step: theta, steps=600)
     lo, hi = diagnostics.temperature_band(d, temperature, 0.99)
     assert lo < float(sampler.kinetic_temperature()) < hi
-    stored = float(np.mean(sampler._momenta[0].numpy() ** 2))
+    stored = float(np.mean(sampler.slots("momentum")[0].numpy() ** 2))
     if integrator == "symplectic_euler":
         assert stored > hi  # what the old report read
 
@@ -153,7 +153,7 @@ def test_thermostat_mass_leaves_theta_marginal_unchanged(thermostat_mass):
     sampler.configure(train_size=1, temperature=temperature)
     start = np.sqrt(temperature) * np.random.default_rng(3).normal(size=chains).astype(np.float32)
     def record(theta, step):
-        return tf.stack([theta, sampler._thermostats[0].value], axis=-1)
+        return tf.stack([theta, sampler.slots("thermostat")[0].value], axis=-1)
 
     out, _ = run_chains(sampler, start, _noisy_gradient(0.5, 9), steps=24_000,
                         burn_in=4_000, thin=10, record=record)

@@ -154,15 +154,15 @@ def test_gaussian_metrics_nll_rmse_and_coverage():
 
 
 def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
-    config = experiment.RunConfig(dataset="diabetes", sampler="atmc", epochs=6,
-                                  burn_in_epochs=2, batch_size=64,
-                                  model_args={"hidden": [16]},
-                                  output_dir=str(tmp_path / "run"))
-    store, _ = experiment.train(config, verbose=0)
+    config = runs.RunConfig(dataset="diabetes", sampler="atmc", epochs=6,
+                            burn_in_epochs=2, batch_size=64,
+                            model_args={"hidden": [16]},
+                            output_dir=str(tmp_path / "run"))
+    store, _ = runs.train(config, verbose=0)
     assert len(store) == 4 and store.likelihood() == "gaussian"
-    result = experiment.evaluate(config.output_dir)
+    result = runs.evaluate(config.output_dir)
     assert result["likelihood"] == "gaussian"
     ensemble = result["ensemble"]
     # Targets are standardised: an RMSE above 1.2 or a 90 % coverage outside
@@ -170,7 +170,7 @@ def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
     # the diabetes data reaches RMSE ≈ 0.7).
     assert ensemble["rmse"] < 1.2 and 0.5 <= ensemble["coverage_0.9"] <= 1.0
     assert np.isfinite(ensemble["nll"])
-    path = experiment.export(config.output_dir, str(tmp_path / "saved" / "diabetes"))
+    path = runs.export(config.output_dir, str(tmp_path / "saved" / "diabetes"))
     x = kb.data.bundled_arrays("diabetes")[1][0][:5]
     served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(x))
     local = kb.PosteriorEnsemble.from_store(store).predictive_summary(x)
@@ -181,21 +181,21 @@ def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
 
 
 def test_breast_cancer_bernoulli_run_trains_evaluates_and_exports(tmp_path):
-    from keras_bnn import experiment
+    from keras_bnn import runs
 
-    config = experiment.RunConfig(dataset="breast_cancer", sampler="atmc", epochs=4,
-                                  batch_size=100, model_args={"hidden": [8]},
-                                  output_dir=str(tmp_path / "run"))
-    store, _ = experiment.train(config, verbose=0)
+    config = runs.RunConfig(dataset="breast_cancer", sampler="atmc", epochs=4,
+                            batch_size=100, model_args={"hidden": [8]},
+                            output_dir=str(tmp_path / "run"))
+    store, _ = runs.train(config, verbose=0)
     ensemble = kb.PosteriorEnsemble.from_store(store)
     assert ensemble.likelihood == "bernoulli"
-    result = experiment.evaluate(config.output_dir)
+    result = runs.evaluate(config.output_dir)
     assert result["likelihood"] == "bernoulli"
     # Logistic-regression-like data: 4 epochs already separate it well above
     # the 0.63 of always predicting the majority class.
     assert result["ensemble"]["accuracy"] > 0.8
     assert 0.0 <= result["ensemble"]["brier"] <= 1.0
-    path = experiment.export(config.output_dir, str(tmp_path / "saved" / "bc"))
+    path = runs.export(config.output_dir, str(tmp_path / "saved" / "bc"))
     x = kb.data.bundled_arrays("breast_cancer")[1][0][:7]
     served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(x))
     assert served["probabilities"].shape == (7, 1)

@@ -18,6 +18,10 @@ BUILDERS = {
         lambda: models.mlp((6, 5), 3, hidden=(8, 8)),
         RNG.normal(size=(4, 6, 5)).astype("float32"),
     ),
+    "cnn": (
+        lambda: models.cnn((28, 28, 1), 10, filters=(4, 8), dense=16),
+        RNG.normal(size=(4, 28, 28, 1)).astype("float32"),
+    ),
     "cnn_lstm": (
         lambda: models.cnn_lstm(
             50, sequence_length=20, embedding_dim=8, filters=4, lstm_units=5
@@ -128,6 +132,8 @@ def test_resnet_pp_structure():
         (lambda: models.resnet20_frn((32, 32, 3), 10, width=-4), "width"),
         (lambda: models.mlp((3,), 2, hidden=(4, 0)), r"hidden\[1\]"),
         (lambda: models.cnn_lstm(0), "vocab_size"),
+        (lambda: models.cnn((28, 28, 1), 10, filters=(8, 0)), r"filters\[1\]"),
+        (lambda: models.cnn((784,), 10), "input_shape"),
         (lambda: models.mlp((3,), 2, kernel_prior="flat"), "kernel_prior"),
         (lambda: models.resnet_pp((32, 32, 3), 10, scale_prior="nope"), "scale_prior"),
     ],
@@ -150,3 +156,24 @@ def test_builder_prior_arguments_reach_every_layer():
     assert len(kernels) == len(biases) == 19 + 2 + 1  # 19 convs, 2 projections, 1 dense
     assert {(type(v.regularizer), v.regularizer.stddev) for v in kernels} == {(priors.Normal, 2.0)}
     assert {(type(v.regularizer), v.regularizer.scale) for v in biases} == {(priors.Laplace, 0.5)}
+
+
+@pytest.mark.parametrize("order", ["keras_bnn first", "keras first"])
+def test_a_saved_model_loads_in_a_fresh_process_after_import_keras_bnn(order, tmp_path):
+    """``import keras_bnn`` imports no Keras (the CLI answers without
+    TensorFlow), yet the package's classes must be registered by the time
+    ``keras.saving.load_model`` runs, whichever is imported first."""
+    import subprocess
+    import sys
+
+    model = models.mlp((4,), 3, hidden=(5,))
+    model.compile(loss="mse", train_size=10)
+    model.save(tmp_path / "model.keras")
+    imports = "import keras_bnn, keras" if order == "keras_bnn first" else \
+        "import keras, keras_bnn"
+    code = (f"{imports}; m = keras.saving.load_model({str(tmp_path / 'model.keras')!r}); "
+            "print(type(m).__name__, len(m.losses))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["BayesianModel", "4"]

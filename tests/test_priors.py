@@ -281,3 +281,14 @@ def test_glorot_normal_log_prob_and_samples_use_fan_in_plus_fan_out():
     assert isinstance(priors.get("glorot_normal"), priors.GlorotNormal)
     with pytest.raises(ValueError, match="GlorotNormal"):
         priors.GlorotNormal(scale=0.0)
+
+
+@pytest.mark.parametrize("name", ["normal", "he_normal", "glorot_normal", "laplace", "student_t",
+                                  "group_laplace", "unit_norm_direction"])
+def test_serialized_priors_record_the_public_module(name):
+    """Stores hash the serialized priors into their architecture fingerprint:
+    the classes live in submodules but must keep reporting
+    ``keras_bnn.priors`` so that stores written before the split still match."""
+    config = priors.serialize(priors.get(name))
+    assert config["module"] == "keras_bnn.priors"
+    assert type(priors.get(config)) is type(priors.get(name))

@@ -11,6 +11,7 @@ import scipy.stats
 import tensorflow as tf
 
 from keras_bnn import samplers, schedules
+from keras_bnn.samplers import integrators
 from sampler_harness import total_ess
 
 ALL = [samplers.SGLD, samplers.SGHMC, samplers.SGNHT, samplers.ATMC]
@@ -237,7 +238,7 @@ def test_serialize_round_trip(sampler):
     assert restored.get_config() == sampler.get_config()
     assert samplers.get(config).get_config() == sampler.get_config()
     for step in [0, 29, 30, 80, 129, 1000]:
-        assert float(restored._learning_rate(step)) == float(sampler._learning_rate(step))
+        assert float(restored.schedule(step)) == float(sampler.schedule(step))
 
 
 def test_serialize_keeps_the_current_temperature_and_schedule_type():
@@ -246,8 +247,8 @@ def test_serialize_keeps_the_current_temperature_and_schedule_type():
     sampler.set_temperature(0.2)
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(sampler))
     assert restored.temperature == pytest.approx(0.2)
-    assert isinstance(restored._learning_rate, schedules.CyclicalCosine)
-    assert restored._learning_rate.get_config() == CYCLICAL.get_config()
+    assert isinstance(restored.schedule, schedules.CyclicalCosine)
+    assert restored.schedule.get_config() == CYCLICAL.get_config()
 
 
 # --------------------------------------------------------------------------
@@ -353,7 +354,8 @@ def test_noise_does_not_wait_for_the_gradients(cls):
 def test_rmsprop_preconditioners_follow_their_equations():
     """Two steps at T ≈ 0 (noise scale ~1e-10, below float32 resolution of θ):
     pSGLD: v₁ = G₁² (the average starts at its first value), v₂ = ρv₁+(1-ρ)G₂²,
-    Δθ = -h·G/(ε+√v). SGHMC: M = √(mean G²)+ε, momentum rescaled by √(M₂/M₁)."""
+    Δθ = -h·G/(ε+√v). SGHMC layer-wise: M = √(mean G²)+ε, momentum rescaled
+    by √(M₂/M₁)."""
     n, h, rho, eps = 10, 1e-2, 0.9, 1e-6
     g1 = np.array([0.3, -2.0, 0.05], np.float32)  # mean-form gradients; G = n·g
     g2 = np.array([-0.1, 1.0, 0.2], np.float32)
@@ -371,20 +373,21 @@ def test_rmsprop_preconditioners_follow_their_equations():
     expected = expected - h * G2 / (eps + np.sqrt(v2))
     np.testing.assert_allclose(theta.numpy(), expected, rtol=1e-5)
 
-    sghmc = samplers.SGHMC(h, friction=10.0, preconditioner="rmsprop", rho=rho, epsilon=eps,
-                           train_size=n, temperature=1e-20)
+    sghmc = samplers.SGHMC(h, friction=10.0, preconditioner="rmsprop_layerwise", rho=rho,
+                           epsilon=eps, train_size=n, temperature=1e-20)
     (theta,) = _build(sghmc, np.zeros(3))
     sghmc.apply([tf.constant(g1)], [theta])
     v1 = np.mean(G1**2)
     mass1 = np.sqrt(v1) + eps
     m1 = -h * G1  # from m = 0
-    np.testing.assert_allclose(float(sghmc._masses[0].numpy()), mass1, rtol=1e-6)
+    state = sghmc.state(theta)
+    np.testing.assert_allclose(float(state["mass"].numpy()), mass1, rtol=1e-6)
     np.testing.assert_allclose(theta.numpy(), h * m1 / mass1, rtol=1e-5)
     sghmc.apply([tf.constant(g2)], [theta])
     mass2 = np.sqrt(rho * v1 + (1 - rho) * np.mean(G2**2)) + eps
     m2 = (1 - h * 10.0) * np.sqrt(mass2 / mass1) * m1 - h * G2
-    np.testing.assert_allclose(float(sghmc._masses[0].numpy()), mass2, rtol=1e-5)
-    np.testing.assert_allclose(sghmc._momenta[0].numpy(), m2, rtol=1e-5)
+    np.testing.assert_allclose(float(state["mass"].numpy()), mass2, rtol=1e-5)
+    np.testing.assert_allclose(state["momentum"].numpy(), m2, rtol=1e-5)
     np.testing.assert_allclose(theta.numpy(), h * m1 / mass1 + h * m2 / mass2, rtol=1e-5)
 
 
@@ -467,8 +470,6 @@ def test_kinetic_and_configurational_temperatures(cls):
 
 @pytest.mark.parametrize("positive", [False, True])
 def test_ou_coefficients_match_float64_reference(positive):
-    from keras_bnn.samplers.thermostat import _ou_coefficients
-
     # ATMC: β ≥ D > 0 (β·h must stay a normal float32, i.e. D·h > 1e-38).
     betas = [1e-9, 1e-3, 0.1, 1.0, 2.107, 55.0, 1e4, 1e8]
     if not positive:  # SGNHT's β = D + ξ can be 0, tiny or negative
@@ -477,7 +478,8 @@ def test_ou_coefficients_match_float64_reference(positive):
     beta, h = np.meshgrid(np.array(betas), np.array(hs))
     got = [
         np.asarray(c, np.float64)
-        for c in _ou_coefficients(tf.constant(beta, tf.float32), tf.constant(h, tf.float32), positive)
+        for c in integrators.ornstein_uhlenbeck_coefficients(
+            tf.constant(beta, tf.float32), tf.constant(h, tf.float32), positive)
     ]
     b, t = beta.astype(np.float32).astype(np.float64), h.astype(np.float32).astype(np.float64)
     x = b * t

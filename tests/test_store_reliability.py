@@ -155,6 +155,56 @@ def test_fingerprint_covers_activations(tmp_path):
     assert len(store) == 2
 
 
+def test_a_sample_copied_from_another_architecture_is_refused(tmp_path):
+    """#21 item 8: a tanh network's sample file copied into a relu network's
+    store (same weight shapes) is refused, naming the file."""
+    tanh, relu = kb.SampleStore(tmp_path / "tanh"), kb.SampleStore(tmp_path / "relu")
+    tanh.append(_model("tanh"), step=0)
+    relu.append(_model("relu"), step=0)
+    os.link(tmp_path / "tanh" / "sample-000000.npz", tmp_path / "relu" / "sample-000001.npz")
+    with pytest.raises(ValueError, match="sample-000001.npz was written by a model of another"):
+        kb.PosteriorEnsemble.from_store(relu)
+    with pytest.raises(ValueError, match="sample-000001.npz"):
+        relu.metadata()
+
+
+def test_a_named_pipe_in_a_store_is_refused_without_blocking(tmp_path):
+    """#21 item 11: ``mkfifo samples/sample-000001.npz`` made readers hang.
+    The read runs in a thread: it must end (with an error naming the file)
+    within 30 s, where opening the pipe blocks for ever."""
+    store = kb.SampleStore(tmp_path / "samples")
+    store.append(_model(), step=0)
+    os.mkfifo(tmp_path / "samples" / "sample-000001.npz")
+    outcome = []
+
+    def read():
+        try:
+            list(store)
+        except ValueError as error:
+            outcome.append(str(error))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive(), "reading a store with a named pipe blocked"
+    assert outcome and "sample-000001.npz" in outcome[0] and "not a regular file" in outcome[0]
+
+
+def test_a_snapshot_keeps_its_samples_while_a_writer_appends(tmp_path):
+    """#21 item 5: one snapshot per store, used throughout an evaluation."""
+    store = kb.SampleStore(tmp_path / "samples")
+    model = _model()
+    for step in range(3):
+        store.append(model, step=step)
+    view = store.snapshot()
+    store.append(model, step=3)
+    assert len(view) == 3 and len(store) == 4
+    assert [m["step"] for m in view.metadata()] == [0, 1, 2]
+    assert [s.metadata["step"] for s in view] == [0, 1, 2]
+    with pytest.raises(ValueError, match="snapshot is read-only"):
+        view.append(model, step=4)
+
+
 def test_altered_model_config_in_store_json_is_detected(tmp_path):
     store = kb.SampleStore(tmp_path / "samples")
     store.append(_model("tanh"))

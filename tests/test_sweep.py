@@ -1,4 +1,4 @@
-"""keras_bnn.experiment.sweep and `keras-bnn sweep`: prior-scale and
+"""keras_bnn.runs.sweep and `keras-bnn sweep`: prior-scale and
 temperature sweeps on in-memory arrays and on bundled datasets."""
 
 import csv
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from keras_bnn import cli, data, experiment
+from keras_bnn import cli, data, runs
 
 TINY = dict(epochs=2, burn_in_epochs=1, batch_size=50, model_args={"hidden": [8]})
 
@@ -19,16 +19,16 @@ def _arrays(n=200):
 
 def test_sweep_over_prior_scale_runs_on_arrays(tmp_path):
     x, y = _arrays()
-    config = experiment.RunConfig(output_dir=str(tmp_path / "sweep"), **TINY)
-    rows = experiment.sweep("prior_scale", [0.5, 2.0], x=x, y=y, config=config,
-                            seeds=(0, 1), validation_split=0.25)
+    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), **TINY)
+    rows = runs.sweep("prior_scale", [0.5, 2.0], x=x, y=y, config=config,
+                      seeds=(0, 1), validation_split=0.25)
     assert [(r["prior_scale"], r["seed"]) for r in rows] == [
         (0.5, 0), (0.5, 1), (2.0, 0), (2.0, 1)]
     for row in rows:
         assert 0.0 <= row["ensemble_accuracy"] <= 1.0 and row["ensemble_nll"] > 0
     # The runs saw only the training part: 150 of 200 examples (validation 50).
     run = os.path.join(str(tmp_path / "sweep"), "prior_scale=2", "seed=1")
-    config_json = experiment.load_run(run)[0]
+    config_json = runs.load_run(run)[0]
     assert config_json.prior_scale == 2.0 and config_json.dataset == "arrays"
     # The two scales give different chains (the prior enters the potential).
     assert rows[0]["ensemble_nll"] != rows[2]["ensemble_nll"]
@@ -44,9 +44,9 @@ def test_sweep_over_prior_scale_runs_on_arrays(tmp_path):
     (dict(param="temperature", values=[1], dataset="cifar10"), "needs arrays"),
 ])
 def test_sweep_rejects_bad_arguments(kwargs, match, tmp_path):
-    config = experiment.RunConfig(output_dir=str(tmp_path), **TINY)
+    config = runs.RunConfig(output_dir=str(tmp_path), **TINY)
     with pytest.raises(ValueError, match=match):
-        experiment.sweep(config=config, **kwargs)
+        runs.sweep(config=config, **kwargs)
 
 
 def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
@@ -71,13 +71,13 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
 
 
 def test_run_config_fills_dataset_defaults_only_for_fields_left_unset():
-    digits = experiment.RunConfig(dataset="digits").validate()
+    digits = runs.RunConfig(dataset="digits").validate()
     assert (digits.prior, digits.prior_scale, digits.epochs, digits.burn_in_epochs) == (
         "student_t", 0.4, 150, 100)
     # Another prior does not inherit the digits default's scale.
-    he = experiment.RunConfig(dataset="digits", prior="he_normal").validate()
+    he = runs.RunConfig(dataset="digits", prior="he_normal").validate()
     assert (he.prior, he.prior_scale) == ("he_normal", 1.0)
-    assert experiment.RunConfig(dataset="digits", epochs=60).validate().burn_in_epochs == 40
-    synthetic = experiment.RunConfig(epochs=12).validate()
+    assert runs.RunConfig(dataset="digits", epochs=60).validate().burn_in_epochs == 40
+    synthetic = runs.RunConfig(epochs=12).validate()
     assert (synthetic.prior, synthetic.prior_scale, synthetic.burn_in_epochs) == (
         "he_normal", 1.0, 4)

@@ -108,7 +108,7 @@ def test_logged_temperatures_are_those_of_the_step(name):
     if name == "sgld":
         assert "kinetic_temperature" not in history.history
         return
-    kinetic = sum(float(np.sum(np.square(p.numpy()))) for p in model.sampler._momenta) / d
+    kinetic = sum(float(np.sum(np.square(p.numpy()))) for p in model.sampler.slots("momentum")) / d
     if name == "sghmc":
         kinetic *= 0.25
     assert kinetic > 0

@@ -49,6 +49,14 @@ def _is_int(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def _is_count(value):
+    """An integer >= 1, or a float with an integral value >= 1 (not a bool)."""
+    if _is_int(value):
+        return value >= 1
+    return (isinstance(value, (float, np.floating)) and math.isfinite(value)
+            and float(value).is_integer() and value >= 1)
+
+
 def _assert_wording(error, name, owner):
     """The one message form: "<owner>: `name` must ...; got ...."."""
     prefix = re.escape(f"{owner}: ") if owner else ""
@@ -67,6 +75,7 @@ CHECKS = {
                        lambda v: _real(v) is not None and 0 < _real(v) < 1),
     "check_int": (lambda v, name, owner: validation.check_int(v, name, 1, 10, owner=owner),
                   lambda v: _is_int(v) and 1 <= v <= 10),
+    "check_positive_int": (validation.check_positive_int, lambda v: _is_count(v)),
     "check_seed": (lambda v, name, owner: validation.check_seed(v, name, owner=owner),
                    lambda v: _is_int(v) and 0 <= v <= 2**31 - 1),
     "check_choice": (lambda v, name, owner: validation.check_choice(v, name, (None, "", "euler"),
@@ -93,7 +102,7 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
     # The float checks return float(value), the others the value itself.
     float_checks = ("check_positive", "check_finite", "check_fraction")
     assert result == (float(value) if helper in float_checks else value)
-    if helper in float_checks or helper in ("check_int", "check_seed"):
+    if helper in float_checks or helper in ("check_int", "check_positive_int", "check_seed"):
         assert type(result) is (float if helper in float_checks else int)  # not numpy
 
 
@@ -111,6 +120,10 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
      "`version` must be an int in [1, 10]; got 11."),
     (lambda: validation.check_int(11, "k", maximum=10), "`k` must be an int <= 10; got 11."),
     (lambda: validation.check_int(1.0, "k"), "`k` must be an int; got 1.0."),
+    (lambda: validation.check_positive_int(1.5, "train_size", "BayesianModel.compile"),
+     "BayesianModel.compile: `train_size` must be an integer >= 1; got 1.5."),
+    (lambda: validation.check_positive_int(0, "train_size"),
+     "`train_size` must be an integer >= 1; got 0."),
     (lambda: validation.check_seed(-1, owner="ATMC"),
      "ATMC: `seed` must be an int in [0, 2147483647]; got -1."),
     (lambda: validation.check_seed(1.5, owner="RunConfig"), "RunConfig: `seed` must be an int"),
@@ -119,6 +132,21 @@ def test_messages_name_the_argument_owner_and_allowed_values(call, message):
     with pytest.raises(ValueError) as error:
         call()
     assert str(error.value).startswith(message)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(value=hostile | st.floats(min_value=-5.0, max_value=1e6) | st.integers(-5, 5).map(np.int64)
+       | st.integers(-5, 5).map(np.float64))
+def test_fuzz_check_positive_int_refuses_every_non_count(value):
+    """A count (an integer >= 1, also as the float 2.0 a JSON config gives)
+    comes back as that int; everything else (1.5, 0, -3, True, "3", None,
+    NaN, inf) is refused, naming the argument and saying "an integer >= 1"."""
+    if _is_count(value):
+        result = validation.check_positive_int(value, "train_size")
+        assert type(result) is int and result == value
+        return
+    with pytest.raises(ValueError, match=r"^`train_size` must be an integer >= 1; got "):
+        validation.check_positive_int(value, "train_size")
 
 
 # ------------------------------------------------------ float32 awareness

@@ -8,6 +8,10 @@ import keras
 
 from keras_bnn import nonfinite
 
+#: The widest float dtype (HMC's energies are summed in it): float64 only
+#: with ``jax_enable_x64``.
+WIDE_FLOAT = "float64" if jax.config.jax_enable_x64 else "float32"
+
 
 def stateless_normal(shape, seed, index, step, dtype):
     """Standard normal noise that is a pure function of (seed, index, step).
@@ -60,6 +64,29 @@ def num_replicas():
     return 1
 
 
+def _potential_and_gradients(model, x, y, sample_weight):
+    """``jax.value_and_grad`` of the batch's mean-form potential in the trainable values.
+
+    The returned function maps trainable values to ``((loss, (y_pred,
+    prior_term, non_trainable_values)), gradients)``: a stateless forward
+    pass at those values (the non-trainable ones read now), and
+    :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
+    (1/n)·(-log p(θ))``. The compiled loss may update its own trackers:
+    those updates are dropped.
+    """
+    non_trainable_values = [v.value for v in model.non_trainable_variables]
+    metric_mapping = [(v, v.value) for v in model.metrics_variables]
+
+    def potential(values):
+        y_pred, new_values, losses = model.stateless_call(
+            values, non_trainable_values, x, return_losses=True, training=True)
+        with keras.StatelessScope(state_mapping=metric_mapping):
+            nll, prior_term = model.potential_terms(y, y_pred, sample_weight, losses)
+        return nll + prior_term, (y_pred, prior_term, new_values)
+
+    return jax.value_and_grad(potential, has_aux=True)
+
+
 def value_and_gradients(model, x, y, sample_weight):
     """Forward pass, mean-form potential and its gradients at the current weights.
 
@@ -76,24 +103,43 @@ def value_and_gradients(model, x, y, sample_weight):
     Returns:
         ``(y_pred, loss, prior_term, gradients)`` as on TensorFlow.
     """
-    trainable = model.trainable_variables
-    non_trainable = model.non_trainable_variables
-    non_trainable_values = [v.value for v in non_trainable]
-    # The compiled loss may update its own trackers: those updates are dropped.
-    metric_mapping = [(v, v.value) for v in model.metrics_variables]
-
-    def potential(values):
-        y_pred, new_values, losses = model.stateless_call(
-            values, non_trainable_values, x, return_losses=True, training=True)
-        with keras.StatelessScope(state_mapping=metric_mapping):
-            nll, prior_term = model.potential_terms(y, y_pred, sample_weight, losses)
-        return nll + prior_term, (y_pred, prior_term, new_values)
-
-    (loss, (y_pred, prior_term, new_values)), gradients = jax.value_and_grad(
-        potential, has_aux=True)([v.value for v in trainable])
-    for variable, value in zip(non_trainable, new_values):
+    (loss, (y_pred, prior_term, new_values)), gradients = _potential_and_gradients(
+        model, x, y, sample_weight)([v.value for v in model.trainable_variables])
+    for variable, value in zip(model.non_trainable_variables, new_values):
         variable.assign(value)
     return y_pred, loss, prior_term, gradients
+
+
+def potential_and_gradients(model, values, x, y, sample_weight):
+    """Mean-form potential and its gradients at weights ``values`` (not assigned).
+
+    A pure function of ``values`` (the forward pass's non-trainable updates
+    are dropped), so HMC's leapfrog trajectory can run it inside
+    ``lax.fori_loop``. Under ``keras.distribution`` the batch is one global
+    (sharded) array: the value is already the global batch's.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+        values: arrays, one per ``model.trainable_variables``.
+        x, y, sample_weight: the unpacked batch.
+
+    Returns:
+        ``(loss, gradients, (y_pred, loss, prior_term))`` as on TensorFlow.
+    """
+    (loss, (y_pred, prior_term, _)), gradients = _potential_and_gradients(
+        model, x, y, sample_weight)(list(values))
+    return loss, gradients, (y_pred, loss, prior_term)
+
+
+def assign_replicated(variables, values):
+    """Assigns ``values`` to ``variables``: one global array serves every device.
+
+    Args:
+        variables: Keras variables.
+        values: arrays, one per variable.
+    """
+    for variable, value in zip(variables, values):
+        variable.assign(value)
 
 
 def apply_if_finite(optimizer, loss, gradients, variables):
@@ -150,15 +196,3 @@ def run_train_step(model, step, state, data):
          for v, old in zip(variables, values)]
         for variables, values in zip(groups, state))
     return logs, new_state
-
-
-def _tensorflow_only(name):
-    def unavailable(*args, **kwargs):
-        raise NotImplementedError(
-            f"keras_bnn.backend.{name} (HMC's transition) runs on the TensorFlow "
-            "backend only.")
-    return unavailable
-
-
-potential_and_gradients = _tensorflow_only("potential_and_gradients")
-assign_replicated = _tensorflow_only("assign_replicated")

@@ -8,6 +8,9 @@ import tensorflow as tf
 from keras_bnn import nonfinite
 
 
+#: The widest float dtype (HMC's energies are summed in it).
+WIDE_FLOAT = "float64"
+
 # Trace-time flag: set while `apply_if_finite` traces an update whose
 # gradients it has already found finite (thread-local: traces may run in
 # several threads under tf.distribute).
@@ -231,10 +234,10 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         x, y, sample_weight: the unpacked batch.
 
     Returns:
-        ``(y_pred, local_loss, local_prior, loss, gradients)``: this replica's
-        predictions, its potential (not divided by the replica count), its
-        prior term ``(1/n)·(-log p(θ))``, and the global potential and
-        gradients (identical on every replica).
+        ``(loss, gradients, (y_pred, local_loss, local_prior))``: the global
+        potential and gradients (identical on every replica), and this
+        replica's predictions, potential (not divided by the replica count)
+        and prior term ``(1/n)·(-log p(θ))``.
     """
     with tf.GradientTape() as tape:
         tape.watch(values)
@@ -250,8 +253,8 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         )
     else:
         scaled_sum = scaled
-    return (y_pred, scaled * float(replicas), prior_term * float(replicas), scaled_sum,
-            gradients)
+    return scaled_sum, gradients, (y_pred, scaled * float(replicas),
+                                   prior_term * float(replicas))
 
 
 def assign_replicated(variables, values):

@@ -5,8 +5,9 @@ weight carries a prior; compile with a ``from_logits=True`` loss, e.g.
 """
 
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.models.cnn import cnn
 from keras_bnn.models.cnn_lstm import cnn_lstm
 from keras_bnn.models.mlp import mlp
 from keras_bnn.models.resnet import resnet20_frn, resnet_pp
 
-__all__ = ["BayesianModel", "cnn_lstm", "mlp", "resnet20_frn", "resnet_pp"]
+__all__ = ["BayesianModel", "cnn", "cnn_lstm", "mlp", "resnet20_frn", "resnet_pp"]

@@ -1,5 +1,6 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
+import functools
 import warnings
 
 import keras
@@ -9,7 +10,9 @@ from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn import samplers as samplers_lib
+from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.validation import check_fit_data, check_positive
+
 _TRACKED = (
     "nll",
     "prior",
@@ -152,17 +155,23 @@ class BayesianModel(keras.Model):
         metrics = super().metrics
         trackers = getattr(self, "_sampling_trackers", {})
         wanted = ["nll", "prior"]
-        if self.compiled and self.sampler is not None:
-            wanted.append("step_size")
-            if self.sampler.has_momentum:
-                wanted.append("kinetic_temperature")
-            wanted.append("configurational_temperature")
-            # HMC is exact (full batch, Metropolis test): no gradient noise to report.
-            wanted.append("acceptance_rate" if self.sampler.exact else "gradient_noise_ratio")
+        if self.compiled:
+            wanted += self.transition_kernel.metric_names
         if self.compiled and self._skips_nonfinite_steps():
             wanted.append("nonfinite_steps")
         extra = [trackers[name] for name in wanted if name in trackers]
         return [m for m in metrics if all(m is not t for t in trackers.values())] + extra
+
+    @property
+    def transition_kernel(self):
+        """The :class:`~keras_bnn.samplers.kernel.TransitionKernel` each train step drives.
+
+        The sampler itself, or for the SGD/MAP baseline its optimizer wrapped
+        in :class:`~keras_bnn.samplers.kernel.OptimizerKernel`.
+        """
+        if isinstance(self.optimizer, kernel_lib.TransitionKernel):
+            return self.optimizer
+        return kernel_lib.OptimizerKernel(self.optimizer)
 
     def potential_terms(self, y, y_pred, sample_weight, losses):
         """The two terms of the mean-form potential ``U(θ)/n`` on a batch.
@@ -194,63 +203,44 @@ class BayesianModel(keras.Model):
         return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
 
     def train_step(self, *args):
-        """One sampler (or optimizer) step on a batch, with sampling diagnostics.
+        """One transition of the model's kernel on a batch, with sampling diagnostics.
 
         The same step on every backend (:meth:`_sampling_step`, written with
         ``keras.ops``); ``backend.run_train_step`` adapts it to the backend's
-        trainer (under JAX it runs purely on Keras' state). It computes the
-        mean-form potential and its gradients, applies the sampler under the
-        NaN/Inf policy of :mod:`keras_bnn.nonfinite`, and logs ``loss``,
-        ``nll``, ``prior`` (``-log p(θ)``), ``step_size``,
-        ``kinetic_temperature``, ``configurational_temperature`` and
-        ``gradient_noise_ratio`` (see
-        :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`) as epoch
-        means, plus ``nonfinite_steps`` where non-finite steps are skipped.
+        trainer (under JAX it runs purely on Keras' state). It binds the
+        batch into a :class:`~keras_bnn.samplers.kernel.BatchPotential`,
+        runs :attr:`transition_kernel`'s transition under the NaN/Inf policy of
+        :mod:`keras_bnn.nonfinite`, and logs ``loss``, ``nll``, ``prior``
+        (``-log p(θ)``) and the kernel's diagnostics (its ``metric_names``:
+        for the SG samplers ``step_size``, ``kinetic_temperature``,
+        ``configurational_temperature`` and ``gradient_noise_ratio``, see
+        :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`; for HMC
+        ``step_size``, ``configurational_temperature`` and
+        ``acceptance_rate``) as epoch means, plus ``nonfinite_steps`` where
+        non-finite steps are skipped.
         """
         return backend.run_train_step(self, self._sampling_step, *args)
 
     def _sampling_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        batch = keras.tree.flatten(x)[0].shape[0]
+        potential = kernel_lib.BatchPotential(
+            at_current=functools.partial(backend.value_and_gradients, self, x, y, sample_weight),
+            at=functools.partial(backend.potential_and_gradients, self, x=x, y=y,
+                                 sample_weight=sample_weight),
+            batch_size=None if batch is None else batch * backend.num_replicas())
+        step = self.transition_kernel.transition(potential, self.trainable_variables,
+                                      self._skips_nonfinite_steps())
         trackers = self._sampling_trackers
-        if getattr(self.sampler, "exact", False):  # HMC: one whole Metropolis transition
-            y_pred, loss, prior_term, logs = self.sampler.transition(
-                self, x, y, sample_weight, nonfinite.MARKER)
-            trackers["acceptance_rate"].update_state(logs["acceptance_rate"])
-            if self._skips_nonfinite_steps():  # the NaN/Inf check is compiled away
-                trackers["nonfinite_steps"].update_state(
-                    ops.cast(ops.logical_not(ops.isfinite(loss)), "float32"))
-            return self._log_step(x, y, sample_weight, y_pred, loss, prior_term,
-                                  logs["step_size"])
-        step_size = self.optimizer.learning_rate
-        y_pred, loss, prior_term, gradients = backend.value_and_gradients(
-            self, x, y, sample_weight)
         if self._skips_nonfinite_steps():
-            trackers["nonfinite_steps"].update_state(backend.apply_if_finite(
-                self.optimizer, loss, gradients, self.trainable_variables))
-        else:
-            self.optimizer.apply(gradients, self.trainable_variables)
-        return self._log_step(x, y, sample_weight, y_pred, loss, prior_term, step_size)
-
-    def _log_step(self, x, y, sample_weight, y_pred, loss, prior_term, step_size):
-        """Updates the loss and sampling trackers; returns the step's logs."""
-        trackers = self._sampling_trackers
+            trackers["nonfinite_steps"].update_state(step.skipped)
         batch_size = ops.shape(keras.tree.flatten(x)[0])[0]
-        self._loss_tracker.update_state(loss, sample_weight=batch_size)
-        trackers["nll"].update_state(loss - prior_term, sample_weight=batch_size)
-        trackers["prior"].update_state(prior_term * float(self.train_size))
-        if self.sampler is not None:
-            trackers["step_size"].update_state(step_size)
-            if self.sampler.has_momentum:
-                trackers["kinetic_temperature"].update_state(
-                    self.sampler.kinetic_temperature()
-                )
-            trackers["configurational_temperature"].update_state(
-                self.sampler.configurational_temperature()
-            )
-            if not self.sampler.exact:
-                trackers["gradient_noise_ratio"].update_state(
-                    self.sampler.gradient_noise_ratio())
-        return self._reducible(self.compute_metrics(x, y, y_pred, sample_weight=sample_weight))
+        self._loss_tracker.update_state(step.loss, sample_weight=batch_size)
+        trackers["nll"].update_state(step.loss - step.prior_term, sample_weight=batch_size)
+        trackers["prior"].update_state(step.prior_term * float(self.train_size))
+        for name, value in step.logs.items():
+            trackers[name].update_state(value)
+        return self._reducible(self.compute_metrics(x, y, step.y_pred, sample_weight=sample_weight))
 
     def test_step(self, *args):
         return self._reducible(super().test_step(*args))
@@ -281,10 +271,10 @@ class BayesianModel(keras.Model):
         mode) or at the end of its epoch (XLA and JAX, where the step is
         skipped and counted in ``nonfinite_steps``).
 
-        With a sampler, a :class:`GradientNoiseWarning` is issued (once) when an
-        epoch's ``gradient_noise_ratio`` exceeds
-        :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`. With
-        :class:`keras_bnn.samplers.HMC`, warns when a batch holds fewer than
+        With an SG sampler, a :class:`GradientNoiseWarning` is issued (once)
+        when an epoch's ``gradient_noise_ratio`` exceeds
+        :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`. A full-batch kernel
+        (:class:`keras_bnn.samplers.HMC`) warns when a batch holds fewer than
         ``train_size`` examples (the chain is then not exact).
 
         Raises:
@@ -300,11 +290,10 @@ class BayesianModel(keras.Model):
         callbacks = list(kwargs.get("callbacks") or [])
         if self._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
             callbacks.insert(0, nonfinite.StopOnNonFinite())
-        if getattr(self.sampler, "exact", False):
-            self.sampler.warn_if_minibatch(  # fit(x, y, batch_size, ...)
-                args[0] if args else kwargs.get("x"),
-                args[2] if len(args) > 2 else kwargs.get("batch_size"))
-        elif self.sampler is not None:
+        self.transition_kernel.check_batch_size(  # fit(x, y, batch_size, ...)
+            args[0] if args else kwargs.get("x"),
+            args[2] if len(args) > 2 else kwargs.get("batch_size"))
+        if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT))
         kwargs["callbacks"] = callbacks
         try:

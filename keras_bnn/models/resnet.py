@@ -15,8 +15,14 @@ from keras_bnn.validation import argument_error, check_int
 _STAGES = 3
 
 
-def _blocks_per_stage(depth, layers_per_block, builder):
-    """``k`` in ``depth = layers_per_block · 3 · k + 2``, or a ValueError."""
+def _blocks_per_stage(depth, layers_per_block, num_classes, width, builder):
+    """Checks a builder's sizes; returns ``k`` in ``depth = layers_per_block · 3 · k + 2``.
+
+    Raises:
+        ValueError: naming ``depth``, ``num_classes`` or ``width``.
+    """
+    check_int(num_classes, "num_classes", 1, owner=builder)
+    check_int(width, "width", 1, owner=builder)
     per_depth = layers_per_block * _STAGES
     blocks, remainder = divmod(check_int(depth, "depth", owner=builder) - 2, per_depth)
     if remainder or blocks < 1:
@@ -24,6 +30,15 @@ def _blocks_per_stage(depth, layers_per_block, builder):
         raise argument_error("depth", f"be {per_depth}k+2 with k >= 1 ({examples}, ...)", depth,
                              builder)
     return blocks
+
+
+def _stage_blocks(width, blocks):
+    """(name prefix, filters, strides) of every block: stage s has ``width·2^s``
+    filters and its first block (stages 2 and 3) downsamples with stride 2."""
+    for stage in range(_STAGES):
+        for block in range(blocks):
+            yield (f"stage{stage + 1}_block{block + 1}", width * 2**stage,
+                   2 if stage > 0 and block == 0 else 1)
 
 
 def resnet_pp(
@@ -71,9 +86,7 @@ def resnet_pp(
         ValueError: for a depth that is not 9k+2, a non-positive
             ``num_classes``/``width``, or an unknown prior.
     """
-    blocks = _blocks_per_stage(depth, 3, "resnet_pp")
-    check_int(num_classes, "num_classes", 1, owner="resnet_pp")
-    check_int(width, "width", 1, owner="resnet_pp")
+    blocks = _blocks_per_stage(depth, 3, num_classes, width, "resnet_pp")
     priors = dict(
         direction_prior=direction_prior, scale_prior=scale_prior, bias_prior=bias_prior
     )
@@ -81,17 +94,15 @@ def resnet_pp(
     x = layers.WeightNormConv2D(
         width, 3, padding="same", activation="selu", name="stem", **priors
     )(inputs)
-    for stage in range(_STAGES):
-        bottleneck = width * 2**stage
-        for block in range(blocks):
-            x = layers.ResNetPPBlock(
-                4 * bottleneck,
-                bottleneck_filters=bottleneck,
-                strides=2 if stage > 0 and block == 0 else 1,
-                residual_scale_init=residual_scale_init,
-                name=f"stage{stage + 1}_block{block + 1}",
-                **priors,
-            )(x)
+    for prefix, bottleneck, strides in _stage_blocks(width, blocks):
+        x = layers.ResNetPPBlock(
+            4 * bottleneck,
+            bottleneck_filters=bottleneck,
+            strides=strides,
+            residual_scale_init=residual_scale_init,
+            name=prefix,
+            **priors,
+        )(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
     logits = layers.WeightNormDense(num_classes, name="logits", **priors)(x)
     return BayesianModel(inputs, logits, name=name or f"resnet_pp{depth}")
@@ -131,16 +142,12 @@ def resnet20_frn(
     ``β, τ ~ N(0, 1)``).
 
     Returns:
-        A :class:`keras_bnn.BayesianModel` whose outputs are logits (no
-        softmax): compile it with a ``from_logits=True`` loss.
+        A logits :class:`keras_bnn.BayesianModel`, as :func:`resnet_pp`.
 
     Raises:
-        ValueError: for a depth that is not 6k+2, a non-positive
-            ``num_classes``/``width``, or an unknown prior.
+        ValueError: as :func:`resnet_pp`, with ``depth = 6k + 2``.
     """
-    blocks = _blocks_per_stage(depth, 2, "resnet20_frn")
-    check_int(num_classes, "num_classes", 1, owner="resnet20_frn")
-    check_int(width, "width", 1, owner="resnet20_frn")
+    blocks = _blocks_per_stage(depth, 2, num_classes, width, "resnet20_frn")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
 
     def conv_frn(x, filters, kernel_size, strides, use_tlu, name):
@@ -157,17 +164,13 @@ def resnet20_frn(
 
     inputs = keras.Input(shape=tuple(input_shape), name="images")
     x = conv_frn(inputs, width, 3, 1, True, "stem")
-    for stage in range(_STAGES):
-        filters = width * 2**stage
-        for block in range(blocks):
-            prefix = f"stage{stage + 1}_block{block + 1}"
-            strides = 2 if stage > 0 and block == 0 else 1
-            y = conv_frn(x, filters, 3, strides, True, f"{prefix}_a")
-            y = conv_frn(y, filters, 3, 1, False, f"{prefix}_b")
-            if strides != 1:
-                x = conv_frn(x, filters, 1, strides, False, f"{prefix}_shortcut")
-            x = keras.layers.Add(name=f"{prefix}_add")([x, y])
-            x = layers.TLU(name=f"{prefix}_tlu")(x)
+    for prefix, filters, strides in _stage_blocks(width, blocks):
+        y = conv_frn(x, filters, 3, strides, True, f"{prefix}_a")
+        y = conv_frn(y, filters, 3, 1, False, f"{prefix}_b")
+        if strides != 1:
+            x = conv_frn(x, filters, 1, strides, False, f"{prefix}_shortcut")
+        x = keras.layers.Add(name=f"{prefix}_add")([x, y])
+        x = layers.TLU(name=f"{prefix}_tlu")(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
     logits = layers.Dense(num_classes, name="logits", **priors)(x)
     return BayesianModel(inputs, logits, name=name or f"resnet{depth}_frn")

@@ -4,7 +4,12 @@
 from minibatches; ``HMC`` (full batch, Metropolis-corrected) is the exact
 reference;
 :func:`get` resolves a sampler from an instance, a name or a config.
+:data:`REGISTRY` is the one table of the names a run accepts
+(``RunConfig.sampler``): the samplers and the SGD/MAP baseline, each with
+its default step size.
 """
+
+import dataclasses
 
 import keras
 
@@ -15,8 +20,65 @@ from keras_bnn.samplers.sgld import SGLD
 from keras_bnn.samplers.thermostat import ATMC, SGNHT, ThermostatSampler
 from keras_bnn.validation import argument_error
 
-#: The samplers by name (what ``compile(sampler="atmc")`` and the CLI accept).
-BY_NAME = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC, "hmc": HMC}
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """How a run named ``sampler=<name>`` moves the weights.
+
+    Attributes:
+        optimizer: a :class:`Sampler` subclass, or for a point estimate the
+            Keras optimizer class.
+        step_size: the default h0 (SDE time units; for a point estimate its
+            learning rate).
+        fixed: constructor arguments the entry fixes (the baseline's momentum).
+    """
+
+    optimizer: type
+    step_size: float
+    fixed: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def collects(self):
+        """True for a sampler, whose iterates after burn-in are posterior
+        samples; False for a point estimate, whose last iterate is the run's
+        one sample (it has no temperature and no noise seed)."""
+        return issubclass(self.optimizer, Sampler)
+
+    def build(self, step_size, seed, temperature, **kwargs):
+        """The optimizer of a run.
+
+        Args:
+            step_size: h0 > 0 (a sampler's initial step size, or the
+                baseline's learning rate).
+            seed: seed of a sampler's noise (a point estimate has none).
+            temperature: a sampler's posterior temperature T > 0 (a point
+                estimate takes T = 1, which ``RunConfig.validate`` checks).
+            **kwargs: further constructor arguments (``sampler_args``).
+
+        Returns:
+            A Keras optimizer: a :class:`Sampler`, or the baseline's.
+
+        Raises:
+            ValueError: for bad constructor arguments (named by the class).
+        """
+        if not self.collects:
+            return self.optimizer(step_size, **self.fixed, **kwargs)
+        return self.optimizer(step_size=step_size, seed=seed, temperature=temperature,
+                              **self.fixed, **kwargs)
+
+
+#: Every name a run accepts (``RunConfig.sampler``, ``--sampler``): the
+#: samplers, and ``"sgd"``, the SGD/MAP baseline (``SGD(momentum=0.9)``).
+REGISTRY = {
+    "sgld": Method(SGLD, 1e-5),
+    "sghmc": Method(SGHMC, 5e-3),
+    "sgnht": Method(SGNHT, 5e-3),
+    "atmc": Method(ATMC, 5e-3),
+    "hmc": Method(HMC, 1e-3),
+    "sgd": Method(keras.optimizers.SGD, 0.05, {"momentum": 0.9}),
+}
+#: The samplers by name (what ``compile(sampler="atmc")`` accepts).
+BY_NAME = {name: method.optimizer for name, method in REGISTRY.items() if method.collects}
 
 
 def get(identifier, **kwargs):
@@ -51,6 +113,6 @@ def get(identifier, **kwargs):
 
 
 __all__ = [
-    "ATMC", "BY_NAME", "HMC", "NOISE_RATIO_LIMIT", "SGHMC", "SGLD", "SGNHT", "Sampler",
-    "ThermostatSampler", "get",
+    "ATMC", "BY_NAME", "HMC", "Method", "NOISE_RATIO_LIMIT", "REGISTRY", "SGHMC", "SGLD",
+    "SGNHT", "Sampler", "ThermostatSampler", "get",
 ]

@@ -8,9 +8,10 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import nonfinite
 from keras_bnn import schedules
-from keras_bnn.samplers import warmup as warmup_lib
-from keras_bnn.validation import (
-    argument_error, check_choice, check_fraction, check_positive, check_seed)
+from keras_bnn.samplers.integrators import gradient_noise_update
+from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
+from keras_bnn.samplers.warmup import TARGET_NOISE_RATIO, AutoStepSize
+from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
 #: on Bayesian logistic regression against NUTS, ATMC's weakly determined
@@ -19,43 +20,7 @@ from keras_bnn.validation import (
 NOISE_RATIO_LIMIT = 0.1
 
 
-def gradient_noise_update(gradient, previous_gradient, noise_variance, decay):
-    """One step of the online estimate of the minibatch gradient-noise variance.
-
-    ``V̂ ← decay·V̂ + (1 - decay)·½·(G_k - G_{k-1})²`` elementwise. Successive
-    minibatch gradients are taken at nearly the same θ, so their difference
-    is mostly the difference of two independent noise draws, of variance
-    ``2V``; what θ moved in one step adds ``(H·Δθ)²``, which shrinks with T
-    (at T = 1 on the gold-standard logistic regression it adds ~8 %).
-
-    Args:
-        gradient, previous_gradient: ``G = n·∇`` at this and the last step.
-        noise_variance: V̂ before this step.
-        decay: the averaging constant (``0`` replaces V̂, ``1`` keeps it).
-
-    Returns:
-        The new V̂.
-    """
-    return decay * noise_variance + (1.0 - decay) * 0.5 * ops.square(gradient - previous_gradient)
-
-
-def moving_average_rho(rho, iterations):
-    """ρ of an RMSprop-style average ``v ← ρ·v + (1-ρ)·x``, 0 at step 0.
-
-    At the first step the average takes its first value instead of starting
-    from 0.
-
-    Args:
-        rho: the averaging constant in (0, 1).
-        iterations: the optimizer's step counter.
-
-    Returns:
-        Scalar tensor.
-    """
-    return ops.where(ops.equal(iterations, 0), 0.0, rho)
-
-
-class Sampler(keras.optimizers.Optimizer):
+class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     """A Keras optimizer whose updates simulate a tempered Langevin-type SDE.
 
     Target: ``p(θ) ∝ exp(-U(θ)/T)``. Keras hands the sampler the gradient of
@@ -65,19 +30,19 @@ class Sampler(keras.optimizers.Optimizer):
     ``h`` is the optimizer's learning rate (a float or a schedule such as
     :class:`keras_bnn.schedules.CyclicalCosine`; floats are held as a
     constant schedule so a cyclical schedule can be configured later without
-    changing the optimizer's variables). ``step_size="auto"`` chooses h in a
-    warm-up phase and then freezes it (:mod:`keras_bnn.samplers.warmup`).
+    changing the optimizer's variables); ``"auto"`` tunes h in a warm-up,
+    then freezes it (:mod:`~keras_bnn.samplers.warmup`).
 
     Noise is ``backend.stateless_normal`` keyed on ``(seed, variable index,
     iterations)``: a pure function, the same on every replica and worker, and
-    the same after a resume. State (momenta, thermostats, preconditioners, the
-    temperature) lives in optimizer variables, so it checkpoints with the
-    model. Non-finite gradients stop the step with an error.
+    the same after a resume. The update rules themselves are the pure
+    functions of :mod:`keras_bnn.samplers.integrators`; a sampler holds their
+    state in optimizer variables (so it checkpoints with the model), declared
+    once per name with :meth:`add_slot` and read with :meth:`state` or
+    :meth:`slots`. Non-finite gradients stop the step with an error.
 
     Args:
-        step_size: ``"auto"`` (warm-up chooses h, see
-            :mod:`keras_bnn.samplers.warmup`), or exactly this h > 0: a
-            float or a ``LearningRateSchedule``.
+        step_size: ``"auto"``, or exactly this h > 0: float or ``LearningRateSchedule``.
         temperature: T > 0 (``BayesianModel.compile(temperature=...)`` can
             override it).
         train_size: n, the number of training examples; required before the
@@ -85,28 +50,20 @@ class Sampler(keras.optimizers.Optimizer):
         seed: int; the noise of a run is fully determined by it.
         noise_estimate_decay: ρ in (0, 1) of the online per-parameter
             estimate ``V̂`` of the minibatch gradient-noise variance (see
-            :func:`gradient_noise_update`); it averages over ~1/(1-ρ) steps.
-        warmup_steps: with ``step_size="auto"``, the steps during which h
-            is tuned: ``"auto"`` (``10/(1-noise_estimate_decay)`` = 1000)
-            or an int ≥ 1.
-        target_noise_ratio: with ``step_size="auto"``, the steady-state
-            gradient-noise ratio r* that h is tuned to (default 0.05: the
-            ATMC/SGHMC biases ``sqrt(1-r)``, ``sqrt(1+r)`` stay within 2.5 %).
+            :func:`~keras_bnn.samplers.integrators.gradient_noise_update`);
+            it averages over ~1/(1-ρ) steps.
+        warmup_steps, target_noise_ratio: of ``step_size="auto"``
+            (:class:`~keras_bnn.samplers.warmup.StepSizeWarmup`).
         name: optimizer name.
         **kwargs: passed to ``keras.optimizers.Optimizer``.
 
     Raises:
-        ValueError: for a non-positive ``step_size`` (or a string other
-            than ``"auto"``), ``temperature`` or ``train_size``, or warm-up
-            arguments with an explicit ``step_size``.
+        ValueError: for a bad ``step_size`` or warm-up argument, or a
+            non-positive ``temperature`` or ``train_size``.
     """
 
     #: Whether the sampler keeps a momentum (and so a kinetic temperature).
     has_momentum = True
-    #: Whether the sampler is exact (full batch, Metropolis test: HMC):
-    #: ``BayesianModel.train_step`` then runs its ``transition``, and it keeps
-    #: no gradient-noise estimate (two weight-sized slots of the others).
-    exact = False
 
     def __init__(
         self,
@@ -116,38 +73,25 @@ class Sampler(keras.optimizers.Optimizer):
         seed=0,
         noise_estimate_decay=0.99,
         warmup_steps="auto",
-        target_noise_ratio=warmup_lib.TARGET_NOISE_RATIO,
+        target_noise_ratio=TARGET_NOISE_RATIO,
         name=None,
         **kwargs,
     ):
         owner = type(self).__name__
-        kwargs.pop("step_size_value", None)  # get_config's record of the chosen h
-        noise_estimate_decay = check_fraction(noise_estimate_decay, "noise_estimate_decay", owner)
-        warmup = None
-        if isinstance(step_size, str):
-            check_choice(step_size, "step_size", ("auto",), owner)
-            warmup = warmup_lib.StepSizeWarmup(
-                warmup_steps, target_noise_ratio, noise_estimate_decay, owner)
-            # The schedule is the cycle's factor c(t) ∈ [0, 1]: h_t = h·c(t).
-            step_size = schedules.CyclicalCosine(1.0)
-        elif warmup_steps != "auto" or target_noise_ratio != warmup_lib.TARGET_NOISE_RATIO:
-            raise argument_error(
-                "step_size", "be 'auto' when `warmup_steps` or `target_noise_ratio` is "
-                "given (an explicit step size is used exactly, without warm-up)",
-                step_size, owner)
-        elif not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
+        decay = check_fraction(noise_estimate_decay, "noise_estimate_decay", owner)
+        step_size, warmup = self.resolve_step_size(step_size, warmup_steps, target_noise_ratio,
+                                                    decay, owner)
+        if not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
             step_size = schedules.CyclicalCosine(
                 check_positive(step_size, "step_size", owner)
             )
         super().__init__(learning_rate=step_size, name=name or owner.lower(), **kwargs)
-        self.noise_estimate_decay = noise_estimate_decay
-        #: The warm-up of ``step_size="auto"`` (:mod:`keras_bnn.samplers.warmup`), else None.
-        self.warmup = warmup
         self._initial_temperature = check_positive(temperature, "temperature", owner)
         self.train_size = (
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
         self.seed = check_seed(seed, owner=owner)
+        self.noise_estimate_decay, self.warmup = decay, warmup
 
     # ----------------------------------------------------------------- config
     @property
@@ -160,40 +104,6 @@ class Sampler(keras.optimizers.Optimizer):
     def initial_step_size(self):
         """h0: the schedule's value at step 0, as a Python float."""
         return float(ops.convert_to_numpy(self.schedule(0)))
-
-    @property
-    def step_size_value(self):
-        """The base step h as a Python float: the explicit h0, or the warm-up's h.
-
-        With ``step_size="auto"`` this is the h being tuned during warm-up and
-        the frozen h after it (None before the first step);
-        ``step_size=sampler.step_size_value`` reproduces the frozen chain's
-        step without a warm-up.
-        """
-        if self.warmup is None:
-            return getattr(self.schedule, "initial_step_size", None) or self.initial_step_size
-        if not self.built:
-            return None
-        return float(ops.convert_to_numpy(self.warmup.step_size))
-
-    def base_step_size(self):
-        """h: the warm-up's variable (``"auto"``) or the float h0.
-
-        The defaults that scale with the step (SGHMC's ``γ = 0.1/h``,
-        SGNHT/ATMC's ``D = -log(0.9)/h``) use it.
-        """
-        return self.initial_step_size if self.warmup is None else self.warmup.step_size.value
-
-    #: k in ``r ∝ h^k`` (the gradient-noise ratio at a fixed noise variance);
-    #: the warm-up uses it to jump to its target.
-    noise_ratio_exponent = 1
-
-    def _get_current_learning_rate(self):
-        rate = super()._get_current_learning_rate()
-        if self.warmup is None:
-            return rate
-        base = self.warmup.step_size.value if self.built else warmup_lib.INITIAL_STEP_SIZE
-        return ops.multiply(base, rate)
 
     def set_cycle(self, cycle_steps, burn_in_steps=0):
         """Makes the step size cyclical: ``h0`` for ``burn_in_steps``, then cosine cycles.
@@ -271,20 +181,19 @@ class Sampler(keras.optimizers.Optimizer):
     def get_config(self):
         config = super().get_config()
         config["step_size"] = config.pop("learning_rate")
-        if self.warmup is not None:
-            config.update(step_size="auto", step_size_value=self.step_size_value,
-                          **self.warmup.get_config())
         config.update(
             temperature=self.temperature,
             train_size=self.train_size,
             seed=self.seed,
             noise_estimate_decay=self.noise_estimate_decay,
+            **self.warmup_config(),
         )
         return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
+        config.pop("step_size_value", None)  # the record of the warm-up's h
         if isinstance(config.get("step_size"), dict):
             config["step_size"] = keras.saving.deserialize_keras_object(
                 config["step_size"], custom_objects=custom_objects
@@ -307,33 +216,103 @@ class Sampler(keras.optimizers.Optimizer):
             initializer=keras.initializers.Constant(self._initial_temperature),
             name="temperature",
         )
+        self._slots = {}
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
-        self._virials = [self._scalar_slot(v, "virial") for v in var_list]
-        if not self.exact:
-            self._noise_ratios = [self._scalar_slot(v, "noise_ratio") for v in var_list]
-            self._previous_gradients = [
-                self.add_variable_from_reference(v, name="previous_gradient") for v in var_list
-            ]
-            self._gradient_noise = [
-                self.add_variable_from_reference(v, name="gradient_noise") for v in var_list
-            ]
+        self._virials = self.add_slot(var_list, "virial", layerwise=True)  # HMC writes them too
+        if "gradient_noise_ratio" in self.metric_names:
+            self.add_slot(var_list, "noise_ratio", layerwise=True)
+            self.add_slot(var_list, "previous_gradient")
+            self.add_slot(var_list, "gradient_noise")
         if self.has_momentum:
-            self._kinetic_sums = [self._scalar_slot(v, "kinetic") for v in var_list]
+            self.add_slot(var_list, "kinetic", layerwise=True)
         if self.warmup is not None:
             self.warmup.build(self)
         self.build_state(var_list)
 
-    def _scalar_slot(self, variable, name):
-        """A scalar optimizer variable named after ``variable``."""
-        return self.add_variable(shape=(), name=f"{variable.path.replace('/', '_')}_{name}")
+    def add_slot(self, var_list, name, layerwise=False, value=0.0):
+        """Declares the per-variable state ``name``: one optimizer variable per variable.
+
+        Args:
+            var_list: the trainable variables.
+            name: the state's name (the key of :meth:`state`).
+            layerwise: a scalar per variable instead of a tensor shaped like it.
+            value: the initial value.
+
+        Returns:
+            The list of state variables, in the order of ``var_list``.
+        """
+        initializer = keras.initializers.Constant(value)
+        self._slots[name] = [
+            self.add_variable(shape=(), initializer=initializer,
+                              name=f"{v.path.replace('/', '_')}_{name}")
+            if layerwise else self.add_variable_from_reference(v, name, initializer)
+            for v in var_list
+        ]
+        return self._slots[name]
 
     def build_state(self, var_list):
-        """Creates the per-variable state (momenta, thermostats, ...)."""
+        """Declares the sampler's own per-variable state with :meth:`add_slot`."""
 
-    def slot(self, slots, variable):
-        """The state variable of ``slots`` that belongs to ``variable``."""
-        return slots[self._get_variable_index(variable)]
+    def slots(self, name):
+        """The state variables named ``name``, one per trainable variable, in order.
+
+        Args:
+            name: one of the names the sampler declared (``"momentum"``,
+                ``"thermostat"``, ``"mass"``, ``"second_moment"``,
+                ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
+                ``"noise_ratio"``, ``"kinetic"``, as it has them).
+
+        Returns:
+            List of optimizer variables.
+
+        Raises:
+            ValueError: before the first step (nothing is declared yet), or
+                for a name the sampler does not have.
+        """
+        self._check_built()
+        return self._slots[check_choice(name, "name", tuple(self._slots), type(self).__name__)]
+
+    def state(self, variable):
+        """The sampler's state of one trainable variable.
+
+        Args:
+            variable: one of the variables the sampler was built with.
+
+        Returns:
+            Dict name → optimizer variable (see :meth:`slots` for the names).
+
+        Raises:
+            ValueError: before the first step.
+        """
+        self._check_built()
+        index = self._get_variable_index(variable)
+        return {name: slots[index] for name, slots in self._slots.items()}
+
+    def _check_built(self):
+        if not self.built:
+            raise ValueError(f"{type(self).__name__} has no state before its first step "
+                             "(it is built then, or by `build(variables)`).")
+
+    # ----------------------------------------------------------------- kernel
+    @property
+    def metric_names(self):
+        momentum = ("kinetic_temperature",) if self.has_momentum else ()
+        return ("step_size", *momentum, "configurational_temperature", "gradient_noise_ratio")
+
+    def transition(self, potential, variables, skip_nonfinite):
+        """One sampler step (:func:`~keras_bnn.samplers.kernel.gradient_step`) and its diagnostics.
+
+        See :meth:`keras_bnn.samplers.kernel.TransitionKernel.transition`.
+        """
+        step_size = self.learning_rate  # h of this step, read before it
+        *step, skipped = gradient_step(self, potential, variables, skip_nonfinite)
+        logs = {"step_size": step_size,
+                "configurational_temperature": self.configurational_temperature(),
+                "gradient_noise_ratio": self.gradient_noise_ratio()}
+        if self.has_momentum:
+            logs["kinetic_temperature"] = self.kinetic_temperature()
+        return Transition(*step, skipped, {name: logs[name] for name in self.metric_names})
 
     # ----------------------------------------------------------------- update
     def noise(self, variable):
@@ -380,12 +359,13 @@ class Sampler(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
+        state = self.state(variable)
         # `apply` has already checked the gradient for NaN/Inf.
         potential_grad = ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype))
         # θ·G at the point where G was taken, before the update moves θ.
-        self.assign(self.slot(self._virials, variable), ops.sum(variable * potential_grad))
-        previous = self.slot(self._previous_gradients, variable)
-        noise_variance = self.slot(self._gradient_noise, variable)
+        self.assign(state["virial"], ops.sum(variable * potential_grad))
+        previous = state["previous_gradient"]
+        noise_variance = state["gradient_noise"]
         # V̂ of the steps before this one: independent of this step's noise.
         kinetic, noise_ratio = self.sample_step(
             variable,
@@ -405,17 +385,13 @@ class Sampler(keras.optimizers.Optimizer):
             gradient_noise_update(potential_grad, previous, noise_variance, ops.cast(decay, dtype)),
         )
         self.assign(previous, potential_grad)
-        self.assign(self.slot(self._noise_ratios, variable), noise_ratio)
+        self.assign(state["noise_ratio"], noise_ratio)
         if self.has_momentum:
-            self.assign(self.slot(self._kinetic_sums, variable), kinetic)
-        if (self.warmup is not None
-                and self._get_variable_index(variable) == len(self._trainable_variables) - 1):
-            # After the last variable's step: every ratio of this step is written.
-            self.warmup.update(self.iterations, self.gradient_noise_ratio(),
-                               self.noise_ratio_exponent)
+            self.assign(state["kinetic"], kinetic)
+        self.after_variable_step(variable)
 
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
-        """One update of ``variable`` and its state.
+        """One update of ``variable`` and its state (:meth:`state`).
 
         Args:
             variable: the parameter θ.
@@ -455,7 +431,7 @@ class Sampler(keras.optimizers.Optimizer):
             return []
         return [
             (getattr(v, "path", v.name), ops.divide(total, float(d)), d)
-            for v, total, d in zip(self._trainable_variables, self._kinetic_sums, self._sizes())
+            for v, total, d in zip(self._trainable_variables, self.slots("kinetic"), self._sizes())
         ]
 
     def kinetic_temperature(self):
@@ -466,7 +442,7 @@ class Sampler(keras.optimizers.Optimizer):
         """
         if not self.has_momentum:
             return None
-        return ops.divide(sum(self._kinetic_sums), float(sum(self._sizes())))
+        return ops.divide(sum(self.slots("kinetic")), float(sum(self._sizes())))
 
     def gradient_noise_ratios(self):
         """Per-variable gradient-noise ratio ``r`` of the last step.
@@ -474,7 +450,8 @@ class Sampler(keras.optimizers.Optimizer):
         ``r`` is the variance that minibatch gradient noise adds to the update
         in one step over the variance the sampler itself injects per step
         (at its nominal friction), averaged over the variable's parameters,
-        from the online estimate ``V̂`` (:func:`gradient_noise_update`). The
+        from the online estimate ``V̂``
+        (:func:`~keras_bnn.samplers.integrators.gradient_noise_update`). The
         samplers are exact only as ``r → 0``; above
         :data:`NOISE_RATIO_LIMIT` they are measurably biased (ATMC too narrow
         in weakly determined directions, SGLD/SGHMC too wide in strongly
@@ -485,9 +462,10 @@ class Sampler(keras.optimizers.Optimizer):
         Returns:
             List of ``(variable_path, r scalar tensor, d)``.
         """
+        ratios = self.slots("noise_ratio")
         return [
             (getattr(v, "path", v.name), ratio, d)
-            for v, ratio, d in zip(self._trainable_variables, self._noise_ratios, self._sizes())
+            for v, ratio, d in zip(self._trainable_variables, ratios, self._sizes())
         ]
 
     def gradient_noise_ratio(self):
@@ -497,7 +475,8 @@ class Sampler(keras.optimizers.Optimizer):
         """
         sizes = self._sizes()
         return ops.divide(
-            sum(ratio * float(d) for ratio, d in zip(self._noise_ratios, sizes)), float(sum(sizes))
+            sum(ratio * float(d) for ratio, d in zip(self.slots("noise_ratio"), sizes)),
+            float(sum(sizes)),
         )
 
     def configurational_temperature(self):
@@ -512,4 +491,4 @@ class Sampler(keras.optimizers.Optimizer):
         Returns:
             Scalar tensor (0 before the first step).
         """
-        return ops.divide(sum(self._virials), float(sum(self._sizes())))
+        return ops.divide(sum(self.slots("virial")), float(sum(self._sizes())))

@@ -7,7 +7,9 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
+from keras_bnn import nonfinite
 from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.kernel import Transition
 from keras_bnn.validation import check_fraction, check_int
 
 # Dual-averaging constants of Hoffman & Gelman (2014), Algorithm 5.
@@ -42,9 +44,12 @@ def dual_averaging_update(log_step_avg, error_avg, accept_prob, count, log_step0
 class HMC(Sampler):
     """Full-batch Hamiltonian Monte Carlo on ``p(θ) ∝ exp(-U(θ)/T)``.
 
-    One ``train_step`` of a :class:`keras_bnn.BayesianModel` is one whole HMC
-    transition on its batch (``BayesianModel.train_step`` calls
-    :meth:`transition`): with unit mass, momentum ``p ~ N(0, I)`` and
+    A transition kernel of its own (:class:`~keras_bnn.samplers.kernel.TransitionKernel`;
+    it shares only the configuration of :class:`Sampler`: step size,
+    temperature, ``train_size``, seed). One ``train_step`` of a
+    :class:`keras_bnn.BayesianModel` is one whole HMC transition on its
+    batch (the model hands :meth:`transition` the batch's potential as a
+    function of the weights): with unit mass, momentum ``p ~ N(0, I)`` and
     Hamiltonian ``H(θ, p) = U(θ)/T + ½‖p‖²``, ``L`` leapfrog steps of size h
 
         p ← p - (h/2)·∇U(θ)/T;  L × [θ ← θ + h·p;  p ← p - h·∇U(θ)/T];
@@ -64,19 +69,21 @@ class HMC(Sampler):
     Randomness follows the package's stateless rule: the momentum of variable
     i is ``stateless_normal(seed, i, iterations)`` and the accept uniform is
     ``Φ(z)`` with ``z = stateless_normal(seed, num_variables, iterations)``
-    (a reserved index), so a resumed run continues the same chain.
+    (a reserved index), so a resumed run continues the same chain. Energies
+    are summed in ``backend.WIDE_FLOAT`` (float64; under JAX float32 unless
+    ``jax_enable_x64``).
 
     Step size: constant h (the ``step_size``), or, with
     ``num_adaptation_steps > 0``, dual averaging (Hoffman & Gelman 2014)
     toward ``target_accept_rate`` during the first ``num_adaptation_steps``
     transitions, then frozen at the averaged value ``h̄``. Transitions taken
     while adapting do not leave the posterior invariant: treat them as
-    burn-in. The TensorFlow backend only (the transition is part of
-    ``BayesianModel.train_step``). A NaN/Inf potential or gradient at the
-    current state stops ``fit`` with ``FloatingPointError`` before anything
-    changes; under XLA (``jit_compile=True``), where that check is compiled
-    away, the step is rejected (weights unchanged), counted in
-    ``nonfinite_steps`` and ``fit`` stops at the end of the epoch.
+    burn-in. Runs on the TensorFlow and JAX backends. A NaN/Inf potential or
+    gradient at the current state stops ``fit`` with ``FloatingPointError``
+    before anything changes; under XLA (``jit_compile=True``) and JAX, where
+    that check cannot raise, the step changes nothing (weights, step size
+    state, step counter), is counted in ``nonfinite_steps``, and ``fit``
+    stops at the end of the epoch.
 
     Args:
         step_size: initial leapfrog step size h > 0.
@@ -92,8 +99,9 @@ class HMC(Sampler):
             or a non-positive step size, temperature or train size.
     """
 
-    has_momentum = False
-    exact = True  # BayesianModel.train_step runs `transition` instead of `apply`
+    has_momentum = False  # p is redrawn each transition: no kinetic temperature to log
+    full_batch = True
+    metric_names = ("step_size", "configurational_temperature", "acceptance_rate")
 
     def __init__(self, step_size=0.01, num_leapfrog_steps=10, num_adaptation_steps=0,
                  target_accept_rate=0.8, **kwargs):
@@ -125,13 +133,6 @@ class HMC(Sampler):
             name="log_step_size_average")
         self._error_avg = self.add_variable(shape=(), name="acceptance_error_average")
 
-    def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
-        raise NotImplementedError(
-            "HMC performs whole transitions in BayesianModel.train_step, on the "
-            "TensorFlow backend only; it cannot be applied as a per-gradient optimizer "
-            f"step (Keras backend: {keras.backend.backend()!r})."
-        )
-
     def step_size(self):
         """The leapfrog step size h of the next transition (a scalar tensor).
 
@@ -141,9 +142,10 @@ class HMC(Sampler):
         if not self.num_adaptation_steps:
             return ops.cast(self.learning_rate, "float32")
         adapting = ops.less(self.iterations, self.num_adaptation_steps)
-        return ops.exp(ops.where(adapting, self._log_step, self._log_step_avg))
+        return ops.exp(ops.where(adapting, ops.convert_to_tensor(self._log_step),
+                                 ops.convert_to_tensor(self._log_step_avg)))
 
-    def warn_if_minibatch(self, x=None, batch_size=None):
+    def check_batch_size(self, x=None, batch_size=None):
         """Warns when a transition would see fewer than ``train_size`` examples.
 
         ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
@@ -178,7 +180,7 @@ class HMC(Sampler):
             for i, v in enumerate(variables)
         ]
 
-    def _trajectory(self, model, batch, theta, p, u, grads, h, force_scale):
+    def _trajectory(self, potential, theta, p, u, grads, h, force_scale):
         """L leapfrog steps from ``(θ, p)``; ``force_scale·grads`` is ∇(U/T) = n·∇/T.
 
         Returns:
@@ -192,7 +194,7 @@ class HMC(Sampler):
         def step(state):
             theta, p, _, grads = state
             theta = [t + ops.cast(h, t.dtype) * q for t, q in zip(theta, p)]
-            _, _, _, u, grads = backend.potential_and_gradients(model, theta, *batch)
+            u, grads, _ = potential.at(theta)
             return theta, kick(p, grads, h), u, grads
 
         state = (theta, kick(p, grads, 0.5 * h), u, grads)
@@ -206,67 +208,72 @@ class HMC(Sampler):
         theta, p, u, grads = state
         return theta, kick(p, grads, -0.5 * h), u
 
-    def transition(self, model, x, y, sample_weight, message):
-        """One HMC transition of ``model``'s trainable weights on a batch.
+    def transition(self, potential, variables, skip_nonfinite):
+        """One HMC transition of the trainable weights on a batch.
 
-        Args:
-            model: the :class:`keras_bnn.BayesianModel`.
-            x, y, sample_weight: the unpacked batch (all of the data for an
-                exact chain).
-            message: error text when the potential at the current state is
-                not finite.
+        See :meth:`keras_bnn.samplers.kernel.TransitionKernel.transition`:
+        the trajectory evaluates ``potential.at`` (the whole batch's
+        potential at weight values; all of the data for an exact chain).
+        A non-finite potential or gradient at the current state raises
+        (TensorFlow graph mode, ``InvalidArgumentError`` with
+        :data:`keras_bnn.nonfinite.MARKER`) or, with ``skip_nonfinite``,
+        changes nothing.
 
         Returns:
-            ``(y_pred, loss, prior_term, logs)``: predictions, this replica's
-            mean-form potential and prior term at the state the transition
-            started from, and ``{"acceptance_rate": α, "step_size": h}``.
-
-        Raises:
-            InvalidArgumentError: (TensorFlow) when the potential or gradient
-                at the current state is NaN/Inf; nothing is changed then.
+            :class:`~keras_bnn.samplers.kernel.Transition` whose logs are
+            ``step_size`` h, ``configurational_temperature`` (at the state
+            the transition started from) and ``acceptance_rate`` α.
         """
-        variables = list(model.trainable_variables)
+        del skip_nonfinite  # both halves of the policy are applied below
+        variables = list(variables)
         if not self.built:
             self.build(variables)
-        batch = keras.tree.flatten(x)[0].shape[0]
-        self.warn_if_minibatch(batch_size=None if batch is None else batch * backend.num_replicas())
+        self.check_batch_size(batch_size=potential.batch_size)
         n = float(self.train_size)
         temperature = ops.cast(self._temperature, "float32")
         h = self.step_size()
         theta0 = [ops.copy(v) for v in variables]  # a read: the old state
-        y_pred, loss, prior_term, u0, grads0 = backend.potential_and_gradients(
-            model, theta0, x, y, sample_weight)
+        u0, grads0, (y_pred, loss, prior_term) = potential.at(theta0)
         p0 = self._momenta(variables)
-        theta1, p1, u1 = self._trajectory(
-            model, (x, y, sample_weight), theta0, p0, u0, grads0, h, n / temperature)
+        theta1, p1, u1 = self._trajectory(potential, theta0, p0, u0, grads0, h, n / temperature)
+        wide = backend.WIDE_FLOAT
 
-        def energy(u, momenta):  # H = U/T + ½‖p‖², in float64
-            kinetic = sum(ops.sum(ops.square(ops.cast(q, "float64"))) for q in momenta)
-            return ops.cast(u, "float64") * n / ops.cast(temperature, "float64") + 0.5 * kinetic
+        def energy(u, momenta):  # H = U/T + ½‖p‖²
+            kinetic = sum(ops.sum(ops.square(ops.cast(q, wide))) for q in momenta)
+            return ops.cast(u, wide) * n / ops.cast(temperature, wide) + 0.5 * kinetic
 
         log_ratio = energy(u0, p0) - energy(u1, p1)
         log_ratio = ops.where(ops.isfinite(log_ratio), log_ratio, -math.inf)
         accept_prob = ops.exp(ops.minimum(log_ratio, 0.0))
-        z = backend.stateless_normal((), self.seed, len(variables), self.iterations, "float64")
+        z = backend.stateless_normal((), self.seed, len(variables), self.iterations, wide)
         uniform = 0.5 * (1.0 + ops.erf(z / math.sqrt(2.0)))
-        accept = ops.less(uniform, accept_prob)
-        new_theta = [ops.where(accept, t1, t0) for t0, t1 in zip(theta0, theta1)]
+        # A non-finite start (where the guard below cannot raise) keeps everything.
+        finite = nonfinite.all_finite(u0, grads0)
+        accept = ops.logical_and(finite, ops.less(uniform, accept_prob))
         accept_prob = ops.cast(accept_prob, "float32")
         targets = list(variables)
-        values = list(new_theta)
+        values = [ops.where(accept, t1, t0) for t0, t1 in zip(theta0, theta1)]
         # Σθ·∇U at the starting state, for the configurational temperature.
+        virials = [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
         targets += self._virials
-        values += [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
+        values += [ops.where(finite, new, ops.convert_to_tensor(old))
+                   for new, old in zip(virials, self._virials)]
         if self.num_adaptation_steps:
             count = ops.cast(self.iterations + 1, "float32")
+            state = [self._log_step, self._log_step_avg, self._error_avg]
             updated = dual_averaging_update(
                 self._log_step_avg, self._error_avg, accept_prob, count,
                 self._log_step0, self.target_accept_rate)
-            adapting = ops.less(self.iterations, self.num_adaptation_steps)
-            targets += [self._log_step, self._log_step_avg, self._error_avg]
-            values += [ops.where(adapting, new, old) for new, old in zip(
-                updated, (self._log_step, self._log_step_avg, self._error_avg))]
+            adapting = ops.logical_and(finite, ops.less(self.iterations,
+                                                        self.num_adaptation_steps))
+            targets += state
+            values += [ops.where(adapting, new, ops.convert_to_tensor(old))
+                       for new, old in zip(updated, state)]
+        message = f"{nonfinite.MARKER} (HMC: potential or gradient at the current state)"
         with backend.finite_guard([u0, *grads0], [message] * (1 + len(grads0))):
             backend.assign_replicated(targets, values)
-            self.iterations.assign_add(1)
-        return y_pred, loss, prior_term, {"acceptance_rate": accept_prob, "step_size": h}
+            self.iterations.assign_add(ops.cast(finite, self.iterations.dtype))
+        return Transition(
+            y_pred, loss, prior_term, 1.0 - ops.cast(finite, "float32"),
+            {"step_size": h, "configurational_temperature": self.configurational_temperature(),
+             "acceptance_rate": accept_prob})

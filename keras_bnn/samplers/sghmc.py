@@ -3,70 +3,14 @@
 import keras
 from keras import ops
 
-from keras_bnn.samplers.base import Sampler, moving_average_rho
+from keras_bnn.samplers import integrators
+from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import argument_error, check_choice, check_fraction, check_positive
 
-
-def _symplectic_euler_step(m, grad, eta, h, temperature, friction, mass):
-    """Symplectic Euler: ``m ← (1-hγ)m - hG + sqrt(2γhTM)η``, ``θ ← θ + h·m/M``.
-
-    Returns ``(m, Δθ, kinetic momentum, injected variance)``. The kinetic
-    momentum is the half-step ``(m_old + m_new)/2``: the stored ``m`` of this
-    scheme has ``E[m²/M] = T/(1 - hγ/2)`` (+5.3 % at hγ = 0.1, more as hω
-    grows), while the half-step average reads exactly T on any Gaussian target
-    (stationary covariance of the linear recursion, checked for hγ ≤ 0.3,
-    hω ≤ 1).
-    """
-    injected = 2.0 * friction * h * temperature * mass
-    new_m = (1.0 - h * friction) * m - h * grad + ops.sqrt(injected) * eta
-    return new_m, (h / mass) * new_m, 0.5 * (m + new_m), injected
-
-
-def _baoab_step(m, grad, eta, h, temperature, friction, mass):
-    """BAOAB (Leimkuhler & Matthews 2013) with one gradient per step.
-
-    The closing half kick of one step and the opening half kick of the next use
-    the same gradient (taken where the last step ended), so they merge into
-    one full kick: ``m ← m - hG``; ``θ ← θ + (h/2)·m/M``;
-    ``m ← c·m + sqrt(T·M·(1-c²))·η`` with ``c = e^{-γh}`` (the exact
-    Ornstein–Uhlenbeck step); ``θ ← θ + (h/2)·m/M``. Positions are exact for a
-    Gaussian target at any stable h (superconvergence), and the momentum after
-    the O step has ``E[m²/M] = T``.
-
-    Returns ``(m, Δθ, kinetic momentum, injected variance)``.
-    """
-    kicked = m - h * grad
-    decay = ops.exp(-h * friction)
-    injected = temperature * mass * (1.0 - ops.square(decay))
-    new_m = decay * kicked + ops.sqrt(injected) * eta
-    return new_m, (0.5 * h / mass) * (kicked + new_m), new_m, injected
-
-
-_INTEGRATORS = {"symplectic_euler": _symplectic_euler_step, "baoab": _baoab_step}
-
-
-def _rmsprop_mass(grad_sq, grad, mass, rho, epsilon):
-    """The adaptive mass: ``v ← ρ·v + (1-ρ)·mean(G²)``, ``M = sqrt(v) + ε``.
-
-    Returns ``(v, M, sqrt(M/M_old))``: the last rescales the momentum so its
-    kinetic temperature ``m²/M`` is unchanged by the adaptation.
-    """
-    grad_sq = rho * grad_sq + (1.0 - rho) * ops.mean(ops.square(grad))
-    new_mass = ops.sqrt(grad_sq) + epsilon
-    return grad_sq, new_mass, ops.sqrt(new_mass / mass)
-
-
-def _sghmc_step(m, grad, eta, h, temperature, friction, mass, noise_variance, integrator):
-    """One SGHMC step: the integrator's update, the kinetic sum and the noise ratio.
-
-    Returns ``(m, Δθ, Σ m_kin²/M, r)`` with ``r = h²·mean(V̂)/injected``: the
-    variance minibatch noise adds to the momentum per step over the variance
-    the step injects.
-    """
-    new_m, step, kinetic_m, injected = _INTEGRATORS[integrator](
-        m, grad, eta, h, temperature, friction, mass)
-    ratio = ops.square(h) * ops.mean(noise_variance) / injected
-    return new_m, step, ops.sum(ops.square(kinetic_m)) / mass, ratio
+_INTEGRATORS = {
+    "symplectic_euler": integrators.sghmc_symplectic_euler,
+    "baoab": integrators.sghmc_baoab,
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -77,12 +21,13 @@ class SGHMC(Sampler):
     stationary law ``∝ exp(-(U(θ) + mᵀM⁻¹m/2)/T)``. One symplectic-Euler
     step (the cold-posterior paper's scheme):
 
-    ``m ← (1 - hγ)·m - h·G + sqrt(2γhT)·M^{1/2}·η``,  ``θ ← θ + h·M⁻¹·m``;
+    ``m ← (1 - hγ)·m - h·G + sqrt(2γhT)·M^{1/2}·η``,  ``θ ← θ + h·M⁻¹·m``
 
-    ``integrator="baoab"`` uses BAOAB instead (see :func:`_baoab_step`), whose
-    positions are more accurate at large steps. The kinetic temperature is
-    read from the half-step momentum (symplectic Euler) or the momentum after
-    the O step (BAOAB), both of which equal T at equilibrium.
+    (:func:`integrators.sghmc_symplectic_euler`); ``integrator="baoab"``
+    uses BAOAB instead (:func:`integrators.sghmc_baoab`), whose positions are
+    more accurate at large steps. The kinetic temperature is read from the
+    half-step momentum (symplectic Euler) or the momentum after the O step
+    (BAOAB), both of which equal T at equilibrium.
 
     Minibatch noise of variance V adds ``h²V`` to m per step; it is not
     subtracted (a per-parameter subtraction over-cools weakly determined
@@ -90,23 +35,32 @@ class SGHMC(Sampler):
     noisiest directions run hot by ``≈ r``, the logged
     ``gradient_noise_ratio``; keep it below ``NOISE_RATIO_LIMIT``.
 
-    ``G = n·∇`` is the minibatch gradient of U; the mass is layer-wise: one
-    scalar ``M`` per variable. With ``preconditioner="rmsprop"`` the mass
-    follows the variable's gradient scale, ``v ← ρ·v + (1-ρ)·mean(G²)``,
-    ``M = sqrt(v) + ε``, and the momentum is rescaled by ``sqrt(M_new/M_old)``
-    so its kinetic temperature ``m²/M`` is unchanged by the adaptation (the
-    ``Γ`` correction of a moving mass is neglected; fix the mass, the default,
-    for exact targets).
+    ``G = n·∇`` is the minibatch gradient of U. The mass is diagonal: by
+    default one fixed scalar ``M`` per variable. A ``preconditioner`` makes it
+    the adaptive mass shared with SGLD (:func:`integrators.rmsprop_mass`),
+    ``v ← ρ·v + (1-ρ)·G²``, ``M = sqrt(v) + ε``: per parameter with
+    ``"rmsprop"``, one scalar per variable (``v`` averages ``mean(G²)``)
+    with ``"rmsprop_layerwise"``. Each step first moves the mass, then
+    rescales the momentum by ``sqrt(M_new/M_old)`` so its kinetic
+    temperature ``m²/M`` is unchanged by the adaptation (the ``Γ`` correction
+    of a moving mass is neglected; fix the mass, the default, for exact
+    targets).
+
+    State (:meth:`~Sampler.state`): ``"momentum"`` m, ``"mass"`` M (a scalar
+    per variable unless ``preconditioner="rmsprop"``) and, with a
+    preconditioner, ``"second_moment"`` v.
 
     Args:
         step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`)
             or h > 0 (float or schedule).
         friction: γ > 0; default ``0.1/h`` (momentum decay ``1 - hγ = 0.9``
             at the base step size h: the initial one, or the warm-up's, which
-            γ follows; then ``r ∝ h²``, with a fixed γ ``r ∝ h``).
+            γ then follows, so ``r ∝ h²``; with a fixed γ, ``r ∝ h``).
             Symplectic Euler requires ``h·γ < 1``.
-        mass: the initial (or fixed) per-variable scalar mass M > 0.
-        preconditioner: ``None`` (fixed mass) or ``"rmsprop"``.
+        mass: M > 0, the fixed mass of every parameter (the initial one with
+            a preconditioner).
+        preconditioner: ``None`` (fixed mass), ``"rmsprop"`` or
+            ``"rmsprop_layerwise"``.
         rho: averaging constant ρ in (0, 1) of the adaptive mass.
         epsilon: ε > 0 of the adaptive mass.
         integrator: ``"symplectic_euler"`` or ``"baoab"``.
@@ -146,44 +100,42 @@ class SGHMC(Sampler):
                 friction, "SGHMC")
         self.mass = check_positive(mass, "mass", "SGHMC")
         self.preconditioner = check_choice(preconditioner, "preconditioner",
-                                           (None, "rmsprop"), "SGHMC")
+                                           integrators.PRECONDITIONERS, "SGHMC")
         self.rho = check_fraction(rho, "rho", "SGHMC")
         self.epsilon = check_positive(epsilon, "epsilon", "SGHMC")
 
     def build_state(self, var_list):
-        self._momenta = [self.add_variable_from_reference(v, name="momentum") for v in var_list]
-        self._masses = [
-            self.add_variable(
-                shape=(),
-                initializer=keras.initializers.Constant(self.mass),
-                name=f"{v.path.replace('/', '_')}_mass",
-            )
-            for v in var_list
-        ]
+        self.add_slot(var_list, "momentum")
+        layerwise = self.preconditioner != "rmsprop"
+        self.add_slot(var_list, "mass", layerwise=layerwise, value=self.mass)
         if self.preconditioner:
-            self._grad_sq = [
-                self.add_variable(shape=(), name=f"{v.path.replace('/', '_')}_grad_sq")
-                for v in var_list
-            ]
+            self.add_slot(var_list, "second_moment", layerwise=layerwise)
 
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
-        m = self.slot(self._momenta, variable)
-        mass = self.slot(self._masses, variable)
-        momentum = m
+        state = self.state(variable)
+        momentum, mass = state["momentum"], state["mass"]
         if self.preconditioner:
-            grad_sq = self.slot(self._grad_sq, variable)
-            new_grad_sq, new_mass, rescale = _rmsprop_mass(
-                grad_sq, potential_grad, mass, moving_average_rho(self.rho, self.iterations),
-                self.epsilon)
-            self.assign(grad_sq, new_grad_sq)
+            new_second_moment, new_mass = integrators.rmsprop_mass(
+                state["second_moment"], potential_grad,
+                integrators.moving_average_rho(self.rho, self.iterations), self.epsilon,
+                layerwise=self.preconditioner == "rmsprop_layerwise")
+            momentum = integrators.rescale_momentum(momentum, mass, new_mass)  # old M read first
+            self.assign(state["second_moment"], new_second_moment)
             self.assign(mass, new_mass)
-            momentum, mass = rescale * momentum, new_mass
-        new_m, step, kinetic, ratio = _sghmc_step(
-            momentum, potential_grad, self.noise(variable), h, temperature,
-            self._friction_value(variable.dtype), mass, noise_variance, self.integrator)
-        self.assign(m, new_m)
-        self.assign_add(variable, step)
-        return kinetic, ratio
+            mass = new_mass
+        new = _INTEGRATORS[self.integrator](
+            variable, momentum, potential_grad, self.noise(variable), h, temperature,
+            self._friction_value(variable.dtype), mass)
+        self.assign(state["momentum"], new.momentum)
+        self.assign(variable, new.position)
+        kinetic = ops.square(new.kinetic_momentum)
+        # r = h²·V̂/injected: the variance minibatch noise adds to m per step
+        # over the variance the step injects.
+        if len(mass.shape) == 0:  # a scalar mass: divide the sums, not every element
+            return (ops.sum(kinetic) / mass,
+                    ops.square(h) * ops.mean(noise_variance) / new.injected_variance)
+        return (ops.sum(kinetic / mass),
+                ops.square(h) * ops.mean(noise_variance / new.injected_variance))
 
     noise_ratio_exponent = 2  # r = h²·V̂/(2γhTM) at γ = 0.1/h
 

@@ -20,7 +20,7 @@ shrink with T.
 Minibatch noise. A minibatch gradient ``G`` carries noise of variance ``V``
 per parameter, which injects ``h²V`` into p per step: the heat that a
 friction ``b = h·V/(2·T·m)`` dissipates. The sampler estimates ``V`` online
-(:func:`keras_bnn.samplers.base.gradient_noise_update`) and shifts the
+(:func:`keras_bnn.samplers.integrators.gradient_noise_update`) and shifts the
 thermostat's set point by ``b̂ = h·V̂/(2·T·m)``: ATMC uses
 ``α = max(D - ξ - b̂, 0)``, ``β = max(D, ξ + b̂)``; SGNHT
 ``α = max(D - b̂, 0)``, ``β = α + b̂ + ξ``. With ``b̂ = b`` the total noise
@@ -41,7 +41,9 @@ over time h with G = n·∇ (the minibatch ∇U) held fixed, then the A flow:
     θ ← θ + h·∇K(p)
     ξ ← ξ + h·(p·∇K(p)/T - 1)/Q₁
 
-(Algorithm 1 of the paper prints these with wrong signs in the exponents.)
+(Algorithm 1 of the paper prints these with wrong signs in the exponents;
+:func:`keras_bnn.samplers.integrators.sgnht` and
+:func:`~keras_bnn.samplers.integrators.atmc` implement the step.)
 Momentum: Gaussian ``∇K(p) = p/m``, or relativistic (eq. 5)
 ``∇K(p) = p / (m·sqrt(p²/(m²c²) + 1))``, whose speed is below c, so no step
 moves a parameter by more than ``h·c``.
@@ -53,103 +55,44 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
+from keras_bnn.samplers import integrators
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import argument_error, check_choice, check_positive
 
-# Below |β·h| < _SMALL (only reachable when β can cross 0, i.e. SGNHT) the
-# drift coefficient uses its series limit (1 - e^{-x})/β → h(1 - x/2),
-# avoiding 0/0.
-_SMALL = 1e-6
 
+def _update(position, momentum, thermostat, gradient, noise_variance, noise, step_size,
+            temperature, noise_level, mass, thermostat_mass, speed_limit, adaptive):
+    """ATMC's (``adaptive``) or SGNHT's step with ``b̂ = h·V̂/(2·T·m)``.
 
-def _ou_coefficients(beta, h, positive=False):
-    """Returns ``(e^{-βh}, (1-e^{-βh})/β, (1-e^{-2βh})/β)`` from one ``expm1``.
-
-    With ``e = expm1(-βh)``: ``e^{-βh} = 1 + e``, ``(1-e^{-βh})/β = -e/β`` and,
-    as ``1 - e^{-2x} = (1 - e^{-x})(1 + e^{-x})``, the variance coefficient is
-    ``drift·(2 + e)`` (``1 + e`` is exact to one ulp of 1, absolute, enough
-    for a factor in [0, 1] that multiplies p). ``expm1`` keeps ``-e/β`` accurate for small ``βh > 0``
-    (the end of a cyclical step-size cycle), so when ``β > 0`` is guaranteed
-    (``positive=True``: ATMC, where ``β = max(D, ξ) ≥ D``) no guard is needed;
-    otherwise ``|βh| < _SMALL`` switches to the series ``h·(1 - βh/2)``.
-    Fewer elementwise passes than separate ``exp``/``expm1`` calls: this runs
-    over every parameter at every step.
+    Returns the new ``(θ, p, ξ)``, ``Σp·∇K(p)`` and ``Σb̂``: the sums are
+    taken here so that they fuse with the step.
     """
-    x = beta * h
-    e = ops.expm1(-x)
-    if positive:
-        drift = e / -beta
-    else:
-        small = ops.less(ops.abs(x), _SMALL)
-        drift = ops.where(small, h * (1.0 - 0.5 * x), e / -ops.where(small, 1.0, beta))
-    return e + 1.0, drift, drift * (2.0 + e)
+    noise_friction = noise_variance * (step_size / (2.0 * temperature * mass))
+    step = integrators.atmc if adaptive else integrators.sgnht
+    new = step(position, momentum, thermostat, gradient, noise, step_size, temperature,
+               noise_level=noise_level, mass=mass, thermostat_mass=thermostat_mass,
+               speed_limit=speed_limit, noise_friction=noise_friction)
+    return (new.position, new.momentum, new.thermostat, ops.sum(new.kinetic),
+            ops.sum(noise_friction))
 
 
-def _velocity(p, mass, speed_limit):
-    """``∇K(p)``: ``p/m`` (Gaussian, ``speed_limit=None``) or relativistic.
-
-    The relativistic form ``p/(m·sqrt(p²/(m²c²)+1))`` is evaluated as
-    ``c·u/sqrt(u²+1)`` with ``u = p/(mc)``, and for ``|u| > 1`` as
-    ``c·sign(u)/sqrt(1+1/u²)``, so a huge (or infinite) momentum gives speed c
-    instead of overflowing u².
-    """
-    velocity = p * (1.0 / mass)
-    if speed_limit is None:
-        return velocity
-    u = velocity * (1.0 / speed_limit)
-    large = ops.greater(ops.abs(u), 1.0)
-    safe_u = ops.where(large, 1.0, u)
-    inverse = ops.where(large, 1.0 / u, 1.0)
-    fraction = ops.where(
-        large,
-        ops.sign(u) / ops.sqrt(1.0 + ops.square(inverse)),
-        safe_u / ops.sqrt(ops.square(safe_u) + 1.0),
-    )
-    return speed_limit * fraction
-
-
-def _thermostat_step(
-    p, xi, grad, noise_variance, eta, h, temperature, noise_level, mass, speed_limit,
-    thermostat_rate, adaptive,
-):
-    """One step of the module doc's scheme; returns ``(p, ξ, Δθ, Σp·∇K(p), Σb̂)``.
-
-    ``adaptive=True`` is ATMC (``α = max(D - ξ - b̂, 0)``, ``β = max(D, ξ + b̂)``),
-    ``False`` SGNHT (``α = max(D - b̂, 0)``, ``β = α + b̂ + ξ``), with the noise
-    friction ``b̂ = h·V̂/(2·T·m)``; ``thermostat_rate`` is ``1/Q₁``. Scalars
-    are combined first: every elementwise operation is a pass over the
-    parameters.
-    """
-    noise_friction = noise_variance * (h / (2.0 * temperature * mass))
-    if adaptive:
-        shifted = xi + noise_friction
-        alpha = ops.maximum(noise_level - shifted, 0.0)
-        beta = ops.maximum(shifted, noise_level)  # = α + ξ + b̂, in one pass
-    else:
-        alpha = ops.maximum(noise_level - noise_friction, 0.0)
-        beta = alpha + noise_friction + xi
-    decay, drift, variance = _ou_coefficients(beta, h, positive=adaptive)
-    noise_scale = ops.sqrt(alpha * variance * (temperature * mass))
-    new_p = decay * p - drift * grad + noise_scale * eta
-    velocity = _velocity(new_p, mass, speed_limit)
-    kinetic = new_p * velocity
-    new_xi = xi + (h * thermostat_rate) * (kinetic * (1.0 / temperature) - 1.0)
-    return new_p, new_xi, h * velocity, ops.sum(kinetic), ops.sum(noise_friction)
-
-
-_fused_thermostat_step = backend.fused(_thermostat_step)
+_fused_update = backend.fused(_update)
 
 
 class ThermostatSampler(Sampler):
-    """Shared integrator of :class:`SGNHT` and :class:`ATMC`; see the module doc.
+    """Shared shell of :class:`SGNHT` and :class:`ATMC`; see the module doc.
+
+    The step is :func:`integrators.sgnht` or :func:`integrators.atmc`, fused
+    into one XLA kernel on TensorFlow. State (:meth:`~Sampler.state`):
+    ``"momentum"`` p and ``"thermostat"`` ξ, shaped like each variable.
 
     Args:
         step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`)
             or h > 0 (float or schedule).
         noise: D > 0, the momentum noise; default ``-log(0.9)/h`` (the ATMC
             paper's choice: friction ``e^{-βh} ≤ 0.9`` per step at the base
-            step h: the initial one, or the warm-up's, which D follows; then
-            ``r ∝ h²``, with a fixed D ``r ∝ h``).
+            step h: the initial one, or the warm-up's, which D then follows,
+            so ``r ∝ h²``; with a fixed D, ``r ∝ h``).
         mass: m > 0, the momentum mass (preconditioner).
         momentum: ``"gaussian"`` or ``"relativistic"``.
         speed_limit: c > 0, required for relativistic momentum: no parameter
@@ -157,8 +100,8 @@ class ThermostatSampler(Sampler):
         thermostat_mass: Q₁ > 0, the thermostat mass in units of T
             (``Q = T·Q₁``, in time²); it sets how fast ξ responds, not what is
             sampled. Default ``10/D²``: ξ's stationary spread ``1/sqrt(Q₁)`` is
-            a third of D (with the default D it follows the warm-up's h too),
-            and ξ corrects a 10 % error in the noise estimate
+            a third of D (it follows the warm-up's h with D), and ξ
+            corrects a 10 % error in the noise estimate
             within a few epochs (measured on a digits MLP from a MAP start:
             Q₁ = 1 left the kinetic temperature 8 % low after 60 epochs at
             T = 0.01; Q₁ = 0.01–0.05 brought it within 1–2 % by epoch 10–20).
@@ -183,12 +126,11 @@ class ThermostatSampler(Sampler):
         super().__init__(step_size=step_size, **kwargs)
         owner = type(self).__name__
         # With step_size="auto" the defaults follow the tuned h (None here).
-        follows = self.warmup is not None
         self.noise_level = (
             check_positive(noise, "noise", owner) if noise is not None
-            else None if follows else -math.log(0.9) / self.initial_step_size
+            else None if self.warmup is not None else -math.log(0.9) / self.initial_step_size
         )
-        if follows and noise is not None:
+        if self.warmup is not None and noise is not None:
             self.noise_ratio_exponent = 1
         self.mass = check_positive(mass, "mass", owner)
         self.thermostat_mass = (
@@ -217,33 +159,34 @@ class ThermostatSampler(Sampler):
     noise_ratio_exponent = 2  # r = b̂/D = h·V̂/(2TmD) at D = -log(0.9)/h
 
     def _noise_values(self, dtype):
-        """``(D, 1/Q₁)``: the fixed values, or ``-log(0.9)/h`` and ``D²/10`` of the warm-up's h."""
+        """``(D, Q₁)``: the fixed values, or ``-log(0.9)/h`` and ``10/D²`` of the warm-up's h."""
         if self.noise_level is None:
             noise_level = -math.log(0.9) / ops.cast(self.base_step_size(), dtype)
         else:
             noise_level = ops.cast(self.noise_level, dtype)
         if self.thermostat_mass is None:
-            return noise_level, ops.square(noise_level) / 10.0
-        return noise_level, ops.cast(1.0 / self.thermostat_mass, dtype)
+            return noise_level, 10.0 / ops.square(noise_level)
+        return noise_level, ops.cast(self.thermostat_mass, dtype)
 
     def velocity(self, p):
-        """``∇K(p)`` of this sampler's kinetic energy (see :func:`_velocity`)."""
-        return _velocity(p, self.mass, self.speed_limit)
+        """``∇K(p)`` of this sampler's kinetic energy (see :func:`integrators.velocity`)."""
+        return integrators.velocity(p, self.mass, self.speed_limit)
 
     def build_state(self, var_list):
-        self._momenta = [self.add_variable_from_reference(v, name="momentum") for v in var_list]
-        self._thermostats = [
-            self.add_variable_from_reference(v, name="thermostat") for v in var_list
-        ]
+        self.add_slot(var_list, "momentum")
+        self.add_slot(var_list, "thermostat")
 
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
-        p = self.slot(self._momenta, variable)
-        xi = self.slot(self._thermostats, variable)
+        state = self.state(variable)
         dtype = variable.dtype
-        noise_level, thermostat_rate = self._noise_values(dtype)
-        new_p, new_xi, step, kinetic, noise_friction = _fused_thermostat_step(
-            p,
-            xi if self.noise_level is not None else xi * ops.cast(self.warmup.change(), dtype),
+        noise_level, thermostat_mass = self._noise_values(dtype)
+        thermostat = state["thermostat"]
+        if self.noise_level is None:  # ξ is a rate ∝ 1/h: carried across a change of h
+            thermostat = thermostat * ops.cast(self.warmup.change(), dtype)
+        position, momentum, thermostat, kinetic, noise_friction = _fused_update(
+            variable,
+            state["momentum"],
+            thermostat,
             potential_grad,
             noise_variance,
             self.noise(variable),
@@ -251,13 +194,13 @@ class ThermostatSampler(Sampler):
             temperature,
             noise_level,
             ops.cast(self.mass, dtype),
+            thermostat_mass,
             None if self.speed_limit is None else ops.cast(self.speed_limit, dtype),
-            thermostat_rate,
             adaptive=self.adaptive_noise,
         )
-        self.assign(p, new_p)
-        self.assign(xi, new_xi)
-        self.assign_add(variable, step)
+        self.assign(state["momentum"], momentum)
+        self.assign(state["thermostat"], thermostat)
+        self.assign(variable, position)
         # r = b̂/D: the gradient noise's share of the nominal noise level D.
         size = math.prod(variable.shape)
         return kinetic, noise_friction / (size * noise_level)

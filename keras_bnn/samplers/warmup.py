@@ -55,7 +55,8 @@ Everything is a pure function of the chain's statistics inside the update
 import keras
 from keras import ops
 
-from keras_bnn.validation import check_fraction, check_int
+from keras_bnn import schedules
+from keras_bnn.validation import argument_error, check_choice, check_fraction, check_int
 
 #: The steady-state gradient-noise ratio the warm-up aims at (see module doc).
 TARGET_NOISE_RATIO = 0.05
@@ -198,3 +199,97 @@ class StepSizeWarmup:
     def get_config(self):
         return {"warmup_steps": self.warmup_steps, "target_noise_ratio": self.target_noise_ratio}
 
+
+
+class AutoStepSize:
+    """The samplers' side of ``step_size="auto"`` (a mixin of :class:`~keras_bnn.samplers.Sampler`).
+
+    It resolves the ``step_size`` argument, holds the :class:`StepSizeWarmup`
+    in ``self.warmup`` (None for an explicit step), multiplies the schedule
+    by the tuned h, and runs the warm-up after each step.
+    """
+
+    #: k in ``r ∝ h^k`` at a fixed noise variance (SGLD, or a fixed friction
+    #: or noise); the momentum samplers whose friction follows h set 2.
+    noise_ratio_exponent = 1
+    warmup = None
+
+    @staticmethod
+    def resolve_step_size(step_size, warmup_steps, target_noise_ratio, noise_estimate_decay,
+                          owner):
+        """Splits the ``step_size`` argument into ``(step_size, warmup)``.
+
+        Args:
+            step_size: ``"auto"``, a float or a schedule.
+            warmup_steps, target_noise_ratio: see :class:`StepSizeWarmup`.
+            noise_estimate_decay: ρ of the noise estimate (already checked).
+            owner: the sampler's class name, for error messages.
+
+        Returns:
+            For ``"auto"``: ``(CyclicalCosine(1.0), StepSizeWarmup)``, the
+            schedule being the cycle's factor ``c(t) ∈ [0, 1]`` of
+            ``h_t = h·c(t)``; otherwise ``(step_size, None)``.
+
+        Raises:
+            ValueError: for a string other than ``"auto"``, bad warm-up
+                arguments, or warm-up arguments with an explicit step.
+        """
+        if isinstance(step_size, str):
+            check_choice(step_size, "step_size", ("auto",), owner)
+            return schedules.CyclicalCosine(1.0), StepSizeWarmup(
+                warmup_steps, target_noise_ratio, noise_estimate_decay, owner)
+        if warmup_steps != "auto" or target_noise_ratio != TARGET_NOISE_RATIO:
+            raise argument_error(
+                "step_size", "be 'auto' when `warmup_steps` or `target_noise_ratio` is "
+                "given (an explicit step size is used exactly, without warm-up)",
+                step_size, owner)
+        return step_size, None
+
+    @property
+    def step_size_value(self):
+        """The base step h as a Python float: the explicit h0, or the warm-up's h.
+
+        With ``step_size="auto"`` this is the h being tuned during warm-up and
+        the frozen h after it (None before the first step);
+        ``step_size=sampler.step_size_value`` reproduces the frozen chain's
+        step without a warm-up.
+        """
+        if self.warmup is None:
+            return getattr(self.schedule, "initial_step_size", None) or self.initial_step_size
+        if not self.built:
+            return None
+        return float(ops.convert_to_numpy(self.warmup.step_size))
+
+    def base_step_size(self):
+        """h: the warm-up's (a scalar tensor) or the explicit h0 (a float).
+
+        The defaults that scale with the step (SGHMC's ``γ = 0.1/h``,
+        SGNHT/ATMC's ``D = -log(0.9)/h``) use it.
+        """
+        return self.initial_step_size if self.warmup is None else self.warmup.step_size.value
+
+    def _get_current_learning_rate(self):
+        rate = super()._get_current_learning_rate()
+        if self.warmup is None:
+            return rate
+        base = self.warmup.step_size.value if self.built else INITIAL_STEP_SIZE
+        return ops.multiply(base, rate)
+
+    def warmup_config(self):
+        """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""
+        if self.warmup is None:
+            return {}
+        return {"step_size": "auto", "step_size_value": self.step_size_value,
+                **self.warmup.get_config()}
+
+    def after_variable_step(self, variable):
+        """Runs the warm-up once per step, after the last variable's update.
+
+        By then every variable's ratio of this step is written, so
+        :meth:`~keras_bnn.samplers.Sampler.gradient_noise_ratio` is this
+        step's r̂ (TensorFlow orders the reads after the writes).
+        """
+        if (self.warmup is not None
+                and self._get_variable_index(variable) == len(self._trainable_variables) - 1):
+            self.warmup.update(self.iterations, self.gradient_noise_ratio(),
+                               self.noise_ratio_exponent)

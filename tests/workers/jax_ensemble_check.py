@@ -8,7 +8,7 @@ Usage: python jax_ensemble_check.py OUT_DIR (the test sets KERAS_BACKEND=jax).
 2. In that TensorFlow-free process, builds PosteriorEnsembles of a plain
    Keras MLP (Dense 5-8-relu-units) for every likelihood and member loop
    from given weight sets, recording that this imports no TensorFlow.
-3. Imports the remaining modules (plots, experiment), recording which
+3. Imports the remaining modules (plots, runs, experiment), recording which
    keras_bnn module, if any, imports TensorFlow first.
 4. Writes the weight sets to a SampleStore under JAX and rebuilds the
    ensemble from it (Keras' own serialisation, which the store uses for the
@@ -28,9 +28,10 @@ import traceback
 import types
 
 OUT_DIR = sys.argv[1]
-SERVING_PATH = ("durable", "store", "chains", "export", "ensemble", "serving",
+SERVING_PATH = ("durable", "store", "runs.rundir", "export", "ensemble", "serving",
                 "prior_predictive", "cli")
-OTHERS = ("plots", "experiment")
+OTHERS = ("plots", "runs.config", "runs.build", "runs.training", "runs.evaluation",
+          "runs.sweeps", "experiment")
 first_import = {}
 
 

@@ -1,0 +1,156 @@
+"""Fashion-MNIST from local IDX files: no download, ever.
+
+Fashion-MNIST (Xiao et al. 2017) has 60 000 training and 10 000 test
+grey-scale images of 28×28 pixels in 10 classes. The four gzipped IDX files
+keep the names Keras' ``keras.datasets.fashion_mnist`` caches them under:
+
+    train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz
+    t10k-images-idx3-ubyte.gz   t10k-labels-idx1-ubyte.gz
+
+They are looked for, in this order, in ``data_dir`` (when given), Keras'
+cache ``~/.keras/datasets/fashion-mnist/`` and Debian's package
+``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist/``). When no
+place holds all four, :class:`FileNotFoundError` lists the places searched
+and how to get the files; nothing is downloaded (a download without internet
+hangs for minutes).
+
+Importing this module does not import TensorFlow.
+"""
+
+import gzip
+import os
+
+import numpy as np
+
+from keras_bnn.validation import argument_error, check_fraction
+
+FILES = {
+    "x_train": "train-images-idx3-ubyte.gz",
+    "y_train": "train-labels-idx1-ubyte.gz",
+    "x_test": "t10k-images-idx3-ubyte.gz",
+    "y_test": "t10k-labels-idx1-ubyte.gz",
+}
+KERAS_CACHE = os.path.join("~", ".keras", "datasets", "fashion-mnist")
+DEBIAN_DIR = "/usr/share/datasets/fashion-mnist"
+CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+               "Sneaker", "Bag", "Ankle boot")
+_IDX_UBYTE = 0x08  # the IDX type code of unsigned bytes
+
+
+def read_idx(path):
+    """Reads one gzipped IDX file of unsigned bytes (LeCun's MNIST format).
+
+    Header: two zero bytes, the type code (0x08, unsigned byte), the number
+    of dimensions k, then k big-endian uint32 sizes; the data follow in C
+    order.
+
+    Args:
+        path: the ``.gz`` file.
+
+    Returns:
+        uint8 array of the stored shape.
+
+    Raises:
+        ValueError: naming the file, if it is not a gzipped unsigned-byte IDX
+            file or its data do not match its header.
+    """
+    try:
+        with gzip.open(path, "rb") as handle:
+            raw = handle.read()
+    except (OSError, EOFError) as error:
+        raise ValueError(f"{path} is not a gzipped IDX file ({error}).") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != _IDX_UBYTE:
+        raise ValueError(f"{path} is not an unsigned-byte IDX file (bad magic number).")
+    rank = raw[3]
+    header = 4 + 4 * rank
+    if rank == 0 or len(raw) < header:
+        raise ValueError(f"{path} is not an unsigned-byte IDX file (bad header).")
+    shape = tuple(int(v) for v in np.frombuffer(raw[4:header], dtype=">u4"))
+    if len(raw) - header != int(np.prod(shape)):
+        raise ValueError(f"{path}: {len(raw) - header} data bytes, but its header says "
+                         f"shape {shape} ({int(np.prod(shape))} bytes).")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
+
+
+def search_path(data_dir=None):
+    """The directories searched for the files, in order.
+
+    Args:
+        data_dir: a directory to try first, or None.
+
+    Returns:
+        List of absolute paths.
+    """
+    places = [] if data_dir is None else [os.fspath(data_dir)]
+    return [os.path.abspath(os.path.expanduser(p)) for p in (*places, KERAS_CACHE, DEBIAN_DIR)]
+
+
+def find_files(data_dir=None):
+    """The first directory of :func:`search_path` that holds all four files.
+
+    Raises:
+        FileNotFoundError: listing every place searched, and how to get the
+            files.
+    """
+    places = search_path(data_dir)
+    for place in places:
+        if all(os.path.isfile(os.path.join(place, name)) for name in FILES.values()):
+            return place
+    raise FileNotFoundError(
+        "Fashion-MNIST: no directory holds all four files ("
+        + ", ".join(FILES.values()) + "). Searched: " + "; ".join(places)
+        + ". Get them with Debian's package (`apt-get install dataset-fashion-mnist`, into "
+        f"{DEBIAN_DIR}), or on a machine with internet run "
+        "`python -c \"import keras; keras.datasets.fashion_mnist.load_data()\"` and copy "
+        f"{KERAS_CACHE} here, or pass data_dir= (--data-dir) a directory holding them. "
+        "Nothing is downloaded.")
+
+
+def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
+    """Fashion-MNIST as arrays, pixels scaled to [0, 1].
+
+    Args:
+        data_dir: directory tried first (see the module docstring).
+        validation_split: fraction in [0, 1) of the training images held out
+            as a validation set: the last ``round(f·60000)`` of a permutation
+            of the training split keyed on ``seed``. The test split is never
+            touched.
+        seed: seed of that permutation.
+
+    Returns:
+        ``((x_train, y_train), (x_val, y_val), (x_test, y_test), info)``:
+        x float32 ``[n, 28, 28, 1]`` in [0, 1], y int64 ``[n]``; the
+        validation pair is empty arrays when ``validation_split`` is 0.
+        ``info`` has "name", "task", "num_train", "num_validation",
+        "num_test", "num_classes", "input_shape", "class_names" and
+        "data_dir" (the directory read).
+
+    Raises:
+        FileNotFoundError: see :func:`find_files`.
+        ValueError: for a ``validation_split`` outside [0, 1), or a damaged
+            file (named).
+    """
+    if validation_split != 0:
+        check_fraction(validation_split, "validation_split", "fashion_mnist_arrays")
+    place = find_files(data_dir)
+    arrays = {key: read_idx(os.path.join(place, name)) for key, name in FILES.items()}
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim != 3 or x.shape[1:] != (28, 28) or y.shape != (len(x),):
+            raise argument_error("data_dir", f"hold 28x28 images with one label each "
+                                 f"({split} split)", place,
+                                 got=f"images {x.shape} and labels {y.shape}")
+    x_train, y_train = arrays["x_train"], arrays["y_train"].astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(x_train))
+    held = int(round(validation_split * len(x_train)))
+    train, val = order[:len(order) - held], order[len(order) - held:]
+
+    def scaled(x):
+        return (x.astype(np.float32) / 255.0)[..., None]
+
+    info = {"name": "fashion_mnist", "task": "classification", "num_train": len(train),
+            "num_validation": held, "num_test": len(arrays["x_test"]), "num_classes": 10,
+            "input_shape": (28, 28, 1), "class_names": CLASS_NAMES, "data_dir": place}
+    return ((scaled(x_train[train]), y_train[train]),
+            (scaled(x_train[val]), y_train[val]),
+            (scaled(arrays["x_test"]), arrays["y_test"].astype(np.int64)), info)

@@ -1,0 +1,122 @@
+"""Priors over network weights, as Keras regularizers with real log-densities.
+
+Every prior is a :class:`keras.regularizers.Regularizer`. Called on a weight
+tensor it returns ``-log p(w)``: the full negative
+log-density, normalising constants included (except :class:`UnitNormDirection`,
+which is documented as unnormalised). The tempered posterior's mean-form
+potential (see the design note) adds the prior as ``(1/n) * (-log p(θ))``:
+the scaling by ``1/n`` is :meth:`keras_bnn.BayesianModel.potential_terms`'s,
+so a prior is never changed by the model it sits in.
+
+Densities are written with ``keras.ops`` (closed forms) so that they run under
+every Keras backend; the tests check them against ``scipy.stats`` and
+TensorFlow Probability.
+
+Modules: :mod:`~keras_bnn.priors.base` (:class:`Prior`),
+:mod:`~keras_bnn.priors.elementwise` (Normal, HeNormal, GlorotNormal, Laplace,
+StudentT, Cauchy) and :mod:`~keras_bnn.priors.group` (GroupLaplace,
+UnitNormDirection); this module resolves priors by name (:func:`get`) and
+sums a model's log-prior (:func:`log_prior`). Every class is reported as
+``keras_bnn.priors.<name>``, the path its serialized config records.
+"""
+
+import keras
+from keras import ops
+
+from keras_bnn.priors.base import Prior
+from keras_bnn.priors.elementwise import Cauchy, GlorotNormal, HeNormal, Laplace, Normal, StudentT
+from keras_bnn.priors.group import GroupLaplace, UnitNormDirection
+from keras_bnn.validation import argument_error
+
+__all__ = [
+    "Prior",
+    "Normal",
+    "Laplace",
+    "StudentT",
+    "Cauchy",
+    "HeNormal",
+    "GlorotNormal",
+    "GroupLaplace",
+    "UnitNormDirection",
+    "get",
+    "serialize",
+    "log_prior",
+]
+
+_BY_NAME = {
+    "normal": Normal,
+    "laplace": Laplace,
+    "student_t": StudentT,
+    "cauchy": Cauchy,
+    "he_normal": HeNormal,
+    "glorot_normal": GlorotNormal,
+    "group_laplace": GroupLaplace,
+    "unit_norm_direction": UnitNormDirection,
+}
+
+
+def get(identifier, argument="prior"):
+    """Resolves a prior from an instance, a name, a config dict or ``None``.
+
+    Args:
+        identifier: a :class:`Prior`, one of the names
+            ``"normal", "laplace", "student_t", "cauchy", "he_normal",
+            "glorot_normal", "group_laplace", "unit_norm_direction"`` (default arguments), a
+            dict from :func:`serialize`, or ``None``.
+        argument: the caller's argument name, used in error messages.
+
+    Returns:
+        A :class:`Prior`, or ``None`` for ``None``.
+
+    Raises:
+        ValueError: for an unknown name or an object that is not a prior.
+    """
+    if identifier is None or isinstance(identifier, Prior):
+        return identifier
+    if isinstance(identifier, str):
+        key = identifier.lower()
+        if key not in _BY_NAME:
+            raise ValueError(
+                f"Unknown prior for `{argument}`: {identifier!r}. Allowed names: "
+                f"{', '.join(sorted(_BY_NAME))}."
+            )
+        return _BY_NAME[key]()
+    if isinstance(identifier, dict):
+        try:
+            prior = keras.saving.deserialize_keras_object(identifier)
+        except TypeError:  # unknown class: reported below, naming the argument
+            prior = None
+        if isinstance(prior, Prior):
+            return prior
+    raise argument_error(
+        argument, f"be a keras_bnn.priors.Prior, a prior name ({', '.join(sorted(_BY_NAME))}), "
+        "a serialized prior or None", identifier)
+
+
+def serialize(prior):
+    """Serializes a prior (or ``None``) for a layer's ``get_config``.
+
+    Args:
+        prior: a :class:`Prior` or ``None``.
+
+    Returns:
+        A config dict, or ``None``.
+    """
+    return None if prior is None else keras.saving.serialize_keras_object(prior)
+
+
+def log_prior(model):
+    """Total ``log p(θ)`` of a model: the sum over its prior-carrying weights.
+
+    Args:
+        model: a built Keras model (or layer).
+
+    Returns:
+        Scalar tensor.
+    """
+    terms = [
+        v.regularizer.log_prob(v.value)
+        for v in model.weights
+        if isinstance(getattr(v, "regularizer", None), Prior)
+    ]
+    return ops.sum(ops.stack(terms)) if terms else ops.zeros(())

@@ -1,0 +1,49 @@
+"""Runs behind the ``keras-bnn`` command: train, evaluate, export, sweeps.
+
+One module per job:
+
+* :mod:`~keras_bnn.runs.config`: :class:`RunConfig`, its defaults, the
+  chains' seeds;
+* :mod:`~keras_bnn.runs.rundir`: :class:`RunDir`, the one owner of the
+  on-disk layout (samples, config, chains, backup, metrics, plots), and
+  :func:`stores_of`, the stores of a run;
+* :mod:`~keras_bnn.runs.build`: data, model and compiled model (the
+  optimizer from :data:`keras_bnn.samplers.REGISTRY`);
+* :mod:`~keras_bnn.runs.training`: train, resume, several chains;
+* :mod:`~keras_bnn.runs.evaluation`: metrics, plots, R-hat across chains,
+  export;
+* :mod:`~keras_bnn.runs.sweeps`: temperature and prior-scale sweeps.
+
+The names below are imported on first use, so that
+:mod:`keras_bnn.ensemble` and :mod:`keras_bnn.diagnostics` can use
+:func:`stores_of` without importing the training side.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "config": ("ARRAYS", "DATASET_DEFAULTS", "DEFAULTS", "KERNEL_PRIORS", "MODELS",
+               "RunConfig", "STUDENT_T_DF", "TASK_LIKELIHOOD", "chain_seed", "read_config"),
+    "rundir": ("Chains", "RunDir", "stores_of"),
+    "build": ("arrays_data", "build_model", "compile_model", "likelihood_of", "load_data",
+              "load_info"),
+    "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
+                 "resume_config", "run_chains", "train"),
+    "evaluation": ("chain_rhat", "evaluate", "export", "load_chains", "load_run"),
+    "sweeps": ("SWEEP_PARAMS", "sweep", "sweep_temperature"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'keras_bnn.runs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"keras_bnn.runs.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,138 @@
+"""A run's parts: its data, its model, and the compiled model.
+
+:func:`load_data` (or :func:`arrays_data` for in-memory arrays) →
+:func:`build_model` → :func:`compile_model`, whose optimizer is the
+:data:`keras_bnn.samplers.REGISTRY` entry of ``config.sampler`` (a sampler,
+or the SGD/MAP baseline), built once.
+"""
+
+import inspect
+
+import keras
+import numpy as np
+
+from keras_bnn import data as data_lib
+from keras_bnn import likelihoods as likelihoods_lib
+from keras_bnn import models as models_lib
+from keras_bnn import samplers
+from keras_bnn.runs.config import ARRAYS, KERNEL_PRIORS, TASK_LIKELIHOOD, chain_seed
+from keras_bnn.validation import check_choice
+
+
+def load_data(config):
+    """Loads the run's dataset.
+
+    Returns:
+        ``(train_ds, test_ds, info)`` from :func:`keras_bnn.data.load`.
+
+    Raises:
+        ValueError: for a run on in-memory arrays (its data is not on disk).
+    """
+    if config.dataset == ARRAYS:
+        raise ValueError("this run was trained on in-memory arrays: pass the same "
+                         "`data=` to keras_bnn.runs.evaluate.")
+    kwargs = {"seed": config.seed}
+    if config.dataset == "synthetic":
+        kwargs.update(num_train=config.num_train, num_test=config.num_test)
+    elif config.dataset not in data_lib.BUNDLED:
+        kwargs["data_dir"] = config.data_dir
+    return data_lib.load(config.dataset, batch_size=config.batch_size, **kwargs)
+
+
+def likelihood_of(config, info):
+    """The run's likelihood: ``config.likelihood``, else the dataset's task's."""
+    return config.likelihood or TASK_LIKELIHOOD[info.get("task", "classification")]
+
+
+def build_model(config, info):
+    """Builds the run's model for the dataset described by ``info``.
+
+    The head has :func:`keras_bnn.likelihoods.output_units` outputs; the
+    kernels get ``config.prior`` with scale ``config.prior_scale`` unless
+    ``config.model_args`` names a ``kernel_prior`` (resnet_pp, whose
+    weight-normalised layers have their own priors, takes neither).
+    """
+    builder = getattr(models_lib, config.model)
+    parameters = inspect.signature(builder).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        fixed = {"input_shape", "num_classes", "vocab_size"}
+        allowed = sorted(set(parameters) - fixed)
+        unknown = sorted(set(config.model_args) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown `model_args` {unknown} for model {config.model!r}; "
+                             f"allowed: {allowed}.")
+    units = likelihoods_lib.output_units(likelihood_of(config, info), info["num_classes"])
+    args = dict(config.model_args)
+    if config.model != "resnet_pp":
+        args.setdefault("kernel_prior", KERNEL_PRIORS[config.prior](config.prior_scale))
+    if config.model == "cnn_lstm":
+        return builder(vocab_size=info["vocab_size"], num_classes=units, **args)
+    return builder(info["input_shape"], units, **args)
+
+
+def compile_model(model, config, info):
+    """Compiles ``model`` with the run's optimizer, likelihood and metrics.
+
+    The optimizer is ``REGISTRY[config.sampler].build(...)`` with h0 =
+    ``config.step_size`` (default: the entry's), the noise seed
+    :func:`keras_bnn.runs.chain_seed` and the temperature ``config.temperature``;
+    :meth:`keras_bnn.BayesianModel.compile` takes a sampler or the baseline's
+    optimizer alike.
+
+    Args:
+        model: a :class:`keras_bnn.BayesianModel` from :func:`build_model`.
+        config: a validated :class:`keras_bnn.runs.RunConfig`.
+        info: the dataset's ``info`` (``num_train``, ``task``).
+    """
+    method = samplers.REGISTRY[config.sampler]
+    likelihood = likelihood_of(config, info)
+    metrics = {"categorical": ["accuracy"], "bernoulli": [
+        keras.metrics.BinaryAccuracy(threshold=0.0)], "gaussian": []}[likelihood]
+    optimizer = method.build(config.step_size or method.step_size, seed=chain_seed(config),
+                             temperature=config.temperature, **config.sampler_args)
+    model.compile(optimizer, loss=likelihoods_lib.loss_for(likelihood),
+                  train_size=info["num_train"], metrics=metrics)
+
+
+def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=None):
+    """In-memory arrays as a run's ``(train_ds, test_ds, info)``.
+
+    Args:
+        x, y: training inputs [n, ...] and labels [n] (integer classes, 0/1
+            for bernoulli, float targets for regression).
+        batch_size: examples per batch.
+        seed: seed of the per-epoch training shuffle.
+        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS`; None
+            takes ``"gaussian"`` for non-integer ``y`` and ``"categorical"``
+            otherwise.
+        x_test, y_test: the evaluation set.
+
+    Returns:
+        ``(train_ds, test_ds, info)``; ``info`` has ``name`` (``"arrays"``),
+        ``task``, ``num_train``, ``num_test``, ``num_classes`` and
+        ``input_shape``.
+
+    Raises:
+        ValueError: for mismatched or empty arrays or an unknown likelihood.
+    """
+    y = np.asarray(y)
+    if likelihood is None:
+        integral = np.issubdtype(y.dtype, np.integer) or np.all(np.mod(y, 1) == 0)
+        likelihood = "categorical" if integral else "gaussian"
+    likelihood = check_choice(likelihood, "likelihood", likelihoods_lib.LIKELIHOODS)
+    task = {value: key for key, value in TASK_LIKELIHOOD.items()}[likelihood]
+    dtype = np.float32 if likelihood == "gaussian" else np.int64
+    info = {"name": ARRAYS, "task": task, "num_train": len(y), "num_test": len(y_test),
+            "input_shape": tuple(np.shape(x)[1:]),
+            "num_classes": int(y.max()) + 1 if likelihood == "categorical" else None}
+    return (data_lib.make_dataset(x, y.astype(dtype), batch_size, shuffle=True, seed=seed),
+            data_lib.make_dataset(x_test, np.asarray(y_test).astype(dtype), batch_size),
+            info)
+
+
+def load_info(config):
+    """The ``info`` dict of the run's dataset (bundled and synthetic sets only)."""
+    if config.dataset in data_lib.BUNDLED:
+        return data_lib.bundled_arrays(config.dataset)[2]
+    return {"task": "classification"}
+

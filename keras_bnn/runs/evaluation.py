@@ -1,0 +1,192 @@
+"""Evaluating a run: metrics, plots and R-hat across chains; its export.
+
+A run directory is resolved once (:func:`load_chains` →
+:func:`keras_bnn.runs.stores_of`) and the checked stores go to
+:meth:`keras_bnn.PosteriorEnsemble.from_store` as they are.
+"""
+
+import numpy as np
+
+from keras_bnn import data as data_lib
+from keras_bnn import diagnostics
+from keras_bnn import metrics as metrics_lib
+from keras_bnn import plots
+from keras_bnn.ensemble import PosteriorEnsemble
+from keras_bnn.runs.build import load_data
+from keras_bnn.runs.config import read_config
+from keras_bnn.runs.rundir import RunDir, stores_of
+
+def load_run(run_dir):
+    """Reads a run directory.
+
+    Returns:
+        ``(config, store)``.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no run.
+    """
+    config = read_config(run_dir)
+    store = RunDir(run_dir).store()
+    if not len(store):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet.")
+    return config, store
+
+
+def load_chains(run_dir):
+    """Reads a single- or multi-chain run directory, resolving it once.
+
+    Returns:
+        ``(config, stores)``: the (shared) configuration and the checked
+        :class:`keras_bnn.runs.Chains`, one :class:`keras_bnn.SampleStore`
+        per chain.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no run.
+        ValueError: if a chain holds no samples, or the chains are of
+            different architectures.
+    """
+    chains = RunDir(run_dir).chains()
+    if chains:
+        config, stores = read_config(run_dir), [chain.store() for chain in chains]
+    else:
+        config, store = load_run(run_dir)
+        stores = [store]
+    return config, stores_of(stores)
+
+
+def _gaussian_curve(members, targets):
+    """Regression metrics of the first s members' moment-matched mixture, s = 1..S.
+
+    ``members`` is [S, N, 2D] raw ``[μ, log σ²]``; the mixture of s members
+    has mean (1/s) Σ μ_r and variance (1/s) Σ (σ²_r + μ_r²) − mean².
+    """
+    units = members.shape[-1] // 2
+    means, variances = members[..., :units], np.exp(members[..., units:])
+    count = np.arange(1, len(members) + 1)[:, None, None]
+    mean = np.cumsum(means, axis=0) / count
+    variance = np.cumsum(variances + means**2, axis=0) / count - mean**2
+    rows = [metrics_lib.evaluate_gaussian(m, v, targets) for m, v in zip(mean, variance)]
+    curve = {"num_samples": count.ravel().tolist()}
+    curve.update({name: [row[name] for row in rows] for name in rows[0]})
+    single = metrics_lib.evaluate_gaussian(means[-1], variances[-1], targets)
+    return single, rows[-1], curve
+
+
+def evaluate(run_dir, num_bins=15, baseline=None, data=None):
+    """Evaluates a run: last sample, and the posterior-predictive ensemble.
+
+    The ensemble is :meth:`PosteriorEnsemble.from_store` (its likelihood read
+    from the store). Classification and binary runs are scored with
+    :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier);
+    regression runs with :func:`keras_bnn.metrics.evaluate_gaussian` (NLL,
+    RMSE, coverage of the central 50/90/95 % intervals) on the moment-matched
+    mixture. Writes ``metrics.json``, ``reliability.png`` (classification)
+    and ``metric_vs_samples.png`` into ``run_dir``.
+
+    Args:
+        run_dir: a directory written by :func:`keras_bnn.runs.train` or
+            :func:`keras_bnn.runs.run_chains`
+            (the chains are pooled).
+        num_bins: ECE / reliability bins.
+        baseline: optional metrics dict of a reference model (e.g. the SGD/MAP
+            run's ``single_sample``), drawn as a horizontal line in the
+            metric-vs-samples plot.
+        data: ``(train_ds, test_ds, info)`` to evaluate on instead of the
+            test split of ``config.dataset`` (needed for runs on arrays).
+
+    Returns:
+        dict with ``likelihood``, ``single_sample`` (the last sample of the
+        last chain) and ``ensemble`` (all chains pooled) metrics,
+        ``num_chains``, ``num_samples`` (over all chains), the
+        ``metric_vs_num_samples`` curve, ``rhat`` (see :func:`chain_rhat`:
+        rank-normalised R-hat and ESS in function and weight space; one
+        chain is compared by its halves) and the plot paths.
+    """
+    config, stores = load_chains(run_dir)
+    run = RunDir(run_dir)
+    _, test_ds, _ = data or load_data(config)
+    labels = data_lib.dataset_labels(test_ds)
+    # The store is read once, by from_store: the members' predictions and
+    # the weight-space diagnostics both come from the ensemble.
+    ensemble = PosteriorEnsemble.from_store(stores)
+    members = ensemble.predict_members(test_ds)  # chain by chain
+    num_samples = len(members)
+    chain_ends = np.cumsum([len(s) for s in stores])[:-1]
+    weights = np.concatenate(
+        [np.reshape(w, (num_samples, -1)) for w in ensemble.member_weights()], axis=1)
+    result = {"sampler": config.sampler, "temperature": config.temperature,
+              "likelihood": ensemble.likelihood, "num_chains": len(stores),
+              "num_samples": num_samples}
+    if ensemble.likelihood == "gaussian":
+        single, scores, curve = _gaussian_curve(members, labels)
+        curve_metrics = (("rmse", "RMSE"), ("nll", "NLL (nats)"))
+        result["reliability_plot"] = None
+    else:
+        scored = metrics_lib.evaluate_members(members, labels, num_bins=num_bins)
+        single, scores, curve = scored["members"][-1], scored["ensemble"], scored[
+            "metric_vs_num_samples"]
+        curve_metrics = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
+        result["reliability_plot"] = plots.reliability_diagram(
+            members.mean(axis=0), labels, run.reliability_plot,
+            num_bins=num_bins, title=f"{config.sampler} ensemble ({num_samples} samples)")
+    result.update({
+        "single_sample": single,
+        "ensemble": scores,
+        "metric_vs_num_samples": curve,
+        "rhat": chain_rhat(np.split(members, chain_ends), np.split(weights, chain_ends)),
+        "samples_plot": plots.metric_vs_samples_plot(
+            curve, run.samples_plot, metrics=curve_metrics,
+            baseline=baseline, baseline_label="SGD (MAP)"),
+    })
+    run.write_json(run.metrics, result)
+    return result
+
+
+def chain_rhat(chain_probs, chain_weights):
+    """R-hat and ESS across chains in function and weight space.
+
+    :func:`keras_bnn.diagnostics.convergence_summary` of the members'
+    predictions on the test inputs (``"function"``: class probabilities
+    p(k|x_n), or the raw ``[μ, log σ²]`` of a Gaussian head)
+    and of every weight (``"weight"``), over the last S draws of each chain
+    (S the shortest chain). With one chain its halves are compared.
+
+    Args:
+        chain_probs: per chain, the ``[S_k, N, units]`` predictions of its samples.
+        chain_weights: per chain, the ``[S_k, D]`` flattened weights of its
+            samples (all weights, in ``model.weights`` order).
+
+    Returns:
+        ``{"function": {...}, "weight": {...}}`` (keys ``median``, ``max``,
+        ``frac_below_1.01``, ``frac_below_1.1``, ESS, counts), or None when
+        the chains have fewer than 4 common draws.
+    """
+    draws = min(len(p) for p in chain_probs)
+    if draws < 4:
+        return None
+
+    def last_draws(per_chain):
+        return np.stack([c[len(c) - draws:] for c in per_chain]).astype(np.float64)
+
+    return {"function": diagnostics.convergence_summary(last_draws(chain_probs), "probabilities"),
+            "weight": diagnostics.convergence_summary(last_draws(chain_weights), "weights")}
+
+
+def export(run_dir, model_dir, version=None):
+    """Exports a run's posterior ensemble (all chains pooled) for TF Serving.
+
+    Args:
+        run_dir: a directory written by :func:`keras_bnn.runs.train` or
+            :func:`keras_bnn.runs.run_chains`.
+        model_dir: ``saved_models/<name>``; the version directory goes inside.
+        version: integer version, or None for the next free one.
+
+    Returns:
+        The path of the written version directory.
+
+    Raises:
+        See :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
+    """
+    _, stores = load_chains(run_dir)
+    return PosteriorEnsemble.from_store(stores).export(model_dir, version=version)
+

@@ -1,0 +1,224 @@
+"""The run directory: the one owner of its on-disk layout.
+
+A run directory (:class:`RunDir`) holds::
+
+    config.json                 the resolved RunConfig
+    samples/                    a SampleStore (the SGD baseline: its final point)
+    backup/                     BackupAndRestore's state while the run is unfinished
+    history.json                Keras' History.history
+    kinetic_temperatures.json   written last: the run is complete
+    gradient_noise.json
+    metrics.json, reliability.png, metric_vs_samples.png   after evaluation
+
+A multi-chain run holds ``config.json`` and one such directory per chain,
+``chain-0 … chain-{K-1}``; a sweep holds ``<param>=<value>/seed=<seed>/``
+runs, ``sweep.csv`` and ``sweep.png``. :func:`stores_of` turns a run
+directory, a store or a list of these into the checked stores, one per
+chain (:class:`Chains`), for :meth:`keras_bnn.PosteriorEnsemble.from_store`,
+:func:`keras_bnn.diagnostics.to_inference_data` and ``keras-bnn evaluate``.
+"""
+
+import json
+import os
+import re
+
+from keras_bnn.durable import atomic_write
+from keras_bnn.store import SampleStore
+
+_CHAIN = "chain-{}"
+_CHAIN_RE = re.compile(r"^chain-(\d+)$")
+
+
+class RunDir:
+    """The paths of one run directory (nothing is created until written).
+
+    Args:
+        path: the directory (``RunConfig.output_dir``).
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __repr__(self):
+        return f"RunDir({self.path!r})"
+
+    def _file(self, name):
+        return os.path.join(self.path, name)
+
+    @property
+    def config(self):
+        """Path of ``config.json``, the resolved :class:`RunConfig`."""
+        return self._file("config.json")
+
+    @property
+    def samples(self):
+        """Path of the run's :class:`keras_bnn.SampleStore`."""
+        return self._file("samples")
+
+    @property
+    def backup(self):
+        """Path of ``keras.callbacks.BackupAndRestore``'s directory."""
+        return self._file("backup")
+
+    @property
+    def history(self):
+        """Path of ``history.json`` (``History.history``)."""
+        return self._file("history.json")
+
+    @property
+    def kinetic_temperatures(self):
+        """Path of ``kinetic_temperatures.json``, written last by a complete run."""
+        return self._file("kinetic_temperatures.json")
+
+    @property
+    def gradient_noise(self):
+        """Path of ``gradient_noise.json``."""
+        return self._file("gradient_noise.json")
+
+    @property
+    def metrics(self):
+        """Path of ``metrics.json`` (what ``evaluate`` returns)."""
+        return self._file("metrics.json")
+
+    @property
+    def reliability_plot(self):
+        """Path of ``reliability.png``."""
+        return self._file("reliability.png")
+
+    @property
+    def samples_plot(self):
+        """Path of ``metric_vs_samples.png``."""
+        return self._file("metric_vs_samples.png")
+
+    @property
+    def sweep_table(self):
+        """Path of a sweep's ``sweep.csv``."""
+        return self._file("sweep.csv")
+
+    @property
+    def sweep_plot(self):
+        """Path of a sweep's ``sweep.png``."""
+        return self._file("sweep.png")
+
+    @property
+    def complete(self):
+        """True when the run finished (its last file is written)."""
+        return os.path.exists(self.kinetic_temperatures)
+
+    def store(self):
+        """The run's :class:`keras_bnn.SampleStore` (created empty if absent)."""
+        return SampleStore(self.samples)
+
+    def chain(self, k):
+        """Chain ``k``'s run directory inside a multi-chain run.
+
+        Args:
+            k: chain index ≥ 0.
+
+        Returns:
+            A :class:`RunDir`.
+        """
+        return RunDir(self._file(_CHAIN.format(k)))
+
+    def chains(self):
+        """The chain directories of a multi-chain run, in chain order.
+
+        Returns:
+            List of :class:`RunDir` (empty when this is not a multi-chain run).
+        """
+        if not os.path.isdir(self.path):
+            return []
+        found = sorted(
+            (int(match.group(1)), name)
+            for name in os.listdir(self.path)
+            if (match := _CHAIN_RE.match(name)) and os.path.isdir(self._file(name))
+        )
+        return [RunDir(self._file(name)) for _, name in found]
+
+    def sweep_run(self, param, value, seed):
+        """The run directory of one (value, seed) of a sweep rooted here.
+
+        Returns:
+            A :class:`RunDir` ``<param>=<value>/seed=<seed>``.
+        """
+        return RunDir(os.path.join(self.path, f"{param}={value:g}", f"seed={seed}"))
+
+    def write_json(self, path, value):
+        """Writes ``value`` as indented JSON to ``path`` (one of this run's
+        paths), atomically (:func:`keras_bnn.durable.atomic_write`)."""
+        os.makedirs(self.path, exist_ok=True)
+        atomic_write(path, lambda handle: handle.write(json.dumps(value, indent=2).encode()))
+
+    @staticmethod
+    def read_json(path):
+        """The JSON value in ``path`` (one of a run's paths)."""
+        with open(path) as handle:
+            return json.load(handle)
+
+
+class Chains(tuple):
+    """The sample stores of one source, one per chain: what :func:`stores_of`
+    returns, checked non-empty and of one architecture (passed to
+    :func:`stores_of` again, it is returned as is)."""
+
+
+def _stores_of_path(path):
+    run = RunDir(path)
+    chains = run.chains()
+    if chains:
+        return [chain.store() for chain in chains]
+    if os.path.isdir(run.samples):
+        return [run.store()]
+    if os.path.isdir(run.path):
+        return [SampleStore(run.path)]
+    raise FileNotFoundError(
+        f"{run.path!r} is neither a sample store, a run directory nor a multi-chain run "
+        "directory."
+    )
+
+
+def stores_of(source):
+    """The sample stores of ``source``, one per chain, all of one architecture.
+
+    Args:
+        source: a :class:`keras_bnn.SampleStore`; a path to a store, to a run
+            directory (``<run>/samples``) or to a multi-chain run directory
+            (``<run>/chain-k/samples``); or a list of any of these (pooled in
+            order); or :class:`Chains` (already checked: returned as is).
+
+    Returns:
+        :class:`Chains` of :class:`keras_bnn.SampleStore`, none of them empty.
+
+    Raises:
+        ValueError: if ``source`` is of another type, holds no store, a store
+            is empty, or the stores hold samples of different architectures
+            (the error names the first store that differs).
+        FileNotFoundError: for a path that does not exist.
+    """
+    if isinstance(source, Chains):
+        return source
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    stores = []
+    for item in items:
+        if isinstance(item, SampleStore):
+            stores.append(item)
+        elif isinstance(item, (str, os.PathLike)):
+            stores.extend(_stores_of_path(item))
+        else:
+            raise ValueError(
+                "`store` must be a SampleStore, a path to a store or run directory, or a "
+                f"list of these; got {type(item).__name__}."
+            )
+    if not stores:
+        raise ValueError("`store` holds no sample store; got an empty list.")
+    for store in stores:
+        if not len(store):
+            raise ValueError(f"`store` {store.path!r} holds no samples.")
+    reference = stores[0].architecture["fingerprint"]
+    for store in stores[1:]:
+        if store.architecture["fingerprint"] != reference:
+            raise ValueError(
+                f"The chains are of different architectures: {store.path!r} holds samples "
+                f"of another model than {stores[0].path!r}; pool only chains of one model."
+            )
+    return Chains(stores)

@@ -1,0 +1,152 @@
+"""Sweeps: one run per (value, seed) of the temperature or the prior scale.
+
+Each run is :func:`keras_bnn.runs.train` then :func:`keras_bnn.runs.evaluate`
+in ``<output_dir>/<param>=<value>/seed=<seed>``
+(:meth:`keras_bnn.runs.RunDir.sweep_run`); the sweep's table and plot go to
+the root.
+"""
+
+import csv
+import dataclasses
+import io
+import math
+
+import numpy as np
+
+from keras_bnn import data as data_lib
+from keras_bnn import plots
+from keras_bnn.durable import atomic_write
+from keras_bnn.runs.build import arrays_data, likelihood_of, load_info
+from keras_bnn.runs.config import ARRAYS, RunConfig
+from keras_bnn.runs.evaluation import evaluate
+from keras_bnn.runs.rundir import RunDir
+from keras_bnn.runs.training import train
+from keras_bnn.validation import check_choice
+
+#: What :func:`sweep` can vary.
+SWEEP_PARAMS = ("temperature", "prior_scale")
+
+
+def _sweep_arrays(config, x, y):
+    """Training arrays of a sweep: ``(x, y)`` given, or the dataset's training split."""
+    if x is not None:
+        return np.asarray(x), np.asarray(y)
+    if config.dataset in data_lib.BUNDLED:
+        return data_lib.bundled_arrays(config.dataset)[0]
+    if config.dataset == "synthetic":
+        return data_lib.synthetic_teacher(config.num_train, 1, seed=config.seed)[0]
+    raise ValueError(
+        f"sweep with a validation split needs arrays: pass x and y, or a bundled or "
+        f"synthetic dataset (got dataset {config.dataset!r}); for a tensorflow-datasets "
+        "dataset pass validation_split=None to evaluate on its test split.")
+
+
+def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
+          validation_split=0.2, verbose=0):
+    """Trains and evaluates one run per (value, seed): the cold-posterior plot.
+
+    Selecting a prior scale or temperature on the test set would report an
+    optimistic test score, so by default each run trains on a fraction
+    ``1 − validation_split`` of the training data and is evaluated on the
+    rest (a fixed split: the last ``round(n·validation_split)`` examples of
+    a permutation drawn with seed 0). Writes ``<output_dir>/<param>=<value>/
+    seed=<seed>/`` runs, ``sweep.csv`` (one row per run) and ``sweep.png``
+    (ensemble and single-sample metrics against the value, mean ± standard
+    deviation over the seeds).
+
+    Args:
+        param: one of :data:`SWEEP_PARAMS`: ``"temperature"`` (T) or
+            ``"prior_scale"`` (s of the kernel prior, ``config.prior``).
+        values: positive values of ``param``.
+        x, y: training arrays (then the run's dataset is ``"arrays"``); or
+            None to use ``dataset``.
+        dataset: a dataset name (default ``config.dataset``).
+        config: base :class:`RunConfig` (``output_dir`` is the sweep's root).
+        seeds: seeds of the runs at each value.
+        validation_split: fraction in (0, 1) held out for evaluation; None
+            trains on the whole training split and evaluates on the test split
+            (tensorflow-datasets datasets need this).
+        verbose: progress-bar verbosity of each training run.
+
+    Returns:
+        List of row dicts: ``param``'s value, ``seed``, then ``single_sample_*``
+        and ``ensemble_*`` metrics (accuracy/NLL/ECE/Brier, or NLL/RMSE/
+        coverage for regression).
+
+    Raises:
+        ValueError: for an unknown ``param``, empty or non-positive values,
+            no seeds, both arrays and ``dataset``, or a validation split
+            outside (0, 1).
+    """
+    param = check_choice(param, "param", SWEEP_PARAMS)
+    values = [float(v) for v in values]
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise ValueError(f"`values` must be positive numbers; got {values!r}.")
+    seeds = [int(seed) for seed in seeds]
+    if not seeds:
+        raise ValueError("`seeds` must hold at least one seed.")
+    if (x is None) != (y is None) or (x is not None and dataset is not None):
+        raise ValueError("pass either both `x` and `y`, or a `dataset` name, not both.")
+    config = config or RunConfig()
+    if dataset is not None:
+        config = dataclasses.replace(config, dataset=dataset)
+    if x is not None:
+        config = dataclasses.replace(config, dataset=ARRAYS)
+    config.validate()
+    arrays = None
+    if validation_split is not None:
+        if not 0 < validation_split < 1:
+            raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
+                             f"got {validation_split!r}.")
+        x_all, y_all = _sweep_arrays(config, x, y)
+        order = np.random.default_rng(0).permutation(len(y_all))
+        cut = len(order) - int(round(len(order) * validation_split))
+        arrays = (x_all[order[:cut]], y_all[order[:cut]], x_all[order[cut:]],
+                  y_all[order[cut:]])
+    elif x is not None:
+        raise ValueError("a sweep on arrays needs a `validation_split` in (0, 1).")
+    root = RunDir(config.output_dir)
+    rows = []
+    for value in values:
+        for seed in seeds:
+            run = dataclasses.replace(config, seed=seed, **{param: value},
+                                      output_dir=root.sweep_run(param, value, seed).path)
+            data = None
+            if arrays is not None:
+                likelihood = config.likelihood
+                if likelihood is None and config.dataset != ARRAYS:
+                    likelihood = likelihood_of(config, load_info(config))
+                data = arrays_data(arrays[0], arrays[1], config.batch_size, seed,
+                                   likelihood, arrays[2], arrays[3])
+            train(run, verbose=verbose, data=data)
+            result = evaluate(run.output_dir, data=data)
+            row = {param: value, "seed": seed}
+            for part in ("single_sample", "ensemble"):
+                row.update({f"{part}_{k}": v for k, v in result[part].items()})
+            rows.append(row)
+    curve = "rmse" if "ensemble_rmse" in rows[0] else "accuracy"
+    plots.sweep_plot(rows, root.sweep_plot, param=param,
+                     metrics=((curve, curve.upper() if curve == "rmse" else curve),
+                              ("nll", "NLL (nats)")))
+    _write_csv(rows, root.sweep_table)
+    return rows
+
+
+def sweep_temperature(config, temperatures, verbose=0):
+    """The temperature sweep on the test split: :func:`sweep` with
+    ``param="temperature"``, ``seeds=(config.seed,)`` and
+    ``validation_split=None``.
+
+    Raises:
+        ValueError: for an empty or non-positive temperature list.
+    """
+    return sweep("temperature", temperatures, config=config, seeds=(config.seed,),
+                 validation_split=None, verbose=verbose)
+
+
+def _write_csv(rows, path):
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, lambda handle: handle.write(text.getvalue().encode()))

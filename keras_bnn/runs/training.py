@@ -1,0 +1,244 @@
+"""Training a run: one chain in this process, several chains, and resuming.
+
+:func:`train` writes a :class:`keras_bnn.runs.RunDir`; :func:`run_chains`
+writes one per chain, in this process or as concurrent ``keras-bnn train``
+processes.
+"""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+
+from keras_bnn import callbacks as callbacks_lib
+from keras_bnn import diagnostics
+from keras_bnn import samplers
+from keras_bnn.runs.build import build_model, compile_model, load_data
+from keras_bnn.runs.config import chain_seed, read_config
+from keras_bnn.runs.rundir import RunDir
+from keras_bnn.store import SampleStore
+from keras_bnn.validation import check_int
+
+
+def resume_config(output_dir, flags):
+    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
+
+    Args:
+        output_dir: the run directory (``--output-dir``).
+        flags: RunConfig fields given on the command line besides
+            ``output_dir``; each must equal the stored value (a resumed run
+            continues the same chain).
+
+    Returns:
+        The stored :class:`RunConfig`.
+
+    Raises:
+        ValueError: without ``output_dir``, with ``--config``, or for a flag
+            that differs from the stored config.
+        FileNotFoundError: if ``output_dir`` holds no run.
+    """
+    if not output_dir:
+        raise ValueError("--resume needs --output-dir (the run directory to continue).")
+    if "config" in flags:
+        raise ValueError("--resume reads the run's own config.json; do not pass --config.")
+    config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
+    for name, value in flags.items():
+        if name != "output_dir" and getattr(config, name) != value:
+            raise ValueError(f"--resume continues the stored run: `{name}` is "
+                             f"{getattr(config, name)!r} there, {value!r} given.")
+    return config
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` returns (and writes into the run directory).
+
+    Unpacks as ``store, history = train(...)``.
+
+    Attributes:
+        store: the run's :class:`keras_bnn.SampleStore`.
+        history: the ``keras.callbacks.History`` of ``fit``.
+        kinetic_temperatures: :func:`kinetic_temperature_rows` (also in
+            ``kinetic_temperatures.json``).
+        gradient_noise: :func:`gradient_noise_rows` (also in
+            ``gradient_noise.json``).
+    """
+
+    store: SampleStore
+    history: keras.callbacks.History
+    kinetic_temperatures: list
+    gradient_noise: list
+
+    def __iter__(self):
+        return iter((self.store, self.history))
+
+
+def train(config, verbose=1, resume=False, data=None):
+    """Trains a model by sampling (or SGD) and stores the samples.
+
+    The run is backed up at every epoch end (``keras.callbacks.BackupAndRestore``
+    in ``output_dir/backup``, removed when the run completes), so a killed
+    run continues with ``resume=True``: from the last finished epoch, with
+    the same chain state and step counter, and no sample duplicated or
+    dropped (:class:`keras_bnn.callbacks.CollectSamples`).
+
+    Args:
+        config: a validated :class:`RunConfig`.
+        verbose: Keras progress-bar verbosity.
+        resume: continue the run in ``config.output_dir``.
+        data: ``(train_ds, test_ds, info)`` to use instead of loading
+            ``config.dataset`` (e.g. from :func:`keras_bnn.runs.arrays_data`).
+
+    Returns:
+        A :class:`TrainResult` (``store, history = train(...)`` unpacks it).
+
+    Raises:
+        FileExistsError: if ``output_dir`` already holds a run and
+            ``resume`` is False.
+        ValueError: if ``resume`` is True and the run is complete.
+    """
+    config.validate()
+    run = RunDir(config.output_dir)
+    store = run.store()
+    if resume and run.complete:
+        raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
+                         f"({len(store)} samples); nothing to resume.")
+    if not resume and (len(store) or os.path.exists(run.backup)):
+        raise FileExistsError(
+            f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
+            "choose a new directory, or continue a killed run with --resume."
+        )
+    # Seed first: the shuffle op combines its own seed with the global one, so
+    # the data order must not depend on what ran before in the process.
+    keras.utils.set_random_seed(chain_seed(config))
+    train_ds, _, info = data or load_data(config)
+    model = build_model(config, info)
+    compile_model(model, config, info)
+    collects = samplers.REGISTRY[config.sampler].collects
+    callbacks = [keras.callbacks.BackupAndRestore(
+        run.backup, delete_checkpoint=False, double_checkpoint=True)]
+    if collects:
+        if config.cycle_epochs:
+            callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs,
+                                                            config.burn_in_epochs))
+        callbacks.append(callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
+                                                      every=config.collect_every,
+                                                      chain=config.chain))
+    if not resume:
+        run.write_json(run.config, dataclasses.asdict(config))
+    history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks,
+                        shuffle=False)  # the tf.data pipeline shuffles
+    step = int(model.optimizer.iterations)
+    if not collects and store.find(config.chain, step) is None:  # the point estimate
+        store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
+    result = TrainResult(store, history, kinetic_temperature_rows(model, config),
+                         gradient_noise_rows(model))
+    run.write_json(run.gradient_noise, result.gradient_noise)
+    run.write_json(run.history, history.history)
+    run.write_json(run.kinetic_temperatures, result.kinetic_temperatures)  # last: complete
+    shutil.rmtree(run.backup, ignore_errors=True)
+    return result
+
+
+def run_chains(config, chains, verbose=1, processes=1):
+    """Trains ``chains`` independent chains of one configuration.
+
+    Chain k is :func:`train` with ``chain=k`` (its own initialisation and
+    sampler noise, :func:`chain_seed`; the same data) in
+    ``<output_dir>/chain-k``; ``<output_dir>/config.json`` holds the shared
+    configuration. ``keras-bnn evaluate --run-dir <output_dir>`` then pools
+    the chains and reports R-hat/ESS across them. With ``processes > 1`` the
+    chains run as that many concurrent ``keras-bnn train`` processes (each
+    with its own TensorFlow runtime; worth it when the cores outnumber what
+    one chain uses), else one after another in this process.
+
+    Args:
+        config: a :class:`RunConfig` (``output_dir`` is the run directory).
+        chains: K ≥ 1.
+        verbose: Keras progress-bar verbosity of each chain (in-process).
+        processes: concurrent chain processes, ≥ 1.
+
+    Returns:
+        List of ``(store, logs)``, one per chain: its
+        :class:`keras_bnn.SampleStore` and its ``History.history`` dict (also
+        in ``chain-k/history.json``).
+
+    Raises:
+        ValueError: for ``chains`` or ``processes`` < 1 or an invalid config.
+        FileExistsError: if a chain directory already holds samples.
+        ChildProcessError: if a chain process fails (with the end of its
+            stderr).
+    """
+    chains = check_int(chains, "chains", 1)
+    processes = check_int(processes, "processes", 1)
+    config = dataclasses.replace(config.validate(), chain=0)
+    top = RunDir(config.output_dir)
+    top.write_json(top.config, dataclasses.asdict(config))
+    chain_dirs = [top.chain(k) for k in range(chains)]
+    runs = [dataclasses.replace(config, chain=k, output_dir=chain_dir.path)
+            for k, chain_dir in enumerate(chain_dirs)]
+    if processes == 1:
+        return [(result.store, result.history.history) for result in
+                (train(run, verbose=verbose) for run in runs)]
+    for start in range(0, chains, processes):
+        _train_in_processes(runs[start:start + processes])
+    return [(chain_dir.store(), chain_dir.read_json(chain_dir.history))
+            for chain_dir in chain_dirs]
+
+
+def _train_in_processes(runs):
+    """Runs ``keras-bnn train`` for each config concurrently; raises on a failure."""
+    launched = []
+    for run in runs:
+        path = RunDir(run.output_dir).config  # train() writes the same
+        RunDir(run.output_dir).write_json(path, dataclasses.asdict(run))
+        launched.append((run, subprocess.Popen(
+            [sys.executable, "-m", "keras_bnn.cli", "train", "--config", path, "--verbose", "0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+    errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
+    failures = [(run, err) for run, err, code in errors if code]
+    if failures:
+        run, err = failures[0]
+        raise ChildProcessError(
+            f"{len(failures)} chain process(es) failed; chain {run.chain} "
+            f"({run.output_dir}) said: {err.strip()[-2000:]}")
+
+
+def kinetic_temperature_rows(model, config):
+    """Per-variable kinetic temperatures at the end of training, with χ² bands.
+
+    Returns:
+        List of dicts (``name, d, t_kin, lo, hi, inside_band``); empty for
+        samplers without momentum and for relativistic momentum, where
+        ``p·∇K(p)`` is not χ²-distributed.
+    """
+    sampler = model.optimizer
+    if (not isinstance(sampler, samplers.Sampler) or not sampler.has_momentum
+            or getattr(sampler, "speed_limit", None)):
+        return []
+    per_variable = [(name, float(t), d) for name, t, d in sampler.kinetic_temperatures()]
+    return [row._asdict() for row in diagnostics.kinetic_temperature_report(
+        per_variable, config.temperature)]
+
+
+def gradient_noise_rows(model):
+    """Per-variable gradient-noise ratios at the end of training.
+
+    See :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`.
+
+    Returns:
+        List of dicts (``name, d, ratio, above_limit``), ``above_limit`` when
+        the ratio exceeds :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`; empty
+        for the SGD baseline and for HMC (full batch: no gradient noise).
+    """
+    sampler = model.optimizer
+    if "gradient_noise_ratio" not in model.transition_kernel.metric_names:
+        return []
+    return [
+        dict(name=name, d=d, ratio=float(r), above_limit=float(r) > samplers.NOISE_RATIO_LIMIT)
+        for name, r, d in sampler.gradient_noise_ratios()
+    ]
+

@@ -1,0 +1,217 @@
+"""The posterior predictive and its uncertainty decomposition, from member outputs.
+
+Given the raw outputs f(x;θ_s) of S posterior samples θ_1..θ_S of one network
+on N inputs, stacked as ``members`` [S, N, units], the Monte Carlo posterior
+predictive is
+
+    p(y|x, D) ≈ (1/S) Σ_s p(y|x, θ_s).
+
+Likelihoods (the member's output head):
+
+* ``"categorical"``: the member outputs logits f(x;θ_s) ∈ R^K and
+  p(y|x,θ_s) = softmax(f(x;θ_s)). The predictive is computed in log space,
+
+      log p̄ = logsumexp_s(log_softmax f(x;θ_s)) − log S,
+
+  so members that are certain (logits of ±1000, probabilities that underflow)
+  give exact probabilities and finite log-probabilities.
+* ``"bernoulli"`` (binary): one logit f(x;θ_s) ∈ R and
+  p(y=1|x,θ_s) = sigmoid(f(x;θ_s)); p̄(y=1|x) =
+  exp(logsumexp_s(log sigmoid f(x;θ_s)) − log S).
+* ``"gaussian"`` (regression): the member outputs ``[μ, log σ²]``
+  concatenated on the last axis, shape [N, 2D], and
+  p(y|x,θ_s) = N(y; μ_s, σ²_s). The predictive is the moment-matched
+  Gaussian of the mixture (law of total variance):
+
+      mean = (1/S) Σ_s μ_s
+      var  = (1/S) Σ_s σ²_s  +  (1/S) Σ_s (μ_s − mean)²
+             (aleatoric)        (epistemic)
+
+The functions are ``keras.ops`` (any Keras backend, inside a traced graph);
+:class:`keras_bnn.PosteriorEnsemble` evaluates the members and calls them.
+"""
+
+import math
+
+from keras import ops
+
+#: Outputs of :func:`summary` (and of
+#: :meth:`keras_bnn.PosteriorEnsemble.predictive_summary` and the exported
+#: ``serving_default`` signature) for ``likelihood="categorical"``.
+CATEGORICAL_OUTPUTS = (
+    "probabilities",
+    "log_probabilities",
+    "predictive_entropy",
+    "expected_entropy",
+    "mutual_information",
+    "class_std",
+)
+#: The same for ``likelihood="bernoulli"``.
+BERNOULLI_OUTPUTS = (
+    "probabilities",
+    "predictive_entropy",
+    "expected_entropy",
+    "mutual_information",
+    "probability_std",
+)
+#: The same for ``likelihood="gaussian"``.
+GAUSSIAN_OUTPUTS = ("mean", "variance", "aleatoric_variance", "epistemic_variance")
+
+
+def log_mean_exp(x, axis=0):
+    """log((1/S) Σ_s exp(x_s)) over ``axis`` of size S, without overflow.
+
+    Args:
+        x: tensor whose ``axis`` has a known size S >= 1.
+        axis: the axis averaged over.
+
+    Returns:
+        ``logsumexp(x, axis) − log S``: ``x`` without ``axis``.
+    """
+    return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
+
+
+def nan_rows(values, finite, axis=0):
+    """``values`` with NaN in the rows (along ``axis``) where ``finite`` is False.
+
+    A row whose input holds NaN or Inf must give NaN, never a finite,
+    confident-looking answer: layers such as relu map NaN to finite values,
+    and XLA's fused exp/log on CPU clamp NaN to finite numbers, so the mask
+    is applied to every output instead of trusting NaN to propagate.
+
+    Args:
+        values: tensor with N rows along ``axis``.
+        finite: [N] boolean tensor, or None (no row is masked).
+        axis: the row axis of ``values``.
+
+    Returns:
+        ``values`` (same shape and dtype), NaN in the masked rows.
+    """
+    if finite is None:
+        return values
+    shape = [1] * len(values.shape)
+    shape[axis] = -1
+    return ops.where(ops.reshape(finite, shape), values, ops.cast(float("nan"), values.dtype))
+
+
+def gaussian_moments(members):
+    """The mixture's mean and its variance split into aleatoric and epistemic parts.
+
+    mean = (1/S) Σ_s μ_s; aleatoric = (1/S) Σ_s σ²_s (a log-mean-exp of the
+    log-variances); epistemic = (1/S) Σ_s (μ_s − mean)².
+
+    Args:
+        members: [S, N, 2D] member outputs ``[μ, log σ²]``.
+
+    Returns:
+        (mean, aleatoric, epistemic), each [N, D].
+    """
+    units = members.shape[-1] // 2
+    means, log_variances = members[..., :units], members[..., units:]
+    mean = ops.mean(means, axis=0)
+    aleatoric = ops.exp(log_mean_exp(log_variances))
+    epistemic = ops.mean(ops.square(means - mean), axis=0)
+    return mean, aleatoric, epistemic
+
+
+def predictive(members, likelihood):
+    """The posterior predictive of member outputs (module docstring).
+
+    Args:
+        members: [S, N, units] raw member outputs.
+        likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
+
+    Returns:
+        ``"categorical"``: p̄ [N, K]; ``"bernoulli"``: p̄(y=1) [N, 1];
+        ``"gaussian"``: the mixture's ``[mean, log var]`` [N, 2D].
+    """
+    if likelihood == "categorical":
+        return ops.exp(log_mean_exp(ops.log_softmax(members, axis=-1)))
+    if likelihood == "bernoulli":
+        return ops.exp(log_mean_exp(ops.log_sigmoid(members)))
+    mean, aleatoric, epistemic = gaussian_moments(members)
+    return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+
+
+def member_predictions(members, likelihood):
+    """Each member's own prediction: softmax f_s, sigmoid f_s, or ``[μ_s, log σ²_s]``.
+
+    Args:
+        members: [S, N, units] raw member outputs.
+        likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
+
+    Returns:
+        [S, N, units]: class probabilities, p(y=1), or the raw Gaussian outputs.
+    """
+    if likelihood == "categorical":
+        return ops.softmax(members, axis=-1)
+    if likelihood == "bernoulli":
+        return ops.sigmoid(members)
+    return members
+
+
+def summary(members, likelihood):
+    """The predictive and its uncertainty decomposition.
+
+    ``"categorical"`` (p_s = softmax f_s, p̄ = (1/S) Σ_s p_s,
+    H[p] = −Σ_k p_k log p_k):
+
+    * ``probabilities`` p̄ [N, K] and ``log_probabilities`` log p̄ [N, K]
+      (log-mean-exp of the member log-softmax: finite where p̄ underflows);
+    * ``predictive_entropy`` H[p̄] [N] (total uncertainty);
+    * ``expected_entropy`` (1/S) Σ_s H[p_s] [N] (aleatoric);
+    * ``mutual_information`` H[p̄] − (1/S) Σ_s H[p_s] [N] (epistemic; ≥ 0
+      by concavity of H, clipped at 0 against round-off, 0 when all
+      members agree);
+    * ``class_std`` sqrt((1/S) Σ_s (p_s − p̄)²) [N, K] (population
+      standard deviation across members, per class).
+
+    ``"bernoulli"`` (p_s = sigmoid f_s = p(y=1|x,θ_s), H[p] = −p log p −
+    (1−p) log(1−p)): ``probabilities`` p̄ [N, 1]; ``predictive_entropy``,
+    ``expected_entropy`` and ``mutual_information`` [N] as above, for the
+    two outcomes; ``probability_std`` std over members of p_s [N, 1].
+
+    ``"gaussian"``: ``mean``, ``variance`` = ``aleatoric_variance`` +
+    ``epistemic_variance`` (each [N, D]; :func:`gaussian_moments`).
+
+    Args:
+        members: [S, N, units] raw member outputs.
+        likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
+
+    Returns:
+        dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
+        :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`.
+    """
+    if likelihood == "gaussian":
+        mean, aleatoric, epistemic = gaussian_moments(members)
+        return {
+            "mean": mean,
+            "variance": aleatoric + epistemic,
+            "aleatoric_variance": aleatoric,
+            "epistemic_variance": epistemic,
+        }
+    if likelihood == "bernoulli":
+        # The two outcomes (y=0, y=1) as the last axis: log sigmoid(∓f).
+        member_log_probs = ops.concatenate(
+            [ops.log_sigmoid(-members), ops.log_sigmoid(members)], axis=-1)
+    else:
+        member_log_probs = ops.log_softmax(members, axis=-1)
+    member_probs = ops.exp(member_log_probs)
+    log_probs = log_mean_exp(member_log_probs)
+    probs = ops.exp(log_probs)
+    predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
+    expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
+    information = predictive_entropy - expected_entropy
+    result = {
+        "probabilities": probs,
+        "log_probabilities": log_probs,
+        "predictive_entropy": predictive_entropy,
+        "expected_entropy": expected_entropy,
+        "mutual_information": ops.where(information < 0.0, 0.0, information),
+        "class_std": ops.std(member_probs, axis=0),
+    }
+    if likelihood == "bernoulli":
+        result["probabilities"] = probs[:, 1:]
+        result["probability_std"] = result["class_std"][:, 1:]
+        return {name: result[name] for name in BERNOULLI_OUTPUTS}
+    return result

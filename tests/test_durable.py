@@ -1,0 +1,55 @@
+"""keras_bnn.durable.DirectoryLock: one writer per directory, across processes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from keras_bnn import durable
+
+_HOLDER = """
+import sys, time
+from keras_bnn import durable
+with durable.DirectoryLock(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def _holder(path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(durable.__file__))),
+         os.environ.get("PYTHONPATH", "")]))
+    process = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
+                               stdout=subprocess.PIPE, text=True, env=env)
+    assert process.stdout.readline().strip() == "locked"
+    return process
+
+
+def test_a_second_process_is_refused_naming_the_owner_and_a_kill_releases(tmp_path):
+    """#21 item 13: two writers on one run directory. The second gets
+    InUseError naming the first's pid; after kill -9 of the first the
+    lock is free at once (the kernel drops flock locks of dead processes)."""
+    holder = _holder(tmp_path)
+    try:
+        with pytest.raises(durable.InUseError, match=f"in use by pid {holder.pid}"):
+            with durable.DirectoryLock(tmp_path):
+                pass
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    with durable.DirectoryLock(tmp_path) as lock:
+        assert lock.directory == str(tmp_path)
+        assert (tmp_path / ".lock").read_text() == str(os.getpid())
+
+
+def test_the_lock_is_released_on_exit_and_reentry_by_another_lock_fails(tmp_path):
+    with durable.DirectoryLock(tmp_path):
+        with pytest.raises(durable.InUseError):  # flock is per open file
+            with durable.DirectoryLock(tmp_path):
+                pass
+    with durable.DirectoryLock(tmp_path):
+        pass
