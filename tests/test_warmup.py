@@ -10,8 +10,9 @@ Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
    Fashion-MNIST MLP, on a 2048-row stand-in): the old default
    ``step_size=1e-4`` diverges within 20 steps; the auto step does not, and
    ends at the target ratio.
-3. API: the default is ``"auto"``, an explicit step is exact, the config
-   records the chosen h, bad arguments are named.
+3. API: the default is ``"auto"``, an explicit step is exact, a cycle runs
+   around the frozen h, the config records the chosen h, bad arguments are
+   named; the same h under MirroredStrategy, and the warm-up under JAX.
 """
 
 import contextlib
@@ -108,6 +109,21 @@ def test_explicit_step_size_is_used_exactly():
     np.testing.assert_array_equal(trace, np.float32(2e-3))
     assert sampler.warmup is None and sampler.step_size_value == 2e-3
     assert sampler.noise_level == pytest.approx(-math.log(0.9) / 2e-3)
+
+
+def test_a_cycle_runs_around_the_frozen_step():
+    sampler = samplers.SGHMC(seed=0, warmup_steps=300)
+    sampler.configure(train_size=TRAIN_SIZE)
+    sampler.set_cycle(cycle_steps=50)
+    trace, _ = run_chains(
+        sampler, np.zeros((CHAINS, DIM), np.float32), _noisy_gaussian_gradient(0), 500,
+        record=lambda theta, step: tf.stack([sampler.learning_rate,
+                                             sampler.warmup.step_size.value]))
+    step, base = trace[:, 0], trace[:, 1]  # h of the next step, and the tuned h
+    np.testing.assert_array_equal(step[:299], base[:299])  # no cycle while tuning
+    np.testing.assert_array_equal(base[299:], base[-1])  # frozen
+    np.testing.assert_allclose(step[299:].max(), base[-1], rtol=1e-6)  # cycles from h ...
+    assert step[299:].min() < 0.01 * base[-1]  # ... to ~0
 
 
 @pytest.mark.parametrize("cls", [samplers.SGLD, samplers.SGHMC, samplers.SGNHT, samplers.ATMC])

@@ -5,7 +5,8 @@ depends on n, T, the batch and the model. With ``step_size="auto"`` (the
 default of SGLD, SGHMC, SGNHT and ATMC) the first ``warmup_steps`` steps tune
 the base step h inside the compiled update, then h is frozen, so the rest of
 the run is a time-homogeneous chain (a cyclical schedule cycles around the
-frozen h: ``h_t = h·c(t)``, ``c`` the cosine factor in [0, 1]).
+frozen h: ``h_t = h·c(t)``, ``c`` the cosine factor in [0, 1]; ``c = 1``
+during the warm-up).
 
 What h is chosen. The largest step that keeps the chain stable and keeps the
 gradient-noise ratio ``r`` (:meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`)
@@ -269,11 +270,14 @@ class AutoStepSize:
         return self.initial_step_size if self.warmup is None else self.warmup.step_size.value
 
     def _get_current_learning_rate(self):
+        """``h_t = h·c(t)``; during the warm-up ``c = 1`` (the noise law needs the full h)."""
         rate = super()._get_current_learning_rate()
         if self.warmup is None:
             return rate
-        base = self.warmup.step_size.value if self.built else INITIAL_STEP_SIZE
-        return ops.multiply(base, rate)
+        if not self.built:
+            return ops.multiply(INITIAL_STEP_SIZE, rate)
+        warming = ops.less(self.iterations, self.warmup.warmup_steps)
+        return ops.multiply(self.warmup.step_size.value, ops.where(warming, 1.0, rate))
 
     def warmup_config(self):
         """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""
