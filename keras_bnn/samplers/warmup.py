@@ -41,6 +41,11 @@ at or below a target ``r*`` at the current T:
   On noise-free (full-batch) problems ``V̂`` holds only the motion term,
   ``r̂ ≈ mean_i (h·λ_i)²/2`` (SGLD) or ``mean_i (h·ω_i)⁴/0.4`` (momentum),
   so the same target caps the root-mean-square stiffness at ``h·λ ≈ 0.3``.
+  Measured on the full-batch breast_cancer regression at T = 1 (curvatures
+  1–85): SGLD chose ``h·λ_max = 1.08``, SGHMC and ATMC ``h·ω_max = 0.77``
+  and 0.79, all stable, median sd within 2 % of NUTS; only the stiffest
+  direction of SGLD is wide there (variance ``1/(1 - h·λ/2)``): for full
+  batches HMC is the exact choice.
 
 The warm-up length (:func:`auto_warmup_steps`): ``10/(1-ρ)`` steps, 1000 at
 the default ρ = 0.99: ten memory lengths of ``V̂``: enough for the climb
