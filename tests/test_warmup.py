@@ -100,6 +100,23 @@ def test_auto_step_is_a_function_of_the_seed(name):
     assert first.step_size_value != other.step_size_value
 
 
+def test_the_update_rule_grows_jumps_and_backs_off():
+    def step(h, ceiling, ratio):
+        return [float(v) for v in warmup.next_step_size(
+            h, ceiling, np.float32(ratio), warmup.TARGET_NOISE_RATIO, 2)]
+
+    # Nothing measured yet: grow by the limit only.
+    assert step(1e-3, np.inf, 0.0) == pytest.approx([1e-3 * warmup.GROWTH_PER_STEP, np.inf])
+    # Above the target: jump down by the law, h·(r*/r̂)^{1/2}.
+    assert step(1e-3, np.inf, 0.2)[0] == pytest.approx(1e-3 * math.sqrt(0.05 / 0.2))
+    # Slightly below: the law would allow more, the growth limit binds.
+    assert step(1e-3, np.inf, 0.04)[0] == pytest.approx(1e-3 * warmup.GROWTH_PER_STEP)
+    # A blow-up (r̂ > 4·r*): cut to a quarter of h, which stays the ceiling.
+    h, ceiling = step(1e-3, np.inf, 10.0)
+    assert ceiling == pytest.approx(1e-3 * warmup.BLOW_UP_BACKOFF) and h <= ceiling
+    assert step(ceiling, ceiling, 0.0) == pytest.approx([ceiling, ceiling])
+
+
 def test_explicit_step_size_is_used_exactly():
     sampler = samplers.ATMC(step_size=2e-3, seed=0)
     sampler.configure(train_size=TRAIN_SIZE)

@@ -54,8 +54,18 @@ h = 0.01) and for ``V̂`` to forget the start. It is a count of steps, not
 epochs: 200 epochs of 5 steps on tiny data, 2 epochs of 469 steps on
 Fashion-MNIST.
 
-Everything is a pure function of the chain's statistics inside the update
-(no host work per step), so the chosen h is reproducible from the seed.
+Where it runs. Inside the sampler's update, on three scalar optimizer
+variables (:class:`StepSizeWarmup`), after the last variable's step: no
+host work or synchronisation per step, the same code under ``model.fit``
+on TensorFlow (graph or XLA) and JAX, under ``tf.distribute`` (the ratios
+come from the all-reduced gradient, so every replica takes the same h), and
+in a raw optimizer loop; a checkpoint taken during the warm-up resumes it.
+The noise stays a pure function of (seed, variable, step), and the chosen h
+a pure function of the chain, so it is reproducible from the seed. (A
+per-epoch callback could not react within the ~10 steps an instability
+takes, and would not exist outside ``fit``.) The thermostat ξ of SGNHT/ATMC
+is a rate in units of 1/h and is carried across each change of h
+(:meth:`StepSizeWarmup.change`).
 """
 
 import keras
