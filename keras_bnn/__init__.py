@@ -29,7 +29,7 @@ _ATTRIBUTES = {
     "BayesianModel": "keras_bnn.models.bayesian_model",
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
     "NonFiniteError": "keras_bnn.nonfinite",
-    "prior_predictive": "keras_bnn.prior_predictive",
+    "prior_predictive": "keras_bnn.predictive_checks",
     "SampleStore": "keras_bnn.store",
 }
 
