@@ -17,39 +17,10 @@ from keras_bnn import callbacks as callbacks_lib
 from keras_bnn import diagnostics
 from keras_bnn import samplers
 from keras_bnn.runs.build import build_model, compile_model, load_data
-from keras_bnn.runs.config import chain_seed, read_config
+from keras_bnn.runs.config import chain_seed
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
 from keras_bnn.validation import check_int
-
-
-def resume_config(output_dir, flags):
-    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
-
-    Args:
-        output_dir: the run directory (``--output-dir``).
-        flags: RunConfig fields given on the command line besides
-            ``output_dir``; each must equal the stored value (a resumed run
-            continues the same chain).
-
-    Returns:
-        The stored :class:`RunConfig`.
-
-    Raises:
-        ValueError: without ``output_dir``, with ``--config``, or for a flag
-            that differs from the stored config.
-        FileNotFoundError: if ``output_dir`` holds no run.
-    """
-    if not output_dir:
-        raise ValueError("--resume needs --output-dir (the run directory to continue).")
-    if "config" in flags:
-        raise ValueError("--resume reads the run's own config.json; do not pass --config.")
-    config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
-    for name, value in flags.items():
-        if name != "output_dir" and getattr(config, name) != value:
-            raise ValueError(f"--resume continues the stored run: `{name}` is "
-                             f"{getattr(config, name)!r} there, {value!r} given.")
-    return config
 
 
 @dataclasses.dataclass(frozen=True)
