@@ -35,10 +35,15 @@ def load_run(run_dir):
 def load_chains(run_dir):
     """Reads a single- or multi-chain run directory, resolving it once.
 
+    Each store is read through one :meth:`keras_bnn.SampleStore.snapshot`,
+    so a chain still appending (another process) adds nothing to this
+    evaluation: the pooled members, the chain lengths and R-hat's split
+    points all refer to the same samples.
+
     Returns:
         ``(config, stores)``: the (shared) configuration and the checked
-        :class:`keras_bnn.runs.Chains`, one :class:`keras_bnn.SampleStore`
-        per chain.
+        :class:`keras_bnn.runs.Chains`, one read-only snapshot
+        :class:`keras_bnn.SampleStore` per chain.
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no run.
@@ -51,7 +56,7 @@ def load_chains(run_dir):
     else:
         config, store = load_run(run_dir)
         stores = [store]
-    return config, stores_of(stores)
+    return config, stores_of([store.snapshot() for store in stores])
 
 
 def _gaussian_curve(members, targets):
