@@ -1,21 +1,23 @@
 """A run's backup: the training state after each epoch, written durably.
 
 :class:`RunBackup` replaces ``keras.callbacks.BackupAndRestore`` for
-:func:`keras_bnn.runs.train`. Keras' callback writes its weights file in
-place and its epoch in a second file, so a kill or a full disk between or
-during those writes leaves a backup that cannot be resumed, or one that
-resumes an epoch too early. Here one file holds one epoch's whole state and
-its name holds the epoch::
+:func:`keras_bnn.runs.train`. Keras' callback writes its HDF5 weights file
+in place and its epoch in a second file, so a kill or a full disk between
+or during those writes leaves a backup that cannot be resumed, or one that
+resumes an epoch too early (and HDF5 may crash on a full disk). Here one
+file holds one epoch's whole state, what ``model.save_weights`` holds (the
+model's weights, then the optimizer's variables: step counter, momenta,
+thermostats, sampler state), and its name holds the epoch::
 
-    backup/epoch-000004.weights.h5   the state after 4 epochs (weights,
-                                     optimizer and sampler state, step)
+    backup/epoch-000004.npz   the state after 4 epochs
 
-Each file is written under a temporary name, fsynced and renamed into
-place (:mod:`keras_bnn.durable`), so a file of that name is complete; the
-last two are kept. A resumed run restores the newest file that loads, and
-starts over from epoch 0, saying so, when none does.
+Each file is written under a temporary name, fsynced and renamed into place
+(:func:`keras_bnn.durable.atomic_write`), so a file of that name is
+complete; the last two are kept. A resumed run restores the newest file
+that loads, and starts over from epoch 0, saying so, when none does.
 """
 
+import io
 import os
 import re
 import warnings
@@ -25,8 +27,8 @@ import numpy as np
 
 from keras_bnn import durable
 
-_NAME = "epoch-{:06d}.weights.h5"
-_NAME_RE = re.compile(r"^epoch-(\d{6,})\.weights\.h5$")
+_NAME = "epoch-{:06d}.npz"
+_NAME_RE = re.compile(r"^epoch-(\d{6,})\.npz$")
 
 
 class BackupError(OSError):
@@ -46,8 +48,9 @@ class RunBackup(keras.callbacks.Callback):
             ≥ 1.
 
     Raises:
-        BackupError: from ``fit``, when a backup cannot be written; its
-            message names the file. The backups written before are kept.
+        BackupError: from ``fit``, when a backup cannot be written (an
+            OSError; its message names the file). The backups written
+            before are kept.
     """
 
     def __init__(self, directory, keep=2):
@@ -80,24 +83,26 @@ class RunBackup(keras.callbacks.Callback):
         durable.remove_stale(self.directory)
         backups = self.backups()
         if not backups:
+            if os.path.isdir(self.directory):  # a run stopped before its first backup
+                warnings.warn(f"keras-bnn: no complete backup in {self.directory}; starting "
+                              "the run over from epoch 0.", RuntimeWarning, stacklevel=2)
             return
         variables = self._variables()
-        initial = [np.array(keras.ops.convert_to_numpy(v)) for v in variables]
         failures = []
-        for epoch, path in backups:
+        for epoch, path in backups:  # newest first
             try:
-                self.model.load_weights(path)
-            except Exception as error:  # h5py and Keras raise many types for a bad file
+                values = _read(path, variables)
+            except Exception as error:  # numpy and zipfile raise many types for a bad file
                 failures.append(f"{path} ({type(error).__name__}: {error})")
                 continue
+            for variable, value in zip(variables, values):
+                variable.assign(value)
             if failures:
                 warnings.warn(f"keras-bnn: skipped unreadable backup(s) {'; '.join(failures)}; "
                               f"resuming from {path} (after epoch {epoch}).",
                               RuntimeWarning, stacklevel=2)
             self.restored_epoch = self.model._initial_epoch = epoch
             return
-        for variable, value in zip(variables, initial):
-            variable.assign(value)
         warnings.warn(f"keras-bnn: no backup in {self.directory} can be read "
                       f"({'; '.join(failures)}); starting the run over from epoch 0 (samples "
                       "already stored are kept and not written again).",
@@ -115,21 +120,31 @@ class RunBackup(keras.callbacks.Callback):
         """
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, _NAME.format(epochs_done))
-        tmp = durable.temp_path(self.directory, "backup-") + ".weights.h5"
+        variables = self._variables()
+        arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}
+        arrays["paths"] = np.array([v.path for v in variables])
         try:
-            self.model.save_weights(tmp)
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-            durable.fsync_directory(self.directory)
-        except Exception as error:  # HDF5 reports a full disk as RuntimeError or OSError
-            _remove_quietly(tmp)
-            raise BackupError(f"cannot write the run's backup {path} ({type(error).__name__}: "
-                              f"{error}); is the disk full? The samples and backups written "
-                              "so far are kept: free space, then continue with --resume."
-                              ) from error
+            durable.atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        except OSError as error:  # its message names the file
+            raise BackupError(error.errno, f"{error.strerror}; free space, then continue the "
+                              "run with --resume") from error
         for _, old in self.backups()[self.keep:]:
             _remove_quietly(old)
+
+
+def _read(path, variables):
+    """The values in backup ``path``, checked against ``variables``."""
+    with open(path, "rb") as handle:
+        content = handle.read()
+    with np.load(io.BytesIO(content), allow_pickle=False) as stored:
+        paths = [str(p) for p in stored["paths"]]
+        if paths != [v.path for v in variables]:
+            raise ValueError("it holds the variables of another model or optimizer")
+        values = [stored[f"v{i}"] for i in range(len(variables))]
+    for variable, value in zip(variables, values):
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(f"the shape of {variable.path} differs")
+    return values
 
 
 def _remove_quietly(path):
