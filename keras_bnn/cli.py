@@ -1,16 +1,20 @@
 """The ``keras-bnn`` command line: train, evaluate, export, sweep, sweep-temperature, demo.
 
-Bad input ends with exit code 2 and one line ``keras-bnn: error: <reason>``
-on stderr, never a traceback. ``--help`` and argument errors answer without
-importing Keras or TensorFlow (the commands import them in their handlers),
-and TensorFlow's C++ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL``
-is set. Under ``KERAS_BACKEND=jax`` this module imports no TensorFlow itself.
+Bad input, a run directory in use and a full disk end with exit code 2 and
+one line ``keras-bnn: error: <reason>`` on stderr, never a traceback.
+``--help`` and argument errors answer without importing Keras or TensorFlow:
+each command checks its arguments and the run configuration
+(:mod:`keras_bnn.runs.config`) first and imports them after. TensorFlow's C++
+start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set. Under
+``KERAS_BACKEND=jax`` this module imports no TensorFlow itself, except that
+``export`` (a TensorFlow SavedModel) runs again as a TensorFlow process.
 """
 
 import argparse
 import dataclasses
 import functools
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -224,7 +228,20 @@ def _cmd_export(args):
     if args.version is not None:
         check_int(args.version, "--version", 1)
     _check_run_dir(args.run_dir, "--run-dir")
-    print(f"exported: {_runs().export(args.run_dir, args.export_dir, args.version)}")
+    runs = _runs()
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        # A SavedModel is TensorFlow's: the stored samples are backend-independent,
+        # so the same command runs again under TensorFlow.
+        command = [sys.executable, "-m", "keras_bnn.cli", "export", "--run-dir", args.run_dir,
+                   "--export-dir", args.export_dir]
+        if args.version is not None:
+            command += ["--version", str(args.version)]
+        return subprocess.run(command, env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+                              check=False).returncode
+    print(f"exported: {runs.export(args.run_dir, args.export_dir, args.version)}")
+    return 0
 
 
 def _numbers(text, flag, kind=float):
@@ -379,7 +396,7 @@ def main(argv=None):
     """
     try:
         args = build_parser().parse_args(argv)
-        args.run(args)
+        code = args.run(args)
     except (ValueError, TypeError, KeyError, OSError, FloatingPointError, RecursionError,
             OverflowError, InUseError) as error:
         # Python's messages for these name the bad value; with one line and
@@ -389,7 +406,7 @@ def main(argv=None):
             reason = f"{type(error).__name__}: {reason}"
         print(f"keras-bnn: error: {reason}", file=sys.stderr)
         return 2
-    return 0
+    return code or 0
 
 
 def _flag_values(args):

@@ -5,6 +5,8 @@ A run directory is resolved once (:func:`load_chains` →
 :meth:`keras_bnn.PosteriorEnsemble.from_store` as they are.
 """
 
+import errno
+
 import numpy as np
 
 from keras_bnn import data as data_lib
@@ -190,8 +192,20 @@ def export(run_dir, model_dir, version=None):
         The path of the written version directory.
 
     Raises:
-        See :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
+        OSError: if the version cannot be written (a full disk): the message
+            names ``model_dir``; no version is published, those before are
+            kept.
+        See also :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
     """
+    import tensorflow as tf  # noqa: PLC0415 - the export is TensorFlow's, on every backend
+
     _, stores = load_chains(run_dir)
-    return PosteriorEnsemble.from_store(stores).export(model_dir, version=version)
+    ensemble = PosteriorEnsemble.from_store(stores)
+    try:
+        return ensemble.export(model_dir, version=version)
+    except (tf.errors.ResourceExhaustedError, tf.errors.OutOfRangeError,
+            tf.errors.DataLossError) as error:  # how TensorFlow reports a full disk
+        raise OSError(errno.ENOSPC, f"cannot write the export into {model_dir} "
+                      f"({type(error).__name__}: {error.message}); no version was "
+                      "published and the versions before are kept") from None
 
