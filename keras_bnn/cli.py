@@ -44,6 +44,7 @@ _CONFIG_FLAGS = (
     ("--seed", "seed", int, "seed of initialisation, data order and sampler noise"),
     ("--output-dir", "output_dir", str, "run directory"),
 )
+_CONFIG_FIELDS = {field for _, field, _, _ in _CONFIG_FLAGS}
 _METRICS = ("accuracy", "nll", "ece", "brier")
 _RHAT_COLUMNS = ("space", "median", "max", "frac_below_1.01", "frac_below_1.1",
                  "ess_bulk_min", "ess_tail_min")
@@ -71,10 +72,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each flag's default, except where there is none to show."""
+    """Shows each flag's default, except where there is none to show; a
+    RunConfig flag's is looked up when the help is shown (argument errors
+    import nothing)."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False) or "default:" in (action.help or ""):
+        if action.dest in _CONFIG_FIELDS:
+            return f"{action.help} (default: {_config_default(action.dest)})"
+        if action.default in (None, False):
             return action.help
         return super()._get_help_string(action)
 
@@ -100,8 +105,7 @@ def _config_default(field):
 def _add_config_flags(parser):
     parser.add_argument("--config", help="JSON file with RunConfig fields (flags override)")
     for flag, field, kind, text in _CONFIG_FLAGS:
-        parser.add_argument(flag, dest=field, type=kind, default=None,
-                            help=f"{text} (default: {_config_default(field)})")
+        parser.add_argument(flag, dest=field, type=kind, default=None, help=text)
 
 
 def _config_from(args):

@@ -10,7 +10,7 @@ One module per job:
   :func:`stores_of`, the stores of a run;
 * :mod:`~keras_bnn.runs.build`: data, model and compiled model (the
   optimizer from :data:`keras_bnn.samplers.REGISTRY`);
-* :mod:`~keras_bnn.runs.backup`: :class:`RunBackup`, the durable
+* :mod:`~keras_bnn.runs.checkpoints`: :class:`RunBackup`, the durable
   per-epoch backup a killed run resumes from;
 * :mod:`~keras_bnn.runs.training`: train, resume, several chains;
 * :mod:`~keras_bnn.runs.evaluation`: metrics, plots, R-hat across chains,
@@ -32,7 +32,7 @@ _EXPORTS = {
     "rundir": ("Chains", "RunDir", "stores_of"),
     "build": ("KERNEL_PRIORS", "arrays_data", "build_model", "compile_model", "likelihood_of",
               "load_data", "load_info"),
-    "backup": ("BackupError", "RunBackup"),
+    "checkpoints": ("BackupError", "RunBackup"),
     "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
                  "run_chains", "train"),
     "evaluation": ("chain_rhat", "evaluate", "export", "load_chains", "load_run"),

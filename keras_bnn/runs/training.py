@@ -18,7 +18,7 @@ from keras_bnn import diagnostics
 from keras_bnn import samplers
 from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
-from keras_bnn.runs.backup import RunBackup
+from keras_bnn.runs.checkpoints import RunBackup
 from keras_bnn.runs.build import build_model, compile_model, load_data
 from keras_bnn.runs.config import chain_seed
 from keras_bnn.runs.rundir import RunDir
@@ -53,7 +53,7 @@ class TrainResult:
 def train(config, verbose=1, resume=False, data=None):
     """Trains a model by sampling (or SGD) and stores the samples.
 
-    The run is backed up at every epoch end (:class:`keras_bnn.runs.backup.RunBackup`
+    The run is backed up at every epoch end (:class:`keras_bnn.runs.RunBackup`
     in ``output_dir/backup``, removed when the run completes), so a killed
     run continues with ``resume=True``: from the last complete backup, with
     the same chain state and step counter, the same data order (a pure
