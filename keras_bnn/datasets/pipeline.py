@@ -17,7 +17,7 @@ from keras_bnn.validation import argument_error, check_int
 
 
 def batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
-             repeat=False, drop_remainder=False):
+            repeat=False, drop_remainder=False, example_seeds=False):
     """``ds`` shuffled, mapped, repeated, batched and prefetched, in that order.
 
     Args:
@@ -28,6 +28,9 @@ def batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
         held in memory once.
       seed: shuffle seed (None: a random one, so a different order every run).
       example_fn: applied to every example before batching, or None.
+      example_seeds: with ``shuffle``, call ``example_fn(example, seed)``
+        with a [2] int64 seed unique to (seed, epoch, position in the
+        epoch), for stateless augmentation that a resumed run repeats.
       batch_fn: applied to every batch, or None.
       repeat: repeat forever.
       drop_remainder: drop the last, smaller batch.
@@ -36,15 +39,19 @@ def batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
       The batched, prefetched dataset.
 
     Raises:
-      ValueError: if batch_size is not a positive integer, or ``shuffle``
-        is asked of a dataset of unknown or infinite size.
+      ValueError: if batch_size is not a positive integer, ``shuffle`` is
+        asked of a dataset of unknown or infinite size, or
+        ``example_seeds`` without ``shuffle``.
     """
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
 
     batch_size = check_int(batch_size, "batch_size", 1)
     epoch = None
+    if example_seeds and not shuffle:
+        raise argument_error("example_seeds", "come with shuffle=True (its seeds are per "
+                             "epoch)", example_seeds)
     if shuffle:
-        ds, epoch = _shuffled_by_epoch(ds, seed)
+        ds, epoch = _shuffled_by_epoch(ds, seed, example_seeds)
     if example_fn is not None:
         ds = ds.map(example_fn, num_parallel_calls=tf.data.AUTOTUNE)
     if repeat:
@@ -57,11 +64,13 @@ def batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
     return ds
 
 
-def _shuffled_by_epoch(ds, seed):
+def _shuffled_by_epoch(ds, seed, example_seeds=False):
     """``ds`` in the order of ``stateless_shuffle(range(n), (seed, epoch))``.
 
     The whole set is read into memory once, here; each pass gathers it in
-    the epoch's order. Returns the dataset and its epoch variable.
+    the epoch's order (with ``example_seeds``, each example paired with the
+    seed ``(seed, epoch·n + position)``). Returns the dataset and its epoch
+    variable.
     """
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
 
@@ -81,8 +90,11 @@ def _shuffled_by_epoch(ds, seed):
         current = epoch.assign_add(1, read_value=True) - 1
         order = tf.random.experimental.stateless_shuffle(
             tf.range(size, dtype=tf.int64), seed=tf.stack([key, current]))
-        return tf.data.Dataset.from_tensor_slices(
-            tf.nest.map_structure(lambda tensor: tf.gather(tensor, order), examples))
+        shuffled = tf.nest.map_structure(lambda tensor: tf.gather(tensor, order), examples)
+        if example_seeds:
+            positions = current * size + tf.range(size, dtype=tf.int64)
+            shuffled = (shuffled, tf.stack([tf.fill([size], key), positions], axis=1))
+        return tf.data.Dataset.from_tensor_slices(shuffled)
 
     shuffled = tf.data.Dataset.from_tensors(0).flat_map(one_epoch)
     return shuffled.apply(tf.data.experimental.assert_cardinality(size)), epoch
