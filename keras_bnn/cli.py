@@ -168,8 +168,8 @@ def _cmd_train(args):
     from keras_bnn.runs import config as config_lib
     from keras_bnn.validation import check_int
 
-    check_int(args.chains, "--chains", 1)
-    check_int(args.processes, "--processes", 1)
+    check_int(args.chains, "chains", 1)
+    check_int(args.processes, "processes", 1)
     if args.chains != 1:
         if args.resume:
             raise ValueError("--resume continues one chain: pass --output-dir <run dir>/chain-k "

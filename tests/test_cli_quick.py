@@ -25,7 +25,7 @@ BAD = [
     (["train", "--epochs", "-1"], "`epochs` must be an int >= 1"),
     (["train", "--sampler", "adam"], "`sampler` must be one of"),
     (["train", "--model", "cnn_lstm"], "`dataset` must be one of 'imdb' for model='cnn_lstm'"),
-    (["train", "--chains", "0"], "`--chains` must be an int >= 1"),
+    (["train", "--chains", "0"], "`chains` must be an int >= 1"),
     (["train", "--resume", "--output-dir", "{tmp}/none"], "holds no run"),
     (["train", "--config", "{tmp}/bad.json"], "is not valid JSON"),
     (["evaluate", "--run-dir", "{tmp}/none"], "--run-dir '{tmp}/none' holds no run"),
