@@ -26,6 +26,7 @@ import keras
 import numpy as np
 
 from keras_bnn import durable
+from keras_bnn.validation import check_int
 
 _NAME = "epoch-{:06d}.npz"
 _NAME_RE = re.compile(r"^epoch-(\d{6,})\.npz$")
@@ -48,6 +49,7 @@ class RunBackup(keras.callbacks.Callback):
             ≥ 1.
 
     Raises:
+        ValueError: for ``keep`` < 1.
         BackupError: from ``fit``, when a backup cannot be written (an
             OSError; its message names the file). The backups written
             before are kept.
@@ -56,8 +58,7 @@ class RunBackup(keras.callbacks.Callback):
     def __init__(self, directory, keep=2):
         super().__init__()
         self.directory = os.fspath(directory)
-        self.keep = keep
-        self.restored_epoch = 0
+        self.keep = check_int(keep, "keep", 1, owner="RunBackup")
 
     def backups(self):
         """The complete backups, newest first.
@@ -101,7 +102,7 @@ class RunBackup(keras.callbacks.Callback):
                 warnings.warn(f"keras-bnn: skipped unreadable backup(s) {'; '.join(failures)}; "
                               f"resuming from {path} (after epoch {epoch}).",
                               RuntimeWarning, stacklevel=2)
-            self.restored_epoch = self.model._initial_epoch = epoch
+            self.model._initial_epoch = epoch
             return
         warnings.warn(f"keras-bnn: no backup in {self.directory} can be read "
                       f"({'; '.join(failures)}); starting the run over from epoch 0 (samples "
