@@ -91,11 +91,10 @@ def test_auto_step_follows_the_noise_law_and_freezes(name, temperature):
     assert np.max(ratios[WARMUP:]) < samplers.NOISE_RATIO_LIMIT
 
 
-@pytest.mark.parametrize("name", ["SGLD", "ATMC"])
-def test_auto_step_is_a_function_of_the_seed(name):
-    first, _ = _run(name, 1.0, seed=5, steps=WARMUP + 5)
-    again, _ = _run(name, 1.0, seed=5, steps=WARMUP + 5)
-    other, _ = _run(name, 1.0, seed=6, steps=WARMUP + 5)
+def test_auto_step_is_a_function_of_the_seed():
+    first, _ = _run("ATMC", 1.0, seed=5, steps=WARMUP + 5)
+    again, _ = _run("ATMC", 1.0, seed=5, steps=WARMUP + 5)
+    other, _ = _run("ATMC", 1.0, seed=6, steps=WARMUP + 5)
     assert first.step_size_value == again.step_size_value
     assert first.step_size_value != other.step_size_value
 
