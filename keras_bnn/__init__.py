@@ -28,7 +28,6 @@ _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
     "bayesian": "keras_bnn.bayesian",
-    "BayesianWrapper": "keras_bnn.bayesian",
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
     "MissingPriorWarning": "keras_bnn.prior_guard",
     "NotConvergedWarning": "keras_bnn.callbacks",

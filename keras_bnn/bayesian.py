@@ -1,6 +1,6 @@
 """``kb.bayesian``: any Keras model as a :class:`keras_bnn.BayesianModel` with priors.
 
-A Sequential, functional or subclassed Keras model becomes a
+A Sequential, functional or subclassed Keras model becomes a functional
 ``BayesianModel`` that shares its layers and weights, with a prior
 (:mod:`keras_bnn.priors`) on every trainable weight. Which prior:
 
@@ -51,38 +51,6 @@ _REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
 _UNSET = object()
 
 
-@keras.saving.register_keras_serializable(package="keras_bnn")
-class BayesianWrapper(BayesianModel):
-    """A :class:`keras_bnn.BayesianModel` around a subclassed Keras model.
-
-    ``call`` runs the wrapped model; saving it needs the wrapped model's
-    class to be serializable (``@keras.saving.register_keras_serializable``
-    and a ``get_config``), as for any subclassed Keras model.
-
-    Args:
-        model: the Keras model to wrap.
-        **kwargs: ``keras.Model`` arguments (``name``).
-    """
-
-    def __init__(self, model, **kwargs):
-        super().__init__(**kwargs)
-        self.wrapped = model
-
-    def call(self, inputs, training=None):
-        return self.wrapped(inputs, training=training)
-
-    def get_config(self):
-        return {**super().get_config(),
-                "model": keras.saving.serialize_keras_object(self.wrapped)}
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        config = dict(config)
-        model = keras.saving.deserialize_keras_object(config.pop("model"),
-                                                      custom_objects=custom_objects)
-        return cls(model, **config)
-
-
 def _owners(model):
     """``{id(variable): layer}`` for the layer that created each trainable weight."""
     owners = {}
@@ -113,7 +81,8 @@ def _attach(variable, layer, prior):
         setattr(layer, attribute, prior)
 
 
-def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False):
+def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
+             input_shape=None):
     """Turns a Keras model into a :class:`keras_bnn.BayesianModel` with a prior on every weight.
 
     The result shares ``model``'s layers and weights (``model`` itself now
@@ -133,10 +102,14 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             weights are then sampled flat without a
             :class:`keras_bnn.MissingPriorWarning`; without it, a ``None``
             raises.
+        input_shape: for a subclassed model whose input shape Keras did not
+            record: one example's shape (without the batch axis).
 
     Returns:
-        A ``BayesianModel`` (functional for Sequential and functional
-        models; a :class:`BayesianWrapper` for subclassed ones).
+        A functional ``BayesianModel``: on the model's own graph
+        (Sequential, functional), or with a subclassed model as its one
+        layer (saving then needs that class registered with
+        ``@keras.saving.register_keras_serializable``, as in Keras).
 
     Raises:
         ValueError: for an unbuilt model, a key of ``priors`` that matches
@@ -181,15 +154,27 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
         warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
                       "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
-    result = _as_bayesian_model(model)
+    result = _as_bayesian_model(model, input_shape)
     result.flat_prior_weights = flat
     return result
 
 
-def _as_bayesian_model(model):
+def _as_bayesian_model(model, input_shape):
+    """A functional ``BayesianModel`` on ``model``'s graph, or around it as one layer."""
     if isinstance(model, BayesianModel):
         return model
-    if isinstance(model, keras.Sequential) or getattr(model, "_is_graph_network", False) \
-            or type(model).__name__ == "Functional":
-        return BayesianModel(inputs=model.inputs, outputs=model.outputs, name=model.name)
-    return BayesianWrapper(model, name=f"bayesian_{model.name}")
+    try:
+        inputs, outputs = model.inputs, model.outputs
+    except (AttributeError, ValueError):  # a subclassed model has no graph
+        inputs = outputs = None
+    if not inputs:
+        shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
+        if input_shape is None and len(shapes) == 1 and shapes[0] is not None:
+            input_shape = tuple(shapes[0])[1:]
+        if input_shape is None:
+            raise ValueError(
+                f"bayesian: the input shape of the subclassed model {model.name!r} is unknown; "
+                "pass `input_shape=` (one example's shape, without the batch axis).")
+        inputs = keras.Input(tuple(input_shape))
+        outputs = model(inputs)
+    return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
