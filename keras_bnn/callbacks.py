@@ -85,6 +85,11 @@ def warmup_steps(optimizer):
     return int(tuned) + int(getattr(optimizer, "num_adaptation_steps", 0) or 0)
 
 
+def current_step(optimizer):
+    """The optimizer's step counter as a Python int (also for a tf.distribute variable)."""
+    return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+
 class CollectSamples(keras.callbacks.Callback):
     """Appends the current weights to a :class:`keras_bnn.SampleStore`.
 
@@ -220,7 +225,7 @@ class CollectSamples(keras.callbacks.Callback):
         if not self._resumed_checked:
             self._collect_restored(epoch)
         if self.auto:
-            self._epoch_start_step = int(self.model.optimizer.iterations)
+            self._epoch_start_step = current_step(self.model.optimizer)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.auto:

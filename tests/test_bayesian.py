@@ -94,9 +94,7 @@ def test_priors_override_by_path_layer_and_weight_name_and_survive_saving(tmp_pa
     model = _functional()
     bnn = kb.bayesian(model, kernel_prior=kb.priors.Laplace(0.5),
                       priors={"logits/bias": kb.priors.Normal(0, 3.0),
-                              "hidden": kb.priors.StudentT(3.0),
-                              "kernel": None} if False else
-                      {"logits/bias": kb.priors.Normal(0, 3.0), "hidden": kb.priors.StudentT(3.0)})
+                              "hidden": kb.priors.StudentT(3.0)})
     regs = {v.path: v.regularizer for v in bnn.trainable_variables}
     assert isinstance(regs["logits/kernel"], kb.priors.Laplace)
     assert regs["logits/bias"].stddev == 3.0
@@ -108,7 +106,6 @@ def test_priors_override_by_path_layer_and_weight_name_and_survive_saving(tmp_pa
     loaded = keras.saving.load_model(path)
     assert {v.path: type(v.regularizer).__name__ for v in loaded.trainable_variables} == \
         {k: type(v).__name__ for k, v in regs.items()}
-    x, _ = _data()
     np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
                                float(kb.priors.log_prior(bnn)), rtol=1e-6)
     with pytest.raises(ValueError, match="names no weight"):
@@ -259,3 +256,30 @@ def test_labels_are_checked_for_every_likelihood_before_the_first_step():
 def test_train_size_must_be_an_integer(train_size):
     with pytest.raises(ValueError, match="`train_size` must be an integer >= 1"):
         kb.bayesian(_functional()).compile(sampler="sgld", train_size=train_size, loss=LOSS)
+
+
+# --------------------------------------------------------------- JAX backend
+def test_the_same_under_jax(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(Path(kb.__file__).parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    worker = Path(__file__).parent / "workers" / "jax_bayesian_check.py"
+    done = subprocess.run([sys.executable, str(worker), str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(next(line for line in done.stdout.splitlines()
+                             if line.startswith("RESULT "))[len("RESULT "):])
+    assert result["guard"] and result["labels"]
+    assert result["val_nll"] == pytest.approx(result["direct"], rel=1e-4)
+    assert result["val_loss"] == result["val_nll"]
+    assert result["evaluate"] == {"loss": pytest.approx(result["direct"], rel=1e-4),
+                                  "nll": pytest.approx(result["direct"], rel=1e-4)}
+    assert result["stationary"] and result["started"] >= 7
+    assert result["samples"] == 30 - result["started"]

@@ -259,7 +259,8 @@ def test_nan_potential_under_xla_skips_steps_and_stops_at_epoch_end(tmp_path):
     and training stops with FloatingPointError at the end of the epoch."""
     model = _compile(_model(), _sampler("atmc"), jit_compile=True)
     store = kb.SampleStore(tmp_path / "samples")
-    model.fit(_dataset(), epochs=1, verbose=0, callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    model.fit(_dataset(), epochs=1, verbose=0,
+              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
     weights_before = model.get_weights()
     steps_before = int(model.optimizer.iterations)
     x, y = _data()

@@ -11,7 +11,7 @@ from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.callbacks import warmup_steps
+from keras_bnn.callbacks import current_step, warmup_steps
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.validation import check_fit_data, check_positive_int
@@ -57,7 +57,7 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         self._epoch_start_step = 0
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_start_step = int(self.model.optimizer.iterations)
+        self._epoch_start_step = current_step(self.model.optimizer)
 
     def on_epoch_end(self, epoch, logs=None):
         ratio = float((logs or {}).get("gradient_noise_ratio", 0.0))
