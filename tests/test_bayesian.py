@@ -254,8 +254,10 @@ def test_labels_are_checked_for_every_likelihood_before_the_first_step():
 
 @pytest.mark.parametrize("train_size", [1.5, 0, -3, "10", True])
 def test_train_size_must_be_an_integer(train_size):
+    inputs = keras.Input((4,))
+    model = kb.BayesianModel(inputs, kb.layers.Dense(3)(inputs))
     with pytest.raises(ValueError, match="`train_size` must be an integer >= 1"):
-        kb.bayesian(_functional()).compile(sampler="sgld", train_size=train_size, loss=LOSS)
+        model.compile(sampler="sgld", train_size=train_size, loss=LOSS)
 
 
 # --------------------------------------------------------------- JAX backend
