@@ -32,7 +32,7 @@ _ATTRIBUTES = {
     "MissingPriorWarning": "keras_bnn.prior_guard",
     "NotConvergedWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",
-    "prior_predictive": "keras_bnn.prior_predictive",
+    "prior_predictive": "keras_bnn.predictive_checks",
     "SampleStore": "keras_bnn.store",
 }
 
