@@ -152,10 +152,11 @@ def test_evaluate_and_validation_report_the_true_mean_nll():
 
 
 # ------------------------------------- finding 3: collection starts at equilibrium
-def _collect(tmp_path, epochs, **kwargs):
-    """SGLD on a small 3-class tanh network (8 steps an epoch), started far out (×5)."""
-    bnn = _compile(kb.bayesian(_functional()), kb.samplers.SGLD(step_size=5e-3, seed=0))
-    bnn.set_weights([5 * w for w in bnn.get_weights()])
+def _collect(tmp_path, epochs, sampler=None, scale=5.0, **kwargs):
+    """SGLD on a small 3-class tanh network (8 steps an epoch), started far out (×scale)."""
+    bnn = _compile(kb.bayesian(_functional()),
+                   sampler or kb.samplers.SGLD(step_size=5e-3, seed=0))
+    bnn.set_weights([scale * w for w in bnn.get_weights()])
     store = kb.SampleStore(tmp_path / "samples")
     collect = kb.callbacks.CollectSamples(store, window=4, **kwargs)
     x, y = _data()
@@ -179,14 +180,16 @@ def test_a_run_that_ends_before_equilibrium_warns(tmp_path):
     assert collect.started_epoch is None and len(store) == 0
 
 
-def test_collection_never_starts_during_warm_up(tmp_path, monkeypatch):
-    # What step_size="auto" exposes (keras_bnn/samplers/warmup.py): 160
-    # steps = 20 epochs of warm-up, longer than the chain needs otherwise.
-    monkeypatch.setattr(kb.samplers.SGLD, "warmup", types.SimpleNamespace(warmup_steps=160),
-                        raising=False)
-    collect, store, _ = _collect(tmp_path, epochs=60)
-    assert collect.started_epoch >= 20 + 7  # 2w epochs that began after warm-up
-    assert min(m["step"] for m in store.metadata()) > 160 + 8 * 7
+def test_collection_never_starts_during_warm_up(tmp_path):
+    # step_size="auto" (keras_bnn/samplers/warmup.py) with 240 warm-up steps
+    # = 30 epochs of 8 steps (enough for h to grow from 1e-8 to ~1e-2; the
+    # larger target keeps the run short): only epochs that begin after it
+    # are tested, so the earliest start is epoch 30 + 2w - 1.
+    sampler = kb.samplers.SGLD(seed=0, warmup_steps=240, target_noise_ratio=0.3)
+    collect, store, _ = _collect(tmp_path, epochs=70, sampler=sampler, scale=1.0)
+    assert kb.callbacks.warmup_steps(sampler) == 240
+    assert collect.started_epoch >= 30 + 7
+    assert min(m["step"] for m in store.metadata()) >= 240 + 8 * 8
 
 
 def test_explicit_start_epoch_is_exact(tmp_path):
