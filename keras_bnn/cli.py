@@ -21,6 +21,14 @@ import time
 
 from keras_bnn.durable import InUseError
 
+def _step_size(text):
+    return text if text == "auto" else float(text)
+
+
+def _epochs_or_auto(text):
+    return text if text == "auto" else int(text)
+
+
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
     ("--dataset", "dataset", str,
@@ -29,7 +37,7 @@ _CONFIG_FLAGS = (
     ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
     ("--sampler", "sampler", str,
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
-    ("--step-size", "step_size", float, "initial step size h0"),
+    ("--step-size", "step_size", _step_size, "step size h0 > 0, or auto"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
     ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal or student_t"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
@@ -37,7 +45,7 @@ _CONFIG_FLAGS = (
     ("--epochs", "epochs", int, "training epochs"),
     ("--batch-size", "batch_size", int, "minibatch size"),
     ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
-    ("--burn-in-epochs", "burn_in_epochs", int, "epochs before collecting samples"),
+    ("--burn-in-epochs", "burn_in_epochs", _epochs_or_auto, "epochs before collecting samples, or auto"),
     ("--collect-every", "collect_every", int, "collect a sample every k epochs"),
     ("--num-train", "num_train", int, "synthetic task: training examples"),
     ("--num-test", "num_test", int, "synthetic task: test examples"),
@@ -58,11 +66,12 @@ def _metric_columns(result):
 #: The default of the RunConfig fields that are None until validation.
 _COMPUTED_DEFAULTS = {
     "data_dir": "tensorflow-datasets' own",
-    "step_size": "the sampler's",
+    "step_size": "auto: a warm-up chooses it (HMC: 0.001)",
+    "epochs": "enough for 4000 steps, at least 30",
     "likelihood": "the dataset's",
     "cycle_epochs": "none, a constant step size",
-    "burn_in_epochs": "{burn_in} of --epochs",
-    "collect_every": "every epoch, or every cycle end with --cycle-epochs",
+    "burn_in_epochs": "auto: collect from the first epoch at equilibrium",
+    "collect_every": "about 100 samples a run, or every cycle end with --cycle-epochs",
 }
 
 
@@ -85,20 +94,16 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _config_default(field):
-    """The default of a RunConfig field, in words (per-dataset ones named)."""
-    from keras_bnn.runs.config import DATASET_DEFAULTS, DEFAULTS, RunConfig
+    """The default of a RunConfig field, in words."""
+    from keras_bnn.runs.config import DATASET_PRIORS, DEFAULTS, RunConfig
 
     default = {f.name: f.default for f in dataclasses.fields(RunConfig)}[field]
     if default is not None:
         return str(default)
     if field in _COMPUTED_DEFAULTS:
-        fraction = {name: values["burn_in_fraction"] for name, values in
-                    DATASET_DEFAULTS.items() if "burn_in_fraction" in values}
-        burn_in = ", ".join([str(DEFAULTS["burn_in_fraction"]),
-                             *(f"{name}: {value}" for name, value in fraction.items())])
-        return _COMPUTED_DEFAULTS[field].format(burn_in=burn_in)
-    per_dataset = [f"{name}: {values[field]}" for name, values in DATASET_DEFAULTS.items()
-                   if field in values]
+        return _COMPUTED_DEFAULTS[field]
+    index = ("prior", "prior_scale").index(field)
+    per_dataset = [f"{name}: {values[index]}" for name, values in DATASET_PRIORS.items()]
     return ", ".join([str(DEFAULTS[field]), *per_dataset])
 
 
@@ -194,6 +199,12 @@ def _cmd_train(args):
         print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
               "biased above 0.1):")
         print(format_table(result.gradient_noise, ["name", "d", "ratio", "above_limit"]))
+    collection = result.collection
+    if collection["step_size"] is not None:
+        warmup = collection["warmup_steps"]
+        chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"
+        print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
+              f"{collection['start_epoch']}: {collection['reason']}")
     print(f"run directory: {config.output_dir}")
 
 
@@ -317,7 +328,8 @@ def _cmd_demo(args):
     runs = _runs()
     rows, baseline = [], None
     for config in configs:
-        print(f"== training {config.sampler} on {config.dataset} ({config.epochs} epochs)")
+        length = f"{config.epochs} epochs" if config.epochs else "the default length"
+        print(f"== training {config.sampler} on {config.dataset} ({length})")
         runs.train(config, verbose=args.verbose)
         result = runs.evaluate(config.output_dir, baseline=baseline)
         if config.sampler == "sgd":

@@ -94,10 +94,11 @@ def test_train_help_shows_the_defaults(capsys):
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for shown in ("--sampler SAMPLER atmc, sghmc", "(default: atmc)", "(default: 30, digits: 150)",
-                  "(default: 1/3, digits: 2/3 of --epochs)", "(default: 100)",
-                  "(default: he_normal, digits: student_t)", "(default: runs/default)",
-                  "in the run dir (default: 1)", "(default: the sampler's)",
+    for shown in ("--sampler SAMPLER atmc, sghmc", "(default: atmc)",
+                  "(default: enough for 4000 steps, at least 30)",
+                  "(default: auto: collect from the first epoch at equilibrium)",
+                  "(default: 100)", "(default: he_normal, digits: student_t)", "(default: runs/default)",
+                  "in the run dir (default: 1)", "(default: auto: a warm-up chooses it",
                   "Keras progress verbosity (default: 2)"):
         assert shown in text, shown
 

@@ -9,7 +9,9 @@ import pytest
 
 from keras_bnn import cli, data, runs
 
-TINY = dict(epochs=2, burn_in_epochs=1, batch_size=50, model_args={"hidden": [8]})
+# An explicit step: 6 steps are far too few for the warm-up of step_size="auto".
+TINY = dict(epochs=2, burn_in_epochs=1, batch_size=50, model_args={"hidden": [8]},
+            step_size=0.01)
 
 
 def _arrays(n=200):
@@ -70,14 +72,27 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
     assert code == 2 and "`param` must be one of" in capsys.readouterr().err
 
 
-def test_run_config_fills_dataset_defaults_only_for_fields_left_unset():
-    digits = runs.RunConfig(dataset="digits").validate()
-    assert (digits.prior, digits.prior_scale, digits.epochs, digits.burn_in_epochs) == (
-        "student_t", 0.4, 150, 100)
-    # Another prior does not inherit the digits default's scale.
+def test_run_config_has_one_set_of_defaults_for_every_dataset():
+    """#20: one set of run defaults. The step is the warm-up's, collection
+    starts at equilibrium, and the length (None here) is set from the
+    training set's size when the run starts (:func:`runs.config.default_epochs`)."""
+    filled = [runs.RunConfig(dataset=name).validate() for name in
+              ("synthetic", "digits", "wine", "breast_cancer", "diabetes")]
+    assert {(c.epochs, c.burn_in_epochs, c.step_size) for c in filled} == {(None, "auto", None)}
+    # The one per-dataset entry is digits' prior, and only while `prior` is unset.
+    assert [(c.prior, c.prior_scale) for c in filled] == [
+        ("he_normal", 1.0), ("student_t", 0.4), ("he_normal", 1.0), ("he_normal", 1.0),
+        ("he_normal", 1.0)]
     he = runs.RunConfig(dataset="digits", prior="he_normal").validate()
     assert (he.prior, he.prior_scale) == ("he_normal", 1.0)
-    assert runs.RunConfig(dataset="digits", epochs=60).validate().burn_in_epochs == 40
-    synthetic = runs.RunConfig(epochs=12).validate()
-    assert (synthetic.prior, synthetic.prior_scale, synthetic.burn_in_epochs) == (
-        "he_normal", 1.0, 4)
+    from keras_bnn import samplers
+    assert {samplers.REGISTRY[name].step_size for name in ("sgld", "sghmc", "sgnht", "atmc")} \
+        == {"auto"}
+    from keras_bnn.runs import config as config_lib
+    # 4000 steps: 1000 epochs of 4 steps (breast_cancer), at least 30 (Fashion-MNIST).
+    assert config_lib.default_epochs(4) == 1000 and config_lib.default_epochs(600) == 30
+    assert config_lib.default_collect_every(1000) == 10 and config_lib.default_collect_every(30) == 1
+    explicit = runs.RunConfig(epochs=12, burn_in_epochs=4, step_size=0.01).validate()
+    assert (explicit.epochs, explicit.burn_in_epochs, explicit.step_size) == (12, 4, 0.01)
+
+

@@ -25,7 +25,7 @@ The names below are imported on first use, so that
 import importlib
 
 _EXPORTS = {
-    "config": ("ARRAYS", "DATASETS", "DATASET_DEFAULTS", "DEFAULTS", "LIKELIHOODS", "MODELS",
+    "config": ("ARRAYS", "DATASETS", "DATASET_PRIORS", "DEFAULTS", "LIKELIHOODS", "MODELS",
                "PRIORS", "RunConfig", "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS",
                "TASK_LIKELIHOOD", "chain_seed", "check_arrays", "check_sweep", "read_config",
                "resume_config"),

@@ -8,6 +8,7 @@ A run directory (:class:`RunDir`) holds::
     history.json                Keras' History.history
     kinetic_temperatures.json   written last: the run is complete
     gradient_noise.json
+    collection.json
     metrics.json, reliability.png, metric_vs_samples.png   after evaluation
 
 A multi-chain run holds ``config.json`` and one such directory per chain,
@@ -80,6 +81,11 @@ class RunDir:
     def gradient_noise(self):
         """Path of ``gradient_noise.json``."""
         return self._file("gradient_noise.json")
+
+    @property
+    def collection(self):
+        """Path of ``collection.json``: when collection started, why, and the step size."""
+        return self._file("collection.json")
 
     @property
     def metrics(self):

@@ -6,6 +6,7 @@ processes.
 """
 
 import dataclasses
+import math
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
 from keras_bnn.runs.checkpoints import RunBackup
 from keras_bnn.runs.build import build_model, compile_model, load_data
-from keras_bnn.runs.config import chain_seed
+from keras_bnn.runs.config import chain_seed, default_collect_every, default_epochs
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
 from keras_bnn.validation import check_int
@@ -39,12 +40,14 @@ class TrainResult:
             ``kinetic_temperatures.json``).
         gradient_noise: :func:`gradient_noise_rows` (also in
             ``gradient_noise.json``).
+        collection: :func:`collection_report` (also in ``collection.json``).
     """
 
     store: SampleStore
     history: keras.callbacks.History
     kinetic_temperatures: list
     gradient_noise: list
+    collection: dict
 
     def __iter__(self):
         return iter((self.store, self.history))
@@ -101,6 +104,8 @@ def _train(config, verbose, resume, data):
         )
     keras.utils.set_random_seed(chain_seed(config))  # the initialisation
     train_ds, _, info = data or load_data(config)
+    if config.epochs is None:  # the default length, in steps (stored with the run)
+        config.epochs = default_epochs(math.ceil(info["num_train"] / config.batch_size))
     model = build_model(config, info)
     compile_model(model, config, info)
     collects = samplers.REGISTRY[config.sampler].collects
@@ -108,13 +113,17 @@ def _train(config, verbose, resume, data):
     epoch = data_epoch(train_ds)
     if epoch is not None:
         callbacks.append(DataEpoch(epoch))
+    collector = None
     if collects:
+        fixed_burn_in = 0 if config.burn_in_epochs == "auto" else config.burn_in_epochs
         if config.cycle_epochs:
-            callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs,
-                                                            config.burn_in_epochs))
-        callbacks.append(callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
-                                                      every=config.collect_every,
-                                                      chain=config.chain))
+            callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs, fixed_burn_in))
+        every = config.collect_every
+        if every is None and not config.cycle_epochs:
+            every = default_collect_every(config.epochs)
+        collector = callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
+                                                 every=every, chain=config.chain)
+        callbacks.append(collector)
     if not resume:
         run.write_json(run.config, dataclasses.asdict(config))
     history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks,
@@ -123,12 +132,41 @@ def _train(config, verbose, resume, data):
     if not collects and store.find(config.chain, step) is None:  # the point estimate
         store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
     result = TrainResult(store, history, kinetic_temperature_rows(model, config),
-                         gradient_noise_rows(model))
+                         gradient_noise_rows(model), collection_report(model, collector))
+    run.write_json(run.collection, result.collection)
     run.write_json(run.gradient_noise, result.gradient_noise)
     run.write_json(run.history, history.history)
     run.write_json(run.kinetic_temperatures, result.kinetic_temperatures)  # last: complete
     shutil.rmtree(run.backup, ignore_errors=True)
     return result
+
+
+def collection_report(model, collector):
+    """When sample collection started and why, and the step size the run used.
+
+    Args:
+        model: the trained model.
+        collector: its :class:`keras_bnn.callbacks.CollectSamples`, or None
+            (the SGD baseline).
+
+    Returns:
+        dict: ``step_size`` (the frozen h of an auto step, else the
+        schedule's h0; None for the baseline), ``warmup_steps`` (0 for an
+        explicit step), ``start_epoch`` (the first epoch whose end could
+        take a sample; None if the chain never reached equilibrium),
+        ``reason`` (the equilibrium test's verdict, or "fixed burn-in").
+    """
+    sampler = model.optimizer
+    if collector is None or not isinstance(sampler, samplers.Sampler):
+        return {"step_size": None, "warmup_steps": 0, "start_epoch": None,
+                "reason": "no collection: the SGD/MAP baseline stores its last point"}
+    if collector.auto:
+        reason = collector.verdict.reason if collector.verdict else "the run ended in warm-up"
+    else:
+        reason = f"fixed burn-in of {collector.start_epoch} epochs"
+    return {"step_size": float(sampler.step_size_value),
+            "warmup_steps": int(callbacks_lib.warmup_steps(sampler)),
+            "start_epoch": collector.started_epoch, "reason": reason}
 
 
 class DataEpoch(keras.callbacks.Callback):

@@ -28,13 +28,14 @@ class Method:
     Attributes:
         optimizer: a :class:`Sampler` subclass, or for a point estimate the
             Keras optimizer class.
-        step_size: the default h0 (SDE time units; for a point estimate its
-            learning rate).
+        step_size: the default h0: ``"auto"`` (the warm-up chooses it,
+            :mod:`keras_bnn.samplers.warmup`) or a number (SDE time units;
+            for a point estimate its learning rate).
         fixed: constructor arguments the entry fixes (the baseline's momentum).
     """
 
     optimizer: type
-    step_size: float
+    step_size: object
     fixed: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -48,7 +49,7 @@ class Method:
         """The optimizer of a run.
 
         Args:
-            step_size: h0 > 0 (a sampler's initial step size, or the
+            step_size: h0 > 0 or "auto" (a sampler's initial step size, or the
                 baseline's learning rate).
             seed: seed of a sampler's noise (a point estimate has none).
             temperature: a sampler's posterior temperature T > 0 (a point
@@ -70,10 +71,10 @@ class Method:
 #: Every name a run accepts (``RunConfig.sampler``, ``--sampler``): the
 #: samplers, and ``"sgd"``, the SGD/MAP baseline (``SGD(momentum=0.9)``).
 REGISTRY = {
-    "sgld": Method(SGLD, 1e-5),
-    "sghmc": Method(SGHMC, 5e-3),
-    "sgnht": Method(SGNHT, 5e-3),
-    "atmc": Method(ATMC, 5e-3),
+    "sgld": Method(SGLD, "auto"),
+    "sghmc": Method(SGHMC, "auto"),
+    "sgnht": Method(SGNHT, "auto"),
+    "atmc": Method(ATMC, "auto"),
     "hmc": Method(HMC, 1e-3),
     "sgd": Method(keras.optimizers.SGD, 0.05, {"momentum": 0.9}),
 }
