@@ -1,6 +1,6 @@
 """When a chain is at equilibrium: a two-window stationarity test on epoch logs.
 
-Numpy and the standard library only. :class:`keras_bnn.callbacks.CollectSamples`
+Numpy and SciPy only. :class:`keras_bnn.callbacks.CollectSamples`
 runs :func:`stationarity_test` at every epoch end (``start_epoch="auto"``) on
 the epoch means that ``BayesianModel.fit`` logs, and starts collecting at the
 first epoch where it passes.
@@ -30,7 +30,7 @@ older window A and a recent window B. For each series:
 The chain is stationary when every ``|z| ≤ z*`` with the Bonferroni bound
 ``z* = t_ν⁻¹(1 − α/(2m))`` over the ``m`` series (``α = false_alarm``;
 Student-t with the ``ν = k(w − 2)(1 − ρ̂²)/(1 + ρ̂²)`` effective degrees of
-freedom of σ̂², :func:`t_quantile`), and each temperature's recent mean lies
+freedom of σ̂², ``scipy.stats.t``), and each temperature's recent mean lies
 within a loose band ``|T̄_B/T − 1| ≤ band`` of the target T. The band is
 loose on purpose: at a finite step the configurational temperature of a
 stationary chain sits a few per cent off T, so T is only a sanity bound (a
@@ -49,10 +49,10 @@ moves ``x̄_B − x̄_A`` by ``s·w`` and is rejected once that exceeds about
 
 import functools
 import math
-from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
+from scipy import stats
 
 from keras_bnn.validation import check_fraction, check_int, check_positive
 
@@ -118,28 +118,6 @@ class Verdict(NamedTuple):
             "thresholds": self.thresholds, "temperature_ratios": self.temperature_ratios,
             "statistics": {name: s._asdict() for name, s in self.statistics.items()},
         }
-
-
-def t_quantile(probability, dof):
-    """Student-t quantile by the Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5).
-
-    ``t ≈ z + g₁/ν + g₂/ν² + g₃/ν³`` with z the normal quantile,
-    ``g₁ = (z³ + z)/4``, ``g₂ = (5z⁵ + 16z³ + 3z)/96``,
-    ``g₃ = (3z⁷ + 19z⁵ + 17z³ − 15z)/384``; within 1 % of the exact value
-    for ν ≥ 3 at the tail probabilities used here.
-
-    Args:
-        probability: p in (0, 1).
-        dof: ν > 0 (clipped below at 3, where the expansion stays accurate).
-
-    Returns:
-        float.
-    """
-    z = NormalDist().inv_cdf(probability)
-    nu = max(float(dof), 3.0)
-    terms = ((z ** 3 + z) / 4.0, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96.0,
-             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384.0)
-    return z + sum(term / nu ** (k + 1) for k, term in enumerate(terms))
 
 
 _RHO_GRID = np.linspace(0.0, MAX_AUTOCORRELATION, 91)
@@ -259,7 +237,10 @@ def stationarity_test(series, temperature, window=WINDOW, false_alarm=FALSE_ALAR
         return Verdict(False, reason, {}, {}, {})
     statistics = {name: compare_windows(series[name], window, name) for name in names}
     probability = 1.0 - false_alarm / (2 * len(names))
-    thresholds = {name: t_quantile(probability, s.dof) for name, s in statistics.items()}
+    # ν floored at 3: with very few effective degrees of freedom the bound
+    # would grow without limit and the test could never pass.
+    thresholds = {name: float(stats.t.ppf(probability, max(s.dof, 3.0)))
+                  for name, s in statistics.items()}
     ratios = {name: statistics[name].mean_new / temperature
               for name in TEMPERATURES if name in statistics}
     failures = [f"{name} trends (z = {s.z:+.2f}, |z| > {thresholds[name]:.2f})"
