@@ -73,6 +73,11 @@ MODELS = {
         lambda: kb.models.mlp(input_shape=(784,), num_classes=NUM_CLASSES, hidden=(512, 512)),
         10,
     ),
+    "fmnist_mlp 784-256-256-10": (
+        (784,),
+        lambda: kb.models.mlp(input_shape=(784,), num_classes=NUM_CLASSES, hidden=(256, 256)),
+        10,
+    ),
 }
 
 
@@ -111,7 +116,7 @@ def time_model(name, input_shape, build, rounds, steps_per_round, warmup, jit_co
                     for key in models}
 
 
-def breakdown(repeats=30):
+def breakdown(model_key, repeats=30):
     """Per-step cost of the parts of each sampler's update on the MLP's variables.
 
     ``apply`` is the whole optimizer step (finiteness guard, noise, update);
@@ -123,7 +128,7 @@ def breakdown(repeats=30):
     """
     import tensorflow as tf  # noqa: PLC0415 - the breakdown times tf.functions
 
-    model = MODELS["mlp 784-512-512-10"][1]()
+    model = MODELS[model_key][1]()
     variables = model.trainable_variables
     grads = [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
     parts = {}
@@ -180,7 +185,8 @@ def describe_backend():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds (a smoke run)")
-    parser.add_argument("--models", nargs="+", choices=["resnet", "mlp"], default=["resnet", "mlp"])
+    parser.add_argument("--models", nargs="+", choices=["resnet", "mlp", "fmnist_mlp"],
+                        default=["resnet", "mlp"])
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of each update (noise, guard, ...) on the MLP")
@@ -214,7 +220,7 @@ def main(argv=None):
         print(f"| {model} | {params:,} | {opt} | {ms:.2f} | {ratio:.3f}{flag} "
               f"| {cpu_ms:.2f} | {cpu_ratio:.3f} |")
     if args.breakdown:
-        breakdown()
+        breakdown(next((k for k in selected if "mlp" in k), "mlp 784-512-512-10"))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,11 @@ import time
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
     ("--dataset", "dataset", str,
-     "synthetic, digits, breast_cancer, wine, diabetes (bundled), mnist, cifar10 or imdb"),
-    ("--data-dir", "data_dir", str, "tensorflow-datasets data directory"),
-    ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
+     "synthetic, digits, breast_cancer, wine, diabetes (bundled), fashion_mnist (local "
+     "files), mnist, cifar10 or imdb"),
+    ("--data-dir", "data_dir", str,
+     "tensorflow-datasets data directory, or the Fashion-MNIST files' directory"),
+    ("--model", "model", str, "mlp, cnn, resnet_pp, resnet20_frn or cnn_lstm"),
     ("--sampler", "sampler", str,
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", float, "initial step size h0"),
