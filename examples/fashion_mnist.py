@@ -66,34 +66,46 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     import keras_bnn as kb  # noqa: PLC0415
 
     train_ds, eval_ds, info, (x_ood, _) = data
-    label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, *fields.values()))
+    label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, args.step_size,
+                                      *fields.values()))
     config = kb.runs.RunConfig(dataset="fashion_mnist", data_dir=args.data_dir, model=args.model,
                                sampler=sampler, epochs=epochs, batch_size=args.batch_size,
                                seed=seed, output_dir=os.path.join(args.out, "runs", label),
+                               step_size=args.step_size if sampler != "sgd" else None,
                                **fields).validate()
     start = time.perf_counter()
-    for chain in range(chains):
-        kb.runs.train(dataclasses.replace(config, chain=chain,
-                                          output_dir=os.path.join(config.output_dir,
-                                                                  f"chain-{chain}")),
-                      verbose=0, data=(train_ds, eval_ds, info))
+    row = {"model": args.model, "row": name, "sampler": sampler, "chains": chains,
+           "epochs": epochs, "seed": seed, "step_size": config.step_size, **fields}
+    try:
+        for chain in range(chains):
+            kb.runs.train(dataclasses.replace(config, chain=chain,
+                                              output_dir=os.path.join(config.output_dir,
+                                                                      f"chain-{chain}")),
+                          verbose=0, data=(train_ds, eval_ds, info))
+    except kb.NonFiniteError as error:
+        row["diverged"] = str(error).split("(")[1].split(")")[0]  # "at optimizer step k"
+        _save(args, row)
+        return row
     wall = time.perf_counter() - start
     ensemble = kb.PosteriorEnsemble.from_store(
         [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)])
     members = ensemble.predict_members(eval_ds)
     labels = kb.data.dataset_labels(eval_ds)
-    row = {"model": args.model, "row": name, "sampler": sampler, "chains": chains,
-           "epochs": epochs, "seed": seed, "num_samples": len(members),
+    row.update({"num_samples": len(members),
            "wall_s": round(wall, 1), "eval": "validation" if args.validation_split else "test",
-           "train_size": info["num_train"], **fields,
+           "train_size": info["num_train"],
            **{k: round(v, 4) for k, v in kb.metrics.evaluate_probs(
                members.mean(axis=0), labels).items()},
            **{f"auroc_{k}": round(v, 4) for k, v in kb.ood.ood_auroc(
-               members, ensemble.predict_members(x_ood, batch_size=500)).items()}}
+               members, ensemble.predict_members(x_ood, batch_size=500)).items()}})
+    _save(args, row)
+    return row
+
+
+def _save(args, row):
     with open(os.path.join(args.out, "results.jsonl"), "a") as handle:
         handle.write(json.dumps(row) + "\n")
     print(json.dumps(row), flush=True)
-    return row
 
 
 def compare(args):
@@ -127,9 +139,13 @@ def table(args):
     """Prints the comparison and sweep tables (mean ± sd over seeds); plots the sweep."""
     with open(os.path.join(args.out, "results.jsonl")) as handle:
         rows = [json.loads(line) for line in handle]
+    for row in rows:
+        if "diverged" in row:
+            print(f"diverged: {row}")
+    rows = [row for row in rows if "diverged" not in row]
     metrics = ("accuracy", "nll", "ece", "brier", "auroc_entropy", "auroc_mutual_information",
                "wall_s")
-    keys = ("model", "row", "temperature", "prior", "epochs", "train_size", "eval")
+    keys = ("model", "row", "temperature", "prior", "epochs", "step_size", "train_size", "eval")
     groups = {}
     for row in rows:
         groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
@@ -145,7 +161,7 @@ def table(args):
     compared = [r for r in summary if r["temperature"] is None]
     swept = sorted((r for r in summary if r["temperature"] is not None),
                    key=lambda r: (r["model"], r["prior"], -r["temperature"]))
-    columns = ["model", "row", "epochs", "samples", "seeds", *metrics]
+    columns = ["model", "row", "epochs", "step_size", "samples", "seeds", *metrics]
     if compared:
         print(_markdown(compared, columns) + "\n")
     if swept:
@@ -183,6 +199,9 @@ def main(argv=None):
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--step-size", type=float, default=None,
+                        help="the samplers' h0 (default: the library's); choose it on "
+                             "--validation-split, never on the test set")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--k", type=int, default=5, help="ensemble size and number of chains")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))

@@ -1,5 +1,6 @@
 """TensorFlow implementations of the backend operations."""
 
+import math
 import threading
 
 import keras
@@ -25,8 +26,20 @@ def stateless_normal(shape, seed, index, step, dtype):
     draw each step. Every replica and every worker computes the same key and
     so the same noise; a resumed run (same ``iterations``) continues the chain.
 
+    The draw is Box–Muller on Philox uniforms: ``m = ceil(size/2)`` pairs
+    ``(u₁, u₂)`` uniform on [0, 1) give ``r = sqrt(-2·log(1 - u₁))`` and the
+    ``2m`` normals ``r·cos(2πu₂)``, ``r·sin(2πu₂)``, of which the first
+    ``size`` are kept. It is the transform TensorFlow's own
+    ``stateless_normal`` applies, but through TensorFlow's vectorised
+    elementwise kernels: 25–30 % cheaper on CPU (measured on 270 000
+    normals, 2 cores: 4.1 → 3.0 ms of CPU time), and never under XLA, whose
+    CPU random-number and sin/cos code is several times slower
+    (``benchmarks/sampler_overhead.py --breakdown``). As with TensorFlow's
+    draw the tails are cut where ``1 - u₁`` reaches the float's resolution
+    (|z| ≤ 5.6 in float32).
+
     Args:
-        shape: shape of the draw.
+        shape: static shape of the draw.
         seed: Python int, the sampler's seed.
         index: Python int, the variable's index in the optimizer.
         step: integer scalar tensor, the optimizer's ``iterations``.
@@ -40,11 +53,18 @@ def stateless_normal(shape, seed, index, step, dtype):
     Returns:
         Tensor of ``shape`` with i.i.d. N(0, 1) entries.
     """
+    shape = tuple(int(d) for d in shape)
+    size = math.prod(shape)
     with tf.control_dependencies(None):
         key = tf.random.experimental.stateless_fold_in(
             tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64), alg="philox"
         )
-        return tf.random.stateless_normal(shape, seed=key, dtype=dtype, alg="philox")
+        uniform = tf.random.stateless_uniform([2, (size + 1) // 2], seed=key, dtype=dtype,
+                                              alg="philox")
+        radius = tf.sqrt(-2.0 * tf.math.log1p(-uniform[0]))
+        angle = (2.0 * math.pi) * uniform[1]
+        normals = tf.concat([radius * tf.cos(angle), radius * tf.sin(angle)], axis=0)
+        return tf.reshape(normals[:size], shape)
 
 
 def fused(function):
