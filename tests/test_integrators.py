@@ -4,8 +4,8 @@ In the style of Keras' ``sgd_test.py``: fixed small inputs (the noise too),
 and the expected output written out in numpy, in float64, from the
 equations, never by calling the code under test. First every integrator of
 :mod:`keras_bnn.samplers.integrators`, then one ``apply`` step of every
-sampler class on two variables with known gradients, its noise reproduced
-from ``backend.stateless_normal`` keyed on (seed, variable index, step 0).
+sampler class on two variables with known gradients, its noise read from
+``sampler.noise`` at step 0 (each variable's slice of the step's flat draw).
 Only ``keras.ops`` is used, so the file also runs under JAX (last test).
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_bnn import backend, samplers
+from keras_bnn import samplers
 from keras_bnn.samplers import integrators
 
 RTOL = 2e-6  # float32 round-off of a few operations
@@ -167,7 +167,7 @@ def _one_step(sampler, **state):
         slots["gradient_noise"].assign(V0[i].astype(np.float32))
         for name, values in state.items():
             slots[name].assign(np.asarray(values[i], np.float32))
-        noise = backend.stateless_normal(variable.shape, SEED, i, 0, "float32")
+        noise = sampler.noise(variable)  # step 0: the slice of the flat draw
         inputs.append(dict(theta=(A0, B0)[i], g=N * GRADS[i], v=V0[i],
                            eta=ops.convert_to_numpy(noise).astype(np.float64),
                            **{k: np.asarray(v[i], np.float64) for k, v in state.items()}))
