@@ -155,7 +155,7 @@ def breakdown(model_key, repeats=30):
         parts[f"{name} apply"] = tf.function(lambda s=sampler: s.apply(grads, variables))
         parts[f"{name} apply, zero noise"] = tf.function(lambda s=quiet: s.apply(grads, variables))
         parts[f"{name} noise"] = tf.function(
-            lambda s=sampler: tf.add_n([tf.reduce_sum(s.noise(v)) for v in variables]))
+            lambda s=sampler: tf.add_n([tf.reduce_sum(n) for n in s._flat_noise()]))
         parts[f"{name} diagnostics"] = tf.function(
             lambda s=sampler: (s.kinetic_temperature() if s.has_momentum else 0.0)
             + s.configurational_temperature())
