@@ -66,8 +66,8 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     import keras_bnn as kb  # noqa: PLC0415
 
     train_ds, eval_ds, info, (x_ood, _) = data
-    label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, args.step_size,
-                                      *fields.values()))
+    label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, epochs,
+                                      args.step_size, *fields.values()))
     config = kb.runs.RunConfig(dataset="fashion_mnist", data_dir=args.data_dir, model=args.model,
                                sampler=sampler, epochs=epochs, batch_size=args.batch_size,
                                seed=seed, output_dir=os.path.join(args.out, "runs", label),
