@@ -122,8 +122,8 @@ def breakdown(model_key, repeats=30):
     ``apply`` is the whole optimizer step (finiteness guard, noise, update);
     ``apply, zero noise`` the same with the noise draw replaced by zeros (so
     ``apply`` minus it is what the draw costs inside the step); ``noise``
-    draws the N(0, 1) noise of every variable (``backend.stateless_normal``,
-    one draw per variable); ``diagnostics`` is what
+    draws the N(0, 1) noise of every variable (one flat draw,
+    :func:`keras_bnn.samplers.noise.flat_noise`); ``diagnostics`` is what
     ``BayesianModel.train_step`` adds per step (reading the kinetic and
     configurational temperature sums that the update itself takes). Shared
     parts: the gradient-noise estimate ``V̂`` (its update of every
@@ -137,6 +137,7 @@ def breakdown(model_key, repeats=30):
 
     from keras_bnn import backend  # noqa: PLC0415
     from keras_bnn.samplers.integrators import gradient_noise_update  # noqa: PLC0415
+    from keras_bnn.samplers.noise import flat_noise  # noqa: PLC0415
 
     model = MODELS[model_key][1]()
     variables = model.trainable_variables
@@ -155,14 +156,16 @@ def breakdown(model_key, repeats=30):
         parts[f"{name} apply"] = tf.function(lambda s=sampler: s.apply(grads, variables))
         parts[f"{name} apply, zero noise"] = tf.function(lambda s=quiet: s.apply(grads, variables))
         parts[f"{name} noise"] = tf.function(
-            lambda s=sampler: tf.add_n([tf.reduce_sum(n) for n in s._flat_noise()]))
+            lambda s=sampler: tf.add_n([tf.reduce_sum(n) for n in flat_noise(
+                variables, s.seed, s.iterations)]))
         parts[f"{name} diagnostics"] = tf.function(
             lambda s=sampler: (s.kinetic_temperature() if s.has_momentum else 0.0)
             + s.configurational_temperature())
     previous = [tf.Variable(tf.zeros(v.shape)) for v in variables]
     estimate = [tf.Variable(tf.zeros(v.shape)) for v in variables]
     parts["gradient-noise estimate V̂ (all variables)"] = tf.function(lambda: [
-        e.assign(gradient_noise_update(g, p, e, 0.99)) for g, p, e in zip(grads, previous, estimate)])
+        e.assign(gradient_noise_update(g, p, e, 0.99))
+        for g, p, e in zip(grads, previous, estimate)])
     parts["virial sums Σθ·G"] = tf.function(
         lambda: tf.add_n([tf.reduce_sum(v * g) for v, g in zip(variables, grads)]))
     step = tf.Variable(0, dtype=tf.int64)

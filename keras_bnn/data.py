@@ -37,8 +37,8 @@ from keras_bnn.validation import check_choice
 
 __all__ = ["BUNDLED", "BUNDLED_SPLIT_SEED", "CIFAR10_MEAN", "CIFAR10_PAD", "CIFAR10_STD",
            "DATASETS", "bundled_arrays", "dataset_labels", "load", "load_bundled",
-           "load_cifar10", "load_fashion_mnist", "load_imdb", "load_mnist", "make_dataset", "synthetic_teacher",
-           "teacher_probs"]
+           "load_cifar10", "load_fashion_mnist", "load_imdb", "load_mnist", "make_dataset",
+           "synthetic_teacher", "teacher_probs"]
 
 DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
 
@@ -75,6 +75,7 @@ def load(name, batch_size=128, **kwargs):
                 make_dataset(x_test, y_test, batch_size), info)
     if name in BUNDLED:
         return load_bundled(name, batch_size=batch_size, **kwargs)
-    loaders = {"fashion_mnist": load_fashion_mnist, "mnist": load_mnist, "cifar10": load_cifar10, "imdb": load_imdb}
+    loaders = {"fashion_mnist": load_fashion_mnist, "mnist": load_mnist,
+               "cifar10": load_cifar10, "imdb": load_imdb}
     return loaders[check_choice(name, "name", DATASETS, owner="load")](
         batch_size=batch_size, **kwargs)

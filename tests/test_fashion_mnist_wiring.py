@@ -60,9 +60,9 @@ def test_real_data_atmc_ensemble_beats_one_sgd_net_in_nll(tmp_path):
     package): all 60 000 training images, the MLP with the library's
     He-normal prior, SGD/MAP for 3 epochs against one ATMC chain of 5 epochs
     (h0 = 5e-4, chosen on a validation split, see README "Fashion-MNIST"),
-    3 samples (about 2 minutes on 2 busy CPU cores). The posterior ensemble must have a lower test NLL than the SGD
-    net (measured 2026-11-24: see the assertion message), at an accuracy no
-    more than 0.02 below it."""
+    3 samples (about 2 minutes on 2 busy CPU cores). The posterior ensemble
+    must have a lower test NLL than the SGD net, at an accuracy no more than
+    0.02 below it."""
     try:
         fm.find_files()
     except FileNotFoundError as error:

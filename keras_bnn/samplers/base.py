@@ -10,6 +10,7 @@ from keras_bnn import nonfinite
 from keras_bnn import schedules
 from keras_bnn.samplers.integrators import gradient_noise_update
 from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
+from keras_bnn.samplers.noise import flat_noise
 from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
@@ -47,9 +48,9 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
     constant schedule so a cyclical schedule can be configured later without
     changing the optimizer's variables).
 
-    Noise is ``backend.stateless_normal`` keyed on ``(seed, variable index,
-    iterations)``: a pure function, the same on every replica and worker, and
-    the same after a resume. The update rules themselves are the pure
+    Noise: one ``backend.stateless_normal`` draw per step keyed on ``(seed,
+    iterations)``, split over the variables (:meth:`noise`); pure, the same on
+    every replica, worker and resume. The update rules themselves are the pure
     functions of :mod:`keras_bnn.samplers.integrators`; a sampler holds their
     state in optimizer variables (so it checkpoints with the model), declared
     once per name with :meth:`add_slot` and read with :meth:`state` or
@@ -321,29 +322,11 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
 
     # ----------------------------------------------------------------- update
     def noise(self, variable):
-        """N(0, 1) noise shaped like ``variable``: its slice of the step's flat draw.
-
-        One draw of ``Σ_v size(v)`` normals per step, keyed on (seed,
-        step) (:func:`keras_bnn.backend.stateless_normal` with variable index
-        0), is split in the order of the trainable variables: variable ``i``
-        gets the entries ``[Σ_{j<i} size_j, Σ_{j≤i} size_j)``, a pure function
-        of (seed, variable, step). One draw instead of one per variable saves
-        the per-variable ops (0.6 ms a step on a 6-variable MLP on 2 CPU
-        cores). :meth:`apply` draws once for all the variables it updates;
-        called outside a step, this draws and takes the slice.
-        """
-        draws = getattr(self, "_step_noise", None) or self._flat_noise()
+        """N(0, 1) noise shaped like ``variable``: its slice of this step's draw
+        (:func:`~keras_bnn.samplers.noise.flat_noise`, drawn by ``apply`` before the guard)."""
+        draws = getattr(self, "_step_noise", None) or flat_noise(
+            self._trainable_variables, self.seed, self.iterations)
         return draws[self._get_variable_index(variable)]
-
-    def _flat_noise(self):
-        """This step's noise of every trainable variable, from one flat draw."""
-        variables = self._trainable_variables
-        sizes = self._sizes()
-        flat = backend.stateless_normal((sum(sizes),), self.seed, 0, self.iterations,
-                                        variables[0].dtype)
-        offsets = [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)]
-        parts = ops.split(flat, offsets) if offsets else [flat]
-        return [ops.cast(ops.reshape(part, v.shape), v.dtype) for part, v in zip(parts, variables)]
 
     def apply(self, grads, trainable_variables=None):
         """Checks all gradients for NaN/Inf, then applies one sampler step.
@@ -374,9 +357,7 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
             # Create the state outside the guard's control dependencies: a
             # traced step (XLA in particular) must be able to lift them out.
             self.build(variables)
-        # One flat noise draw for all variables (see `noise`), outside the
-        # guard: it depends on the step counter only.
-        self._step_noise = self._flat_noise() if self._trainable_variables else None
+        self._step_noise = flat_noise(self._trainable_variables, self.seed, self.iterations)
         try:
             with backend.finite_guard(grads, messages):
                 return super().apply(grads, trainable_variables)
