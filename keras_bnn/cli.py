@@ -21,7 +21,7 @@ _CONFIG_FLAGS = (
      "files), mnist, cifar10 or imdb"),
     ("--data-dir", "data_dir", str,
      "tensorflow-datasets data directory, or the Fashion-MNIST files' directory"),
-    ("--model", "model", str, "mlp, cnn, resnet_pp, resnet20_frn or cnn_lstm"),
+    ("--model", "model", str, "mlp, resnet_pp, resnet20_frn, cnn_lstm or cnn"),
     ("--sampler", "sampler", str,
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", float, "initial step size h0"),

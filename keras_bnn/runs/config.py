@@ -21,7 +21,7 @@ from keras_bnn.validation import (argument_error, check_choice, check_int, check
 
 #: ``RunConfig.dataset`` of a run on in-memory arrays (see :func:`keras_bnn.runs.sweep`).
 ARRAYS = "arrays"
-MODELS = ("mlp", "cnn", "resnet_pp", "resnet20_frn", "cnn_lstm")
+MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm", "cnn")
 #: Degrees of freedom of the "student_t" kernel prior (heavy tails; Fortuin
 #: et al. 2022 found such priors fit fully connected networks better).
 STUDENT_T_DF = 3.0
