@@ -58,7 +58,7 @@ def main():
         store = kb.SampleStore(os.path.join(root, "samples"))
         record = RecordMemory(store, every=10)
         model.fit(x, y, batch_size=32, epochs=args.samples, verbose=0,
-                  callbacks=[kb.callbacks.CollectSamples(store), record])
+                  callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0), record])
         size = sum(os.path.getsize(os.path.join(store.path, f)) for f in os.listdir(store.path))
         read_start = rss_mib()
         checksum = sum(float(np.sum(s.weights[0])) for s in store)

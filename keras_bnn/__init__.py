@@ -27,9 +27,12 @@ _SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "export", "laye
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
+    "bayesian": "keras_bnn.bayesian",
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
+    "MissingPriorWarning": "keras_bnn.prior_guard",
+    "NotConvergedWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",
-    "prior_predictive": "keras_bnn.prior_predictive",
+    "prior_predictive": "keras_bnn.predictive_checks",
     "SampleStore": "keras_bnn.store",
 }
 

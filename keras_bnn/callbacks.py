@@ -1,10 +1,13 @@
 """Keras callbacks for sampling runs: cyclical step size, sample collection, tempering."""
 
+import warnings
+
 import keras
 
 from keras_bnn import distribute
+from keras_bnn import equilibrium
 from keras_bnn.samplers.base import Sampler
-from keras_bnn.validation import check_int, check_positive
+from keras_bnn.validation import check_choice, check_fraction, check_int, check_positive
 
 
 def _sampler_of(model, owner):
@@ -61,10 +64,42 @@ class CyclicalSchedule(keras.callbacks.Callback):
         self.model.make_train_function(force=True)
 
 
+class NotConvergedWarning(UserWarning):
+    """A run ended before its chain was at equilibrium: nothing (or too little) was collected."""
+
+
+def warmup_steps(optimizer):
+    """The steps a kernel spends tuning itself: never part of the sampled chain.
+
+    ``step_size="auto"``'s warm-up (``optimizer.warmup.warmup_steps``, see
+    :mod:`keras_bnn.samplers.warmup`) and HMC's step-size adaptation
+    (``num_adaptation_steps``).
+
+    Args:
+        optimizer: the model's optimizer.
+
+    Returns:
+        int ≥ 0.
+    """
+    tuned = getattr(getattr(optimizer, "warmup", None), "warmup_steps", 0) or 0
+    return int(tuned) + int(getattr(optimizer, "num_adaptation_steps", 0) or 0)
+
+
+def current_step(optimizer):
+    """The optimizer's step counter as a Python int (also for a tf.distribute variable)."""
+    return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+
 class CollectSamples(keras.callbacks.Callback):
     """Appends the current weights to a :class:`keras_bnn.SampleStore`.
 
-    From epoch ``start_epoch`` on (0-based, counted at epoch ends), a sample
+    Collection starts at ``start_epoch``: by default (``"auto"``) at the
+    first epoch end where the chain is stationary by
+    :func:`keras_bnn.equilibrium.stationarity_test` on the epoch logs
+    (configurational and kinetic temperature, ``prior`` = −log p(θ), ``nll``)
+    of the epochs that began after the sampler's warm-up
+    (:func:`warmup_steps`); an int starts at exactly that epoch. From then
+    on (0-based, counted at epoch ends), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
     (every epoch with a constant step size). Only the chief worker writes.
@@ -76,34 +111,82 @@ class CollectSamples(keras.callbacks.Callback):
     a run killed at any point and resumed neither duplicates nor drops a
     sample, whatever the order of the two callbacks.
 
+    With ``"auto"``, :attr:`started_epoch` and :attr:`verdict` say when and
+    why collection started (:class:`keras_bnn.equilibrium.Verdict`: the
+    z-scores and temperatures), and a run that ends before equilibrium
+    issues a :class:`NotConvergedWarning`. A resumed run whose store already
+    holds samples of this chain goes on collecting (equilibrium was reached
+    before the kill); otherwise the test restarts on the epochs it sees.
+
     Args:
         store: the :class:`keras_bnn.SampleStore`.
-        start_epoch: first epoch whose end may yield a sample (burn-in).
+        start_epoch: ``"auto"`` (equilibrium, see above) or the first epoch
+            (int ≥ 0) whose end may yield a sample.
         every: collect every ``every`` epochs, or ``None`` (see above).
         chain: id of the chain being sampled (int >= 0), stored with each
             sample.
+        window: with ``"auto"``, the test's window w in epochs (≥ 4; it
+            needs 2w epochs after warm-up).
+        false_alarm: with ``"auto"``, the test's α in (0, 1).
 
     Raises:
-        ValueError: for a negative ``start_epoch`` or ``chain``, a
-            non-positive ``every``, and (at train begin) when the store holds
+        ValueError: for a ``start_epoch`` other than ``"auto"`` or an int ≥ 0,
+            a negative ``chain``, a non-positive ``every``, a bad ``window``
+            or ``false_alarm``, and (at train begin) when the store holds
             another architecture.
     """
 
-    def __init__(self, store, start_epoch=0, every=None, chain=0):
+    def __init__(self, store, start_epoch="auto", every=None, chain=0,
+                 window=equilibrium.WINDOW, false_alarm=equilibrium.FALSE_ALARM):
         super().__init__()
+        owner = "CollectSamples"
         self.store = store
-        self.start_epoch = check_int(start_epoch, "start_epoch", 0, owner="CollectSamples")
-        self.every = None if every is None else check_int(every, "every", 1, owner="CollectSamples")
-        self.chain = check_int(chain, "chain", 0, owner="CollectSamples")
+        self.auto = isinstance(start_epoch, str)
+        if self.auto:
+            check_choice(start_epoch, "start_epoch", ("auto",), owner)
+        self.start_epoch = None if self.auto else check_int(start_epoch, "start_epoch", 0,
+                                                            owner=owner)
+        self.every = None if every is None else check_int(every, "every", 1, owner=owner)
+        self.chain = check_int(chain, "chain", 0, owner=owner)
+        self.window = check_int(window, "window", 4, owner=owner)
+        self.false_alarm = check_fraction(false_alarm, "false_alarm", owner)
+        #: The :class:`keras_bnn.equilibrium.Verdict` of the last test (``"auto"``).
+        self.verdict = None
+        self._series = {}
         self._resumed_checked = False
+        self._epoch_start_step = 0
+
+    @property
+    def started_epoch(self):
+        """The epoch whose end took (or may take) the first sample, or None before."""
+        return self.start_epoch
 
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
         if distribute.is_chief(self.model):
             self.store.check_model(self.model)
+        if self.auto:
+            self._series = {}
+            epochs = [m.get("epoch") for m in self.store.metadata()
+                      if m.get("chain") == self.chain and m.get("epoch") is not None]
+            self.start_epoch = min(epochs) if epochs else None
+
+    def _watch(self, epoch, logs):
+        """Adds an epoch's logs to the series and starts collecting at equilibrium."""
+        if self.start_epoch is not None or self._epoch_start_step < warmup_steps(
+                self.model.optimizer):
+            return
+        for name in equilibrium.QUANTITIES:
+            if name in logs:
+                self._series.setdefault(name, []).append(float(logs[name]))
+        self.verdict = equilibrium.stationarity_test(
+            self._series, getattr(self.model.optimizer, "temperature", 1.0),
+            window=self.window, false_alarm=self.false_alarm)
+        if self.verdict.stationary:
+            self.start_epoch = epoch
 
     def _due(self, epoch):
-        if epoch < self.start_epoch:
+        if self.start_epoch is None or epoch < self.start_epoch:
             return False
         if self.every is not None:
             return (epoch - self.start_epoch) % self.every == self.every - 1
@@ -141,14 +224,24 @@ class CollectSamples(keras.callbacks.Callback):
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
             self._collect_restored(epoch)
+        if self.auto:
+            self._epoch_start_step = current_step(self.model.optimizer)
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.auto:
+            self._watch(epoch, logs or {})
         self._collect(epoch)
 
     def on_train_end(self, logs=None):
         # A run restored after its last epoch runs no epoch at all.
         if not self._resumed_checked:
             self._collect_restored(self.params.get("epochs") or 0)
+        if self.auto and self.start_epoch is None:
+            reason = self.verdict.reason if self.verdict else "the run ended in warm-up"
+            warnings.warn(
+                f"CollectSamples: the chain did not reach equilibrium, so no sample was "
+                f"collected ({reason}). Train for more epochs, or pass start_epoch=<int> to "
+                "collect from a given epoch anyway.", NotConvergedWarning, stacklevel=2)
 
 
 class TemperatureRamp(keras.callbacks.Callback):

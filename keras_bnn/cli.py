@@ -1,18 +1,25 @@
 """The ``keras-bnn`` command line: train, evaluate, export, sweep, sweep-temperature, demo.
 
-Bad input ends with exit code 2 and one line ``keras-bnn: error: <reason>``
-on stderr, never a traceback. ``--help`` and argument errors answer without
-importing Keras or TensorFlow (the commands import them in their handlers),
-and TensorFlow's C++ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL``
-is set. Under ``KERAS_BACKEND=jax`` this module imports no TensorFlow itself.
+Bad input, a run directory in use and a full disk end with exit code 2 and
+one line ``keras-bnn: error: <reason>`` on stderr, never a traceback.
+``--help`` and argument errors answer without importing Keras or TensorFlow:
+each command checks its arguments and the run configuration
+(:mod:`keras_bnn.runs.config`) first and imports them after. TensorFlow's C++
+start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set. Under
+``KERAS_BACKEND=jax`` this module imports no TensorFlow itself, except that
+``export`` (a TensorFlow SavedModel) runs again as a TensorFlow process.
 """
 
 import argparse
 import dataclasses
+import functools
 import os
+import subprocess
 import sys
 import tempfile
 import time
+
+from keras_bnn.durable import InUseError
 
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
@@ -28,8 +35,7 @@ _CONFIG_FLAGS = (
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
     ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal or student_t"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
-    ("--likelihood", "likelihood", str,
-     "categorical, bernoulli or gaussian (default: the dataset's)"),
+    ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian"),
     ("--epochs", "epochs", int, "training epochs"),
     ("--batch-size", "batch_size", int, "minibatch size"),
     ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
@@ -40,6 +46,7 @@ _CONFIG_FLAGS = (
     ("--seed", "seed", int, "seed of initialisation, data order and sampler noise"),
     ("--output-dir", "output_dir", str, "run directory"),
 )
+_CONFIG_FIELDS = {field for _, field, _, _ in _CONFIG_FLAGS}
 _METRICS = ("accuracy", "nll", "ece", "brier")
 _RHAT_COLUMNS = ("space", "median", "max", "frac_below_1.01", "frac_below_1.1",
                  "ess_bulk_min", "ess_tail_min")
@@ -50,9 +57,51 @@ def _metric_columns(result):
     return _REGRESSION_METRICS if result["likelihood"] == "gaussian" else _METRICS
 
 
+#: The default of the RunConfig fields that are None until validation.
+_COMPUTED_DEFAULTS = {
+    "data_dir": "tensorflow-datasets' own",
+    "step_size": "the sampler's",
+    "likelihood": "the dataset's",
+    "cycle_epochs": "none, a constant step size",
+    "burn_in_epochs": "{burn_in} of --epochs",
+    "collect_every": "every epoch, or every cycle end with --cycle-epochs",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise ValueError(message)
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except where there is none to show; a
+    RunConfig flag's is looked up when the help is shown (argument errors
+    import nothing)."""
+
+    def _get_help_string(self, action):
+        if action.dest in _CONFIG_FIELDS:
+            return f"{action.help} (default: {_config_default(action.dest)})"
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _config_default(field):
+    """The default of a RunConfig field, in words (per-dataset ones named)."""
+    from keras_bnn.runs.config import DATASET_DEFAULTS, DEFAULTS, RunConfig
+
+    default = {f.name: f.default for f in dataclasses.fields(RunConfig)}[field]
+    if default is not None:
+        return str(default)
+    if field in _COMPUTED_DEFAULTS:
+        fraction = {name: values["burn_in_fraction"] for name, values in
+                    DATASET_DEFAULTS.items() if "burn_in_fraction" in values}
+        burn_in = ", ".join([str(DEFAULTS["burn_in_fraction"]),
+                             *(f"{name}: {value}" for name, value in fraction.items())])
+        return _COMPUTED_DEFAULTS[field].format(burn_in=burn_in)
+    per_dataset = [f"{name}: {values[field]}" for name, values in DATASET_DEFAULTS.items()
+                   if field in values]
+    return ", ".join([str(DEFAULTS[field]), *per_dataset])
 
 
 def _add_config_flags(parser):
@@ -62,12 +111,20 @@ def _add_config_flags(parser):
 
 
 def _config_from(args):
-    from keras_bnn.runs import RunConfig
+    from keras_bnn.runs.config import RunConfig
 
     flags = _flag_values(args)
     if args.config:
         return RunConfig.from_json(args.config, flags, argument="--config")
     return RunConfig.from_dict(flags)
+
+
+def _runs():
+    """:mod:`keras_bnn.runs` with Keras imported: call once the arguments are checked."""
+    _import_keras_quietly()
+    from keras_bnn import runs
+
+    return runs
 
 
 def format_table(rows, columns):
@@ -100,12 +157,9 @@ def _print_rhat(result):
     print(format_table(rows, _RHAT_COLUMNS))
 
 
-def _cmd_train_chains(args):
-    from keras_bnn import runs
-
-    config = _config_from(args)
-    chains = runs.run_chains(config, args.chains, verbose=args.verbose,
-                             processes=args.processes)
+def _cmd_train_chains(args, config):
+    chains = _runs().run_chains(config, args.chains, verbose=args.verbose,
+                                processes=args.processes)
     rows = [dict(chain=k, samples=len(store), **{key: logs[key][-1] for key in sorted(logs)})
             for k, (store, logs) in enumerate(chains)]
     print(format_table(rows, list(rows[0])))
@@ -113,21 +167,24 @@ def _cmd_train_chains(args):
 
 
 def _cmd_train(args):
-    from keras_bnn import runs
+    from keras_bnn.runs import config as config_lib
+    from keras_bnn.validation import check_int
 
+    check_int(args.chains, "chains", 1)
+    check_int(args.processes, "processes", 1)
     if args.chains != 1:
         if args.resume:
             raise ValueError("--resume continues one chain: pass --output-dir <run dir>/chain-k "
                              "without --chains.")
-        return _cmd_train_chains(args)
+        return _cmd_train_chains(args, _config_from(args))
     if args.resume:
         given = _flag_values(args)
         if args.config:
             given["config"] = args.config  # refused by resume_config
-        config = runs.resume_config(args.output_dir, given)
+        config = config_lib.resume_config(args.output_dir, given)
     else:
         config = _config_from(args)
-    result = runs.train(config, verbose=args.verbose, resume=args.resume)
+    result = _runs().train(config, verbose=args.verbose, resume=args.resume)
     logs = result.history.history
     row = dict(samples=len(result.store), **{key: logs[key][-1] for key in sorted(logs)})
     print(format_table([row], list(row)))
@@ -142,9 +199,21 @@ def _cmd_train(args):
     print(f"run directory: {config.output_dir}")
 
 
-def _cmd_evaluate(args):
-    from keras_bnn import runs
+def _check_run_dir(path, flag):
+    """Refuses, before Keras is imported, a directory that holds no run."""
+    from keras_bnn.runs.config import read_config
 
+    read_config(path, flag)
+
+
+def _cmd_evaluate(args):
+    from keras_bnn.validation import check_int
+
+    check_int(args.num_bins, "--num-bins", 1)
+    _check_run_dir(args.run_dir, "--run-dir")
+    if args.baseline_run_dir:
+        _check_run_dir(args.baseline_run_dir, "--baseline-run-dir")
+    runs = _runs()
     baseline = None
     if args.baseline_run_dir:
         baseline = runs.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
@@ -160,9 +229,25 @@ def _cmd_evaluate(args):
 
 
 def _cmd_export(args):
-    from keras_bnn import runs
+    from keras_bnn.validation import check_int
 
+    if args.version is not None:
+        check_int(args.version, "--version", 1)
+    _check_run_dir(args.run_dir, "--run-dir")
+    runs = _runs()
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        # A SavedModel is TensorFlow's: the stored samples are backend-independent,
+        # so the same command runs again under TensorFlow.
+        command = [sys.executable, "-m", "keras_bnn.cli", "export", "--run-dir", args.run_dir,
+                   "--export-dir", args.export_dir]
+        if args.version is not None:
+            command += ["--version", str(args.version)]
+        return subprocess.run(command, env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+                              check=False).returncode
     print(f"exported: {runs.export(args.run_dir, args.export_dir, args.version)}")
+    return 0
 
 
 def _numbers(text, flag, kind=float):
@@ -178,47 +263,66 @@ def _print_sweep(rows, param):
 
 
 def _cmd_sweep_temperature(args):
-    from keras_bnn import runs
+    from keras_bnn.runs.config import check_sweep
 
-    temperatures = _numbers(args.temperatures, "--temperatures")
-    rows = runs.sweep_temperature(_config_from(args), temperatures, verbose=args.verbose)
+    config = _config_from(args)
+    _, temperatures, _ = check_sweep("temperature", _numbers(args.temperatures,
+                                                             "--temperatures"),
+                                     [config.seed], None)
+    rows = _runs().sweep_temperature(config, temperatures, verbose=args.verbose)
     _print_sweep(rows, "temperature")
 
 
-def _cmd_sweep(args):
+def _load_array(path, flag):
+    """The one array in the ``.npy`` file ``path`` (``--x``/``--y``)."""
     import numpy as np
 
-    from keras_bnn import runs
+    loaded = np.load(path, allow_pickle=False)
+    if not isinstance(loaded, np.ndarray):
+        loaded.close()
+        raise ValueError(f"{flag} must be a .npy file holding one array; {path!r} is a .npz "
+                         "archive (save one array with numpy.save)")
+    return loaded
+
+
+def _cmd_sweep(args):
+    from keras_bnn.runs.config import check_arrays, check_sweep
 
     if (args.x is None) != (args.y is None):
         raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
     arrays = {}
     if args.x is not None:
-        arrays = {"x": np.load(args.x), "y": np.load(args.y)}
+        x, y = check_arrays(_load_array(args.x, "--x"), _load_array(args.y, "--y"),
+                            names=("--x", "--y"))
+        arrays = {"x": x, "y": y}
     split = None if args.validation_split == 0 else args.validation_split
     config = _config_from(args)
-    rows = runs.sweep(args.param, _numbers(args.values, "--values"), config=config,
-                      seeds=_numbers(args.seeds, "--seeds", int),
-                      validation_split=split, verbose=args.verbose, **arrays)
-    _print_sweep(rows, args.param)
+    param, values, seeds = check_sweep(args.param, _numbers(args.values, "--values"),
+                                       _numbers(args.seeds, "--seeds", int), split)
+    runs = _runs()
+    rows = runs.sweep(param, values, config=config, seeds=seeds, validation_split=split,
+                      verbose=args.verbose, **arrays)
+    _print_sweep(rows, param)
     print(f"plot: {runs.RunDir(config.output_dir).sweep_plot}")
 
 
 def _cmd_demo(args):
-    from keras_bnn import runs
+    from keras_bnn.runs.config import RunConfig
 
     root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
-    base = runs.RunConfig(dataset=args.dataset, seed=args.seed)
+    base = RunConfig(dataset=args.dataset, seed=args.seed)
     if args.epochs is not None:
         base = dataclasses.replace(base, epochs=args.epochs)
+    configs = [dataclasses.replace(base, sampler=sampler,
+                                   output_dir=os.path.join(root, sampler)).validate()
+               for sampler in ("sgd", "atmc")]
+    runs = _runs()
     rows, baseline = [], None
-    for sampler in ("sgd", "atmc"):
-        config = dataclasses.replace(base, sampler=sampler,
-                                     output_dir=os.path.join(root, sampler)).validate()
-        print(f"== training {sampler} on {config.dataset} ({config.epochs} epochs)")
+    for config in configs:
+        print(f"== training {config.sampler} on {config.dataset} ({config.epochs} epochs)")
         runs.train(config, verbose=args.verbose)
         result = runs.evaluate(config.output_dir, baseline=baseline)
-        if sampler == "sgd":
+        if config.sampler == "sgd":
             baseline = result["single_sample"]
             rows.append(dict(model="SGD (MAP baseline)", **baseline))
         else:
@@ -234,7 +338,9 @@ def _cmd_demo(args):
 def build_parser():
     """The argument parser of ``keras-bnn`` (exposed for the docs and tests)."""
     parser = _Parser(prog="keras-bnn", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(
+        dest="command", required=True,
+        parser_class=functools.partial(_Parser, formatter_class=_HelpFormatter))
     train = commands.add_parser("train", help="train by sampling and collect samples")
     _add_config_flags(train)
     train.add_argument("--chains", type=int, default=1,
@@ -296,18 +402,17 @@ def main(argv=None):
     """
     try:
         args = build_parser().parse_args(argv)
-        _import_keras_quietly()
-        args.run(args)
+        code = args.run(args)
     except (ValueError, TypeError, KeyError, OSError, FloatingPointError, RecursionError,
-            OverflowError) as error:
+            OverflowError, InUseError) as error:
         # Python's messages for these name the bad value; with one line and
         # no traceback, the type is kept for errors whose text is terse.
         reason = " ".join(str(error).split()) or type(error).__name__
-        if not isinstance(error, (ValueError, OSError, FloatingPointError)):
+        if not isinstance(error, (ValueError, OSError, FloatingPointError, InUseError)):
             reason = f"{type(error).__name__}: {reason}"
         print(f"keras-bnn: error: {reason}", file=sys.stderr)
         return 2
-    return 0
+    return code or 0
 
 
 def _flag_values(args):

@@ -53,11 +53,13 @@ def fsync_tree(root):
         fsync_directory(directory)
 
 
-def _write_temp(directory, write):
+def _write_temp(directory, write, target):
     """Writes ``write(fileobj)`` to a new fsynced temp file; returns its path.
 
     The file gets the usual permissions (0666 less the umask), so a server
-    running as another user can read exports and samples.
+    running as another user can read exports and samples. An OSError (a
+    full disk: ENOSPC, EFBIG, EDQUOT) names ``target``, the file being
+    written, and the temp file is removed.
     """
     tmp = temp_path(directory)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
@@ -66,6 +68,10 @@ def _write_temp(directory, write):
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
+    except OSError as error:
+        _remove_quietly(tmp)
+        raise type(error)(error.errno, f"{error.strerror or error}: cannot write {target} "
+                          "(nothing already written is lost)") from error
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -90,7 +96,7 @@ def atomic_write(path, write):
         write: callable writing the content to a binary file object.
     """
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = _write_temp(directory, write)
+    tmp = _write_temp(directory, write, path)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -137,7 +143,7 @@ def create_first_free(paths, write):
     if first is None:
         return None
     directory = os.path.dirname(os.path.abspath(first))
-    tmp = _write_temp(directory, write)
+    tmp = _write_temp(directory, write, first)
     try:
         for path in itertools.chain([first], paths):
             try:

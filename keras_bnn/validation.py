@@ -236,20 +236,91 @@ def _fit_argument(args, kwargs, position, name):
     return args[position] if len(args) > position else kwargs.get(name)
 
 
-def check_fit_data(model, args, kwargs):
+def _first_batch_labels(dataset):
+    """The labels of a ``tf.data.Dataset``'s first ``(x, y, ...)`` element, or None."""
+    spec = getattr(dataset, "element_spec", None)
+    if not isinstance(spec, tuple) or len(spec) < 2:
+        return None
+    for element in dataset.take(1):
+        return np.asarray(element[1])
+    return None
+
+
+def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
+    """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
+
+    Requirements: ``"categorical"`` with a sparse loss: integer class indices
+    in [0, K) in one column (K = ``classes``); ``"bernoulli"``: every label
+    0 or 1; ``"gaussian"``: every label finite.
+
+    Args:
+        labels: array-like of labels.
+        likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or None
+            (nothing to check).
+        classes: K, the model's output width, for ``"categorical"``.
+        owner: the caller, for the message.
+        sparse: False for a one-hot categorical loss (then only finiteness
+            is checked).
+
+    Raises:
+        ValueError: naming ``y`` and what it must be.
+    """
+    if likelihood is None:
+        return
+    labels = np.asarray(labels)
+    if labels.size == 0:
+        raise argument_error("y", "be at least one label", labels, owner, got="no labels")
+    if labels.dtype.kind not in "biuf":
+        raise argument_error("y", "be numeric labels", labels, owner,
+                             got=f"dtype {labels.dtype}")
+    finite = labels.dtype.kind != "f" or bool(np.all(np.isfinite(labels)))
+    if likelihood == "gaussian" or (likelihood == "categorical" and not sparse):
+        if not finite:
+            raise argument_error("y", f"be finite for a {likelihood} likelihood", labels,
+                                 owner, got="NaN or inf values")
+        return
+    if likelihood == "bernoulli":
+        outside = labels[~((labels == 0) | (labels == 1))]
+        if outside.size:
+            raise argument_error(
+                "y", "be 0 or 1 for a Bernoulli likelihood (one logit; K classes need a "
+                "categorical head and loss)", labels, owner,
+                got=f"values such as {np.unique(outside)[:3]}")
+        return
+    if labels.ndim > 1 and labels.shape[-1] > 1:
+        raise argument_error(
+            "y", "be class indices of shape [N] for a sparse categorical loss (one-hot "
+            "labels need loss='categorical_crossentropy')", labels, owner,
+            got=f"shape {labels.shape}")
+    integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
+    if not integral:
+        bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+        raise argument_error("y", "be integer class indices", labels, owner,
+                             got=f"values such as {bad[:3]}")
+    low, high = labels.min(), labels.max()
+    if classes is not None and (low < 0 or high >= classes):
+        raise argument_error(
+            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
+            labels, owner, got=f"class indices in [{low:g}, {high:g}]")
+
+
+def check_fit_data(model, args, kwargs, likelihood=None):
     """Checks the data of ``model.fit(*args, **kwargs)`` before any graph runs.
 
-    Array inputs (numpy arrays, lists) are checked; datasets only for being
-    empty when their length is known. For a sparse categorical loss the labels
-    must be integers in [0, K) for a K-class output, in one column.
+    Array inputs (numpy arrays, lists) are checked whole; a
+    ``tf.data.Dataset`` for being empty when its length is known, and by the
+    labels of its first batch. Labels must suit the likelihood
+    (:func:`check_labels`).
 
     Args:
         model: the compiled model (its ``loss`` and ``outputs`` are read).
         args, kwargs: the positional and keyword arguments of ``fit``.
+        likelihood: the likelihood the model's loss implies
+            (:func:`keras_bnn.likelihoods.from_loss`), or None.
 
     Raises:
-        ValueError: naming ``x`` for no examples, or ``y`` for labels that
-            are not integers, out of range, or one-hot.
+        ValueError: naming ``x`` for no examples, or ``y`` for labels the
+            likelihood cannot score.
     """
     owner = "fit"
     x = _fit_argument(args, kwargs, 0, "x")
@@ -258,32 +329,18 @@ def check_fit_data(model, args, kwargs):
         if int(x.cardinality()) == 0:
             raise argument_error("x", "be a dataset of at least one batch", x, owner,
                                  got="an empty dataset")
+        y = _first_batch_labels(x)
+    else:
+        first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
+        if (first is not None and hasattr(first, "shape") and len(first.shape)
+                and first.shape[0] == 0):
+            raise argument_error("x", "be at least one example", x, owner,
+                                 got=f"shape {tuple(first.shape)}")
+    if y is None:
         return
-    first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
-    if first is not None and hasattr(first, "shape") and len(first.shape) and first.shape[0] == 0:
-        raise argument_error("x", "be at least one example", x, owner,
-                             got=f"shape {tuple(first.shape)}")
     loss = getattr(model, "loss", None)
     loss_name = getattr(loss, "name", getattr(loss, "__name__", loss))
-    if y is None or loss_name != "sparse_categorical_crossentropy" or not model.outputs:
-        return
-    labels = np.asarray(y)
-    classes = model.outputs[0].shape[-1]
-    if labels.ndim > 1 and labels.shape[-1] > 1:
-        raise argument_error(
-            "y", "be class indices of shape [N] for a sparse categorical loss (one-hot "
-            "labels need loss='categorical_crossentropy')", y, owner,
-            got=f"shape {labels.shape}")
-    if labels.size == 0:
-        raise argument_error("y", "be at least one label", y, owner, got="no labels")
-    integral = labels.dtype.kind in "biu" or (
-        labels.dtype.kind == "f" and np.all(np.isfinite(labels) & (labels == np.round(labels))))
-    if not integral:
-        shown = (f"values such as {labels[labels != np.round(labels)][:3]}"
-                 if labels.dtype.kind == "f" else f"dtype {labels.dtype}")
-        raise argument_error("y", "be integer class indices", y, owner, got=shown)
-    low, high = labels.min(), labels.max()
-    if classes is not None and (low < 0 or high >= classes):
-        raise argument_error(
-            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
-            y, owner, got=f"class indices in [{low:g}, {high:g}]")
+    outputs = getattr(model, "outputs", None)
+    classes = outputs[0].shape[-1] if outputs else None
+    check_labels(y, likelihood, classes, owner,
+                 sparse=loss_name == "sparse_categorical_crossentropy")

@@ -122,23 +122,46 @@ def nuts_reference(temperature, seed=0):
         AssertionError: if any coordinate's rank-normalised split R-hat
             (ArviZ, 4 chains) is not below 1.01.
     """
+    x, y = breast_cancer_blr()
+    xs, ys = tf.constant(x, tf.float64), tf.constant(y, tf.float64)
+    return whitened_nuts(lambda theta: potential(theta, xs, ys), *laplace_approximation(),
+                         temperature, seed)
+
+
+def whitened_nuts(potential_fn, theta_map, hessian, temperature, seed):
+    """Mean and sd of ``exp(-U/T)`` from NUTS in Laplace-whitened coordinates.
+
+    ``θ = θ̂ + L·z`` with ``L Lᵀ = T·H⁻¹`` (see the module doc); 4 chains of
+    ``NUTS_WARMUP`` + ``NUTS_DRAWS`` draws.
+
+    Args:
+        potential_fn: ``U`` of a float64 tensor ``[..., d]`` (up to a constant).
+        theta_map, hessian: ``θ̂ [d]`` and ``H [d, d]`` of U at it (float64).
+        temperature: T > 0.
+        seed: int seed of the NUTS run.
+
+    Returns:
+        ``(mean [d], sd [d])`` float64 arrays.
+
+    Raises:
+        AssertionError: if any coordinate's rank-normalised split R-hat
+            (ArviZ, 4 chains) is not below 1.01.
+    """
     import arviz as az
 
-    x, y = breast_cancer_blr()
-    theta_map, hessian = laplace_approximation()
+    num_params = len(theta_map)
     scale = np.linalg.cholesky(temperature * np.linalg.inv(hessian))
-    xs, ys = tf.constant(x, tf.float64), tf.constant(y, tf.float64)
     loc, scale_t = tf.constant(theta_map), tf.constant(scale)
 
     def log_prob(z):
         theta = loc + tf.einsum("ij,...j->...i", scale_t, z)
-        return -potential(theta, xs, ys) / temperature
+        return -potential_fn(theta) / temperature
 
     kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
         tfp.mcmc.NoUTurnSampler(log_prob, step_size=0.5, max_tree_depth=MAX_TREE_DEPTH),
         num_adaptation_steps=int(0.8 * NUTS_WARMUP),
     )
-    start = tf.random.stateless_normal([NUTS_CHAINS, NUM_PARAMS], seed=[seed, 1], dtype=tf.float64)
+    start = tf.random.stateless_normal([NUTS_CHAINS, num_params], seed=[seed, 1], dtype=tf.float64)
 
     @tf.function(jit_compile=True)
     def run():
@@ -147,12 +170,12 @@ def nuts_reference(temperature, seed=0):
             trace_fn=None, seed=tf.constant([seed, 2], tf.int32),
         )
 
-    z = run().numpy()  # [draws, chains, 31]
+    z = run().numpy()  # [draws, chains, d]
     theta = theta_map + np.einsum("ij,scj->sci", scale, z)
     rhat = az.rhat(az.convert_to_dataset(np.swapaxes(theta, 0, 1)), method="rank")
     rhat = np.asarray(rhat["x"])
     assert np.all(rhat < 1.01), f"NUTS reference did not converge: max R-hat {rhat.max():.4f}"
-    flat = theta.reshape(-1, NUM_PARAMS)
+    flat = theta.reshape(-1, num_params)
     return flat.mean(axis=0), flat.std(axis=0)
 
 

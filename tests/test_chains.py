@@ -97,6 +97,34 @@ def test_evaluate_reads_each_sample_once_and_matches_the_store_diagnostics(
     assert result["rhat"]["weight"] == reference
 
 
+def test_evaluate_uses_one_snapshot_while_a_chain_appends(three_chains, tmp_path, monkeypatch):
+    """A chain that appends while ``evaluate`` runs (here: after the ensemble
+    is built, before the split points are taken) changes nothing: members,
+    chain lengths and R-hat's split points all come from one snapshot."""
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(three_chains, run_dir)
+    chain0 = os.path.join(run_dir, "chain-0", "samples")
+    real_predict = kb.PosteriorEnsemble.predict_members
+    appended = []
+
+    def predict_then_append(ensemble, *args, **kwargs):
+        if not appended:  # the writer: two more samples of chain 0
+            for index in (5, 6):
+                shutil.copyfile(os.path.join(chain0, "sample-000004.npz"),
+                                os.path.join(chain0, f"sample-{index:06d}.npz"))
+            appended.append(True)
+        return real_predict(ensemble, *args, **kwargs)
+
+    monkeypatch.setattr(kb.PosteriorEnsemble, "predict_members", predict_then_append)
+    result = runs.evaluate(run_dir)
+    assert appended and len(kb.SampleStore(chain0)) == 7
+    assert result["num_samples"] == 15
+    for space in ("function", "weight"):
+        assert result["rhat"][space]["num_draws"] == 5  # 5 + 5 + 5, not 7 + 5 + 3
+    reference = runs.evaluate(three_chains)
+    assert result["rhat"] == reference["rhat"] and result["ensemble"] == reference["ensemble"]
+
+
 def test_to_inference_data_has_weights_and_predictions(three_chains):
     x = np.random.default_rng(0).normal(size=(7, 5)).astype("float32")
     idata = diagnostics.to_inference_data(three_chains, x=x)

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("jax")
 WORKER = Path(__file__).parent / "workers" / "jax_ensemble_check.py"
 SERVING_PATH = ["keras_bnn." + m for m in (
-    "durable", "store", "runs.rundir", "export", "ensemble", "serving", "prior_predictive",
+    "durable", "store", "runs.rundir", "export", "ensemble", "serving", "predictive_checks",
     "cli")]
 RUNS = ["keras_bnn.runs." + m for m in ("config", "build", "training", "evaluation", "sweeps")]
 # Modules of the serving/runs layer: none of them may be the one that

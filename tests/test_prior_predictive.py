@@ -1,4 +1,4 @@
-"""Tests of keras_bnn.prior_predictive."""
+"""Tests of keras_bnn.predictive_checks (kb.prior_predictive)."""
 
 import importlib
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from keras_bnn import layers, models, priors
-from keras_bnn.prior_predictive import prior_predictive
+from keras_bnn.predictive_checks import prior_predictive
 
 # The module, not the function that keras_bnn/__init__ re-exports under its name.
-prior_predictive_module = importlib.import_module("keras_bnn.prior_predictive")
+prior_predictive_module = importlib.import_module("keras_bnn.predictive_checks")
 RNG = np.random.default_rng(0)
 
 

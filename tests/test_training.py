@@ -208,14 +208,14 @@ def test_nan_potential_stops_with_a_clear_error_and_keeps_samples(tmp_path):
     model = _compile(_model(), _sampler("atmc"))
     store = kb.SampleStore(tmp_path / "samples")
     model.fit(_dataset(), epochs=2, verbose=0,
-              callbacks=[kb.callbacks.CollectSamples(store)])
+              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
     before = [s.weights for s in store]
     weights_before = model.get_weights()
     x, y = _data()
     x[5, 0] = np.nan
     with pytest.raises(FloatingPointError, match="NaN/Inf"):
         model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
-                  callbacks=[kb.callbacks.CollectSamples(store)])
+                  callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
     assert len(store) == 2
     for old, new in zip(before, store):
         for a, b in zip(old, new.weights):
@@ -259,14 +259,15 @@ def test_nan_potential_under_xla_skips_steps_and_stops_at_epoch_end(tmp_path):
     and training stops with FloatingPointError at the end of the epoch."""
     model = _compile(_model(), _sampler("atmc"), jit_compile=True)
     store = kb.SampleStore(tmp_path / "samples")
-    model.fit(_dataset(), epochs=1, verbose=0, callbacks=[kb.callbacks.CollectSamples(store)])
+    model.fit(_dataset(), epochs=1, verbose=0,
+              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
     weights_before = model.get_weights()
     steps_before = int(model.optimizer.iterations)
     x, y = _data()
     x[:, 0] = np.nan  # every batch is non-finite: every step is skipped
     with pytest.raises(FloatingPointError, match=f"{N_TRAIN // BATCH} step"):
         model.fit(x, y, batch_size=BATCH, epochs=3, verbose=0, shuffle=False,
-                  callbacks=[kb.callbacks.CollectSamples(store)])
+                  callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
     for a, b in zip(weights_before, model.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert int(model.optimizer.iterations) == steps_before
@@ -304,7 +305,7 @@ def test_store_refuses_another_architecture(tmp_path):
     model = _compile(other, _sampler("sgld"))
     with pytest.raises(ValueError, match="another architecture"):
         model.fit(_dataset(), epochs=1, verbose=0,
-                  callbacks=[kb.callbacks.CollectSamples(store)])
+                  callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
 
 
 def test_store_survives_a_crash_mid_write(tmp_path, monkeypatch):
@@ -345,7 +346,7 @@ def test_cyclical_schedule_collects_at_cycle_ends(tmp_path):
         _dataset(), epochs=7, verbose=0,
         callbacks=[
             kb.callbacks.CyclicalSchedule(cycle_epochs=2, burn_in_epochs=1),
-            kb.callbacks.CollectSamples(store),
+            kb.callbacks.CollectSamples(store, start_epoch=0),
         ],
     )
     # Burn-in epoch 0, cycles over epochs (1, 2), (3, 4), (5, 6).

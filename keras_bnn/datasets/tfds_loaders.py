@@ -136,13 +136,10 @@ def load_cifar10(data_dir=None, batch_size=128, augment=False, download=False,
         image, label = example
         return normalise(_cifar_augment(tf.cast(image, tf.float32), aug_seed), label)
 
-    train_fn = normalise
-    if augment:
-        # Pair every example with a [2] seed from a stream redrawn every epoch.
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        train = tf.data.Dataset.zip((train, seeds.batch(2)))
-        train_fn = augment_and_normalise
-    return (batched(train, batch_size, True, seed, example_fn=train_fn),
+    # With augment, every example gets a [2] seed of (seed, epoch, position):
+    # fresh every epoch, and the same in a resumed run.
+    train_fn = augment_and_normalise if augment else normalise
+    return (batched(train, batch_size, True, seed, example_fn=train_fn, example_seeds=augment),
             batched(test, batch_size, False, None, example_fn=normalise), info)
 
 

@@ -9,9 +9,12 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import nonfinite
+from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
+from keras_bnn.callbacks import current_step, warmup_steps
+from keras_bnn.likelihoods import from_loss
 from keras_bnn.samplers import kernel as kernel_lib
-from keras_bnn.validation import check_fit_data, check_positive
+from keras_bnn.validation import check_fit_data, check_positive_int
 
 _TRACKED = (
     "nll",
@@ -29,15 +32,50 @@ class GradientNoiseWarning(UserWarning):
 
 
 class _WarnOnGradientNoise(keras.callbacks.Callback):
-    """Warns once per ``fit`` when an epoch's ``gradient_noise_ratio`` exceeds the limit."""
+    """Warns once per ``fit`` when the steady-state ``gradient_noise_ratio`` exceeds the limit.
+
+    The ratio's online estimate ``V̂`` sees how far θ moves between steps, so
+    while the chain leaves its initialisation it reads far above its steady
+    state (0.15–1.7 against 0.03–0.08 measured). An epoch is judged only
+    when it began after the sampler's warm-up
+    (:func:`keras_bnn.callbacks.warmup_steps`), is not the first epoch of
+    the chain (step 0 is the initialisation), and its ratio is not falling
+    (``r_e ≥ FALLING·r_{e−1}``: a transient decays, a steady level stays).
+    At the end of ``fit`` the last judged epoch is judged even if its ratio
+    was still falling: the run ended with that noise.
+    """
+
+    #: ``r_e < FALLING·r_{e−1}``: the ratio is still decaying (a transient).
+    FALLING = 0.9
 
     def __init__(self, limit):
         super().__init__()
         self.limit = limit
         self.warned = False
+        self._previous = None
+        self._last = None
+        self._epoch_start_step = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start_step = current_step(self.model.optimizer)
 
     def on_epoch_end(self, epoch, logs=None):
         ratio = float((logs or {}).get("gradient_noise_ratio", 0.0))
+        judged = (self._epoch_start_step > 0
+                  and self._epoch_start_step >= warmup_steps(self.model.optimizer))
+        previous, self._previous = self._previous, ratio
+        if not judged:
+            return
+        self._last = (epoch, ratio)
+        if previous is not None and ratio < self.FALLING * previous:
+            return
+        self._warn(epoch, ratio)
+
+    def on_train_end(self, logs=None):
+        if self._last is not None:
+            self._warn(*self._last)
+
+    def _warn(self, epoch, ratio):
         if ratio > self.limit and not self.warned:
             self.warned = True
             warnings.warn(
@@ -53,14 +91,21 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
             )
 
 
+class _WarnOnMissingPriors(keras.callbacks.Callback):
+    """Runs :func:`keras_bnn.prior_guard.warn_missing_priors` once the model is built."""
+
+    def on_train_begin(self, logs=None):
+        prior_guard.warn_missing_priors(self.model)
+
+
 def _check_train_size(train_size):
-    if train_size is None or isinstance(train_size, bool):
+    if train_size is None:
         raise ValueError(
             "BayesianModel.compile: `train_size` is required: the number n of training "
             "examples, which scales the prior as (1/n)·(-log p(θ)) and the minibatch "
             f"gradient by n; got {train_size!r}."
         )
-    return int(check_positive(train_size, "train_size", "BayesianModel.compile"))
+    return check_positive_int(train_size, "train_size", "BayesianModel.compile")
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -86,6 +131,7 @@ class BayesianModel(keras.Model):
         sampler=None,
         temperature=None,
         train_size=None,
+        allow_flat_prior=False,
         **kwargs,
     ):
         """Configures the model for sampling (or for an SGD/MAP baseline).
@@ -98,12 +144,16 @@ class BayesianModel(keras.Model):
                 ``"sgld", "sghmc", "sgnht", "atmc", "hmc"``.
             temperature: posterior temperature T > 0 (default: the sampler's,
                 1.0 unless set). Only meaningful with a sampler.
-            train_size: number n of training examples; required.
+            train_size: number n of training examples (an integer ≥ 1); required.
+            allow_flat_prior: True to sample trainable weights that carry
+                no prior (a flat, improper prior) without the
+                :class:`keras_bnn.MissingPriorWarning` that ``fit`` issues
+                otherwise.
             **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...).
 
         Raises:
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
-                ``train_size`` is missing or not positive, if ``temperature``
+                ``train_size`` is missing or not an integer ≥ 1, if ``temperature``
                 is not positive or is given without a sampler, or for an
                 unknown sampler name.
         """
@@ -116,6 +166,7 @@ class BayesianModel(keras.Model):
                 f"and optimizer={optimizer!r}."
             )
         self.train_size = _check_train_size(train_size)
+        self.allow_flat_prior = bool(allow_flat_prior)
         if sampler is not None:
             sampler = samplers_lib.get(sampler)
             sampler.configure(train_size=self.train_size, temperature=temperature)
@@ -139,6 +190,8 @@ class BayesianModel(keras.Model):
             **kwargs,
         )
         self._compile_config.config.update(train_size=self.train_size)
+        if self.allow_flat_prior:
+            self._compile_config.config.update(allow_flat_prior=True)
 
     def compile_from_config(self, config):
         """Re-compiles from :meth:`get_compile_config` (sampler, n included).
@@ -198,8 +251,16 @@ class BayesianModel(keras.Model):
         return nll, ops.divide(ops.cast(prior, nll.dtype), float(self.train_size))
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """The mean-form potential ``U(θ)/n`` (see :meth:`potential_terms`)."""
-        del x, training
+        """The mean-form potential ``U(θ)/n`` in training; the mean NLL in evaluation.
+
+        ``training=True``: ``mean NLL + (1/n)·(-log p(θ))``
+        (:meth:`potential_terms`), what the kernel samples. ``training=False``
+        (``evaluate``, validation): the mean NLL of the data given, without
+        the training set's prior term, so that ``val_loss`` is a data loss.
+        """
+        del x
+        if not training:
+            return self.potential_terms(y, y_pred, sample_weight, ())[0]
         return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
 
     def train_step(self, *args):
@@ -243,7 +304,22 @@ class BayesianModel(keras.Model):
         return self._reducible(self.compute_metrics(x, y, step.y_pred, sample_weight=sample_weight))
 
     def test_step(self, *args):
-        return self._reducible(super().test_step(*args))
+        """Keras' test step, logging ``loss`` = ``nll`` = the mean NLL of the data.
+
+        :meth:`compute_loss` leaves the prior out of evaluation; the
+        sampler's diagnostics and ``prior`` belong to training and are not
+        logged here.
+        """
+        result = super().test_step(*args)
+        if isinstance(result, tuple):  # JAX: (logs, state)
+            return self._evaluation_logs(result[0]), result[1]
+        return self._reducible(self._evaluation_logs(result))
+
+    def _evaluation_logs(self, logs):
+        trackers = getattr(self, "_sampling_trackers", {})
+        logs = {name: value for name, value in logs.items() if name not in trackers}
+        logs["nll"] = logs["loss"]
+        return logs
 
     def _multi_worker(self):
         return (keras.backend.backend() == "tensorflow"
@@ -277,17 +353,29 @@ class BayesianModel(keras.Model):
         (:class:`keras_bnn.samplers.HMC`) warns when a batch holds fewer than
         ``train_size`` examples (the chain is then not exact).
 
+        Trainable weights without a prior get a
+        :class:`keras_bnn.MissingPriorWarning` (unless
+        ``compile(allow_flat_prior=True)``).
+
+        Logs: in training ``loss`` is the sampled potential ``U/n`` =
+        ``nll`` + ``prior``/n on the minibatch; ``evaluate`` and validation
+        log ``loss`` = ``nll`` = the mean NLL of their data (``val_nll``:
+        the key for early stopping and model selection).
+
         Raises:
-            ValueError: for empty inputs or, with a sparse categorical loss,
-                labels that are not class indices of the output
-                (:func:`keras_bnn.validation.check_fit_data`).
+            ValueError: for empty inputs or labels that the likelihood
+                cannot score (:func:`keras_bnn.validation.check_fit_data`:
+                class indices in [0, K) for a categorical loss, 0/1 for a
+                Bernoulli one, finite values for a Gaussian one).
             keras_bnn.nonfinite.NonFiniteError: (a ``FloatingPointError``)
                 when the potential or a gradient becomes NaN/Inf; the weights
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        check_fit_data(self, args, kwargs)
+        check_fit_data(self, args, kwargs, from_loss(self.loss))
         callbacks = list(kwargs.get("callbacks") or [])
+        if not getattr(self, "allow_flat_prior", False):
+            callbacks.insert(0, _WarnOnMissingPriors())
         if self._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
             callbacks.insert(0, nonfinite.StopOnNonFinite())
         self.transition_kernel.check_batch_size(  # fit(x, y, batch_size, ...)
@@ -303,3 +391,6 @@ class BayesianModel(keras.Model):
             if translated is None:
                 raise
             raise translated from error
+
+
+prior_guard.install_compile_guard(BayesianModel, samplers_lib.Sampler)

@@ -3,12 +3,15 @@
 One module per job:
 
 * :mod:`~keras_bnn.runs.config`: :class:`RunConfig`, its defaults, the
-  chains' seeds;
+  chains' seeds, the checks of a resumed run's and a sweep's arguments
+  (no Keras or TensorFlow import: the CLI answers bad input at once);
 * :mod:`~keras_bnn.runs.rundir`: :class:`RunDir`, the one owner of the
   on-disk layout (samples, config, chains, backup, metrics, plots), and
   :func:`stores_of`, the stores of a run;
 * :mod:`~keras_bnn.runs.build`: data, model and compiled model (the
   optimizer from :data:`keras_bnn.samplers.REGISTRY`);
+* :mod:`~keras_bnn.runs.checkpoints`: :class:`RunBackup`, the durable
+  per-epoch backup a killed run resumes from;
 * :mod:`~keras_bnn.runs.training`: train, resume, several chains;
 * :mod:`~keras_bnn.runs.evaluation`: metrics, plots, R-hat across chains,
   export;
@@ -22,15 +25,18 @@ The names below are imported on first use, so that
 import importlib
 
 _EXPORTS = {
-    "config": ("ARRAYS", "DATASET_DEFAULTS", "DEFAULTS", "KERNEL_PRIORS", "MODELS",
-               "RunConfig", "STUDENT_T_DF", "TASK_LIKELIHOOD", "chain_seed", "read_config"),
+    "config": ("ARRAYS", "DATASETS", "DATASET_DEFAULTS", "DEFAULTS", "LIKELIHOODS", "MODELS",
+               "PRIORS", "RunConfig", "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS",
+               "TASK_LIKELIHOOD", "chain_seed", "check_arrays", "check_sweep", "read_config",
+               "resume_config"),
     "rundir": ("Chains", "RunDir", "stores_of"),
-    "build": ("arrays_data", "build_model", "compile_model", "likelihood_of", "load_data",
-              "load_info"),
+    "build": ("KERNEL_PRIORS", "arrays_data", "build_model", "compile_model", "likelihood_of",
+              "load_data", "load_info"),
+    "checkpoints": ("BackupError", "RunBackup"),
     "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
-                 "resume_config", "run_chains", "train"),
+                 "run_chains", "train"),
     "evaluation": ("chain_rhat", "evaluate", "export", "load_chains", "load_run"),
-    "sweeps": ("SWEEP_PARAMS", "sweep", "sweep_temperature"),
+    "sweeps": ("sweep", "sweep_temperature"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -14,9 +14,18 @@ import numpy as np
 from keras_bnn import data as data_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import models as models_lib
+from keras_bnn import priors as priors_lib
 from keras_bnn import samplers
-from keras_bnn.runs.config import ARRAYS, KERNEL_PRIORS, TASK_LIKELIHOOD, chain_seed
+from keras_bnn.runs.config import ARRAYS, STUDENT_T_DF, TASK_LIKELIHOOD, chain_seed
 from keras_bnn.validation import check_choice
+
+#: Kernel priors of :attr:`RunConfig.prior` (the names are
+#: :data:`keras_bnn.runs.PRIORS`), as functions of ``prior_scale``.
+KERNEL_PRIORS = {
+    "he_normal": priors_lib.HeNormal,
+    "glorot_normal": priors_lib.GlorotNormal,
+    "student_t": lambda scale: priors_lib.StudentT(df=STUDENT_T_DF, scale=scale),
+}
 
 
 def load_data(config):
@@ -65,9 +74,14 @@ def build_model(config, info):
     args = dict(config.model_args)
     if config.model != "resnet_pp":
         args.setdefault("kernel_prior", KERNEL_PRIORS[config.prior](config.prior_scale))
-    if config.model == "cnn_lstm":
-        return builder(vocab_size=info["vocab_size"], num_classes=units, **args)
-    return builder(info["input_shape"], units, **args)
+    try:
+        if config.model == "cnn_lstm":
+            return builder(vocab_size=info["vocab_size"], num_classes=units, **args)
+        return builder(info["input_shape"], units, **args)
+    except (TypeError, KeyError) as error:  # a bad value deep in the builder
+        raise ValueError(f"model {config.model!r} cannot be built from `model_args` "
+                         f"{config.model_args!r} on dataset {config.dataset!r} "
+                         f"({type(error).__name__}: {error}).") from None
 
 
 def compile_model(model, config, info):

@@ -1,36 +1,47 @@
 """A run's configuration: :class:`RunConfig`, its defaults, and its seeds.
 
-The sampler names are :data:`keras_bnn.samplers.REGISTRY`'s (the samplers
-and the SGD/MAP baseline, with their default step sizes).
+This module imports neither Keras nor TensorFlow, so that the ``keras-bnn``
+command checks a configuration (and answers a bad one) before importing
+them. It therefore holds the names a run accepts as plain tables
+(:data:`DATASETS`, :data:`SAMPLERS`, :data:`PRIORS`, :data:`LIKELIHOODS`);
+the tests check them against :data:`keras_bnn.data.DATASETS`,
+:data:`keras_bnn.samplers.REGISTRY`, :data:`keras_bnn.runs.KERNEL_PRIORS`
+and :data:`keras_bnn.likelihoods.LIKELIHOODS`.
 """
 
 import dataclasses
 import fractions
 import json
+import math
 import os
 
 import numpy as np
 
-from keras_bnn import data as data_lib
-from keras_bnn import likelihoods as likelihoods_lib
-from keras_bnn import priors as priors_lib
-from keras_bnn import samplers
+from keras_bnn.datasets.bundled import BUNDLED
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
                                   check_seed)
 
 #: ``RunConfig.dataset`` of a run on in-memory arrays (see :func:`keras_bnn.runs.sweep`).
 ARRAYS = "arrays"
+#: The dataset names of :func:`keras_bnn.data.load` (``keras_bnn.data.DATASETS``).
+DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm", "cnn")
+#: Models that need a dataset of their own: cnn_lstm reads token ids.
+MODEL_DATASETS = {"cnn_lstm": ("imdb",)}
+#: The names of :data:`keras_bnn.samplers.REGISTRY`, each with whether it
+#: collects samples (False: the SGD/MAP baseline, which stores its final point).
+SAMPLERS = {"sgld": True, "sghmc": True, "sgnht": True, "atmc": True, "hmc": True,
+            "sgd": False}
+#: Kernel priors of :attr:`RunConfig.prior` (built by :data:`keras_bnn.runs.KERNEL_PRIORS`).
+PRIORS = ("he_normal", "glorot_normal", "student_t")
+#: :data:`keras_bnn.likelihoods.LIKELIHOODS`.
+LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
+#: What :func:`keras_bnn.runs.sweep` can vary.
+SWEEP_PARAMS = ("temperature", "prior_scale")
 #: Degrees of freedom of the "student_t" kernel prior (heavy tails; Fortuin
 #: et al. 2022 found such priors fit fully connected networks better).
 STUDENT_T_DF = 3.0
-#: Kernel priors of :attr:`RunConfig.prior`, as functions of ``prior_scale``.
-KERNEL_PRIORS = {
-    "he_normal": priors_lib.HeNormal,
-    "glorot_normal": priors_lib.GlorotNormal,
-    "student_t": lambda scale: priors_lib.StudentT(df=STUDENT_T_DF, scale=scale),
-}
 #: The likelihood each bundled dataset's task implies (others: categorical).
 TASK_LIKELIHOOD = {"classification": "categorical", "binary": "bernoulli",
                    "regression": "gaussian"}
@@ -139,12 +150,17 @@ class RunConfig:
                 setattr(self, name, value)
         if self.burn_in_epochs is None and isinstance(self.epochs, int):
             self.burn_in_epochs = int(self.epochs * burn_in_fraction)
-        check_choice(self.dataset, "dataset", (*data_lib.DATASETS, ARRAYS))
+        check_choice(self.dataset, "dataset", (*DATASETS, ARRAYS))
         check_choice(self.model, "model", MODELS)
-        check_choice(self.sampler, "sampler", tuple(samplers.REGISTRY))
-        check_choice(self.prior, "prior", tuple(KERNEL_PRIORS))
+        check_choice(self.sampler, "sampler", tuple(SAMPLERS))
+        check_choice(self.prior, "prior", PRIORS)
         if self.likelihood is not None:
-            check_choice(self.likelihood, "likelihood", likelihoods_lib.LIKELIHOODS)
+            check_choice(self.likelihood, "likelihood", LIKELIHOODS)
+        needs = MODEL_DATASETS.get(self.model)
+        if needs and self.dataset not in needs:
+            raise argument_error("dataset", f"be one of {', '.join(map(repr, needs))} for "
+                                 f"model={self.model!r} (it reads token ids)", self.dataset,
+                                 "RunConfig")
         for name in ("epochs", "batch_size", "num_train", "num_test"):
             check_int(getattr(self, name), name, 1)
         check_int(self.burn_in_epochs, "burn_in_epochs", 0)
@@ -160,7 +176,7 @@ class RunConfig:
             value = getattr(self, name)
             if not (isinstance(value, str) and value) and not (name == "data_dir" and value is None):
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
-        collects = samplers.REGISTRY[self.sampler].collects
+        collects = SAMPLERS[self.sampler]
         if not collects and self.temperature != 1.0:
             raise ValueError(f"`temperature` applies to samplers, not to "
                              f"sampler={self.sampler!r}.")
@@ -264,3 +280,91 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
         raise FileNotFoundError(f"{argument} {run_dir!r} holds no run (no config.json).")
     return RunConfig.from_json(path, overrides, argument="the run's config")
 
+
+
+def resume_config(output_dir, flags):
+    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
+
+    Args:
+        output_dir: the run directory (``--output-dir``).
+        flags: RunConfig fields given on the command line besides
+            ``output_dir``; each must equal the stored value (a resumed run
+            continues the same chain).
+
+    Returns:
+        The stored :class:`RunConfig`.
+
+    Raises:
+        ValueError: without ``output_dir``, with ``--config``, or for a flag
+            that differs from the stored config.
+        FileNotFoundError: if ``output_dir`` holds no run.
+    """
+    if not output_dir:
+        raise ValueError("--resume needs --output-dir (the run directory to continue).")
+    if "config" in flags:
+        raise ValueError("--resume reads the run's own config.json; do not pass --config.")
+    config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
+    for name, value in flags.items():
+        if name != "output_dir" and getattr(config, name) != value:
+            raise ValueError(f"--resume continues the stored run: `{name}` is "
+                             f"{getattr(config, name)!r} there, {value!r} given.")
+    return config
+
+
+def check_sweep(param, values, seeds, validation_split):
+    """Checks the arguments of :func:`keras_bnn.runs.sweep` that are not arrays.
+
+    Args:
+        param: one of :data:`SWEEP_PARAMS`.
+        values: positive, finite values of ``param``.
+        seeds: at least one integer seed.
+        validation_split: a fraction in (0, 1), or None.
+
+    Returns:
+        ``(param, values, seeds)`` with ``values`` as floats and ``seeds`` as ints.
+
+    Raises:
+        ValueError: naming the argument and the allowed values.
+    """
+    param = check_choice(param, "param", SWEEP_PARAMS)
+    values = [float(v) for v in values]
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise ValueError(f"`values` must be positive numbers; got {values!r}.")
+    seeds = [check_seed(seed, "seeds") for seed in seeds]
+    if not seeds:
+        raise ValueError("`seeds` must hold at least one seed.")
+    if validation_split is not None and not 0 < validation_split < 1:
+        raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
+                         f"got {validation_split!r}.")
+    return param, values, seeds
+
+
+def check_arrays(x, y, names=("x", "y")):
+    """Checks training arrays: numeric arrays of one non-zero length.
+
+    Args:
+        x: inputs ``[n, ...]``.
+        y: labels or targets ``[n]``.
+        names: how the error names ``x`` and ``y`` (e.g. ``("--x", "--y")``).
+
+    Returns:
+        ``(x, y)`` as numpy arrays.
+
+    Raises:
+        ValueError: naming both arguments and their lengths if these differ,
+            or the argument that is empty, a scalar, or not numeric.
+    """
+    arrays = []
+    for value, name in zip((x, y), names):
+        array = np.asarray(value)
+        if array.ndim == 0 or not len(array):
+            raise argument_error(name, "be an array of one or more examples", value,
+                                 got=f"shape {array.shape}")
+        if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+            raise argument_error(name, "hold numbers", value, got=f"dtype {array.dtype}")
+        arrays.append(array)
+    if len(arrays[0]) != len(arrays[1]):
+        raise ValueError(f"`{names[0]}` and `{names[1]}` must hold one example per row each; "
+                         f"got {len(arrays[0])} rows in `{names[0]}` and {len(arrays[1])} "
+                         f"in `{names[1]}`.")
+    return tuple(arrays)

@@ -5,6 +5,8 @@ A run directory is resolved once (:func:`load_chains` →
 :meth:`keras_bnn.PosteriorEnsemble.from_store` as they are.
 """
 
+import errno
+
 import numpy as np
 
 from keras_bnn import data as data_lib
@@ -35,10 +37,15 @@ def load_run(run_dir):
 def load_chains(run_dir):
     """Reads a single- or multi-chain run directory, resolving it once.
 
+    Each store is read through one :meth:`keras_bnn.SampleStore.snapshot`,
+    so a chain still appending (another process) adds nothing to this
+    evaluation: the pooled members, the chain lengths and R-hat's split
+    points all refer to the same samples.
+
     Returns:
         ``(config, stores)``: the (shared) configuration and the checked
-        :class:`keras_bnn.runs.Chains`, one :class:`keras_bnn.SampleStore`
-        per chain.
+        :class:`keras_bnn.runs.Chains`, one read-only snapshot
+        :class:`keras_bnn.SampleStore` per chain.
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no run.
@@ -51,7 +58,7 @@ def load_chains(run_dir):
     else:
         config, store = load_run(run_dir)
         stores = [store]
-    return config, stores_of(stores)
+    return config, stores_of([store.snapshot() for store in stores])
 
 
 def _gaussian_curve(members, targets):
@@ -185,8 +192,20 @@ def export(run_dir, model_dir, version=None):
         The path of the written version directory.
 
     Raises:
-        See :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
+        OSError: if the version cannot be written (a full disk): the message
+            names ``model_dir``; no version is published, those before are
+            kept.
+        See also :func:`keras_bnn.export.export_ensemble` and :func:`load_chains`.
     """
+    import tensorflow as tf  # noqa: PLC0415 - the export is TensorFlow's, on every backend
+
     _, stores = load_chains(run_dir)
-    return PosteriorEnsemble.from_store(stores).export(model_dir, version=version)
+    ensemble = PosteriorEnsemble.from_store(stores)
+    try:
+        return ensemble.export(model_dir, version=version)
+    except (tf.errors.ResourceExhaustedError, tf.errors.OutOfRangeError,
+            tf.errors.DataLossError) as error:  # how TensorFlow reports a full disk
+        raise OSError(errno.ENOSPC, f"cannot write the export into {model_dir} "
+                      f"({type(error).__name__}: {error.message}); no version was "
+                      "published and the versions before are kept") from None
 

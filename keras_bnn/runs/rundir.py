@@ -18,15 +18,21 @@ chain (:class:`Chains`), for :meth:`keras_bnn.PosteriorEnsemble.from_store`,
 :func:`keras_bnn.diagnostics.to_inference_data` and ``keras-bnn evaluate``.
 """
 
+import importlib
 import json
 import os
 import re
 
 from keras_bnn.durable import atomic_write
-from keras_bnn.store import SampleStore
 
 _CHAIN = "chain-{}"
 _CHAIN_RE = re.compile(r"^chain-(\d+)$")
+
+
+def _sample_store():
+    """:class:`keras_bnn.SampleStore`, imported when a store is opened: the
+    paths alone (what :mod:`keras_bnn.runs.config` uses) need no Keras."""
+    return importlib.import_module("keras_bnn.store").SampleStore
 
 
 class RunDir:
@@ -107,7 +113,7 @@ class RunDir:
 
     def store(self):
         """The run's :class:`keras_bnn.SampleStore` (created empty if absent)."""
-        return SampleStore(self.samples)
+        return _sample_store()(self.samples)
 
     def chain(self, k):
         """Chain ``k``'s run directory inside a multi-chain run.
@@ -170,7 +176,7 @@ def _stores_of_path(path):
     if os.path.isdir(run.samples):
         return [run.store()]
     if os.path.isdir(run.path):
-        return [SampleStore(run.path)]
+        return [_sample_store()(run.path)]
     raise FileNotFoundError(
         f"{run.path!r} is neither a sample store, a run directory nor a multi-chain run "
         "directory."
@@ -200,7 +206,7 @@ def stores_of(source):
     items = list(source) if isinstance(source, (list, tuple)) else [source]
     stores = []
     for item in items:
-        if isinstance(item, SampleStore):
+        if isinstance(item, _sample_store()):
             stores.append(item)
         elif isinstance(item, (str, os.PathLike)):
             stores.extend(_stores_of_path(item))

@@ -9,7 +9,6 @@ the root.
 import csv
 import dataclasses
 import io
-import math
 
 import numpy as np
 
@@ -17,20 +16,16 @@ from keras_bnn import data as data_lib
 from keras_bnn import plots
 from keras_bnn.durable import atomic_write
 from keras_bnn.runs.build import arrays_data, likelihood_of, load_info
-from keras_bnn.runs.config import ARRAYS, RunConfig
+from keras_bnn.runs.config import ARRAYS, RunConfig, check_arrays, check_sweep
 from keras_bnn.runs.evaluation import evaluate
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.runs.training import train
-from keras_bnn.validation import check_choice
-
-#: What :func:`sweep` can vary.
-SWEEP_PARAMS = ("temperature", "prior_scale")
 
 
 def _sweep_arrays(config, x, y):
     """Training arrays of a sweep: ``(x, y)`` given, or the dataset's training split."""
     if x is not None:
-        return np.asarray(x), np.asarray(y)
+        return x, y
     if config.dataset in data_lib.BUNDLED:
         return data_lib.bundled_arrays(config.dataset)[0]
     if config.dataset == "synthetic":
@@ -55,7 +50,7 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     deviation over the seeds).
 
     Args:
-        param: one of :data:`SWEEP_PARAMS`: ``"temperature"`` (T) or
+        param: one of :data:`keras_bnn.runs.SWEEP_PARAMS`: ``"temperature"`` (T) or
             ``"prior_scale"`` (s of the kernel prior, ``config.prior``).
         values: positive values of ``param``.
         x, y: training arrays (then the run's dataset is ``"arrays"``); or
@@ -75,18 +70,15 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
 
     Raises:
         ValueError: for an unknown ``param``, empty or non-positive values,
-            no seeds, both arrays and ``dataset``, or a validation split
-            outside (0, 1).
+            no seeds, both arrays and ``dataset``, ``x`` and ``y`` of
+            different lengths (:func:`keras_bnn.runs.check_arrays`), or a
+            validation split outside (0, 1).
     """
-    param = check_choice(param, "param", SWEEP_PARAMS)
-    values = [float(v) for v in values]
-    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise ValueError(f"`values` must be positive numbers; got {values!r}.")
-    seeds = [int(seed) for seed in seeds]
-    if not seeds:
-        raise ValueError("`seeds` must hold at least one seed.")
+    param, values, seeds = check_sweep(param, values, seeds, validation_split)
     if (x is None) != (y is None) or (x is not None and dataset is not None):
         raise ValueError("pass either both `x` and `y`, or a `dataset` name, not both.")
+    if x is not None:
+        x, y = check_arrays(x, y)
     config = config or RunConfig()
     if dataset is not None:
         config = dataclasses.replace(config, dataset=dataset)
@@ -95,9 +87,6 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     config.validate()
     arrays = None
     if validation_split is not None:
-        if not 0 < validation_split < 1:
-            raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
-                             f"got {validation_split!r}.")
         x_all, y_all = _sweep_arrays(config, x, y)
         order = np.random.default_rng(0).permutation(len(y_all))
         cut = len(order) - int(round(len(order) * validation_split))

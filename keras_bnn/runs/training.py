@@ -16,40 +16,14 @@ import keras
 from keras_bnn import callbacks as callbacks_lib
 from keras_bnn import diagnostics
 from keras_bnn import samplers
+from keras_bnn.datasets.pipeline import data_epoch
+from keras_bnn.durable import DirectoryLock
+from keras_bnn.runs.checkpoints import RunBackup
 from keras_bnn.runs.build import build_model, compile_model, load_data
-from keras_bnn.runs.config import chain_seed, read_config
+from keras_bnn.runs.config import chain_seed
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
 from keras_bnn.validation import check_int
-
-
-def resume_config(output_dir, flags):
-    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
-
-    Args:
-        output_dir: the run directory (``--output-dir``).
-        flags: RunConfig fields given on the command line besides
-            ``output_dir``; each must equal the stored value (a resumed run
-            continues the same chain).
-
-    Returns:
-        The stored :class:`RunConfig`.
-
-    Raises:
-        ValueError: without ``output_dir``, with ``--config``, or for a flag
-            that differs from the stored config.
-        FileNotFoundError: if ``output_dir`` holds no run.
-    """
-    if not output_dir:
-        raise ValueError("--resume needs --output-dir (the run directory to continue).")
-    if "config" in flags:
-        raise ValueError("--resume reads the run's own config.json; do not pass --config.")
-    config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
-    for name, value in flags.items():
-        if name != "output_dir" and getattr(config, name) != value:
-            raise ValueError(f"--resume continues the stored run: `{name}` is "
-                             f"{getattr(config, name)!r} there, {value!r} given.")
-    return config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +53,15 @@ class TrainResult:
 def train(config, verbose=1, resume=False, data=None):
     """Trains a model by sampling (or SGD) and stores the samples.
 
-    The run is backed up at every epoch end (``keras.callbacks.BackupAndRestore``
+    The run is backed up at every epoch end (:class:`keras_bnn.runs.RunBackup`
     in ``output_dir/backup``, removed when the run completes), so a killed
-    run continues with ``resume=True``: from the last finished epoch, with
-    the same chain state and step counter, and no sample duplicated or
-    dropped (:class:`keras_bnn.callbacks.CollectSamples`).
+    run continues with ``resume=True``: from the last complete backup, with
+    the same chain state and step counter, the same data order (a pure
+    function of (seed, epoch), :func:`keras_bnn.datasets.pipeline.data_epoch`)
+    and no sample duplicated or dropped
+    (:class:`keras_bnn.callbacks.CollectSamples`): the samples of the
+    uninterrupted run. The run directory is locked while training
+    (:class:`keras_bnn.durable.DirectoryLock`): one writer at a time.
 
     Args:
         config: a validated :class:`RunConfig`.
@@ -99,8 +77,18 @@ def train(config, verbose=1, resume=False, data=None):
         FileExistsError: if ``output_dir`` already holds a run and
             ``resume`` is False.
         ValueError: if ``resume`` is True and the run is complete.
+        keras_bnn.durable.InUseError: if another process trains into
+            ``output_dir`` (the message names its pid).
+        OSError: if a file cannot be written (a full disk: the message
+            names the file; what was written before is kept).
     """
     config.validate()
+    with DirectoryLock(config.output_dir):
+        return _train(config, verbose, resume, data)
+
+
+def _train(config, verbose, resume, data):
+    """:func:`train` in the locked run directory."""
     run = RunDir(config.output_dir)
     store = run.store()
     if resume and run.complete:
@@ -111,15 +99,15 @@ def train(config, verbose=1, resume=False, data=None):
             f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
             "choose a new directory, or continue a killed run with --resume."
         )
-    # Seed first: the shuffle op combines its own seed with the global one, so
-    # the data order must not depend on what ran before in the process.
-    keras.utils.set_random_seed(chain_seed(config))
+    keras.utils.set_random_seed(chain_seed(config))  # the initialisation
     train_ds, _, info = data or load_data(config)
     model = build_model(config, info)
     compile_model(model, config, info)
     collects = samplers.REGISTRY[config.sampler].collects
-    callbacks = [keras.callbacks.BackupAndRestore(
-        run.backup, delete_checkpoint=False, double_checkpoint=True)]
+    callbacks = [RunBackup(run.backup)]  # first: it sets the epoch the others start at
+    epoch = data_epoch(train_ds)
+    if epoch is not None:
+        callbacks.append(DataEpoch(epoch))
     if collects:
         if config.cycle_epochs:
             callbacks.append(callbacks_lib.CyclicalSchedule(config.cycle_epochs,
@@ -141,6 +129,22 @@ def train(config, verbose=1, resume=False, data=None):
     run.write_json(run.kinetic_temperatures, result.kinetic_temperatures)  # last: complete
     shutil.rmtree(run.backup, ignore_errors=True)
     return result
+
+
+class DataEpoch(keras.callbacks.Callback):
+    """Sets a shuffled pipeline's epoch (:func:`keras_bnn.datasets.pipeline.data_epoch`)
+    at every epoch's start, so that epoch e of a resumed run sees epoch e's order.
+
+    Args:
+        variable: the pipeline's epoch variable.
+    """
+
+    def __init__(self, variable):
+        super().__init__()
+        self.variable = variable
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.variable.assign(epoch)
 
 
 def run_chains(config, chains, verbose=1, processes=1):
@@ -171,10 +175,18 @@ def run_chains(config, chains, verbose=1, processes=1):
         FileExistsError: if a chain directory already holds samples.
         ChildProcessError: if a chain process fails (with the end of its
             stderr).
+        keras_bnn.durable.InUseError: if another process writes into
+            ``output_dir``.
     """
     chains = check_int(chains, "chains", 1)
     processes = check_int(processes, "processes", 1)
     config = dataclasses.replace(config.validate(), chain=0)
+    with DirectoryLock(config.output_dir):
+        return _run_chains(config, chains, verbose, processes)
+
+
+def _run_chains(config, chains, verbose, processes):
+    """:func:`run_chains` in the locked run directory."""
     top = RunDir(config.output_dir)
     top.write_json(top.config, dataclasses.asdict(config))
     chain_dirs = [top.chain(k) for k in range(chains)]

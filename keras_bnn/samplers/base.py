@@ -11,6 +11,7 @@ from keras_bnn import schedules
 from keras_bnn.samplers.integrators import gradient_noise_update
 from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
 from keras_bnn.samplers.noise import flat_noise
+from keras_bnn.samplers.warmup import TARGET_NOISE_RATIO, AutoStepSize
 from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
@@ -20,23 +21,7 @@ from keras_bnn.validation import check_choice, check_fraction, check_positive, c
 NOISE_RATIO_LIMIT = 0.1
 
 
-def moving_average_rho(rho, iterations):
-    """ρ of an RMSprop-style average ``v ← ρ·v + (1-ρ)·x``, 0 at step 0.
-
-    At the first step the average takes its first value instead of starting
-    from 0.
-
-    Args:
-        rho: the averaging constant in (0, 1).
-        iterations: the optimizer's step counter.
-
-    Returns:
-        Scalar tensor.
-    """
-    return ops.where(ops.equal(iterations, 0), 0.0, rho)
-
-
-class Sampler(TransitionKernel, keras.optimizers.Optimizer):
+class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     """A Keras optimizer whose updates simulate a tempered Langevin-type SDE.
 
     Target: ``p(θ) ∝ exp(-U(θ)/T)``. Keras hands the sampler the gradient of
@@ -46,7 +31,8 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
     ``h`` is the optimizer's learning rate (a float or a schedule such as
     :class:`keras_bnn.schedules.CyclicalCosine`; floats are held as a
     constant schedule so a cyclical schedule can be configured later without
-    changing the optimizer's variables).
+    changing the optimizer's variables); ``"auto"`` tunes h in a warm-up,
+    then freezes it (:mod:`~keras_bnn.samplers.warmup`).
 
     Noise: one ``backend.stateless_normal`` draw per step keyed on ``(seed,
     iterations)``, split over the variables (:meth:`noise`); pure, the same on
@@ -57,7 +43,7 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
     :meth:`slots`. Non-finite gradients stop the step with an error.
 
     Args:
-        step_size: h > 0, float or ``LearningRateSchedule``.
+        step_size: ``"auto"``, or exactly this h > 0: float or ``LearningRateSchedule``.
         temperature: T > 0 (``BayesianModel.compile(temperature=...)`` can
             override it).
         train_size: n, the number of training examples; required before the
@@ -67,12 +53,14 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
             estimate ``V̂`` of the minibatch gradient-noise variance (see
             :func:`~keras_bnn.samplers.integrators.gradient_noise_update`);
             it averages over ~1/(1-ρ) steps.
+        warmup_steps, target_noise_ratio: of ``step_size="auto"``
+            (:class:`~keras_bnn.samplers.warmup.StepSizeWarmup`).
         name: optimizer name.
         **kwargs: passed to ``keras.optimizers.Optimizer``.
 
     Raises:
-        ValueError: for a non-positive ``step_size``, ``temperature`` or
-            ``train_size``.
+        ValueError: for a bad ``step_size`` or warm-up argument, or a
+            non-positive ``temperature`` or ``train_size``.
     """
 
     #: Whether the sampler keeps a momentum (and so a kinetic temperature).
@@ -85,10 +73,15 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
         train_size=None,
         seed=0,
         noise_estimate_decay=0.99,
+        warmup_steps="auto",
+        target_noise_ratio=TARGET_NOISE_RATIO,
         name=None,
         **kwargs,
     ):
         owner = type(self).__name__
+        decay = check_fraction(noise_estimate_decay, "noise_estimate_decay", owner)
+        step_size, warmup = self.resolve_step_size(step_size, warmup_steps, target_noise_ratio,
+                                                    decay, owner)
         if not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
             step_size = schedules.CyclicalCosine(
                 check_positive(step_size, "step_size", owner)
@@ -99,9 +92,7 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
             None if train_size is None else check_positive(train_size, "train_size", owner)
         )
         self.seed = check_seed(seed, owner=owner)
-        self.noise_estimate_decay = check_fraction(
-            noise_estimate_decay, "noise_estimate_decay", owner
-        )
+        self.noise_estimate_decay, self.warmup = decay, warmup
 
     # ----------------------------------------------------------------- config
     @property
@@ -196,12 +187,14 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
             train_size=self.train_size,
             seed=self.seed,
             noise_estimate_decay=self.noise_estimate_decay,
+            **self.warmup_config(),
         )
         return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
+        config.pop("step_size_value", None)  # the record of the warm-up's h
         if isinstance(config.get("step_size"), dict):
             config["step_size"] = keras.saving.deserialize_keras_object(
                 config["step_size"], custom_objects=custom_objects
@@ -234,6 +227,8 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
             self.add_slot(var_list, "gradient_noise")
         if self.has_momentum:
             self.add_slot(var_list, "kinetic", layerwise=True)
+        if self.warmup is not None:
+            self.warmup.build(self)
         self.build_state(var_list)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
@@ -395,6 +390,7 @@ class Sampler(TransitionKernel, keras.optimizers.Optimizer):
         self.assign(state["noise_ratio"], noise_ratio)
         if self.has_momentum:
             self.assign(state["kinetic"], kinetic)
+        self.after_variable_step(variable)
 
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         """One update of ``variable`` and its state (:meth:`state`).

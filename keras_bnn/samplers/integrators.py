@@ -343,3 +343,19 @@ def gradient_noise_update(gradient, previous_gradient, noise_variance, decay):
         The new V̂.
     """
     return decay * noise_variance + (1.0 - decay) * 0.5 * ops.square(gradient - previous_gradient)
+
+
+def moving_average_rho(rho, iterations):
+    """ρ of an RMSprop-style average ``v ← ρ·v + (1-ρ)·x``, 0 at step 0.
+
+    At the first step the average takes its first value instead of starting
+    from 0.
+
+    Args:
+        rho: the averaging constant in (0, 1).
+        iterations: the optimizer's step counter.
+
+    Returns:
+        Scalar tensor.
+    """
+    return ops.where(ops.equal(iterations, 0), 0.0, rho)

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_bnn.samplers import integrators
-from keras_bnn.samplers.base import Sampler, moving_average_rho
+from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import argument_error, check_choice, check_fraction, check_positive
 
 _INTEGRATORS = {
@@ -51,9 +51,12 @@ class SGHMC(Sampler):
     preconditioner, ``"second_moment"`` v.
 
     Args:
-        step_size: h > 0 (float or schedule).
-        friction: γ > 0; default ``0.1/h0`` (momentum decay ``1 - hγ = 0.9``
-            at the initial step size). Symplectic Euler requires ``h·γ < 1``.
+        step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`)
+            or h > 0 (float or schedule).
+        friction: γ > 0; default ``0.1/h`` (momentum decay ``1 - hγ = 0.9``
+            at the base step size h: the initial one, or the warm-up's, which
+            γ then follows, so ``r ∝ h²``; with a fixed γ, ``r ∝ h``).
+            Symplectic Euler requires ``h·γ < 1``.
         mass: M > 0, the fixed mass of every parameter (the initial one with
             a preconditioner).
         preconditioner: ``None`` (fixed mass), ``"rmsprop"`` or
@@ -61,7 +64,8 @@ class SGHMC(Sampler):
         rho: averaging constant ρ in (0, 1) of the adaptive mass.
         epsilon: ε > 0 of the adaptive mass.
         integrator: ``"symplectic_euler"`` or ``"baoab"``.
-        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name``.
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``warmup_steps``,
+            ``target_noise_ratio``, ``name`` (see :class:`Sampler`).
 
     Raises:
         ValueError: for non-positive values, an unknown preconditioner or
@@ -70,7 +74,7 @@ class SGHMC(Sampler):
 
     def __init__(
         self,
-        step_size=1e-4,
+        step_size="auto",
         friction=None,
         mass=1.0,
         preconditioner=None,
@@ -81,12 +85,15 @@ class SGHMC(Sampler):
     ):
         super().__init__(step_size=step_size, **kwargs)
         self.integrator = check_choice(integrator, "integrator", tuple(_INTEGRATORS), "SGHMC")
+        # With step_size="auto" the default friction follows the tuned h (None here).
         self.friction = (
-            0.1 / self.initial_step_size
-            if friction is None
-            else check_positive(friction, "friction", "SGHMC")
+            check_positive(friction, "friction", "SGHMC") if friction is not None
+            else None if self.warmup is not None else 0.1 / self.initial_step_size
         )
-        if integrator == "symplectic_euler" and self.friction * self.initial_step_size >= 1.0:
+        if self.warmup is not None and friction is not None:
+            self.noise_ratio_exponent = 1
+        elif (integrator == "symplectic_euler" and self.warmup is None
+              and self.friction * self.initial_step_size >= 1.0):
             raise argument_error(
                 "friction", f"satisfy h·γ < 1 at the initial step size h = "
                 f"{self.initial_step_size!r} (the momentum decays by 1 - h·γ per step)",
@@ -110,7 +117,7 @@ class SGHMC(Sampler):
         if self.preconditioner:
             new_second_moment, new_mass = integrators.rmsprop_mass(
                 state["second_moment"], potential_grad,
-                moving_average_rho(self.rho, self.iterations), self.epsilon,
+                integrators.moving_average_rho(self.rho, self.iterations), self.epsilon,
                 layerwise=self.preconditioner == "rmsprop_layerwise")
             momentum = integrators.rescale_momentum(momentum, mass, new_mass)  # old M read first
             self.assign(state["second_moment"], new_second_moment)
@@ -118,7 +125,7 @@ class SGHMC(Sampler):
             mass = new_mass
         new = _INTEGRATORS[self.integrator](
             variable, momentum, potential_grad, self.noise(variable), h, temperature,
-            ops.cast(self.friction, variable.dtype), mass)
+            self._friction_value(variable.dtype), mass)
         self.assign(state["momentum"], new.momentum)
         self.assign(variable, new.position)
         kinetic = ops.square(new.kinetic_momentum)
@@ -129,6 +136,14 @@ class SGHMC(Sampler):
                     ops.square(h) * ops.mean(noise_variance) / new.injected_variance)
         return (ops.sum(kinetic / mass),
                 ops.square(h) * ops.mean(noise_variance / new.injected_variance))
+
+    noise_ratio_exponent = 2  # r = h²·V̂/(2γhTM) at γ = 0.1/h
+
+    def _friction_value(self, dtype):
+        """γ: the fixed friction, or ``0.1/h`` of the warm-up's h."""
+        if self.friction is not None:
+            return ops.cast(self.friction, dtype)
+        return 0.1 / ops.cast(self.base_step_size(), dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_bnn.samplers import integrators
-from keras_bnn.samplers.base import Sampler, moving_average_rho
+from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -27,12 +27,14 @@ class SGLD(Sampler):
     preconditioner.
 
     Args:
-        step_size: h > 0 (float or schedule).
+        step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`;
+            here ``r = h·mean(P·V̂)/(2T)`` grows as h) or h > 0 (float or
+            schedule).
         preconditioner: ``None``, ``"rmsprop"`` or ``"rmsprop_layerwise"``.
         rho: RMSprop averaging constant ρ in (0, 1).
         epsilon: ε > 0 added to ``sqrt(v)``.
-        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name`` (see
-            :class:`Sampler`).
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``warmup_steps``,
+            ``target_noise_ratio``, ``name`` (see :class:`Sampler`).
 
     Raises:
         ValueError: for an unknown ``preconditioner`` or out-of-range values.
@@ -40,7 +42,7 @@ class SGLD(Sampler):
 
     has_momentum = False
 
-    def __init__(self, step_size=1e-4, preconditioner=None, rho=0.99, epsilon=1e-8, **kwargs):
+    def __init__(self, step_size="auto", preconditioner=None, rho=0.99, epsilon=1e-8, **kwargs):
         super().__init__(step_size=step_size, **kwargs)
         self.preconditioner = check_choice(preconditioner, "preconditioner",
                                            integrators.PRECONDITIONERS,
@@ -58,7 +60,8 @@ class SGLD(Sampler):
         if self.preconditioner:
             second_moment = self.state(variable)["second_moment"]
             new_second_moment, mass = integrators.rmsprop_mass(
-                second_moment, potential_grad, moving_average_rho(self.rho, self.iterations),
+                second_moment, potential_grad,
+                integrators.moving_average_rho(self.rho, self.iterations),
                 self.epsilon, layerwise=self.preconditioner == "rmsprop_layerwise")
             self.assign(second_moment, new_second_moment)
             precond = 1.0 / mass

@@ -87,9 +87,12 @@ class ThermostatSampler(Sampler):
     ``"momentum"`` p and ``"thermostat"`` ξ, shaped like each variable.
 
     Args:
-        step_size: h > 0 (float or schedule).
-        noise: D > 0, the momentum noise; default ``-log(0.9)/h0`` (the ATMC
-            paper's choice: friction ``e^{-βh} ≤ 0.9`` per step at h0).
+        step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`)
+            or h > 0 (float or schedule).
+        noise: D > 0, the momentum noise; default ``-log(0.9)/h`` (the ATMC
+            paper's choice: friction ``e^{-βh} ≤ 0.9`` per step at the base
+            step h: the initial one, or the warm-up's, which D then follows,
+            so ``r ∝ h²``; with a fixed D, ``r ∝ h``).
         mass: m > 0, the momentum mass (preconditioner).
         momentum: ``"gaussian"`` or ``"relativistic"``.
         speed_limit: c > 0, required for relativistic momentum: no parameter
@@ -97,11 +100,13 @@ class ThermostatSampler(Sampler):
         thermostat_mass: Q₁ > 0, the thermostat mass in units of T
             (``Q = T·Q₁``, in time²); it sets how fast ξ responds, not what is
             sampled. Default ``10/D²``: ξ's stationary spread ``1/sqrt(Q₁)`` is
-            a third of D, and ξ corrects a 10 % error in the noise estimate
+            a third of D (it follows the warm-up's h with D), and ξ
+            corrects a 10 % error in the noise estimate
             within a few epochs (measured on a digits MLP from a MAP start:
             Q₁ = 1 left the kinetic temperature 8 % low after 60 epochs at
             T = 0.01; Q₁ = 0.01–0.05 brought it within 1–2 % by epoch 10–20).
-        **kwargs: ``temperature``, ``train_size``, ``seed``, ``name``.
+        **kwargs: ``temperature``, ``train_size``, ``seed``, ``warmup_steps``,
+            ``target_noise_ratio``, ``name`` (see :class:`Sampler`).
 
     Raises:
         ValueError: for non-positive values, an unknown ``momentum``, or a
@@ -110,7 +115,7 @@ class ThermostatSampler(Sampler):
 
     def __init__(
         self,
-        step_size=1e-3,
+        step_size="auto",
         noise=None,
         mass=1.0,
         momentum="gaussian",
@@ -120,16 +125,18 @@ class ThermostatSampler(Sampler):
     ):
         super().__init__(step_size=step_size, **kwargs)
         owner = type(self).__name__
+        # With step_size="auto" the defaults follow the tuned h (None here).
         self.noise_level = (
-            -math.log(0.9) / self.initial_step_size
-            if noise is None
-            else check_positive(noise, "noise", owner)
+            check_positive(noise, "noise", owner) if noise is not None
+            else None if self.warmup is not None else -math.log(0.9) / self.initial_step_size
         )
+        if self.warmup is not None and noise is not None:
+            self.noise_ratio_exponent = 1
         self.mass = check_positive(mass, "mass", owner)
         self.thermostat_mass = (
-            10.0 / self.noise_level**2
-            if thermostat_mass is None
-            else check_positive(thermostat_mass, "thermostat_mass", owner)
+            check_positive(thermostat_mass, "thermostat_mass", owner)
+            if thermostat_mass is not None
+            else None if self.noise_level is None else 10.0 / self.noise_level**2
         )
         self.momentum = check_choice(momentum, "momentum", ("gaussian", "relativistic"),
                                      type(self).__name__)
@@ -149,6 +156,17 @@ class ThermostatSampler(Sampler):
 
     #: ATMC's adaptive noise ``α = max(D - ξ, 0)`` (True) or SGNHT's ``α = D``.
     adaptive_noise = False
+    noise_ratio_exponent = 2  # r = b̂/D = h·V̂/(2TmD) at D = -log(0.9)/h
+
+    def _noise_values(self, dtype):
+        """``(D, Q₁)``: the fixed values, or ``-log(0.9)/h`` and ``10/D²`` of the warm-up's h."""
+        if self.noise_level is None:
+            noise_level = -math.log(0.9) / ops.cast(self.base_step_size(), dtype)
+        else:
+            noise_level = ops.cast(self.noise_level, dtype)
+        if self.thermostat_mass is None:
+            return noise_level, 10.0 / ops.square(noise_level)
+        return noise_level, ops.cast(self.thermostat_mass, dtype)
 
     def velocity(self, p):
         """``∇K(p)`` of this sampler's kinetic energy (see :func:`integrators.velocity`)."""
@@ -161,18 +179,22 @@ class ThermostatSampler(Sampler):
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         state = self.state(variable)
         dtype = variable.dtype
+        noise_level, thermostat_mass = self._noise_values(dtype)
+        thermostat = state["thermostat"]
+        if self.noise_level is None:  # ξ is a rate ∝ 1/h: carried across a change of h
+            thermostat = thermostat * ops.cast(self.warmup.change(), dtype)
         position, momentum, thermostat, kinetic, noise_friction = _fused_update(
             variable,
             state["momentum"],
-            state["thermostat"],
+            thermostat,
             potential_grad,
             noise_variance,
             self.noise(variable),
             h,
             temperature,
-            ops.cast(self.noise_level, dtype),
+            noise_level,
             ops.cast(self.mass, dtype),
-            ops.cast(self.thermostat_mass, dtype),
+            thermostat_mass,
             None if self.speed_limit is None else ops.cast(self.speed_limit, dtype),
             adaptive=self.adaptive_noise,
         )
@@ -181,7 +203,7 @@ class ThermostatSampler(Sampler):
         self.assign(variable, position)
         # r = b̂/D: the gradient noise's share of the nominal noise level D.
         size = math.prod(variable.shape)
-        return kinetic, noise_friction / (size * self.noise_level)
+        return kinetic, noise_friction / (size * noise_level)
 
     def get_config(self):
         config = super().get_config()

@@ -29,7 +29,7 @@ import types
 
 OUT_DIR = sys.argv[1]
 SERVING_PATH = ("durable", "store", "runs.rundir", "export", "ensemble", "serving",
-                "prior_predictive", "cli")
+                "predictive_checks", "cli")
 OTHERS = ("plots", "runs.config", "runs.build", "runs.training", "runs.evaluation",
           "runs.sweeps", "experiment")
 first_import = {}

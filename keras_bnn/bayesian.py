@@ -1,0 +1,180 @@
+"""``kb.bayesian``: any Keras model as a :class:`keras_bnn.BayesianModel` with priors.
+
+A Sequential, functional or subclassed Keras model becomes a functional
+``BayesianModel`` that shares its layers and weights, with a prior
+(:mod:`keras_bnn.priors`) on every trainable weight. Which prior:
+
+1. ``priors={key: prior}``, where ``key`` is a weight's path
+   (``"dense_1/kernel"``), a layer's name (``"dense_1"``: all its weights)
+   or a weight's name (``"embeddings"``, ``"gamma"``: every weight so
+   named), in that order of precedence; ``None`` as the prior means a flat
+   prior for those weights, an explicit opt-in;
+2. a ``keras_bnn.priors.Prior`` the weight already carries (``kb.layers``);
+3. the defaults: :data:`NAMED_DEFAULTS` by weight name (embeddings
+   ``Normal(0, 1)`` as in ``kb.layers.Embedding``; normalisation scales
+   ``gamma`` ``Normal(1, 1)``, centred on their initial value 1, as
+   ``kb.layers.FRN``'s γ), else ``kernel_prior`` for weights of rank ≥ 2
+   (default ``HeNormal(1)``: σ = sqrt(2/fan_in), the variance that keeps a
+   ReLU network's activations at unit scale) and ``bias_prior`` for the
+   rest (default ``Normal(0, 1)``: biases, normalisation shifts, scalars).
+
+Each prior becomes the weight's regularizer (so it enters ``layer.losses``)
+and, where the layer has the matching ``<weight>_regularizer`` attribute
+(``kernel_regularizer``, ``bias_regularizer``, ``embeddings_regularizer``,
+``gamma_regularizer``, an LSTM cell's ``recurrent_regularizer``, ...), that
+attribute too, so ``get_config`` records it: ``keras.saving`` and
+:meth:`keras_bnn.SampleStore.build_model` rebuild the priors. A weight whose
+layer has no such attribute (a custom layer's ``add_weight``) keeps its prior
+in memory only; after a reload, ``fit`` names it in a
+:class:`keras_bnn.MissingPriorWarning` (apply ``kb.bayesian`` again).
+
+A plain Keras regularizer already on a weight (``l2``) is replaced, with a
+``UserWarning``: in a ``BayesianModel`` every layer loss is a ``-log p(w)``
+that the model scales by ``1/n``, so an L2 penalty tuned for SGD would become
+a different prior.
+"""
+
+import warnings
+
+import keras
+
+from keras_bnn import priors as priors_lib
+from keras_bnn.models.bayesian_model import BayesianModel
+
+#: Default priors by weight name, ahead of the kernel/bias rule (see module doc).
+NAMED_DEFAULTS = {
+    "embeddings": lambda: priors_lib.Normal(0.0, 1.0),
+    "gamma": lambda: priors_lib.Normal(1.0, 1.0),
+}
+#: Weight names whose layer attribute is not ``<name>_regularizer``.
+_REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
+_UNSET = object()
+
+
+def _owners(model):
+    """``{id(variable): layer}`` for the layer that created each trainable weight."""
+    owners = {}
+    for layer in model._flatten_layers(include_self=True):  # innermost owner wins
+        for variable in layer._trainable_variables:
+            owners[id(variable)] = layer
+    return owners
+
+
+def _choose(variable, layer, priors, kernel_prior, bias_prior):
+    """The prior of one weight and whether the user chose it (see module doc)."""
+    name = variable.name
+    for key in (variable.path, layer.name, name):
+        if key in priors:
+            return priors_lib.get(priors[key], f"priors[{key!r}]"), True
+    if isinstance(variable.regularizer, priors_lib.Prior):
+        return variable.regularizer, False
+    if name in NAMED_DEFAULTS:
+        return NAMED_DEFAULTS[name](), False
+    return (kernel_prior if len(variable.shape) >= 2 else bias_prior), False
+
+
+def _attach(variable, layer, prior):
+    """Sets the prior as the weight's regularizer and, where it exists, the layer's attribute."""
+    variable.regularizer = prior
+    attribute = _REGULARIZER_ATTRIBUTES.get(variable.name, f"{variable.name}_regularizer")
+    if hasattr(layer, attribute):
+        setattr(layer, attribute, prior)
+
+
+def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
+             input_shape=None):
+    """Turns a Keras model into a :class:`keras_bnn.BayesianModel` with a prior on every weight.
+
+    The result shares ``model``'s layers and weights (``model`` itself now
+    carries the priors as regularizers too). Compile it as any
+    ``BayesianModel``: ``compile(sampler=..., train_size=n, loss=...)``.
+
+    Args:
+        model: a built Keras model: Sequential (with an ``Input`` or built),
+            functional, or subclassed (called once on data, or ``build``).
+        kernel_prior: prior of weights of rank ≥ 2 without a more specific
+            one (default ``HeNormal(1.0)``): a prior, a name, a config.
+        bias_prior: prior of the other weights (default ``Normal(0, 1)``).
+        priors: ``{key: prior}`` overrides, ``key`` a weight path, a layer
+            name or a weight name (see the module doc); ``None`` as a value
+            is a flat prior for those weights.
+        allow_flat: True to accept ``None`` priors in ``priors``: those
+            weights are then sampled flat without a
+            :class:`keras_bnn.MissingPriorWarning`; without it, a ``None``
+            raises.
+        input_shape: for a subclassed model whose input shape Keras did not
+            record: one example's shape (without the batch axis).
+
+    Returns:
+        A functional ``BayesianModel``: on the model's own graph
+        (Sequential, functional), or with a subclassed model as its one
+        layer (saving then needs that class registered with
+        ``@keras.saving.register_keras_serializable``, as in Keras).
+
+    Raises:
+        ValueError: for an unbuilt model, a key of ``priors`` that matches
+            no weight or layer, a ``None`` prior without ``allow_flat``, an
+            unknown prior, or a prior that does not fit its weight's shape.
+    """
+    if not model.built or not model.trainable_variables:
+        raise ValueError(
+            f"bayesian: `model` must be built with trainable weights (give a Sequential an "
+            f"keras.Input, or call the model once on a batch); got {type(model).__name__} "
+            f"with built={model.built} and {len(model.trainable_variables)} trainable weights.")
+    kernel_prior = priors_lib.get(priors_lib.HeNormal() if kernel_prior is _UNSET
+                                  else kernel_prior, "kernel_prior")
+    bias_prior = priors_lib.get(priors_lib.Normal() if bias_prior is _UNSET else bias_prior,
+                                "bias_prior")
+    priors = dict(priors or {})
+    owners = _owners(model)
+    known = set()
+    replaced, flat = [], []
+    for variable in model.trainable_variables:
+        layer = owners.get(id(variable), model)
+        known.update((variable.path, layer.name, variable.name))
+        prior, chosen = _choose(variable, layer, priors, kernel_prior, bias_prior)
+        if prior is None and not (chosen and allow_flat):
+            raise ValueError(
+                f"bayesian: weight {variable.path!r} would get no prior (a flat, improper "
+                "prior); pass allow_flat=True to mean it, or give it a prior.")
+        if prior is None:
+            flat.append(variable.path)
+        else:
+            prior.validate_shape(variable.shape, f"prior of {variable.path!r}")
+        if variable.regularizer is not None and not isinstance(
+                variable.regularizer, priors_lib.Prior) and not chosen:
+            replaced.append(variable.path)
+        _attach(variable, layer, prior)
+    unknown = sorted(set(priors) - known)
+    if unknown:
+        raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
+                         f"model: {unknown}; known weight paths: "
+                         f"{[v.path for v in model.trainable_variables][:20]}.")
+    if replaced:
+        warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
+                      "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
+                      UserWarning, stacklevel=2)
+    result = _as_bayesian_model(model, input_shape)
+    result.flat_prior_weights = flat
+    return result
+
+
+def _as_bayesian_model(model, input_shape):
+    """A functional ``BayesianModel`` on ``model``'s graph, or around it as one layer."""
+    if isinstance(model, BayesianModel):
+        return model
+    try:
+        inputs, outputs = model.inputs, model.outputs
+    except (AttributeError, ValueError):  # a subclassed model has no graph
+        inputs = outputs = None
+    if not inputs:
+        shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
+        if input_shape is None and len(shapes) == 1 and shapes[0] is not None:
+            input_shape = tuple(shapes[0])[1:]
+        if input_shape is None:
+            raise ValueError(
+                f"bayesian: the input shape of the subclassed model {model.name!r} is unknown; "
+                "pass `input_shape=` (one example's shape, without the batch axis).")
+        inputs = keras.Input(tuple(input_shape))
+        outputs = model(inputs)
+    return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")

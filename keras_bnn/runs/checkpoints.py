@@ -1,0 +1,155 @@
+"""A run's backup: the training state after each epoch, written durably.
+
+:class:`RunBackup` replaces ``keras.callbacks.BackupAndRestore`` for
+:func:`keras_bnn.runs.train`. Keras' callback writes its HDF5 weights file
+in place and its epoch in a second file, so a kill or a full disk between
+or during those writes leaves a backup that cannot be resumed, or one that
+resumes an epoch too early (and HDF5 may crash on a full disk). Here one
+file holds one epoch's whole state, what ``model.save_weights`` holds (the
+model's weights, then the optimizer's variables: step counter, momenta,
+thermostats, sampler state), and its name holds the epoch::
+
+    backup/epoch-000004.npz   the state after 4 epochs
+
+Each file is written under a temporary name, fsynced and renamed into place
+(:func:`keras_bnn.durable.atomic_write`), so a file of that name is
+complete; the last two are kept. A resumed run restores the newest file
+that loads, and starts over from epoch 0, saying so, when none does.
+"""
+
+import io
+import os
+import re
+import warnings
+
+import keras
+import numpy as np
+
+from keras_bnn import durable
+from keras_bnn.validation import check_int
+
+_NAME = "epoch-{:06d}.npz"
+_NAME_RE = re.compile(r"^epoch-(\d{6,})\.npz$")
+
+
+class BackupError(OSError):
+    """A backup could not be written (a full disk, a file size limit, ...)."""
+
+
+class RunBackup(keras.callbacks.Callback):
+    """Backs the training state up after every epoch; restores it at the start.
+
+    Use it first in the callback list: it sets the epoch ``fit`` starts at
+    (``model._initial_epoch``, as Keras' ``BackupAndRestore`` does), which
+    the other callbacks see from their ``on_epoch_begin`` on.
+
+    Args:
+        directory: the backup directory (created on the first backup).
+        keep: complete backups kept (the newest and ``keep - 1`` before it),
+            ≥ 1.
+
+    Raises:
+        ValueError: for ``keep`` < 1.
+        BackupError: from ``fit``, when a backup cannot be written (an
+            OSError; its message names the file). The backups written
+            before are kept.
+    """
+
+    def __init__(self, directory, keep=2):
+        super().__init__()
+        self.directory = os.fspath(directory)
+        self.keep = check_int(keep, "keep", 1, owner="RunBackup")
+
+    def backups(self):
+        """The complete backups, newest first.
+
+        Returns:
+            List of ``(epoch, path)``: the number of finished epochs each holds.
+        """
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        found = [(int(match.group(1)), os.path.join(self.directory, name))
+                 for name in names if (match := _NAME_RE.match(name))]
+        return sorted(found, reverse=True)
+
+    def _variables(self):
+        optimizer = self.model.optimizer
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.model.trainable_variables)
+        return [*self.model.weights, *(optimizer.variables if optimizer else [])]
+
+    def on_train_begin(self, logs=None):
+        durable.remove_stale(self.directory)
+        backups = self.backups()
+        if not backups:
+            if os.path.isdir(self.directory):  # a run stopped before its first backup
+                warnings.warn(f"keras-bnn: no complete backup in {self.directory}; starting "
+                              "the run over from epoch 0.", RuntimeWarning, stacklevel=2)
+            return
+        variables = self._variables()
+        failures = []
+        for epoch, path in backups:  # newest first
+            try:
+                values = _read(path, variables)
+            except Exception as error:  # numpy and zipfile raise many types for a bad file
+                failures.append(f"{path} ({type(error).__name__}: {error})")
+                continue
+            for variable, value in zip(variables, values):
+                variable.assign(value)
+            if failures:
+                warnings.warn(f"keras-bnn: skipped unreadable backup(s) {'; '.join(failures)}; "
+                              f"resuming from {path} (after epoch {epoch}).",
+                              RuntimeWarning, stacklevel=2)
+            self.model._initial_epoch = epoch
+            return
+        warnings.warn(f"keras-bnn: no backup in {self.directory} can be read "
+                      f"({'; '.join(failures)}); starting the run over from epoch 0 (samples "
+                      "already stored are kept and not written again).",
+                      RuntimeWarning, stacklevel=2)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.save(epoch + 1)
+
+    def save(self, epochs_done):
+        """Writes the state after ``epochs_done`` epochs; keeps the newest :attr:`keep`.
+
+        Raises:
+            BackupError: naming the file, if it cannot be written (the
+                partial file is removed; older backups are kept).
+        """
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, _NAME.format(epochs_done))
+        variables = self._variables()
+        arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}
+        arrays["paths"] = np.array([v.path for v in variables])
+        try:
+            durable.atomic_write(path, lambda handle: np.savez(handle, **arrays))
+        except OSError as error:  # its message names the file
+            raise BackupError(error.errno, f"{error.strerror}; free space, then continue the "
+                              "run with --resume") from error
+        for _, old in self.backups()[self.keep:]:
+            _remove_quietly(old)
+
+
+def _read(path, variables):
+    """The values in backup ``path``, checked against ``variables``."""
+    with open(path, "rb") as handle:
+        content = handle.read()
+    with np.load(io.BytesIO(content), allow_pickle=False) as stored:
+        paths = [str(p) for p in stored["paths"]]
+        if paths != [v.path for v in variables]:
+            raise ValueError("it holds the variables of another model or optimizer")
+        values = [stored[f"v{i}"] for i in range(len(variables))]
+    for variable, value in zip(variables, values):
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(f"the shape of {variable.path} differs")
+    return values
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,314 @@
+"""Warm-up: the step size chosen from the chain (``step_size="auto"``).
+
+A sampler is right at some step sizes and wrong at others, and which ones
+depends on n, T, the batch and the model. With ``step_size="auto"`` (the
+default of SGLD, SGHMC, SGNHT and ATMC) the first ``warmup_steps`` steps tune
+the base step h inside the compiled update, then h is frozen, so the rest of
+the run is a time-homogeneous chain (a cyclical schedule cycles around the
+frozen h: ``h_t = h·c(t)``, ``c`` the cosine factor in [0, 1]; ``c = 1``
+during the warm-up).
+
+What h is chosen. The largest step that keeps the chain stable and keeps the
+gradient-noise ratio ``r`` (:meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`)
+at or below a target ``r*`` at the current T:
+
+* ``r* = TARGET_NOISE_RATIO = 0.05``. Measured against NUTS, ATMC's weakly
+  determined directions come out with ``sd ≈ sqrt(1 - r)·sd_true`` and
+  SGHMC's strongly determined ones with variance ``≈ (1 + r)·T``: at
+  ``r = 0.05`` both are within 2.5 % in sd, which leaves half of a 5 %
+  accuracy budget to Monte-Carlo error. (Mixing time grows as ``1/r*``
+  for the momentum samplers, so a smaller target costs run time.)
+* The noise law. ``r = c·h^k·mean(V̂)/T`` with the online noise estimate
+  ``V̂`` (independent of h), ``k = 2`` for SGHMC/SGNHT/ATMC at their
+  default friction (``γ = 0.1/h``, ``D = -log(0.9)/h``, which follow the
+  tuned h) and ``k = 1`` for SGLD or an explicit friction/noise. So the step
+  that meets the target is reached in one jump,
+  ``h_r = h·(r*/r̂)^{1/k}`` (:func:`noise_limited_step_size`), not by search.
+  ``V̂`` is an exponential average over ``1/(1-ρ)`` steps (``ρ =
+  noise_estimate_decay``) and ``h`` follows it at every step, so the frozen
+  h is set by the noise of the last few hundred warm-up steps: after the
+  transient, not in it.
+* Stability is tested. h starts at ``INITIAL_STEP_SIZE`` (1e-8, stable for
+  any model used here: ``h·n·λ`` is tiny) and may grow by at most
+  ``GROWTH_PER_STEP`` (doubling every 10 steps), so instability, when h
+  reaches it, begins slowly. ``V̂`` is estimated from successive gradient
+  differences, which contain the motion ``H·Δθ``; an unstable direction
+  grows geometrically and blows ``V̂`` (hence ``r̂``) up within a few steps,
+  so the noise law itself cuts h. A jump of ``r̂`` above
+  ``BLOW_UP_RATIO·r*`` in one step (the noise estimate cannot move that
+  fast on its own: it averages over ~100 steps) is recorded as a blow-up:
+  h is cut to ``BLOW_UP_BACKOFF·h`` and never exceeds that ceiling again.
+  On noise-free (full-batch) problems ``V̂`` holds only the motion term,
+  ``r̂ ≈ mean_i (h·λ_i)²/2`` (SGLD) or ``mean_i (h·ω_i)⁴/0.4`` (momentum),
+  so the same target caps the root-mean-square stiffness at ``h·λ ≈ 0.3``.
+  Measured on the full-batch breast_cancer regression at T = 1 (curvatures
+  1–85): SGLD chose ``h·λ_max = 1.08``, SGHMC and ATMC ``h·ω_max = 0.77``
+  and 0.79, all stable, median sd within 2 % of NUTS; only the stiffest
+  direction of SGLD is wide there (variance ``1/(1 - h·λ/2)``): for full
+  batches HMC is the exact choice.
+
+The warm-up length (:func:`auto_warmup_steps`): ``10/(1-ρ)`` steps, 1000 at
+the default ρ = 0.99: ten memory lengths of ``V̂``: enough for the climb
+from ``INITIAL_STEP_SIZE`` (at most ``10·log2(h/1e-8)`` steps: 200 to reach
+h = 0.01) and for ``V̂`` to forget the start. It is a count of steps, not
+epochs: 200 epochs of 5 steps on tiny data, 2 epochs of 469 steps on
+Fashion-MNIST.
+
+Where it runs. Inside the sampler's update, on three scalar optimizer
+variables (:class:`StepSizeWarmup`), after the last variable's step: no
+host work or synchronisation per step, the same code under ``model.fit``
+on TensorFlow (graph or XLA) and JAX, under ``tf.distribute`` (the ratios
+come from the all-reduced gradient, so every replica takes the same h), and
+in a raw optimizer loop; a checkpoint taken during the warm-up resumes it.
+The noise stays a pure function of (seed, variable, step), and the chosen h
+a pure function of the chain, so it is reproducible from the seed. (A
+per-epoch callback could not react within the ~10 steps an instability
+takes, and would not exist outside ``fit``.) The thermostat ξ of SGNHT/ATMC
+is a rate in units of 1/h and is carried across each change of h
+(:meth:`StepSizeWarmup.change`).
+"""
+
+import keras
+from keras import ops
+
+from keras_bnn import schedules
+from keras_bnn.validation import argument_error, check_choice, check_fraction, check_int
+
+#: The steady-state gradient-noise ratio the warm-up aims at (see module doc).
+TARGET_NOISE_RATIO = 0.05
+#: The auto step's value during the first step, before anything is measured.
+INITIAL_STEP_SIZE = 1e-8
+#: The largest factor by which h may grow in one warm-up step (×2 per 10 steps).
+GROWTH_PER_STEP = 2.0 ** 0.1
+#: ``r̂ > BLOW_UP_RATIO·r*`` in one step marks a blow-up.
+BLOW_UP_RATIO = 4.0
+#: After a blow-up h is cut to, and capped at, this fraction of the step it happened at.
+BLOW_UP_BACKOFF = 0.25
+
+
+def auto_warmup_steps(noise_estimate_decay):
+    """The default warm-up length: ten memory lengths of the noise estimate.
+
+    Args:
+        noise_estimate_decay: ρ of the sampler's ``V̂`` average.
+
+    Returns:
+        ``round(10/(1-ρ))`` (1000 at ρ = 0.99).
+    """
+    return int(round(10.0 / (1.0 - noise_estimate_decay)))
+
+
+def noise_limited_step_size(step_size, ratio, target, exponent):
+    """The step at which the noise ratio meets the target: ``h·(r*/r̂)^{1/k}``.
+
+    ``r ∝ h^k`` at a fixed noise variance (see the module doc), so this is
+    exact given ``r̂``.
+
+    Args:
+        step_size: h at which ``ratio`` was measured.
+        ratio: r̂ ≥ 0; where it is 0 (nothing measured, or no noise) the
+            result is ``+inf`` (no limit).
+        target: r* > 0.
+        exponent: k (1 or 2).
+
+    Returns:
+        Scalar tensor.
+    """
+    safe = ops.where(ratio > 0.0, ratio, 1.0)
+    limited = step_size * ops.power(target / safe, 1.0 / exponent)
+    return ops.where(ratio > 0.0, limited, float("inf"))
+
+
+def next_step_size(step_size, ceiling, ratio, target, exponent):
+    """One warm-up update of the step size and its stability ceiling.
+
+    ``ceiling ← min(ceiling, BLOW_UP_BACKOFF·h)`` if ``r̂ > BLOW_UP_RATIO·r*``;
+    ``h ← min(GROWTH_PER_STEP·h, h·(r*/r̂)^{1/k}, ceiling)``.
+
+    Args:
+        step_size: h of the step just taken.
+        ceiling: the largest h allowed so far (``+inf`` before any blow-up).
+        ratio: r̂ of the step just taken (at h).
+        target: r*.
+        exponent: k of the noise law.
+
+    Returns:
+        ``(h_next, ceiling_next)``: scalar tensors.
+    """
+    blown_up = ratio > BLOW_UP_RATIO * target
+    ceiling = ops.where(blown_up, ops.minimum(ceiling, BLOW_UP_BACKOFF * step_size), ceiling)
+    step = ops.minimum(GROWTH_PER_STEP * step_size,
+                       noise_limited_step_size(step_size, ratio, target, exponent))
+    return ops.minimum(step, ceiling), ceiling
+
+
+class StepSizeWarmup:
+    """The state and rule of ``step_size="auto"``, owned by a sampler.
+
+    Three scalar optimizer variables: the base step h (``step_size``), the
+    h of the step before (``previous``, for state kept in units of 1/h: see
+    :meth:`change`) and the stability ceiling. During the first ``warmup_steps`` steps
+    :meth:`update` applies :func:`next_step_size` after every step; from then
+    on h is constant.
+
+    Args:
+        warmup_steps: ``"auto"`` (:func:`auto_warmup_steps`) or an int ≥ 1.
+        target_noise_ratio: r* in (0, 1).
+        noise_estimate_decay: ρ of the sampler's noise estimate (for ``"auto"``).
+        owner: the sampler's class name, for error messages.
+
+    Raises:
+        ValueError: for a bad ``warmup_steps`` or ``target_noise_ratio``.
+    """
+
+    def __init__(self, warmup_steps, target_noise_ratio, noise_estimate_decay, owner):
+        self.warmup_steps = (
+            auto_warmup_steps(noise_estimate_decay) if warmup_steps == "auto"
+            else check_int(warmup_steps, "warmup_steps", 1, owner=owner))
+        self.target_noise_ratio = check_fraction(target_noise_ratio, "target_noise_ratio", owner)
+        self.step_size = None
+        self.previous = None
+        self.ceiling = None
+
+    def build(self, optimizer):
+        """Creates the two variables on ``optimizer`` (they checkpoint with it)."""
+        self.step_size = optimizer.add_variable(
+            shape=(), initializer=keras.initializers.Constant(INITIAL_STEP_SIZE),
+            name="auto_step_size")
+        self.previous = optimizer.add_variable(
+            shape=(), initializer=keras.initializers.Constant(INITIAL_STEP_SIZE),
+            name="auto_step_size_previous")
+        self.ceiling = optimizer.add_variable(
+            shape=(), initializer=keras.initializers.Constant(float("inf")),
+            name="auto_step_size_ceiling")
+
+    def update(self, iterations, ratio, exponent):
+        """Adapts h after step ``iterations`` while it is a warm-up step.
+
+        Args:
+            iterations: the step just taken (0-based).
+            ratio: the gradient-noise ratio r̂ of that step.
+            exponent: k of the sampler's noise law.
+        """
+        warming = ops.less(iterations, self.warmup_steps)
+        old_step, old_ceiling = self.step_size.value, self.ceiling.value
+        ratio = ops.cast(ratio, old_step.dtype)
+        step, ceiling = next_step_size(old_step, old_ceiling, ratio,
+                                       self.target_noise_ratio, exponent)
+        self.ceiling.assign(ops.where(warming, ceiling, old_ceiling))
+        self.previous.assign(old_step)
+        self.step_size.assign(ops.where(warming, step, old_step))
+
+    def change(self):
+        """``h_prev/h``: the factor that carries a rate in units of 1/h across a change of h.
+
+        A thermostat ξ is a friction: its natural scale is ``D ∝ 1/h``, so
+        when h grows ×f, ξ must shrink ×f or it would dwarf the new D (and
+        ATMC's noise ``α = max(D - ξ, 0)`` would overheat the momenta). The
+        factor is exactly 1 once h is frozen.
+
+        Returns:
+            Scalar tensor.
+        """
+        return self.previous.value / self.step_size.value
+
+    def get_config(self):
+        return {"warmup_steps": self.warmup_steps, "target_noise_ratio": self.target_noise_ratio}
+
+
+
+class AutoStepSize:
+    """The samplers' side of ``step_size="auto"`` (a mixin of :class:`~keras_bnn.samplers.Sampler`).
+
+    It resolves the ``step_size`` argument, holds the :class:`StepSizeWarmup`
+    in ``self.warmup`` (None for an explicit step), multiplies the schedule
+    by the tuned h, and runs the warm-up after each step.
+    """
+
+    #: k in ``r ∝ h^k`` at a fixed noise variance (SGLD, or a fixed friction
+    #: or noise); the momentum samplers whose friction follows h set 2.
+    noise_ratio_exponent = 1
+    warmup = None
+
+    @staticmethod
+    def resolve_step_size(step_size, warmup_steps, target_noise_ratio, noise_estimate_decay,
+                          owner):
+        """Splits the ``step_size`` argument into ``(step_size, warmup)``.
+
+        Args:
+            step_size: ``"auto"``, a float or a schedule.
+            warmup_steps, target_noise_ratio: see :class:`StepSizeWarmup`.
+            noise_estimate_decay: ρ of the noise estimate (already checked).
+            owner: the sampler's class name, for error messages.
+
+        Returns:
+            For ``"auto"``: ``(CyclicalCosine(1.0), StepSizeWarmup)``, the
+            schedule being the cycle's factor ``c(t) ∈ [0, 1]`` of
+            ``h_t = h·c(t)``; otherwise ``(step_size, None)``.
+
+        Raises:
+            ValueError: for a string other than ``"auto"``, bad warm-up
+                arguments, or warm-up arguments with an explicit step.
+        """
+        if isinstance(step_size, str):
+            check_choice(step_size, "step_size", ("auto",), owner)
+            return schedules.CyclicalCosine(1.0), StepSizeWarmup(
+                warmup_steps, target_noise_ratio, noise_estimate_decay, owner)
+        if warmup_steps != "auto" or target_noise_ratio != TARGET_NOISE_RATIO:
+            raise argument_error(
+                "step_size", "be 'auto' when `warmup_steps` or `target_noise_ratio` is "
+                "given (an explicit step size is used exactly, without warm-up)",
+                step_size, owner)
+        return step_size, None
+
+    @property
+    def step_size_value(self):
+        """The base step h as a Python float: the explicit h0, or the warm-up's h.
+
+        With ``step_size="auto"`` this is the h being tuned during warm-up and
+        the frozen h after it (None before the first step);
+        ``step_size=sampler.step_size_value`` reproduces the frozen chain's
+        step without a warm-up.
+        """
+        if self.warmup is None:
+            return getattr(self.schedule, "initial_step_size", None) or self.initial_step_size
+        if not self.built:
+            return None
+        return float(ops.convert_to_numpy(self.warmup.step_size))
+
+    def base_step_size(self):
+        """h: the warm-up's (a scalar tensor) or the explicit h0 (a float).
+
+        The defaults that scale with the step (SGHMC's ``γ = 0.1/h``,
+        SGNHT/ATMC's ``D = -log(0.9)/h``) use it.
+        """
+        return self.initial_step_size if self.warmup is None else self.warmup.step_size.value
+
+    def _get_current_learning_rate(self):
+        """``h_t = h·c(t)``; during the warm-up ``c = 1`` (the noise law needs the full h)."""
+        rate = super()._get_current_learning_rate()
+        if self.warmup is None:
+            return rate
+        if not self.built:
+            return ops.multiply(INITIAL_STEP_SIZE, rate)
+        warming = ops.less(self.iterations, self.warmup.warmup_steps)
+        return ops.multiply(self.warmup.step_size.value, ops.where(warming, 1.0, rate))
+
+    def warmup_config(self):
+        """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""
+        if self.warmup is None:
+            return {}
+        return {"step_size": "auto", "step_size_value": self.step_size_value,
+                **self.warmup.get_config()}
+
+    def after_variable_step(self, variable):
+        """Runs the warm-up once per step, after the last variable's update.
+
+        By then every variable's ratio of this step is written, so
+        :meth:`~keras_bnn.samplers.Sampler.gradient_noise_ratio` is this
+        step's r̂ (TensorFlow orders the reads after the writes).
+        """
+        if (self.warmup is not None
+                and self._get_variable_index(variable) == len(self._trainable_variables) - 1):
+            self.warmup.update(self.iterations, self.gradient_noise_ratio(),
+                               self.noise_ratio_exponent)

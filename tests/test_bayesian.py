@@ -1,0 +1,290 @@
+"""Any Keras model sampled right (#20 findings 3, 4, 6, 7; #21 items 7, 9)."""
+
+import types
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+N = 128
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _data(classes=3):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, 4)).astype("float32")
+    y = (np.digitize(x[:, 0] + 0.3 * x[:, 1], [-0.5, 0.5]) % classes).astype("int32")
+    return x, y
+
+
+def _sequential(seed=1):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"),
+                             keras.layers.LayerNormalization(), keras.layers.Dense(3)])
+
+
+def _functional(seed=1):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(8, activation="tanh", name="hidden")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden))
+
+
+@keras.saving.register_keras_serializable(package="test_bayesian")
+class _Subclassed(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(8, activation="tanh")
+        self.out = keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+
+def _compile(model, sampler=None, **kwargs):
+    model.compile(sampler=sampler or kb.samplers.SGLD(step_size=1e-4, seed=0),
+                  train_size=N, loss=LOSS, **kwargs)
+    return model
+
+
+# ------------------------------------------------ finding 6: any Keras model
+def test_plain_keras_models_are_pointed_to_kb_bayesian():
+    model = _sequential()
+    with pytest.raises(TypeError, match=r"kb\.bayesian\(model\)"):
+        model.compile(sampler="atmc", train_size=N, loss=LOSS)
+    with pytest.raises(TypeError, match=r"kb\.bayesian\(model\)"):
+        model.compile(optimizer=kb.samplers.ATMC(step_size=1e-3, train_size=N), loss=LOSS)
+    model.compile(optimizer="sgd", loss=LOSS)  # plain Keras is untouched
+
+
+@pytest.mark.parametrize("build", [_sequential, _functional, "subclassed"])
+def test_bayesian_puts_a_prior_on_every_weight_and_samples(tmp_path, build):
+    if build == "subclassed":
+        keras.utils.set_random_seed(1)
+        model = _Subclassed()
+        model(np.zeros((1, 4), "float32"))
+    else:
+        model = build()
+    bnn = kb.bayesian(model)
+    assert isinstance(bnn, kb.BayesianModel)
+    assert all(isinstance(v.regularizer, kb.priors.Prior) for v in bnn.trainable_variables)
+    kinds = {v.path: type(v.regularizer).__name__ for v in bnn.trainable_variables}
+    assert {k.rsplit("/", 1)[1]: t for k, t in kinds.items()} == {
+        **{"kernel": "HeNormal", "bias": "Normal"},
+        **({"gamma": "Normal", "beta": "Normal"} if build is _sequential else {})}
+    _compile(bnn)
+    store = kb.SampleStore(tmp_path / "samples")
+    x, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.MissingPriorWarning)
+        history = bnn.fit(x, y, batch_size=32, epochs=2, verbose=0,
+                          callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    assert len(store) == 2 and min(history.history["prior"]) > 0
+    # The priors are in the layer configs: the store rebuilds them.
+    if build != "subclassed":
+        rebuilt = store.build_model()
+        assert [type(v.regularizer).__name__ for v in rebuilt.trainable_variables] == \
+            list(kinds.values())
+
+
+def test_priors_override_by_path_layer_and_weight_name_and_survive_saving(tmp_path):
+    model = _functional()
+    bnn = kb.bayesian(model, kernel_prior=kb.priors.Laplace(0.5),
+                      priors={"logits/bias": kb.priors.Normal(0, 3.0),
+                              "hidden": kb.priors.StudentT(3.0)})
+    regs = {v.path: v.regularizer for v in bnn.trainable_variables}
+    assert isinstance(regs["logits/kernel"], kb.priors.Laplace)
+    assert regs["logits/bias"].stddev == 3.0
+    assert isinstance(regs["hidden/kernel"], kb.priors.StudentT)
+    assert isinstance(regs["hidden/bias"], kb.priors.StudentT)
+    _compile(bnn)
+    path = str(tmp_path / "model.keras")
+    bnn.save(path)
+    loaded = keras.saving.load_model(path)
+    assert {v.path: type(v.regularizer).__name__ for v in loaded.trainable_variables} == \
+        {k: type(v).__name__ for k, v in regs.items()}
+    np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
+                               float(kb.priors.log_prior(bnn)), rtol=1e-6)
+    with pytest.raises(ValueError, match="names no weight"):
+        kb.bayesian(_functional(), priors={"hiddden": "normal"})
+    with pytest.raises(ValueError, match="allow_flat"):
+        kb.bayesian(_functional(), priors={"bias": None})
+
+
+def test_a_bayesian_model_without_priors_warns_unless_flat_is_chosen():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    model = _compile(kb.BayesianModel(inputs, keras.layers.Dense(3)(inputs)))
+    x, y = _data()
+    with pytest.warns(kb.MissingPriorWarning, match="dense.*kernel.*bias"):
+        model.fit(x, y, epochs=1, verbose=0)
+    _compile(model, allow_flat_prior=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.MissingPriorWarning)
+        model.fit(x, y, epochs=1, verbose=0)
+    flat = kb.bayesian(_functional(), priors={"bias": None}, allow_flat=True)
+    _compile(flat)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.MissingPriorWarning)
+        flat.fit(x, y, epochs=1, verbose=0)
+
+
+# ------------------------------------------------ finding 7: metrics users read
+def test_evaluate_and_validation_report_the_true_mean_nll():
+    bnn = _compile(kb.bayesian(_functional()))
+    x, y = _data()
+    history = bnn.fit(x, y, batch_size=32, epochs=2, verbose=0, validation_data=(x, y))
+    expected = float(LOSS(y, bnn(x)))
+    result = bnn.evaluate(x, y, verbose=0, return_dict=True)
+    assert set(result) == {"loss", "nll"}
+    assert result["nll"] == pytest.approx(expected, rel=1e-4)
+    assert result["loss"] == result["nll"]
+    logs = history.history
+    assert logs["val_nll"][-1] == pytest.approx(expected, rel=1e-4)
+    assert logs["val_loss"] == logs["val_nll"]
+    assert not {"val_prior", "val_step_size", "val_configurational_temperature"} & set(logs)
+    # Training logs keep the potential: loss = nll + prior/n.
+    np.testing.assert_allclose(logs["loss"], np.add(logs["nll"], np.divide(logs["prior"], N)),
+                               rtol=1e-5)
+
+
+# ------------------------------------- finding 3: collection starts at equilibrium
+def _collect(tmp_path, epochs, sampler=None, scale=5.0, **kwargs):
+    """SGLD on a small 3-class tanh network (8 steps an epoch), started far out (×scale)."""
+    bnn = _compile(kb.bayesian(_functional()),
+                   sampler or kb.samplers.SGLD(step_size=5e-3, seed=0))
+    bnn.set_weights([scale * w for w in bnn.get_weights()])
+    store = kb.SampleStore(tmp_path / "samples")
+    collect = kb.callbacks.CollectSamples(store, window=4, **kwargs)
+    x, y = _data()
+    history = bnn.fit(x, y, batch_size=16, epochs=epochs, verbose=0, callbacks=[collect])
+    return collect, store, history.history
+
+
+def test_collection_starts_when_the_chain_is_stationary(tmp_path):
+    collect, store, logs = _collect(tmp_path, epochs=60)
+    start = collect.started_epoch
+    assert start is not None and start >= 7  # 2w epochs at least
+    assert collect.verdict.stationary and "no trend" in collect.verdict.reason
+    assert [m["epoch"] for m in store.metadata()] == list(range(start, 60))
+    # Before the start the prior term was still moving: −log p(θ) fell from ×5.
+    assert logs["prior"][0] > 2 * logs["prior"][start]
+
+
+def test_a_run_that_ends_before_equilibrium_warns(tmp_path):
+    with pytest.warns(kb.callbacks.NotConvergedWarning, match="did not reach equilibrium"):
+        collect, store, _ = _collect(tmp_path, epochs=5)
+    assert collect.started_epoch is None and len(store) == 0
+
+
+def test_collection_never_starts_during_warm_up(tmp_path):
+    # step_size="auto" (keras_bnn/samplers/warmup.py) with 240 warm-up steps
+    # = 30 epochs of 8 steps (enough for h to grow from 1e-8 to ~1e-2; the
+    # larger target keeps the run short): only epochs that begin after it
+    # are tested, so the earliest start is epoch 30 + 2w - 1.
+    sampler = kb.samplers.SGLD(seed=0, warmup_steps=240, target_noise_ratio=0.3)
+    collect, store, _ = _collect(tmp_path, epochs=70, sampler=sampler, scale=1.0)
+    assert kb.callbacks.warmup_steps(sampler) == 240
+    assert collect.started_epoch >= 30 + 7
+    assert min(m["step"] for m in store.metadata()) >= 240 + 8 * 8
+
+
+def test_explicit_start_epoch_is_exact(tmp_path):
+    collect, store, _ = _collect(tmp_path, epochs=4, start_epoch=2)
+    assert [m["epoch"] for m in store.metadata()] == [2, 3]
+    with pytest.raises(ValueError, match="start_epoch"):
+        kb.callbacks.CollectSamples(store, start_epoch="soon")
+
+
+# ------------------------------------------ finding 4: noise judged at steady state
+def _judge(ratios, steps_per_epoch=20, warmup_steps=0):
+    """Runs the fit's noise check on an epoch series of gradient_noise_ratio."""
+    from keras_bnn.models.bayesian_model import _WarnOnGradientNoise
+
+    optimizer = types.SimpleNamespace(iterations=0)
+    if warmup_steps:
+        optimizer.warmup = types.SimpleNamespace(warmup_steps=warmup_steps)
+    check = _WarnOnGradientNoise(kb.samplers.NOISE_RATIO_LIMIT)
+    check.set_model(types.SimpleNamespace(optimizer=optimizer))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for epoch, ratio in enumerate(ratios):
+            check.on_epoch_begin(epoch)
+            optimizer.iterations += steps_per_epoch
+            check.on_epoch_end(epoch, {"gradient_noise_ratio": ratio})
+        check.on_train_end()
+    return [w for w in caught if issubclass(w.category, kb.GradientNoiseWarning)]
+
+
+def test_finding_4_the_transient_does_not_warn_but_a_steady_high_ratio_does():
+    # Measured: r = 0.15–1.7 in epoch 0 while the chain leaves its
+    # initialisation, 0.03–0.08 at steady state.
+    assert not _judge([1.7, 0.08, 0.05, 0.04, 0.03, 0.03])
+    assert not _judge([1.7, 0.6, 0.2, 0.08, 0.05, 0.04])  # a slower decay
+    assert len(_judge([0.3, 0.25, 0.24, 0.26, 0.25])) == 1  # steady above the limit
+    assert len(_judge([1.7, 0.9, 0.5, 0.3])) == 1  # the run ended above the limit
+    # Nothing is judged during warm-up (step_size="auto").
+    assert not _judge([1.7, 0.5, 0.3, 0.05, 0.05], warmup_steps=60)
+    assert len(_judge([1.7, 0.5, 0.3, 0.2, 0.2], warmup_steps=60)) == 1
+
+
+# ------------------------------------------- #21 items 7 and 9: checked arguments
+def test_labels_are_checked_for_every_likelihood_before_the_first_step():
+    x, y3 = _data(classes=3)
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    binary = kb.BayesianModel(inputs, kb.layers.Dense(1)(inputs))
+    binary.compile(sampler=kb.samplers.SGLD(1e-4), train_size=N,
+                   loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match="`y` must be 0 or 1 for a Bernoulli likelihood"):
+        binary.fit(x, y3, epochs=1, verbose=0)
+    dataset = __import__("tensorflow").data.Dataset.from_tensor_slices((x, y3)).batch(32)
+    with pytest.raises(ValueError, match="0 or 1"):
+        binary.fit(dataset, epochs=1, verbose=0)
+    assert binary.optimizer.iterations == 0
+    gaussian = kb.BayesianModel(inputs, kb.layers.Dense(2)(inputs))
+    gaussian.compile(sampler=kb.samplers.SGLD(1e-4), train_size=N,
+                     loss=kb.likelihoods.GaussianNLL())
+    with pytest.raises(ValueError, match="finite"):
+        gaussian.fit(x, np.where(y3 == 2, np.nan, y3).astype("float32"), epochs=1, verbose=0)
+    categorical = _compile(kb.bayesian(_functional()))
+    with pytest.raises(ValueError, match=r"class indices in \[0, 2\]"):
+        categorical.fit(x, y3 + 1, epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("train_size", [1.5, 0, -3, "10", True])
+def test_train_size_must_be_an_integer(train_size):
+    inputs = keras.Input((4,))
+    model = kb.BayesianModel(inputs, kb.layers.Dense(3)(inputs))
+    with pytest.raises(ValueError, match="`train_size` must be an integer >= 1"):
+        model.compile(sampler="sgld", train_size=train_size, loss=LOSS)
+
+
+# --------------------------------------------------------------- JAX backend
+def test_the_same_under_jax(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(Path(kb.__file__).parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    worker = Path(__file__).parent / "workers" / "jax_bayesian_check.py"
+    done = subprocess.run([sys.executable, str(worker), str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(next(line for line in done.stdout.splitlines()
+                             if line.startswith("RESULT "))[len("RESULT "):])
+    assert result["guard"] and result["labels"]
+    assert result["val_nll"] == pytest.approx(result["direct"], rel=1e-4)
+    assert result["val_loss"] == result["val_nll"]
+    assert result["evaluate"] == {"loss": pytest.approx(result["direct"], rel=1e-4),
+                                  "nll": pytest.approx(result["direct"], rel=1e-4)}
+    assert result["stationary"] and result["started"] >= 7
+    assert result["samples"] == 30 - result["started"]

@@ -1,0 +1,132 @@
+"""The CLI answers argument errors at once: checked before Keras/TensorFlow are imported.
+
+The requirement is under a second per error; on a loaded CI machine the
+tests bound the time loosely and assert the real property: at the error,
+neither ``keras`` nor ``tensorflow`` is in ``sys.modules``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from keras_bnn import cli
+from keras_bnn import data as data_lib
+from keras_bnn import likelihoods, runs, samplers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Each command line, and what its one error line must name.
+BAD = [
+    (["train", "--dataset", "iris"], "`dataset` must be one of"),
+    (["train", "--epochs", "-1"], "`epochs` must be an int >= 1"),
+    (["train", "--sampler", "adam"], "`sampler` must be one of"),
+    (["train", "--model", "cnn_lstm"], "`dataset` must be one of 'imdb' for model='cnn_lstm'"),
+    (["train", "--chains", "0"], "`chains` must be an int >= 1"),
+    (["train", "--resume", "--output-dir", "{tmp}/none"], "holds no run"),
+    (["train", "--config", "{tmp}/bad.json"], "is not valid JSON"),
+    (["evaluate", "--run-dir", "{tmp}/none"], "--run-dir '{tmp}/none' holds no run"),
+    (["export", "--run-dir", "{tmp}/none", "--export-dir", "{tmp}/e"], "holds no run"),
+    (["sweep", "--param", "depth", "--values", "1"], "`param` must be one of"),
+    (["sweep", "--param", "temperature", "--values", "1,-2"], "`values` must be positive"),
+    (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x.npz", "--y",
+      "{tmp}/y50.npy"], "--x must be a .npy file holding one array"),
+    (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x60.npy", "--y",
+      "{tmp}/y50.npy"], "got 60 rows in `--x` and 50 in `--y`"),
+    (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x60.npy", "--y",
+      "{tmp}/y70.npy"], "got 60 rows in `--x` and 70 in `--y`"),
+    (["sweep-temperature", "--temperatures", "0"], "`values` must be positive"),
+]
+_PROBE = """
+import json, sys, time
+from keras_bnn import cli
+results = []
+for argv in json.loads(sys.argv[1]):
+    start = time.perf_counter()
+    code = cli.main(argv)
+    results.append([code, time.perf_counter() - start,
+                    sorted(m for m in ("keras", "tensorflow", "jax") if m in sys.modules)])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture()
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "x.npz", x=rng.normal(size=(60, 3)))
+    np.save(tmp_path / "x60.npy", rng.normal(size=(60, 3)))
+    np.save(tmp_path / "y50.npy", np.zeros(50, dtype=int))
+    np.save(tmp_path / "y70.npy", np.zeros(70, dtype=int))
+    (tmp_path / "bad.json").write_text("{")
+    return str(tmp_path)
+
+
+def test_every_argument_error_answers_before_keras_is_imported(files):
+    argvs = [[a.format(tmp=files) for a in argv] for argv, _ in BAD]
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argvs)],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    errors = done.stderr.strip().splitlines()
+    assert len(errors) == len(BAD)
+    for (code, seconds, modules), line, (_, says) in zip(json.loads(done.stdout), errors, BAD):
+        assert code == 2 and modules == [], (line, modules)
+        assert line.startswith("keras-bnn: error: ") and says.format(tmp=files) in line, line
+        assert seconds < 5, line  # < 1 s on an idle machine
+    assert elapsed < 30  # the whole process, 15 errors, on a loaded machine
+
+
+def test_one_error_in_a_fresh_process_is_quick():
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "keras_bnn.cli", "train", "--dataset", "iris"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 2 and "`dataset` must be one of" in done.stderr
+    assert time.perf_counter() - start < 5  # 0.2-0.5 s here; TensorFlow alone takes 10+ s
+
+
+def test_train_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("--sampler SAMPLER atmc, sghmc", "(default: atmc)", "(default: 30, digits: 150)",
+                  "(default: 1/3, digits: 2/3 of --epochs)", "(default: 100)",
+                  "(default: he_normal, digits: student_t)", "(default: runs/default)",
+                  "in the run dir (default: 1)", "(default: the sampler's)",
+                  "Keras progress verbosity (default: 2)"):
+        assert shown in text, shown
+
+
+@pytest.mark.parametrize("config, says", [
+    ({"model_args": {"hidden": None}}, "model 'mlp' cannot be built from `model_args` "
+                                       "{'hidden': None}"),
+    ({"model_args": {"hidden": [8, "wide"]}}, "mlp: `hidden[1]` must be an int >= 1"),
+])
+def test_bad_model_args_are_named(tmp_path, capsys, config, says):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(config, output_dir=str(tmp_path / "run"), epochs=2,
+                                    burn_in_epochs=1, num_train=50, num_test=10)))
+    assert cli.main(["train", "--config", str(path), "--verbose", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("keras-bnn: error: ") and says in err and "\n" not in err
+
+
+def test_sweep_refuses_arrays_of_different_lengths_before_training(tmp_path):
+    x = np.zeros((60, 3), "float32")
+    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), epochs=2, burn_in_epochs=1)
+    for y in (np.zeros(50, int), np.zeros(70, int)):
+        with pytest.raises(ValueError, match=f"got 60 rows in `x` and {len(y)} in `y`"):
+            runs.sweep("temperature", [1.0], x=x, y=y, config=config)
+    assert not os.path.exists(tmp_path / "sweep")
+
+
+def test_the_light_name_tables_match_the_registries():
+    assert runs.DATASETS == data_lib.DATASETS
+    assert runs.SAMPLERS == {name: m.collects for name, m in samplers.REGISTRY.items()}
+    assert runs.PRIORS == tuple(runs.KERNEL_PRIORS)
+    assert runs.LIKELIHOODS == likelihoods.LIKELIHOODS

@@ -1,0 +1,190 @@
+"""Crash and full-disk recovery of ``keras-bnn train``, and one writer per run directory.
+
+Real processes (``tests/workers/cli_run.py``): a run is killed with SIGKILL
+at a chosen point of its backup, or runs under ``RLIMIT_FSIZE`` (a full
+disk: every write past the limit fails with EFBIG; this needs no tmpfs
+mount, so it works without privileges), then ``keras-bnn train --resume``
+continues it. Every process uses deterministic TensorFlow ops, so a resumed
+run must store bit for bit the samples of the run that was never stopped.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+from keras_bnn import cli
+from keras_bnn.datasets import pipeline
+from keras_bnn.durable import DirectoryLock
+from keras_bnn.runs import RunBackup
+
+WORKER = os.path.join(os.path.dirname(__file__), "workers", "cli_run.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = ["--num-train", "200", "--num-test", "50", "--batch-size", "50", "--epochs", "6",
+       "--burn-in-epochs", "1", "--verbose", "0"]
+#: Between a sample file (~10 kB) and a backup (weights, momenta, thermostats
+#: and noise estimates: ~50 kB) of the default MLP on this task.
+FSIZE_BELOW_BACKUP = 30_000
+TIMEOUT = 240
+
+
+def _cli(argv, timeout=TIMEOUT, **env):
+    environ = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   TF_CPP_MIN_LOG_LEVEL="3", **env)
+    return subprocess.run([sys.executable, WORKER, *argv], env=environ, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def _samples(run_dir):
+    store = kb.SampleStore(os.path.join(run_dir, "samples"))
+    return [(m["step"], m["epoch"]) for m in store.metadata()], [s.weights for s in store]
+
+
+def _assert_same_chain(run_dir, reference):
+    (keys, weights), (ref_keys, ref_weights) = _samples(run_dir), _samples(reference)
+    assert keys == ref_keys  # each sample once, at the same steps
+    for mine, theirs in zip(weights, ref_weights):
+        for a, b in zip(mine, theirs):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory):
+    run_dir = str(tmp_path_factory.mktemp("unbroken") / "run")
+    done = _cli(["train", *RUN, "--output-dir", run_dir])
+    assert done.returncode == 0, done.stderr
+    assert len(_samples(run_dir)[0]) == 5
+    return run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at, damage, says", [
+    # Killed between writing the state after 3 epochs and publishing it
+    # (Keras' callback: weights written, epoch not): resumes after epoch 2.
+    ("before_publish:3", None, None),
+    # Killed after the backup of epoch 4, before that epoch's sample; the
+    # newest backup is then emptied (a damaged file): the one before is used.
+    ("after_publish:4", "newest", "skipped unreadable backup"),
+    # Every backup damaged: the run starts over, and stores nothing twice.
+    ("after_publish:2", "all", "starting the run over"),
+])
+def test_a_killed_run_resumes_into_the_unbroken_chain(unbroken, tmp_path, kill_at, damage,
+                                                       says):
+    run_dir = str(tmp_path / "run")
+    killed = _cli(["train", *RUN, "--output-dir", run_dir], KB_KILL_AT=kill_at)
+    assert killed.returncode == -9, killed.stderr
+    backups = RunBackup(os.path.join(run_dir, "backup")).backups()
+    for _, path in backups[:1] if damage == "newest" else backups if damage else []:
+        open(path, "wb").close()
+    resumed = _cli(["train", "--resume", "--output-dir", run_dir])
+    assert resumed.returncode == 0, resumed.stderr
+    if says:
+        assert says in resumed.stderr
+    _assert_same_chain(run_dir, unbroken)
+    assert not os.path.exists(os.path.join(run_dir, "backup"))
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_training_is_one_error_line_and_the_run_resumes(unbroken, tmp_path):
+    """A full disk during the first backup: exit 2, one line naming the file,
+    no partial backup left; ``--resume`` then starts over and completes."""
+    run_dir = str(tmp_path / "run")
+    full = _cli(["train", *RUN, "--output-dir", run_dir], KB_FSIZE=str(FSIZE_BELOW_BACKUP))
+    assert full.returncode == 2, full.stderr
+    lines = [line for line in full.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("keras-bnn: error: ")
+    assert os.path.join(run_dir, "backup", "epoch-000001.npz") in lines[-1]
+    assert "Traceback" not in full.stderr
+    assert os.listdir(os.path.join(run_dir, "backup")) == []  # no partial file
+    resumed = _cli(["train", "--resume", "--output-dir", run_dir])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "no complete backup" in resumed.stderr
+    _assert_same_chain(run_dir, unbroken)
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_export_is_one_error_line_and_keeps_earlier_versions(
+        unbroken, tmp_path):
+    model_dir = str(tmp_path / "models" / "net")
+    first = _cli(["export", "--run-dir", unbroken, "--export-dir", model_dir])
+    assert first.returncode == 0, first.stderr
+    full = _cli(["export", "--run-dir", unbroken, "--export-dir", model_dir],
+                KB_FSIZE="20000")
+    assert full.returncode == 2, full.stderr
+    assert "Traceback" not in full.stderr
+    line = full.stderr.strip().splitlines()[-1]
+    assert line.startswith("keras-bnn: error: ") and model_dir in line
+    assert sorted(n for n in os.listdir(model_dir) if not n.startswith(".")) == [
+        "1", "models.config"]
+    assert os.path.exists(os.path.join(model_dir, "1", "saved_model.pb"))
+
+
+def test_a_second_writer_of_a_run_directory_is_refused(tmp_path, capsys):
+    """Another process holds the run directory: ``keras-bnn train`` into it
+    exits 2 naming that process, and writes nothing."""
+    run_dir = str(tmp_path / "run")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom keras_bnn.durable import DirectoryLock\n"
+         "with DirectoryLock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(120)",
+         run_dir], stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        for argv in (["train", *RUN, "--output-dir", run_dir],
+                     ["train", *RUN, "--chains", "2", "--output-dir", run_dir]):
+            assert cli.main(argv) == 2
+            err = capsys.readouterr().err.strip()
+            assert err == err.splitlines()[0] and f"in use by pid {holder.pid}" in err
+        assert sorted(os.listdir(run_dir)) == [".lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+    with DirectoryLock(run_dir):  # released by the kernel when the holder died
+        pass
+
+
+@pytest.mark.slow
+def test_two_trainings_into_one_directory(tmp_path):
+    run_dir = str(tmp_path / "run")
+    first = subprocess.Popen(
+        [sys.executable, WORKER, "train", *RUN[:-6], "--epochs", "400", "--burn-in-epochs", "1",
+         "--verbose", "0", "--output-dir", run_dir],
+        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not os.path.exists(os.path.join(run_dir, "config.json")):
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        second = _cli(["train", *RUN, "--output-dir", run_dir])
+        assert second.returncode == 2
+        assert f"in use by pid {first.pid}" in second.stderr.strip().splitlines()[-1]
+        assert first.poll() is None  # the first writer is untouched
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_the_data_order_is_a_function_of_seed_and_epoch():
+    """Epoch e's order does not depend on how many passes the process made
+    before: a fresh pipeline set to epoch 2 repeats epoch 2 of another."""
+    x, y = np.arange(40.0)[:, None], np.arange(40)
+
+    def order(ds):
+        return np.concatenate([labels for _, labels in ds.as_numpy_iterator()])
+
+    ran = pipeline.make_dataset(x, y, 8, shuffle=True, seed=5)
+    epochs = [order(ran) for _ in range(3)]
+    assert len({tuple(e) for e in epochs}) == 3  # a new order every epoch
+    assert all(sorted(e) == list(range(40)) for e in epochs)
+    fresh = pipeline.make_dataset(x, y, 8, shuffle=True, seed=5)
+    pipeline.data_epoch(fresh).assign(2)
+    np.testing.assert_array_equal(order(fresh), epochs[2])
+    np.testing.assert_array_equal(order(fresh), order(ran))  # both at epoch 3 now
+    other = pipeline.make_dataset(x, y, 8, shuffle=True, seed=6)
+    assert not np.array_equal(order(other), epochs[0])
+    assert pipeline.data_epoch(pipeline.make_dataset(x, y, 8)) is None
