@@ -73,6 +73,11 @@ MODELS = {
         lambda: kb.models.mlp(input_shape=(784,), num_classes=NUM_CLASSES, hidden=(512, 512)),
         10,
     ),
+    "fmnist_mlp 784-256-256-10": (
+        (784,),
+        lambda: kb.models.mlp(input_shape=(784,), num_classes=NUM_CLASSES, hidden=(256, 256)),
+        10,
+    ),
 }
 
 
@@ -111,36 +116,68 @@ def time_model(name, input_shape, build, rounds, steps_per_round, warmup, jit_co
                     for key in models}
 
 
-def breakdown(repeats=30):
-    """Per-step cost of the parts of each sampler's update on the MLP's variables.
+def breakdown(model_key, repeats=30):
+    """Per-step cost of the parts of each sampler's update on an MLP's variables.
 
     ``apply`` is the whole optimizer step (finiteness guard, noise, update);
-    ``noise`` draws the N(0, 1) noise of every variable; ``guard`` is the
-    NaN/Inf check of every gradient; ``diagnostics`` is what
+    ``apply, zero noise`` the same with the noise draw replaced by zeros (so
+    ``apply`` minus it is what the draw costs inside the step); ``noise``
+    draws the N(0, 1) noise of every variable (``Sampler.noise``, one draw
+    per variable); ``diagnostics`` is what
     ``BayesianModel.train_step`` adds per step (reading the kinetic and
-    configurational temperature sums that the update itself takes).
-    TensorFlow backend only.
+    configurational temperature sums that the update itself takes). Shared
+    parts: the gradient-noise estimate ``V̂`` (its update of every
+    variable), the virial sums ``Σθ·G``, the NaN/Inf guard, and three ways
+    to draw the same number of normals: TensorFlow's ``stateless_normal``
+    per variable (what the samplers do), one flat draw of all of them, and TensorFlow's ``stateless_normal`` under XLA. TensorFlow
+    backend only.
     """
     import tensorflow as tf  # noqa: PLC0415 - the breakdown times tf.functions
 
-    model = MODELS["mlp 784-512-512-10"][1]()
+    from keras_bnn import backend  # noqa: PLC0415
+    from keras_bnn.samplers.integrators import gradient_noise_update  # noqa: PLC0415
+
+    model = MODELS[model_key][1]()
     variables = model.trainable_variables
+    size = model.count_params()
     grads = [tf.random.normal(v.shape, stddev=1e-3) for v in variables]
     parts = {}
     sgd = keras.optimizers.SGD(0.01, momentum=0.9)
     sgd.build(variables)
     parts["SGD(momentum=0.9) apply"] = tf.function(lambda: sgd.apply(grads, variables))
     for name, make in list(OPTIMIZERS.items())[1:]:
-        sampler = make()["sampler"]
-        sampler.configure(train_size=TRAIN_SIZE)
-        sampler.build(variables)
+        sampler, quiet = make()["sampler"], make()["sampler"]
+        for s in (sampler, quiet):
+            s.configure(train_size=TRAIN_SIZE)
+            s.build(variables)
+        quiet.noise = lambda v: tf.zeros(v.shape, v.dtype)
         parts[f"{name} apply"] = tf.function(lambda s=sampler: s.apply(grads, variables))
+        parts[f"{name} apply, zero noise"] = tf.function(lambda s=quiet: s.apply(grads, variables))
         parts[f"{name} noise"] = tf.function(
             lambda s=sampler: tf.add_n([tf.reduce_sum(s.noise(v)) for v in variables]))
         parts[f"{name} diagnostics"] = tf.function(
             lambda s=sampler: (s.kinetic_temperature() if s.has_momentum else 0.0)
             + s.configurational_temperature())
-    from keras_bnn import backend
+    previous = [tf.Variable(tf.zeros(v.shape)) for v in variables]
+    estimate = [tf.Variable(tf.zeros(v.shape)) for v in variables]
+    parts["gradient-noise estimate V̂ (all variables)"] = tf.function(lambda: [
+        e.assign(gradient_noise_update(g, p, e, 0.99))
+        for g, p, e in zip(grads, previous, estimate)])
+    parts["virial sums Σθ·G"] = tf.function(
+        lambda: tf.add_n([tf.reduce_sum(v * g) for v, g in zip(variables, grads)]))
+    step = tf.Variable(0, dtype=tf.int64)
+
+    def former_draw(v, i):
+        key = tf.random.experimental.stateless_fold_in(tf.constant([0, i], tf.int64), step)
+        return tf.reduce_sum(tf.random.stateless_normal(v.shape, seed=key))
+
+    parts["draw: tf stateless_normal per variable (what the samplers do)"] = tf.function(
+        lambda: tf.add_n([former_draw(v, i) for i, v in enumerate(variables)]))
+    parts["draw: one flat draw of all parameters"] = tf.function(
+        lambda: tf.reduce_sum(backend.stateless_normal((size,), 0, 0, step, "float32")))
+    parts["draw: tf stateless_normal under XLA"] = tf.function(
+        lambda: tf.reduce_sum(tf.random.stateless_normal((size,), seed=[0, step])),
+        jit_compile=True)
 
     def guard():
         with backend.finite_guard(grads, ["x"] * len(grads)):
@@ -152,11 +189,11 @@ def breakdown(repeats=30):
         function()
     for _ in range(repeats):
         for key, function in parts.items():
-            start = time.perf_counter()
+            start = time.process_time()
             function()
-            times[key].append(time.perf_counter() - start)
-    print(f"\nUpdate cost on the MLP's {model.count_params():,} parameters (median of {repeats}):\n")
-    print("| part | ms |")
+            times[key].append(time.process_time() - start)
+    print(f"\nUpdate cost on the MLP's {size:,} parameters (CPU time, median of {repeats}):\n")
+    print("| part | CPU ms |")
     print("|---|---:|")
     for key, values in times.items():
         print(f"| {key} | {1e3 * np.median(values):.2f} |")
@@ -180,7 +217,8 @@ def describe_backend():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds (a smoke run)")
-    parser.add_argument("--models", nargs="+", choices=["resnet", "mlp"], default=["resnet", "mlp"])
+    parser.add_argument("--models", nargs="+", choices=["resnet", "mlp", "fmnist_mlp"],
+                        default=["resnet", "mlp"])
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of each update (noise, guard, ...) on the MLP")
@@ -214,7 +252,7 @@ def main(argv=None):
         print(f"| {model} | {params:,} | {opt} | {ms:.2f} | {ratio:.3f}{flag} "
               f"| {cpu_ms:.2f} | {cpu_ratio:.3f} |")
     if args.breakdown:
-        breakdown()
+        breakdown(next((k for k in selected if "mlp" in k), "mlp 784-512-512-10"))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "export", "layers",
                "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "runs",
-               "samplers", "schedules", "serving")
+               "ood", "samplers", "schedules", "serving")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",

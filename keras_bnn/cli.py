@@ -32,9 +32,11 @@ def _epochs_or_auto(text):
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
     ("--dataset", "dataset", str,
-     "synthetic, digits, breast_cancer, wine, diabetes (bundled), mnist, cifar10 or imdb"),
-    ("--data-dir", "data_dir", str, "tensorflow-datasets data directory"),
-    ("--model", "model", str, "mlp, resnet_pp, resnet20_frn or cnn_lstm"),
+     "synthetic, digits, breast_cancer, wine, diabetes (bundled), fashion_mnist (local "
+     "files), mnist, cifar10 or imdb"),
+    ("--data-dir", "data_dir", str,
+     "tensorflow-datasets data directory, or the Fashion-MNIST files' directory"),
+    ("--model", "model", str, "mlp, resnet_pp, resnet20_frn, cnn_lstm or cnn"),
     ("--sampler", "sampler", str,
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", _step_size, "step size h0 > 0, or auto"),

@@ -30,16 +30,17 @@ from keras_bnn.datasets.bundled import (BUNDLED, BUNDLED_SPLIT_SEED, bundled_arr
                                         load_bundled)
 from keras_bnn.datasets.pipeline import dataset_labels, make_dataset
 from keras_bnn.datasets.synthetic import synthetic_teacher, teacher_probs
+from keras_bnn.fashion_mnist import load_fashion_mnist
 from keras_bnn.datasets.tfds_loaders import (CIFAR10_MEAN, CIFAR10_PAD, CIFAR10_STD, load_cifar10,
                                              load_imdb, load_mnist)
 from keras_bnn.validation import check_choice
 
 __all__ = ["BUNDLED", "BUNDLED_SPLIT_SEED", "CIFAR10_MEAN", "CIFAR10_PAD", "CIFAR10_STD",
            "DATASETS", "bundled_arrays", "dataset_labels", "load", "load_bundled",
-           "load_cifar10", "load_imdb", "load_mnist", "make_dataset", "synthetic_teacher",
-           "teacher_probs"]
+           "load_cifar10", "load_fashion_mnist", "load_imdb", "load_mnist", "make_dataset",
+           "synthetic_teacher", "teacher_probs"]
 
-DATASETS = ("synthetic", *BUNDLED, "mnist", "cifar10", "imdb")
+DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
 
 
 def load(name, batch_size=128, **kwargs):
@@ -49,8 +50,11 @@ def load(name, batch_size=128, **kwargs):
       name: one of DATASETS: "synthetic" (`synthetic_teacher`, keyword
         arguments num_train (default 1000), num_test (default 1000), seed and
         the teacher's shape), the bundled "digits", "breast_cancer", "wine",
-        "diabetes" (`load_bundled`, keyword argument seed), "mnist", "cifar10",
-        "imdb" (keyword arguments of `load_mnist`, `load_cifar10`, `load_imdb`).
+        "diabetes" (`load_bundled`, keyword argument seed), "fashion_mnist"
+        (`keras_bnn.fashion_mnist.load_fashion_mnist`: keyword arguments
+        validation_split, seed, data_dir; local files only), "mnist",
+        "cifar10", "imdb" (keyword arguments of `load_mnist`, `load_cifar10`,
+        `load_imdb`).
       batch_size: examples per batch.
       **kwargs: passed to the loader.
 
@@ -60,7 +64,7 @@ def load(name, batch_size=128, **kwargs):
 
     Raises:
       ValueError: for an unknown name, or as raised by the loader.
-      FileNotFoundError: as raised by the tfds loaders.
+      FileNotFoundError: as raised by the tfds and Fashion-MNIST loaders.
     """
     if name == "synthetic":
         seed = kwargs.get("seed", 0)
@@ -71,6 +75,7 @@ def load(name, batch_size=128, **kwargs):
                 make_dataset(x_test, y_test, batch_size), info)
     if name in BUNDLED:
         return load_bundled(name, batch_size=batch_size, **kwargs)
-    loaders = {"mnist": load_mnist, "cifar10": load_cifar10, "imdb": load_imdb}
+    loaders = {"fashion_mnist": load_fashion_mnist, "mnist": load_mnist,
+               "cifar10": load_cifar10, "imdb": load_imdb}
     return loaders[check_choice(name, "name", DATASETS, owner="load")](
         batch_size=batch_size, **kwargs)

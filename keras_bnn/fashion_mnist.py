@@ -154,3 +154,34 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
     return ((scaled(x_train[train]), y_train[train]),
             (scaled(x_train[val]), y_train[val]),
             (scaled(arrays["x_test"]), arrays["y_test"].astype(np.int64)), info)
+
+
+def load_fashion_mnist(batch_size=128, validation_split=0.0, seed=0, data_dir=None):
+    """Fashion-MNIST as batched ``tf.data`` pipelines (``keras_bnn.data.load``).
+
+    Args:
+        batch_size: examples per batch.
+        validation_split: fraction in [0, 1) of the training images held out
+            (see :func:`fashion_mnist_arrays`); the training pipeline never
+            sees them.
+        seed: seed of the validation permutation and of the per-epoch
+            training shuffle.
+        data_dir: directory tried first (module docstring).
+
+    Returns:
+        ``(train_ds, test_ds, info)``: ``info`` as in
+        :func:`fashion_mnist_arrays`, plus ``"validation_ds"``: the held-out
+        images as a pipeline in a fixed order (None when
+        ``validation_split`` is 0).
+
+    Raises:
+        FileNotFoundError: see :func:`find_files`.
+        ValueError: for a bad ``validation_split`` or ``batch_size``.
+    """
+    from keras_bnn.datasets.pipeline import make_dataset  # noqa: PLC0415 - TF when called
+
+    (x, y), (x_val, y_val), (x_test, y_test), info = fashion_mnist_arrays(
+        data_dir, validation_split=validation_split, seed=seed)
+    info["validation_ds"] = (make_dataset(x_val, y_val, batch_size) if len(y_val) else None)
+    return (make_dataset(x, y, batch_size, shuffle=True, seed=seed),
+            make_dataset(x_test, y_test, batch_size), info)

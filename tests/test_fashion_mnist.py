@@ -6,25 +6,9 @@ import os
 import numpy as np
 import pytest
 
+from fashion_mnist_files import write_set as _write_set
+
 from keras_bnn import fashion_mnist as fm
-
-
-def _write_idx(path, array):
-    header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-    with gzip.open(path, "wb") as handle:
-        handle.write(header + array.astype(np.uint8).tobytes())
-
-
-def _write_set(directory, num_train=20, num_test=6, seed=0):
-    rng = np.random.default_rng(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    data = {"x_train": rng.integers(0, 256, (num_train, 28, 28)),
-            "y_train": rng.integers(0, 10, num_train),
-            "x_test": rng.integers(0, 256, (num_test, 28, 28)),
-            "y_test": rng.integers(0, 10, num_test)}
-    for key, name in fm.FILES.items():
-        _write_idx(directory / name, data[key])
-    return data
 
 
 @pytest.fixture

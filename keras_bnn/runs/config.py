@@ -24,8 +24,8 @@ from keras_bnn.validation import (argument_error, check_choice, check_int, check
 #: ``RunConfig.dataset`` of a run on in-memory arrays (see :func:`keras_bnn.runs.sweep`).
 ARRAYS = "arrays"
 #: The dataset names of :func:`keras_bnn.data.load` (``keras_bnn.data.DATASETS``).
-DATASETS = ("synthetic", *BUNDLED, "mnist", "cifar10", "imdb")
-MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm")
+DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
+MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm", "cnn")
 #: Models that need a dataset of their own: cnn_lstm reads token ids.
 MODEL_DATASETS = {"cnn_lstm": ("imdb",)}
 #: The names of :data:`keras_bnn.samplers.REGISTRY`, each with whether it
