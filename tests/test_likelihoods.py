@@ -156,8 +156,10 @@ def test_gaussian_metrics_nll_rmse_and_coverage():
 def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
     from keras_bnn import runs
 
+    # A fixed step and burn-in: 36 steps are far too few for the defaults'
+    # warm-up (1000 steps) and equilibrium test; this test is about the head.
     config = runs.RunConfig(dataset="diabetes", sampler="atmc", epochs=6,
-                            burn_in_epochs=2, batch_size=64,
+                            burn_in_epochs=2, batch_size=64, step_size=5e-3,
                             model_args={"hidden": [16]},
                             output_dir=str(tmp_path / "run"))
     store, _ = runs.train(config, verbose=0)
@@ -184,6 +186,7 @@ def test_breast_cancer_bernoulli_run_trains_evaluates_and_exports(tmp_path):
     from keras_bnn import runs
 
     config = runs.RunConfig(dataset="breast_cancer", sampler="atmc", epochs=4,
+                            burn_in_epochs=1, step_size=5e-3,  # as above: 16 steps
                             batch_size=100, model_args={"hidden": [8]},
                             output_dir=str(tmp_path / "run"))
     store, _ = runs.train(config, verbose=0)
