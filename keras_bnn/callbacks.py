@@ -193,7 +193,7 @@ class CollectSamples(keras.callbacks.Callback):
         optimizer = self.model.optimizer
         schedule = getattr(optimizer, "schedule", None)
         if getattr(schedule, "cycle_steps", None):
-            return optimizer.is_cycle_end(int(optimizer.iterations) - 1)
+            return optimizer.is_cycle_end(current_step(optimizer) - 1)
         return True
 
     def _collect(self, epoch):
@@ -201,7 +201,7 @@ class CollectSamples(keras.callbacks.Callback):
         if not self._due(epoch) or not distribute.is_chief(self.model):
             return
         optimizer = self.model.optimizer
-        step = int(optimizer.iterations)
+        step = current_step(optimizer)
         if self.store.find(self.chain, step) is not None:
             return
         self.store.append(
@@ -215,7 +215,7 @@ class CollectSamples(keras.callbacks.Callback):
     def _collect_restored(self, epoch):
         """Takes the sample of the restored epoch ``epoch - 1`` if a kill cut it off."""
         self._resumed_checked = True
-        if epoch > 0 and int(self.model.optimizer.iterations) > 0:
+        if epoch > 0 and current_step(self.model.optimizer) > 0:
             self._collect(epoch - 1)
 
     def on_epoch_begin(self, epoch, logs=None):

@@ -291,7 +291,7 @@ class BayesianModel(keras.Model):
                                  sample_weight=sample_weight),
             batch_size=None if batch is None else batch * backend.num_replicas())
         step = self.transition_kernel.transition(potential, self.trainable_variables,
-                                      self._skips_nonfinite_steps())
+                                                 self._skips_nonfinite_steps())
         trackers = self._sampling_trackers
         if self._skips_nonfinite_steps():
             trackers["nonfinite_steps"].update_state(step.skipped)
