@@ -6,12 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=${1:-runs/cli-defaults}
 py=${PYTHON:-.venv/bin/python}
-for seed in 0 1; do
+for seed in ${SEEDS:-0 1}; do
   for dataset in digits breast_cancer wine diabetes; do
     for sampler in atmc sgd; do
       out=$root/$dataset-$sampler-$seed
       $py -m keras_bnn.cli train --dataset "$dataset" --sampler "$sampler" --seed "$seed" \
-        --output-dir "$out" --verbose 0 2>/dev/null | grep "step size" || true
+        --output-dir "$out" --verbose 0 2>/dev/null | grep "step size\|^prior" || true
       echo "== $dataset $sampler seed $seed"
       $py -m keras_bnn.cli evaluate --run-dir "$out" 2>/dev/null | sed -n 1,4p
     done

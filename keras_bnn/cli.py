@@ -41,7 +41,7 @@ _CONFIG_FLAGS = (
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", _step_size, "step size h0 > 0, or auto"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
-    ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal or student_t"),
+    ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal, student_t or auto"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
     ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian"),
     ("--epochs", "epochs", int, "training epochs"),
@@ -97,16 +97,17 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def _config_default(field):
     """The default of a RunConfig field, in words."""
-    from keras_bnn.runs.config import DATASET_PRIORS, DEFAULTS, RunConfig
+    from keras_bnn.runs.config import PRIOR_CANDIDATES, RunConfig
 
     default = {f.name: f.default for f in dataclasses.fields(RunConfig)}[field]
     if default is not None:
         return str(default)
     if field in _COMPUTED_DEFAULTS:
         return _COMPUTED_DEFAULTS[field]
-    index = ("prior", "prior_scale").index(field)
-    per_dataset = [f"{name}: {values[index]}" for name, values in DATASET_PRIORS.items()]
-    return ", ".join([str(DEFAULTS[field]), *per_dataset])
+    if field == "prior_scale":
+        return "1.0, or chosen with --prior auto"
+    candidates = " or ".join(f"{prior}({scale:g})" for prior, scale in PRIOR_CANDIDATES)
+    return f"auto: {candidates}, chosen on a validation split of the training set"
 
 
 def _add_config_flags(parser):
@@ -201,6 +202,11 @@ def _cmd_train(args):
         print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
               "biased above 0.1):")
         print(format_table(result.gradient_noise, ["name", "d", "ratio", "above_limit"]))
+    selection = _runs().RunDir(config.output_dir).prior_selection
+    if os.path.exists(selection):
+        chosen = _runs().RunDir.read_json(selection)
+        print(f"\nprior {chosen['prior']}({chosen['prior_scale']:g}) (prior auto): "
+              f"{chosen['reason']}")
     collection = result.collection
     if collection["step_size"] is not None:
         warmup = collection["warmup_steps"]

@@ -97,7 +97,9 @@ def test_train_help_shows_the_defaults(capsys):
     for shown in ("--sampler SAMPLER atmc, sghmc", "(default: atmc)",
                   "(default: enough for 4000 steps, at least 30)",
                   "(default: auto: collect from the first epoch at equilibrium)",
-                  "(default: 100)", "(default: he_normal, digits: student_t)", "(default: runs/default)",
+                  "(default: 100)", "(default: runs/default)",
+                  "(default: auto: he_normal(1) or student_t(0.4), chosen on a validation "
+                  "split of the training set)",
                   "in the run dir (default: 1)", "(default: auto: a warm-up chooses it",
                   "Keras progress verbosity (default: 2)"):
         assert shown in text, shown

@@ -15,7 +15,8 @@ from keras_bnn.runs import rundir as rundir_lib
 
 PACKAGE = Path(kb.__file__).parent
 LAYOUT = ("config", "samples", "backup", "history", "kinetic_temperatures", "gradient_noise",
-          "metrics", "reliability_plot", "samples_plot", "sweep_table", "sweep_plot")
+          "metrics", "reliability_plot", "samples_plot", "sweep_table", "sweep_plot",
+          "prior_selection")
 
 
 def test_layout_paths(tmp_path):
@@ -27,7 +28,10 @@ def test_layout_paths(tmp_path):
         "history": "history.json", "kinetic_temperatures": "kinetic_temperatures.json",
         "gradient_noise": "gradient_noise.json", "metrics": "metrics.json",
         "reliability_plot": "reliability.png", "samples_plot": "metric_vs_samples.png",
-        "sweep_table": "sweep.csv", "sweep_plot": "sweep.png"}
+        "sweep_table": "sweep.csv", "sweep_plot": "sweep.png",
+        "prior_selection": "prior_selection.json"}
+    assert run.prior_candidate("student_t", 0.4).path == os.path.join(
+        run.path, "prior-selection", "student_t-0.4")
     assert run.chain(3).path == os.path.join(run.path, "chain-3")
     assert run.sweep_run("temperature", 0.1, 2).path == os.path.join(
         run.path, "temperature=0.1", "seed=2")

@@ -21,7 +21,7 @@ def _arrays(n=200):
 
 def test_sweep_over_prior_scale_runs_on_arrays(tmp_path):
     x, y = _arrays()
-    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), **TINY)
+    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), prior="he_normal", **TINY)
     rows = runs.sweep("prior_scale", [0.5, 2.0], x=x, y=y, config=config,
                       seeds=(0, 1), validation_split=0.25)
     assert [(r["prior_scale"], r["seed"]) for r in rows] == [
@@ -44,6 +44,7 @@ def test_sweep_over_prior_scale_runs_on_arrays(tmp_path):
     (dict(param="temperature", values=[0.0]), "positive numbers"),
     (dict(param="temperature", values=[1], validation_split=1.5), "validation_split"),
     (dict(param="temperature", values=[1], dataset="cifar10"), "needs arrays"),
+    (dict(param="prior_scale", values=[1]), "set `prior`"),
 ])
 def test_sweep_rejects_bad_arguments(kwargs, match, tmp_path):
     config = runs.RunConfig(output_dir=str(tmp_path), **TINY)
@@ -63,7 +64,7 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
     assert code == 0, err
     assert "ensemble_nll" in out and "sweep.png" in out
     code = cli.main(["sweep", "--param", "prior_scale", "--values", "1", "--dataset", "wine",
-                     "--output-dir", str(tmp_path / "b"), *flags])
+                     "--prior", "he_normal", "--output-dir", str(tmp_path / "b"), *flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     rows = list(csv.DictReader(open(tmp_path / "b" / "sweep.csv")))
@@ -79,12 +80,13 @@ def test_run_config_has_one_set_of_defaults_for_every_dataset():
     filled = [runs.RunConfig(dataset=name).validate() for name in
               ("synthetic", "digits", "wine", "breast_cancer", "diabetes")]
     assert {(c.epochs, c.burn_in_epochs, c.step_size) for c in filled} == {(None, "auto", None)}
-    # The one per-dataset entry is digits' prior, and only while `prior` is unset.
-    assert [(c.prior, c.prior_scale) for c in filled] == [
-        ("he_normal", 1.0), ("student_t", 0.4), ("he_normal", 1.0), ("he_normal", 1.0),
-        ("he_normal", 1.0)]
+    # No per-dataset entry: the prior is the same rule everywhere, chosen on a
+    # validation split when the run starts (tests/test_prior_selection.py).
+    assert {(c.prior, c.prior_scale) for c in filled} == {("auto", None)}
     he = runs.RunConfig(dataset="digits", prior="he_normal").validate()
     assert (he.prior, he.prior_scale) == ("he_normal", 1.0)
+    with pytest.raises(ValueError, match="prior_scale"):
+        runs.RunConfig(dataset="digits", prior_scale=0.5).validate()
     from keras_bnn import samplers
     assert {samplers.REGISTRY[name].step_size for name in ("sgld", "sghmc", "sgnht", "atmc")} \
         == {"auto"}

@@ -15,6 +15,8 @@ One module per job:
 * :mod:`~keras_bnn.runs.training`: train, resume, several chains;
 * :mod:`~keras_bnn.runs.evaluation`: metrics, plots, R-hat across chains,
   export;
+* :mod:`~keras_bnn.runs.selection`: ``prior="auto"``, the prior chosen
+  on a validation split;
 * :mod:`~keras_bnn.runs.sweeps`: temperature and prior-scale sweeps.
 
 The names below are imported on first use, so that
@@ -25,8 +27,8 @@ The names below are imported on first use, so that
 import importlib
 
 _EXPORTS = {
-    "config": ("ARRAYS", "DATASETS", "DATASET_PRIORS", "DEFAULTS", "LIKELIHOODS", "MODELS",
-               "PRIORS", "RunConfig", "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS",
+    "config": ("ARRAYS", "DATASETS", "DEFAULTS", "FALLBACK_PRIOR", "LIKELIHOODS", "MODELS",
+               "PRIOR_CANDIDATES", "PRIORS", "RunConfig", "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS",
                "TASK_LIKELIHOOD", "chain_seed", "check_arrays", "check_sweep", "read_config",
                "resume_config"),
     "rundir": ("Chains", "RunDir", "stores_of"),
@@ -36,6 +38,7 @@ _EXPORTS = {
     "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
                  "run_chains", "train"),
     "evaluation": ("chain_rhat", "evaluate", "export", "load_chains", "load_run"),
+    "selection": ("resolve_prior", "select_prior", "validation_arrays"),
     "sweeps": ("sweep", "sweep_temperature"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -16,7 +16,8 @@ from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import models as models_lib
 from keras_bnn import priors as priors_lib
 from keras_bnn import samplers
-from keras_bnn.runs.config import ARRAYS, STUDENT_T_DF, TASK_LIKELIHOOD, chain_seed
+from keras_bnn.runs.config import (ARRAYS, DEFAULT_MODEL_ARGS, STUDENT_T_DF, TASK_LIKELIHOOD,
+                                   chain_seed)
 from keras_bnn.validation import check_choice
 
 #: Kernel priors of :attr:`RunConfig.prior` (the names are
@@ -59,8 +60,17 @@ def build_model(config, info):
     The head has :func:`keras_bnn.likelihoods.output_units` outputs; the
     kernels get ``config.prior`` with scale ``config.prior_scale`` unless
     ``config.model_args`` names a ``kernel_prior`` (resnet_pp, whose
-    weight-normalised layers have their own priors, takes neither).
+    weight-normalised layers have their own priors, takes neither). The
+    model arguments are :data:`keras_bnn.runs.config.DEFAULT_MODEL_ARGS`
+    updated with ``config.model_args``.
+
+    Raises:
+        ValueError: for unknown or bad ``model_args``, or ``prior="auto"``
+            (:func:`keras_bnn.runs.train` resolves it before building).
     """
+    if config.prior == "auto":
+        raise ValueError("prior='auto' is resolved by keras_bnn.runs.train before a model is "
+                         "built; pass a prior name to build_model.")
     builder = getattr(models_lib, config.model)
     parameters = inspect.signature(builder).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
@@ -71,7 +81,7 @@ def build_model(config, info):
             raise ValueError(f"unknown `model_args` {unknown} for model {config.model!r}; "
                              f"allowed: {allowed}.")
     units = likelihoods_lib.output_units(likelihood_of(config, info), info["num_classes"])
-    args = dict(config.model_args)
+    args = {**DEFAULT_MODEL_ARGS.get(config.model, {}), **config.model_args}
     if config.model != "resnet_pp":
         args.setdefault("kernel_prior", KERNEL_PRIORS[config.prior](config.prior_scale))
     try:

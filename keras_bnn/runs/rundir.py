@@ -9,6 +9,8 @@ A run directory (:class:`RunDir`) holds::
     kinetic_temperatures.json   written last: the run is complete
     gradient_noise.json
     collection.json
+    prior_selection.json        prior="auto": the candidates' validation NLL and the choice
+    prior-selection/<prior>-<scale>/   one run per candidate (on the training part)
     metrics.json, reliability.png, metric_vs_samples.png   after evaluation
 
 A multi-chain run holds ``config.json`` and one such directory per chain,
@@ -154,6 +156,19 @@ class RunDir:
             A :class:`RunDir` ``<param>=<value>/seed=<seed>``.
         """
         return RunDir(os.path.join(self.path, f"{param}={value:g}", f"seed={seed}"))
+
+    @property
+    def prior_selection(self):
+        """Path of ``prior_selection.json`` (``prior="auto"``: the candidates and the choice)."""
+        return self._file("prior_selection.json")
+
+    def prior_candidate(self, prior, scale):
+        """The run directory of one candidate of ``prior="auto"``.
+
+        Returns:
+            A :class:`RunDir` ``prior-selection/<prior>-<scale>``.
+        """
+        return RunDir(os.path.join(self.path, "prior-selection", f"{prior}-{scale:g}"))
 
     def write_json(self, path, value):
         """Writes ``value`` as indented JSON to ``path`` (one of this run's

@@ -10,8 +10,6 @@ import csv
 import dataclasses
 import io
 
-import numpy as np
-
 from keras_bnn import data as data_lib
 from keras_bnn import plots
 from keras_bnn.durable import atomic_write
@@ -19,6 +17,7 @@ from keras_bnn.runs.build import arrays_data, likelihood_of, load_info
 from keras_bnn.runs.config import ARRAYS, RunConfig, check_arrays, check_sweep
 from keras_bnn.runs.evaluation import evaluate
 from keras_bnn.runs.rundir import RunDir
+from keras_bnn.runs.selection import validation_arrays
 from keras_bnn.runs.training import train
 
 
@@ -85,13 +84,12 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     if x is not None:
         config = dataclasses.replace(config, dataset=ARRAYS)
     config.validate()
+    if param == "prior_scale" and config.prior == "auto":
+        raise ValueError("a prior_scale sweep varies the scale of one prior: set `prior` in "
+                         "`config` (he_normal, glorot_normal or student_t), not 'auto'.")
     arrays = None
     if validation_split is not None:
-        x_all, y_all = _sweep_arrays(config, x, y)
-        order = np.random.default_rng(0).permutation(len(y_all))
-        cut = len(order) - int(round(len(order) * validation_split))
-        arrays = (x_all[order[:cut]], y_all[order[:cut]], x_all[order[cut:]],
-                  y_all[order[cut:]])
+        arrays = validation_arrays(*_sweep_arrays(config, x, y), validation_split)
     elif x is not None:
         raise ValueError("a sweep on arrays needs a `validation_split` in (0, 1).")
     root = RunDir(config.output_dir)

@@ -19,6 +19,7 @@ from keras_bnn import diagnostics
 from keras_bnn import samplers
 from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
+from keras_bnn.runs import selection
 from keras_bnn.runs.checkpoints import RunBackup
 from keras_bnn.runs.build import build_model, compile_model, load_data
 from keras_bnn.runs.config import chain_seed, default_collect_every, default_epochs
@@ -66,6 +67,10 @@ def train(config, verbose=1, resume=False, data=None):
     uninterrupted run. The run directory is locked while training
     (:class:`keras_bnn.durable.DirectoryLock`): one writer at a time.
 
+    With ``prior="auto"`` the prior is first chosen on a validation split
+    of the training set (:func:`keras_bnn.runs.selection.resolve_prior`),
+    and the stored ``config.json`` names the choice.
+
     Args:
         config: a validated :class:`RunConfig`.
         verbose: Keras progress-bar verbosity.
@@ -102,6 +107,7 @@ def _train(config, verbose, resume, data):
             f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
             "choose a new directory, or continue a killed run with --resume."
         )
+    config = selection.resolve_prior(config, data, verbose)  # prior="auto": before the seed
     keras.utils.set_random_seed(chain_seed(config))  # the initialisation
     train_ds, _, info = data or load_data(config)
     if config.epochs is None:  # the default length, in steps (stored with the run)
@@ -226,6 +232,7 @@ def run_chains(config, chains, verbose=1, processes=1):
 def _run_chains(config, chains, verbose, processes):
     """:func:`run_chains` in the locked run directory."""
     top = RunDir(config.output_dir)
+    config = selection.resolve_prior(config, verbose=verbose)  # once, for every chain
     top.write_json(top.config, dataclasses.asdict(config))
     chain_dirs = [top.chain(k) for k in range(chains)]
     runs = [dataclasses.replace(config, chain=k, output_dir=chain_dir.path)

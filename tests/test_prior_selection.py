@@ -1,0 +1,112 @@
+"""#20: `prior="auto"`, the run default: the kernel prior chosen on a
+validation split of the training set, the same rule for every dataset."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from keras_bnn import data, runs
+from keras_bnn.runs import config as config_lib
+from keras_bnn.runs import selection
+
+# Short runs at an explicit step: the rule, not the quality of its choice
+# (README, "Right by default", measures that at the defaults).
+SHORT = dict(epochs=4, burn_in_epochs=1, collect_every=1, batch_size=64, step_size=0.01,
+             model_args={"hidden": [8]}, sampler="sghmc")
+
+
+def test_validation_split_is_fixed_and_disjoint():
+    x = np.arange(50, dtype=np.float32)[:, None]
+    y = np.arange(50)
+    x_train, y_train, x_val, y_val = selection.validation_arrays(x, y, 0.2)
+    assert len(y_val) == 10 and len(y_train) == 40
+    assert sorted(np.concatenate([y_train, y_val]).tolist()) == list(range(50))
+    assert np.array_equal(x_val[:, 0], y_val)  # rows stay paired
+    assert np.array_equal(selection.validation_arrays(x, y, 0.2)[3], y_val)  # fixed
+
+
+def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
+    """Both candidates train on 80 % of wine's training split and are scored
+    on the rest; the test split is never read (here it is NaN: reading it
+    would make a validation NLL non-finite); the run trains on the whole
+    training split under the candidate of lowest validation NLL."""
+    real = data.bundled_arrays
+
+    def poisoned(name):
+        train, (x_test, y_test), info = real(name)
+        return train, (np.full_like(x_test, np.nan), y_test), info
+
+    monkeypatch.setattr(data, "bundled_arrays", poisoned)
+    config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT)
+    config.validate()
+    resolved = selection.resolve_prior(config)
+    report = json.load(open(runs.RunDir(config.output_dir).prior_selection))
+    assert [(row["prior"], row["prior_scale"]) for row in report["candidates"]] == list(
+        config_lib.PRIOR_CANDIDATES)
+    nlls = [row["validation_nll"] for row in report["candidates"]]
+    assert all(np.isfinite(nlls)) and nlls[0] != nlls[1]
+    best = report["candidates"][int(np.argmin(nlls))]
+    assert (resolved.prior, resolved.prior_scale) == (best["prior"], best["prior_scale"])
+    assert (report["prior"], report["prior_scale"]) == (best["prior"], best["prior_scale"])
+    num_train = len(real("wine")[0][1])
+    assert report["num_validation"] == round(0.2 * num_train)
+    for prior, scale in config_lib.PRIOR_CANDIDATES:
+        candidate = runs.RunDir(config.output_dir).prior_candidate(prior, scale)
+        stored = runs.read_config(candidate.path)
+        assert (stored.prior, stored.prior_scale, stored.epochs) == (prior, scale, 4)
+        assert candidate.complete
+    # A restarted selection scores the finished candidates again, not retrains them.
+    store_files = sorted(os.listdir(runs.RunDir(config.output_dir).prior_candidate(
+        *config_lib.PRIOR_CANDIDATES[0]).samples))
+    mtimes = [os.path.getmtime(os.path.join(runs.RunDir(config.output_dir).prior_candidate(
+        *config_lib.PRIOR_CANDIDATES[0]).samples, name)) for name in store_files]
+    again = selection.resolve_prior(config)
+    assert (again.prior, again.prior_scale) == (resolved.prior, resolved.prior_scale)
+    assert mtimes == [os.path.getmtime(os.path.join(runs.RunDir(config.output_dir)
+                                                    .prior_candidate(*config_lib.PRIOR_CANDIDATES[0])
+                                                    .samples, name)) for name in store_files]
+
+
+def test_train_stores_the_chosen_prior_and_resumes_with_it(tmp_path):
+    config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT)
+    runs.train(config.validate(), verbose=0)
+    stored = runs.read_config(config.output_dir)
+    report = json.load(open(runs.RunDir(config.output_dir).prior_selection))
+    assert (stored.prior, stored.prior_scale) == (report["prior"], report["prior_scale"])
+    assert stored.prior != "auto"
+    # evaluate and export read the stored config, which names the prior.
+    assert runs.evaluate(config.output_dir)["ensemble"]["nll"] > 0
+
+
+@pytest.mark.parametrize("dataset, data_given", [("synthetic", False), ("wine", True)])
+def test_auto_prior_without_a_bundled_training_set_takes_the_default(tmp_path, dataset,
+                                                                     data_given):
+    config = runs.RunConfig(dataset=dataset, num_train=64, num_test=64,
+                            output_dir=str(tmp_path / "run"), **SHORT).validate()
+    given = None
+    if data_given:
+        (x, y), (x_test, y_test), _ = data.bundled_arrays("wine")
+        given = runs.arrays_data(x, y, 64, 0, "categorical", x_test, y_test)
+    resolved = selection.resolve_prior(config, data=given)
+    assert (resolved.prior, resolved.prior_scale) == config_lib.FALLBACK_PRIOR
+    report = json.load(open(runs.RunDir(config.output_dir).prior_selection))
+    assert report["candidates"] == [] and report["reason"].startswith("no selection")
+    assert not os.path.exists(os.path.join(config.output_dir, "prior-selection"))
+
+
+def test_chains_share_one_selection(tmp_path):
+    config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT)
+    runs.run_chains(config, 2, verbose=0)
+    priors = {(c.prior, c.prior_scale) for c in
+              (runs.read_config(os.path.join(config.output_dir, f"chain-{k}")) for k in (0, 1))}
+    report = json.load(open(runs.RunDir(config.output_dir).prior_selection))
+    assert priors == {(report["prior"], report["prior_scale"])}
+    assert not os.path.exists(os.path.join(config.output_dir, "chain-0", "prior_selection.json"))
+
+
+def test_build_model_refuses_an_unresolved_prior():
+    config = runs.RunConfig(dataset="wine").validate()
+    with pytest.raises(ValueError, match="resolved by keras_bnn.runs.train"):
+        runs.build_model(config, {"input_shape": (13,), "num_classes": 3})
