@@ -15,8 +15,10 @@ offer portably lives here, with the same names on every backend:
 * ``run_train_step``: runs the model's stateful step in the form the
   backend's trainer calls it (TensorFlow: directly; JAX: purely, on the
   state);
-* ``num_replicas``, ``assign_replicated``: the replica count, and one
-  assignment of the same values on every replica (HMC's new state);
+* ``num_replicas``, ``assign_replicated``, ``assign_where``: the replica
+  count, one assignment of the same values on every replica (HMC's new
+  state), and one that happens only where a scalar condition holds (the
+  warm-up's recovery from a blow-up);
 * ``WIDE_FLOAT``: the widest float dtype available (HMC's energies).
 """
 
@@ -24,7 +26,8 @@ import importlib
 
 import keras
 
-__all__ = ["WIDE_FLOAT", "apply_if_finite", "assign_replicated", "finite_guard", "fused",
+__all__ = ["WIDE_FLOAT", "apply_if_finite", "assign_replicated", "assign_where", "finite_guard",
+           "fused",
            "num_replicas", "potential_and_gradients", "run_train_step", "stateless_normal",
            "value_and_gradients"]
 

@@ -142,6 +142,23 @@ def assign_replicated(variables, values):
         variable.assign(value)
 
 
+def assign_where(condition, variables, values):
+    """Assigns ``values`` to ``variables`` where the scalar ``condition`` holds.
+
+    ``jax.lax.cond`` picks the new or the old arrays, so when ``condition``
+    is false no element is computed (see the TensorFlow version).
+
+    Args:
+        condition: boolean scalar.
+        variables: Keras variables.
+        values: callables, one per variable, returning its new value.
+    """
+    old = [variable.value for variable in variables]
+    chosen = jax.lax.cond(condition, lambda: [make() for make in values], lambda: old)
+    for variable, value in zip(variables, chosen):
+        variable.assign(value)
+
+
 def apply_if_finite(optimizer, loss, gradients, variables):
     """Applies one optimizer step, keeping every old value when it is not finite.
 

@@ -280,3 +280,31 @@ def assign_replicated(variables, values):
     tf.__internal__.distribute.interim.maybe_merge_call(
         update, tf.distribute.get_strategy(), list(zip(variables, values))
     )
+
+
+def assign_where(condition, variables, values):
+    """Assigns ``values`` to ``variables`` where the scalar ``condition`` holds.
+
+    ``variables[i] ← values[i]() if condition else variables[i]``, on every
+    replica (as :func:`assign_replicated`), under a ``tf.cond`` per
+    variable: when ``condition`` is false (nearly every step) no element is
+    computed, read or written.
+
+    Args:
+        condition: boolean scalar tensor, the same on every replica.
+        variables: Keras (or TensorFlow) variables.
+        values: callables, one per variable, returning its new value.
+    """
+    variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
+
+    pairs = list(zip(variables, values))  # the same variables on every replica
+
+    def update(distribution, flag):
+        for variable, make in pairs:
+            def assign(target, flag, make=make):
+                return tf.cond(flag, lambda: tf.group(target.assign(make())), tf.no_op)
+
+            distribution.extended.update(variable, assign, args=(flag,), group=False)
+
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        update, tf.distribute.get_strategy(), condition)

@@ -387,7 +387,7 @@ class BayesianModel(keras.Model):
         try:
             return super().fit(*args, **kwargs)
         except Exception as error:  # the backend's own error types
-            translated = nonfinite.translate(error, int(self.optimizer.iterations))
+            translated = nonfinite.translate(error, current_step(self.optimizer))
             if translated is None:
                 raise
             raise translated from error

@@ -228,6 +228,9 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             self.add_slot(var_list, "kinetic", layerwise=True)
         if self.warmup is not None:
             self.warmup.build(self)
+            # The chain state a warm-up blow-up returns to (recover_after_step).
+            self.add_slot(var_list, "anchor")
+            self.add_slot(var_list, "snapshot")
         self.build_state(var_list)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
@@ -261,7 +264,8 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             name: one of the names the sampler declared (``"momentum"``,
                 ``"thermostat"``, ``"mass"``, ``"second_moment"``,
                 ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
-                ``"noise_ratio"``, ``"kinetic"``, as it has them).
+                ``"noise_ratio"``, ``"kinetic"``, and with ``step_size="auto"``
+                ``"anchor"`` and ``"snapshot"``, as it has them).
 
         Returns:
             List of optimizer variables.
@@ -307,6 +311,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         """
         step_size = self.learning_rate  # h of this step, read before it
         *step, skipped = gradient_step(self, potential, variables, skip_nonfinite)
+        self.recover_after_step(variables)
         logs = {"step_size": step_size,
                 "configurational_temperature": self.configurational_temperature(),
                 "gradient_noise_ratio": self.gradient_noise_ratio()}
@@ -374,9 +379,11 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             ops.cast(self._temperature, dtype),
             noise_variance,
         )
-        # No difference exists at the first step; the second replaces V̂.
+        # No difference exists at the first step, nor after the warm-up undid
+        # a blow-up (previous_gradient is from the discarded point); the
+        # second step replaces V̂.
         decay = ops.where(
-            ops.equal(self.iterations, 0),
+            ops.logical_or(ops.equal(self.iterations, 0), self.restarted()),
             1.0,
             ops.where(ops.equal(self.iterations, 1), 0.0, self.noise_estimate_decay),
         )
