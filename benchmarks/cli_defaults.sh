@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 root=${1:-runs/cli-defaults}
 py=${PYTHON:-.venv/bin/python}
 for seed in ${SEEDS:-0 1}; do
-  for dataset in digits breast_cancer wine diabetes; do
+  for dataset in ${DATASETS:-digits breast_cancer wine diabetes}; do
     for sampler in atmc sgd; do
       out=$root/$dataset-$sampler-$seed
       $py -m keras_bnn.cli train --dataset "$dataset" --sampler "$sampler" --seed "$seed" \

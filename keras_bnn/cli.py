@@ -172,6 +172,15 @@ def _cmd_train_chains(args, config):
     print(f"run directory: {config.output_dir}")
 
 
+def _print_prior_selection(output_dir):
+    """Prints the prior a ``prior="auto"`` run chose, and why."""
+    path = _runs().RunDir(output_dir).prior_selection
+    if os.path.exists(path):
+        chosen = _runs().RunDir.read_json(path)
+        print(f"\nprior {chosen['prior']}({chosen['prior_scale']:g}) (prior auto): "
+              f"{chosen['reason']}")
+
+
 def _cmd_train(args):
     from keras_bnn.runs import config as config_lib
     from keras_bnn.validation import check_int
@@ -202,11 +211,7 @@ def _cmd_train(args):
         print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
               "biased above 0.1):")
         print(format_table(result.gradient_noise, ["name", "d", "ratio", "above_limit"]))
-    selection = _runs().RunDir(config.output_dir).prior_selection
-    if os.path.exists(selection):
-        chosen = _runs().RunDir.read_json(selection)
-        print(f"\nprior {chosen['prior']}({chosen['prior_scale']:g}) (prior auto): "
-              f"{chosen['reason']}")
+    _print_prior_selection(config.output_dir)
     collection = result.collection
     if collection["step_size"] is not None:
         warmup = collection["warmup_steps"]
@@ -339,6 +344,7 @@ def _cmd_demo(args):
         length = f"{config.epochs} epochs" if config.epochs else "the default length"
         print(f"== training {config.sampler} on {config.dataset} ({length})")
         runs.train(config, verbose=args.verbose)
+        _print_prior_selection(config.output_dir)
         result = runs.evaluate(config.output_dir, baseline=baseline)
         if config.sampler == "sgd":
             baseline = result["single_sample"]
