@@ -68,7 +68,10 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     train_ds, eval_ds, info, (x_ood, _) = data
     label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, epochs,
                                       args.step_size, *fields.values()))
+    fields.setdefault("prior", "he_normal")  # the README's rows; no selection on 60 000 images
+    model_args = {"hidden": [256, 256]} if args.model == "mlp" else {}  # 784-256-256-10
     config = kb.runs.RunConfig(dataset="fashion_mnist", data_dir=args.data_dir, model=args.model,
+                               model_args=model_args,
                                sampler=sampler, epochs=epochs, batch_size=args.batch_size,
                                seed=seed, output_dir=os.path.join(args.out, "runs", label),
                                step_size=args.step_size if sampler != "sgd" else None,

@@ -110,7 +110,7 @@ def _fake_run(tmp_path):
     """A run directory with a config and 2 samples of its model (no training)."""
     config = runs.RunConfig(output_dir=str(tmp_path / "run"), epochs=3,
                             burn_in_epochs=1, num_train=100, num_test=50,
-                            batch_size=50).validate()
+                            batch_size=50, prior="he_normal").validate()
     os.makedirs(config.output_dir)
     with open(os.path.join(config.output_dir, "config.json"), "w") as handle:
         json.dump(vars(config), handle)
