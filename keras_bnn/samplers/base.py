@@ -379,13 +379,14 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             ops.cast(self._temperature, dtype),
             noise_variance,
         )
-        # No difference exists at the first step, nor after the warm-up undid
-        # a blow-up (previous_gradient is from the discarded point); the
-        # second step replaces V̂.
+        # No difference exists at the first step, nor at the first after the
+        # warm-up undid a blow-up (previous_gradient is from the discarded
+        # point); the second step replaces V̂.
         decay = ops.where(
             ops.logical_or(ops.equal(self.iterations, 0), self.restarted()),
             1.0,
-            ops.where(ops.equal(self.iterations, 1), 0.0, self.noise_estimate_decay),
+            ops.where(ops.logical_or(ops.equal(self.iterations, 1), self.reestimating()),
+                      0.0, self.noise_estimate_decay),
         )
         self.assign(
             noise_variance,

@@ -134,8 +134,10 @@ def noise_limited_step_size(step_size, ratio, target, exponent):
 def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
     """One warm-up update of the step size and its stability ceiling.
 
-    ``ceiling ← min(ceiling, BLOW_UP_BACKOFF·h)`` if ``r̂ > BLOW_UP_RATIO·r*``;
-    ``h ← min(GROWTH_PER_STEP·h, h·(r*/r̂)^{1/k}, ceiling)``.
+    After a blow-up (``r̂ > BLOW_UP_RATIO·r*``) ``ceiling ← min(ceiling,
+    BLOW_UP_BACKOFF·h)`` and ``h ← ceiling`` (that r̂ measures the explosion,
+    not the noise); otherwise ``h ← min(GROWTH_PER_STEP·h, h·(r*/r̂)^{1/k},
+    ceiling)``.
 
     Args:
         step_size: h of the step just taken.
@@ -154,16 +156,18 @@ def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
     ceiling = ops.where(blown_up, ops.minimum(ceiling, BLOW_UP_BACKOFF * step_size), ceiling)
     step = ops.minimum(GROWTH_PER_STEP * step_size,
                        noise_limited_step_size(step_size, ratio, target, exponent))
-    return ops.minimum(step, ceiling), ceiling
+    # A blow-up's r̂ measures the explosion, not the noise: h goes to the new ceiling.
+    return ops.where(blown_up, ceiling, ops.minimum(step, ceiling)), ceiling
 
 
 class StepSizeWarmup:
     """The state and rule of ``step_size="auto"``, owned by a sampler.
 
-    Five scalar optimizer variables: the base step h (``step_size``), the
+    Six scalar optimizer variables: the base step h (``step_size``), the
     h of the step before (``previous``, for state kept in units of 1/h: see
     :meth:`change`), the stability ceiling, whether the last step was a
-    blow-up (``blown_up``, 0 or 1) and the number of blow-ups so far. During the first ``warmup_steps`` steps
+    blow-up (``blown_up``, 0 or 1) or the one before (``reestimate``), and
+    the number of blow-ups so far. During the first ``warmup_steps`` steps
     :meth:`update` applies :func:`next_step_size` after every step; from then
     on h is constant.
 
@@ -199,9 +203,10 @@ class StepSizeWarmup:
         self.ceiling = optimizer.add_variable(
             shape=(), initializer=keras.initializers.Constant(float("inf")),
             name="auto_step_size_ceiling")
-        self.blown_up, self.blow_ups = (
+        self.blown_up, self.reestimate, self.blow_ups = (
             optimizer.add_variable(shape=(), initializer="zeros", name=name)
-            for name in ("auto_step_size_blown_up", "auto_step_size_blow_ups"))
+            for name in ("auto_step_size_blown_up", "auto_step_size_reestimate",
+                         "auto_step_size_blow_ups"))
 
     def update(self, iterations, ratio, exponent):
         """Adapts h after step ``iterations`` while it is a warm-up step.
@@ -223,6 +228,7 @@ class StepSizeWarmup:
                                        self.target_noise_ratio, exponent, blown_up)
         self.ceiling.assign(ops.where(warming, ceiling, old_ceiling))
         blown_up = ops.cast(blown_up, old_step.dtype)
+        self.reestimate.assign(self.blown_up.value)  # the step after next re-estimates V̂
         self.blown_up.assign(blown_up)
         self.blow_ups.assign(self.blow_ups + blown_up)
         self.previous.assign(old_step)
@@ -331,6 +337,14 @@ class AutoStepSize:
             return ops.convert_to_tensor(False)
         return ops.greater(self.warmup.blown_up, 0.5)
 
+    def reestimating(self):
+        """Whether this is the second step after a recovery (a boolean
+        scalar): its gradient difference replaces ``V̂``, as the second step
+        of a run does."""
+        if self.warmup is None:
+            return ops.convert_to_tensor(False)
+        return ops.greater(self.warmup.reestimate, 0.5)
+
     def recover_after_step(self, variables):
         """Undoes a warm-up blow-up, and keeps the anchor it returns to.
 
@@ -340,15 +354,19 @@ class AutoStepSize:
         no element is touched when the condition is false):
 
         * after a blow-up step (``warmup.blown_up``): ``θ ← anchor``, the
-          snapshot ``← anchor``, momenta and thermostats ``← 0``;
+          snapshot ``← anchor``, momenta, thermostats and the noise
+          estimate ``V̂ ← 0``;
         * at warm-up steps ``t ≡ 0 (mod ANCHOR_EVERY)``: snapshot ``← θ``;
         * at warm-up steps ``t ≡ ANCHOR_CONFIRM (mod ANCHOR_EVERY)`` (the
           steps between were quiet, or the snapshot was reset): anchor
           ``← snapshot``.
 
-        The noise estimate V̂ keeps what the blow-up added to it (which holds
-        h low until it has decayed) and skips the next step's difference
-        (:meth:`restarted`), whose r̂ is not judged as a blow-up either.
+        The chain then restarts its noise estimate as a run starts it: the
+        next step's difference, which spans the discarded point and the
+        anchor, is skipped (:meth:`restarted`) and not judged as a blow-up,
+        and the one after replaces ``V̂`` (:meth:`reestimating`). Without the
+        reset the blow-up's huge difference stayed in ``V̂`` and held h low
+        for hundreds of steps (a blow-up late in the warm-up froze a small h).
 
         Args:
             variables: the trainable variables, in the sampler's order.
@@ -359,8 +377,8 @@ class AutoStepSize:
         warming = ops.less(step, self.warmup.warmup_steps)
         blown_up = self.restarted()
         anchors, snapshots = self.slots("anchor"), self.slots("snapshot")
-        restarted = [slot for name in ("momentum", "thermostat") if name in self._slots
-                     for slot in self.slots(name)]
+        restarted = [slot for name in ("momentum", "thermostat", "gradient_noise")
+                     if name in self._slots for slot in self.slots(name)]
         backend.assign_where(
             blown_up, [*variables, *snapshots, *restarted],
             [lambda a=a: a.value for a in anchors] * 2
