@@ -44,7 +44,8 @@ at or below a target ``r*`` at the current T:
   A blow-up is also undone (:meth:`AutoStepSize.recover_after_step`): the
   weights return to the anchor, a snapshot taken at most ``ANCHOR_EVERY +
   ANCHOR_CONFIRM`` steps before and confirmed by ``ANCHOR_CONFIRM`` quiet
-  steps after it, and the momenta and thermostats restart at 0. Without it
+  steps after it; the momenta, thermostats and ``V̂`` restart at 0 and h
+  at the new ceiling. Without it
   a chain that an unstable step has thrown far out can overflow at the next
   step even at the cut h (measured: a 13-128-128-128 Gaussian-head MLP on
   diabetes, r̂ 0.049 → 4.4 in one step, NaN the step after).
