@@ -58,15 +58,16 @@ def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
         assert (stored.prior, stored.prior_scale, stored.epochs) == (prior, scale, 4)
         assert candidate.complete
     # A restarted selection scores the finished candidates again, not retrains them.
-    store_files = sorted(os.listdir(runs.RunDir(config.output_dir).prior_candidate(
-        *config_lib.PRIOR_CANDIDATES[0]).samples))
-    mtimes = [os.path.getmtime(os.path.join(runs.RunDir(config.output_dir).prior_candidate(
-        *config_lib.PRIOR_CANDIDATES[0]).samples, name)) for name in store_files]
+    samples = runs.RunDir(config.output_dir).prior_candidate(*config_lib.PRIOR_CANDIDATES[0]).samples
+
+    def mtimes():
+        return {name: os.path.getmtime(os.path.join(samples, name))
+                for name in os.listdir(samples)}
+
+    before = mtimes()
     again = selection.resolve_prior(config)
     assert (again.prior, again.prior_scale) == (resolved.prior, resolved.prior_scale)
-    assert mtimes == [os.path.getmtime(os.path.join(runs.RunDir(config.output_dir)
-                                                    .prior_candidate(*config_lib.PRIOR_CANDIDATES[0])
-                                                    .samples, name)) for name in store_files]
+    assert mtimes() == before
 
 
 def test_train_stores_the_chosen_prior_and_resumes_with_it(tmp_path):

@@ -191,16 +191,23 @@ def test_sgld_default_no_longer_diverges_on_a_big_n_mlp():
     assert history["gradient_noise_ratio"][-1] <= warmup.TARGET_NOISE_RATIO * 1.2
 
 
-def _small_fit(name, strategy=None, epochs=4):
-    """4 epochs of 8 steps of ``name`` (20 of warm-up) on a 5-16-2 MLP."""
+def _small_model(name, warmup_steps, strategy=None):
+    """A 5-16-2 MLP compiled with ``name`` at ``step_size="auto"``, and its 256 rows."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(256, 5)).astype("float32")
     y = (x[:, 0] + 0.5 * rng.normal(size=256) > 0).astype("int32")
     keras.utils.set_random_seed(0)
     with strategy.scope() if strategy else contextlib.nullcontext():
         model = kb.models.mlp((5,), 2, hidden=(16,))
-        model.compile(sampler=samplers.get(name, seed=0, warmup_steps=20), train_size=256,
+        model.compile(sampler=samplers.get(name, seed=0, warmup_steps=warmup_steps),
+                      train_size=256,
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model, x, y
+
+
+def _small_fit(name, strategy=None, epochs=4):
+    """4 epochs of 8 steps of ``name`` (20 of warm-up) on :func:`_small_model`."""
+    model, x, y = _small_model(name, 20, strategy)
     history = model.fit(x, y, batch_size=32, epochs=epochs, verbose=0, shuffle=False)
     return model, history.history
 
@@ -220,7 +227,7 @@ def test_auto_step_is_the_same_under_mirrored_strategy():
 def _excursion(name, strategy=None):
     """A warm-up blow-up, made on purpose, and what the sampler does about it.
 
-    300 warm-up steps of ``name`` on the 5-16-2 MLP of :func:`_small_fit`;
+    300 warm-up steps of ``name`` on :func:`_small_model`;
     after 260 every weight is thrown ×100 out (what an unstable step
     does), and within the next 3 steps the sampler must detect the blow-up
     and return every weight to the anchor (the snapshot of step 250,
@@ -230,14 +237,7 @@ def _excursion(name, strategy=None):
     Returns:
         dict of what the checks need (numpy values).
     """
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(256, 5)).astype("float32")
-    y = (x[:, 0] + 0.5 * rng.normal(size=256) > 0).astype("int32")
-    keras.utils.set_random_seed(0)
-    with strategy.scope() if strategy else contextlib.nullcontext():
-        model = kb.models.mlp((5,), 2, hidden=(16,))
-        model.compile(sampler=samplers.get(name, seed=0, warmup_steps=300), train_size=256,
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model, x, y = _small_model(name, 300, strategy)
 
     def steps(start, stop):
         for t in range(start, stop):

@@ -285,10 +285,11 @@ def assign_replicated(variables, values):
 def assign_where(condition, variables, values):
     """Assigns ``values`` to ``variables`` where the scalar ``condition`` holds.
 
-    ``variables[i] ← values[i]() if condition else variables[i]``, on every
-    replica (as :func:`assign_replicated`), under a ``tf.cond`` per
-    variable: when ``condition`` is false (nearly every step) no element is
-    computed, read or written.
+    ``variables[i] ← values[i]() if condition else variables[i]``: when
+    ``condition`` is false (nearly every step) no element is computed, read
+    or written. Outside a strategy one ``tf.cond`` holds every assignment;
+    under ``tf.distribute`` each variable is updated on every replica (as
+    :func:`assign_replicated`) under a ``tf.cond`` of its own.
 
     Args:
         condition: boolean scalar tensor, the same on every replica.
@@ -296,8 +297,11 @@ def assign_where(condition, variables, values):
         values: callables, one per variable, returning its new value.
     """
     variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
-
     pairs = list(zip(variables, values))  # the same variables on every replica
+    if not tf.distribute.has_strategy():
+        tf.cond(condition, lambda: tf.group([v.assign(make()) for v, make in pairs]),
+                tf.no_op)
+        return
 
     def update(distribution, flag):
         for variable, make in pairs:

@@ -20,6 +20,7 @@ passed in) a run gets :data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its
 """
 
 import dataclasses
+import math
 import shutil
 
 import numpy as np
@@ -80,7 +81,7 @@ def select_prior(config, verbose=0):
     x_train, y_train, x_val, y_val = validation_arrays(x, y, PRIOR_VALIDATION_SPLIT)
     data = arrays_data(x_train, y_train, config.batch_size, config.seed,
                        likelihood_of(config, load_info(config)), x_val, y_val)
-    epochs = config.epochs or default_epochs(-(-len(y_train) // config.batch_size))
+    epochs = config.epochs or default_epochs(math.ceil(len(y_train) / config.batch_size))
     rows = []
     for prior, scale in PRIOR_CANDIDATES:
         run = root.prior_candidate(prior, scale)

@@ -351,15 +351,16 @@ class AutoStepSize:
 
         Called after each step with the model's trainable variables (by
         :meth:`~keras_bnn.samplers.Sampler.transition`, in replica context).
-        Three conditional assignments (:func:`keras_bnn.backend.assign_where`:
-        no element is touched when the condition is false):
+        One conditional assignment, on warm-up steps only
+        (:func:`keras_bnn.backend.assign_where`: after the warm-up no element
+        is touched):
 
-        * after a blow-up step (``warmup.blown_up``): ``θ ← anchor``, the
-          snapshot ``← anchor``, momenta, thermostats and the noise
-          estimate ``V̂ ← 0``;
-        * at warm-up steps ``t ≡ 0 (mod ANCHOR_EVERY)``: snapshot ``← θ``;
-        * at warm-up steps ``t ≡ ANCHOR_CONFIRM (mod ANCHOR_EVERY)`` (the
-          steps between were quiet, or the snapshot was reset): anchor
+        * after a blow-up step (``warmup.blown_up``, only ever set in the
+          warm-up): ``θ ← anchor``, the snapshot ``← anchor``, momenta,
+          thermostats and the noise estimate ``V̂ ← 0``;
+        * otherwise at steps ``t ≡ 0 (mod ANCHOR_EVERY)``: snapshot ``← θ``;
+          at steps ``t ≡ ANCHOR_CONFIRM (mod ANCHOR_EVERY)`` (the steps
+          between were quiet, or the snapshot was reset): anchor
           ``← snapshot``.
 
         The chain then restarts its noise estimate as a run starts it: the
@@ -375,21 +376,24 @@ class AutoStepSize:
         if self.warmup is None:
             return
         step = ops.subtract(ops.cast(self.iterations, "int32"), 1)  # the step just taken
-        warming = ops.less(step, self.warmup.warmup_steps)
+        phase = ops.mod(step, ANCHOR_EVERY)
         blown_up = self.restarted()
+        take = ops.logical_and(ops.logical_not(blown_up), ops.equal(phase, 0))
+        confirm = ops.logical_and(ops.logical_not(blown_up), ops.equal(phase, ANCHOR_CONFIRM))
         anchors, snapshots = self.slots("anchor"), self.slots("snapshot")
         restarted = [slot for name in ("momentum", "thermostat", "gradient_noise")
                      if name in self._slots for slot in self.slots(name)]
         backend.assign_where(
-            blown_up, [*variables, *snapshots, *restarted],
-            [lambda a=a: a.value for a in anchors] * 2
-            + [lambda s=s: ops.zeros_like(s.value) for s in restarted])
-        phase = ops.mod(step, ANCHOR_EVERY)
-        quiet = ops.logical_and(warming, ops.logical_not(blown_up))
-        backend.assign_where(ops.logical_and(quiet, ops.equal(phase, 0)), snapshots,
-                             [lambda v=v: v.value for v in variables])
-        backend.assign_where(ops.logical_and(quiet, ops.equal(phase, ANCHOR_CONFIRM)), anchors,
-                             [lambda s=s: s.value for s in snapshots])
+            ops.less(step, self.warmup.warmup_steps),
+            [*variables, *snapshots, *anchors, *restarted],
+            [lambda v=v, a=a: ops.where(blown_up, a.value, v.value)
+             for v, a in zip(variables, anchors)]
+            + [lambda v=v, a=a, s=s: ops.where(blown_up, a.value, ops.where(take, v.value, s.value))
+               for v, a, s in zip(variables, anchors, snapshots)]
+            + [lambda a=a, s=s: ops.where(confirm, s.value, a.value)
+               for a, s in zip(anchors, snapshots)]
+            + [lambda r=r: ops.where(blown_up, ops.zeros_like(r.value), r.value)
+               for r in restarted])
 
     def warmup_config(self):
         """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""
