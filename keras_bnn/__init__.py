@@ -67,28 +67,60 @@ def _register_with_keras():
 
 
 class _AfterKerasImport(importlib.abc.MetaPathFinder):
-    """Registers the package's classes right after ``import keras`` finishes.
+    """Registers the package's classes once Keras is imported.
 
     Saved models name their classes ``keras_bnn>Dense`` etc., which Keras
     finds only among registered objects: without this, ``import keras_bnn``
     followed by ``keras.saving.load_model(...)`` would fail until some
     ``keras_bnn`` name had been used. Importing Keras here instead would make
     every ``keras-bnn`` argument error wait for TensorFlow.
+
+    When Keras is first imported by a ``keras_bnn`` module (``kb.priors`` as
+    the first name used), that module is still half-executed: registering
+    then would import modules that read names it has not yet defined. So the
+    finder also wraps the loading of every ``keras_bnn.*`` module and, in that
+    case, registers when the outermost one has finished executing.
     """
 
+    def __init__(self):
+        self.depth = 0  # keras_bnn modules executing, nested
+        self.keras_imported = False
+
     def find_spec(self, name, path=None, target=None):
-        if name != "keras":
+        if name != "keras" and not name.startswith("keras_bnn."):
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        spec = self._spec_from_other_finders(name, path, target)
+        if spec is None or spec.loader is None:
+            return spec
         load = spec.loader.exec_module
-
-        def exec_module(module):
-            load(module)
-            _register_with_keras()
-
+        if name == "keras":
+            def exec_module(module):
+                load(module)
+                self.keras_imported = True
+                self._register_when_idle()
+        else:
+            def exec_module(module):
+                self.depth += 1
+                try:
+                    load(module)
+                finally:
+                    self.depth -= 1
+                self._register_when_idle()
         spec.loader.exec_module = exec_module
         return spec
+
+    def _spec_from_other_finders(self, name, path, target):
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    return spec
+        return None
+
+    def _register_when_idle(self):
+        if self.keras_imported and self.depth == 0 and self in sys.meta_path:
+            sys.meta_path.remove(self)
+            _register_with_keras()
 
 
 if "keras" in sys.modules:

@@ -177,3 +177,26 @@ def test_a_saved_model_loads_in_a_fresh_process_after_import_keras_bnn(order, tm
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["BayesianModel", "4"]
+
+
+@pytest.mark.parametrize("first", ["kb.priors.HeNormal()", "kb.samplers.ATMC",
+                                   "kb.callbacks.CollectSamples",
+                                   "__import__('keras_bnn.priors').priors.StudentT()"])
+def test_any_submodule_can_be_the_first_name_used(first, tmp_path):
+    """The submodule that imports Keras first is half-executed when Keras
+    finishes loading; registration must wait until it is complete (it used to
+    raise ``AttributeError: partially initialized module``), and still
+    register every class before ``load_model``."""
+    import subprocess
+    import sys
+
+    model = models.mlp((4,), 3, hidden=(5,))
+    model.compile(loss="mse", train_size=10)
+    model.save(tmp_path / "model.keras")
+    code = (f"import keras_bnn as kb; {first}; import keras; "
+            f"m = keras.saving.load_model({str(tmp_path / 'model.keras')!r}); "
+            "print(type(m).__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "BayesianModel"
