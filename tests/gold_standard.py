@@ -93,18 +93,37 @@ def laplace_approximation():
     """
     x, y = breast_cancer_blr()
     design = np.concatenate([x.astype(np.float64), np.ones((len(x), 1))], axis=1)
-    theta = np.zeros(NUM_PARAMS)
-    for _ in range(50):
+
+    def gradient_and_hessian(theta):
         p = 1.0 / (1.0 + np.exp(-design @ theta))
         grad = design.T @ (p - y) + theta
-        hessian = (design * (p * (1 - p))[:, None]).T @ design + np.eye(NUM_PARAMS)
+        return grad, (design * (p * (1 - p))[:, None]).T @ design + np.eye(NUM_PARAMS)
+
+    return newton_map(gradient_and_hessian, NUM_PARAMS)
+
+
+def newton_map(gradient_and_hessian, num_params, max_iterations=100):
+    """The MAP of a convex potential by Newton's method, and U's Hessian there.
+
+    ``θ ← θ − H(θ)⁻¹∇U(θ)`` from ``θ = 0`` until the largest step is below
+    1e-12.
+
+    Args:
+        gradient_and_hessian: ``θ -> (∇U(θ), H(θ))``, float64 numpy.
+        num_params: the dimension of θ.
+        max_iterations: the most Newton steps.
+
+    Returns:
+        ``(theta_map [num_params], hessian [num_params, num_params])``.
+    """
+    theta = np.zeros(num_params)
+    for _ in range(max_iterations):
+        grad, hessian = gradient_and_hessian(theta)
         step = np.linalg.solve(hessian, grad)
         theta -= step
         if np.max(np.abs(step)) < 1e-12:
             break
-    p = 1.0 / (1.0 + np.exp(-design @ theta))
-    hessian = (design * (p * (1 - p))[:, None]).T @ design + np.eye(NUM_PARAMS)
-    return theta, hessian
+    return theta, gradient_and_hessian(theta)[1]
 
 
 @functools.lru_cache(maxsize=None)

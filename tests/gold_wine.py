@@ -80,14 +80,7 @@ def laplace_approximation():
         hessian = np.einsum("ij,ik,iab->jakb", design, design, cov).reshape(NUM_PARAMS, NUM_PARAMS)
         return grad, hessian + np.eye(NUM_PARAMS)
 
-    theta = np.zeros(NUM_PARAMS)
-    for _ in range(100):
-        grad, hessian = gradient_and_hessian(theta)
-        step = np.linalg.solve(hessian, grad)
-        theta -= step
-        if np.max(np.abs(step)) < 1e-12:
-            break
-    return theta, gradient_and_hessian(theta)[1]
+    return gs.newton_map(gradient_and_hessian, NUM_PARAMS)
 
 
 @functools.lru_cache(maxsize=None)

@@ -51,6 +51,14 @@ def test_he_normal_log_prob_uses_fan_in():
     np.testing.assert_allclose(_log_prob(priors.HeNormal(1.5), kernel), expected, rtol=1e-5)
 
 
+def test_he_student_t_log_prob_uses_fan_in():
+    kernel = RNG.normal(size=(3, 3, 4, 5))  # conv kernel: fan_in = 3·3·4
+    scale = 0.6 * math.sqrt(2.0 / 36)
+    expected = stats.t(df=3.0, scale=scale).logpdf(kernel).sum()
+    np.testing.assert_allclose(_log_prob(priors.HeStudentT(3.0, 0.6), kernel), expected,
+                               rtol=1e-5)
+
+
 @pytest.mark.parametrize("shape, axis", [((4, 6), -1), ((3, 2, 5), 0), ((2, 3, 4, 5), -1)])
 def test_group_laplace_log_prob_closed_form(shape, axis):
     b = 2.5
@@ -107,6 +115,7 @@ def _density_1d(prior):
         priors.StudentT(2.5, 1.2),
         priors.Cauchy(0.9),
         priors.HeNormal(0.8),  # fan_in 1 for a (1, 1) kernel
+        priors.HeStudentT(2.5, 0.8),  # fan_in 1
         priors.GroupLaplace(5.0),  # d = 1
     ],
     ids=lambda p: type(p).__name__,
@@ -179,6 +188,15 @@ def test_cauchy_sample_quartiles():
     assert abs(q3 - (loc + s)) < N_SIGMA * quartile_se
 
 
+def test_he_student_t_sample_variance_uses_fan_in():
+    df = 10.0
+    w = _draw(priors.HeStudentT(df, 1.0), (200, 200))  # fan_in 200, n = 40000
+    var = 2.0 / 200 * df / (df - 2)
+    kurtosis = 3 + 6 / (df - 4)  # SE of the variance as in test_sample_mean_and_variance
+    assert abs(w.mean()) < N_SIGMA * math.sqrt(var / w.size)
+    assert abs(w.var() - var) < N_SIGMA * var * math.sqrt((kurtosis - 1) / w.size)
+
+
 def test_he_normal_sample_variance_uses_fan_in():
     w = _draw(priors.HeNormal(1.0), (5, 5, 8, 200))  # fan_in 200, n = 40000
     var = 2.0 / 200
@@ -247,6 +265,8 @@ def test_unknown_prior_name_is_a_value_error_naming_the_argument():
         (lambda v: priors.StudentT(scale=v), "scale"),
         (lambda v: priors.Cauchy(scale=v), "scale"),
         (lambda v: priors.HeNormal(scale=v), "scale"),
+        (lambda v: priors.HeStudentT(df=v), "df"),
+        (lambda v: priors.HeStudentT(scale=v), "scale"),
         (lambda v: priors.GroupLaplace(scale=v), "scale"),
     ],
 )
@@ -260,6 +280,7 @@ def test_non_positive_scale_is_a_value_error_naming_the_argument(make, argument,
     "prior, shape",
     [
         (priors.HeNormal(), (5,)),
+        (priors.HeStudentT(), (5,)),
         (priors.UnitNormDirection(), (5,)),
         (priors.GroupLaplace(axis=2), (3, 4)),
         (priors.GroupLaplace(), ()),
@@ -284,7 +305,7 @@ def test_glorot_normal_log_prob_and_samples_use_fan_in_plus_fan_out():
 
 
 @pytest.mark.parametrize("name", ["normal", "he_normal", "glorot_normal", "laplace", "student_t",
-                                  "group_laplace", "unit_norm_direction"])
+                                  "he_student_t", "group_laplace", "unit_norm_direction"])
 def test_serialized_priors_record_the_public_module(name):
     """Stores hash the serialized priors into their architecture fingerprint:
     the classes live in submodules but must keep reporting

@@ -24,7 +24,8 @@ import keras
 from keras import ops
 
 from keras_bnn.priors.base import Prior
-from keras_bnn.priors.elementwise import Cauchy, GlorotNormal, HeNormal, Laplace, Normal, StudentT
+from keras_bnn.priors.elementwise import (Cauchy, GlorotNormal, HeNormal, HeStudentT, Laplace, Normal,
+                                          StudentT)
 from keras_bnn.priors.group import GroupLaplace, UnitNormDirection
 from keras_bnn.validation import argument_error
 
@@ -35,6 +36,7 @@ __all__ = [
     "StudentT",
     "Cauchy",
     "HeNormal",
+    "HeStudentT",
     "GlorotNormal",
     "GroupLaplace",
     "UnitNormDirection",
@@ -49,6 +51,7 @@ _BY_NAME = {
     "student_t": StudentT,
     "cauchy": Cauchy,
     "he_normal": HeNormal,
+    "he_student_t": HeStudentT,
     "glorot_normal": GlorotNormal,
     "group_laplace": GroupLaplace,
     "unit_norm_direction": UnitNormDirection,
@@ -61,7 +64,7 @@ def get(identifier, argument="prior"):
     Args:
         identifier: a :class:`Prior`, one of the names
             ``"normal", "laplace", "student_t", "cauchy", "he_normal",
-            "glorot_normal", "group_laplace", "unit_norm_direction"`` (default arguments), a
+            "he_student_t", "glorot_normal", "group_laplace", "unit_norm_direction"`` (default arguments), a
             dict from :func:`serialize`, or ``None``.
         argument: the caller's argument name, used in error messages.
 

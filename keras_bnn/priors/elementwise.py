@@ -1,7 +1,8 @@
 """Element-wise priors: every weight w_i independent and identically distributed.
 
 :class:`Normal` (and its fan-scaled :class:`HeNormal`, :class:`GlorotNormal`),
-:class:`Laplace`, :class:`StudentT` and :func:`Cauchy`; ``log p(w) =
+:class:`Laplace`, :class:`StudentT` (and its fan-scaled :class:`HeStudentT`)
+and :func:`Cauchy`; ``log p(w) =
 Σ_i log p(w_i)`` with normalising constants, written in ``keras.ops``.
 """
 
@@ -15,6 +16,12 @@ from keras_bnn.priors.base import Prior, public
 from keras_bnn.validation import check_finite, check_positive
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _he_stddev(prior, shape):
+    """He et al.'s ``sqrt(2/fan_in)``, ``fan_in = prod(shape[:-1])`` (rank checked)."""
+    prior.validate_shape(shape, "x")
+    return math.sqrt(2.0 / int(np.prod(shape[:-1])))
 
 
 @public
@@ -81,9 +88,7 @@ class HeNormal(Normal):
         super().__init__(mean=0.0, stddev=1.0)
 
     def _stddev_for(self, shape):
-        self.validate_shape(shape, "x")
-        fan_in = int(np.prod(shape[:-1]))
-        return self.scale * math.sqrt(2.0 / fan_in)
+        return self.scale * _he_stddev(self, shape)
 
     def get_config(self):
         return {"scale": self.scale}
@@ -175,8 +180,11 @@ class StudentT(Prior):
         self.scale = check_positive(scale, "scale", "StudentT")
         self.loc = check_finite(loc, "loc", "StudentT")
 
+    def _scale_for(self, shape):
+        return self.scale
+
     def log_prob(self, x):
-        nu, s = self.df, self.scale
+        nu, s = self.df, self._scale_for(x.shape)
         n = float(np.prod(x.shape))
         const = (
             math.lgamma(0.5 * (nu + 1.0))
@@ -194,10 +202,45 @@ class StudentT(Prior):
         seeds = self._seeds(seed)
         z = keras.random.normal(shape, seed=seeds)
         g = keras.random.gamma(shape, alpha=0.5 * self.df, seed=seeds)
-        return ops.add(self.loc, self.scale * z / ops.sqrt(2.0 * g / self.df))
+        s = self._scale_for(shape)
+        return ops.add(self.loc, s * z / ops.sqrt(2.0 * g / self.df))
 
     def get_config(self):
         return {"df": self.df, "scale": self.scale, "loc": self.loc}
+
+
+@public
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class HeStudentT(StudentT):
+    """He-scaled Student-t prior ``w_i ~ t_ν(0, s·sqrt(2/fan_in))``.
+
+    Heavy tails (Fortuin et al. 2022) at the scale of He et al.'s
+    initialisation, so that the prior's scale in function space does not grow
+    with the width of the layer feeding a weight (an unscaled
+    :class:`StudentT` of scale s gives pre-activations of scale
+    ``s·sqrt(fan_in)``). ``fan_in`` as in :class:`HeNormal`; ``log p(w)`` is
+    the density of :class:`StudentT` at that scale.
+
+    Args:
+        df: ν > 0.
+        scale: s > 0 (``1.0``: the t's scale parameter equals He's standard
+            deviation).
+
+    Raises:
+        ValueError: if ``df`` or ``scale`` is not positive, or (at build
+            time) when attached to a weight of rank < 2.
+    """
+
+    min_rank = 2
+
+    def __init__(self, df=3.0, scale=1.0):
+        super().__init__(df=df, scale=scale, loc=0.0)
+
+    def _scale_for(self, shape):
+        return self.scale * _he_stddev(self, shape)
+
+    def get_config(self):
+        return {"df": self.df, "scale": self.scale}
 
 
 def Cauchy(scale=1.0, loc=0.0):

@@ -26,6 +26,7 @@ KERNEL_PRIORS = {
     "he_normal": priors_lib.HeNormal,
     "glorot_normal": priors_lib.GlorotNormal,
     "student_t": lambda scale: priors_lib.StudentT(df=STUDENT_T_DF, scale=scale),
+    "he_student_t": lambda scale: priors_lib.HeStudentT(df=STUDENT_T_DF, scale=scale),
 }
 
 

@@ -33,7 +33,7 @@ MODEL_DATASETS = {"cnn_lstm": ("imdb",)}
 SAMPLERS = {"sgld": True, "sghmc": True, "sgnht": True, "atmc": True, "hmc": True,
             "sgd": False}
 #: Kernel priors of :attr:`RunConfig.prior` (built by :data:`keras_bnn.runs.KERNEL_PRIORS`).
-PRIORS = ("he_normal", "glorot_normal", "student_t")
+PRIORS = ("he_normal", "glorot_normal", "student_t", "he_student_t")
 #: :data:`keras_bnn.likelihoods.LIKELIHOODS`.
 LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
 #: What :func:`keras_bnn.runs.sweep` can vary.
