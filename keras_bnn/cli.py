@@ -239,15 +239,26 @@ def _cmd_evaluate(args):
     baseline = None
     if args.baseline_run_dir:
         baseline = runs.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
-    result = runs.evaluate(args.run_dir, num_bins=args.num_bins,
-                           baseline=baseline and baseline["single_sample"])
+    result = runs.evaluate(args.run_dir, num_bins=args.num_bins, baseline=baseline)
     rows = _result_rows(result, result["sampler"])
     if baseline:
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
     print(format_table(rows, ["model", *_metric_columns(result)]))
+    _print_vs_baseline(result)
     _print_rhat(result)
     plots = (result["reliability_plot"], result["samples_plot"])
     print(f"plots: {', '.join(p for p in plots if p)}")
+
+
+def _print_vs_baseline(result):
+    """One line: the ensemble's test NLL minus the baseline's, paired, with its SE."""
+    if "nll_vs_baseline" not in result:
+        return
+    diff = result["nll_vs_baseline"]
+    verdict = ("no difference detectable at 2 SE" if abs(diff["mean"]) < 2 * diff["se"]
+               else "the ensemble is better" if diff["mean"] < 0 else "the baseline is better")
+    print(f"ensemble NLL - baseline NLL = {diff['mean']:+.4f} ± {diff['se']:.4f} (SE, paired "
+          f"over {diff['n']} test examples): {verdict}")
 
 
 def _cmd_export(args):
@@ -347,12 +358,13 @@ def _cmd_demo(args):
         _print_prior_selection(config.output_dir)
         result = runs.evaluate(config.output_dir, baseline=baseline)
         if config.sampler == "sgd":
-            baseline = result["single_sample"]
-            rows.append(dict(model="SGD (MAP baseline)", **baseline))
+            baseline = result
+            rows.append(dict(model="SGD (MAP baseline)", **baseline["single_sample"]))
         else:
             rows += _result_rows(result, "ATMC")
     print()
     print(format_table(rows, ["model", *_metric_columns(result)]))
+    _print_vs_baseline(result)
     _print_rhat(result)
     print(f"reliability plot: {result['reliability_plot']}")
     print(f"metric vs samples plot: {result['samples_plot']}")

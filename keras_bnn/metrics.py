@@ -21,6 +21,10 @@ where bin b holds the examples whose confidence c_i = max_k p_ik falls in
 [b/B, (b+1)/B) (the last bin also holds c_i = 1), acc_b is their accuracy and
 conf_b their mean confidence.
 
+``nll_per_example`` / ``gaussian_nll_per_example`` give the terms of the
+NLL, and ``paired_difference`` compares two models on the same examples
+(mean difference and its standard error).
+
 ``evaluate_members`` scores the S members of a posterior ensemble one by one,
 their average (the posterior predictive), and the running average of the first
 s members for s = 1..S (how the ensemble improves with more samples).
@@ -134,9 +138,58 @@ def nll(probs, labels):
     Raises:
       ValueError: as for `accuracy`.
     """
+    return float(np.mean(nll_per_example(probs, labels)))
+
+
+def nll_per_example(probs, labels):
+    """Each example's negative log-likelihood, in nats: the terms of :func:`nll`.
+
+    nll_i = -log max(p_{i,y_i}, PROB_FLOOR).
+
+    Args:
+      probs: [N, K] class probabilities.
+      labels: [N] integer labels in [0, K).
+
+    Returns:
+      float64 numpy array [N].
+
+    Raises:
+      ValueError: as for `accuracy`.
+    """
     p, y = _check(probs, labels)
-    p_true = p[np.arange(p.shape[0]), y]
-    return float(np.mean(-np.log(np.maximum(p_true, PROB_FLOOR))))
+    return -np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR))
+
+
+def paired_difference(a, b):
+    """Mean of a per-example difference between two models, with its standard error.
+
+    Δ̄ = (1/N) Σ_i (a_i − b_i),  SE = sd(a − b)/√N  (sd with N − 1 in the
+    denominator): the standard error of Δ̄ over test examples drawn
+    independently, so that Δ̄ ± 2·SE is an approximate 95 % interval
+    (central limit theorem) for the difference of the two models' expected
+    per-example scores. Pairing (both models scored on the same examples)
+    removes the examples' own spread, which dominates each model's mean.
+
+    Args:
+      a, b: [N] per-example scores of two models on the same examples (e.g.
+        :func:`nll_per_example`), N ≥ 2.
+
+    Returns:
+      dict with "mean" (Δ̄), "se" and "n", Python floats / int.
+
+    Raises:
+      ValueError: if the shapes differ, N < 2 or a value is not finite.
+    """
+    a, b = (np.asarray(v, dtype=np.float64) for v in (a, b))
+    if a.ndim != 1 or a.shape != b.shape or a.size < 2:
+        raise argument_error("b", "be a 1-D array of the same length as `a`, at least 2",
+                             b, got=f"shapes {a.shape} and {b.shape}")
+    for name, values in (("a", a), ("b", b)):
+        if not np.all(np.isfinite(values)):
+            raise argument_error(name, "be finite", values, got="NaN or inf values")
+    delta = a - b
+    return {"mean": float(delta.mean()), "se": float(delta.std(ddof=1) / np.sqrt(delta.size)),
+            "n": int(delta.size)}
 
 
 def brier(probs, labels):
@@ -327,6 +380,21 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
       ValueError: if the shapes differ, a value is not finite, a variance
         is not positive or a level is outside (0, 1).
     """
+    mu, var, y = _check_gaussian(mean, variance, targets)
+    levels = [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
+    error = y - mu
+    result = {
+        "nll": float(np.mean(_gaussian_nll(mu, var, y))),
+        "rmse": float(np.sqrt(np.mean(error**2))),
+    }
+    for level in levels:
+        z = scipy.stats.norm.ppf(0.5 + level / 2)
+        result[f"coverage_{level:g}"] = float(np.mean(np.abs(error) <= z * np.sqrt(var)))
+    return result
+
+
+def _check_gaussian(mean, variance, targets):
+    """``(mean, variance, targets)`` as float64 [N, D] arrays, checked (see :func:`evaluate_gaussian`)."""
     mu, var, y = (np.asarray(v, dtype=np.float64) for v in (mean, variance, targets))
     if mu.ndim == 1:
         mu, var = mu[:, None], var[:, None]
@@ -341,13 +409,26 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
             raise argument_error(name, "be finite", values, got="NaN or inf values")
     if var.min() <= 0:
         raise argument_error("variance", "be positive", variance, got=f"minimum {var.min():.4g}")
-    levels = [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
-    error = y - mu
-    result = {
-        "nll": float(np.mean(np.sum(0.5 * (np.log(2 * np.pi * var) + error**2 / var), axis=1))),
-        "rmse": float(np.sqrt(np.mean(error**2))),
-    }
-    for level in levels:
-        z = scipy.stats.norm.ppf(0.5 + level / 2)
-        result[f"coverage_{level:g}"] = float(np.mean(np.abs(error) <= z * np.sqrt(var)))
-    return result
+    return mu, var, y
+
+
+def _gaussian_nll(mu, var, y):
+    return np.sum(0.5 * (np.log(2 * np.pi * var) + (y - mu) ** 2 / var), axis=1)
+
+
+def gaussian_nll_per_example(mean, variance, targets):
+    """Each example's Gaussian negative log-likelihood: the terms of :func:`evaluate_gaussian`'s NLL.
+
+    nll_i = Σ_d ½[log(2π σ²_id) + (y_id − μ_id)²/σ²_id].
+
+    Args:
+      mean, variance: [N] or [N, D] predictive means and variances (> 0).
+      targets: [N] or [N, D] observed values.
+
+    Returns:
+      float64 numpy array [N].
+
+    Raises:
+      ValueError: as for :func:`evaluate_gaussian`.
+    """
+    return _gaussian_nll(*_check_gaussian(mean, variance, targets))

@@ -71,6 +71,30 @@ def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     assert code == 0 and out.strip().endswith(os.path.join(export_dir, "2"))
 
 
+def test_evaluate_against_a_baseline_reports_the_paired_nll_difference(tmp_path, capsys):
+    """``--baseline-run-dir``: the ensemble's per-example test NLL minus the
+    baseline's, its mean (= the difference of the two reported NLLs) and its
+    paired standard error, printed and stored in ``metrics.json``."""
+    dirs = {}
+    for sampler in ("sgd", "sghmc"):
+        dirs[sampler] = str(tmp_path / sampler)
+        code, _, err = _run(["train", *SMALL, "--epochs", "4", "--sampler", sampler,
+                             "--verbose", "0", "--output-dir", dirs[sampler]], capsys)
+        assert code == 0, err
+    code, out, err = _run(["evaluate", "--run-dir", dirs["sghmc"],
+                           "--baseline-run-dir", dirs["sgd"]], capsys)
+    assert code == 0, err
+    assert "ensemble NLL - baseline NLL = " in out and "(SE, paired over 100 test" in out
+    result = json.load(open(os.path.join(dirs["sghmc"], "metrics.json")))
+    baseline = json.load(open(os.path.join(dirs["sgd"], "metrics.json")))
+    diff = result["nll_vs_baseline"]
+    assert diff["n"] == 100 and diff["se"] > 0
+    np.testing.assert_allclose(diff["mean"],
+                               result["ensemble"]["nll"] - baseline["ensemble"]["nll"],
+                               rtol=1e-6, atol=1e-9)
+    assert "nll_per_example" not in result
+
+
 def test_config_file_with_flag_overrides(tmp_path, capsys):
     config = tmp_path / "run.json"
     config.write_text(json.dumps({"sampler": "sgld", "epochs": 99, "num_train": 200,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
+from scipy import stats
 
 from keras_bnn import metrics
 
@@ -23,6 +24,49 @@ def test_accuracy_nll_brier_exact_values():
     assert metrics.brier(PROBS, LABELS) == pytest.approx(1.065 / 4, rel=1e-12)
 
 
+def test_nll_per_example_are_the_terms_of_nll():
+    terms = metrics.nll_per_example(PROBS, LABELS)
+    np.testing.assert_allclose(terms, -np.log([0.9, 0.8, 0.4, 0.65]), rtol=1e-12)
+    assert terms.mean() == pytest.approx(metrics.nll(PROBS, LABELS), rel=1e-12)
+    # Bernoulli [N, 1] probabilities read as two-class rows.
+    np.testing.assert_allclose(metrics.nll_per_example([[0.2], [0.7]], [0, 1]),
+                               -np.log([0.8, 0.7]), rtol=1e-12)
+
+
+def test_gaussian_nll_per_example_are_the_terms_of_the_gaussian_nll():
+    rng = np.random.default_rng(3)
+    mean, variance, targets = rng.normal(size=(7, 2)), rng.uniform(0.5, 2, (7, 2)), rng.normal(
+        size=(7, 2))
+    terms = metrics.gaussian_nll_per_example(mean, variance, targets)
+    expected = -np.sum(stats.norm(mean, np.sqrt(variance)).logpdf(targets), axis=1)
+    np.testing.assert_allclose(terms, expected, rtol=1e-12)
+    assert terms.mean() == pytest.approx(
+        metrics.evaluate_gaussian(mean, variance, targets)["nll"], rel=1e-12)
+
+
+def test_paired_difference_is_the_paired_t_statistic():
+    """Δ̄ / SE is the paired t statistic of scipy.stats.ttest_rel."""
+    rng = np.random.default_rng(0)
+    a = rng.exponential(size=40)
+    b = a + rng.normal(0.1, 0.3, size=40)
+    diff = metrics.paired_difference(a, b)
+    assert diff["n"] == 40
+    assert diff["mean"] == pytest.approx(np.mean(a - b), rel=1e-12)
+    assert diff["mean"] / diff["se"] == pytest.approx(stats.ttest_rel(a, b).statistic, rel=1e-10)
+
+
+@pytest.mark.parametrize("a, b, match", [
+    ([1.0, 2.0], [1.0], "`b` must be a 1-D array of the same length"),
+    ([1.0], [1.0], "at least 2"),
+    ([[1.0, 2.0]], [[1.0, 2.0]], "1-D"),
+    ([1.0, np.nan], [1.0, 2.0], "`a` must be finite"),
+    ([1.0, 2.0], [np.inf, 2.0], "`b` must be finite"),
+])
+def test_paired_difference_rejects_bad_input(a, b, match):
+    with pytest.raises(ValueError, match=match):
+        metrics.paired_difference(a, b)
+
+
 def test_brier_is_summed_over_classes_not_normalised():
     # (0.5-0)² + (0.3-0)² + (0.2-1)² = 0.25 + 0.09 + 0.64.
     assert metrics.brier([[0.5, 0.3, 0.2]], [2]) == pytest.approx(0.98, rel=1e-12)
@@ -38,13 +82,13 @@ def test_nll_of_zero_probability_is_finite_floor():
 def test_ece_and_reliability_hand_computed():
     # 4 bins of width 0.25; confidences 0.9, 0.8 -> bin 3 (both correct),
     # 0.6, 0.65 -> bin 2 (one correct). ECE = 0.5|1 - 0.85| + 0.5|0.5 - 0.625|.
-    stats = metrics.reliability(PROBS, LABELS, num_bins=4)
-    np.testing.assert_array_equal(stats["count"], [0, 0, 2, 2])
-    np.testing.assert_allclose(stats["accuracy"][2:], [0.5, 1.0])
-    np.testing.assert_allclose(stats["confidence"][2:], [0.625, 0.85], rtol=1e-6)
-    assert np.all(np.isnan(stats["accuracy"][:2]))
-    np.testing.assert_allclose(stats["bin_lower"], [0, 0.25, 0.5, 0.75])
-    np.testing.assert_allclose(stats["bin_upper"], [0.25, 0.5, 0.75, 1.0])
+    bins = metrics.reliability(PROBS, LABELS, num_bins=4)
+    np.testing.assert_array_equal(bins["count"], [0, 0, 2, 2])
+    np.testing.assert_allclose(bins["accuracy"][2:], [0.5, 1.0])
+    np.testing.assert_allclose(bins["confidence"][2:], [0.625, 0.85], rtol=1e-6)
+    assert np.all(np.isnan(bins["accuracy"][:2]))
+    np.testing.assert_allclose(bins["bin_lower"], [0, 0.25, 0.5, 0.75])
+    np.testing.assert_allclose(bins["bin_upper"], [0.25, 0.5, 0.75, 1.0])
     # float32 inside TFP: tolerance a few float32 ulps of O(1) values.
     assert metrics.ece(PROBS, LABELS, num_bins=4) == pytest.approx(0.1375, abs=1e-6)
 

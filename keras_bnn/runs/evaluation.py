@@ -66,6 +66,8 @@ def _gaussian_curve(members, targets):
 
     ``members`` is [S, N, 2D] raw ``[μ, log σ²]``; the mixture of s members
     has mean (1/s) Σ μ_r and variance (1/s) Σ (σ²_r + μ_r²) − mean².
+    Returns ``(last member's metrics, the S-member mixture's metrics, the
+    curve, the S-member mixture's per-example NLL)``.
     """
     units = members.shape[-1] // 2
     means, variances = members[..., :units], np.exp(members[..., units:])
@@ -76,7 +78,8 @@ def _gaussian_curve(members, targets):
     curve = {"num_samples": count.ravel().tolist()}
     curve.update({name: [row[name] for row in rows] for name in rows[0]})
     single = metrics_lib.evaluate_gaussian(means[-1], variances[-1], targets)
-    return single, rows[-1], curve
+    return single, rows[-1], curve, metrics_lib.gaussian_nll_per_example(mean[-1], variance[-1],
+                                                                       targets)
 
 
 def evaluate(run_dir, num_bins=15, baseline=None, data=None):
@@ -95,9 +98,11 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             :func:`keras_bnn.runs.run_chains`
             (the chains are pooled).
         num_bins: ECE / reliability bins.
-        baseline: optional metrics dict of a reference model (e.g. the SGD/MAP
-            run's ``single_sample``), drawn as a horizontal line in the
-            metric-vs-samples plot.
+        baseline: optional result of this function on a reference run on the
+            same test set (e.g. the SGD/MAP run): its ``single_sample``
+            metrics are drawn as a horizontal line in the metric-vs-samples
+            plot, and the ensembles' per-example NLLs are compared
+            (``nll_vs_baseline``).
         data: ``(train_ds, test_ds, info)`` to evaluate on instead of the
             test split of ``config.dataset`` (needed for runs on arrays).
 
@@ -107,7 +112,11 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         ``num_chains``, ``num_samples`` (over all chains), the
         ``metric_vs_num_samples`` curve, ``rhat`` (see :func:`chain_rhat`:
         rank-normalised R-hat and ESS in function and weight space; one
-        chain is compared by its halves) and the plot paths.
+        chain is compared by its halves), the plot paths,
+        ``nll_per_example`` (the ensemble's, a numpy array; not written to
+        ``metrics.json``) and, with a ``baseline``, ``nll_vs_baseline``:
+        :func:`keras_bnn.metrics.paired_difference` of this ensemble's and
+        the baseline ensemble's per-example NLL (Δ < 0: this run is better).
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
@@ -125,7 +134,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
               "likelihood": ensemble.likelihood, "num_chains": len(stores),
               "num_samples": num_samples}
     if ensemble.likelihood == "gaussian":
-        single, scores, curve = _gaussian_curve(members, labels)
+        single, scores, curve, per_example = _gaussian_curve(members, labels)
         curve_metrics = (("rmse", "RMSE"), ("nll", "NLL (nats)"))
         result["reliability_plot"] = None
     else:
@@ -133,6 +142,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         single, scores, curve = scored["members"][-1], scored["ensemble"], scored[
             "metric_vs_num_samples"]
         curve_metrics = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
+        per_example = metrics_lib.nll_per_example(members.mean(axis=0), labels)
         result["reliability_plot"] = plots.reliability_diagram(
             members.mean(axis=0), labels, run.reliability_plot,
             num_bins=num_bins, title=f"{config.sampler} ensemble ({num_samples} samples)")
@@ -143,9 +153,13 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         "rhat": chain_rhat(np.split(members, chain_ends), np.split(weights, chain_ends)),
         "samples_plot": plots.metric_vs_samples_plot(
             curve, run.samples_plot, metrics=curve_metrics,
-            baseline=baseline, baseline_label="SGD (MAP)"),
+            baseline=baseline and baseline["single_sample"], baseline_label="SGD (MAP)"),
     })
+    if baseline:
+        result["nll_vs_baseline"] = metrics_lib.paired_difference(
+            per_example, baseline["nll_per_example"])
     run.write_json(run.metrics, result)
+    result["nll_per_example"] = per_example
     return result
 
 
