@@ -14,7 +14,7 @@ TensorFlow Probability.
 
 Modules: :mod:`~keras_bnn.priors.base` (:class:`Prior`),
 :mod:`~keras_bnn.priors.elementwise` (Normal, HeNormal, GlorotNormal, Laplace,
-StudentT, Cauchy) and :mod:`~keras_bnn.priors.group` (GroupLaplace,
+StudentT, HeStudentT, Cauchy) and :mod:`~keras_bnn.priors.group` (GroupLaplace,
 UnitNormDirection); this module resolves priors by name (:func:`get`) and
 sums a model's log-prior (:func:`log_prior`). Every class is reported as
 ``keras_bnn.priors.<name>``, the path its serialized config records.
