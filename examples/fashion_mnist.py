@@ -72,7 +72,6 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     train_ds, eval_ds, info, (x_ood, _) = data
     label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, epochs,
                                       args.step_size, *fields.values()))
-    fields.setdefault("prior", "he_normal")  # the README's rows; no selection on 60 000 images
     model_args = {"hidden": [256, 256]} if args.model == "mlp" else {}  # 784-256-256-10
     config = kb.runs.RunConfig(dataset="fashion_mnist", data_dir=args.data_dir, model=args.model,
                                model_args=model_args,
@@ -123,8 +122,9 @@ def compare(args):
     for seed in args.seeds:
         for name in args.rows:
             sampler, chains, epochs = plan[name]
-            fields = ({"burn_in_epochs": args.chains_burn_in_epochs}
-                      if name == "atmc x K" and args.chains_burn_in_epochs is not None else {})
+            fields = {"prior": args.prior, "prior_scale": SWEEP_PRIORS[args.prior]}
+            if name == "atmc x K" and args.chains_burn_in_epochs is not None:
+                fields["burn_in_epochs"] = args.chains_burn_in_epochs
             run_row(args, data, name.replace("K", str(args.k)), sampler, chains, epochs, seed,
                     **fields)
 
@@ -173,7 +173,7 @@ def table(args):
                    key=lambda r: (r["model"], r["prior"], -r["temperature"]))
     columns = ["model", "row", "epochs", "step_size", "samples", "seeds", *metrics]
     if compared:
-        print(_markdown(compared, columns) + "\n")
+        print(_markdown(compared, ["model", "prior", *columns[1:]]) + "\n")
     if swept:
         print(_markdown(swept, ["model", "prior", "temperature", *columns[2:]]))
         _plot_sweep(swept, os.path.join(args.out, "cold_posterior.png"))
@@ -223,6 +223,9 @@ def main(argv=None):
                         help="burn-in of each of the K chains (default: the library's "
                              "equilibrium test)")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03])
+    parser.add_argument("--prior", choices=list(SWEEP_PRIORS), default="he_normal",
+                        help="kernel prior of every compare row (he_normal: the library's "
+                             "default for data not selected on)")
     parser.add_argument("--priors", nargs="+", choices=list(SWEEP_PRIORS),
                         default=list(SWEEP_PRIORS))
     parser.add_argument("--train-subset", type=int, default=None,
