@@ -82,17 +82,21 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     start = time.perf_counter()
     row = {"model": args.model, "row": name, "sampler": sampler, "chains": chains,
            "epochs": epochs, "seed": seed, "step_size": config.step_size, **fields}
+    chain_dirs = [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)]
     try:
-        for chain in range(chains):
-            kb.runs.train(dataclasses.replace(config, chain=chain,
-                                              output_dir=os.path.join(config.output_dir,
-                                                                      f"chain-{chain}")),
-                          verbose=0, data=(train_ds, eval_ds, info))
+        stores = [kb.runs.train(dataclasses.replace(config, chain=k, output_dir=chain_dir),
+                                verbose=0, data=(train_ds, eval_ds, info)).store
+                  for k, chain_dir in enumerate(chain_dirs)]
     except kb.NonFiniteError as error:
         row["diverged"] = str(error).split("(")[1].split(")")[0]  # "at optimizer step k"
         _save(args, row)
         return row
     wall = time.perf_counter() - start
+    if not all(len(store) for store in stores):  # NotConvergedWarning: never at equilibrium
+        with open(os.path.join(chain_dirs[0], "collection.json")) as handle:
+            row.update(wall_s=round(wall, 1), not_converged=json.load(handle)["reason"])
+        _save(args, row)
+        return row
     ensemble = kb.PosteriorEnsemble.from_store(
         [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)])
     members = ensemble.predict_members(eval_ds)
@@ -150,9 +154,10 @@ def table(args):
     with open(os.path.join(args.out, "results.jsonl")) as handle:
         rows = [json.loads(line) for line in handle]
     for row in rows:
-        if "diverged" in row:
-            print(f"diverged: {row}")
-    rows = [row for row in rows if "diverged" not in row]
+        for outcome in ("diverged", "not_converged"):
+            if outcome in row:
+                print(f"{outcome}: {row}")
+    rows = [row for row in rows if "diverged" not in row and "not_converged" not in row]
     metrics = ("accuracy", "nll", "ece", "brier", "auroc_entropy", "auroc_mutual_information",
                "wall_s")
     keys = ("model", "row", "temperature", "prior", "epochs", "step_size", "train_size", "eval")

@@ -85,7 +85,8 @@ def test_real_data_atmc_ensemble_beats_one_sgd_net_in_nll(tmp_path):
 def test_example_compare_and_table(small_set, tmp_path, capsys):
     """``examples/fashion_mnist.py compare`` trains the deep ensemble and the K
     chains under the chosen prior (the chains with their own burn-in), one
-    JSON row each; ``table`` renders them."""
+    JSON row each; a chain too short for the equilibrium test is a
+    ``not_converged`` row, not a crash; ``table`` renders them."""
     import importlib.util
 
     path = os.path.join(os.path.dirname(__file__), "..", "examples", "fashion_mnist.py")
@@ -94,15 +95,19 @@ def test_example_compare_and_table(small_set, tmp_path, capsys):
     spec.loader.exec_module(example)
     out = str(tmp_path / "out")
     example.main(["compare", "--out", out, "--data-dir", small_set, "--k", "2",
-                  "--rows", "sgd x K", "atmc x K", "--sgd-epochs", "2", "--chains-epochs", "3",
+                  "--rows", "sgd x K", "atmc 1 chain", "atmc x K", "--sgd-epochs", "2",
+                  "--chain-epochs", "2", "--chains-epochs", "3",
                   "--chains-burn-in-epochs", "1", "--step-size", "1e-3", "--batch-size", "20",
                   "--seeds", "0", "--prior", "student_t"])
     rows = [json.loads(line) for line in open(os.path.join(out, "results.jsonl"))]
-    assert [(r["row"], r["chains"], r["num_samples"]) for r in rows] == [
-        ("sgd x 2", 2, 2), ("atmc x 2", 2, 4)]  # 2 chains × epochs 1, 2 after burn-in
+    assert [(r["row"], r["chains"], r.get("num_samples")) for r in rows] == [
+        ("sgd x 2", 2, 2), ("atmc 1 chain", 1, None),
+        ("atmc x 2", 2, 4)]  # 2 chains × epochs 1, 2 after burn-in
     assert all((r["prior"], r["prior_scale"]) == ("student_t", 0.4) for r in rows)
-    assert rows[1]["burn_in_epochs"] == 1 and "burn_in_epochs" not in rows[0]
+    assert rows[1]["not_converged"] == "20 epochs after warm-up are needed (window 10); have 2"
+    assert rows[2]["burn_in_epochs"] == 1 and "burn_in_epochs" not in rows[0]
     capsys.readouterr()
     example.main(["table", "--out", out])
     table = capsys.readouterr().out
     assert "| mlp | student_t | sgd x 2 |" in table and "| mlp | student_t | atmc x 2 |" in table
+    assert "not_converged: " in table
