@@ -209,3 +209,16 @@ def test_cli_defaults_on_wine_ensemble_beats_sgd_and_its_own_last_sample(tmp_pat
     ensemble = metrics["ensemble"]
     assert ensemble["nll"] < sgd["nll"] and ensemble["nll"] < metrics["single_sample"]["nll"]
     assert ensemble["ece"] <= 0.05
+
+
+def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
+    dirs = {}
+    for name, num_test in (("a", "100"), ("b", "60")):
+        dirs[name] = str(tmp_path / name)
+        argv = ["train", *SMALL, "--sampler", "sgd", "--output-dir", dirs[name]]
+        argv[argv.index("--num-test") + 1] = num_test
+        code, _, err = _run(argv, capsys)
+        assert code == 0, err
+    code, _, err = _run(["evaluate", "--run-dir", dirs["a"], "--baseline-run-dir", dirs["b"]],
+                        capsys)
+    assert code != 0 and "`baseline` was scored on 60 test examples" in err

@@ -117,6 +117,11 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         ``metrics.json``) and, with a ``baseline``, ``nll_vs_baseline``:
         :func:`keras_bnn.metrics.paired_difference` of this ensemble's and
         the baseline ensemble's per-example NLL (Δ < 0: this run is better).
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`load_chains`.
+        ValueError: if ``baseline`` was scored on another number of test
+            examples.
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
@@ -156,6 +161,10 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             baseline=baseline and baseline["single_sample"], baseline_label="SGD (MAP)"),
     })
     if baseline:
+        if len(baseline["nll_per_example"]) != len(per_example):
+            raise ValueError(
+                f"`baseline` was scored on {len(baseline['nll_per_example'])} test examples and "
+                f"{run_dir!r} on {len(per_example)}: a paired comparison needs the same test set.")
         result["nll_vs_baseline"] = metrics_lib.paired_difference(
             per_example, baseline["nll_per_example"])
     run.write_json(run.metrics, result)
