@@ -9,7 +9,8 @@ Each model is built once per optimizer (same initial weights) and compiled
 with ``sampler=`` SGLD, SGHMC, SGNHT or ATMC at an explicit step size, the
 same four at their default ``step_size="auto"`` (rows "auto"; a warm-up of
 ``AUTO_WARMUP_STEPS`` steps, finished before timing starts, so they time the
-step after the warm-up: the frozen h plus the gated warm-up code), or ``optimizer=keras.optimizers.SGD(momentum=0.9)``, all with
+step after the warm-up: the frozen h plus the gated warm-up code), or
+``optimizer=keras.optimizers.SGD(momentum=0.9)``, all with
 ``loss=SparseCategoricalCrossentropy(from_logits=True)`` and
 ``train_size=50_000``. One timed unit is ``model.train_on_batch`` on a fixed
 in-memory batch (tensors, so no host conversion is timed). After warm-up the

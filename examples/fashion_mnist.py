@@ -97,8 +97,7 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
             row.update(wall_s=round(wall, 1), not_converged=json.load(handle)["reason"])
         _save(args, row)
         return row
-    ensemble = kb.PosteriorEnsemble.from_store(
-        [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)])
+    ensemble = kb.PosteriorEnsemble.from_store(chain_dirs)
     members = ensemble.predict_members(eval_ds)
     labels = kb.data.dataset_labels(eval_ds)
     row.update({"num_samples": len(members),

@@ -394,7 +394,7 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
 
 
 def _check_gaussian(mean, variance, targets):
-    """``(mean, variance, targets)`` as float64 [N, D] arrays, checked (see :func:`evaluate_gaussian`)."""
+    """``(mean, variance, targets)`` as checked float64 [N, D] arrays (:func:`evaluate_gaussian`)."""
     mu, var, y = (np.asarray(v, dtype=np.float64) for v in (mean, variance, targets))
     if mu.ndim == 1:
         mu, var = mu[:, None], var[:, None]
@@ -417,7 +417,7 @@ def _gaussian_nll(mu, var, y):
 
 
 def gaussian_nll_per_example(mean, variance, targets):
-    """Each example's Gaussian negative log-likelihood: the terms of :func:`evaluate_gaussian`'s NLL.
+    """Each example's Gaussian NLL: the terms of :func:`evaluate_gaussian`'s ``nll``.
 
     nll_i = Σ_d ½[log(2π σ²_id) + (y_id − μ_id)²/σ²_id].
 

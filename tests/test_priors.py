@@ -188,6 +188,11 @@ def test_cauchy_sample_quartiles():
     assert abs(q3 - (loc + s)) < N_SIGMA * quartile_se
 
 
+def test_he_student_t_errors_name_the_class():
+    with pytest.raises(ValueError, match="HeStudentT.*`df`"):
+        priors.HeStudentT(df=0.0)
+
+
 def test_he_student_t_sample_variance_uses_fan_in():
     df = 10.0
     w = _draw(priors.HeStudentT(df, 1.0), (200, 200))  # fan_in 200, n = 40000

@@ -24,8 +24,8 @@ import keras
 from keras import ops
 
 from keras_bnn.priors.base import Prior
-from keras_bnn.priors.elementwise import (Cauchy, GlorotNormal, HeNormal, HeStudentT, Laplace, Normal,
-                                          StudentT)
+from keras_bnn.priors.elementwise import (Cauchy, GlorotNormal, HeNormal, HeStudentT, Laplace,
+                                          Normal, StudentT)
 from keras_bnn.priors.group import GroupLaplace, UnitNormDirection
 from keras_bnn.validation import argument_error
 
@@ -64,7 +64,8 @@ def get(identifier, argument="prior"):
     Args:
         identifier: a :class:`Prior`, one of the names
             ``"normal", "laplace", "student_t", "cauchy", "he_normal",
-            "he_student_t", "glorot_normal", "group_laplace", "unit_norm_direction"`` (default arguments), a
+            "he_student_t", "glorot_normal", "group_laplace",
+            "unit_norm_direction"`` (default arguments), a
             dict from :func:`serialize`, or ``None``.
         argument: the caller's argument name, used in error messages.
 

@@ -176,9 +176,10 @@ class StudentT(Prior):
     """
 
     def __init__(self, df=3.0, scale=1.0, loc=0.0):
-        self.df = check_positive(df, "df", "StudentT")
-        self.scale = check_positive(scale, "scale", "StudentT")
-        self.loc = check_finite(loc, "loc", "StudentT")
+        owner = type(self).__name__
+        self.df = check_positive(df, "df", owner)
+        self.scale = check_positive(scale, "scale", owner)
+        self.loc = check_finite(loc, "loc", owner)
 
     def _scale_for(self, shape):
         return self.scale
