@@ -4,15 +4,16 @@
 # run is evaluated with the SGD run as --baseline-run-dir, which prints the
 # paired test-NLL difference and its standard error.
 # Usage: bash benchmarks/cli_defaults.sh [output root, default runs/cli-defaults]
-# (SEEDS and DATASETS narrow the grid, e.g. SEEDS=1 DATASETS=wine; EVALUATE_ONLY=1
-# re-evaluates runs already trained under the root)
+# (SEEDS, DATASETS and SAMPLERS narrow the grid, e.g. SEEDS=1 DATASETS=wine, or
+# SAMPLERS=atmc to retrain only the chains against SGD runs already under the
+# root; EVALUATE_ONLY=1 re-evaluates runs already trained under the root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=${1:-runs/cli-defaults}
 py=${PYTHON:-.venv/bin/python}
 for seed in ${SEEDS:-0 1}; do
   for dataset in ${DATASETS:-digits breast_cancer wine diabetes}; do
-    for sampler in sgd atmc; do
+    for sampler in ${SAMPLERS:-sgd atmc}; do
       out=$root/$dataset-$sampler-$seed
       if [ -z "${EVALUATE_ONLY:-}" ]; then
         $py -m keras_bnn.cli train --dataset "$dataset" --sampler "$sampler" --seed "$seed" \

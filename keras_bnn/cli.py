@@ -209,8 +209,9 @@ def _cmd_train(args):
                            ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
     if result.gradient_noise:
         print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
-              "biased above 0.1):")
-        print(format_table(result.gradient_noise, ["name", "d", "ratio", "above_limit"]))
+              "biased above 0.1) and its step factor (step = step size × factor):")
+        print(format_table(result.gradient_noise,
+                           ["name", "d", "ratio", "above_limit", "step_factor"]))
     _print_prior_selection(config.output_dir)
     collection = result.collection
     if collection["step_size"] is not None:

@@ -10,9 +10,13 @@ Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
    Fashion-MNIST MLP, on a 2048-row stand-in): the old default
    ``step_size=1e-4`` diverges within 20 steps; the auto step does not, and
    ends at the target ratio.
-3. API: the default is ``"auto"``, an explicit step is exact, a cycle runs
+3. Two variables whose gradient noise differs 100× in variance: the noisy
+   one gets its own smaller step (factor ``s_v``) and every variable ends
+   at or below the target ratio; the quiet one keeps h.
+4. API: the default is ``"auto"``, an explicit step is exact, a cycle runs
    around the frozen h, the config records the chosen h, bad arguments are
-   named; the same h under MirroredStrategy, and the warm-up under JAX.
+   named; the same h and factors under MirroredStrategy, and the warm-up
+   under JAX.
 """
 
 import contextlib
@@ -30,7 +34,7 @@ import tensorflow as tf
 import keras_bnn as kb
 from keras_bnn import samplers
 from keras_bnn.samplers import warmup
-from sampler_harness import run_chains
+from sampler_harness import run_chains, total_ess
 
 CHAINS, DIM = 32, 8
 NOISE_SD = 30.0  # sd of the injected noise in G = n·∇ (n = 100)
@@ -116,6 +120,99 @@ def test_the_update_rule_grows_jumps_and_backs_off():
     assert step(ceiling, ceiling, 0.0) == pytest.approx([ceiling, ceiling])
 
 
+def test_the_frozen_steps_follow_the_averaged_noise_scales():
+    def frozen(scales, sizes, ceiling=np.inf, exponent=1):
+        step, factors = warmup.frozen_steps([np.float32(a) for a in scales], sizes,
+                                            warmup.TARGET_NOISE_RATIO, exponent,
+                                            np.float32(ceiling))
+        return float(step), [float(f) for f in factors]
+
+    # ā = (3·1 + 1·5)/4 = 2: h = r*/ā; the noisy variable gets s = r*/(h·a) = ā/a.
+    step, factors = frozen([1.0, 5.0], [3, 1])
+    assert step == pytest.approx(0.05 / 2.0) and factors == pytest.approx([1.0, 0.4])
+    # k = 2: square roots of the same ratios.
+    step, factors = frozen([1.0, 5.0], [3, 1], exponent=2)
+    assert step == pytest.approx(math.sqrt(0.05 / 2.0))
+    assert factors == pytest.approx([1.0, math.sqrt(0.4)])
+    # A ceiling below the noise limit binds; the factors are judged at it.
+    step, factors = frozen([1.0, 5.0], [3, 1], ceiling=0.005)
+    assert step == pytest.approx(0.005) and factors == pytest.approx([1.0, 1.0])
+    # Nothing measured: no limit (the per-step rule's h is kept), factors 1.
+    step, factors = frozen([0.0, 0.0], [3, 1])
+    assert step == np.inf and factors == [1.0, 1.0]
+
+
+#: Two variables per chain, one noisy: U = (λ/2)·‖θ‖², G = λθ + N(0, sd²) per
+#: coordinate; the stiffness λ makes the chains relax within ~100–750 steps.
+BLOCK_SD = {"quiet": NOISE_SD, "noisy": 10.0 * NOISE_SD}
+BLOCK_SIZE = {"quiet": 7, "noisy": 1}
+BLOCK_STIFFNESS, BLOCK_CHAINS, BLOCK_WARMUP = 1200.0, 256, 1000
+
+
+def _block_chains(sampler, steps=21000, thin=10):
+    """Runs :data:`BLOCK_CHAINS` chains of the two-variable Gaussian; returns
+    the draws of θ/√(T/λ) after warm-up + 2000 steps ``[draws, chains, 8]``
+    (7 quiet coordinates, then the noisy one) and the last per-variable r̂."""
+    sampler.configure(train_size=TRAIN_SIZE)
+    thetas = {k: keras.Variable(np.random.default_rng(j).normal(
+        size=(BLOCK_CHAINS, BLOCK_SIZE[k])).astype("float32") / math.sqrt(BLOCK_STIFFNESS),
+        name=k) for j, k in enumerate(BLOCK_SD)}
+    sampler.build(list(thetas.values()))
+    burn_in = BLOCK_WARMUP + 2000
+
+    def step(i):
+        sampler.apply([(BLOCK_STIFFNESS * theta.value + BLOCK_SD[k] * tf.random.stateless_normal(
+            tf.shape(theta), tf.stack([tf.constant(j, tf.int64), tf.cast(i, tf.int64)])))
+            / TRAIN_SIZE for j, (k, theta) in enumerate(thetas.items())], list(thetas.values()))
+
+    @tf.function(jit_compile=True)
+    def run():
+        for i in tf.range(burn_in):
+            step(i)
+        draws = tf.TensorArray(tf.float32, size=(steps - burn_in) // thin)
+        for r in tf.range((steps - burn_in) // thin):
+            for k in tf.range(thin):
+                step(burn_in + r * thin + k)
+            draws = draws.write(r, tf.concat([t.value for t in thetas.values()], axis=1))
+        return draws.stack()
+
+    draws = run().numpy().astype(np.float64) * math.sqrt(BLOCK_STIFFNESS)
+    return draws, [float(r) for _, r, _ in sampler.gradient_noise_ratios()]
+
+
+@pytest.mark.parametrize("name, exponent", [("SGLD", 1), ("SGHMC", 2), ("ATMC", 2)])
+def test_a_noisy_variable_gets_a_smaller_step_of_its_own(name, exponent):
+    """Two variables whose minibatch noise differs 100× in variance. One h
+    for both (the mean rule) leaves the noisy one at ``r = 0.05·V_b/ā =
+    0.37``; SGLD and SGHMC do not subtract the noise, so its variance comes
+    out ``(1 + r)·T/λ``: 37 % too wide. With its factor ``s_b = (ā/V_b)^{1/k}``
+    every variable is at or below the target ratio (the quiet one keeps h),
+    and the noisy variance is ``(1 + r*)·T/λ``: the per-variable step leaves
+    the stationary law alone. Tolerance: 4 Monte-Carlo standard errors of a
+    variance, ``sqrt(2/ESS)`` (ESS summed over the chains)."""
+    mean_variance = (sum(BLOCK_SIZE[k] * BLOCK_SD[k] ** 2 for k in BLOCK_SD)
+                     / sum(BLOCK_SIZE.values()))
+    sampler = getattr(samplers, name)(seed=4, warmup_steps=BLOCK_WARMUP)
+    draws, ratios = _block_chains(sampler)
+    factors = sampler.step_size_factors()
+    assert factors["quiet"] == 1.0
+    assert factors["noisy"] == pytest.approx(
+        (mean_variance / BLOCK_SD["noisy"] ** 2) ** (1.0 / exponent), rel=0.1)  # 0.134 / 0.366
+    # Every variable at or below the target; the noisy one at it.
+    assert ratios[1] == pytest.approx(warmup.TARGET_NOISE_RATIO, rel=0.15)
+    assert ratios[0] == pytest.approx(
+        warmup.TARGET_NOISE_RATIO * BLOCK_SD["quiet"] ** 2 / mean_variance, rel=0.15)
+    variance = (draws**2).mean(axis=(0, 1))
+    tolerance = 4.0 * np.sqrt(2.0 / total_ess(draws**2))
+    excess = {"SGLD": 1.0, "SGHMC": 1.0, "ATMC": 0.0}[name]  # ATMC subtracts b̂ (diagonal noise)
+    np.testing.assert_array_less(np.abs(variance - (1.0 + excess * np.array(
+        [ratios[0]] * 7 + [ratios[1]]))), tolerance)
+    if excess:  # the same h for every variable (an explicit step): the noisy one 37 % wide
+        single, _ = _block_chains(getattr(samplers, name)(step_size=sampler.step_size_value,
+                                                          seed=4))
+        assert np.mean(single[..., 7] ** 2) > 1.0 + 0.3
+
+
 def test_explicit_step_size_is_used_exactly():
     sampler = samplers.ATMC(step_size=2e-3, seed=0)
     sampler.configure(train_size=TRAIN_SIZE)
@@ -151,10 +248,12 @@ def test_auto_is_the_default_and_its_config_records_the_chosen_step(cls):
     run_chains(sampler, np.zeros((CHAINS, DIM), np.float32), _noisy_gaussian_gradient(0), 50)
     config = sampler.get_config()
     assert config["step_size_value"] == sampler.step_size_value > warmup.INITIAL_STEP_SIZE
+    assert config["step_size_factors"] == sampler.step_size_factors() == {"theta": 1.0}
     assert config["warmup_steps"] == warmup.auto_warmup_steps(0.99) == 1000
     restored = samplers.get(keras.optimizers.serialize(sampler))
     assert restored.warmup is not None and restored.warmup.warmup_steps == 1000
     assert restored.get_config()["step_size_value"] is None  # not run yet
+    assert restored.get_config()["step_size_factors"] == {}
 
 
 @pytest.mark.parametrize("kwargs, argument", [
@@ -205,21 +304,26 @@ def _small_model(name, warmup_steps, strategy=None):
     return model, x, y
 
 
-def _small_fit(name, strategy=None, epochs=4):
-    """4 epochs of 8 steps of ``name`` (20 of warm-up) on :func:`_small_model`."""
-    model, x, y = _small_model(name, 20, strategy)
+def _small_fit(name, strategy=None, epochs=4, warmup_steps=20):
+    """``epochs`` epochs of 8 steps of ``name`` on :func:`_small_model`."""
+    model, x, y = _small_model(name, warmup_steps, strategy)
     history = model.fit(x, y, batch_size=32, epochs=epochs, verbose=0, shuffle=False)
     return model, history.history
 
 
 def test_auto_step_is_the_same_under_mirrored_strategy():
-    single, _ = _small_fit("atmc")
+    # 600 warm-up steps: long enough for the output layer's factors to fall below 1.
+    single, _ = _small_fit("sghmc", epochs=76, warmup_steps=600)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    mirrored, history = _small_fit("atmc", strategy)
+    mirrored, history = _small_fit("sghmc", strategy, epochs=76, warmup_steps=600)
     chosen = mirrored.optimizer.step_size_value
     assert chosen == pytest.approx(single.optimizer.step_size_value, rel=1e-4)
-    np.testing.assert_allclose(history["step_size"][3], chosen, rtol=1e-6)  # steps 24-31
-    for variable in mirrored.optimizer.warmup.step_size, mirrored.optimizer.warmup.ceiling:
+    np.testing.assert_allclose(history["step_size"][75], chosen, rtol=1e-6)  # steps 600-607
+    factors = mirrored.optimizer.step_size_factors()
+    assert factors == pytest.approx(single.optimizer.step_size_factors(), rel=1e-3)
+    assert min(factors.values()) < 0.9
+    for variable in (mirrored.optimizer.warmup.step_size, mirrored.optimizer.warmup.ceiling,
+                     *mirrored.optimizer.slots("step_factor")):
         copies = [np.asarray(t) for t in variable.value.values]
         np.testing.assert_array_equal(copies[0], copies[1])
 
@@ -303,6 +407,8 @@ out = {}
 for name in ("sgld", "sghmc", "atmc"):
     model, history = _small_fit(name)
     out[name] = [model.optimizer.step_size_value, history["step_size"][3]]
+model, _ = _small_fit("sghmc", epochs=76, warmup_steps=600)
+out["factors"] = model.optimizer.step_size_factors()
 print("RESULT " + json.dumps(out))
 """
 
@@ -331,7 +437,11 @@ def test_auto_step_under_jax():
                           timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
-    for name, (chosen, logged) in json.loads(line[len("RESULT "):]).items():
+    result = json.loads(line[len("RESULT "):])
+    # The per-variable factors under JAX (its noise stream differs from TensorFlow's).
+    factors = result.pop("factors")
+    assert all(0.0 < f <= 1.0 for f in factors.values()) and min(factors.values()) < 0.9
+    for name, (chosen, logged) in result.items():
         # 20 warm-up steps from 1e-8, at most ×2 per 10 steps; then frozen.
         assert warmup.INITIAL_STEP_SIZE < chosen <= 4.0001 * warmup.INITIAL_STEP_SIZE, name
         assert logged == pytest.approx(chosen, rel=1e-6), name

@@ -298,7 +298,9 @@ def assign_where(condition, variables, values):
     """
     variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
     pairs = list(zip(variables, values))  # the same variables on every replica
-    if not tf.distribute.has_strategy():
+    # Outside a strategy, or inside its variable update (no replica context:
+    # Keras runs the optimizer's update steps there), one cond assigns.
+    if not tf.distribute.has_strategy() or tf.distribute.get_replica_context() is None:
         tf.cond(condition, lambda: tf.group([v.assign(make()) for v, make in pairs]),
                 tf.no_op)
         return

@@ -1,6 +1,5 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
-import collections
 import functools
 import warnings
 
@@ -43,23 +42,34 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
     (:func:`keras_bnn.callbacks.warmup_steps`) and is not the first epoch of
     the chain (step 0 is the initialisation). The steady state begins at the
     first judged epoch whose ratio is not falling (``r_e ≥ FALLING·r_{e−1}``:
-    a transient decays, a steady level stays); from then on the judged
-    quantity is the mean ratio over the last ``WINDOW`` epochs,
+    a transient decays, a steady level stays), epoch ``e₀``; from then on the
+    judged quantity is the mean ratio over the steady state so far,
 
-        r̄ = (1/W) Σ_{e'=e−W+1..e} r_{e'},
+        r̄_e = (1/(e − e₀ + 1)) Σ_{e'=e₀..e} r_{e'},
 
     because the bias of the sampled posterior follows the ratio averaged
-    over the samples (the ``√(1−r)`` / ``(1+r)`` laws), not one epoch's: a
-    one-epoch excursion (measured: r = 0.196 in one 4-step epoch of a chain
-    at 0.03–0.07) does not bias the chain, a level above the limit does.
-    ``r̄`` is judged once ``WINDOW`` epochs are in; at the end of ``fit`` the
-    epochs so far are judged (or, if the ratio was still falling, the last
-    epoch: the run ended with that noise).
+    over the samples (the ``√(1−r)`` / ``(1+r)`` laws), not one epoch's or
+    one window's: a one-epoch excursion (measured: r = 0.196 in one 4-step
+    epoch of a chain at 0.03–0.07) does not bias the chain, a level above
+    the limit does. (The maximum of a sliding window would be a false
+    alarm on any long run: the output layer of a default wine chain, at
+    0.032 when the run ended, had one 10-epoch window at 0.101 in its
+    1 480 steady epochs.) ``r̄`` is judged
+    once ``WINDOW`` epochs are in, then at every epoch; at the end of ``fit``
+    the epochs so far are judged (or, if the ratio was still falling, the
+    last epoch: the run ended with that noise).
+
+    The laws hold per direction, and the overall ratio is a mean over all
+    parameters that the largest layer carries (measured with one step for
+    all variables: output layers at r = 0.25–4.2 under an overall 0.02–0.07),
+    so the same mean is also judged for every variable's ratio
+    (:meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`, read at each
+    epoch's end), and the warning names the variables above the limit.
     """
 
     #: ``r_e < FALLING·r_{e−1}``: the ratio is still decaying (a transient).
     FALLING = 0.9
-    #: Epochs averaged at steady state (the equilibrium test's window).
+    #: Epochs at steady state before the mean is judged (the equilibrium test's window).
     WINDOW = equilibrium.WINDOW
 
     def __init__(self, limit):
@@ -68,7 +78,7 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         self.warned = False
         self._previous = None
         self._last = None
-        self._steady = collections.deque(maxlen=self.WINDOW)  # (epoch, ratio) at steady state
+        self._steady = None  # [first epoch, last epoch, count, Σ r, {variable: Σ r_v}]
         self._epoch_start_step = 0
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -81,41 +91,61 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         previous, self._previous = self._previous, ratio
         if not judged:
             return
-        self._last = (epoch, ratio)
-        if not self._steady and previous is not None and ratio < self.FALLING * previous:
-            return
-        self._steady.append((epoch, ratio))
-        if len(self._steady) == self.WINDOW:
+        variables = self._variable_ratios()
+        self._last = (epoch, ratio, variables)
+        if self._steady is None:
+            if previous is not None and ratio < self.FALLING * previous:
+                return
+            self._steady = [epoch, epoch, 0, 0.0, dict.fromkeys(variables, 0.0)]
+        steady = self._steady
+        steady[1:4] = epoch, steady[2] + 1, steady[3] + ratio
+        for name, r in variables.items():
+            steady[4][name] += r
+        if steady[2] >= self.WINDOW:
             self._warn_on_steady_state()
 
     def on_train_end(self, logs=None):
-        if self._steady:
+        if self._steady is not None:
             self._warn_on_steady_state()
         elif self._last is not None:
-            epoch, ratio = self._last
-            self._warn(ratio, f"in epoch {epoch}")
+            epoch, ratio, variables = self._last
+            self._warn(ratio, variables, f"in epoch {epoch}")
+
+    def _variable_ratios(self):
+        """Each variable's ratio at this epoch's end (``{}`` without them)."""
+        ratios = getattr(self.model.optimizer, "gradient_noise_ratios", None)
+        if ratios is None:
+            return {}
+        return {name: float(ops.convert_to_numpy(r)) for name, r, _ in ratios()}
 
     def _warn_on_steady_state(self):
-        epochs = [epoch for epoch, _ in self._steady]
-        mean = sum(ratio for _, ratio in self._steady) / len(self._steady)
-        where = (f"in epoch {epochs[0]}" if len(epochs) == 1
-                 else f"averaged over epochs {epochs[0]}–{epochs[-1]}")
-        self._warn(mean, where)
+        first, last, count, total, variables = self._steady
+        where = (f"in epoch {first}" if count == 1
+                 else f"averaged over epochs {first}–{last}")
+        self._warn(total / count, {name: r / count for name, r in variables.items()}, where)
 
-    def _warn(self, ratio, where):
-        if ratio > self.limit and not self.warned:
-            self.warned = True
-            warnings.warn(
-                f"keras_bnn: gradient_noise_ratio = {ratio:.3g} {where} is above "
-                f"{self.limit}: minibatch gradient noise is a large share of the sampler's "
-                "noise, so the posterior is biased (ATMC/SGNHT too narrow in weakly "
-                "determined directions, SGLD/SGHMC too wide in strongly determined "
-                "ones). Lower the step size (the ratio scales as h² for SGHMC/ATMC at "
-                "their default friction, h for SGLD) or raise the batch size; see "
-                "'Sampling cold posteriors' in the README.",
-                GradientNoiseWarning,
-                stacklevel=2,
-            )
+    def _warn(self, ratio, variables, where):
+        above = {name: r for name, r in variables.items() if r > self.limit}
+        if self.warned or (ratio <= self.limit and not above):
+            return
+        self.warned = True
+        if ratio > self.limit:
+            what = f"gradient_noise_ratio = {ratio:.3g} {where} is above {self.limit}"
+        else:
+            what = (f"gradient_noise_ratio of "
+                    f"{', '.join(f'{name} = {r:.3g}' for name, r in above.items())} {where} "
+                    f"is above {self.limit} (all variables together: {ratio:.3g})")
+        warnings.warn(
+            f"keras_bnn: {what}: minibatch gradient noise is a large share of the sampler's "
+            "noise, so the posterior is biased (ATMC/SGNHT too narrow in weakly "
+            "determined directions, SGLD/SGHMC too wide in strongly determined "
+            "ones). Lower the step size (the ratio scales as h² for SGHMC/ATMC at "
+            "their default friction, h for SGLD) or raise the batch size; with "
+            "step_size='auto' every variable leaves the warm-up at or below the target "
+            "(sampler.step_size_factors()). See 'Sampling cold posteriors' in the README.",
+            GradientNoiseWarning,
+            stacklevel=2,
+        )
 
 
 class _WarnOnMissingPriors(keras.callbacks.Callback):

@@ -31,7 +31,8 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     :class:`keras_bnn.schedules.CyclicalCosine`; floats are held as a
     constant schedule so a cyclical schedule can be configured later without
     changing the optimizer's variables); ``"auto"`` tunes h in a warm-up,
-    then freezes it (:mod:`~keras_bnn.samplers.warmup`).
+    then freezes it with one factor per variable, which steps with
+    ``h_v = h·s_v`` (:mod:`~keras_bnn.samplers.warmup`).
 
     Noise is ``backend.stateless_normal`` keyed on ``(seed, variable index,
     iterations)``: a pure function, the same on every replica and worker, and
@@ -193,7 +194,8 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
-        config.pop("step_size_value", None)  # the record of the warm-up's h
+        config.pop("step_size_value", None)  # the records of the warm-up's steps
+        config.pop("step_size_factors", None)
         if isinstance(config.get("step_size"), dict):
             config["step_size"] = keras.saving.deserialize_keras_object(
                 config["step_size"], custom_objects=custom_objects
@@ -231,6 +233,9 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             # The chain state a warm-up blow-up returns to (recover_after_step).
             self.add_slot(var_list, "anchor")
             self.add_slot(var_list, "snapshot")
+            # The frozen per-variable steps (warmup.frozen_steps).
+            self.add_slot(var_list, "noise_scale", layerwise=True)
+            self.add_slot(var_list, "step_factor", layerwise=True, value=1.0)
         self.build_state(var_list)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
@@ -265,7 +270,8 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
                 ``"thermostat"``, ``"mass"``, ``"second_moment"``,
                 ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
                 ``"noise_ratio"``, ``"kinetic"``, and with ``step_size="auto"``
-                ``"anchor"`` and ``"snapshot"``, as it has them).
+                ``"anchor"``, ``"snapshot"``, ``"noise_scale"`` and
+                ``"step_factor"``, as it has them).
 
         Returns:
             List of optimizer variables.
@@ -375,7 +381,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         kinetic, noise_ratio = self.sample_step(
             variable,
             potential_grad,
-            ops.cast(learning_rate, dtype),
+            ops.cast(ops.multiply(learning_rate, self.step_factor(variable)), dtype),
             ops.cast(self._temperature, dtype),
             noise_variance,
         )

@@ -125,7 +125,7 @@ class SGHMC(Sampler):
             mass = new_mass
         new = _INTEGRATORS[self.integrator](
             variable, momentum, potential_grad, self.noise(variable), h, temperature,
-            self._friction_value(variable.dtype), mass)
+            self._friction_value(variable), mass)
         self.assign(state["momentum"], new.momentum)
         self.assign(variable, new.position)
         kinetic = ops.square(new.kinetic_momentum)
@@ -139,11 +139,11 @@ class SGHMC(Sampler):
 
     noise_ratio_exponent = 2  # r = h²·V̂/(2γhTM) at γ = 0.1/h
 
-    def _friction_value(self, dtype):
-        """γ: the fixed friction, or ``0.1/h`` of the warm-up's h."""
+    def _friction_value(self, variable):
+        """γ: the fixed friction, or ``0.1/h_v`` of the warm-up's step for ``variable``."""
         if self.friction is not None:
-            return ops.cast(self.friction, dtype)
-        return 0.1 / ops.cast(self.base_step_size(), dtype)
+            return ops.cast(self.friction, variable.dtype)
+        return 0.1 / ops.cast(self.base_step_size(variable), variable.dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -158,10 +158,12 @@ class ThermostatSampler(Sampler):
     adaptive_noise = False
     noise_ratio_exponent = 2  # r = b̂/D = h·V̂/(2TmD) at D = -log(0.9)/h
 
-    def _noise_values(self, dtype):
-        """``(D, Q₁)``: the fixed values, or ``-log(0.9)/h`` and ``10/D²`` of the warm-up's h."""
+    def _noise_values(self, variable):
+        """``(D, Q₁)``: the fixed values, or ``-log(0.9)/h_v`` and ``10/D²`` of
+        the warm-up's step for ``variable``."""
+        dtype = variable.dtype
         if self.noise_level is None:
-            noise_level = -math.log(0.9) / ops.cast(self.base_step_size(), dtype)
+            noise_level = -math.log(0.9) / ops.cast(self.base_step_size(variable), dtype)
         else:
             noise_level = ops.cast(self.noise_level, dtype)
         if self.thermostat_mass is None:
@@ -179,10 +181,10 @@ class ThermostatSampler(Sampler):
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         state = self.state(variable)
         dtype = variable.dtype
-        noise_level, thermostat_mass = self._noise_values(dtype)
+        noise_level, thermostat_mass = self._noise_values(variable)
         thermostat = state["thermostat"]
-        if self.noise_level is None:  # ξ is a rate ∝ 1/h: carried across a change of h
-            thermostat = thermostat * ops.cast(self.warmup.change(), dtype)
+        if self.noise_level is None:  # ξ is a rate ∝ 1/h_v: carried across a change of h_v
+            thermostat = thermostat * ops.cast(self.step_change(variable), dtype)
         position, momentum, thermostat, kinetic, noise_friction = _fused_update(
             variable,
             state["momentum"],

@@ -3,10 +3,11 @@
 A sampler is right at some step sizes and wrong at others, and which ones
 depends on n, T, the batch and the model. With ``step_size="auto"`` (the
 default of SGLD, SGHMC, SGNHT and ATMC) the first ``warmup_steps`` steps tune
-the base step h inside the compiled update, then h is frozen, so the rest of
-the run is a time-homogeneous chain (a cyclical schedule cycles around the
-frozen h: ``h_t = h·c(t)``, ``c`` the cosine factor in [0, 1]; ``c = 1``
-during the warm-up).
+the base step h inside the compiled update, then h and a step factor
+``s_v ≤ 1`` per variable are frozen, so the rest of the run is a
+time-homogeneous chain (variable v steps with ``h·s_v``; a cyclical schedule
+cycles around the frozen steps: ``h_t = h·c(t)``, ``c`` the cosine factor in
+[0, 1]; ``c = 1`` during the warm-up).
 
 What h is chosen. The largest step that keeps the chain stable and keeps the
 gradient-noise ratio ``r`` (:meth:`keras_bnn.samplers.Sampler.gradient_noise_ratio`)
@@ -54,6 +55,34 @@ at or below a target ``r*`` at the current T:
   and 0.79, all stable, median sd within 2 % of NUTS; only the stiffest
   direction of SGLD is wide there (variance ``1/(1 - h·λ/2)``): for full
   batches HMC is the exact choice.
+
+The frozen steps (:func:`frozen_steps`). The per-step rule above follows
+``V̂``'s last ~100 steps, and the ratio is a mean over all parameters; both
+hide bias. The ratio of a chain wanders with the region it visits (wine,
+13-100-100-3 MLP: 100-step means of r from 0.03 to 0.14 around a long-run
+0.07 after the warm-up froze h at r̂ = 0.05), and the mean over parameters
+is carried by the largest layer: on the CLI's MLPs the output layer read
+r = 0.25–3 (digits, wine, breast_cancer, diabetes) while the mean read
+0.05, and the bias laws hold per direction, so that layer was sampled
+with a gradient noise as large as the injected noise. So at the last
+warm-up step h and one step factor ``s_v ∈ (0, 1]`` per variable v are
+set from the noise scale ``a_v = mean_t r̂_{v,t}/h_t^k`` (which the noise law
+makes independent of h) averaged over the second half of the warm-up
+(blow-up and restart steps left out):
+
+    ā = Σ_v d_v·a_v / Σ_v d_v,    h = min(ceiling, g·h_last, (r*/ā)^{1/k}),
+    s_v = min(1, (r*/(h^k·a_v))^{1/k}),
+
+(``g·h_last``: one growth step above the last warm-up step, the largest
+h whose stability was tested), and variable v steps with ``h_v = h·s_v``
+from then on (its default
+friction or noise level follows ``h_v``), so every variable's ratio is at
+most r* and the bulk of the parameters keeps the step of the mean rule. A
+constant step per variable is a time rescaling per block,
+``dθ_v = s_v·M⁻¹p_v dt``, ``dp_v = -s_v·(∇_vU + γp_v) dt + sqrt(2s_vγT) dW``:
+a constant positive diagonal ``D``/skew ``Q`` pair in the complete recipe
+of Ma, Chen & Fox (2015), so the stationary law ``exp(-U/T)`` is unchanged;
+only the noisy layers mix more slowly.
 
 The warm-up length (:func:`auto_warmup_steps`): ``10/(1-ρ)`` steps, 1000 at
 the default ρ = 0.99: ten memory lengths of ``V̂``: enough for the climb
@@ -132,6 +161,33 @@ def noise_limited_step_size(step_size, ratio, target, exponent):
     return ops.where(ratio > 0.0, limited, float("inf"))
 
 
+def frozen_steps(scales, sizes, target, exponent, ceiling):
+    """The frozen base step and the per-variable step factors (see the module doc).
+
+    ``ā = Σ d_v·a_v / Σ d_v``, ``h = min(ceiling, (r*/ā)^{1/k})`` and
+    ``s_v = min(1, (r*/(h^k·a_v))^{1/k})``.
+
+    Args:
+        scales: the noise scales ``a_v`` ≥ 0 (ratio at h = 1), one scalar
+            tensor per variable.
+        sizes: the variables' sizes ``d_v`` (Python ints).
+        target: r*.
+        exponent: k.
+        ceiling: the largest h allowed (stability).
+
+    Returns:
+        ``(h, [s_v])``: ``h = +inf`` when every ``a_v`` is 0 (nothing
+        measured: keep the per-step rule's h); ``s_v = 1`` where ``a_v = 0``.
+    """
+    mean = sum(scale * float(d) for scale, d in zip(scales, sizes)) / float(sum(sizes))
+    limited = noise_limited_step_size(1.0, mean, target, exponent)
+    step = ops.where(ops.isfinite(limited), ops.minimum(limited, ceiling), limited)
+    power = ops.where(ops.isfinite(step), ops.power(step, float(exponent)), 0.0)
+    factors = [ops.minimum(1.0, noise_limited_step_size(1.0, power * scale, target, exponent))
+               for scale in scales]
+    return step, factors
+
+
 def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
     """One warm-up update of the step size and its stability ceiling.
 
@@ -164,13 +220,16 @@ def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
 class StepSizeWarmup:
     """The state and rule of ``step_size="auto"``, owned by a sampler.
 
-    Six scalar optimizer variables: the base step h (``step_size``), the
+    Seven scalar optimizer variables: the base step h (``step_size``), the
     h of the step before (``previous``, for state kept in units of 1/h: see
     :meth:`change`), the stability ceiling, whether the last step was a
-    blow-up (``blown_up``, 0 or 1) or the one before (``reestimate``), and
-    the number of blow-ups so far. During the first ``warmup_steps`` steps
-    :meth:`update` applies :func:`next_step_size` after every step; from then
-    on h is constant.
+    blow-up (``blown_up``, 0 or 1) or the one before (``reestimate``), the
+    number of blow-ups so far, and the number of steps averaged for the
+    frozen steps (``averaged``). During the first ``warmup_steps`` steps
+    :meth:`update` applies :func:`next_step_size` after every step and, in
+    the second half, sums each variable's noise scale; the last warm-up step
+    sets h and the step factors by :func:`frozen_steps`; from then on both
+    are constant.
 
     Args:
         warmup_steps: ``"auto"`` (:func:`auto_warmup_steps`) or an int ≥ 1.
@@ -204,21 +263,27 @@ class StepSizeWarmup:
         self.ceiling = optimizer.add_variable(
             shape=(), initializer=keras.initializers.Constant(float("inf")),
             name="auto_step_size_ceiling")
-        self.blown_up, self.reestimate, self.blow_ups = (
+        self.blown_up, self.reestimate, self.blow_ups, self.averaged = (
             optimizer.add_variable(shape=(), initializer="zeros", name=name)
             for name in ("auto_step_size_blown_up", "auto_step_size_reestimate",
-                         "auto_step_size_blow_ups"))
+                         "auto_step_size_blow_ups", "auto_step_size_averaged"))
 
-    def update(self, iterations, ratio, exponent):
+    def update(self, iterations, ratio, exponent, layers):
         """Adapts h after step ``iterations`` while it is a warm-up step.
 
         Args:
             iterations: the step just taken (0-based).
             ratio: the gradient-noise ratio r̂ of that step.
             exponent: k of the sampler's noise law.
+            layers: ``(ratios, scales, factors, sizes)``: the per-variable
+                r̂_v of that step, the sums of the noise scales ``r̂_v/h^k``
+                (scalar variables), the step factors ``s_v`` (scalar
+                variables) and the sizes ``d_v``.
         """
         warming = ops.less(iterations, self.warmup_steps)
-        old_step, old_ceiling = self.step_size.value, self.ceiling.value
+        # Read now (a copy): on TensorFlow ``.value`` is the variable itself,
+        # read wherever it is used, after the assignments below.
+        old_step, old_ceiling = ops.copy(self.step_size.value), ops.copy(self.ceiling.value)
         ratio = ops.cast(ratio, old_step.dtype)
         # The step after a recovery compares gradients at two different
         # points: its r̂ says nothing about stability.
@@ -227,13 +292,48 @@ class StepSizeWarmup:
                                    ratio > BLOW_UP_RATIO * self.target_noise_ratio)
         step, ceiling = next_step_size(old_step, old_ceiling, ratio,
                                        self.target_noise_ratio, exponent, blown_up)
+        self.step_size.assign(ops.where(warming, step, old_step))
+        self._freeze(iterations, warming, blown_up, fresh, step, ceiling, exponent, old_step,
+                     layers)
         self.ceiling.assign(ops.where(warming, ceiling, old_ceiling))
         blown_up = ops.cast(blown_up, old_step.dtype)
         self.reestimate.assign(self.blown_up.value)  # the step after next re-estimates V̂
         self.blown_up.assign(blown_up)
         self.blow_ups.assign(self.blow_ups + blown_up)
         self.previous.assign(old_step)
-        self.step_size.assign(ops.where(warming, step, old_step))
+
+    def _freeze(self, iterations, warming, blown_up, fresh, step, ceiling, exponent, old_step,
+                layers):
+        """Sums the noise scales over the warm-up's second half; at its last
+        step sets h and the step factors (:func:`frozen_steps`). Two
+        conditional assignments (:func:`keras_bnn.backend.assign_where`): no
+        per-variable work on the other steps."""
+        ratios, scales, factors, sizes = layers
+        # V̂ is 0 at steps 0–1 and right after a recovery: those r̂ measure nothing.
+        counted = ops.logical_and(
+            ops.logical_and(warming, ops.logical_not(blown_up)),
+            ops.logical_and(ops.logical_and(fresh, ops.less(self.reestimate.value, 0.5)),
+                            ops.greater_equal(iterations, max(
+                                2, self.warmup_steps - self.warmup_steps // 2))))
+        power = ops.power(old_step, float(exponent))
+        backend.assign_where(
+            counted, [*scales, self.averaged],
+            [lambda r=r, a=a: a.value + ops.cast(r, power.dtype) / power
+             for r, a in zip(ratios, scales)] + [lambda: self.averaged.value + 1.0])
+
+        def frozen():  # recomputed per assignment: each may run in a cond of its own
+            count = ops.maximum(self.averaged.value, 1.0)
+            # Stability is tested only up to one growth step above the last h.
+            return frozen_steps([a.value / count for a in scales], sizes,
+                                self.target_noise_ratio, exponent,
+                                ops.minimum(ceiling, GROWTH_PER_STEP * old_step))
+
+        last = ops.logical_and(ops.equal(iterations, self.warmup_steps - 1),
+                               ops.greater(self.averaged.value, 0.5))
+        backend.assign_where(
+            last, [self.step_size, *factors],
+            [lambda: ops.where(ops.isfinite(frozen()[0]), frozen()[0], step)]
+            + [lambda i=i: frozen()[1][i] for i in range(len(factors))])
 
     def change(self):
         """``h_prev/h``: the factor that carries a rate in units of 1/h across a change of h.
@@ -302,9 +402,10 @@ class AutoStepSize:
         """The base step h as a Python float: the explicit h0, or the warm-up's h.
 
         With ``step_size="auto"`` this is the h being tuned during warm-up and
-        the frozen h after it (None before the first step);
-        ``step_size=sampler.step_size_value`` reproduces the frozen chain's
-        step without a warm-up.
+        the frozen h after it (None before the first step). Variable v
+        steps with ``h·s_v`` (:meth:`step_size_factors`); an explicit
+        ``step_size=sampler.step_size_value`` takes h for every variable, so
+        it reproduces the frozen chain where every factor is 1.
         """
         if self.warmup is None:
             return getattr(self.schedule, "initial_step_size", None) or self.initial_step_size
@@ -312,13 +413,60 @@ class AutoStepSize:
             return None
         return float(ops.convert_to_numpy(self.warmup.step_size))
 
-    def base_step_size(self):
-        """h: the warm-up's (a scalar tensor) or the explicit h0 (a float).
+    def base_step_size(self, variable):
+        """``h_v = h·s_v``: the warm-up's h times the variable's step factor
+        (scalar tensors), or the explicit h0 (a float).
 
         The defaults that scale with the step (SGHMC's ``γ = 0.1/h``,
         SGNHT/ATMC's ``D = -log(0.9)/h``) use it.
+
+        Args:
+            variable: the trainable variable being stepped.
         """
-        return self.initial_step_size if self.warmup is None else self.warmup.step_size.value
+        if self.warmup is None:
+            return self.initial_step_size
+        return self.warmup.step_size.value * self.step_factor(variable)
+
+    def step_factor(self, variable):
+        """``s_v``: the variable's share of the base step (1 for an explicit
+        step size; 1 during the warm-up; see :func:`frozen_steps`).
+
+        Args:
+            variable: a trainable variable of the sampler.
+
+        Returns:
+            Scalar tensor, or the float 1.0.
+        """
+        if self.warmup is None:
+            return 1.0
+        return self.state(variable)["step_factor"].value
+
+    def step_change(self, variable):
+        """``h_v,prev/h_v``: carries a rate in units of 1/h_v across a change
+        of the variable's step (see :meth:`StepSizeWarmup.change`); the
+        factor ``s_v`` changes once, from 1, at the first step after the
+        warm-up.
+
+        Args:
+            variable: a trainable variable of the sampler.
+
+        Returns:
+            Scalar tensor.
+        """
+        first = ops.equal(self.iterations, self.warmup.warmup_steps)
+        return self.warmup.change() / ops.where(first, self.step_factor(variable), 1.0)
+
+    def step_size_factors(self):
+        """The per-variable step factors ``s_v`` (``h_v = h·s_v``).
+
+        Returns:
+            Dict variable path → float: all 1 during the warm-up and for an
+            explicit step size (empty before the first step).
+        """
+        if not self.built:
+            return {}
+        return {getattr(v, "path", v.name): float(ops.convert_to_numpy(self.step_factor(v)))
+                for v in self._trainable_variables}
 
     def _get_current_learning_rate(self):
         """``h_t = h·c(t)``; during the warm-up ``c = 1`` (the noise law needs the full h)."""
@@ -400,7 +548,7 @@ class AutoStepSize:
         if self.warmup is None:
             return {}
         return {"step_size": "auto", "step_size_value": self.step_size_value,
-                **self.warmup.get_config()}
+                "step_size_factors": self.step_size_factors(), **self.warmup.get_config()}
 
     def after_variable_step(self, variable):
         """Runs the warm-up once per step, after the last variable's update.
@@ -412,4 +560,6 @@ class AutoStepSize:
         if (self.warmup is not None
                 and self._get_variable_index(variable) == len(self._trainable_variables) - 1):
             self.warmup.update(self.iterations, self.gradient_noise_ratio(),
-                               self.noise_ratio_exponent)
+                               self.noise_ratio_exponent,
+                               (self.slots("noise_ratio"), self.slots("noise_scale"),
+                                self.slots("step_factor"), self._sizes()))
