@@ -130,11 +130,11 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
             return
         self.warned = True
         if ratio > self.limit:
-            what = f"gradient_noise_ratio = {ratio:.3g} {where} is above {self.limit}"
+            what = f"gradient_noise_ratio = {ratio:.4g} {where} is above {self.limit}"
         else:
             what = (f"gradient_noise_ratio of "
-                    f"{', '.join(f'{name} = {r:.3g}' for name, r in above.items())} {where} "
-                    f"is above {self.limit} (all variables together: {ratio:.3g})")
+                    f"{', '.join(f'{name} = {r:.4g}' for name, r in above.items())} {where} "
+                    f"is above {self.limit} (all variables together: {ratio:.4g})")
         warnings.warn(
             f"keras_bnn: {what}: minibatch gradient noise is a large share of the sampler's "
             "noise, so the posterior is biased (ATMC/SGNHT too narrow in weakly "
