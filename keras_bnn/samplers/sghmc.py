@@ -54,8 +54,9 @@ class SGHMC(Sampler):
         step_size: ``"auto"`` (warm-up, :mod:`keras_bnn.samplers.warmup`)
             or h > 0 (float or schedule).
         friction: γ > 0; default ``0.1/h`` (momentum decay ``1 - hγ = 0.9``
-            at the base step size h: the initial one, or the warm-up's, which
-            γ then follows, so ``r ∝ h²``; with a fixed γ, ``r ∝ h``).
+            at the base step size h: the initial one, or the warm-up's
+            variable step ``h·s_v``, which γ then follows, so ``r ∝ h²``;
+            with a fixed γ, ``r ∝ h``).
             Symplectic Euler requires ``h·γ < 1``.
         mass: M > 0, the fixed mass of every parameter (the initial one with
             a preconditioner).

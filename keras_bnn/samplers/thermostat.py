@@ -91,8 +91,9 @@ class ThermostatSampler(Sampler):
             or h > 0 (float or schedule).
         noise: D > 0, the momentum noise; default ``-log(0.9)/h`` (the ATMC
             paper's choice: friction ``e^{-βh} ≤ 0.9`` per step at the base
-            step h: the initial one, or the warm-up's, which D then follows,
-            so ``r ∝ h²``; with a fixed D, ``r ∝ h``).
+            step h: the initial one, or the warm-up's variable step
+            ``h·s_v``, which D then follows, so ``r ∝ h²``; with a fixed D,
+            ``r ∝ h``).
         mass: m > 0, the momentum mass (preconditioner).
         momentum: ``"gaussian"`` or ``"relativistic"``.
         speed_limit: c > 0, required for relativistic momentum: no parameter
