@@ -78,8 +78,10 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         self.warned = False
         self._previous = None
         self._last = None
-        self._steady = None  # [first epoch, last epoch, count, Σ r, {variable: Σ r_v}]
         self._epoch_start_step = 0
+        # The steady state so far: its first and last epoch, Σ r and Σ r_v per variable.
+        self._first = self._latest = None
+        self._total, self._variable_totals = 0.0, {}
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start_step = current_step(self.model.optimizer)
@@ -89,23 +91,23 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         judged = (self._epoch_start_step > 0
                   and self._epoch_start_step >= warmup_steps(self.model.optimizer))
         previous, self._previous = self._previous, ratio
-        if not judged:
+        if not judged or self.warned:  # warned once: no more reads of the variables
             return
         variables = self._variable_ratios()
         self._last = (epoch, ratio, variables)
-        if self._steady is None:
+        if self._first is None:
             if previous is not None and ratio < self.FALLING * previous:
                 return
-            self._steady = [epoch, epoch, 0, 0.0, dict.fromkeys(variables, 0.0)]
-        steady = self._steady
-        steady[1:4] = epoch, steady[2] + 1, steady[3] + ratio
+            self._first = epoch
+        self._latest = epoch
+        self._total += ratio
         for name, r in variables.items():
-            steady[4][name] += r
-        if steady[2] >= self.WINDOW:
+            self._variable_totals[name] = self._variable_totals.get(name, 0.0) + r
+        if self._latest - self._first + 1 >= self.WINDOW:
             self._warn_on_steady_state()
 
     def on_train_end(self, logs=None):
-        if self._steady is not None:
+        if self._first is not None:
             self._warn_on_steady_state()
         elif self._last is not None:
             epoch, ratio, variables = self._last
@@ -119,10 +121,11 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         return {name: float(ops.convert_to_numpy(r)) for name, r, _ in ratios()}
 
     def _warn_on_steady_state(self):
-        first, last, count, total, variables = self._steady
-        where = (f"in epoch {first}" if count == 1
-                 else f"averaged over epochs {first}–{last}")
-        self._warn(total / count, {name: r / count for name, r in variables.items()}, where)
+        count = self._latest - self._first + 1  # every epoch from the first steady one is judged
+        where = (f"in epoch {self._first}" if count == 1
+                 else f"averaged over epochs {self._first}–{self._latest}")
+        self._warn(self._total / count,
+                   {name: r / count for name, r in self._variable_totals.items()}, where)
 
     def _warn(self, ratio, variables, where):
         above = {name: r for name, r in variables.items() if r > self.limit}

@@ -233,7 +233,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             # The chain state a warm-up blow-up returns to (recover_after_step).
             self.add_slot(var_list, "anchor")
             self.add_slot(var_list, "snapshot")
-            # The frozen per-variable steps (warmup.frozen_steps).
+            # The frozen per-variable steps (warmup.variable_step_factor).
             self.add_slot(var_list, "noise_scale", layerwise=True)
             self.add_slot(var_list, "step_factor", layerwise=True, value=1.0)
         self.build_state(var_list)

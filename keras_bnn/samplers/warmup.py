@@ -56,7 +56,7 @@ at or below a target ``r*`` at the current T:
   direction of SGLD is wide there (variance ``1/(1 - h·λ/2)``): for full
   batches HMC is the exact choice.
 
-The frozen steps (:func:`frozen_steps`). The per-step rule above follows
+The frozen steps (:func:`frozen_step_size`, :func:`variable_step_factor`). The per-step rule above follows
 ``V̂``'s last ~100 steps, and the ratio is a mean over all parameters; both
 hide bias. The ratio of a chain wanders with the region it visits (wine,
 13-100-100-3 MLP: 100-step means of r from 0.03 to 0.14 around a long-run
@@ -161,11 +161,10 @@ def noise_limited_step_size(step_size, ratio, target, exponent):
     return ops.where(ratio > 0.0, limited, float("inf"))
 
 
-def frozen_steps(scales, sizes, target, exponent, ceiling):
-    """The frozen base step and the per-variable step factors (see the module doc).
+def frozen_step_size(scales, sizes, target, exponent, ceiling):
+    """The frozen base step: ``h = min(ceiling, (r*/ā)^{1/k})``, ``ā = Σ d_v·a_v / Σ d_v``.
 
-    ``ā = Σ d_v·a_v / Σ d_v``, ``h = min(ceiling, (r*/ā)^{1/k})`` and
-    ``s_v = min(1, (r*/(h^k·a_v))^{1/k})``.
+    See the module doc.
 
     Args:
         scales: the noise scales ``a_v`` ≥ 0 (ratio at h = 1), one scalar
@@ -176,16 +175,28 @@ def frozen_steps(scales, sizes, target, exponent, ceiling):
         ceiling: the largest h allowed (stability).
 
     Returns:
-        ``(h, [s_v])``: ``h = +inf`` when every ``a_v`` is 0 (nothing
-        measured: keep the per-step rule's h); ``s_v = 1`` where ``a_v = 0``.
+        Scalar tensor; ``+inf`` when every ``a_v`` is 0 (nothing measured:
+        keep the per-step rule's h).
     """
     mean = sum(scale * float(d) for scale, d in zip(scales, sizes)) / float(sum(sizes))
     limited = noise_limited_step_size(1.0, mean, target, exponent)
-    step = ops.where(ops.isfinite(limited), ops.minimum(limited, ceiling), limited)
-    power = ops.where(ops.isfinite(step), ops.power(step, float(exponent)), 0.0)
-    factors = [ops.minimum(1.0, noise_limited_step_size(1.0, power * scale, target, exponent))
-               for scale in scales]
-    return step, factors
+    return ops.where(ops.isfinite(limited), ops.minimum(limited, ceiling), limited)
+
+
+def variable_step_factor(step_size, scale, target, exponent):
+    """A variable's step factor at the frozen h: ``s_v = min(1, (r*/(h^k·a_v))^{1/k})``.
+
+    Args:
+        step_size: the frozen base step h (finite).
+        scale: the variable's noise scale ``a_v`` ≥ 0.
+        target: r*.
+        exponent: k.
+
+    Returns:
+        Scalar tensor in (0, 1]; 1 where ``a_v = 0``.
+    """
+    ratio = ops.power(step_size, float(exponent)) * scale
+    return ops.minimum(1.0, noise_limited_step_size(1.0, ratio, target, exponent))
 
 
 def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
@@ -228,7 +239,8 @@ class StepSizeWarmup:
     frozen steps (``averaged``). During the first ``warmup_steps`` steps
     :meth:`update` applies :func:`next_step_size` after every step and, in
     the second half, sums each variable's noise scale; the last warm-up step
-    sets h and the step factors by :func:`frozen_steps`; from then on both
+    sets h and the step factors (:func:`frozen_step_size`,
+    :func:`variable_step_factor`); from then on both
     are constant.
 
     Args:
@@ -305,9 +317,10 @@ class StepSizeWarmup:
     def _freeze(self, iterations, warming, blown_up, fresh, step, ceiling, exponent, old_step,
                 layers):
         """Sums the noise scales over the warm-up's second half; at its last
-        step sets h and the step factors (:func:`frozen_steps`). Two
-        conditional assignments (:func:`keras_bnn.backend.assign_where`): no
-        per-variable work on the other steps."""
+        step sets h (:func:`frozen_step_size`), then the step factors at it
+        (:func:`variable_step_factor`). Three conditional assignments
+        (:func:`keras_bnn.backend.assign_where`): no per-variable work on
+        the other steps, and O(variables) work on the last one."""
         ratios, scales, factors, sizes = layers
         # V̂ is 0 at steps 0–1 and right after a recovery: those r̂ measure nothing.
         counted = ops.logical_and(
@@ -321,19 +334,24 @@ class StepSizeWarmup:
             [lambda r=r, a=a: a.value + ops.cast(r, power.dtype) / power
              for r, a in zip(ratios, scales)] + [lambda: self.averaged.value + 1.0])
 
-        def frozen():  # recomputed per assignment: each may run in a cond of its own
-            count = ops.maximum(self.averaged.value, 1.0)
-            # Stability is tested only up to one growth step above the last h.
-            return frozen_steps([a.value / count for a in scales], sizes,
-                                self.target_noise_ratio, exponent,
-                                ops.minimum(ceiling, GROWTH_PER_STEP * old_step))
-
+        count = ops.maximum(self.averaged.value, 1.0)
         last = ops.logical_and(ops.equal(iterations, self.warmup_steps - 1),
                                ops.greater(self.averaged.value, 0.5))
+
+        def frozen():
+            # Stability is tested only up to one growth step above the last h.
+            h = frozen_step_size([a.value / count for a in scales], sizes,
+                                 self.target_noise_ratio, exponent,
+                                 ops.minimum(ceiling, GROWTH_PER_STEP * old_step))
+            return ops.where(ops.isfinite(h), h, step)
+
+        backend.assign_where(last, [self.step_size], [frozen])
+        # The factors at the h just frozen (read after its assignment).
         backend.assign_where(
-            last, [self.step_size, *factors],
-            [lambda: ops.where(ops.isfinite(frozen()[0]), frozen()[0], step)]
-            + [lambda i=i: frozen()[1][i] for i in range(len(factors))])
+            last, factors,
+            [lambda a=a: variable_step_factor(self.step_size.value, a.value / count,
+                                              self.target_noise_ratio, exponent)
+             for a in scales])
 
     def change(self):
         """``h_prev/h``: the factor that carries a rate in units of 1/h across a change of h.
@@ -429,7 +447,7 @@ class AutoStepSize:
 
     def step_factor(self, variable):
         """``s_v``: the variable's share of the base step (1 for an explicit
-        step size; 1 during the warm-up; see :func:`frozen_steps`).
+        step size; 1 during the warm-up; see :func:`variable_step_factor`).
 
         Args:
             variable: a trainable variable of the sampler.
