@@ -260,6 +260,9 @@ def _print_vs_baseline(result):
                else "the ensemble is better" if diff["mean"] < 0 else "the baseline is better")
     print(f"ensemble NLL - baseline NLL = {diff['mean']:+.4f} ± {diff['se']:.4f} (SE, paired "
           f"over {diff['n']} test examples): {verdict}")
+    print(f"  median per-example difference {diff['median']:+.4f}; the largest is test example "
+          f"{diff['largest_index']}, {diff['largest']:+.3f} "
+          f"({diff['largest'] / diff['n']:+.4f} of the mean)")
 
 
 def _cmd_export(args):

@@ -170,12 +170,19 @@ def paired_difference(a, b):
     per-example scores. Pairing (both models scored on the same examples)
     removes the examples' own spread, which dominates each model's mean.
 
+    Two more figures say *how* the models differ: the median per-example
+    difference (a systematic shift moves it; a few examples far apart do
+    not) and the example with the largest |a_i − b_i|, whose share
+    (a_i − b_i)/Σ(a − b) of the total says whether one example carries Δ̄.
+
     Args:
       a, b: [N] per-example scores of two models on the same examples (e.g.
         :func:`nll_per_example`), N ≥ 2.
 
     Returns:
-      dict with "mean" (Δ̄), "se" and "n", Python floats / int.
+      dict with "mean" (Δ̄), "se", "n", "median" (the median of a − b),
+      "largest_index" (argmax_i |a_i − b_i|) and "largest" (that
+      a_i − b_i); Python floats / ints.
 
     Raises:
       ValueError: if the shapes differ, N < 2 or a value is not finite.
@@ -188,8 +195,10 @@ def paired_difference(a, b):
         if not np.all(np.isfinite(values)):
             raise argument_error(name, "be finite", values, got="NaN or inf values")
     delta = a - b
+    largest = int(np.argmax(np.abs(delta)))
     return {"mean": float(delta.mean()), "se": float(delta.std(ddof=1) / np.sqrt(delta.size)),
-            "n": int(delta.size)}
+            "n": int(delta.size), "median": float(np.median(delta)),
+            "largest_index": largest, "largest": float(delta[largest])}
 
 
 def brier(probs, labels):

@@ -91,6 +91,8 @@ def test_evaluate_against_a_baseline_reports_the_paired_nll_difference(tmp_path,
     baseline = json.load(open(os.path.join(dirs["sgd"], "metrics.json")))
     diff = result["nll_vs_baseline"]
     assert diff["n"] == 100 and diff["se"] > 0
+    assert (f"median per-example difference {diff['median']:+.4f}; the largest is test example "
+            f"{diff['largest_index']}, {diff['largest']:+.3f}") in out
     np.testing.assert_allclose(diff["mean"],
                                result["ensemble"]["nll"] - baseline["ensemble"]["nll"],
                                rtol=1e-6, atol=1e-9)

@@ -55,6 +55,20 @@ def test_paired_difference_is_the_paired_t_statistic():
     assert diff["mean"] / diff["se"] == pytest.approx(stats.ttest_rel(a, b).statistic, rel=1e-10)
 
 
+def test_paired_difference_tells_one_example_from_a_shift():
+    """One far example moves the mean but not the median; a shift moves both.
+
+    The breast_cancer case of the README: 168 examples level, one 2 nats
+    worse (mean +0.012, median 0, the largest example carries all of it);
+    the digits case: every example 0.005 worse (median = mean = +0.005).
+    """
+    one = metrics.paired_difference(np.r_[np.zeros(168), 2.0] + 0.1, np.full(169, 0.1))
+    assert one["mean"] == pytest.approx(2.0 / 169)
+    assert one["median"] == 0.0
+    assert (one["largest_index"], one["largest"]) == (168, pytest.approx(2.0))
+    shift = metrics.paired_difference(np.full(500, 0.085), np.full(500, 0.08))
+    assert shift["median"] == pytest.approx(0.005) == shift["mean"]
+
 @pytest.mark.parametrize("a, b, match", [
     ([1.0, 2.0], [1.0], "`b` must be a 1-D array of the same length"),
     ([1.0], [1.0], "at least 2"),
