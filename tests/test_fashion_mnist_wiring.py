@@ -111,3 +111,33 @@ def test_example_compare_and_table(small_set, tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| mlp | student_t | sgd x 2 |" in table and "| mlp | student_t | atmc x 2 |" in table
     assert "not_converged: " in table
+
+
+def test_example_weight_growth_reports_each_variable(small_set, capsys):
+    """``examples/fashion_mnist_weight_growth.py``: one row per epoch with every
+    variable's configurational temperature, the mean of θ·G/d over the epoch's
+    steps (80 images at batch 128: one step, so the last step's virial/d), and
+    each kernel's median |w|, both read from the trained model."""
+    import importlib.util
+
+    import numpy as np
+
+    path = os.path.join(os.path.dirname(__file__), "..", "examples",
+                        "fashion_mnist_weight_growth.py")
+    spec = importlib.util.spec_from_file_location("weight_growth_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model, rows = example.main(["--epochs", "2", "--data-dir", small_set, "--sampler", "sghmc"])
+    assert [row["epoch"] for row in rows] == [1, 2]
+    assert capsys.readouterr().out.count('"configurational_temperature"') == 2
+    sampler = model.optimizer
+    variables = sampler._trainable_variables
+    last = rows[-1]
+    assert list(last["configurational_temperature"]) == [v.path for v in variables]
+    for v, virial in zip(variables, sampler.slots("virial")):
+        expected = float(virial) / np.prod(v.shape)
+        assert last["configurational_temperature"][v.path] == pytest.approx(expected, rel=1e-6)
+    kernels = [v for v in variables if v.path.endswith("kernel")]
+    assert list(last["median_abs_kernel"]) == [v.path for v in kernels] and len(kernels) == 3
+    for v in kernels:
+        assert last["median_abs_kernel"][v.path] == pytest.approx(np.median(np.abs(v.numpy())))
