@@ -19,7 +19,7 @@ def test_example_imports_and_shows_help(path, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
-def test_there_are_four_examples():
+def test_there_are_five_examples():
     assert {p.stem for p in EXAMPLES} == {
-        "cifar10_resnet_pp_atmc", "fashion_mnist", "imdb_cnn_lstm_sweep",
-        "synthetic_temperature_sweep"}
+        "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_weight_growth",
+        "imdb_cnn_lstm_sweep", "synthetic_temperature_sweep"}
