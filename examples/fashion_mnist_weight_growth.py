@@ -14,7 +14,8 @@ The batch-end callback reads the sampler's per-variable virial every step
 (a host round trip per step): a diagnostic, not for production runs.
 
     python examples/fashion_mnist_weight_growth.py --epochs 24 --prior student_t --prior-scale 0.4
-    python examples/fashion_mnist_weight_growth.py --epochs 20 --sampler sghmc --sampler-args '{"friction": 5}'
+    python examples/fashion_mnist_weight_growth.py --epochs 20 --sampler sghmc \
+        --sampler-args '{"friction": 5}'
 """
 
 import argparse
@@ -31,7 +32,8 @@ def main(argv=None):
     parser.add_argument("--prior", default="student_t", choices=["student_t", "he_normal"])
     parser.add_argument("--prior-scale", type=float, default=0.4)
     parser.add_argument("--sampler-args", type=json.loads, default={},
-                        help='extra sampler arguments as JSON, e.g. \'{"friction": 5}\'')
+                        help="extra sampler arguments as JSON, e.g. "
+                             "'{\"friction\": 5}'")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--train-subset", type=int, default=None,

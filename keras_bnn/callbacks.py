@@ -114,7 +114,12 @@ class CollectSamples(keras.callbacks.Callback):
     With ``"auto"``, :attr:`started_epoch` and :attr:`verdict` say when and
     why collection started (:class:`keras_bnn.equilibrium.Verdict`: the
     z-scores and temperatures), and a run that ends before equilibrium
-    issues a :class:`NotConvergedWarning`. A resumed run whose store already
+    issues a :class:`NotConvergedWarning` that gives the configurational
+    temperature of the largest variables over the last epoch (which layers
+    are still moving out of their initialisation). For a sampler,
+    :attr:`variable_temperatures` holds every variable's, read from
+    :meth:`keras_bnn.samplers.Sampler.virial_sums` at the epoch's start and
+    end (two host reads an epoch). A resumed run whose store already
     holds samples of this chain goes on collecting (equilibrium was reached
     before the kill); otherwise the test restarts on the epochs it sees.
 
@@ -152,6 +157,9 @@ class CollectSamples(keras.callbacks.Callback):
         self.false_alarm = check_fraction(false_alarm, "false_alarm", owner)
         #: The :class:`keras_bnn.equilibrium.Verdict` of the last test (``"auto"``).
         self.verdict = None
+        #: ``(variable_path, T_v, d_v)`` of the last epoch (empty without a sampler).
+        self.variable_temperatures = []
+        self._virial_begin = None
         self._series = {}
         self._resumed_checked = False
         self._epoch_start_step = 0
@@ -224,10 +232,27 @@ class CollectSamples(keras.callbacks.Callback):
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
             self._collect_restored(epoch)
-        if self.auto:
-            self._epoch_start_step = current_step(self.model.optimizer)
+        self._epoch_start_step = current_step(self.model.optimizer)
+        self._virial_begin = self._virial_sums()
+
+    def _virial_sums(self):
+        optimizer = self.model.optimizer
+        if not hasattr(optimizer, "virial_sums"):
+            return None
+        return optimizer.virial_sums() if optimizer.built else 0.0  # 0: no step yet
+
+    def _read_variable_temperatures(self):
+        steps = current_step(self.model.optimizer) - self._epoch_start_step
+        end = self._virial_sums()
+        if end is None or steps < 1:
+            return
+        begin = self._virial_begin
+        begin = [begin] * len(end) if isinstance(begin, float) else begin
+        self.variable_temperatures = self.model.optimizer.configurational_temperatures_between(
+            begin, end, steps)
 
     def on_epoch_end(self, epoch, logs=None):
+        self._read_variable_temperatures()
         if self.auto:
             self._watch(epoch, logs or {})
         self._collect(epoch)
@@ -240,8 +265,21 @@ class CollectSamples(keras.callbacks.Callback):
             reason = self.verdict.reason if self.verdict else "the run ended in warm-up"
             warnings.warn(
                 f"CollectSamples: the chain did not reach equilibrium, so no sample was "
-                f"collected ({reason}). Train for more epochs, or pass start_epoch=<int> to "
-                "collect from a given epoch anyway.", NotConvergedWarning, stacklevel=2)
+                f"collected ({reason}).{self._largest_variables()} Train for more epochs, or "
+                "pass start_epoch=<int> to collect from a given epoch anyway.",
+                NotConvergedWarning, stacklevel=2)
+
+    def _largest_variables(self, count=5):
+        """The configurational temperatures of the ``count`` largest variables, as a sentence."""
+        if not self.variable_temperatures:
+            return ""
+        temperature = getattr(self.model.optimizer, "temperature", 1.0)
+        largest = sorted(self.variable_temperatures, key=lambda row: -row[2])[:count]
+        listed = ", ".join(f"{name} {t / temperature:.3g}·T ({d} weights)"
+                           for name, t, d in largest)
+        return (f" Configurational temperature over the last epoch, largest variables "
+                f"first: {listed}; a variable far below T is still moving out of its "
+                "initialisation.")
 
 
 class TemperatureRamp(keras.callbacks.Callback):

@@ -212,8 +212,12 @@ def _cmd_train(args):
               "biased above 0.1) and its step factor (step = step size × factor):")
         print(format_table(result.gradient_noise,
                            ["name", "d", "ratio", "above_limit", "step_factor"]))
-    _print_prior_selection(config.output_dir)
     collection = result.collection
+    if collection["variable_temperatures"]:
+        print("\nconfigurational temperature per variable, mean over the last epoch's steps "
+              "(T at equilibrium; far below T: still leaving the initialisation):")
+        print(format_table(collection["variable_temperatures"], ["name", "d", "t_conf"]))
+    _print_prior_selection(config.output_dir)
     if collection["step_size"] is not None:
         warmup = collection["warmup_steps"]
         chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"

@@ -180,6 +180,49 @@ def test_a_run_that_ends_before_equilibrium_warns(tmp_path):
     assert collect.started_epoch is None and len(store) == 0
 
 
+class _VirialRecorder(keras.callbacks.Callback):
+    """Every step's per-variable θ·G (the sampler's ``virial`` slots), read after it."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps = getattr(self, "steps", [])
+        self.steps.append([float(v) for v in self.model.optimizer.slots("virial")])
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "hmc"])
+def test_the_warning_names_the_layers_still_leaving_their_initialisation(tmp_path, sampler):
+    """Finding 3's "says why": a chain started at ×0.1 of its initialisation
+    (weights far inside the posterior's scale) ends before equilibrium; the
+    warning gives the largest variables' configurational temperatures over
+    the last epoch, each the mean over that epoch's 8 steps of θ·∇U per
+    parameter (read back from the per-step values), largest first."""
+    recorder = _VirialRecorder()
+    chosen = (kb.samplers.SGLD(step_size=5e-3, seed=0) if sampler == "sgld"
+              else kb.samplers.HMC(step_size=1e-3, num_leapfrog_steps=2, seed=0))
+    bnn = _compile(kb.bayesian(_functional()), chosen)
+    bnn.set_weights([0.1 * w for w in bnn.get_weights()])
+    collect = kb.callbacks.CollectSamples(kb.SampleStore(tmp_path / "samples"), window=4)
+    x, y = _data()
+    with pytest.warns(kb.callbacks.NotConvergedWarning) as caught:
+        history = bnn.fit(x, y, batch_size=16, epochs=3, verbose=0,
+                          callbacks=[collect, recorder])
+    sizes = [int(np.prod(v.shape)) for v in bnn.trainable_variables]
+    expected = np.mean(recorder.steps[-8:], axis=0) / sizes  # the last epoch's 8 steps
+    names = [v.path for v in bnn.trainable_variables]
+    got = collect.variable_temperatures
+    assert [row[0] for row in got] == names and [row[2] for row in got] == sizes
+    np.testing.assert_allclose([row[1] for row in got], expected, rtol=1e-5)
+    # Their d-weighted mean is the epoch's logged (overall) configurational temperature.
+    overall = sum(t * d for _, t, d in got) / sum(sizes)
+    assert overall == pytest.approx(history.history["configurational_temperature"][-1],
+                                    rel=1e-4, abs=1e-6)
+    message = str(next(w.message for w in caught
+                       if issubclass(w.category, kb.callbacks.NotConvergedWarning)))
+    largest = sorted(got, key=lambda row: -row[2])
+    listed = ", ".join(f"{n} {t:.3g}·T ({d} weights)" for n, t, d in largest[:5])
+    assert f"largest variables first: {listed};" in message
+    assert expected[np.argmax(sizes)] < 0.5  # the big kernel is far below T = 1
+
+
 def test_collection_never_starts_during_warm_up(tmp_path):
     # step_size="auto" (keras_bnn/samplers/warmup.py) with 240 warm-up steps
     # = 30 epochs of 8 steps (enough for h to grow from 1e-8 to ~1e-2; the

@@ -50,6 +50,12 @@ def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     rows = json.load(open(os.path.join(run_dir, "kinetic_temperatures.json")))
     assert {r["name"] for r in rows} >= {"dense_0/kernel", "logits/bias"}
     assert all(r["lo"] < 1.0 < r["hi"] for r in rows)
+    # Each variable's configurational temperature over the last epoch, stored and printed.
+    temperatures = json.load(open(os.path.join(run_dir, "collection.json")))
+    temperatures = temperatures["variable_temperatures"]
+    assert [r["name"] for r in temperatures] == [r["name"] for r in noise_rows]
+    assert all(np.isfinite(r["t_conf"]) and r["d"] > 0 for r in temperatures)
+    assert "configurational temperature per variable" in out
     code, out, err = _run(["evaluate", "--run-dir", run_dir], capsys)
     assert code == 0, err
     metrics = json.load(open(os.path.join(run_dir, "metrics.json")))

@@ -34,7 +34,11 @@ def test_jax_fit_collects_samples_that_tensorflow_rebuilds_and_exports(tmp_path)
     result = json.loads(next(line for line in done.stdout.splitlines()
                              if line.startswith("RESULT "))[len("RESULT "):])
     # 96 rows / 32 = 3 steps per epoch; samples at the ends of epochs 3..6.
-    assert result == {"samples": 4, "steps": [12, 15, 18, 21], "epochs": [3, 4, 5, 6]}
+    overall, logged = result.pop("overall")
+    assert overall == pytest.approx(logged, rel=1e-4)  # Σ_v d_v·T_v / Σ d_v, read back
+    assert result == {"samples": 4, "steps": [12, 15, 18, 21], "epochs": [3, 4, 5, 6],
+                      "variables": ["dense_0/kernel", "dense_0/bias", "logits/kernel",
+                                    "logits/bias"]}
 
     x = np.load(tmp_path / "x.npy")
     expected = np.load(tmp_path / "jax_probabilities.npy")

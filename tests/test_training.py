@@ -175,6 +175,10 @@ def test_mirrored_strategy_runs_the_same_chain(name):
     # The temperatures come from the global-batch gradient and the shared momenta.
     for key in ("kinetic_temperature", "configurational_temperature"):
         np.testing.assert_allclose(history.history[key], mirrored_history.history[key], rtol=1e-3)
+    # So do the per-variable running sums behind CollectSamples.variable_temperatures.
+    sums = np.array(single.optimizer.virial_sums())
+    np.testing.assert_allclose(mirrored.optimizer.virial_sums(), sums, rtol=1e-3,
+                               atol=1e-3 * np.abs(sums).max())
     for variable in mirrored.trainable_variables + mirrored.optimizer.variables:
         copies = [np.asarray(t) for t in variable.value.values]
         np.testing.assert_array_equal(copies[0], copies[1])

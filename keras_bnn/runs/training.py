@@ -160,19 +160,25 @@ def collection_report(model, collector):
         schedule's h0; None for the baseline), ``warmup_steps`` (0 for an
         explicit step), ``start_epoch`` (the first epoch whose end could
         take a sample; None if the chain never reached equilibrium),
-        ``reason`` (the equilibrium test's verdict, or "fixed burn-in").
+        ``reason`` (the equilibrium test's verdict, or "fixed burn-in"),
+        ``variable_temperatures`` (each variable's configurational
+        temperature over the last epoch: dicts ``name, d, t_conf``; see
+        :attr:`keras_bnn.callbacks.CollectSamples.variable_temperatures`).
     """
     sampler = model.optimizer
     if collector is None or not isinstance(sampler, samplers.Sampler):
         return {"step_size": None, "warmup_steps": 0, "start_epoch": None,
-                "reason": "no collection: the SGD/MAP baseline stores its last point"}
+                "reason": "no collection: the SGD/MAP baseline stores its last point",
+                "variable_temperatures": []}
     if collector.auto:
         reason = collector.verdict.reason if collector.verdict else "the run ended in warm-up"
     else:
         reason = f"fixed burn-in of {collector.start_epoch} epochs"
     return {"step_size": float(sampler.step_size_value),
             "warmup_steps": int(callbacks_lib.warmup_steps(sampler)),
-            "start_epoch": collector.started_epoch, "reason": reason}
+            "start_epoch": collector.started_epoch, "reason": reason,
+            "variable_temperatures": [{"name": name, "d": d, "t_conf": t}
+                                      for name, t, d in collector.variable_temperatures]}
 
 
 class DataEpoch(keras.callbacks.Callback):

@@ -222,6 +222,8 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
         self._virials = self.add_slot(var_list, "virial", layerwise=True)  # HMC writes them too
+        # Their running sums over all steps (configurational_temperatures_since).
+        self._virial_totals = self.add_slot(var_list, "virial_total", layerwise=True)
         if "gradient_noise_ratio" in self.metric_names:
             self.add_slot(var_list, "noise_ratio", layerwise=True)
             self.add_slot(var_list, "previous_gradient")
@@ -269,6 +271,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             name: one of the names the sampler declared (``"momentum"``,
                 ``"thermostat"``, ``"mass"``, ``"second_moment"``,
                 ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
+                ``"virial_total"``,
                 ``"noise_ratio"``, ``"kinetic"``, and with ``step_size="auto"``
                 ``"anchor"``, ``"snapshot"``, ``"noise_scale"`` and
                 ``"step_factor"``, as it has them).
@@ -374,7 +377,9 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         # `apply` has already checked the gradient for NaN/Inf.
         potential_grad = ops.multiply(ops.cast(gradient, dtype), ops.cast(self.train_size, dtype))
         # θ·G at the point where G was taken, before the update moves θ.
-        self.assign(state["virial"], ops.sum(variable * potential_grad))
+        virial = ops.sum(variable * potential_grad)
+        self.assign(state["virial"], virial)
+        self.assign(state["virial_total"], state["virial_total"] + virial)
         previous = state["previous_gradient"]
         noise_variance = state["gradient_noise"]
         # V̂ of the steps before this one: independent of this step's noise.
@@ -506,3 +511,41 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             Scalar tensor (0 before the first step).
         """
         return ops.divide(sum(self.slots("virial")), float(sum(self._sizes())))
+
+    def virial_sums(self):
+        """Each variable's running sum ``Σ_steps Σ θ·G`` since the first step.
+
+        Two readings give each variable's configurational temperature
+        averaged over the steps between them
+        (:meth:`configurational_temperatures_between`): one step's sum is a
+        noisy minibatch estimate, a mean over an epoch's steps is not.
+
+        Returns:
+            List of Python floats in the order of the trainable variables.
+
+        Raises:
+            ValueError: before the first step.
+        """
+        return [float(ops.convert_to_numpy(total)) for total in self.slots("virial_total")]
+
+    def configurational_temperatures_between(self, begin, end, steps):
+        """Each variable's configurational temperature averaged over ``steps`` steps.
+
+        ``T_v = (S_v(end) − S_v(begin)) / (steps · d_v)`` with ``S_v`` the
+        running sum of :meth:`virial_sums`: the mean of ``θ·∇U(θ)`` per
+        parameter of v over those steps, which is T for every variable at
+        equilibrium (integration by parts, coordinate by coordinate). A
+        variable far below T is still moving out of its initialisation (its
+        weights growing towards the posterior's scale), one far above it
+        still shrinking towards it.
+
+        Args:
+            begin, end: two readings of :meth:`virial_sums`.
+            steps: the steps between them, ≥ 1.
+
+        Returns:
+            List of ``(variable_path, T_v, d_v)`` in the order of the
+            trainable variables.
+        """
+        return [(getattr(v, "path", v.name), (b - a) / (steps * d), d)
+                for v, a, b, d in zip(self._trainable_variables, begin, end, self._sizes())]

@@ -255,9 +255,11 @@ class HMC(Sampler):
         values = [ops.where(accept, t1, t0) for t0, t1 in zip(theta0, theta1)]
         # Σθ·∇U at the starting state, for the configurational temperature.
         virials = [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
-        targets += self._virials
+        targets += self._virials + self._virial_totals
         values += [ops.where(finite, new, ops.convert_to_tensor(old))
                    for new, old in zip(virials, self._virials)]
+        values += [ops.where(finite, total + new, ops.convert_to_tensor(total))
+                   for new, total in zip(virials, self._virial_totals)]
         if self.num_adaptation_steps:
             count = ops.cast(self.iterations + 1, "float32")
             state = [self._log_step, self._log_step_avg, self._error_avg]
