@@ -22,12 +22,14 @@ for seed in ${SEEDS:-0 1}; do
         chains=(--chains "$CHAINS" --processes "${PROCESSES:-2}")
       fi
       if [ -z "${EVALUATE_ONLY:-}" ]; then
+        start=$SECONDS
         $py -m keras_bnn.cli train --dataset "$dataset" --sampler "$sampler" --seed "$seed" \
           "${chains[@]}" --output-dir "$out" --verbose 0 2>/dev/null | grep "step size\|^prior" || true
+        echo "$sampler: $((SECONDS - start)) s of wall time (with the prior selection)"
       fi
     done
     echo "== $dataset seed $seed (atmc ensemble against the sgd baseline)"
     $py -m keras_bnn.cli evaluate --run-dir "$root/$dataset-atmc-$seed" \
-      --baseline-run-dir "$root/$dataset-sgd-$seed" 2>/dev/null | sed -n 1,7p
+      --baseline-run-dir "$root/$dataset-sgd-$seed" 2>/dev/null | sed -n 1,13p  # to R-hat/ESS
   done
 done

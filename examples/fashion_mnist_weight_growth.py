@@ -10,8 +10,9 @@ while its weights grow steadily is still diffusing out of its
 initialisation towards the prior's scale (Student-t(3, s) has median
 ``|w| = 0.765·s``); the README's "Fashion-MNIST" section has the numbers.
 
-The batch-end callback reads the sampler's per-variable virial every step
-(a host round trip per step): a diagnostic, not for production runs.
+The temperatures are :attr:`keras_bnn.callbacks.CollectSamples.variable_temperatures`
+(running sums kept by the update, read twice an epoch); the chain's samples
+go to a temporary store, deleted at the end.
 
     python examples/fashion_mnist_weight_growth.py --epochs 24 --prior student_t --prior-scale 0.4
     python examples/fashion_mnist_weight_growth.py --epochs 20 --sampler sghmc \
@@ -20,6 +21,7 @@ The batch-end callback reads the sampler's per-variable virial every step
 
 import argparse
 import json
+import tempfile
 
 import numpy as np
 
@@ -59,36 +61,27 @@ def main(argv=None):
     model = build_model(config, info)
     compile_model(model, config, info)
 
-    class Probe(keras.callbacks.Callback):
-        """Sums each variable's θ·G over an epoch's steps; prints the means at its end."""
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.total, self.steps = 0.0, 0
-
-        def on_train_batch_end(self, batch, logs=None):
-            virials = self.model.optimizer.slots("virial")
-            self.total = self.total + np.array([float(v) for v in virials])
-            self.steps += 1
+    class Report(keras.callbacks.Callback):
+        """Prints each epoch's per-variable temperatures (after ``collect`` read them)."""
 
         rows = []
 
         def on_epoch_end(self, epoch, logs=None):
-            sampler = self.model.optimizer
-            variables = sampler._trainable_variables
-            sizes = np.array([np.prod(v.shape) for v in variables], dtype=float)
-            temperature = self.total / self.steps / sizes
+            variables = self.model.optimizer._trainable_variables
             self.rows.append({
-                "epoch": epoch + 1, "step_size": float(sampler.step_size_value),
-                "configurational_temperature": dict(
-                    zip([v.path for v in variables], temperature.tolist())),
+                "epoch": epoch + 1, "step_size": float(self.model.optimizer.step_size_value),
+                "configurational_temperature": {
+                    name: t for name, t, _ in collect.variable_temperatures},
                 "median_abs_kernel": {v.path: float(np.median(np.abs(v.numpy())))
                                       for v in variables if v.path.endswith("kernel")},
                 "nll": float(logs["nll"])})
             print(json.dumps(self.rows[-1]), flush=True)
 
     train_ds = kb.data.make_dataset(x, y, 128, shuffle=True, seed=args.seed)
-    model.fit(train_ds, epochs=args.epochs, verbose=0, callbacks=[Probe()])
-    return model, Probe.rows
+    with tempfile.TemporaryDirectory() as store_dir:
+        collect = kb.callbacks.CollectSamples(kb.SampleStore(store_dir))
+        model.fit(train_ds, epochs=args.epochs, verbose=0, callbacks=[collect, Report()])
+    return model, Report.rows
 
 
 if __name__ == "__main__":

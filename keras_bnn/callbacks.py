@@ -236,20 +236,18 @@ class CollectSamples(keras.callbacks.Callback):
         self._virial_begin = self._virial_sums()
 
     def _virial_sums(self):
+        """The sampler's running sums, or None (no sampler, or no step yet: sums of 0)."""
         optimizer = self.model.optimizer
-        if not hasattr(optimizer, "virial_sums"):
-            return None
-        return optimizer.virial_sums() if optimizer.built else 0.0  # 0: no step yet
+        return optimizer.virial_sums() if getattr(optimizer, "virial_sums", None) and \
+            optimizer.built else None
 
     def _read_variable_temperatures(self):
         steps = current_step(self.model.optimizer) - self._epoch_start_step
         end = self._virial_sums()
         if end is None or steps < 1:
             return
-        begin = self._virial_begin
-        begin = [begin] * len(end) if isinstance(begin, float) else begin
         self.variable_temperatures = self.model.optimizer.configurational_temperatures_between(
-            begin, end, steps)
+            self._virial_begin or [0.0] * len(end), end, steps)
 
     def on_epoch_end(self, epoch, logs=None):
         self._read_variable_temperatures()

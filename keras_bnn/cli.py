@@ -266,7 +266,7 @@ def _print_vs_baseline(result):
           f"over {diff['n']} test examples): {verdict}")
     print(f"  median per-example difference {diff['median']:+.4f}; the largest is test example "
           f"{diff['largest_index']}, {diff['largest']:+.3f} "
-          f"({diff['largest'] / diff['n']:+.4f} of the mean)")
+          f"({diff['largest'] / diff['n']:+.4f} of the mean difference)")
 
 
 def _cmd_export(args):

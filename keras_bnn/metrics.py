@@ -172,8 +172,8 @@ def paired_difference(a, b):
 
     Two more figures say *how* the models differ: the median per-example
     difference (a systematic shift moves it; a few examples far apart do
-    not) and the example with the largest |a_i − b_i|, whose share
-    (a_i − b_i)/Σ(a − b) of the total says whether one example carries Δ̄.
+    not) and the example with the largest |a_i − b_i|, whose contribution
+    (a_i − b_i)/N to Δ̄ says whether one example carries it.
 
     Args:
       a, b: [N] per-example scores of two models on the same examples (e.g.
