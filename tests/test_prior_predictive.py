@@ -54,9 +54,15 @@ def test_deterministic_in_seed():
     model = _small_model()
     x = RNG.normal(size=(16, 4)).astype("float32")
     first = prior_predictive(model, x, num_samples=3, seed=5, batch_size=5)
-    np.testing.assert_array_equal(prior_predictive(model, x, num_samples=3, seed=5), first)
+    np.testing.assert_array_equal(prior_predictive(model, x, num_samples=3, seed=5, batch_size=5),
+                                  first)
+    # Another batch size: the same draws; the forward pass's float rounding
+    # may differ with the batch's shape (oneDNN's blocking: 1e-8 measured).
+    np.testing.assert_allclose(prior_predictive(model, x, num_samples=3, seed=5), first,
+                               rtol=1e-6)
     # Draw s does not depend on how many draws are taken.
-    np.testing.assert_array_equal(prior_predictive(model, x, num_samples=1, seed=5), first[:1])
+    np.testing.assert_allclose(prior_predictive(model, x, num_samples=1, seed=5), first[:1],
+                               rtol=1e-6)
     assert not np.allclose(prior_predictive(model, x, num_samples=3, seed=6), first)
     assert not np.allclose(first[0], first[1])
 
