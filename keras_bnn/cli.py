@@ -208,14 +208,10 @@ def _cmd_train(args):
         print(format_table(result.kinetic_temperatures,
                            ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
     if result.gradient_noise:
-        frictions = [f"friction_{key}" for key in ("min", "median", "max")
-                     if f"friction_{key}" in result.gradient_noise[0]]
         print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
-              "biased above 0.1), its step factor (step = step size × factor)"
-              + (" and its parameters' friction factors (friction = default × factor)"
-                 if frictions else "") + ":")
+              "biased above 0.1) and its step factor (step = step size × factor):")
         print(format_table(result.gradient_noise,
-                           ["name", "d", "ratio", "above_limit", "step_factor", *frictions]))
+                           ["name", "d", "ratio", "above_limit", "step_factor"]))
     collection = result.collection
     if collection["variable_temperatures"]:
         print("\nconfigurational temperature per variable, mean over the last epoch's steps "

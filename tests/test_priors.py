@@ -12,7 +12,6 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 import tensorflow_probability as tfp
 from scipy import integrate, special, stats
 
@@ -319,31 +318,3 @@ def test_serialized_priors_record_the_public_module(name):
     config = priors.serialize(priors.get(name))
     assert config["module"] == "keras_bnn.priors"
     assert type(priors.get(config)) is type(priors.get(name))
-
-
-@pytest.mark.parametrize("prior, shape", [
-    (priors.Normal(0.3, 0.5), (7,)),
-    (priors.HeNormal(1.5), (50, 8)),
-    (priors.StudentT(3.0, 0.4, loc=0.1), (9,)),
-    (priors.HeStudentT(5.0, 1.0), (20, 4)),
-])
-def test_max_curvature_is_the_largest_second_derivative(prior, shape):
-    """``max_curvature`` against autodiff: ``-log p`` is separable, so the
-    gradient of ``Σ ∂(-log p)/∂w_i`` is each element's second derivative;
-    on a grid through the location (where the Student-t's is largest) its
-    maximum is the closed form."""
-    size = int(np.prod(shape))
-    loc = getattr(prior, "loc", getattr(prior, "mean", 0.0))
-    grid = loc + np.linspace(-3.0, 3.0, size) * np.sqrt(1.0 / prior.max_curvature(shape))
-    grid[size // 2] = loc
-    w = tf.Variable(grid.reshape(shape).astype("float64"))
-    with tf.GradientTape() as outer:
-        with tf.GradientTape() as inner:
-            value = prior(w)
-        total = tf.reduce_sum(inner.gradient(value, w))
-    second = outer.gradient(total, w).numpy()
-    assert second.max() == pytest.approx(prior.max_curvature(shape), rel=1e-9)
-
-
-def test_max_curvature_is_unknown_for_non_smooth_priors():
-    assert priors.Laplace(scale=1.0).max_curvature((3,)) is None

@@ -12,10 +12,7 @@ Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
    ends at the target ratio.
 3. Two variables whose gradient noise differs 100× in variance: the noisy
    one gets its own smaller step (factor ``s_v``) and every variable ends
-   at or below the target ratio; the quiet one keeps h. A variable only its
-   prior reaches gets the friction that damps its prior critically (factor
-   ``f_i``), and reaches the prior's variance where the default friction
-   leaves it at half of it.
+   at or below the target ratio; the quiet one keeps h.
 4. API: the default is ``"auto"``, an explicit step is exact, a cycle runs
    around the frozen h, the config records the chosen h, bad arguments are
    named; the same h and factors under MirroredStrategy, and the warm-up
@@ -23,7 +20,6 @@ Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
 """
 
 import contextlib
-import gc
 import json
 import math
 import os
@@ -228,108 +224,6 @@ def test_a_noisy_variable_gets_a_smaller_step_of_its_own(name, exponent):
         assert single_variance > 1.0 + 0.3
 
 
-def test_friction_floor_and_factor_values():
-    assert warmup.friction_floor(None, 1.0, 100.0) == 1.0
-    assert float(warmup.friction_floor(4.0, 1.0, np.float32(100.0))) == pytest.approx(0.04)
-    assert float(warmup.friction_floor(4.0, 1.0, np.float32(1.0))) == 1.0  # underdamped already
-    target = warmup.TARGET_NOISE_RATIO
-    noise = np.array([0.0, 0.5, 1.0, 2.5, 20.0], np.float32)  # mean 4.8
-    factors = warmup.parameter_friction_factor(np.float32(target), noise, target, 0.1)
-    np.testing.assert_allclose(factors, [0.1, 0.5 / 4.8, 1 / 4.8, 2.5 / 4.8,
-                                         warmup.MAX_FRICTION_FACTOR], rtol=1e-6)
-    np.testing.assert_array_equal(  # nothing measured: the floor
-        warmup.parameter_friction_factor(np.float32(0.0), np.zeros(3, np.float32), target, 0.2),
-        np.float32(0.2))
-
-
-#: The prior-only variable of the friction tests: N(0, FREE_SD²), so ω = 1/FREE_SD.
-FREE_SD, FREE_SIZE, FREE_CHAINS = 3.0, 4, 128
-
-
-def _free_and_noisy_chains(sampler, steps=14000, thin=10):
-    """Two variables: a stiff one with minibatch noise (λ = BLOCK_STIFFNESS,
-    noise sd NOISE_SD: it sets h) and one the data do not reach, whose only
-    force is its N(0, FREE_SD²) prior (a regularizer, as the library's layers
-    attach it), started at 0.01·FREE_SD as He initialisation starts weights
-    below a broad prior's scale. Returns the free variable's draws
-    ``[draws, chains, FREE_SIZE]`` after the warm-up + 3000 steps, in units
-    of FREE_SD."""
-    sampler.configure(train_size=TRAIN_SIZE)
-    rng = np.random.default_rng(0)
-    noisy = keras.Variable(rng.normal(size=(FREE_CHAINS, 4)).astype("float32")
-                           / math.sqrt(BLOCK_STIFFNESS), name="noisy")
-    free = keras.Variable(0.01 * FREE_SD * rng.normal(size=(FREE_CHAINS, FREE_SIZE)).astype(
-        "float32"), name="free")
-    free.regularizer = kb.priors.Normal(0.0, FREE_SD)
-    sampler.build([noisy, free])
-    burn_in = (sampler.warmup.warmup_steps if sampler.warmup else 1000) + 3000
-
-    def step(i):
-        key = tf.stack([tf.constant(0, tf.int64), tf.cast(i, tf.int64)])
-        sampler.apply([(BLOCK_STIFFNESS * noisy.value + NOISE_SD * tf.random.stateless_normal(
-            tf.shape(noisy), key)) / TRAIN_SIZE, free.value / FREE_SD**2 / TRAIN_SIZE],
-            [noisy, free])
-
-    @tf.function(jit_compile=True)
-    def run():
-        for i in tf.range(burn_in):
-            step(i)
-        draws = tf.TensorArray(tf.float32, size=(steps - burn_in) // thin)
-        for r in tf.range((steps - burn_in) // thin):
-            for k in tf.range(thin):
-                step(burn_in + r * thin + k)
-            draws = draws.write(r, free.value)
-        return draws.stack()
-
-    return run().numpy().astype(np.float64) / FREE_SD
-
-
-@pytest.mark.parametrize("name", ["SGHMC", "ATMC"])
-def test_a_parameter_only_its_prior_reaches_gets_critical_friction(name):
-    """The default friction (``γ₀ = 0.1/h``, ATMC's ``D₀ = -log(0.9)/h``) is
-    set by the noisy variable's step; for the prior-only variable
-    (``ω = 1/FREE_SD = 1/3``) it is ~100× overdamped, so it relaxes in
-    ``γ₀/ω² ≈ 9·γ₀`` time units: after 14 000 steps of an explicit step its
-    variance has reached ``1 - exp(-2t·ω²/γ₀) ≈ 0.5`` of the prior's (at
-    ``h ≈ 3.3e-3``, γ₀ ≈ 30). With the warm-up its friction factor is the
-    floor ``2ω/γ₀`` (critical damping), it relaxes in a few time units, and
-    its variance is the prior's: per-parameter friction leaves the
-    stationary law alone. Tolerance: 4 Monte-Carlo standard errors,
-    ``sqrt(2/ESS)`` (ESS summed over chains and parameters)."""
-    sampler = getattr(samplers, name)(seed=3)
-    draws = _free_and_noisy_chains(sampler)
-    factors = sampler.friction_factors()
-    floor = 2.0 / FREE_SD / float(keras.ops.convert_to_numpy(
-        sampler.default_friction(sampler._trainable_variables[1])))
-    assert floor < 0.05
-    assert factors["free"]["min"] == pytest.approx(floor, rel=1e-5)
-    assert factors["free"]["max"] == pytest.approx(floor, rel=1e-5)
-    assert 1.0 - 1e-6 <= factors["noisy"]["min"] <= factors["noisy"]["max"] <= 3.0
-    variance = np.mean(draws**2)
-    tolerance = 4.0 * math.sqrt(2.0 / np.sum(total_ess(draws**2)))
-    print(f"{name}: floor {floor:.4f}, free variance {variance:.3f} ± {tolerance / 4:.3f}")
-    assert abs(variance - 1.0) < tolerance
-    # The same h with the default friction everywhere: still far from the prior.
-    slow = _free_and_noisy_chains(getattr(samplers, name)(
-        step_size=sampler.step_size_value, seed=3))
-    assert np.mean(slow[-100:] ** 2) < 0.7
-
-
-def test_a_model_trains_after_another_is_gone():
-    """The thermostat's fused step is one compiled function for every model:
-    the friction factors must reach it as values, or its cached trace keeps
-    the first model's (deleted) variable (measured: the command line's
-    prior selection, then the final chain, raised 'Called a function
-    referencing variables which have been deleted')."""
-    for _ in range(2):
-        model, history = _small_fit("atmc", epochs=4, warmup_steps=20)  # 32 steps
-        assert np.all(np.isfinite(history["loss"]))
-        assert set(model.optimizer.friction_factors()) == {
-            v.path for v in model.trainable_variables}
-        del model
-        gc.collect()
-
-
 def test_explicit_step_size_is_used_exactly():
     sampler = samplers.ATMC(step_size=2e-3, seed=0)
     sampler.configure(train_size=TRAIN_SIZE)
@@ -366,15 +260,11 @@ def test_auto_is_the_default_and_its_config_records_the_chosen_step(cls):
     config = sampler.get_config()
     assert config["step_size_value"] == sampler.step_size_value > warmup.INITIAL_STEP_SIZE
     assert config["step_size_factors"] == sampler.step_size_factors() == {"theta": 1.0}
-    ones = {"theta": {"min": 1.0, "median": 1.0, "max": 1.0}}  # still warming up
-    assert config["friction_factors"] == sampler.friction_factors() == (
-        {} if cls is samplers.SGLD else ones)
     assert config["warmup_steps"] == warmup.auto_warmup_steps(0.99) == 1000
     restored = samplers.get(keras.optimizers.serialize(sampler))
     assert restored.warmup is not None and restored.warmup.warmup_steps == 1000
     assert restored.get_config()["step_size_value"] is None  # not run yet
     assert restored.get_config()["step_size_factors"] == {}
-    assert restored.get_config()["friction_factors"] == {}
 
 
 @pytest.mark.parametrize("kwargs, argument", [
@@ -444,15 +334,9 @@ def test_auto_step_is_the_same_under_mirrored_strategy():
     assert factors == pytest.approx(single.optimizer.step_size_factors(), rel=1e-3)
     assert min(factors.values()) < 0.9
     for variable in (mirrored.optimizer.warmup.step_size, mirrored.optimizer.warmup.ceiling,
-                     *mirrored.optimizer.slots("step_factor"),
-                     *mirrored.optimizer.slots("friction_factor")):
+                     *mirrored.optimizer.slots("step_factor")):
         copies = [np.asarray(t) for t in variable.value.values]
         np.testing.assert_array_equal(copies[0], copies[1])
-    # The per-parameter frictions (from the all-reduced gradient's V̂) as on one device.
-    for one, both in zip(single.optimizer.slots("friction_factor"),
-                         mirrored.optimizer.slots("friction_factor")):
-        np.testing.assert_allclose(both.value.values[0], one.numpy(), rtol=1e-3)
-    assert max(f["max"] for f in mirrored.optimizer.friction_factors().values()) > 1.0
 
 
 def _excursion(name, strategy=None):
@@ -536,7 +420,6 @@ for name in ("sgld", "sghmc", "atmc"):
     out[name] = [model.optimizer.step_size_value, history["step_size"][3]]
 model, _ = _small_fit("sghmc", epochs=76, warmup_steps=600)
 out["factors"] = model.optimizer.step_size_factors()
-out["friction"] = model.optimizer.friction_factors()
 print("RESULT " + json.dumps(out))
 """
 
@@ -569,11 +452,6 @@ def test_auto_step_under_jax():
     # The per-variable factors under JAX (its noise stream differs from TensorFlow's).
     factors = result.pop("factors")
     assert all(0.0 < f <= 1.0 for f in factors.values()) and min(factors.values()) < 0.9
-    friction = result.pop("friction")
-    assert set(friction) == set(factors)
-    assert all(0.0 < f["min"] <= f["max"] <= warmup.MAX_FRICTION_FACTOR
-               for f in friction.values())
-    assert max(f["max"] for f in friction.values()) > 1.0
     for name, (chosen, logged) in result.items():
         # 20 warm-up steps from 1e-8, at most ×2 per 10 steps; then frozen.
         assert warmup.INITIAL_STEP_SIZE < chosen <= 4.0001 * warmup.INITIAL_STEP_SIZE, name

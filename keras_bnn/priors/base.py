@@ -54,23 +54,6 @@ class Prior(keras.regularizers.Regularizer):
         """
         raise NotImplementedError
 
-    def max_curvature(self, shape):
-        """The largest curvature of ``-log p`` along one element: ``max_w d²(-log p(w_i))/dw_i²``.
-
-        It bounds how stiff the prior makes a weight the data do not
-        constrain (the warm-up's per-parameter step factors are capped by
-        it, :mod:`keras_bnn.samplers.warmup`).
-
-        Args:
-            shape: the weight's shape (for priors whose scale depends on it).
-
-        Returns:
-            A float > 0, or None where it is unbounded or not known (a
-            non-smooth or coupled density): then no step factor above the
-            variable's own is allowed.
-        """
-        return None
-
     def sample(self, shape, seed=None):
         """Draws one weight tensor of ``shape`` from the prior.
 

@@ -53,10 +53,6 @@ class Normal(Prior):
         const = n * (math.log(sigma) + 0.5 * _LOG_2PI)
         return ops.subtract(ops.multiply(-0.5, ops.sum(ops.square(z))), const)
 
-    def max_curvature(self, shape):
-        """``1/σ²`` (constant: ``-log p`` is quadratic). See :meth:`Prior.max_curvature`."""
-        return 1.0 / self._stddev_for(shape) ** 2
-
     def sample(self, shape, seed=None):
         self.validate_shape(shape, "shape")
         sigma = self._stddev_for(shape)
@@ -201,15 +197,6 @@ class StudentT(Prior):
         return ops.add(
             n * const, -0.5 * (nu + 1.0) * ops.sum(ops.log1p(z2 / nu))
         )
-
-    def max_curvature(self, shape):
-        """``(ν+1)/(ν·s²)``, the curvature of ``(ν+1)/2·log(1 + z²/ν)`` at ``w = μ``.
-
-        ``d²/dw²`` of ``-log p`` is ``(ν+1)(νs² - u²)/(νs² + u²)²`` with
-        ``u = w - μ``: largest at ``u = 0``, negative beyond ``|u| = s·sqrt(ν)``.
-        See :meth:`Prior.max_curvature`.
-        """
-        return (self.df + 1.0) / (self.df * self._scale_for(shape) ** 2)
 
     def sample(self, shape, seed=None):
         # w = μ + s·z / sqrt(χ²_ν/ν), with χ²_ν = 2·Gamma(ν/2, 1).

@@ -293,24 +293,20 @@ def gradient_noise_rows(model):
     See :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`.
 
     Returns:
-        List of dicts (``name, d, ratio, above_limit, step_factor``, and
-        with per-parameter friction ``friction_min, friction_median,
-        friction_max``), ``above_limit`` when the ratio exceeds
+        List of dicts (``name, d, ratio, above_limit, step_factor``),
+        ``above_limit`` when the ratio exceeds
         :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`, ``step_factor`` the
         variable's share ``s_v`` of the base step
-        (:meth:`keras_bnn.samplers.Sampler.step_size_factors`), the friction
-        columns its parameters' shares ``f_i`` of the default friction
-        (:meth:`keras_bnn.samplers.Sampler.friction_factors`); empty for
+        (:meth:`keras_bnn.samplers.Sampler.step_size_factors`); empty for
         the SGD baseline and for HMC (full batch: no gradient noise).
     """
     sampler = model.optimizer
     if "gradient_noise_ratio" not in model.transition_kernel.metric_names:
         return []
-    factors, friction = sampler.step_size_factors(), sampler.friction_factors()
+    factors = sampler.step_size_factors()
     return [
         dict(name=name, d=d, ratio=float(r), above_limit=float(r) > samplers.NOISE_RATIO_LIMIT,
-             step_factor=factors[name],
-             **{f"friction_{key}": value for key, value in friction.get(name, {}).items()})
+             step_factor=factors[name])
         for name, r, d in sampler.gradient_noise_ratios()
     ]
 

@@ -196,7 +196,6 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         config = dict(config)
         config.pop("step_size_value", None)  # the records of the warm-up's steps
         config.pop("step_size_factors", None)
-        config.pop("friction_factors", None)
         if isinstance(config.get("step_size"), dict):
             config["step_size"] = keras.saving.deserialize_keras_object(
                 config["step_size"], custom_objects=custom_objects
@@ -239,8 +238,6 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             # The frozen per-variable steps (warmup.variable_step_factor).
             self.add_slot(var_list, "noise_scale", layerwise=True)
             self.add_slot(var_list, "step_factor", layerwise=True, value=1.0)
-            if self.adapts_friction:  # the frozen per-parameter frictions
-                self.add_slot(var_list, "friction_factor", value=1.0)
         self.build_state(var_list)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
@@ -276,8 +273,8 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
                 ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
                 ``"virial_total"``,
                 ``"noise_ratio"``, ``"kinetic"``, and with ``step_size="auto"``
-                ``"anchor"``, ``"snapshot"``, ``"noise_scale"``,
-                ``"step_factor"`` and ``"friction_factor"``, as it has them).
+                ``"anchor"``, ``"snapshot"``, ``"noise_scale"`` and
+                ``"step_factor"``, as it has them).
 
         Returns:
             List of optimizer variables.

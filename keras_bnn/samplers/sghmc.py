@@ -55,10 +55,8 @@ class SGHMC(Sampler):
             or h > 0 (float or schedule).
         friction: γ > 0; default ``0.1/h`` (momentum decay ``1 - hγ = 0.9``
             at the base step size h: the initial one, or the warm-up's
-            variable step ``h·s_v``, which γ then follows, so ``r ∝ h²``,
-            times each parameter's friction factor ``f_i`` that the warm-up
-            sets without a preconditioner (see
-            :mod:`keras_bnn.samplers.warmup`); with a fixed γ, ``r ∝ h``).
+            variable step ``h·s_v``, which γ then follows, so ``r ∝ h²``;
+            with a fixed γ, ``r ∝ h``).
             Symplectic Euler requires ``h·γ < 1``.
         mass: M > 0, the fixed mass of every parameter (the initial one with
             a preconditioner).
@@ -132,34 +130,21 @@ class SGHMC(Sampler):
         self.assign(state["momentum"], new.momentum)
         self.assign(variable, new.position)
         kinetic = ops.square(new.kinetic_momentum)
-        # A scalar mass or friction: divide the sums, not every element.
-        kinetic = ops.sum(kinetic) / mass if len(mass.shape) == 0 else ops.sum(kinetic / mass)
         # r = h²·V̂/injected: the variance minibatch noise adds to m per step
         # over the variance the step injects.
-        injected = new.injected_variance
-        spread = (ops.mean(noise_variance) / injected if len(ops.shape(injected)) == 0
-                  else ops.mean(noise_variance / injected))
-        return kinetic, ops.square(h) * spread
+        if len(mass.shape) == 0:  # a scalar mass: divide the sums, not every element
+            return (ops.sum(kinetic) / mass,
+                    ops.square(h) * ops.mean(noise_variance) / new.injected_variance)
+        return (ops.sum(kinetic / mass),
+                ops.square(h) * ops.mean(noise_variance / new.injected_variance))
 
     noise_ratio_exponent = 2  # r = h²·V̂/(2γhTM) at γ = 0.1/h
 
     def _friction_value(self, variable):
-        """γ: the fixed friction, or ``f_i·0.1/h_v`` at the warm-up's step and
-        friction factors for ``variable``."""
+        """γ: the fixed friction, or ``0.1/h_v`` of the warm-up's step for ``variable``."""
         if self.friction is not None:
             return ops.cast(self.friction, variable.dtype)
-        return self.default_friction(variable) * ops.cast(self.friction_factor(variable),
-                                                          variable.dtype)
-
-    def default_friction(self, variable):
-        """γ₀ = ``0.1/h_v`` (see :meth:`~keras_bnn.samplers.warmup.AutoStepSize.default_friction`)."""
         return 0.1 / ops.cast(self.base_step_size(variable), variable.dtype)
-
-    @property
-    def adapts_friction(self):
-        """Per-parameter friction factors: with the warm-up's default friction
-        and no preconditioner (which would change the mass the floor uses)."""
-        return self.warmup is not None and self.friction is None and not self.preconditioner
 
     def get_config(self):
         config = super().get_config()

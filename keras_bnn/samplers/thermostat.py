@@ -61,25 +61,19 @@ from keras_bnn.validation import argument_error, check_choice, check_positive
 
 
 def _update(position, momentum, thermostat, gradient, noise_variance, noise, step_size,
-            temperature, noise_level, friction_factor, mass, thermostat_mass, speed_limit,
-            adaptive):
-    """ATMC's (``adaptive``) or SGNHT's step with ``b̂ = h·V̂/(2·T·m)``, at
-    ``D = noise_level·friction_factor`` and, for ``thermostat_mass=None``,
-    ``Q₁ = 10/D²``.
+            temperature, noise_level, mass, thermostat_mass, speed_limit, adaptive):
+    """ATMC's (``adaptive``) or SGNHT's step with ``b̂ = h·V̂/(2·T·m)``.
 
-    Returns the new ``(θ, p, ξ)``, ``Σp·∇K(p)`` and ``Σb̂/D`` (the sum of the
-    noise ratios): the sums are taken here so that they fuse with the step.
+    Returns the new ``(θ, p, ξ)``, ``Σp·∇K(p)`` and ``Σb̂``: the sums are
+    taken here so that they fuse with the step.
     """
-    noise_level = noise_level * friction_factor
-    if thermostat_mass is None:
-        thermostat_mass = 10.0 / ops.square(noise_level)
     noise_friction = noise_variance * (step_size / (2.0 * temperature * mass))
     step = integrators.atmc if adaptive else integrators.sgnht
     new = step(position, momentum, thermostat, gradient, noise, step_size, temperature,
                noise_level=noise_level, mass=mass, thermostat_mass=thermostat_mass,
                speed_limit=speed_limit, noise_friction=noise_friction)
     return (new.position, new.momentum, new.thermostat, ops.sum(new.kinetic),
-            ops.sum(noise_friction / noise_level))
+            ops.sum(noise_friction))
 
 
 _fused_update = backend.fused(_update)
@@ -98,9 +92,8 @@ class ThermostatSampler(Sampler):
         noise: D > 0, the momentum noise; default ``-log(0.9)/h`` (the ATMC
             paper's choice: friction ``e^{-βh} ≤ 0.9`` per step at the base
             step h: the initial one, or the warm-up's variable step
-            ``h·s_v``, which D then follows, so ``r ∝ h²``, times each
-            parameter's friction factor ``f_i`` from the warm-up, see
-            :mod:`keras_bnn.samplers.warmup`; with a fixed D, ``r ∝ h``).
+            ``h·s_v``, which D then follows, so ``r ∝ h²``; with a fixed D,
+            ``r ∝ h``).
         mass: m > 0, the momentum mass (preconditioner).
         momentum: ``"gaussian"`` or ``"relativistic"``.
         speed_limit: c > 0, required for relativistic momentum: no parameter
@@ -167,17 +160,16 @@ class ThermostatSampler(Sampler):
     noise_ratio_exponent = 2  # r = b̂/D = h·V̂/(2TmD) at D = -log(0.9)/h
 
     def _noise_values(self, variable):
-        """``(D₀, f, Q₁)``: the fixed D (f = 1), or ``-log(0.9)/h_v`` and the
-        friction factors ``f_i`` of the warm-up (``D = f·D₀``); Q₁ fixed, or
-        None for ``10/D²`` (computed in the fused step)."""
+        """``(D, Q₁)``: the fixed values, or ``-log(0.9)/h_v`` and ``10/D²`` of
+        the warm-up's step for ``variable``."""
         dtype = variable.dtype
         if self.noise_level is None:
-            noise_level = self.default_friction(variable)
-            factor = ops.cast(self.friction_factor(variable), dtype)  # a tensor, not a variable
+            noise_level = -math.log(0.9) / ops.cast(self.base_step_size(variable), dtype)
         else:
-            noise_level, factor = ops.cast(self.noise_level, dtype), 1.0
-        mass = None if self.thermostat_mass is None else ops.cast(self.thermostat_mass, dtype)
-        return noise_level, factor, mass
+            noise_level = ops.cast(self.noise_level, dtype)
+        if self.thermostat_mass is None:
+            return noise_level, 10.0 / ops.square(noise_level)
+        return noise_level, ops.cast(self.thermostat_mass, dtype)
 
     def velocity(self, p):
         """``∇K(p)`` of this sampler's kinetic energy (see :func:`integrators.velocity`)."""
@@ -190,11 +182,11 @@ class ThermostatSampler(Sampler):
     def sample_step(self, variable, potential_grad, h, temperature, noise_variance):
         state = self.state(variable)
         dtype = variable.dtype
-        noise_level, friction_factor, thermostat_mass = self._noise_values(variable)
+        noise_level, thermostat_mass = self._noise_values(variable)
         thermostat = state["thermostat"]
         if self.noise_level is None:  # ξ is a rate ∝ 1/h_v: carried across a change of h_v
             thermostat = thermostat * ops.cast(self.step_change(variable), dtype)
-        position, momentum, thermostat, kinetic, ratio_sum = _fused_update(
+        position, momentum, thermostat, kinetic, noise_friction = _fused_update(
             variable,
             state["momentum"],
             thermostat,
@@ -204,7 +196,6 @@ class ThermostatSampler(Sampler):
             h,
             temperature,
             noise_level,
-            friction_factor,
             ops.cast(self.mass, dtype),
             thermostat_mass,
             None if self.speed_limit is None else ops.cast(self.speed_limit, dtype),
@@ -214,21 +205,8 @@ class ThermostatSampler(Sampler):
         self.assign(state["thermostat"], thermostat)
         self.assign(variable, position)
         # r = b̂/D: the gradient noise's share of the nominal noise level D.
-        return kinetic, ratio_sum / math.prod(variable.shape)
-
-    def factor_carried_slots(self, variable):
-        """ξ, a rate in units of D when D follows the step (see
-        :meth:`~keras_bnn.samplers.warmup.AutoStepSize.factor_carried_slots`)."""
-        return [self.state(variable)["thermostat"]] if self.noise_level is None else []
-
-    def default_friction(self, variable):
-        """D₀ = ``-log(0.9)/h_v`` (see :meth:`~keras_bnn.samplers.warmup.AutoStepSize.default_friction`)."""
-        return -math.log(0.9) / ops.cast(self.base_step_size(variable), variable.dtype)
-
-    @property
-    def adapts_friction(self):
-        """Per-parameter friction factors: with the warm-up's default D."""
-        return self.warmup is not None and self.noise_level is None
+        size = math.prod(variable.shape)
+        return kinetic, noise_friction / (size * noise_level)
 
     def get_config(self):
         config = super().get_config()

@@ -84,36 +84,6 @@ a constant positive diagonal ``D``/skew ``Q`` pair in the complete recipe
 of Ma, Chen & Fox (2015), so the stationary law ``exp(-U/T)`` is unchanged;
 only the noisy layers mix more slowly.
 
-The frozen frictions (:func:`parameter_friction_factor`, :func:`friction_floor`;
-SGHMC, SGNHT and ATMC at their default friction). Inside a variable the
-noise varies by orders of magnitude (Fashion-MNIST MLP, Student-t prior, end
-of the warm-up: ``V̂`` of the first hidden kernel at 0.004 / 0.05 / 0.36 /
-2.9 × its mean at the 10th / 25th / 50th / 90th percentile: border pixels
-and rarely active units), while one friction ``γ₀ = 0.1/h_v`` (ATMC's
-``D₀ = -log(0.9)/h_v``) serves all. A parameter the data barely reach then
-moves overdamped, by ``2T·h/γ₀ = 20·T·h²`` per step, and at the ``h`` that
-the noisy parameters allow it needs hundreds of epochs to leave its
-initialisation (the README's "Fashion-MNIST" measures it). So at the last
-warm-up step each parameter i gets its own friction ``γ_i = f_i·γ₀``:
-
-    f_i = clip(r_v·V̂_i/(mean_v(V̂)·r*), floor_v, MAX_FRICTION_FACTOR),
-    floor_v = min(1, 2·sqrt(λ_v/m)/γ₀),
-
-``r ∝ 1/γ`` at a fixed step, so every parameter's ratio is r* where the
-clip allows: more friction where its noise is above the variable's
-(up to ``h·γ = 0.3``), less where it is below, down to critical damping at
-the stiffest point of its prior (curvature ``λ_v``,
-:meth:`keras_bnn.priors.Prior.max_curvature`; 1 where it is not known), below
-which a parameter only the prior holds would oscillate and mix no faster.
-The step is not changed, so stability is not at stake: a larger step for
-the quiet parameters was tried and is unstable (a ReLU unit dead during the
-warm-up, hence noise-free, wakes when its weights move, and its curvature,
-``n·E[a²]``, is not in its noise; the Fashion-MNIST MLP blew up 40 steps
-after its quiet weights' steps reached 16·h). A constant positive friction
-per parameter is again a constant diagonal ``D`` in Ma, Chen & Fox's
-recipe: the stationary law is unchanged. The thermostat ξ, a rate in units
-of D, is carried across the change (:meth:`AutoStepSize.step_change`).
-
 The warm-up length (:func:`auto_warmup_steps`): ``10/(1-ρ)`` steps, 1000 at
 the default ρ = 0.99: ten memory lengths of ``V̂``: enough for the climb
 from ``INITIAL_STEP_SIZE`` (at most ``10·log2(h/1e-8)`` steps: 200 to reach
@@ -135,10 +105,7 @@ is a rate in units of 1/h and is carried across each change of h
 (:meth:`StepSizeWarmup.change`).
 """
 
-import math
-
 import keras
-import numpy as np
 from keras import ops
 
 from keras_bnn import backend, schedules
@@ -159,10 +126,6 @@ ANCHOR_EVERY = 25
 #: Steps without a blow-up after which a snapshot becomes the anchor a
 #: blow-up returns to (an instability needs a few steps to show in r̂).
 ANCHOR_CONFIRM = 5
-#: The largest per-parameter friction factor: ``h·γ ≤ 0.3`` at SGHMC's
-#: default ``γ = 0.1/h`` (the range its symplectic Euler step is checked in,
-#: :func:`~keras_bnn.samplers.integrators.sghmc_symplectic_euler`).
-MAX_FRICTION_FACTOR = 3.0
 
 
 def auto_warmup_steps(noise_estimate_decay):
@@ -234,52 +197,6 @@ def variable_step_factor(step_size, scale, target, exponent):
     """
     ratio = ops.power(step_size, float(exponent)) * scale
     return ops.minimum(1.0, noise_limited_step_size(1.0, ratio, target, exponent))
-
-
-def friction_floor(curvature, mass, friction):
-    """The least friction factor of a variable: critical damping at its prior's stiffest point.
-
-    ``min(1, 2·sqrt(λ/m)/γ₀)``: a parameter the data do not constrain
-    oscillates in its prior's well at ``ω ≤ sqrt(λ/m)``
-    (:meth:`keras_bnn.priors.Prior.max_curvature`); below ``γ = 2ω`` it would
-    be underdamped there, and mix no faster.
-
-    Args:
-        curvature: λ > 0, or None (unknown: no factor below 1).
-        mass: the momentum mass m.
-        friction: γ₀, the variable's default friction at the frozen step
-            (scalar tensor).
-
-    Returns:
-        Scalar tensor or the float 1.0.
-    """
-    if curvature is None:
-        return 1.0
-    return ops.minimum(1.0, 2.0 * math.sqrt(curvature / mass) / friction)
-
-
-def parameter_friction_factor(ratio, noise_variance, target, floor):
-    """Each parameter's friction factor: ``f_i = clip(r_v·V̂_i/(mean_v(V̂)·r*), floor, F)``.
-
-    ``r_v`` is the variable's ratio at the frozen step; ``r_v·V̂_i/mean_v(V̂)``
-    is parameter i's share of it (the ratio is linear in ``V̂``), and
-    ``r ∝ 1/γ`` at a fixed step, so ``f_i`` brings every parameter to
-    ``r* `` (F = :data:`MAX_FRICTION_FACTOR` permitting) whatever its own
-    noise: more friction where the minibatch noise is large, less, down to
-    ``floor`` (:func:`friction_floor`), where it is small.
-
-    Args:
-        ratio: ``r_v`` (scalar).
-        noise_variance: ``V̂``, the variable's noise estimate (per parameter).
-        target: r*.
-        floor: the least factor (scalar).
-
-    Returns:
-        Tensor shaped like ``noise_variance``.
-    """
-    mean = ops.mean(noise_variance)
-    share = noise_variance / ops.where(mean > 0.0, mean, 1.0)
-    return ops.clip(ratio * share / target, floor, MAX_FRICTION_FACTOR)
 
 
 def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
@@ -418,7 +335,8 @@ class StepSizeWarmup:
              for r, a in zip(ratios, scales)] + [lambda: self.averaged.value + 1.0])
 
         count = ops.maximum(self.averaged.value, 1.0)
-        last = self.freezes_at(iterations)
+        last = ops.logical_and(ops.equal(iterations, self.warmup_steps - 1),
+                               ops.greater(self.averaged.value, 0.5))
 
         def frozen():
             # Stability is tested only up to one growth step above the last h.
@@ -434,12 +352,6 @@ class StepSizeWarmup:
             [lambda a=a: variable_step_factor(self.step_size.value, a.value / count,
                                               self.target_noise_ratio, exponent)
              for a in scales])
-
-    def freezes_at(self, iterations):
-        """Whether step ``iterations`` is the warm-up's last, where h and the
-        factors are frozen (a boolean scalar; False when nothing was measured)."""
-        return ops.logical_and(ops.equal(iterations, self.warmup_steps - 1),
-                               ops.greater(self.averaged.value, 0.5))
 
     def change(self):
         """``h_prev/h``: the factor that carries a rate in units of 1/h across a change of h.
@@ -551,8 +463,7 @@ class AutoStepSize:
         """``h_v,prev/h_v``: carries a rate in units of 1/h_v across a change
         of the variable's step (see :meth:`StepSizeWarmup.change`); the
         factor ``s_v`` changes once, from 1, at the first step after the
-        warm-up (the friction factors ``f_i`` carry the rate themselves, at
-        the last warm-up step: :meth:`_freeze_friction`).
+        warm-up.
 
         Args:
             variable: a trainable variable of the sampler.
@@ -562,76 +473,6 @@ class AutoStepSize:
         """
         first = ops.equal(self.iterations, self.warmup.warmup_steps)
         return self.warmup.change() / ops.where(first, self.step_factor(variable), 1.0)
-
-    def friction_factor(self, variable):
-        """``f_i``: each parameter's share of the default friction (1 during
-        the warm-up, for an explicit step, friction or noise, and for SGLD;
-        see :func:`parameter_friction_factor`).
-
-        Args:
-            variable: a trainable variable of the sampler.
-
-        Returns:
-            Tensor shaped like ``variable``, or the float 1.0.
-        """
-        if self.warmup is None or not self.adapts_friction:
-            return 1.0
-        return self.state(variable)["friction_factor"].value
-
-    #: Whether the sampler's default friction follows the step (so each
-    #: parameter can get its own friction factor); set by the momentum samplers.
-    adapts_friction = False
-
-    def default_friction(self, variable):
-        """γ₀ = ``c/h_v``: the friction the sampler's default ties to the variable's step.
-
-        Args:
-            variable: a trainable variable.
-
-        Returns:
-            Scalar tensor.
-        """
-        raise NotImplementedError
-
-    def prior_curvature(self, variable):
-        """The largest curvature λ of the prior on ``variable``, or None.
-
-        Read from the variable's regularizer where it is a
-        :class:`keras_bnn.priors.Prior` (:meth:`~keras_bnn.priors.Prior.max_curvature`);
-        None for any other regularizer and for none. It sets the friction
-        floor (:func:`friction_floor`).
-
-        Args:
-            variable: a trainable variable.
-
-        Returns:
-            Float or None.
-        """
-        regularizer = getattr(variable, "regularizer", None)
-        if not hasattr(regularizer, "max_curvature"):
-            return None
-        return regularizer.max_curvature(tuple(variable.shape))
-
-    def friction_factors(self):
-        """Each variable's per-parameter friction factors ``f_i``, summarised.
-
-        The factors are optimizer variables (they checkpoint with the
-        sampler, and are a pure function of the seed); this is their
-        summary for logs and configs.
-
-        Returns:
-            Dict variable path → ``{"min", "median", "max"}`` (floats); empty
-            before the first step and for samplers without them.
-        """
-        if not self.built or not self.adapts_friction or self.warmup is None:
-            return {}
-        summary = {}
-        for v in self._trainable_variables:
-            factors = np.ravel(ops.convert_to_numpy(self.friction_factor(v)))
-            summary[getattr(v, "path", v.name)] = {
-                "min": float(factors.min()), "median": float(np.median(factors)),
-                "max": float(factors.max())}
-        return summary
 
     def step_size_factors(self):
         """The per-variable step factors ``s_v`` (``h_v = h·s_v``).
@@ -725,8 +566,7 @@ class AutoStepSize:
         if self.warmup is None:
             return {}
         return {"step_size": "auto", "step_size_value": self.step_size_value,
-                "step_size_factors": self.step_size_factors(),
-                "friction_factors": self.friction_factors(), **self.warmup.get_config()}
+                "step_size_factors": self.step_size_factors(), **self.warmup.get_config()}
 
     def after_variable_step(self, variable):
         """Runs the warm-up once per step, after the last variable's update.
@@ -741,48 +581,3 @@ class AutoStepSize:
                                self.noise_ratio_exponent,
                                (self.slots("noise_ratio"), self.slots("noise_scale"),
                                 self.slots("step_factor"), self._sizes()))
-            self._freeze_friction()
-
-    def _freeze_friction(self):
-        """At the warm-up's last step (after h and ``s_v`` are frozen), sets each
-        parameter's friction factor (:func:`parameter_friction_factor`) from
-        the variable's averaged noise scale ``a_v`` and its last ``V̂``:
-        ``r_v = (h·s_v)^k·a_v``; then multiplies the state kept in units of
-        the friction (:meth:`factor_carried_slots`) by ``f_i``. Two
-        conditional assignments."""
-        if not self.adapts_friction:
-            return
-        warm = self.warmup
-        count = ops.maximum(warm.averaged.value, 1.0)
-        exponent = float(self.noise_ratio_exponent)
-
-        def factor(variable, slot, scale, noise):
-            ratio = ops.power(self.base_step_size(variable), exponent) * scale.value / count
-            floor = friction_floor(self.prior_curvature(variable), self.mass,
-                                   self.default_friction(variable))
-            return ops.cast(parameter_friction_factor(
-                ratio, noise.value, warm.target_noise_ratio, floor), slot.dtype)
-
-        last = warm.freezes_at(self.iterations)
-        backend.assign_where(
-            last, self.slots("friction_factor"),
-            [lambda v=v, f=f, a=a, n=n: factor(v, f, a, n)
-             for v, f, a, n in zip(self._trainable_variables, self.slots("friction_factor"),
-                                   self.slots("noise_scale"), self.slots("gradient_noise"))])
-        carried = [(slot, factor) for v, factor in zip(self._trainable_variables,
-                                                       self.slots("friction_factor"))
-                   for slot in self.factor_carried_slots(v)]
-        backend.assign_where(last, [slot for slot, _ in carried],
-                             [lambda s=s, f=f: s.value * f.value for s, f in carried])
-
-    def factor_carried_slots(self, variable):
-        """The state kept in units of the friction, which a friction factor
-        rescales (a thermostat ξ; none for SGHMC).
-
-        Args:
-            variable: a trainable variable.
-
-        Returns:
-            List of optimizer variables shaped like ``variable``.
-        """
-        return []
