@@ -319,8 +319,9 @@ def check_fit_data(model, args, kwargs, likelihood=None):
             (:func:`keras_bnn.likelihoods.from_loss`), or None.
 
     Raises:
-        ValueError: naming ``x`` for no examples, or ``y`` for labels the
-            likelihood cannot score.
+        ValueError: naming ``x`` for no examples, ``y`` for labels the
+            likelihood cannot score, or ``loss`` for labels given to a
+            model compiled without one (they would be ignored).
     """
     owner = "fit"
     x = _fit_argument(args, kwargs, 0, "x")
@@ -339,6 +340,15 @@ def check_fit_data(model, args, kwargs, likelihood=None):
     if y is None:
         return
     loss = getattr(model, "loss", None)
+    if loss is None:
+        raise argument_error(
+            "loss", "be given to compile when fit has labels `y`: without it the potential "
+            "is the prior alone, the labels are ignored and the chain samples the prior "
+            "(nll logs 0). Pass the per-example negative log-likelihood, e.g. "
+            "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) for class "
+            "indices, 'binary_crossentropy' for 0/1 labels or "
+            "kb.likelihoods.GaussianNLL() for regression; to sample the prior on purpose, "
+            "call fit without labels", loss, "compile")
     loss_name = getattr(loss, "name", getattr(loss, "__name__", loss))
     outputs = getattr(model, "outputs", None)
     classes = outputs[0].shape[-1] if outputs else None

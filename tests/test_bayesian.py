@@ -132,6 +132,27 @@ def test_a_bayesian_model_without_priors_warns_unless_flat_is_chosen():
         flat.fit(x, y, epochs=1, verbose=0)
 
 
+@pytest.mark.parametrize("how", ["sampler", "optimizer"])
+def test_labels_given_to_a_model_without_a_loss_are_refused(how):
+    """Without a loss the potential is the prior alone: labels would be ignored."""
+    keras.utils.set_random_seed(0)
+    model = kb.bayesian(_functional())
+    setup = ({"sampler": kb.samplers.SGLD(step_size=1e-4, seed=0)} if how == "sampler"
+             else {"optimizer": "sgd"})
+    model.compile(train_size=N, **setup)
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"compile: `loss` must be given .* got None"):
+        model.fit(x, y, epochs=1, verbose=0)
+    dataset = kb.data.make_dataset(x, y, 32)
+    with pytest.raises(ValueError, match=r"`loss` must be given"):
+        model.fit(dataset, epochs=1, verbose=0)
+    before = [np.array(v) for v in model.trainable_variables]
+    history = model.fit(x, epochs=1, batch_size=32, verbose=0)  # the prior, on purpose
+    assert history.history["nll"] == [0.0]
+    assert any(not np.array_equal(b, np.array(v))
+               for b, v in zip(before, model.trainable_variables))
+
+
 # ------------------------------------------------ finding 7: metrics users read
 def test_evaluate_and_validation_report_the_true_mean_nll():
     bnn = _compile(kb.bayesian(_functional()))
