@@ -18,11 +18,11 @@ demo: $(STAMP)
 
 # Default suite: everything not marked slow (target: < 20 min on 2 cores).
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" --durations=15
 
 # Long statistical and multi-process tests.
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -m slow --durations=15
 
 test-all: $(STAMP)
 	$(PY) -m pytest

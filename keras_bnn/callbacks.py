@@ -98,7 +98,16 @@ class CollectSamples(keras.callbacks.Callback):
     :func:`keras_bnn.equilibrium.stationarity_test` on the epoch logs
     (configurational and kinetic temperature, ``prior`` = −log p(θ), ``nll``)
     of the epochs that began after the sampler's warm-up
-    (:func:`warmup_steps`); an int starts at exactly that epoch. From then
+    (:func:`warmup_steps`); an int starts at exactly that epoch. With
+    ``step_size="auto"`` the first time the test passes starts the second
+    noise measurement: each variable's gradient-noise ratio, averaged from
+    the first of the 2w epochs the test compared over at least
+    :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps, lowers
+    its step factor where it is above the warm-up's target
+    (:meth:`~keras_bnn.samplers.Sampler.lower_step_factors`: the noise
+    changes as the chain leaves its initialisation); if a factor was
+    lowered, the chain is a new kernel and the test restarts on the epochs
+    after it (:attr:`remeasurement` says what changed). From then
     on (0-based, counted at epoch ends), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
@@ -160,7 +169,12 @@ class CollectSamples(keras.callbacks.Callback):
         #: ``(variable_path, T_v, d_v)`` of the last epoch (empty without a sampler).
         self.variable_temperatures = []
         self._virial_begin = None
+        #: The second noise measurement (:meth:`keras_bnn.samplers.Sampler.lower_step_factors`)
+        #: from the first equilibrium: ``{"epoch", "first_epoch", "ratios", "lowered"}``
+        #: (the averaged epochs are ``first_epoch``…``epoch``), or None.
+        self.remeasurement = None
         self._series = {}
+        self._ratios, self._measured_from = [], None
         self._resumed_checked = False
         self._epoch_start_step = 0
 
@@ -169,12 +183,30 @@ class CollectSamples(keras.callbacks.Callback):
         """The epoch whose end took (or may take) the first sample, or None before."""
         return self.start_epoch
 
+    @property
+    def reason(self):
+        """Why collection started, or why it has not (``"auto"``): a sentence."""
+        if self.verdict is None:
+            return "the run ended in warm-up"
+        if self.start_epoch is not None:
+            return self.verdict.reason
+        if self._measured_from is None:
+            lowered = self.remeasurement and self.remeasurement["lowered"]
+            return (f"the step factors were lowered at epoch {self.remeasurement['epoch']} "
+                    f"(second noise measurement) and the test restarted: "
+                    f"{self.verdict.reason}" if lowered else self.verdict.reason)
+        first_step = self._ratios[self._measured_from][0]
+        return (f"the chain was stationary, and the step factors' second noise measurement "
+                f"needs {self.model.optimizer.noise_averaging_steps()} steps from step "
+                f"{first_step}; the run ended after "
+                f"{current_step(self.model.optimizer) - first_step}")
+
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
         if distribute.is_chief(self.model):
             self.store.check_model(self.model)
         if self.auto:
-            self._series = {}
+            self._series, self._ratios, self._measured_from = {}, [], None
             epochs = [m.get("epoch") for m in self.store.metadata()
                       if m.get("chain") == self.chain and m.get("epoch") is not None]
             self.start_epoch = min(epochs) if epochs else None
@@ -184,14 +216,50 @@ class CollectSamples(keras.callbacks.Callback):
         if self.start_epoch is not None or self._epoch_start_step < warmup_steps(
                 self.model.optimizer):
             return
+        optimizer = self.model.optimizer
         for name in equilibrium.QUANTITIES:
             if name in logs:
                 self._series.setdefault(name, []).append(float(logs[name]))
         self.verdict = equilibrium.stationarity_test(
-            self._series, getattr(self.model.optimizer, "temperature", 1.0),
+            self._series, getattr(optimizer, "temperature", 1.0),
             window=self.window, false_alarm=self.false_alarm)
-        if self.verdict.stationary:
+        if self._remeasures():
+            self._measure(epoch)
+        elif self.verdict.stationary:
             self.start_epoch = epoch
+
+    def _measure(self, epoch):
+        """The second noise measurement: from the first stationary window on,
+        over at least ``noise_averaging_steps()`` steps; then the factors
+        are lowered where needed, and a lowered one restarts the test."""
+        optimizer = self.model.optimizer
+        self._ratios.append((self._epoch_start_step, {
+            name: float(keras.ops.convert_to_numpy(r))
+            for name, r, _ in optimizer.gradient_noise_ratios()}))
+        if self._measured_from is None:
+            if not self.verdict.stationary:
+                del self._ratios[:-2 * self.window]
+                return
+            # From the first of the two windows the test compared.
+            self._measured_from = max(0, len(self._ratios) - 2 * self.window)
+        reads = self._ratios[self._measured_from:]
+        if current_step(optimizer) - reads[0][0] < optimizer.noise_averaging_steps():
+            return
+        ratios = {name: sum(row[name] for _, row in reads) / len(reads) for name in reads[0][1]}
+        lowered = optimizer.lower_step_factors(ratios)
+        self.remeasurement = {"epoch": epoch, "first_epoch": epoch - len(reads) + 1,
+                              "ratios": ratios,
+                              "lowered": {name: list(pair) for name, pair in lowered.items()}}
+        self._ratios, self._measured_from = [], None
+        if lowered:  # a new kernel: its equilibrium is tested afresh
+            self._series = {}
+        elif self.verdict.stationary:
+            self.start_epoch = epoch
+
+    def _remeasures(self):
+        """Whether the sampler's step factors are still to be re-measured at equilibrium."""
+        warmup = getattr(self.model.optimizer, "warmup", None)
+        return warmup is not None and float(keras.ops.convert_to_numpy(warmup.remeasured)) < 0.5
 
     def _due(self, epoch):
         if self.start_epoch is None or epoch < self.start_epoch:
@@ -260,7 +328,7 @@ class CollectSamples(keras.callbacks.Callback):
         if not self._resumed_checked:
             self._collect_restored(self.params.get("epochs") or 0)
         if self.auto and self.start_epoch is None:
-            reason = self.verdict.reason if self.verdict else "the run ended in warm-up"
+            reason = self.reason
             warnings.warn(
                 f"CollectSamples: the chain did not reach equilibrium, so no sample was "
                 f"collected ({reason}).{self._largest_variables()} Train for more epochs, or "

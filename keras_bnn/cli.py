@@ -223,7 +223,20 @@ def _cmd_train(args):
         chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"
         print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
               f"{collection['start_epoch']}: {collection['reason']}")
+        _print_remeasurement(collection["remeasurement"])
     print(f"run directory: {config.output_dir}")
+
+
+def _print_remeasurement(remeasurement):
+    """One line on the step factors' second noise measurement, if there was one."""
+    if not remeasurement:
+        return
+    lowered = remeasurement["lowered"]
+    what = ("; ".join(f"{name} {old:.3g} -> {new:.3g} (ratio {remeasurement['ratios'][name]:.3g})"
+                      for name, (old, new) in lowered.items())
+            if lowered else "none above the warm-up's target")
+    print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
+          f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
 
 
 def _check_run_dir(path, flag):

@@ -304,8 +304,8 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
             labels, owner, got=f"class indices in [{low:g}, {high:g}]")
 
 
-def check_fit_data(model, args, kwargs, likelihood=None):
-    """Checks the data of ``model.fit(*args, **kwargs)`` before any graph runs.
+def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
+    """Checks the data of ``model.fit(*args, **kwargs)`` (or ``evaluate``'s) before any graph runs.
 
     Array inputs (numpy arrays, lists) are checked whole; a
     ``tf.data.Dataset`` for being empty when its length is known, and by the
@@ -317,13 +317,14 @@ def check_fit_data(model, args, kwargs, likelihood=None):
         args, kwargs: the positional and keyword arguments of ``fit``.
         likelihood: the likelihood the model's loss implies
             (:func:`keras_bnn.likelihoods.from_loss`), or None.
+        owner: ``"fit"`` or ``"evaluate"`` (their ``x`` and ``y`` take the
+            same places), for the messages.
 
     Raises:
         ValueError: naming ``x`` for no examples, ``y`` for labels the
             likelihood cannot score, or ``loss`` for labels given to a
             model compiled without one (they would be ignored).
     """
-    owner = "fit"
     x = _fit_argument(args, kwargs, 0, "x")
     y = _fit_argument(args, kwargs, 1, "y")
     if hasattr(x, "cardinality"):  # tf.data.Dataset: length known or -1/-2
@@ -342,9 +343,9 @@ def check_fit_data(model, args, kwargs, likelihood=None):
     loss = getattr(model, "loss", None)
     if loss is None:
         raise argument_error(
-            "loss", "be given to compile when fit has labels `y`: without it the potential "
-            "is the prior alone, the labels are ignored and the chain samples the prior "
-            "(nll logs 0). Pass the per-example negative log-likelihood, e.g. "
+            "loss", f"be given to compile when {owner} has labels `y`: without it the "
+            "potential is the prior alone, the labels are ignored (nll logs 0) and fit "
+            "samples the prior. Pass the per-example negative log-likelihood, e.g. "
             "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) for class "
             "indices, 'binary_crossentropy' for 0/1 labels or "
             "kb.likelihoods.GaussianNLL() for regression; to sample the prior on purpose, "

@@ -14,6 +14,7 @@ import tensorflow_datasets as tfds
 
 import keras_bnn as kb
 from keras_bnn import cli
+from keras_bnn.runs.evaluation import load_chains
 
 SMALL = ["--num-train", "200", "--num-test", "100", "--batch-size", "50",
          "--epochs", "4", "--burn-in-epochs", "1", "--verbose", "0"]
@@ -188,13 +189,15 @@ def test_console_script_reports_without_traceback(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_defaults_on_wine_ensemble_beats_sgd_and_its_own_last_sample(tmp_path, capsys):
+def test_cli_defaults_on_wine_ensemble_beats_sgd_and_its_typical_sample(tmp_path, capsys):
     """#20, finding 5: `keras-bnn train --dataset wine` at its defaults used to
     give an ensemble (ECE 0.44, NLL 0.64) worse than its own last sample
     (NLL 0.43), and at the previous defaults ECE 0.19 (underconfident). Now
     (seed 0): the prior chosen on a validation split of the training set
     (`prior_selection.json`), the step by the warm-up, collection from
-    equilibrium. Required: the ensemble's test NLL below its last sample's,
+    equilibrium. Required: the ensemble's test NLL below its median
+    sample's (the last sample alone is one draw from a spread of 6e-8 to
+    2.3 on these 50 rows, measured; averaging must beat a typical draw),
     not above the SGD/MAP run's by more than 2 paired standard errors (50
     test rows cannot order the two: README, "Right by default"), ECE <=
     0.05, no GradientNoiseWarning, and every variable's gradient-noise ratio
@@ -211,11 +214,16 @@ def test_cli_defaults_on_wine_ensemble_beats_sgd_and_its_own_last_sample(tmp_pat
         assert code == 0, err
         runs[sampler] = run_dir
     assert "chosen by a warm-up of 1000 steps" in out and "no trend between" in out
+    assert "step factors re-measured from the first equilibrium (ratios averaged" in out
     assert "(prior auto): lowest validation NLL" in out
     selection = json.load(open(os.path.join(runs["atmc"], "prior_selection.json")))
     assert len(selection["candidates"]) == 2 and selection["num_validation"] == 26
     collection = json.load(open(os.path.join(runs["atmc"], "collection.json")))
     assert collection["start_epoch"] is not None and collection["warmup_steps"] == 1000
+    remeasured = collection["remeasurement"]  # over the warm-up's 1000 steps, before collecting
+    assert remeasured["epoch"] <= collection["start_epoch"]
+    assert set(remeasured["ratios"]) == {row["name"] for row in collection[
+        "variable_temperatures"]}
     code, out, err = _run(["evaluate", "--run-dir", runs["atmc"],
                            "--baseline-run-dir", runs["sgd"]], capsys)
     assert code == 0, err
@@ -223,7 +231,12 @@ def test_cli_defaults_on_wine_ensemble_beats_sgd_and_its_own_last_sample(tmp_pat
     sgd = json.load(open(os.path.join(runs["sgd"], "metrics.json")))["single_sample"]
     metrics = json.load(open(os.path.join(runs["atmc"], "metrics.json")))
     ensemble = metrics["ensemble"]
-    assert ensemble["nll"] < metrics["single_sample"]["nll"]
+    config, stores = load_chains(runs["atmc"])
+    test_ds = kb.runs.load_data(config)[1]
+    members = kb.PosteriorEnsemble.from_store(stores).predict_members(test_ds)
+    labels = kb.data.dataset_labels(test_ds)
+    member_nll = [kb.metrics.nll_per_example(m, labels).mean() for m in members]
+    assert ensemble["nll"] < np.median(member_nll)
     difference = metrics["nll_vs_baseline"]
     assert difference["n"] == 50 and ensemble["nll"] - sgd["nll"] == pytest.approx(
         difference["mean"], abs=1e-6)

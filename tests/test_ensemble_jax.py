@@ -29,6 +29,9 @@ OWN = {*SERVING_PATH, *RUNS, "keras_bnn.runs", "keras_bnn.plots", "keras_bnn.exp
 RTOL, ATOL = 2e-5, 1e-6
 
 
+pytestmark = pytest.mark.slow  # one JAX process for the module: 41 s before the first test
+
+
 @pytest.fixture(scope="module")
 def jax_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("jax_ensemble")

@@ -29,7 +29,7 @@ import hmc_runs  # noqa: E402  (shared with the JAX worker)
 
 JAX_ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
                XLA_FLAGS="--xla_force_host_platform_device_count=2")
-BACKENDS = ["tensorflow", "jax"]
+BACKENDS = ["tensorflow", pytest.param("jax", marks=pytest.mark.slow)]  # JAX: 10–28 s each
 
 
 def _jax_runs(folder, *args):

@@ -264,6 +264,7 @@ def test_state_accessor_names_its_slots():
         sampler.slots("mass")
 
 
+@pytest.mark.slow  # a JAX process: 21 s
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="runs JAX from TensorFlow")
 def test_golden_steps_under_jax():
     pytest.importorskip("jax")

@@ -23,6 +23,8 @@ WORKER = WORKERS / "jax_backend_check.py"
 sys.path.insert(0, str(WORKERS))
 import training_runs  # noqa: E402  (shared with the JAX worker)
 
+pytestmark = pytest.mark.slow  # JAX processes: 28–32 s each before their tests
+
 JAX_ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
                XLA_FLAGS="--xla_force_host_platform_device_count=2")
 

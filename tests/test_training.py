@@ -184,6 +184,7 @@ def test_mirrored_strategy_runs_the_same_chain(name):
         np.testing.assert_array_equal(copies[0], copies[1])
 
 
+@pytest.mark.slow  # XLA compiles: 31 s
 def test_jit_compile_runs_the_same_update():
     """XLA (jit_compile=True) gives the same deterministic update as graph mode.
 

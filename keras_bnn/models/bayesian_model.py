@@ -12,7 +12,7 @@ from keras_bnn import equilibrium
 from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.callbacks import current_step, warmup_steps
+from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.validation import check_fit_data, check_positive_int
@@ -39,8 +39,12 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
     while the chain leaves its initialisation it reads far above its steady
     state (0.15–1.7 against 0.03–0.08 measured). An epoch is judged only
     when it began after the sampler's warm-up
-    (:func:`keras_bnn.callbacks.warmup_steps`) and is not the first epoch of
-    the chain (step 0 is the initialisation). The steady state begins at the
+    (:func:`keras_bnn.callbacks.warmup_steps`), is not the first epoch of
+    the chain (step 0 is the initialisation) and, when ``fit`` has a
+    :class:`keras_bnn.callbacks.CollectSamples` that starts at equilibrium,
+    is one it collects in: before that the chain is in burn-in, and its step
+    factors may still be lowered by the second noise measurement (the
+    samples are what the bias is about). The steady state begins at the
     first judged epoch whose ratio is not falling (``r_e ≥ FALLING·r_{e−1}``:
     a transient decays, a steady level stays), epoch ``e₀``; from then on the
     judged quantity is the mean ratio over the steady state so far,
@@ -55,7 +59,12 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
     alarm on any long run: the output layer of a default wine chain, at
     0.032 when the run ended, had one 10-epoch window at 0.101 in its
     1 480 steady epochs.) ``r̄`` is judged
-    once ``WINDOW`` epochs are in, then at every epoch; at the end of ``fit``
+    once ``WINDOW`` epochs and
+    :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps are in
+    (a mean over fewer steps is one or two readings of ``V̂``'s exponential
+    average: the output layer of a wine chain read 0.10 over the first 66
+    steps of a stretch whose 500-step means were 0.03–0.05), then at every
+    epoch; at the end of ``fit``
     the epochs so far are judged (or, if the ratio was still falling, the
     last epoch: the run ended with that noise).
 
@@ -72,15 +81,16 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
     #: Epochs at steady state before the mean is judged (the equilibrium test's window).
     WINDOW = equilibrium.WINDOW
 
-    def __init__(self, limit):
+    def __init__(self, limit, collectors=()):
         super().__init__()
         self.limit = limit
+        self.collectors = [c for c in collectors if isinstance(c, CollectSamples) and c.auto]
         self.warned = False
         self._previous = None
         self._last = None
         self._epoch_start_step = 0
-        # The steady state so far: its first and last epoch, Σ r and Σ r_v per variable.
-        self._first = self._latest = None
+        # The steady state so far: its first and last epoch, the first's start step, Σ r, Σ r_v.
+        self._first = self._latest = self._first_step = None
         self._total, self._variable_totals = 0.0, {}
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -95,15 +105,20 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
             return
         variables = self._variable_ratios()
         self._last = (epoch, ratio, variables)
+        if not all(c.start_epoch is not None and epoch >= c.start_epoch
+                   for c in self.collectors):
+            return
         if self._first is None:
             if previous is not None and ratio < self.FALLING * previous:
                 return
-            self._first = epoch
+            self._first, self._first_step = epoch, self._epoch_start_step
         self._latest = epoch
         self._total += ratio
         for name, r in variables.items():
             self._variable_totals[name] = self._variable_totals.get(name, 0.0) + r
-        if self._latest - self._first + 1 >= self.WINDOW:
+        spanned = current_step(self.model.optimizer) - self._first_step
+        if (self._latest - self._first + 1 >= self.WINDOW
+                and spanned >= self.model.optimizer.noise_averaging_steps()):
             self._warn_on_steady_state()
 
     def on_train_end(self, logs=None):
@@ -399,6 +414,19 @@ class BayesianModel(keras.Model):
         """Whether the compiled step skips non-finite steps (XLA, JAX) instead of raising."""
         return keras.backend.backend() == "jax" or self.jit_compile is True
 
+    def evaluate(self, *args, **kwargs):
+        """``keras.Model.evaluate``: ``loss`` = ``nll``, the mean NLL of the data.
+
+        Raises:
+            ValueError: as :meth:`fit` (:func:`keras_bnn.validation.check_fit_data`):
+                labels the likelihood cannot score, or labels given to a
+                model compiled without a loss (nothing would score them: nll
+                would read 0).
+        """
+        if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
+            check_fit_data(self, args, kwargs, from_loss(self.loss), owner="evaluate")
+        return super().evaluate(*args, **kwargs)
+
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.nonfinite.NonFiniteError`.
 
@@ -442,7 +470,7 @@ class BayesianModel(keras.Model):
             args[0] if args else kwargs.get("x"),
             args[2] if len(args) > 2 else kwargs.get("batch_size"))
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
-            callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT))
+            callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         kwargs["callbacks"] = callbacks
         try:
             return super().fit(*args, **kwargs)

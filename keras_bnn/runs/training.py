@@ -163,22 +163,27 @@ def collection_report(model, collector):
         ``reason`` (the equilibrium test's verdict, or "fixed burn-in"),
         ``variable_temperatures`` (each variable's configurational
         temperature over the last epoch: dicts ``name, d, t_conf``; see
-        :attr:`keras_bnn.callbacks.CollectSamples.variable_temperatures`).
+        :attr:`keras_bnn.callbacks.CollectSamples.variable_temperatures`),
+        ``remeasurement`` (the step factors' second noise measurement at the
+        first equilibrium: ``epoch``, the averaged ``ratios`` and the
+        ``lowered`` factors ``[old, new]``; None when there was none, see
+        :attr:`keras_bnn.callbacks.CollectSamples.remeasurement`).
     """
     sampler = model.optimizer
     if collector is None or not isinstance(sampler, samplers.Sampler):
         return {"step_size": None, "warmup_steps": 0, "start_epoch": None,
                 "reason": "no collection: the SGD/MAP baseline stores its last point",
-                "variable_temperatures": []}
+                "variable_temperatures": [], "remeasurement": None}
     if collector.auto:
-        reason = collector.verdict.reason if collector.verdict else "the run ended in warm-up"
+        reason = collector.reason
     else:
         reason = f"fixed burn-in of {collector.start_epoch} epochs"
     return {"step_size": float(sampler.step_size_value),
             "warmup_steps": int(callbacks_lib.warmup_steps(sampler)),
             "start_epoch": collector.started_epoch, "reason": reason,
             "variable_temperatures": [{"name": name, "d": d, "t_conf": t}
-                                      for name, t, d in collector.variable_temperatures]}
+                                      for name, t, d in collector.variable_temperatures],
+            "remeasurement": collector.remeasurement}
 
 
 class DataEpoch(keras.callbacks.Callback):

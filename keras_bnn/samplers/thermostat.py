@@ -208,6 +208,14 @@ class ThermostatSampler(Sampler):
         size = math.prod(variable.shape)
         return kinetic, noise_friction / (size * noise_level)
 
+    def carry_step_change(self, variable, change):
+        """ξ is a rate ∝ 1/h_v (with the default noise level): ``ξ ← ξ·change``
+        when ``h_v ← h_v/change``
+        (see :meth:`keras_bnn.samplers.warmup.StepSizeWarmup.change`)."""
+        if self.noise_level is None:
+            thermostat = self.state(variable)["thermostat"]
+            thermostat.assign(thermostat.value * change)
+
     def get_config(self):
         config = super().get_config()
         config.update(

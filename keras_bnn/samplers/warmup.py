@@ -231,13 +231,16 @@ def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
 class StepSizeWarmup:
     """The state and rule of ``step_size="auto"``, owned by a sampler.
 
-    Seven scalar optimizer variables: the base step h (``step_size``), the
+    Eight scalar optimizer variables: the base step h (``step_size``), the
     h of the step before (``previous``, for state kept in units of 1/h: see
     :meth:`change`), the stability ceiling, whether the last step was a
     blow-up (``blown_up``, 0 or 1) or the one before (``reestimate``), the
-    number of blow-ups so far, and the number of steps averaged for the
-    frozen steps (``averaged``). During the first ``warmup_steps`` steps
-    :meth:`update` applies :func:`next_step_size` after every step and, in
+    number of blow-ups so far, the number of steps averaged for the
+    frozen steps (``averaged``), and whether the factors were re-measured
+    at equilibrium (``remeasured``, 0 or 1, see
+    :meth:`AutoStepSize.lower_step_factors`; it checkpoints with the rest,
+    so a resumed run does not measure again). During the first
+    ``warmup_steps`` steps :meth:`update` applies :func:`next_step_size` after every step and, in
     the second half, sums each variable's noise scale; the last warm-up step
     sets h and the step factors (:func:`frozen_step_size`,
     :func:`variable_step_factor`); from then on both
@@ -275,10 +278,11 @@ class StepSizeWarmup:
         self.ceiling = optimizer.add_variable(
             shape=(), initializer=keras.initializers.Constant(float("inf")),
             name="auto_step_size_ceiling")
-        self.blown_up, self.reestimate, self.blow_ups, self.averaged = (
+        self.blown_up, self.reestimate, self.blow_ups, self.averaged, self.remeasured = (
             optimizer.add_variable(shape=(), initializer="zeros", name=name)
             for name in ("auto_step_size_blown_up", "auto_step_size_reestimate",
-                         "auto_step_size_blow_ups", "auto_step_size_averaged"))
+                         "auto_step_size_blow_ups", "auto_step_size_averaged",
+                         "auto_step_size_remeasured"))
 
     def update(self, iterations, ratio, exponent, layers):
         """Adapts h after step ``iterations`` while it is a warm-up step.
@@ -485,6 +489,90 @@ class AutoStepSize:
             return {}
         return {getattr(v, "path", v.name): float(ops.convert_to_numpy(self.step_factor(v)))
                 for v in self._trainable_variables}
+
+    def noise_averaging_steps(self):
+        """Steps a mean of the gradient-noise ratio must span to be trusted.
+
+        ``r̂`` is an exponential average over ``1/(1-ρ)`` steps, and the
+        minibatch noise itself wanders with the region the chain visits
+        (wine, 13-100-100-3 MLP after the warm-up: 50-step means of the
+        output layer's r from 0.007 to 0.54, 500-step means 0.055–0.10), so
+        a mean over fewer steps says little. It is the warm-up's length
+        (ten memory lengths at the default: ``10/(1-ρ)`` = 1000 steps), or
+        that many steps for an explicit step size.
+
+        Returns:
+            int ≥ 1.
+        """
+        if self.warmup is None:
+            return auto_warmup_steps(self.noise_estimate_decay)
+        return self.warmup.warmup_steps
+
+    def lower_step_factors(self, ratios):
+        """The second noise measurement, at equilibrium: lowers ``s_v`` where
+        the variable's ratio is above r* (once per chain).
+
+        The warm-up measures the gradient noise near the initialisation, and
+        it grows as the chain moves into its typical set (measured on the
+        Fashion-MNIST CNN: the first convolution's r from 0.05 at the freeze
+        to 0.115 over epochs 4–13 and 0.2 after 40; the wine MLP's output
+        layer 0.10 averaged over 66 sampling epochs). So once the chain is
+        stationary (:class:`keras_bnn.callbacks.CollectSamples`, before its
+        first sample) each variable's ratio ``r̄_v``, averaged from the
+        first stationary window on over at least :meth:`noise_averaging_steps`
+        steps at the current factors, sets
+
+            s_v ← s_v·min(1, (r*/r̄_v)^{1/k})
+
+        (:func:`noise_limited_step_size`: ``r ∝ h_v^k``). Factors are never
+        raised: a larger step's stability was never tested. A thermostat ξ,
+        a rate in units of 1/h_v, is carried across
+        (:meth:`carry_step_change`). A lowered factor is a new kernel, so the
+        caller restarts its equilibrium test. Host work between two steps
+        (an epoch end); the ``remeasured`` flag checkpoints with the sampler,
+        so a resumed chain does not measure again.
+
+        Args:
+            ratios: dict variable path → ``r̄_v ≥ 0``.
+
+        Returns:
+            Dict path → ``(old s_v, new s_v)`` of the lowered variables;
+            empty when none is above r*, for an explicit step size, during
+            the warm-up, and after the first call.
+
+        Raises:
+            ValueError: for a path that names none of the sampler's variables.
+        """
+        if (self.warmup is None or not self.built
+                or int(ops.convert_to_numpy(self.iterations)) < self.warmup.warmup_steps
+                or float(ops.convert_to_numpy(self.warmup.remeasured)) > 0.5):
+            return {}
+        variables = {getattr(v, "path", v.name): v for v in self._trainable_variables}
+        unknown = sorted(set(ratios) - set(variables))
+        if unknown:
+            raise argument_error("ratios", f"name the sampler's variables {sorted(variables)}",
+                                 unknown, f"{type(self).__name__}.lower_step_factors")
+        self.warmup.remeasured.assign(1.0)
+        lowered = {}
+        for name, ratio in ratios.items():
+            old = float(ops.convert_to_numpy(self.step_factor(variables[name])))
+            new = min(old, float(ops.convert_to_numpy(noise_limited_step_size(
+                old, float(ratio), self.warmup.target_noise_ratio, self.noise_ratio_exponent))))
+            if new < old:
+                self.state(variables[name])["step_factor"].assign(new)
+                self.carry_step_change(variables[name], old / new)
+                lowered[name] = (old, new)
+        return lowered
+
+    def carry_step_change(self, variable, change):
+        """Carries the variable's state across ``h_v ← h_v/change`` between
+        steps (host side). Nothing to carry by default: momenta are kept in
+        physical units (``θ ← θ + h_v·∇K(p)``); a thermostat overrides it.
+
+        Args:
+            variable: the trainable variable whose step changed.
+            change: ``h_v,old/h_v,new`` (a float).
+        """
 
     def _get_current_learning_rate(self):
         """``h_t = h·c(t)``; during the warm-up ``c = 1`` (the noise law needs the full h)."""
