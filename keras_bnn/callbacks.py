@@ -258,8 +258,8 @@ class CollectSamples(keras.callbacks.Callback):
 
     def _remeasures(self):
         """Whether the sampler's step factors are still to be re-measured at equilibrium."""
-        warmup = getattr(self.model.optimizer, "warmup", None)
-        return warmup is not None and float(keras.ops.convert_to_numpy(warmup.remeasured)) < 0.5
+        pending = getattr(self.model.optimizer, "remeasure_pending", None)
+        return pending is not None and pending()
 
     def _due(self, epoch):
         if self.start_epoch is None or epoch < self.start_epoch:

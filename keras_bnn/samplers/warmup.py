@@ -240,7 +240,8 @@ class StepSizeWarmup:
     at equilibrium (``remeasured``, 0 or 1, see
     :meth:`AutoStepSize.lower_step_factors`; it checkpoints with the rest,
     so a resumed run does not measure again). During the first
-    ``warmup_steps`` steps :meth:`update` applies :func:`next_step_size` after every step and, in
+    ``warmup_steps`` steps :meth:`update` applies :func:`next_step_size`
+    after every step and, in
     the second half, sums each variable's noise scale; the last warm-up step
     sets h and the step factors (:func:`frozen_step_size`,
     :func:`variable_step_factor`); from then on both
@@ -508,6 +509,12 @@ class AutoStepSize:
             return auto_warmup_steps(self.noise_estimate_decay)
         return self.warmup.warmup_steps
 
+    def remeasure_pending(self):
+        """Whether :meth:`lower_step_factors` is still to run: an auto step
+        size, built, not yet re-measured (a host read of one scalar)."""
+        return (self.warmup is not None and self.built
+                and float(ops.convert_to_numpy(self.warmup.remeasured)) < 0.5)
+
     def lower_step_factors(self, ratios):
         """The second noise measurement, at equilibrium: lowers ``s_v`` where
         the variable's ratio is above r* (once per chain).
@@ -543,9 +550,8 @@ class AutoStepSize:
         Raises:
             ValueError: for a path that names none of the sampler's variables.
         """
-        if (self.warmup is None or not self.built
-                or int(ops.convert_to_numpy(self.iterations)) < self.warmup.warmup_steps
-                or float(ops.convert_to_numpy(self.warmup.remeasured)) > 0.5):
+        if (not self.remeasure_pending()
+                or int(ops.convert_to_numpy(self.iterations)) < self.warmup.warmup_steps):
             return {}
         variables = {getattr(v, "path", v.name): v for v in self._trainable_variables}
         unknown = sorted(set(ratios) - set(variables))
