@@ -171,7 +171,8 @@ class CollectSamples(keras.callbacks.Callback):
         self._virial_begin = None
         #: The second noise measurement (:meth:`keras_bnn.samplers.Sampler.lower_step_factors`)
         #: from the first equilibrium: ``{"epoch", "first_epoch", "ratios", "lowered"}``
-        #: (the averaged epochs are ``first_epoch``…``epoch``), or None.
+        #: (the averaged epochs are ``first_epoch``…``epoch``), or None. Kept in the
+        #: store (:meth:`keras_bnn.SampleStore.write_record`), so a resumed run has it.
         self.remeasurement = None
         self._series = {}
         self._ratios, self._measured_from = [], None
@@ -210,6 +211,11 @@ class CollectSamples(keras.callbacks.Callback):
             epochs = [m.get("epoch") for m in self.store.metadata()
                       if m.get("chain") == self.chain and m.get("epoch") is not None]
             self.start_epoch = min(epochs) if epochs else None
+            self.remeasurement = self.store.read_record(self._record_name)
+
+    @property
+    def _record_name(self):
+        return f"remeasurement-chain-{self.chain}"
 
     def _watch(self, epoch, logs):
         """Adds an epoch's logs to the series and starts collecting at equilibrium."""
@@ -224,6 +230,7 @@ class CollectSamples(keras.callbacks.Callback):
             self._series, getattr(optimizer, "temperature", 1.0),
             window=self.window, false_alarm=self.false_alarm)
         if self._remeasures():
+            self.remeasurement = None  # a record in the store is another chain's
             self._measure(epoch)
         elif self.verdict.stationary:
             self.start_epoch = epoch
@@ -250,6 +257,8 @@ class CollectSamples(keras.callbacks.Callback):
         self.remeasurement = {"epoch": epoch, "first_epoch": epoch - len(reads) + 1,
                               "ratios": ratios,
                               "lowered": {name: list(pair) for name, pair in lowered.items()}}
+        if distribute.is_chief(self.model):  # a resumed run reports it too
+            self.store.write_record(self._record_name, self.remeasurement)
         self._ratios, self._measured_from = [], None
         if lowered:  # a new kernel: its equilibrium is tested afresh
             self._series = {}

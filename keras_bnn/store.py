@@ -19,6 +19,7 @@ from keras_bnn.likelihoods import from_loss
 _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
+_RECORD = re.compile(r"^[A-Za-z0-9_-]+$")
 # Keys that Keras numbers per session or per object, not part of an architecture.
 _VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
 
@@ -138,8 +139,8 @@ class SampleStore:
     Layout: ``store.json`` (architecture of the model that wrote the store)
     and one ``sample-<index>.npz`` per sample (at least six digits; weights
     ``w0, w1, ...`` in ``model.weights`` order, its metadata as JSON, and
-    the architecture fingerprint of the model that wrote it). Other files
-    are ignored.
+    the architecture fingerprint of the model that wrote it), and the small
+    JSON records of :meth:`write_record`. Other files are ignored.
 
     Guarantees (see the README's "Guarantees"):
 
@@ -427,6 +428,48 @@ class SampleStore:
             if metadata.get("chain", 0) == chain and metadata.get("step") == step:
                 return position
         return None
+
+    # ---------------------------------------------------------------- records
+    def _record_path(self, name):
+        if not isinstance(name, str) or not _RECORD.match(name):
+            raise ValueError(f"SampleStore: a record's `name` must match {_RECORD.pattern!r} "
+                             f"(letters, digits, '-', '_'); got {name!r}.")
+        return os.path.join(self.path, f"record-{name}.json")
+
+    def write_record(self, name, value):
+        """Keeps a small JSON value beside the samples, as ``record-<name>.json``.
+
+        For what a run decided and must still know after a resume (the step
+        factors' second noise measurement,
+        :attr:`keras_bnn.callbacks.CollectSamples.remeasurement`). Written
+        to a temporary name and renamed (:func:`keras_bnn.durable.atomic_write`):
+        a kill leaves the old record or the new one, never a part.
+
+        Args:
+            name: the record's name (letters, digits, ``-``, ``_``).
+            value: anything ``json.dumps`` takes.
+
+        Raises:
+            ValueError: for a bad ``name``.
+        """
+        text = json.dumps(value, indent=2)
+        durable.atomic_write(self._record_path(name), lambda handle: handle.write(text.encode()))
+
+    def read_record(self, name):
+        """The value :meth:`write_record` kept as ``name``, or None if there is none.
+
+        Raises:
+            ValueError: for a bad ``name``, or naming a record file that is
+                not JSON.
+        """
+        path = self._record_path(name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (ValueError, UnicodeDecodeError) as error:
+            raise ValueError(f"SampleStore: {path} is not a JSON record ({error}).") from None
 
     def __repr__(self):
         return f"SampleStore({self.path!r}, samples={len(self)})"

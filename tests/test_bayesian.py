@@ -357,6 +357,11 @@ def test_the_mean_is_judged_over_the_noise_averaging_steps_and_from_collection_o
     # ... and collected epochs above it warn, judged from the collection's start.
     caught = _judge([0.05] * 30 + [0.3] * 12, collection_start=30)
     assert len(caught) == 1 and "averaged over epochs 30–39" in str(caught[0].message)
+    # A run whose collection never started has no samples to bias (its
+    # NotConvergedWarning says why); without a collector its last epoch is judged.
+    assert not _judge([0.3] * 20, collection_start=100)
+    caught = _judge([0.3] * 20)
+    assert len(caught) == 1 and "averaged over epochs 1–10" in str(caught[0].message)
 
 
 def test_a_noisy_variable_warns_when_the_overall_ratio_does_not():

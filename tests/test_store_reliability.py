@@ -361,3 +361,21 @@ def test_stores_written_before_full_fingerprints_still_load_and_extend(tmp_path)
     assert len(store) == 2 and store.build_model().count_params() == model.count_params()
     with pytest.raises(ValueError, match="another architecture"):
         store.append(_model(units=5))
+
+
+def test_records_round_trip_replace_and_are_not_samples(tmp_path):
+    """A record is JSON beside the samples, replaced whole (temporary name,
+    rename), invisible to the sample list; bad names and damaged files are
+    named in the error."""
+    store = kb.SampleStore(tmp_path)
+    assert store.read_record("remeasurement-chain-0") is None
+    store.write_record("remeasurement-chain-0", {"epoch": 3, "lowered": {"a/kernel": [1.0, 0.5]}})
+    store.write_record("remeasurement-chain-0", {"epoch": 7})
+    assert store.read_record("remeasurement-chain-0") == {"epoch": 7}
+    assert len(store) == 0 and sorted(os.listdir(tmp_path)) == ["record-remeasurement-chain-0.json"]
+    for name in ("../escape", "", "a.json", 3):
+        with pytest.raises(ValueError, match="record's `name` must match"):
+            store.write_record(name, {})
+    (tmp_path / "record-broken.json").write_text("{\"epoch\": ")
+    with pytest.raises(ValueError, match="record-broken.json is not a JSON record"):
+        store.read_record("broken")
