@@ -103,7 +103,7 @@ class CollectSamples(keras.callbacks.Callback):
     noise measurement: each variable's gradient-noise ratio, averaged from
     the first of the 2w epochs the test compared over at least
     :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps, lowers
-    its step factor where it is above the warm-up's target
+    its step factor where it is more than 25 % above the warm-up's target
     (:meth:`~keras_bnn.samplers.Sampler.lower_step_factors`: the noise
     changes as the chain leaves its initialisation); if a factor was
     lowered, the chain is a new kernel and the test restarts on the epochs

@@ -234,7 +234,7 @@ def _print_remeasurement(remeasurement):
     lowered = remeasurement["lowered"]
     what = ("; ".join(f"{name} {old:.3g} -> {new:.3g} (ratio {remeasurement['ratios'][name]:.3g})"
                       for name, (old, new) in lowered.items())
-            if lowered else "none above the warm-up's target")
+            if lowered else "none more than 25 % above the warm-up's target")
     print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
           f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
 

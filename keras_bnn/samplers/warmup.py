@@ -117,6 +117,9 @@ TARGET_NOISE_RATIO = 0.05
 INITIAL_STEP_SIZE = 1e-8
 #: The largest factor by which h may grow in one warm-up step (×2 per 10 steps).
 GROWTH_PER_STEP = 2.0 ** 0.1
+#: The second noise measurement lowers a step factor only where ``r̄_v`` exceeds
+#: this multiple of r* (:meth:`AutoStepSize.lower_step_factors`).
+REMEASURE_TOLERANCE = 1.25
 #: ``r̂ > BLOW_UP_RATIO·r*`` in one step marks a blow-up.
 BLOW_UP_RATIO = 4.0
 #: After a blow-up h is cut to, and capped at, this fraction of the step it happened at.
@@ -517,7 +520,7 @@ class AutoStepSize:
 
     def lower_step_factors(self, ratios):
         """The second noise measurement, at equilibrium: lowers ``s_v`` where
-        the variable's ratio is above r* (once per chain).
+        the variable's ratio is more than 25 % above r* (once per chain).
 
         The warm-up measures the gradient noise near the initialisation, and
         it grows as the chain moves into its typical set (measured on the
@@ -529,9 +532,17 @@ class AutoStepSize:
         first stationary window on over at least :meth:`noise_averaging_steps`
         steps at the current factors, sets
 
-            s_v ← s_v·min(1, (r*/r̄_v)^{1/k})
+            s_v ← s_v·(r*/r̄_v)^{1/k}   where r̄_v > REMEASURE_TOLERANCE·r*
 
-        (:func:`noise_limited_step_size`: ``r ∝ h_v^k``). Factors are never
+        (:func:`noise_limited_step_size`: ``r ∝ h_v^k``; back to the target).
+        Within the tolerance (25 %) nothing changes: the warm-up meets r* on
+        average, so per-variable means of 1.0–1.25·r* are the target met
+        (measured: 1.02–1.23·r* on the Fashion-MNIST MLP, digits and
+        diabetes), the extra bias is small (ATMC's sd ≈ √(1−r)·sd, SGHMC's
+        variance ≈ (1+r)·T: at 1.25·r* about 0.6 % more in sd than at r*),
+        and a lowering costs a restart of the equilibrium test (2w epochs:
+        a 1 % lowering of two biases, at 1.02·r*, left a 47-epoch
+        Fashion-MNIST chain with no sample). Factors are never
         raised: a larger step's stability was never tested. A thermostat ξ,
         a rate in units of 1/h_v, is carried across
         (:meth:`carry_step_change`). A lowered factor is a new kernel, so the
@@ -544,7 +555,7 @@ class AutoStepSize:
 
         Returns:
             Dict path → ``(old s_v, new s_v)`` of the lowered variables;
-            empty when none is above r*, for an explicit step size, during
+            empty when none is above the tolerance, for an explicit step size, during
             the warm-up, and after the first call.
 
         Raises:
@@ -560,10 +571,13 @@ class AutoStepSize:
                                  unknown, f"{type(self).__name__}.lower_step_factors")
         self.warmup.remeasured.assign(1.0)
         lowered = {}
+        target = self.warmup.target_noise_ratio
         for name, ratio in ratios.items():
+            if float(ratio) <= REMEASURE_TOLERANCE * target:
+                continue
             old = float(ops.convert_to_numpy(self.step_factor(variables[name])))
-            new = min(old, float(ops.convert_to_numpy(noise_limited_step_size(
-                old, float(ratio), self.warmup.target_noise_ratio, self.noise_ratio_exponent))))
+            new = float(ops.convert_to_numpy(noise_limited_step_size(
+                old, float(ratio), target, self.noise_ratio_exponent)))
             if new < old:
                 self.state(variables[name])["step_factor"].assign(new)
                 self.carry_step_change(variables[name], old / new)
