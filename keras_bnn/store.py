@@ -456,7 +456,13 @@ class SampleStore:
         durable.atomic_write(self._record_path(name), lambda handle: handle.write(text.encode()))
 
     def read_record(self, name):
-        """The value :meth:`write_record` kept as ``name``, or None if there is none.
+        """The value :meth:`write_record` kept as ``name``.
+
+        Args:
+            name: the record's name (letters, digits, ``-``, ``_``).
+
+        Returns:
+            The JSON value, or None if the store has no such record.
 
         Raises:
             ValueError: for a bad ``name``, or naming a record file that is
