@@ -231,10 +231,13 @@ def _print_remeasurement(remeasurement):
     """One line on the step factors' second noise measurement, if there was one."""
     if not remeasurement:
         return
+    from keras_bnn.samplers.warmup import REMEASURE_TOLERANCE
+
     lowered = remeasurement["lowered"]
     what = ("; ".join(f"{name} {old:.3g} -> {new:.3g} (ratio {remeasurement['ratios'][name]:.3g})"
                       for name, (old, new) in lowered.items())
-            if lowered else "none more than 25 % above the warm-up's target")
+            if lowered else f"none more than {REMEASURE_TOLERANCE - 1:.0%} above the warm-up's "
+                            "target")
     print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
           f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
 
