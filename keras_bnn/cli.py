@@ -212,6 +212,7 @@ def _cmd_train(args):
               "biased above 0.1) and its step factor (step = step size × factor):")
         print(format_table(result.gradient_noise,
                            ["name", "d", "ratio", "above_limit", "step_factor"]))
+    _print_directional_noise(result.directional_noise)
     collection = result.collection
     if collection["variable_temperatures"]:
         print("\nconfigurational temperature per variable, mean over the last epoch's steps "
@@ -225,6 +226,21 @@ def _cmd_train(args):
               f"{collection['start_epoch']}: {collection['reason']}")
         _print_remeasurement(collection["remeasurement"])
     print(f"run directory: {config.output_dir}")
+
+
+def _print_directional_noise(report):
+    """The noisiest directions' gradient-noise ratio, if the run has one."""
+    if not report:
+        return
+    from keras_bnn.samplers import NOISE_RATIO_LIMIT
+
+    top = ", ".join(f"{ratio:.3g}" for ratio in report["top"])
+    verdict = (f"above {NOISE_RATIO_LIMIT:g}: the sampler spreads these directions too wide "
+               "(README, 'Noise by direction')" if report["above_limit"]
+               else f"at most {NOISE_RATIO_LIMIT:g}")
+    print(f"\ngradient-noise ratio of the noisiest directions of weight space (from "
+          f"{report['num_examples']} training examples; the per-variable ratios are means over "
+          f"parameters, {report['mean']:.3g} here): {top}; {verdict}")
 
 
 def _print_remeasurement(remeasurement):

@@ -277,8 +277,18 @@ def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
     store, history = result
     assert store is result.store and history is result.history and len(store) == 1
     for name, rows in (("kinetic_temperatures", result.kinetic_temperatures),
-                       ("gradient_noise", result.gradient_noise)):
+                       ("gradient_noise", result.gradient_noise),
+                       ("directional_noise", result.directional_noise)):
         with open(os.path.join(config.output_dir, f"{name}.json")) as handle:
             assert json.load(handle) == rows
     assert bool(result.kinetic_temperatures) == has_rows
     assert bool(result.gradient_noise) == (sampler != "sgd")
+    # The noisiest directions' ratio, from the first 100 shuffled training
+    # examples (all of them here), batch 50 of n = 100.
+    assert bool(result.directional_noise) == (sampler != "sgd")
+    if sampler != "sgd":
+        report = result.directional_noise
+        assert (report["num_examples"], report["batch_size"], report["train_size"]) == (100, 50, 100)
+        assert report["top"] == sorted(report["top"], reverse=True) and len(report["top"]) == 3
+        assert report["top"][0] >= report["mean"] > 0
+        assert report["above_limit"] == (report["top"][0] > 0.1)

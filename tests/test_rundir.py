@@ -15,6 +15,7 @@ from keras_bnn.runs import rundir as rundir_lib
 
 PACKAGE = Path(kb.__file__).parent
 LAYOUT = ("config", "samples", "backup", "history", "kinetic_temperatures", "gradient_noise",
+          "directional_noise",
           "metrics", "reliability_plot", "samples_plot", "sweep_table", "sweep_plot",
           "prior_selection")
 
@@ -26,7 +27,8 @@ def test_layout_paths(tmp_path):
     assert names == {
         "config": "config.json", "samples": "samples", "backup": "backup",
         "history": "history.json", "kinetic_temperatures": "kinetic_temperatures.json",
-        "gradient_noise": "gradient_noise.json", "metrics": "metrics.json",
+        "gradient_noise": "gradient_noise.json", "directional_noise": "directional_noise.json",
+        "metrics": "metrics.json",
         "reliability_plot": "reliability.png", "samples_plot": "metric_vs_samples.png",
         "sweep_table": "sweep.csv", "sweep_plot": "sweep.png",
         "prior_selection": "prior_selection.json"}

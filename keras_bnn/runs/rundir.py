@@ -8,6 +8,7 @@ A run directory (:class:`RunDir`) holds::
     history.json                Keras' History.history
     kinetic_temperatures.json   written last: the run is complete
     gradient_noise.json
+    directional_noise.json      the noisiest directions' gradient-noise ratio at the end
     collection.json
     prior_selection.json        prior="auto": the candidates' validation NLL and the choice
     prior-selection/<prior>-<scale>/   one run per candidate (on the training part)
@@ -83,6 +84,11 @@ class RunDir:
     def gradient_noise(self):
         """Path of ``gradient_noise.json``."""
         return self._file("gradient_noise.json")
+
+    @property
+    def directional_noise(self):
+        """Path of ``directional_noise.json`` (:func:`keras_bnn.runs.training.directional_noise_report`)."""
+        return self._file("directional_noise.json")
 
     @property
     def collection(self):

@@ -13,9 +13,10 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
 
 from keras_bnn import callbacks as callbacks_lib
-from keras_bnn import diagnostics
+from keras_bnn import diagnostics, directional_noise
 from keras_bnn import samplers
 from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
@@ -41,6 +42,8 @@ class TrainResult:
             ``kinetic_temperatures.json``).
         gradient_noise: :func:`gradient_noise_rows` (also in
             ``gradient_noise.json``).
+        directional_noise: :func:`directional_noise_report` (also in
+            ``directional_noise.json``).
         collection: :func:`collection_report` (also in ``collection.json``).
     """
 
@@ -48,6 +51,7 @@ class TrainResult:
     history: keras.callbacks.History
     kinetic_temperatures: list
     gradient_noise: list
+    directional_noise: dict
     collection: dict
 
     def __iter__(self):
@@ -138,13 +142,53 @@ def _train(config, verbose, resume, data):
     if not collects and store.find(config.chain, step) is None:  # the point estimate
         store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
     result = TrainResult(store, history, kinetic_temperature_rows(model, config),
-                         gradient_noise_rows(model), collection_report(model, collector))
+                         gradient_noise_rows(model),
+                         directional_noise_report(model, train_ds, config.batch_size),
+                         collection_report(model, collector))
     run.write_json(run.collection, result.collection)
     run.write_json(run.gradient_noise, result.gradient_noise)
+    run.write_json(run.directional_noise, result.directional_noise)
     run.write_json(run.history, history.history)
     run.write_json(run.kinetic_temperatures, result.kinetic_temperatures)  # last: complete
     shutil.rmtree(run.backup, ignore_errors=True)
     return result
+
+
+#: Training examples :func:`directional_noise_report` estimates the noise from.
+DIRECTIONAL_EXAMPLES = 128
+
+
+def directional_noise_report(model, train_ds, batch_size):
+    """The gradient-noise ratio of the noisiest directions, at the end of training.
+
+    :func:`keras_bnn.directional_noise.directional_noise_ratios` on the first
+    :data:`DIRECTIONAL_EXAMPLES` examples of ``train_ds`` (shuffled), at the
+    final weights and the sampler's final steps. The per-variable ratios of
+    :func:`gradient_noise_rows` are means over parameters; this is the ratio
+    of the directions the data determine, where the noise concentrates.
+
+    Args:
+        model: the trained model.
+        train_ds: its training dataset, batches of ``(x, y, ...)``.
+        batch_size: the training batch size.
+
+    Returns:
+        The dict of ``directional_noise_ratios`` plus ``above_limit`` (its
+        top ratio above :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`); empty
+        for the SGD baseline, HMC (no gradient noise) and a per-parameter
+        preconditioner.
+    """
+    if ("gradient_noise_ratio" not in model.transition_kernel.metric_names
+            or getattr(model.optimizer, "preconditioner", None) == "rmsprop"):
+        return {}
+    xs, ys = [], []
+    for element in train_ds.unbatch().take(DIRECTIONAL_EXAMPLES).as_numpy_iterator():
+        xs.append(element[0])
+        ys.append(element[1])
+    report = directional_noise.directional_noise_ratios(
+        model, np.stack(xs), np.stack(ys), min(batch_size, int(model.train_size)),
+        max_examples=DIRECTIONAL_EXAMPLES)
+    return dict(report, above_limit=report["top"][0] > samplers.NOISE_RATIO_LIMIT)
 
 
 def collection_report(model, collector):

@@ -1,0 +1,95 @@
+"""Command-line runs against exact full-batch HMC, and their noise by direction.
+
+README, "Right by default", "Noise by direction". For each run directory
+(a bundled classification dataset; HMC, an SG-MCMC sampler or the SGD
+baseline) prints:
+the ensemble's test NLL, the mean over members of each member's training
+NLL (all training rows: how well the samples fit the data), the test row
+with the largest ensemble NLL, with ``--baseline RUN_DIR`` the paired
+difference of test NLL against that run (``kb.metrics.paired_difference``),
+and, for an ATMC run, the gradient-noise
+ratio of the noisiest directions at its last sample
+(:func:`keras_bnn.directional_noise.ratio_spectrum` on the per-example
+gradients of every training row, batch 100 as the run trained). The ratio
+coefficient of ATMC at its default noise level ``D_v = -log(0.9)/h_v`` is
+``c_v = h_v²/(2·T·(-log 0.9))`` (``r = h·V̂/(2·T·m·D)``, m = 1;
+``keras_bnn/samplers/thermostat.py``), ``h_v`` the run's frozen step
+(``collection.json``) times the variable's factor (``gradient_noise.json``).
+
+Usage:
+    python benchmarks/hmc_reference.py [--baseline SGD_RUN_DIR] RUN_DIR [RUN_DIR ...]
+"""
+
+import argparse
+import json
+import math
+import os
+
+import numpy as np
+
+import keras_bnn as kb
+from keras_bnn import directional_noise
+from keras_bnn.runs.build import build_model, compile_model, load_info
+from keras_bnn.runs.config import read_config
+
+
+def _atmc_coefficients(run_dir, model, temperature):
+    steps = json.load(open(os.path.join(run_dir, "collection.json")))["step_size"]
+    factors = {row["name"]: row["step_factor"]
+               for row in json.load(open(os.path.join(run_dir, "gradient_noise.json")))}
+    coefficients = []
+    for variable in model.trainable_variables:
+        name = next(key for key in factors if variable.path.endswith(key))
+        h = steps * factors[name]
+        coefficients.append(np.full(math.prod(variable.shape), h * h / (2 * temperature
+                                                                     * -math.log(0.9))))
+    return np.concatenate(coefficients)
+
+
+def _test_nll(run_dir, x_test, y_test):
+    members = kb.PosteriorEnsemble.from_store(kb.runs.RunDir(run_dir).store()).predict_members(
+        x_test)
+    return kb.metrics.nll_per_example(members.mean(0), y_test)
+
+
+def report(run_dir, baseline=None):
+    config = read_config(run_dir)
+    if load_info(config)["task"] == "regression":
+        raise SystemExit(f"{run_dir}: classification runs only; for a regression run use "
+                         "keras-bnn evaluate --run-dir RUN --baseline-run-dir SGD_RUN")
+    (x_train, y_train), (x_test, y_test), _ = kb.data.bundled_arrays(config.dataset)
+    store = kb.runs.RunDir(run_dir).store()
+    train = kb.PosteriorEnsemble.from_store(store).predict_members(x_train)
+    test_nll = _test_nll(run_dir, x_test, y_test)
+    member_train = [kb.metrics.nll_per_example(member, y_train).mean() for member in train]
+    worst = int(np.argmax(test_nll))
+    row = dict(run=run_dir, sampler=config.sampler, samples=len(store),
+               test_nll=float(test_nll.mean()), member_train_nll=float(np.mean(member_train)),
+               worst_row=worst, worst_nll=float(test_nll[worst]))
+    if baseline:
+        difference = kb.metrics.paired_difference(test_nll, _test_nll(baseline, x_test, y_test))
+        row.update(delta_nll=round(difference["mean"], 4), delta_se=round(difference["se"], 4))
+    if config.sampler == "atmc":
+        model = build_model(config, load_info(config))
+        compile_model(model, config, load_info(config))
+        model.set_weights(store[len(store) - 1].weights)
+        gradients = directional_noise.per_example_gradients(model, x_train, y_train)
+        spectrum = directional_noise.ratio_spectrum(
+            gradients, _atmc_coefficients(run_dir, model, config.temperature), len(y_train),
+            config.batch_size)
+        row.update(top_ratios=[round(r, 3) for r in spectrum["top"]],
+                   mean_ratio=round(spectrum["mean"], 5))
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="run directory the test NLL is compared with")
+    parser.add_argument("run_dirs", nargs="+")
+    args = parser.parse_args()
+    for run_dir in args.run_dirs:
+        print(json.dumps(report(run_dir, args.baseline)))
+
+
+if __name__ == "__main__":
+    main()

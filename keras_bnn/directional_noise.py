@@ -1,0 +1,192 @@
+"""The minibatch gradient noise by direction: what the per-parameter ratio cannot see.
+
+A sampler's ``gradient_noise_ratio`` (:meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`)
+is a mean over parameters, ``r_v = mean_i c_v·V_i``: the variance ``V_i``
+that minibatch noise adds to parameter i's gradient, times the variable's
+coefficient ``c_v`` (``h_v²/(2·γ_v·h_v·T)`` and its kin: the added variance
+per step over the injected one). The bias laws that the warm-up's target
+``r*`` rests on (SGHMC's ``(1 + r)·T``, ATMC's ``sqrt(1 - r)``) hold per
+*direction* u of weight space, with the ratio ``r_u = uᵀ·R·u`` of the matrix
+
+    R = diag(√c)·C·diag(√c),    C = (n·(n - b)/b)·S,
+
+``C`` the covariance of the minibatch gradient ``G = n·∇(mean-form
+potential)`` of a batch of b drawn without replacement from n, and
+``S = Σ_i (∇ℓ_i - ∇ℓ̄)(∇ℓ_i - ∇ℓ̄)ᵀ/(n - 1)`` the covariance over the
+training examples of their gradients ``∇ℓ_i`` (the variance of a sum of b
+draws without replacement is ``b·(n - b)/n·S``). The mean of R's diagonal is the per-parameter ratio; R's largest
+eigenvalue is the ratio of the noisiest direction. On a network the noise
+is nearly low-rank (per-example gradients share a few directions, those the
+data determine: the Fisher information), so the top eigenvalue can be
+thousands of times the mean: measured on the CLI's breast_cancer run
+(13 301 weights, batch 100 of 400), a mean of 0.002–0.006 and a top
+direction at 25–37 (README, "Right by default"). A direction with ``r_u ≫ 1``
+is sampled with minibatch noise far above the injected noise: its spread,
+and the training NLL, come out too large, however small the mean ratio.
+
+:func:`directional_noise_ratios` estimates the top of R's spectrum at the
+current weights from the per-example gradients of ``m`` training examples
+(``S`` their sample covariance): the nonzero eigenvalues of the ``d×d``
+matrix R are those of the ``m×m`` Gram matrix of the scaled, centred
+gradients, so nothing of size ``d×d`` is formed. The prior's gradient is
+the same in every example's and cancels in the centring.
+"""
+
+import math
+
+import numpy as np
+
+from keras_bnn import backend
+from keras_bnn.validation import argument_error, check_int
+
+#: Largest number of per-example gradient entries held at once (float32):
+#: ``m·d`` ≤ this, 256 MiB.
+MAX_GRADIENT_ENTRIES = 2 ** 26
+
+
+def ratio_coefficients(sampler):
+    """The coefficients ``c_v`` of the sampler's per-parameter ratio, one per variable.
+
+    Read from the sampler's own state at its last step, ``c_v = r_v/mean_i(V̂_i)``
+    (``noise_ratio`` and ``gradient_noise`` slots), so every sampler's law
+    (and the warm-up's step factors) is taken as the sampler applies it.
+    ``V̂`` moved by one step of its average since ``r_v`` was taken (about
+    1 % at the default decay 0.99).
+
+    Args:
+        sampler: a built :class:`keras_bnn.samplers.Sampler` whose ratio
+            coefficient is one scalar per variable (no per-parameter
+            ``preconditioner="rmsprop"``).
+
+    Returns:
+        List of floats, in the order of the sampler's variables (0 where
+        ``V̂`` is still 0).
+
+    Raises:
+        ValueError: for a sampler with a per-parameter preconditioner, or
+            one without gradient-noise state (HMC, a Keras optimizer).
+    """
+    if getattr(sampler, "preconditioner", None) == "rmsprop":
+        raise argument_error("sampler", "have no per-parameter preconditioner "
+                             "(its ratio coefficient varies within a variable)",
+                             "preconditioner='rmsprop'", "directional_noise_ratios")
+    try:
+        ratios, noise = sampler.slots("noise_ratio"), sampler.slots("gradient_noise")
+    except (AttributeError, ValueError):
+        raise argument_error("sampler", "be a built SG-MCMC sampler (SGLD, SGHMC, SGNHT, ATMC) "
+                             "that has taken a step", type(sampler).__name__,
+                             "directional_noise_ratios") from None
+    coefficients = []
+    for ratio, variance in zip(ratios, noise):
+        mean = float(np.mean(np.asarray(variance.value)))
+        coefficients.append(float(np.asarray(ratio.value)) / mean if mean > 0 else 0.0)
+    return coefficients
+
+
+def per_example_gradients(model, x, y):
+    """Gradients of the mean-form potential of each one-example batch, flattened.
+
+    Row i is ``∇(ℓ_i + (1/n)·(-log p(θ)))`` at the current weights
+    (:func:`keras_bnn.backend.potential_and_gradients` on the batch
+    ``(x[i:i+1], y[i:i+1])``), the trainable variables concatenated in
+    order.
+
+    Args:
+        model: a compiled :class:`keras_bnn.BayesianModel`.
+        x, y: numpy arrays of m examples.
+
+    Returns:
+        float32 numpy array [m, d].
+    """
+    values = [variable.value for variable in model.trainable_variables]
+    rows = []
+    for i in range(len(x)):
+        _, gradients, _ = backend.potential_and_gradients(model, values, x[i:i + 1],
+                                                          y[i:i + 1], None)
+        rows.append(np.concatenate([np.asarray(g, np.float32).ravel() for g in gradients]))
+    return np.stack(rows)
+
+
+def directional_noise_ratios(model, x, y, batch_size, num_directions=3, max_examples=256,
+                             seed=0):
+    """The gradient-noise ratio of the noisiest directions of weight space.
+
+    Estimates the largest eigenvalues of ``R = diag(√c)·C·diag(√c)`` (module
+    docstring) at the current weights from ``m = min(len(x), max_examples,
+    MAX_GRADIENT_ENTRIES // d)`` examples drawn without replacement with
+    ``seed``:
+
+    ``R ≈ (n·(n - b)/b)·AᵀA/(m - 1)``, ``A_i = √c ⊙ (g_i - ḡ)``,
+
+    ``g_i`` the per-example gradients (:func:`per_example_gradients`;
+    :func:`ratio_spectrum` does the algebra).
+
+    Args:
+        model: a :class:`keras_bnn.BayesianModel` compiled with an SG-MCMC
+            sampler that has taken steps (after ``fit``); its ``train_size``
+            is n.
+        x, y: training examples, numpy arrays (at least 2).
+        batch_size: the training batch size b, ``1 ≤ b ≤ n``.
+        num_directions: how many of the largest eigenvalues to return.
+        max_examples: the most examples to use (at least 2).
+        seed: seed of the choice of examples.
+
+    Returns:
+        dict: ``top`` (the ``num_directions`` largest ratios, descending),
+        ``mean`` (the mean of R's diagonal: the per-parameter ratio, estimated
+        from the same examples), ``concentration`` (``trace(R)/top[0]``:
+        how many directions the noise is spread over), ``num_examples`` (m),
+        ``batch_size`` and ``train_size``.
+
+    Raises:
+        ValueError: for a bad ``batch_size``, ``num_directions`` or
+            ``max_examples``, fewer than 2 examples, or a model whose
+            optimizer has no per-variable ratio (see :func:`ratio_coefficients`).
+    """
+    n = int(model.train_size)
+    owner = "directional_noise_ratios"
+    batch_size = check_int(batch_size, "batch_size", minimum=1, owner=owner)
+    if batch_size > n:
+        raise argument_error("batch_size", f"be at most train_size = {n}", batch_size, owner)
+    num_directions = check_int(num_directions, "num_directions", minimum=1, owner=owner)
+    max_examples = check_int(max_examples, "max_examples", minimum=2, owner=owner)
+    if len(x) < 2 or len(x) != len(y):
+        raise argument_error("x, y", "hold at least 2 examples, as many in y as in x",
+                             f"{len(x)} and {len(y)}", owner)
+    coefficients = ratio_coefficients(model.optimizer)
+    sizes = [math.prod(v.shape) for v in model.trainable_variables]
+    m = max(2, min(len(x), max_examples, MAX_GRADIENT_ENTRIES // sum(sizes)))
+    rows = np.sort(np.random.default_rng(seed).choice(len(x), m, replace=False))
+    gradients = per_example_gradients(model, np.asarray(x)[rows], np.asarray(y)[rows])
+    return dict(ratio_spectrum(gradients, np.repeat(coefficients, sizes), n, batch_size,
+                               num_directions),
+                batch_size=batch_size, train_size=n)
+
+
+def ratio_spectrum(gradients, coefficients, train_size, batch_size, num_directions=3):
+    """The top of R's spectrum from per-example gradients and per-parameter coefficients.
+
+    ``R ≈ (n·(n - b)/b)·AᵀA/(m - 1)``, ``A_i = √c ⊙ (g_i - ḡ)``; its nonzero
+    eigenvalues are those of the m×m matrix ``A·Aᵀ`` times the same factor.
+
+    Args:
+        gradients: [m, d] per-example gradients (:func:`per_example_gradients`), m ≥ 2.
+        coefficients: [d] the ratio coefficient ``c`` of each parameter.
+        train_size: n.
+        batch_size: b.
+        num_directions: how many of the largest eigenvalues to return.
+
+    Returns:
+        dict: ``top``, ``mean``, ``concentration`` and ``num_examples``, as in
+        :func:`directional_noise_ratios`.
+    """
+    m = len(gradients)
+    scaled = (gradients - gradients.mean(0)) * np.sqrt(coefficients).astype(np.float32)
+    factor = train_size * (train_size - batch_size) / batch_size / (m - 1)
+    gram = scaled.astype(np.float64) @ scaled.T.astype(np.float64) * factor
+    eigenvalues = np.clip(np.linalg.eigvalsh(gram)[::-1], 0.0, None)
+    trace = float(np.trace(gram))
+    return {"top": [float(v) for v in eigenvalues[:num_directions]],
+            "mean": trace / gradients.shape[1],
+            "concentration": trace / float(eigenvalues[0]) if eigenvalues[0] > 0 else math.nan,
+            "num_examples": int(m)}

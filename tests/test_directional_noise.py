@@ -1,0 +1,95 @@
+"""The gradient-noise ratio by direction (`keras_bnn.directional_noise`)."""
+
+import numpy as np
+import pytest
+import keras
+
+import keras_bnn as kb
+from keras_bnn import backend, directional_noise, samplers
+
+N, BATCH = 40, 10
+
+
+def _fitted(sampler, steps_epochs=30, seed=0):
+    """A 4-3-2 tanh network on 40 synthetic examples after a short chain."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(N, 4)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+    keras.utils.set_random_seed(seed)
+    net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="tanh"),
+                            keras.layers.Dense(2)])
+    model = kb.bayesian(net)
+    kernel = {"sampler" if isinstance(sampler, samplers.Sampler) else "optimizer": sampler}
+    model.compile(**kernel, train_size=N,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=BATCH, epochs=steps_epochs, verbose=0, shuffle=True)
+    return model, x, y
+
+
+def test_the_top_ratio_is_the_noisiest_direction_of_the_minibatch_gradient():
+    # Independent reference: the covariance of G = n·∇(mean-form potential)
+    # over random batches of BATCH drawn without replacement, each computed
+    # by the model's own potential on the batch, then R = diag(√c)·C·diag(√c).
+    model, x, y = _fitted(samplers.ATMC(step_size=0.01, seed=1))
+    result = directional_noise.directional_noise_ratios(model, x, y, BATCH, max_examples=N)
+    assert result["num_examples"] == N and result["train_size"] == N
+
+    sizes = [int(np.prod(v.shape)) for v in model.trainable_variables]
+    root_c = np.repeat(np.sqrt(directional_noise.ratio_coefficients(model.optimizer)), sizes)
+    values = [v.value for v in model.trainable_variables]
+    rng = np.random.default_rng(7)
+    draws = 2000
+    gradients = np.empty((draws, sum(sizes)))
+    for k in range(draws):
+        rows = rng.choice(N, BATCH, replace=False)
+        _, g, _ = backend.potential_and_gradients(model, values, x[rows], y[rows], None)
+        gradients[k] = N * np.concatenate([np.asarray(t).ravel() for t in g])
+    reference = np.cov(gradients * root_c, rowvar=False)
+    top = np.linalg.eigvalsh(reference)[::-1]
+    # The top eigenvalue of a sample covariance of `draws` draws has relative
+    # sd ≈ sqrt(2/draws) = 0.032 (the mean of the diagonal less): 4.5 SE.
+    tolerance = 4.5 * np.sqrt(2 / draws)
+    np.testing.assert_allclose(result["top"][0], top[0], rtol=tolerance)
+    np.testing.assert_allclose(result["top"][1], top[1], rtol=2 * tolerance)
+    np.testing.assert_allclose(result["mean"], np.trace(reference) / sum(sizes), rtol=tolerance)
+    assert result["concentration"] == pytest.approx(np.trace(reference) / top[0], rel=2 * tolerance)
+
+
+@pytest.mark.slow
+def test_the_mean_ratio_hides_a_noisy_direction_on_real_data():
+    # breast_cancer, the CLI's network (30-100-100-1 here), a short chain:
+    # per-example gradients share a few directions, so the noisiest direction
+    # carries hundreds of times the per-parameter mean (the README's finding).
+    (x, y), _, _ = kb.data.bundled_arrays("breast_cancer")
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp(x.shape[1:], 1, hidden=(100, 100))
+    model.compile(sampler=samplers.ATMC(seed=0), train_size=len(y),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    model.fit(x, y.astype(np.float32), batch_size=100, epochs=300, verbose=0)
+    result = directional_noise.directional_noise_ratios(model, x, y.astype(np.float32), 100,
+                                                        max_examples=128)
+    assert result["top"][0] > 100 * result["mean"], result
+    assert result["concentration"] < 10, result
+
+
+@pytest.mark.parametrize("arguments, name", [
+    (dict(batch_size=0), "batch_size"),
+    (dict(batch_size=N + 1), "batch_size"),
+    (dict(batch_size=2.0), "batch_size"),
+    (dict(batch_size=BATCH, num_directions=0), "num_directions"),
+    (dict(batch_size=BATCH, max_examples=1), "max_examples"),
+])
+def test_bad_arguments_name_the_argument(arguments, name):
+    model, x, y = _fitted(samplers.SGLD(step_size=1e-3, seed=0), steps_epochs=1)
+    with pytest.raises(ValueError, match=name):
+        directional_noise.directional_noise_ratios(model, x, y, **arguments)
+
+
+def test_an_optimizer_without_gradient_noise_state_is_refused():
+    model, x, y = _fitted(keras.optimizers.SGD(0.01), steps_epochs=1)
+    with pytest.raises(ValueError, match="sampler"):
+        directional_noise.directional_noise_ratios(model, x, y, BATCH)
+    model, x, y = _fitted(samplers.SGLD(step_size=1e-3, preconditioner="rmsprop", seed=0),
+                          steps_epochs=1)
+    with pytest.raises(ValueError, match="preconditioner"):
+        directional_noise.directional_noise_ratios(model, x, y, BATCH)
