@@ -235,9 +235,9 @@ def _print_directional_noise(report):
     from keras_bnn.samplers import NOISE_RATIO_LIMIT
 
     top = ", ".join(f"{ratio:.3g}" for ratio in report["top"])
-    verdict = (f"above {NOISE_RATIO_LIMIT:g}: the sampler spreads these directions too wide "
-               "(README, 'Noise by direction')" if report["above_limit"]
-               else f"at most {NOISE_RATIO_LIMIT:g}")
+    verdict = (f"above {NOISE_RATIO_LIMIT:g}: along these directions the minibatch noise is "
+               "not small against the injected noise (README, 'Noise by direction')"
+               if report["above_limit"] else f"at most {NOISE_RATIO_LIMIT:g}")
     print(f"\ngradient-noise ratio of the noisiest directions of weight space (from "
           f"{report['num_examples']} training examples; the per-variable ratios are means over "
           f"parameters, {report['mean']:.3g} here): {top}; {verdict}")

@@ -87,9 +87,9 @@ def per_example_gradients(model, x, y):
     """Gradients of the mean-form potential of each one-example batch, flattened.
 
     Row i is ``∇(ℓ_i + (1/n)·(-log p(θ)))`` at the current weights
-    (:func:`keras_bnn.backend.potential_and_gradients` on the batch
-    ``(x[i:i+1], y[i:i+1])``), the trainable variables concatenated in
-    order.
+    (:func:`keras_bnn.backend.batch_gradients` on the batch
+    ``(x[i:i+1], y[i:i+1])``, compiled once), the trainable variables
+    concatenated in order.
 
     Args:
         model: a compiled :class:`keras_bnn.BayesianModel`.
@@ -98,11 +98,10 @@ def per_example_gradients(model, x, y):
     Returns:
         float32 numpy array [m, d].
     """
-    values = [variable.value for variable in model.trainable_variables]
+    gradients_of = backend.batch_gradients(model)
     rows = []
     for i in range(len(x)):
-        _, gradients, _ = backend.potential_and_gradients(model, values, x[i:i + 1],
-                                                          y[i:i + 1], None)
+        gradients = gradients_of(x[i:i + 1], y[i:i + 1])
         rows.append(np.concatenate([np.asarray(g, np.float32).ravel() for g in gradients]))
     return np.stack(rows)
 

@@ -10,6 +10,9 @@ offer portably lives here, with the same names on every backend:
   ``jax.value_and_grad``);
 * ``potential_and_gradients``: the global potential and its gradients at
   any weight values, nothing assigned (HMC's leapfrog trajectory);
+* ``batch_gradients``: a compiled function of a batch giving those
+  gradients at the current weights (per-example gradients for
+  :mod:`keras_bnn.directional_noise`);
 * ``finite_guard`` and ``apply_if_finite``: the two halves of the NaN/Inf
   policy of :mod:`keras_bnn.nonfinite` (raise at the step; skip the step);
 * ``run_train_step``: runs the model's stateful step in the form the
@@ -26,7 +29,8 @@ import importlib
 
 import keras
 
-__all__ = ["WIDE_FLOAT", "apply_if_finite", "assign_replicated", "assign_where", "finite_guard",
+__all__ = ["WIDE_FLOAT", "apply_if_finite", "assign_replicated", "assign_where", "batch_gradients",
+           "finite_guard",
            "fused",
            "num_replicas", "potential_and_gradients", "run_train_step", "stateless_normal",
            "value_and_gradients"]

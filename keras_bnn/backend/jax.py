@@ -131,6 +131,29 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     return loss, gradients, (y_pred, loss, prior_term)
 
 
+def batch_gradients(model):
+    """A compiled ``(x, y) -> gradients`` of a batch's mean-form potential.
+
+    The gradients of :func:`potential_and_gradients` at the model's current
+    trainable values (read at each call), compiled once per input shape
+    (``jax.jit``), as on TensorFlow.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+
+    Returns:
+        A callable ``(x, y)`` → list of gradient arrays, one per trainable
+        variable.
+    """
+    compiled = jax.jit(lambda values, x, y: potential_and_gradients(model, values, x, y,
+                                                                     None)[1])
+
+    def gradients(x, y):
+        return compiled([variable.value for variable in model.trainable_variables], x, y)
+
+    return gradients
+
+
 def assign_replicated(variables, values):
     """Assigns ``values`` to ``variables``: one global array serves every device.
 

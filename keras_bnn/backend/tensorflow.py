@@ -257,6 +257,31 @@ def potential_and_gradients(model, values, x, y, sample_weight):
                                    prior_term * float(replicas))
 
 
+def batch_gradients(model):
+    """A compiled ``(x, y) -> gradients`` of a batch's mean-form potential.
+
+    The gradients of :func:`potential_and_gradients` at the model's current
+    trainable values (read at each call), traced once per input shape
+    (``tf.function``): a diagnostic that takes the gradient of many small
+    batches (:mod:`keras_bnn.directional_noise`) pays the graph's cost, not
+    eager execution's, per batch.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel`.
+
+    Returns:
+        A callable ``(x, y)`` → list of gradient tensors, one per trainable
+        variable.
+    """
+
+    @tf.function(autograph=False, reduce_retracing=True)
+    def gradients(x, y):
+        values = [variable.value for variable in model.trainable_variables]
+        return potential_and_gradients(model, values, x, y, None)[1]
+
+    return gradients
+
+
 def assign_replicated(variables, values):
     """Assigns ``values`` (the same on every replica) to ``variables``.
 
