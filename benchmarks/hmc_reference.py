@@ -16,11 +16,20 @@ coefficient of ATMC at its default noise level ``D_v = -log(0.9)/h_v`` is
 ``keras_bnn/samplers/thermostat.py``), ``h_v`` the run's frozen step
 (``collection.json``) times the variable's factor (``gradient_noise.json``).
 
+With ``--relax HMC_RUN_DIR`` each SG-MCMC run is also continued by exact
+HMC from its last sample (full batch, 20 leapfrog steps at HMC_RUN_DIR's
+adapted step, ``--transitions`` of them) and the training NLL and
+−log p(θ) are printed as means over sixths of the transitions: a chain
+whose samples are too wide where the data decide relaxes to HMC's
+training NLL at an unchanged −log p(θ).
+
 Usage:
-    python benchmarks/hmc_reference.py [--baseline SGD_RUN_DIR] RUN_DIR [RUN_DIR ...]
+    python benchmarks/hmc_reference.py [--baseline SGD_RUN_DIR] [--relax HMC_RUN_DIR]
+        [--transitions 300] RUN_DIR [RUN_DIR ...]
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -50,6 +59,28 @@ def _test_nll(run_dir, x_test, y_test):
     members = kb.PosteriorEnsemble.from_store(kb.runs.RunDir(run_dir).store()).predict_members(
         x_test)
     return kb.metrics.nll_per_example(members.mean(0), y_test)
+
+
+def _sixths(values):
+    values = np.asarray(values, float)
+    return [round(float(part.mean()), 4) for part in np.array_split(values, 6)]
+
+
+def relax(run_dir, hmc_run_dir, transitions):
+    """Exact HMC continued from ``run_dir``'s last sample: training NLL and prior by sixths."""
+    config = read_config(run_dir)
+    (x_train, y_train), _, _ = kb.data.bundled_arrays(config.dataset)
+    step = json.load(open(os.path.join(hmc_run_dir, "history.json")))["step_size"][-1]
+    hmc = dataclasses.replace(config, sampler="hmc", step_size=step, batch_size=len(y_train),
+                              sampler_args={"num_leapfrog_steps": 20})
+    model = build_model(hmc, load_info(hmc))
+    compile_model(model, hmc, load_info(hmc))
+    store = kb.runs.RunDir(run_dir).store()
+    model.set_weights(store[len(store) - 1].weights)
+    history = model.fit(x_train, y_train, batch_size=len(y_train), epochs=transitions,
+                        verbose=0, shuffle=False).history
+    return dict(relaxed_nll=_sixths(history["nll"]), relaxed_prior=_sixths(history["prior"]),
+                relaxed_acceptance=round(float(np.mean(history["acceptance_rate"])), 3))
 
 
 def report(run_dir, baseline=None):
@@ -85,10 +116,15 @@ def report(run_dir, baseline=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="run directory the test NLL is compared with")
+    parser.add_argument("--relax", help="HMC run directory whose step continues each SG run")
+    parser.add_argument("--transitions", type=int, default=300)
     parser.add_argument("run_dirs", nargs="+")
     args = parser.parse_args()
     for run_dir in args.run_dirs:
-        print(json.dumps(report(run_dir, args.baseline)))
+        row = report(run_dir, args.baseline)
+        if args.relax and row["sampler"] not in ("hmc", "sgd"):
+            row.update(relax(run_dir, args.relax, args.transitions))
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``nonfinite`` (the NaN/Inf policy), ``metrics``,
-``diagnostics``, ``data``, ``plots``, ``likelihoods``, ``export`` (TF
-Serving export; TensorFlow backend), ``serving``, ``runs`` (what the
-``keras-bnn`` command runs; ``experiment`` is its former name).
+``diagnostics``, ``directional_noise`` (the gradient noise by direction),
+``data``, ``plots``, ``likelihoods``, ``export`` (TF Serving export;
+TensorFlow backend), ``serving``, ``runs`` (what the ``keras-bnn`` command
+runs; ``experiment`` is its former name).
 
 ``import keras_bnn`` imports no submodule: each name below is imported on
 its first use (PEP 562 module ``__getattr__``), so the ``keras-bnn`` command
@@ -21,8 +22,8 @@ import sys
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("callbacks", "data", "diagnostics", "experiment", "export", "layers",
-               "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "runs",
+_SUBMODULES = ("callbacks", "data", "diagnostics", "directional_noise", "experiment", "export",
+               "layers", "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "runs",
                "ood", "samplers", "schedules", "serving")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",

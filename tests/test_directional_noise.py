@@ -66,8 +66,8 @@ def test_the_mean_ratio_hides_a_noisy_direction_on_real_data():
     model.compile(sampler=samplers.ATMC(seed=0), train_size=len(y),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True))
     model.fit(x, y.astype(np.float32), batch_size=100, epochs=300, verbose=0)
-    result = directional_noise.directional_noise_ratios(model, x, y.astype(np.float32), 100,
-                                                        max_examples=128)
+    result = kb.directional_noise.directional_noise_ratios(model, x, y.astype(np.float32), 100,
+                                                           max_examples=128)
     assert result["top"][0] > 100 * result["mean"], result
     assert result["concentration"] < 10, result
 
