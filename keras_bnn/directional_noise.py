@@ -18,11 +18,12 @@ draws without replacement is ``b·(n - b)/n·S``). The mean of R's diagonal is t
 eigenvalue is the ratio of the noisiest direction. On a network the noise
 is nearly low-rank (per-example gradients share a few directions, those the
 data determine: the Fisher information), so the top eigenvalue can be
-thousands of times the mean: measured on the CLI's breast_cancer run
-(13 301 weights, batch 100 of 400), a mean of 0.002–0.006 and a top
-direction at 25–37 (README, "Right by default"). A direction with ``r_u ≫ 1``
-is sampled with minibatch noise far above the injected noise: its spread,
-and the training NLL, come out too large, however small the mean ratio.
+thousands of times the mean: on the CLI's breast_cancer seed-0 chain
+(13 301 weights, batch 100 of 400) at its last sample, a mean of 0.005
+and a top direction at 25 (README, "Noise by direction"). Along a
+direction with ``r_u ≫ 1`` the minibatch noise is far above the injected
+noise, so the bias laws the warm-up's target rests on do not hold there;
+what that costs per direction is measured only in part (README).
 
 :func:`directional_noise_ratios` estimates the top of R's spectrum at the
 current weights from the per-example gradients of ``m`` training examples
