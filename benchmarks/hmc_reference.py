@@ -3,8 +3,10 @@
 README, "Right by default", "Noise by direction". For each run directory
 (a bundled classification dataset; HMC, an SG-MCMC sampler or the SGD
 baseline) prints:
-the ensemble's test NLL, the mean over members of each member's training
-NLL (all training rows: how well the samples fit the data), the test row
+the ensemble's test NLL, its test accuracy, ECE, Brier and mean confidence
+(mean over test rows of the largest predicted probability), the mean over
+members of each member's training NLL (all training rows: how well the
+samples fit the data), the test row
 with the largest ensemble NLL, with ``--baseline RUN_DIR`` the paired
 difference of test NLL against that run (``kb.metrics.paired_difference``),
 and, for an ATMC run, the gradient-noise
@@ -55,10 +57,9 @@ def _atmc_coefficients(run_dir, model, temperature):
     return np.concatenate(coefficients)
 
 
-def _test_nll(run_dir, x_test, y_test):
-    members = kb.PosteriorEnsemble.from_store(kb.runs.RunDir(run_dir).store()).predict_members(
-        x_test)
-    return kb.metrics.nll_per_example(members.mean(0), y_test)
+def _members(run_dir, x):
+    """Every stored sample's predicted class probabilities on ``x``: [S, N, K]."""
+    return kb.PosteriorEnsemble.from_store(kb.runs.RunDir(run_dir).store()).predict_members(x)
 
 
 def _sixths(values):
@@ -90,15 +91,20 @@ def report(run_dir, baseline=None):
                          "keras-bnn evaluate --run-dir RUN --baseline-run-dir SGD_RUN")
     (x_train, y_train), (x_test, y_test), _ = kb.data.bundled_arrays(config.dataset)
     store = kb.runs.RunDir(run_dir).store()
-    train = kb.PosteriorEnsemble.from_store(store).predict_members(x_train)
-    test_nll = _test_nll(run_dir, x_test, y_test)
-    member_train = [kb.metrics.nll_per_example(member, y_train).mean() for member in train]
+    test = _members(run_dir, x_test).mean(0)
+    test_nll = kb.metrics.nll_per_example(test, y_test)
+    member_train = [kb.metrics.nll_per_example(member, y_train).mean()
+                    for member in _members(run_dir, x_train)]
     worst = int(np.argmax(test_nll))
     row = dict(run=run_dir, sampler=config.sampler, samples=len(store),
-               test_nll=float(test_nll.mean()), member_train_nll=float(np.mean(member_train)),
+               test={key: round(float(value), 4)
+                     for key, value in kb.metrics.evaluate_probs(test, y_test).items()},
+               confidence=round(float(test.max(-1).mean()), 4),
+               member_train_nll=float(np.mean(member_train)),
                worst_row=worst, worst_nll=float(test_nll[worst]))
     if baseline:
-        difference = kb.metrics.paired_difference(test_nll, _test_nll(baseline, x_test, y_test))
+        difference = kb.metrics.paired_difference(
+            test_nll, kb.metrics.nll_per_example(_members(baseline, x_test).mean(0), y_test))
         row.update(delta_nll=round(difference["mean"], 4), delta_se=round(difference["se"], 4))
     if config.sampler == "atmc":
         model = build_model(config, load_info(config))

@@ -45,6 +45,26 @@ from keras_bnn.validation import argument_error, check_int
 MAX_GRADIENT_ENTRIES = 2 ** 26
 
 
+def measurable(sampler):
+    """Whether :func:`ratio_coefficients` can read ``sampler``: a built SG-MCMC
+    sampler with gradient-noise state and one ratio coefficient per variable
+    (not SGD, HMC or a per-parameter ``preconditioner="rmsprop"``).
+
+    Args:
+        sampler: the model's optimizer.
+
+    Returns:
+        bool.
+    """
+    if getattr(sampler, "preconditioner", None) == "rmsprop":
+        return False
+    try:
+        sampler.slots("noise_ratio"), sampler.slots("gradient_noise")
+    except (AttributeError, ValueError):
+        return False
+    return True
+
+
 def ratio_coefficients(sampler):
     """The coefficients ``c_v`` of the sampler's per-parameter ratio, one per variable.
 
@@ -55,30 +75,22 @@ def ratio_coefficients(sampler):
     1 % at the default decay 0.99).
 
     Args:
-        sampler: a built :class:`keras_bnn.samplers.Sampler` whose ratio
-            coefficient is one scalar per variable (no per-parameter
-            ``preconditioner="rmsprop"``).
+        sampler: a sampler for which :func:`measurable` holds.
 
     Returns:
         List of floats, in the order of the sampler's variables (0 where
         ``V̂`` is still 0).
 
     Raises:
-        ValueError: for a sampler with a per-parameter preconditioner, or
-            one without gradient-noise state (HMC, a Keras optimizer).
+        ValueError: when :func:`measurable` does not hold.
     """
-    if getattr(sampler, "preconditioner", None) == "rmsprop":
-        raise argument_error("sampler", "have no per-parameter preconditioner "
-                             "(its ratio coefficient varies within a variable)",
-                             "preconditioner='rmsprop'", "directional_noise_ratios")
-    try:
-        ratios, noise = sampler.slots("noise_ratio"), sampler.slots("gradient_noise")
-    except (AttributeError, ValueError):
+    if not measurable(sampler):
         raise argument_error("sampler", "be a built SG-MCMC sampler (SGLD, SGHMC, SGNHT, ATMC) "
-                             "that has taken a step", type(sampler).__name__,
-                             "directional_noise_ratios") from None
+                             "that has taken a step, without a per-parameter preconditioner "
+                             "(its ratio coefficient would vary within a variable)",
+                             type(sampler).__name__, "directional_noise_ratios")
     coefficients = []
-    for ratio, variance in zip(ratios, noise):
+    for ratio, variance in zip(sampler.slots("noise_ratio"), sampler.slots("gradient_noise")):
         mean = float(np.mean(np.asarray(variance.value)))
         coefficients.append(float(np.asarray(ratio.value)) / mean if mean > 0 else 0.0)
     return coefficients

@@ -86,10 +86,12 @@ def test_bad_arguments_name_the_argument(arguments, name):
 
 
 def test_an_optimizer_without_gradient_noise_state_is_refused():
-    model, x, y = _fitted(keras.optimizers.SGD(0.01), steps_epochs=1)
-    with pytest.raises(ValueError, match="sampler"):
-        directional_noise.directional_noise_ratios(model, x, y, BATCH)
-    model, x, y = _fitted(samplers.SGLD(step_size=1e-3, preconditioner="rmsprop", seed=0),
-                          steps_epochs=1)
-    with pytest.raises(ValueError, match="preconditioner"):
-        directional_noise.directional_noise_ratios(model, x, y, BATCH)
+    for optimizer in (keras.optimizers.SGD(0.01),
+                      samplers.SGLD(step_size=1e-3, preconditioner="rmsprop", seed=0)):
+        model, x, y = _fitted(optimizer, steps_epochs=1)
+        assert not directional_noise.measurable(model.optimizer)
+        with pytest.raises(ValueError, match="`sampler` must be a built SG-MCMC sampler.*"
+                                             "per-parameter preconditioner"):
+            directional_noise.directional_noise_ratios(model, x, y, BATCH)
+    model, _, _ = _fitted(samplers.SGLD(step_size=1e-3, seed=0), steps_epochs=1)
+    assert directional_noise.measurable(model.optimizer)

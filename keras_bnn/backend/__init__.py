@@ -30,10 +30,8 @@ import importlib
 import keras
 
 __all__ = ["WIDE_FLOAT", "apply_if_finite", "assign_replicated", "assign_where", "batch_gradients",
-           "finite_guard",
-           "fused",
-           "num_replicas", "potential_and_gradients", "run_train_step", "stateless_normal",
-           "value_and_gradients"]
+           "finite_guard", "fused", "num_replicas", "potential_and_gradients", "run_train_step",
+           "stateless_normal", "value_and_gradients"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

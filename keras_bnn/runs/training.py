@@ -178,8 +178,7 @@ def directional_noise_report(model, train_ds, batch_size):
         for the SGD baseline, HMC (no gradient noise) and a per-parameter
         preconditioner.
     """
-    if ("gradient_noise_ratio" not in model.transition_kernel.metric_names
-            or getattr(model.optimizer, "preconditioner", None) == "rmsprop"):
+    if not directional_noise.measurable(model.optimizer):
         return {}
     xs, ys = [], []
     for element in train_ds.unbatch().take(DIRECTIONAL_EXAMPLES).as_numpy_iterator():
