@@ -9,14 +9,24 @@ members of each member's training NLL (all training rows: how well the
 samples fit the data), the test row
 with the largest ensemble NLL, with ``--baseline RUN_DIR`` the paired
 difference of test NLL against that run (``kb.metrics.paired_difference``),
-and, for an ATMC run, the gradient-noise
+and, for an ATMC, SGNHT or SGHMC run, the gradient-noise
 ratio of the noisiest directions at its last sample
 (:func:`keras_bnn.directional_noise.ratio_spectrum` on the per-example
-gradients of every training row, batch 100 as the run trained). The ratio
-coefficient of ATMC at its default noise level ``D_v = -log(0.9)/h_v`` is
-``c_v = h_v²/(2·T·(-log 0.9))`` (``r = h·V̂/(2·T·m·D)``, m = 1;
-``keras_bnn/samplers/thermostat.py``), ``h_v`` the run's frozen step
+gradients of every training row, at the run's batch size). The ratio
+coefficient at the default noise level ``D_v = -log(0.9)/h_v`` (ATMC,
+SGNHT) is ``c_v = h_v²/(2·T·(-log 0.9))`` (``r = h·V̂/(2·T·m·D)``, m = 1;
+``keras_bnn/samplers/thermostat.py``), at SGHMC's default friction
+``γ_v = 0.1/h_v`` it is ``c_v = h_v²/(0.2·T)`` (``r = h²·V̂/(2γhTm)``;
+``keras_bnn/samplers/sghmc.py``), ``h_v`` the run's frozen step
 (``collection.json``) times the variable's factor (``gradient_noise.json``).
+
+With ``--drift K`` each such run also says whether its noisiest directions
+stay put: per variable, the top K eigenvectors of the block ``R_v`` at the
+last sample, at the sample before it and at the first sample
+(:func:`keras_bnn.directional_noise.top_directions`), and how much of the
+last sample's noise (``Σ_v trace R_v``) each set holds (``Σ_j u_jᵀ·R_v·u_j``).
+A fixed low-rank mass or preconditioner along the noisy directions helps
+only if the earlier sets hold about as much as the last one's own.
 
 With ``--relax HMC_RUN_DIR`` each SG-MCMC run is also continued by exact
 HMC from its last sample (full batch, 20 leapfrog steps at HMC_RUN_DIR's
@@ -27,7 +37,7 @@ training NLL at an unchanged −log p(θ).
 
 Usage:
     python benchmarks/hmc_reference.py [--baseline SGD_RUN_DIR] [--relax HMC_RUN_DIR]
-        [--transitions 300] RUN_DIR [RUN_DIR ...]
+        [--transitions 300] [--drift K] RUN_DIR [RUN_DIR ...]
 """
 
 import argparse
@@ -44,7 +54,16 @@ from keras_bnn.runs.build import build_model, compile_model, load_info
 from keras_bnn.runs.config import read_config
 
 
-def _atmc_coefficients(run_dir, model, temperature):
+#: ``c_v·T/h_v²`` of the samplers at their default friction or noise level.
+_COEFFICIENT_LAWS = {"atmc": 1 / (-2 * math.log(0.9)), "sgnht": 1 / (-2 * math.log(0.9)),
+                     "sghmc": 1 / 0.2}
+
+
+def _coefficients(run_dir, model, config):
+    """The ratio coefficient of each variable, ``[d]`` (module docstring)."""
+    if config.sampler not in _COEFFICIENT_LAWS or config.sampler_args:
+        raise SystemExit(f"{run_dir}: directional ratios need atmc, sgnht or sghmc at their "
+                         f"default friction/noise (got {config.sampler} {config.sampler_args})")
     steps = json.load(open(os.path.join(run_dir, "collection.json")))["step_size"]
     factors = {row["name"]: row["step_factor"]
                for row in json.load(open(os.path.join(run_dir, "gradient_noise.json")))}
@@ -52,9 +71,47 @@ def _atmc_coefficients(run_dir, model, temperature):
     for variable in model.trainable_variables:
         name = next(key for key in factors if variable.path.endswith(key))
         h = steps * factors[name]
-        coefficients.append(np.full(math.prod(variable.shape), h * h / (2 * temperature
-                                                                     * -math.log(0.9))))
+        coefficients.append(np.full(math.prod(variable.shape),
+                                    h * h * _COEFFICIENT_LAWS[config.sampler] / config.temperature))
     return np.concatenate(coefficients)
+
+
+def _sample_model(run_dir, config):
+    """The run's network, compiled, and its sample store."""
+    model = build_model(config, load_info(config))
+    compile_model(model, config, load_info(config))
+    return model, kb.runs.RunDir(run_dir).store()
+
+
+def drift(run_dir, num_directions):
+    """Shares of the last sample's noise held by each variable's top directions
+    at the last sample, the one before and the first (module docstring)."""
+    config = read_config(run_dir)
+    (x_train, y_train), _, _ = kb.data.bundled_arrays(config.dataset)
+    model, store = _sample_model(run_dir, config)
+    sizes = [math.prod(v.shape) for v in model.trainable_variables]
+    bounds = np.cumsum([0, *sizes])
+    n = len(y_train)
+
+    def blocks(index):
+        model.set_weights(store[index].weights)
+        gradients = directional_noise.per_example_gradients(model, x_train, y_train)
+        coefficients = _coefficients(run_dir, model, config)
+        return [(gradients[:, a:b], coefficients[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+    batch = min(config.batch_size, n)
+    last = blocks(len(store) - 1)
+    sets = {name: [directional_noise.top_directions(g, c, n, batch, num_directions)[0]
+                   for g, c in blocks(i)]
+            for name, i in (("own", len(store) - 1), ("previous", len(store) - 2),
+                            ("first", 0))}
+    total = sum(directional_noise.ratio_spectrum(g, c, n, batch)["mean"] * g.shape[1]
+                for g, c in last)
+    held = {name: sum(float(directional_noise.ratios_along(g, c, n, batch, vectors).sum())
+                      for (g, c), vectors in zip(last, sets[name]))
+            for name in sets}
+    return {"drift_trace": round(total, 2),
+            **{f"drift_held_{name}": round(value / total, 3) for name, value in held.items()}}
 
 
 def _members(run_dir, x):
@@ -106,14 +163,13 @@ def report(run_dir, baseline=None):
         difference = kb.metrics.paired_difference(
             test_nll, kb.metrics.nll_per_example(_members(baseline, x_test).mean(0), y_test))
         row.update(delta_nll=round(difference["mean"], 4), delta_se=round(difference["se"], 4))
-    if config.sampler == "atmc":
-        model = build_model(config, load_info(config))
-        compile_model(model, config, load_info(config))
+    if config.sampler in _COEFFICIENT_LAWS:
+        model, _ = _sample_model(run_dir, config)
         model.set_weights(store[len(store) - 1].weights)
         gradients = directional_noise.per_example_gradients(model, x_train, y_train)
         spectrum = directional_noise.ratio_spectrum(
-            gradients, _atmc_coefficients(run_dir, model, config.temperature), len(y_train),
-            config.batch_size)
+            gradients, _coefficients(run_dir, model, config), len(y_train),
+            min(config.batch_size, len(y_train)))
         row.update(top_ratios=[round(r, 3) for r in spectrum["top"]],
                    mean_ratio=round(spectrum["mean"], 5))
     return row
@@ -124,12 +180,16 @@ def main():
     parser.add_argument("--baseline", help="run directory the test NLL is compared with")
     parser.add_argument("--relax", help="HMC run directory whose step continues each SG run")
     parser.add_argument("--transitions", type=int, default=300)
+    parser.add_argument("--drift", type=int, metavar="K",
+                        help="also the share of the noise held by earlier top-K directions")
     parser.add_argument("run_dirs", nargs="+")
     args = parser.parse_args()
     for run_dir in args.run_dirs:
         row = report(run_dir, args.baseline)
         if args.relax and row["sampler"] not in ("hmc", "sgd"):
             row.update(relax(run_dir, args.relax, args.transitions))
+        if args.drift and row["sampler"] in _COEFFICIENT_LAWS:
+            row.update(drift(run_dir, args.drift))
         print(json.dumps(row))
 
 

@@ -16,14 +16,18 @@ potential)`` of a batch of b drawn without replacement from n, and
 training examples of their gradients ``∇ℓ_i`` (the variance of a sum of b
 draws without replacement is ``b·(n - b)/n·S``). The mean of R's diagonal is the per-parameter ratio; R's largest
 eigenvalue is the ratio of the noisiest direction. On a network the noise
-is nearly low-rank (per-example gradients share a few directions, those the
-data determine: the Fisher information), so the top eigenvalue can be
-thousands of times the mean: on the CLI's breast_cancer seed-0 chain
-(13 301 weights, batch 100 of 400) at its last sample, a mean of 0.005
-and a top direction at 25 (README, "Noise by direction"). Along a
+is concentrated in a few tens of directions (per-example gradients share
+those the data determine: the Fisher information), so the top eigenvalue
+can be thousands of times the mean: on the CLI's breast_cancer seed-0
+chain (13 301 weights, batch 100 of 400) at its last sample, a mean of
+0.005 and a top direction at 25 (README, "Noise by direction"). Along a
 direction with ``r_u ≫ 1`` the minibatch noise is far above the injected
-noise, so the bias laws the warm-up's target rests on do not hold there;
-what that costs per direction is measured only in part (README).
+noise, so the bias laws the warm-up's target rests on do not hold there.
+Measured (README): the noise widens the chain where the data decide (on
+digits the samples' training NLL is 0.046 nats a row above exact HMC's,
+and the full batch at the same step removes it), and the noisiest
+directions turn within tens of steps as the chain moves, so a
+preconditioner fixed along them does not help.
 
 :func:`directional_noise_ratios` estimates the top of R's spectrum at the
 current weights from the per-example gradients of ``m`` training examples
@@ -31,6 +35,9 @@ current weights from the per-example gradients of ``m`` training examples
 matrix R are those of the ``m×m`` Gram matrix of the scaled, centred
 gradients, so nothing of size ``d×d`` is formed. The prior's gradient is
 the same in every example's and cancels in the centring.
+:func:`top_directions` gives the directions themselves and
+:func:`ratios_along` the ratio along any given ones (how much of the noise
+an earlier set of directions still holds).
 """
 
 import math
@@ -193,12 +200,67 @@ def ratio_spectrum(gradients, coefficients, train_size, batch_size, num_directio
         :func:`directional_noise_ratios`.
     """
     m = len(gradients)
-    scaled = (gradients - gradients.mean(0)) * np.sqrt(coefficients).astype(np.float32)
-    factor = train_size * (train_size - batch_size) / batch_size / (m - 1)
-    gram = scaled.astype(np.float64) @ scaled.T.astype(np.float64) * factor
+    _, gram = _scaled_gram(gradients, coefficients, train_size, batch_size)
     eigenvalues = np.clip(np.linalg.eigvalsh(gram)[::-1], 0.0, None)
     trace = float(np.trace(gram))
     return {"top": [float(v) for v in eigenvalues[:num_directions]],
             "mean": trace / gradients.shape[1],
             "concentration": trace / float(eigenvalues[0]) if eigenvalues[0] > 0 else math.nan,
             "num_examples": int(m)}
+
+
+def top_directions(gradients, coefficients, train_size, batch_size, num_directions=3):
+    """R's noisiest directions themselves: its top eigenvectors and eigenvalues.
+
+    With ``A`` the scaled, centred gradients and ``R = f·AᵀA`` (as in
+    :func:`ratio_spectrum`), an eigenvector w of the Gram matrix ``f·A·Aᵀ``
+    with eigenvalue μ > 0 gives R's eigenvector ``u = Aᵀw/‖Aᵀw‖`` with the
+    same eigenvalue; nothing of size ``d×d`` is formed.
+
+    Args:
+        as :func:`ratio_spectrum` (``coefficients`` a scalar or ``[d]``).
+
+    Returns:
+        ``(vectors, ratios)``: ``[j, d]`` float32 orthonormal rows and their
+        eigenvalues ``[j]``, descending; ``j ≤ num_directions`` counts the
+        eigenvalues above ``1e-12`` of the largest (``j = 0`` when all
+        gradients are equal).
+    """
+    scaled, gram = _scaled_gram(gradients, coefficients, train_size, batch_size)
+    eigenvalues, vectors = np.linalg.eigh(gram)
+    order = np.argsort(eigenvalues)[::-1][:num_directions]
+    order = order[eigenvalues[order] > 1e-12 * max(float(eigenvalues.max()), 0.0)]
+    directions = vectors[:, order].T @ scaled.astype(np.float64)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    return directions.astype(np.float32), eigenvalues[order]
+
+
+def ratios_along(gradients, coefficients, train_size, batch_size, directions):
+    """The ratio ``u_jᵀ·R·u_j`` along given directions: how much of R's trace they hold.
+
+    ``u_jᵀ·R·u_j = f·‖A·u_j‖²`` (A, f as in :func:`ratio_spectrum`); for
+    R's own top eigenvectors (:func:`top_directions`) these are its top
+    eigenvalues, and for a full orthonormal basis they sum to ``trace(R)``.
+
+    Args:
+        gradients, coefficients, train_size, batch_size: as :func:`top_directions`.
+        directions: ``[j, d]`` unit rows ``u_j``.
+
+    Returns:
+        float numpy array ``[j]``.
+    """
+    scaled, factor = _scaled(gradients, coefficients, train_size, batch_size)
+    projected = scaled.astype(np.float64) @ np.asarray(directions, np.float64).T
+    return factor * np.sum(projected ** 2, axis=0)
+
+
+def _scaled(gradients, coefficients, train_size, batch_size):
+    """``(A, f)``: ``A_i = √c ⊙ (g_i - ḡ)``, ``f = n·(n - b)/b/(m - 1)``."""
+    scaled = (gradients - gradients.mean(0)) * np.sqrt(coefficients).astype(np.float32)
+    return scaled, train_size * (train_size - batch_size) / batch_size / (len(gradients) - 1)
+
+
+def _scaled_gram(gradients, coefficients, train_size, batch_size):
+    """``(A, f·A·Aᵀ)`` (:func:`_scaled`)."""
+    scaled, factor = _scaled(gradients, coefficients, train_size, batch_size)
+    return scaled, scaled.astype(np.float64) @ scaled.T.astype(np.float64) * factor

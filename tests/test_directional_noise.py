@@ -55,6 +55,33 @@ def test_the_top_ratio_is_the_noisiest_direction_of_the_minibatch_gradient():
     assert result["concentration"] == pytest.approx(np.trace(reference) / top[0], rel=2 * tolerance)
 
 
+def test_top_directions_are_the_eigenvectors_of_r_and_hold_its_trace():
+    # Exact algebra against the dense d×d matrix R = f·AᵀA built from the
+    # same gradients (d = 30 > m = 12, so R has rank m - 1 = 11).
+    rng = np.random.default_rng(3)
+    gradients = rng.normal(size=(12, 30)).astype(np.float32) * np.linspace(0.2, 2.0, 30)
+    coefficients = rng.uniform(0.5, 1.5, size=30)
+    n, b = 500, 50
+    scaled = (gradients - gradients.mean(0)) * np.sqrt(coefficients)
+    dense = n * (n - b) / b / (len(gradients) - 1) * scaled.T.astype(np.float64) @ scaled
+    values, vectors = np.linalg.eigh(dense)
+    found, ratios = directional_noise.top_directions(gradients, coefficients, n, b, 4)
+    np.testing.assert_allclose(ratios, values[::-1][:4], rtol=1e-5)
+    np.testing.assert_allclose(found @ found.T, np.eye(4), atol=1e-5)
+    # Each direction is R's eigenvector, up to its sign.
+    np.testing.assert_allclose(np.abs(np.sum(found * vectors[:, ::-1][:, :4].T, axis=1)), 1.0,
+                               atol=1e-4)
+    # Along them the ratio is the eigenvalue; a full basis holds the trace.
+    np.testing.assert_allclose(directional_noise.ratios_along(gradients, coefficients, n, b, found),
+                               ratios, rtol=1e-5)
+    np.testing.assert_allclose(
+        directional_noise.ratios_along(gradients, coefficients, n, b, np.eye(30)).sum(),
+        np.trace(dense), rtol=1e-6)
+    # Only directions with a nonzero ratio are returned: 11 of the 15 asked.
+    assert len(directional_noise.top_directions(gradients, coefficients, n, b, 15)[1]) == 11
+    assert len(directional_noise.top_directions(np.ones((5, 30)), coefficients, n, b)[1]) == 0
+
+
 @pytest.mark.slow
 def test_the_mean_ratio_hides_a_noisy_direction_on_real_data():
     # breast_cancer, the CLI's network (30-100-100-1 here), a short chain:
