@@ -45,7 +45,9 @@ _CONFIG_FLAGS = (
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
     ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian"),
     ("--epochs", "epochs", int, "training epochs"),
-    ("--batch-size", "batch_size", int, "minibatch size"),
+    ("--batch-size", "batch_size", int,
+     "minibatch size; the training set's size or more is the full batch (20 steps an epoch "
+     "with an SG-MCMC sampler or sgd, one transition with hmc)"),
     ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
     ("--burn-in-epochs", "burn_in_epochs", _epochs_or_auto, "epochs before collecting samples, or auto"),
     ("--collect-every", "collect_every", int, "collect a sample every k epochs"),

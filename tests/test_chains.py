@@ -1,5 +1,6 @@
 """Several chains: the CLI, pooled ensembles, R-hat/ESS across chains, InferenceData."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import keras_bnn as kb
 from keras_bnn import cli
 from keras_bnn import diagnostics
 from keras_bnn import runs
+from keras_bnn.runs.config import DEFAULT_STEPS, MIN_EPOCHS, default_epochs
 
 SMALL = ["--num-train", "200", "--num-test", "60", "--batch-size", "50", "--epochs", "6",
          "--burn-in-epochs", "1", "--verbose", "0"]
@@ -292,3 +294,24 @@ def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
         assert report["top"] == sorted(report["top"], reverse=True) and len(report["top"]) == 3
         assert report["top"][0] >= report["mean"] > 0
         assert report["above_limit"] == (report["top"][0] > 0.1)
+
+
+@pytest.mark.parametrize("sampler, steps", [("sghmc", runs.FULL_BATCH_EPOCH_STEPS),
+                                            ("sgd", runs.FULL_BATCH_EPOCH_STEPS), ("hmc", 1)])
+def test_a_full_batch_epoch_holds_many_steps_for_a_minibatch_kernel(tmp_path, sampler, steps):
+    """With batch_size ≥ n an SG-MCMC (or SGD) epoch repeats the full batch
+    FULL_BATCH_EPOCH_STEPS times; HMC keeps one transition an epoch. The
+    default length is DEFAULT_STEPS steps either way (at least MIN_EPOCHS)."""
+    config = runs.RunConfig(num_train=60, num_test=20, batch_size=60, epochs=2,
+                            burn_in_epochs=1, sampler=sampler,
+                            sampler_args={"num_leapfrog_steps": 2} if sampler == "hmc" else {},
+                            output_dir=str(tmp_path / "run"))
+    runs.train(config, verbose=0)
+    with open(os.path.join(config.output_dir, "history.json")) as handle:
+        assert len(json.load(handle)["loss"]) == 2
+    # The point (SGD) or the sample of the last epoch was taken at step 2·steps.
+    store = runs.RunDir(config.output_dir).store()
+    assert store[len(store) - 1].metadata["step"] == 2 * steps
+    assert runs.steps_per_epoch(config, 60) == steps
+    assert runs.steps_per_epoch(dataclasses.replace(config, batch_size=59), 60) == 2
+    assert default_epochs(steps) == max(MIN_EPOCHS, -(-DEFAULT_STEPS // steps))

@@ -114,7 +114,9 @@ class RunConfig:
         temperature: posterior temperature T > 0.
         epochs: training epochs (None: :func:`default_epochs` of the
             training set, :data:`DEFAULT_STEPS` steps).
-        batch_size: minibatch size.
+        batch_size: minibatch size; at least the training set's size is the
+            full batch, whose epochs hold 20 steps with a minibatch kernel
+            (:func:`keras_bnn.runs.build.steps_per_epoch`; HMC: one transition).
         cycle_epochs: cyclical step-size cycle length, or None (constant).
         burn_in_epochs: epochs before collecting (and before the first
             cycle), or ``"auto"`` (None's meaning for a sampler): collect

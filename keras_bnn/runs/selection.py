@@ -20,14 +20,13 @@ passed in) a run gets :data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its
 """
 
 import dataclasses
-import math
 import shutil
 
 import numpy as np
 
 from keras_bnn import data as data_lib
 from keras_bnn.runs import evaluation, training
-from keras_bnn.runs.build import arrays_data, likelihood_of, load_info
+from keras_bnn.runs.build import arrays_data, likelihood_of, load_info, steps_per_epoch
 from keras_bnn.runs.config import (FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT,
                                    default_epochs)
 from keras_bnn.runs.rundir import RunDir
@@ -81,7 +80,7 @@ def select_prior(config, verbose=0):
     x_train, y_train, x_val, y_val = validation_arrays(x, y, PRIOR_VALIDATION_SPLIT)
     data = arrays_data(x_train, y_train, config.batch_size, config.seed,
                        likelihood_of(config, load_info(config)), x_val, y_val)
-    epochs = config.epochs or default_epochs(math.ceil(len(y_train) / config.batch_size))
+    epochs = config.epochs or default_epochs(steps_per_epoch(config, len(y_train)))
     rows = []
     for prior, scale in PRIOR_CANDIDATES:
         run = root.prior_candidate(prior, scale)

@@ -6,7 +6,6 @@ processes.
 """
 
 import dataclasses
-import math
 import os
 import shutil
 import subprocess
@@ -22,7 +21,8 @@ from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
 from keras_bnn.runs import selection
 from keras_bnn.runs.checkpoints import RunBackup
-from keras_bnn.runs.build import build_model, compile_model, load_data
+from keras_bnn.runs.build import (build_model, compile_model, epoch_data, load_data,
+                                  steps_per_epoch)
 from keras_bnn.runs.config import chain_seed, default_collect_every, default_epochs
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
@@ -114,8 +114,9 @@ def _train(config, verbose, resume, data):
     config = selection.resolve_prior(config, data, verbose)  # prior="auto": before the seed
     keras.utils.set_random_seed(chain_seed(config))  # the initialisation
     train_ds, _, info = data or load_data(config)
+    train_ds = epoch_data(train_ds, config, info["num_train"])
     if config.epochs is None:  # the default length, in steps (stored with the run)
-        config.epochs = default_epochs(math.ceil(info["num_train"] / config.batch_size))
+        config.epochs = default_epochs(steps_per_epoch(config, info["num_train"]))
     model = build_model(config, info)
     compile_model(model, config, info)
     collects = samplers.REGISTRY[config.sampler].collects
