@@ -12,7 +12,8 @@ difference of test NLL against that run (``kb.metrics.paired_difference``),
 and, for an ATMC, SGNHT or SGHMC run, the gradient-noise
 ratio of the noisiest directions at its last sample
 (:func:`keras_bnn.directional_noise.ratio_spectrum` on the per-example
-gradients of every training row, at the run's batch size). The ratio
+gradients of every training row, at the run's batch size), how many
+directions have a ratio above 1 and how many hold 95 % of R's trace. The ratio
 coefficient at the default noise level ``D_v = -log(0.9)/h_v`` (ATMC,
 SGNHT) is ``c_v = h_v²/(2·T·(-log 0.9))`` (``r = h·V̂/(2·T·m·D)``, m = 1;
 ``keras_bnn/samplers/thermostat.py``), at SGHMC's default friction
@@ -89,6 +90,8 @@ def drift(run_dir, num_directions):
     config = read_config(run_dir)
     (x_train, y_train), _, _ = kb.data.bundled_arrays(config.dataset)
     model, store = _sample_model(run_dir, config)
+    if len(store) < 2:
+        raise SystemExit(f"{run_dir}: --drift needs at least 2 samples (has {len(store)})")
     sizes = [math.prod(v.shape) for v in model.trainable_variables]
     bounds = np.cumsum([0, *sizes])
     n = len(y_train)
@@ -102,9 +105,9 @@ def drift(run_dir, num_directions):
     batch = min(config.batch_size, n)
     last = blocks(len(store) - 1)
     sets = {name: [directional_noise.top_directions(g, c, n, batch, num_directions)[0]
-                   for g, c in blocks(i)]
-            for name, i in (("own", len(store) - 1), ("previous", len(store) - 2),
-                            ("first", 0))}
+                   for g, c in block]
+            for name, block in (("own", last), ("previous", blocks(len(store) - 2)),
+                                ("first", blocks(0)))}
     total = sum(directional_noise.ratio_spectrum(g, c, n, batch)["mean"] * g.shape[1]
                 for g, c in last)
     held = {name: sum(float(directional_noise.ratios_along(g, c, n, batch, vectors).sum())
@@ -169,9 +172,13 @@ def report(run_dir, baseline=None):
         gradients = directional_noise.per_example_gradients(model, x_train, y_train)
         spectrum = directional_noise.ratio_spectrum(
             gradients, _coefficients(run_dir, model, config), len(y_train),
-            min(config.batch_size, len(y_train)))
-        row.update(top_ratios=[round(r, 3) for r in spectrum["top"]],
-                   mean_ratio=round(spectrum["mean"], 5))
+            min(config.batch_size, len(y_train)), num_directions=len(y_train))
+        ratios = np.asarray(spectrum["top"])
+        share = np.cumsum(ratios) / max(ratios.sum(), 1e-300)
+        row.update(top_ratios=[round(r, 3) for r in ratios[:3]],
+                   mean_ratio=round(spectrum["mean"], 5),
+                   directions_above_1=int(np.sum(ratios > 1.0)),
+                   directions_for_95pct=int(np.searchsorted(share, 0.95) + 1))
     return row
 
 
