@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 
@@ -188,3 +189,68 @@ def test_the_data_order_is_a_function_of_seed_and_epoch():
     other = pipeline.make_dataset(x, y, 8, shuffle=True, seed=6)
     assert not np.array_equal(order(other), epochs[0])
     assert pipeline.data_epoch(pipeline.make_dataset(x, y, 8)) is None
+
+
+class _Clock:
+    """A fake ``time`` for :mod:`keras_bnn.runs.checkpoints` that a callback advances."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+class _Tick(keras.callbacks.Callback):
+    def __init__(self, clock, seconds):
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.clock.now += self.seconds
+
+
+@pytest.mark.parametrize("interval, epochs_backed_up", [
+    (None, [6, 3]),  # the default 10 s: epochs end at 4, 8, 12, ... s; backups at 12 and 24
+    (0, [7, 6]),  # every epoch (the last two kept)
+    (30, []),  # none within 28 s
+])
+def test_backups_are_written_at_most_every_interval_seconds(tmp_path, monkeypatch, interval,
+                                                             epochs_backed_up):
+    """A backup costs about as much as a 2-step epoch of the bundled tables,
+    so ``RunBackup`` writes one at the end of the first epoch at least
+    ``interval`` seconds after the last (default ``BACKUP_INTERVAL`` = 10 s).
+    With a clock that advances 4 s an epoch, 7 epochs: the backups are the
+    epochs listed (the newest two kept), and the state in the newest is the
+    model's at that epoch."""
+    from keras_bnn.runs import checkpoints
+
+    clock = _Clock()
+    monkeypatch.setattr(checkpoints, "time", clock)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.SGD(0.1), loss="mse")
+    x, y = np.ones((8, 3), "float32"), np.zeros((8, 2), "float32")
+    saved = {}
+
+    class Snapshot(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            saved[epoch + 1] = model.get_weights()
+
+    backup = RunBackup(str(tmp_path / "backup"), interval=interval)
+    model.fit(x, y, epochs=7, batch_size=4, verbose=0,
+              callbacks=[backup, Snapshot(), _Tick(clock, 4.0)])
+    assert [epoch for epoch, _ in backup.backups()] == epochs_backed_up
+    if epochs_backed_up:
+        fresh = RunBackup(str(tmp_path / "backup"))
+        fresh.set_model(model)
+        model.set_weights([np.zeros_like(w) for w in model.get_weights()])
+        fresh.on_train_begin()
+        for restored, expected in zip(model.get_weights(), saved[epochs_backed_up[0]]):
+            np.testing.assert_array_equal(restored, expected)
+
+
+@pytest.mark.parametrize("interval", [-1, float("nan"), float("inf"), "soon"])
+def test_a_bad_backup_interval_is_refused_by_name(interval):
+    with pytest.raises(ValueError, match="`interval`"):
+        RunBackup("unused", interval=interval)

@@ -11,7 +11,7 @@ One module per job:
 * :mod:`~keras_bnn.runs.build`: data, model and compiled model (the
   optimizer from :data:`keras_bnn.samplers.REGISTRY`);
 * :mod:`~keras_bnn.runs.checkpoints`: :class:`RunBackup`, the durable
-  per-epoch backup a killed run resumes from;
+  backup (after an epoch, at most every 10 s) a killed run resumes from;
 * :mod:`~keras_bnn.runs.training`: train, resume, several chains;
 * :mod:`~keras_bnn.runs.evaluation`: metrics, plots, R-hat across chains,
   export;

@@ -61,8 +61,10 @@ class TrainResult:
 def train(config, verbose=1, resume=False, data=None):
     """Trains a model by sampling (or SGD) and stores the samples.
 
-    The run is backed up at every epoch end (:class:`keras_bnn.runs.RunBackup`
-    in ``output_dir/backup``, removed when the run completes), so a killed
+    The run is backed up at an epoch's end at most every
+    :data:`~keras_bnn.runs.checkpoints.BACKUP_INTERVAL` seconds
+    (:class:`keras_bnn.runs.RunBackup` in ``output_dir/backup``, removed
+    when the run completes), so a killed
     run continues with ``resume=True``: from the last complete backup, with
     the same chain state and step counter, the same data order (a pure
     function of (seed, epoch), :func:`keras_bnn.datasets.pipeline.data_epoch`)

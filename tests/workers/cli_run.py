@@ -12,6 +12,9 @@ environment:
   disk: writes fail with EFBIG; SIGXFSZ is ignored so the write returns the
   error instead of killing the process).
 
+The run is backed up after every epoch (``RunBackup`` interval 0, not the
+default 10 s), so a kill point can name any epoch.
+
 Under TensorFlow, ops are deterministic
 (``tf.config.experimental.enable_op_determinism()``), so two processes that
 train the same chain compute the same bits.
@@ -51,5 +54,8 @@ if os.environ.get("KB_KILL_AT"):
 
 if __name__ == "__main__":
     from keras_bnn import cli
+    from keras_bnn.runs import checkpoints
+
+    checkpoints.BACKUP_INTERVAL = 0
 
     sys.exit(cli.main(sys.argv[1:]))
