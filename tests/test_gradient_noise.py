@@ -68,7 +68,7 @@ def test_noise_ratio_is_the_share_of_the_injected_variance(name):
     np.testing.assert_allclose(float(sampler.gradient_noise_ratio()), expected, rtol=0.02)
 
 
-def _fit_logistic(batch_size, step_size, temperature):
+def _fit_logistic(batch_size, step_size, temperature, epochs=3):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(512, 8)).astype("float32")
     y = (x[:, 0] + 0.3 * rng.normal(size=512) > 0).astype("float32")
@@ -79,7 +79,7 @@ def _fit_logistic(batch_size, step_size, temperature):
                   loss=keras.losses.BinaryCrossentropy(from_logits=True))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        history = model.fit(x, y, batch_size=batch_size, epochs=3, verbose=0)
+        history = model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0)
     noise_warnings = [w for w in caught if issubclass(w.category, kb.GradientNoiseWarning)]
     return history.history["gradient_noise_ratio"], noise_warnings
 
@@ -97,6 +97,22 @@ def test_full_batch_fit_does_not_warn():
     ratios, caught = _fit_logistic(batch_size=512, step_size=1e-3, temperature=1.0)
     assert max(ratios) < 0.01 * samplers.NOISE_RATIO_LIMIT
     assert not caught
+
+
+def test_a_full_batch_step_too_long_for_the_stiff_directions_warns_so():
+    """With the whole training set in every batch there is no minibatch
+    noise, and the ratio reads only how much the gradient changes in one
+    step, which grows steeply with h (means over steps 50–150 measured on
+    this regression: 0.0004 at h = 0.01, 0.005 at 0.02, 0.27 at 0.04, 2.5
+    at 0.06). At h = 0.04 the warning fires, and says that only a smaller
+    step helps (not a larger batch)."""
+    ratios, caught = _fit_logistic(batch_size=512, step_size=0.04, temperature=1.0,
+                                   epochs=150)
+    assert np.mean(ratios[50:]) > samplers.NOISE_RATIO_LIMIT
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "with the whole training set in every batch" in message
+    assert "only a smaller step helps" in message
 
 
 # ------------------------------------------------------ kinetic temperature

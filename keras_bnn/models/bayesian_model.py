@@ -166,7 +166,11 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
             "ones). Lower the step size (the ratio scales as h² for SGHMC/ATMC at "
             "their default friction, h for SGLD) or raise the batch size; with "
             "step_size='auto' every variable leaves the warm-up at or below the target "
-            "(sampler.step_size_factors()). See 'Sampling cold posteriors' in the README.",
+            "(sampler.step_size_factors()). The ratio is estimated from successive "
+            "gradients, so it also counts how much the gradient changes in one step: with "
+            "the whole training set in every batch (no minibatch noise) it measures only "
+            "that, a step too long for the stiffest directions, and only a smaller step "
+            "helps. See 'Sampling cold posteriors' in the README.",
             GradientNoiseWarning,
             stacklevel=2,
         )
