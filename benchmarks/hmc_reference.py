@@ -13,13 +13,12 @@ and, for an ATMC, SGNHT or SGHMC run, the gradient-noise
 ratio of the noisiest directions at its last sample
 (:func:`keras_bnn.directional_noise.ratio_spectrum` on the per-example
 gradients of every training row, at the run's batch size), how many
-directions have a ratio above 1 and how many hold 95 % of R's trace. The ratio
-coefficient at the default noise level ``D_v = -log(0.9)/h_v`` (ATMC,
-SGNHT) is ``c_v = h_v²/(2·T·(-log 0.9))`` (``r = h·V̂/(2·T·m·D)``, m = 1;
-``keras_bnn/samplers/thermostat.py``), at SGHMC's default friction
-``γ_v = 0.1/h_v`` it is ``c_v = h_v²/(0.2·T)`` (``r = h²·V̂/(2γhTm)``;
-``keras_bnn/samplers/sghmc.py``), ``h_v`` the run's frozen step
-(``collection.json``) times the variable's factor (``gradient_noise.json``).
+directions have a ratio above 1 and how many hold 95 % of R's trace. Each
+variable's ratio coefficient ``c_v`` is the one the run's sampler applied
+at its last step, stored in ``gradient_noise.json`` (``coefficient``; at
+the default noise level ``D_v = -log(0.9)/h_v`` of ATMC and SGNHT it is
+``h_v²/(2·T·(-log 0.9))``, at SGHMC's default friction ``γ_v = 0.1/h_v``
+``h_v²/(0.2·T)``, ``h_v`` the frozen step times the variable's factor).
 
 With ``--drift K`` each such run also says whether its noisiest directions
 stay put: per variable, the top K eigenvectors of the block ``R_v`` at the
@@ -55,25 +54,24 @@ from keras_bnn.runs.build import build_model, compile_model, load_info
 from keras_bnn.runs.config import read_config
 
 
-#: ``c_v·T/h_v²`` of the samplers at their default friction or noise level.
-_COEFFICIENT_LAWS = {"atmc": 1 / (-2 * math.log(0.9)), "sgnht": 1 / (-2 * math.log(0.9)),
-                     "sghmc": 1 / 0.2}
+def _stored_coefficients(run_dir):
+    """``{variable name: c_v}`` from the run's ``gradient_noise.json``; {} for a
+    run without per-variable ratio coefficients (SGD, HMC, SGLD with a
+    preconditioner)."""
+    rows = json.load(open(os.path.join(run_dir, "gradient_noise.json")))
+    if any("coefficient" not in row for row in rows):
+        raise SystemExit(f"{run_dir}: gradient_noise.json has no ratio coefficients (a run "
+                         "trained before 2026-11-27): train it again")
+    return {row["name"]: row["coefficient"] for row in rows if row["coefficient"] is not None}
 
 
-def _coefficients(run_dir, model, config):
-    """The ratio coefficient of each variable, ``[d]`` (module docstring)."""
-    if config.sampler not in _COEFFICIENT_LAWS or config.sampler_args:
-        raise SystemExit(f"{run_dir}: directional ratios need atmc, sgnht or sghmc at their "
-                         f"default friction/noise (got {config.sampler} {config.sampler_args})")
-    steps = json.load(open(os.path.join(run_dir, "collection.json")))["step_size"]
-    factors = {row["name"]: row["step_factor"]
-               for row in json.load(open(os.path.join(run_dir, "gradient_noise.json")))}
+def _coefficients(run_dir, model):
+    """The ratio coefficient of each parameter, ``[d]`` (module docstring)."""
+    stored = _stored_coefficients(run_dir)
     coefficients = []
     for variable in model.trainable_variables:
-        name = next(key for key in factors if variable.path.endswith(key))
-        h = steps * factors[name]
-        coefficients.append(np.full(math.prod(variable.shape),
-                                    h * h * _COEFFICIENT_LAWS[config.sampler] / config.temperature))
+        name = next(key for key in stored if variable.path.endswith(key))
+        coefficients.append(np.full(math.prod(variable.shape), stored[name]))
     return np.concatenate(coefficients)
 
 
@@ -99,7 +97,7 @@ def drift(run_dir, num_directions):
     def blocks(index):
         model.set_weights(store[index].weights)
         gradients = directional_noise.per_example_gradients(model, x_train, y_train)
-        coefficients = _coefficients(run_dir, model, config)
+        coefficients = _coefficients(run_dir, model)
         return [(gradients[:, a:b], coefficients[a:b]) for a, b in zip(bounds, bounds[1:])]
 
     batch = min(config.batch_size, n)
@@ -166,12 +164,12 @@ def report(run_dir, baseline=None):
         difference = kb.metrics.paired_difference(
             test_nll, kb.metrics.nll_per_example(_members(baseline, x_test).mean(0), y_test))
         row.update(delta_nll=round(difference["mean"], 4), delta_se=round(difference["se"], 4))
-    if config.sampler in _COEFFICIENT_LAWS:
+    if _stored_coefficients(run_dir):
         model, _ = _sample_model(run_dir, config)
         model.set_weights(store[len(store) - 1].weights)
         gradients = directional_noise.per_example_gradients(model, x_train, y_train)
         spectrum = directional_noise.ratio_spectrum(
-            gradients, _coefficients(run_dir, model, config), len(y_train),
+            gradients, _coefficients(run_dir, model), len(y_train),
             min(config.batch_size, len(y_train)), num_directions=len(y_train))
         ratios = np.asarray(spectrum["top"])
         share = np.cumsum(ratios) / max(ratios.sum(), 1e-300)
@@ -195,7 +193,7 @@ def main():
         row = report(run_dir, args.baseline)
         if args.relax and row["sampler"] not in ("hmc", "sgd"):
             row.update(relax(run_dir, args.relax, args.transitions))
-        if args.drift and row["sampler"] in _COEFFICIENT_LAWS:
+        if args.drift and _stored_coefficients(run_dir):
             row.update(drift(run_dir, args.drift))
         print(json.dumps(row))
 

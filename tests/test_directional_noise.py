@@ -1,5 +1,9 @@
 """The gradient-noise ratio by direction (`keras_bnn.directional_noise`)."""
 
+import json
+import math
+import os
+
 import numpy as np
 import pytest
 import keras
@@ -122,3 +126,28 @@ def test_an_optimizer_without_gradient_noise_state_is_refused():
             directional_noise.directional_noise_ratios(model, x, y, BATCH)
     model, _, _ = _fitted(samplers.SGLD(step_size=1e-3, seed=0), steps_epochs=1)
     assert directional_noise.measurable(model.optimizer)
+
+
+@pytest.mark.parametrize("sampler, law", [
+    ("sghmc", lambda h, t: h * h / (0.2 * t)),  # r = h²V̂/(2γhT), γ = 0.1/h
+    ("atmc", lambda h, t: h * h / (2 * t * -math.log(0.9))),  # r = hV̂/(2TD), D = -log(0.9)/h
+])
+def test_a_run_stores_each_variables_ratio_coefficient_as_its_sampler_applied_it(
+        tmp_path, sampler, law):
+    """``gradient_noise.json`` holds ``c_v`` of ``r_v = c_v·mean(V̂_v)`` (what
+    ``benchmarks/hmc_reference.py`` scales the per-example gradients by),
+    read back as ``r_v/mean(V̂_v)`` after ``V̂``'s last update, which moved it
+    by ``(1 − ρ)·(½Δ² − V̂)``: 1 % of ``V̂`` per unit of ``½Δ²/V̂ − 1`` (ρ =
+    0.99); 5 % allows a last ``½Δ²`` up to 6·V̂. At an explicit step (no
+    warm-up: during one, h grows between the ratio and the stored step)."""
+    h, temperature = 0.01, 0.5
+    config = kb.runs.RunConfig(num_train=200, num_test=50, batch_size=50, epochs=6,
+                               burn_in_epochs=1, sampler=sampler, step_size=h,
+                               temperature=temperature, output_dir=str(tmp_path / "run"))
+    rows = kb.runs.train(config, verbose=0).gradient_noise
+    with open(os.path.join(config.output_dir, "gradient_noise.json")) as handle:
+        assert json.load(handle) == rows
+    assert len(rows) == 6
+    for row in rows:
+        expected = law(h * row["step_factor"], temperature)
+        assert row["coefficient"] == pytest.approx(expected, rel=0.05, abs=0), row

@@ -344,20 +344,27 @@ def gradient_noise_rows(model):
     See :meth:`keras_bnn.samplers.Sampler.gradient_noise_ratios`.
 
     Returns:
-        List of dicts (``name, d, ratio, above_limit, step_factor``),
-        ``above_limit`` when the ratio exceeds
+        List of dicts (``name, d, ratio, above_limit, step_factor,
+        coefficient``), ``above_limit`` when the ratio exceeds
         :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`, ``step_factor`` the
         variable's share ``s_v`` of the base step
-        (:meth:`keras_bnn.samplers.Sampler.step_size_factors`); empty for
-        the SGD baseline and for HMC (full batch: no gradient noise).
+        (:meth:`keras_bnn.samplers.Sampler.step_size_factors`),
+        ``coefficient`` the ``c_v`` of ``r_v = c_v·mean(V̂_v)`` as the
+        sampler applied it at its last step
+        (:func:`keras_bnn.directional_noise.ratio_coefficients`; None for a
+        per-parameter preconditioner); empty for the SGD baseline and for
+        HMC (full batch: no gradient noise).
     """
     sampler = model.optimizer
     if "gradient_noise_ratio" not in model.transition_kernel.metric_names:
         return []
     factors = sampler.step_size_factors()
+    rows = sampler.gradient_noise_ratios()
+    coefficients = (directional_noise.ratio_coefficients(sampler)
+                    if directional_noise.measurable(sampler) else [None] * len(rows))
     return [
         dict(name=name, d=d, ratio=float(r), above_limit=float(r) > samplers.NOISE_RATIO_LIMIT,
-             step_factor=factors[name])
-        for name, r, d in sampler.gradient_noise_ratios()
+             step_factor=factors[name], coefficient=coefficient)
+        for (name, r, d), coefficient in zip(rows, coefficients)
     ]
 
