@@ -9,7 +9,7 @@ members of each member's training NLL (all training rows: how well the
 samples fit the data), the test row
 with the largest ensemble NLL, with ``--baseline RUN_DIR`` the paired
 difference of test NLL against that run (``kb.metrics.paired_difference``),
-and, for an ATMC, SGNHT or SGHMC run, the gradient-noise
+and, for an SG-MCMC run, the gradient-noise
 ratio of the noisiest directions at its last sample
 (:func:`keras_bnn.directional_noise.ratio_spectrum` on the per-example
 gradients of every training row, at the run's batch size), how many
