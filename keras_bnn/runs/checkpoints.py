@@ -41,10 +41,10 @@ _NAME_RE = re.compile(r"^epoch-(\d{6,})\.npz$")
 
 #: Least seconds between two backups of :class:`RunBackup` (its default). A
 #: backup reads every weight and optimizer variable (88 on the command
-#: line's MLP with ATMC), writes and fsyncs a file: 25 ms measured, as much
-#: as a 2-step epoch of wine (36 ms without it), so one every epoch took 40 %
-#: of such a run; large data (a Fashion-MNIST epoch: seconds) still gets one
-#: every epoch or two.
+#: line's MLP with ATMC), writes and fsyncs a file: as long as a 2-step epoch
+#: of wine, so one every epoch took 40 % of such a run (92 against 55 ms an
+#: epoch: ``benchmarks/epoch_overhead.py``); large data (a Fashion-MNIST
+#: epoch: seconds) still gets one every epoch or two.
 BACKUP_INTERVAL = 10.0
 
 
@@ -83,7 +83,6 @@ class RunBackup(keras.callbacks.Callback):
             interval = BACKUP_INTERVAL
         self.interval = 0.0 if interval == 0 else check_positive(interval, "interval",
                                                                  "RunBackup")
-        self._last_backup = time.monotonic()
 
     def backups(self):
         """The complete backups, newest first.
