@@ -12,8 +12,15 @@ same four at their default ``step_size="auto"`` (rows "auto"; a warm-up of
 step after the warm-up: the frozen h plus the gated warm-up code), or
 ``optimizer=keras.optimizers.SGD(momentum=0.9)``, all with
 ``loss=SparseCategoricalCrossentropy(from_logits=True)`` and
-``train_size=50_000``. One timed unit is ``model.train_on_batch`` on a fixed
-in-memory batch (tensors, so no host conversion is timed). After warm-up the
+``train_size=50_000``. One timed unit is, by default (``--unit
+train_on_batch``), ``model.train_on_batch`` on a fixed in-memory batch
+(tensors, so no host conversion is timed); with ``--unit fit`` it is one
+``model.fit`` epoch over ``steps-per-round`` batches of in-memory arrays
+(``shuffle=False``, ``verbose=0``), the way a user trains. The two differ on
+the JAX backend: ``train_on_batch`` writes every model, optimizer and metric
+variable back from the jitted step's outputs at every call, ``fit`` only at
+the end of an epoch, so per-call host work that grows with the sampler's
+slot variables is timed in the first and amortised in the second. After warm-up the
 configurations are timed in turn, round after round (a round is 2 ResNet or
 10 MLP steps per configuration), so they share the machine's load; the
 reported time is the median over rounds of the mean step time in a round,
@@ -29,6 +36,7 @@ needs TensorFlow:
     python benchmarks/sampler_overhead.py            # full run
     python benchmarks/sampler_overhead.py --quick    # fewer rounds
     python benchmarks/sampler_overhead.py --models mlp --rounds 30
+    python benchmarks/sampler_overhead.py --unit fit --optimizers SGD ATMC
     KERAS_BACKEND=jax python benchmarks/sampler_overhead.py   # e.g. on a GPU
 
 Prints a Markdown table.
@@ -37,6 +45,7 @@ Prints a Markdown table.
 import argparse
 import os
 import time
+import warnings
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -103,27 +112,56 @@ def _compiled(build, compile_args, jit_compile):
     return model
 
 
-def time_model(name, input_shape, build, rounds, steps_per_round, warmup, jit_compile):
-    """Median seconds per step for every optimizer on one model."""
+def _round_runner(unit, input_shape, steps_per_round):
+    """``run(model)``: one timed round of ``steps_per_round`` training steps."""
     rng = np.random.default_rng(0)
+    if unit == "fit":
+        size = steps_per_round * BATCH
+        x = rng.normal(size=(size,) + input_shape).astype(np.float32)
+        y = rng.integers(0, NUM_CLASSES, size=size).astype(np.int32)
+        return lambda model: model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False,
+                                       verbose=0)
     x = keras.ops.convert_to_tensor(rng.normal(size=(BATCH,) + input_shape).astype(np.float32))
     y = keras.ops.convert_to_tensor(rng.integers(0, NUM_CLASSES, size=BATCH).astype(np.int32))
-    models = {key: _compiled(build, make(), jit_compile) for key, make in OPTIMIZERS.items()}
-    params = models["SGD(momentum=0.9)"].count_params()
-    for model in models.values():
-        for _ in range(warmup + AUTO_WARMUP_STEPS):
+
+    def run(model):
+        for _ in range(steps_per_round):
             model.train_on_batch(x, y)
+
+    return run
+
+
+def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, jit_compile,
+               unit="train_on_batch"):
+    """Median seconds per step for each optimizer in ``optimizers`` on one model.
+
+    Warm-up: ``max(1, ceil((warmup + AUTO_WARMUP_STEPS) / steps_per_round))``
+    untimed rounds, so the "auto" rows' warm-up has ended before timing.
+    """
+    run = _round_runner(unit, input_shape, steps_per_round)
+    models = {key: _compiled(build, OPTIMIZERS[key](), jit_compile) for key in optimizers}
+    params = next(iter(models.values())).count_params()
+    for model in models.values():
+        for _ in range(max(1, -(-(warmup + AUTO_WARMUP_STEPS) // steps_per_round))):
+            run(model)
     wall = {key: [] for key in models}
     cpu = {key: [] for key in models}
     for _ in range(rounds):
         for key, model in models.items():
             start, start_cpu = time.perf_counter(), time.process_time()
-            for _ in range(steps_per_round):
-                model.train_on_batch(x, y)
+            run(model)
             wall[key].append((time.perf_counter() - start) / steps_per_round)
             cpu[key].append((time.process_time() - start_cpu) / steps_per_round)
-    return params, {key: (float(np.median(wall[key])), float(np.median(cpu[key])))
-                    for key in models}
+    return params, {key: (float(np.median(wall[key])), float(np.median(cpu[key])),
+                          _state_arrays(model)) for key, model in models.items()}
+
+
+def _state_arrays(model):
+    """How many arrays a compiled training step takes and returns: the model's
+    trainable variables, the optimizer's and the metrics' variables (on a GPU
+    each costs dispatch and kernel launches; see the README)."""
+    return (len(model.trainable_variables) + len(model.non_trainable_variables)
+            + len(model.optimizer.variables) + len(model.metrics_variables))
 
 
 def breakdown(model_key, repeats=30):
@@ -234,9 +272,16 @@ def main(argv=None):
                         help="also time the parts of each update (noise, guard, ...) on the MLP")
     parser.add_argument("--steps-per-round", type=int, default=None,
                         help="default: 2 for ResNet++, 10 for the MLP")
+    parser.add_argument("--unit", choices=["train_on_batch", "fit"], default="train_on_batch",
+                        help="what one timed round calls (see the module docstring)")
+    parser.add_argument("--optimizers", nargs="+", metavar="NAME",
+                        help="time only the rows whose name starts with one of these "
+                             "(SGD is always timed: it is the baseline)")
     parser.add_argument("--jit-compile", default="auto",
                         help="passed to compile: auto (Keras' default), true, false")
     args = parser.parse_args(argv)
+    # Random labels at arbitrary steps: the samplers' gradient-noise warning is expected.
+    warnings.filterwarnings("ignore", category=kb.GradientNoiseWarning)
     if args.breakdown and keras.backend.backend() != "tensorflow":
         parser.error("--breakdown times tf.functions: run it with KERAS_BACKEND=tensorflow")
     rounds = args.rounds or (3 if args.quick else 15)
@@ -244,22 +289,28 @@ def main(argv=None):
     jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile.lower()]
 
     selected = [k for k in MODELS if k.split()[0].startswith(tuple(args.models))]
-    print(f"{describe_backend()}, Keras {keras.__version__}, "
-          f"jit_compile={jit}, {rounds} rounds after {warmup + AUTO_WARMUP_STEPS} warm-up steps\n")
+    optimizers = [k for k in OPTIMIZERS if k.startswith("SGD(")
+                  or not args.optimizers or k.startswith(tuple(args.optimizers))]
+    print(f"{describe_backend()}, Keras {keras.__version__}, jit_compile={jit}, "
+          f"unit {args.unit}, {rounds} rounds after {warmup + AUTO_WARMUP_STEPS} "
+          f"warm-up steps\n")
     rows = []
     for key in selected:
         input_shape, build, steps = MODELS[key]
         if args.steps_per_round or args.quick:
             steps = args.steps_per_round or 2
-        params, times = time_model(key, input_shape, build, rounds, steps, warmup, jit)
-        base_wall, base_cpu = times["SGD(momentum=0.9)"]
-        for opt, (wall, cpu) in times.items():
-            rows.append((key, params, opt, wall * 1e3, wall / base_wall, cpu * 1e3, cpu / base_cpu))
-    print("| model | params | optimizer | ms / step | × SGD | CPU ms / step | CPU × SGD |")
-    print("|---|---:|---|---:|---:|---:|---:|")
-    for model, params, opt, ms, ratio, cpu_ms, cpu_ratio in rows:
+        params, times = time_model(input_shape, build, optimizers, rounds, steps, warmup, jit,
+                                   args.unit)
+        base_wall, base_cpu, _ = times["SGD(momentum=0.9)"]
+        for opt, (wall, cpu, arrays) in times.items():
+            rows.append((key, params, opt, arrays, wall * 1e3, wall / base_wall, cpu * 1e3,
+                         cpu / base_cpu))
+    print("| model | params | optimizer | state arrays | ms / step | × SGD | CPU ms / step "
+          "| CPU × SGD |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for model, params, opt, arrays, ms, ratio, cpu_ms, cpu_ratio in rows:
         flag = "" if opt.startswith("SGD") or ratio <= 1.10 else " ⚠"
-        print(f"| {model} | {params:,} | {opt} | {ms:.2f} | {ratio:.3f}{flag} "
+        print(f"| {model} | {params:,} | {opt} | {arrays} | {ms:.2f} | {ratio:.3f}{flag} "
               f"| {cpu_ms:.2f} | {cpu_ratio:.3f} |")
     if args.breakdown:
         breakdown(next((k for k in selected if "mlp" in k), "mlp 784-512-512-10"))
