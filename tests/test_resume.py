@@ -191,6 +191,46 @@ def test_the_data_order_is_a_function_of_seed_and_epoch():
     assert pipeline.data_epoch(pipeline.make_dataset(x, y, 8)) is None
 
 
+@pytest.mark.parametrize("passes", [1, 3])
+def test_the_endless_stream_holds_each_epochs_passes_from_the_epoch_set_before_it_starts(
+        passes):
+    """``pipeline.endless``: epoch e is the passes e…e+P−1 that a pipeline
+    set to epoch e and passed over P times presents, batch for batch (a
+    smaller last batch in every pass); e starts at the epoch variable's value
+    when the stream makes its first batch, which it reads once and never
+    changes."""
+    x, y = np.arange(20.0)[:, None], np.arange(20)
+    ds = pipeline.make_dataset(x, y, 8, shuffle=True, seed=5)
+    reference = pipeline.make_dataset(x, y, 8, shuffle=True, seed=5)
+
+    def epoch(e):  # what a loop setting the epoch to e, then passing P times, sees
+        pipeline.data_epoch(reference).assign(e)
+        return [labels for _ in range(passes) for _, labels in reference.as_numpy_iterator()]
+
+    expected = epoch(4) + epoch(5)
+    assert [len(b) for b in expected[:3]] == [8, 8, 4]
+    assert len({tuple(b) for b in expected[:3 * passes]}) == 3 * passes  # distinct passes
+    stream = pipeline.endless(ds, passes)
+    assert pipeline.data_epoch(stream) is pipeline.data_epoch(ds)
+    pipeline.data_epoch(ds).assign(4)
+    iterator = iter(stream)
+    got = [next(iterator)[1].numpy()]
+    pipeline.data_epoch(ds).assign(0)  # after the first batch: no effect
+    got += [next(iterator)[1].numpy() for _ in expected[1:]]
+    for want, have in zip(expected, got):
+        np.testing.assert_array_equal(have, want)
+    assert int(pipeline.data_epoch(ds).numpy()) == 0  # only read
+
+
+def test_only_a_shuffled_unrepeated_pipeline_has_an_endless_stream():
+    x, y = np.arange(20.0)[:, None], np.arange(20)
+    assert pipeline.endless(pipeline.make_dataset(x, y, 8), 1) is None
+    assert pipeline.endless(pipeline.make_dataset(x, y, 8, shuffle=True, seed=0,
+                                                  repeat=True), 1) is None
+    with pytest.raises(ValueError, match="passes_per_epoch"):
+        pipeline.endless(pipeline.make_dataset(x, y, 8, shuffle=True, seed=0), 0)
+
+
 class _Clock:
     """A fake ``time`` for :mod:`keras_bnn.runs.checkpoints` that a callback advances."""
 

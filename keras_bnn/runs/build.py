@@ -17,7 +17,7 @@ from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import models as models_lib
 from keras_bnn import priors as priors_lib
 from keras_bnn import samplers
-from keras_bnn.datasets.pipeline import data_epoch
+from keras_bnn.datasets.pipeline import data_epoch, endless
 from keras_bnn.runs.config import (ARRAYS, DEFAULT_MODEL_ARGS, STUDENT_T_DF, TASK_LIKELIHOOD,
                                    chain_seed)
 from keras_bnn.validation import check_choice
@@ -64,21 +64,33 @@ def steps_per_epoch(config, num_train):
 
 
 def epoch_data(train_ds, config, num_train):
-    """``train_ds`` with :func:`steps_per_epoch` batches an epoch.
+    """The training data of a run, :func:`steps_per_epoch` batches an epoch.
+
+    A shuffled keras_bnn pipeline becomes one endless stream
+    (:func:`keras_bnn.datasets.pipeline.endless`: epoch e is pass e, or
+    passes e…e+19 of the full batch), which ``fit`` reads ``steps`` batches
+    an epoch from with one iterator for the whole run. Any other dataset is
+    passed over once an epoch (the full batch repeated
+    :data:`FULL_BATCH_EPOCH_STEPS` times).
 
     Args:
         train_ds: the training dataset, one pass an epoch.
         config, num_train: as :func:`steps_per_epoch`.
 
     Returns:
-        ``train_ds``, or the full batch repeated :data:`FULL_BATCH_EPOCH_STEPS` times.
+        ``(dataset, steps)``: ``steps`` is ``fit``'s ``steps_per_epoch``
+        for the stream, None for a dataset that ends with every epoch.
     """
     steps = steps_per_epoch(config, num_train)
-    if steps == math.ceil(num_train / config.batch_size):
-        return train_ds
+    passes = steps // math.ceil(num_train / config.batch_size)
+    stream = endless(train_ds, passes)
+    if stream is not None:
+        return stream, steps
+    if passes == 1:
+        return train_ds, None
     repeated = train_ds.repeat(steps)
     repeated.keras_bnn_data_epoch = data_epoch(train_ds)  # a resumed run sets it
-    return repeated
+    return repeated, None
 
 
 def load_data(config):

@@ -116,14 +116,14 @@ def _train(config, verbose, resume, data):
     config = selection.resolve_prior(config, data, verbose)  # prior="auto": before the seed
     keras.utils.set_random_seed(chain_seed(config))  # the initialisation
     train_ds, _, info = data or load_data(config)
-    train_ds = epoch_data(train_ds, config, info["num_train"])
+    epochs_ds, steps = epoch_data(train_ds, config, info["num_train"])
     if config.epochs is None:  # the default length, in steps (stored with the run)
         config.epochs = default_epochs(steps_per_epoch(config, info["num_train"]))
     model = build_model(config, info)
     compile_model(model, config, info)
     collects = samplers.REGISTRY[config.sampler].collects
     callbacks = [RunBackup(run.backup)]  # first: it sets the epoch the others start at
-    epoch = data_epoch(train_ds)
+    epoch = data_epoch(epochs_ds)
     if epoch is not None:
         callbacks.append(DataEpoch(epoch))
     collector = None
@@ -139,8 +139,8 @@ def _train(config, verbose, resume, data):
         callbacks.append(collector)
     if not resume:
         run.write_json(run.config, dataclasses.asdict(config))
-    history = model.fit(train_ds, epochs=config.epochs, verbose=verbose, callbacks=callbacks,
-                        shuffle=False)  # the tf.data pipeline shuffles
+    history = model.fit(epochs_ds, epochs=config.epochs, steps_per_epoch=steps, verbose=verbose,
+                        callbacks=callbacks, shuffle=False)  # the tf.data pipeline shuffles
     step = int(model.optimizer.iterations)
     if not collects and store.find(config.chain, step) is None:  # the point estimate
         store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
@@ -234,7 +234,9 @@ def collection_report(model, collector):
 
 class DataEpoch(keras.callbacks.Callback):
     """Sets a shuffled pipeline's epoch (:func:`keras_bnn.datasets.pipeline.data_epoch`)
-    at every epoch's start, so that epoch e of a resumed run sees epoch e's order.
+    at every epoch's start, so that epoch e of a resumed run sees epoch e's order
+    (an endless stream reads it once, when ``fit`` makes its iterator in the
+    first epoch).
 
     Args:
         variable: the pipeline's epoch variable.
