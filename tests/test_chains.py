@@ -14,6 +14,7 @@ import keras_bnn as kb
 from keras_bnn import cli
 from keras_bnn import diagnostics
 from keras_bnn import runs
+from keras_bnn.datasets import pipeline
 from keras_bnn.runs.config import DEFAULT_STEPS, MIN_EPOCHS, default_epochs
 
 SMALL = ["--num-train", "200", "--num-test", "60", "--batch-size", "50", "--epochs", "6",
@@ -315,3 +316,24 @@ def test_a_full_batch_epoch_holds_many_steps_for_a_minibatch_kernel(tmp_path, sa
     assert runs.steps_per_epoch(config, 60) == steps
     assert runs.steps_per_epoch(dataclasses.replace(config, batch_size=59), 60) == 2
     assert default_epochs(steps) == max(MIN_EPOCHS, -(-DEFAULT_STEPS // steps))
+
+
+@pytest.mark.parametrize("batch_size, steps", [(30, 2), (60, runs.FULL_BATCH_EPOCH_STEPS)])
+def test_a_dataset_of_the_users_own_is_passed_over_once_an_epoch(tmp_path, batch_size, steps):
+    """``train(data=...)`` with a finite ``tf.data`` dataset that keras_bnn did
+    not build (so no endless stream, ``pipeline.endless`` gives None): ``fit``
+    passes over it every epoch, the full batch repeated FULL_BATCH_EPOCH_STEPS
+    times, and the run takes the same steps as on its own pipeline."""
+    import tensorflow as tf  # noqa: PLC0415 - the user's dataset
+
+    config = runs.RunConfig(num_train=60, num_test=20, batch_size=batch_size, epochs=2,
+                            burn_in_epochs=1, sampler="sghmc", output_dir=str(tmp_path / "run"))
+    train_ds, test_ds, info = runs.load_data(config)
+    x, y = (np.concatenate(parts) for parts in zip(*train_ds.as_numpy_iterator()))
+    plain = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+    assert pipeline.endless(plain) is None
+    runs.train(config, verbose=0, data=(plain, test_ds, info))
+    with open(os.path.join(config.output_dir, "history.json")) as handle:
+        assert len(json.load(handle)["loss"]) == 2
+    store = runs.RunDir(config.output_dir).store()
+    assert store[len(store) - 1].metadata["step"] == 2 * steps
