@@ -34,8 +34,10 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + f" --xla_dump_to={DUMP} --xla_dump_hlo_as_text"
                            " --xla_dump_hlo_module_re=train_step")
 
+import jax  # noqa: E402  (after XLA_FLAGS)
 import numpy as np  # noqa: E402
 
+import keras_bnn as kb  # noqa: E402
 import sampler_overhead as timing  # noqa: E402  (this directory is sys.path[0])
 
 # Instructions that launch no kernel.
@@ -88,8 +90,8 @@ def main(argv=None):
                         help="count only the rows whose name starts with one of these "
                              "(SGD is always counted: it is the baseline)")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", category=UserWarning)  # random labels, arbitrary steps
-    import jax  # noqa: PLC0415 - after XLA_FLAGS is set
+    # Random labels at arbitrary steps: the samplers' gradient-noise warning is expected.
+    warnings.filterwarnings("ignore", category=kb.GradientNoiseWarning)
 
     optimizers = [key for key in timing.OPTIMIZERS if key.startswith("SGD(")
                   or not args.optimizers or key.startswith(tuple(args.optimizers))]

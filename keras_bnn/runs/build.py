@@ -84,8 +84,8 @@ def epoch_data(train_ds, config, num_train):
     steps = steps_per_epoch(config, num_train)
     passes = steps // math.ceil(num_train / config.batch_size)
     stream = endless(train_ds, passes)
-    if stream is not None:
-        return stream, steps
+    if stream is not None:  # an epoch ends where its last pass does, as over train_ds
+        return stream, passes * int(train_ds.cardinality())
     if passes == 1:
         return train_ds, None
     repeated = train_ds.repeat(steps)
