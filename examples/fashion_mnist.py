@@ -16,7 +16,9 @@ information against scikit-learn's digits upscaled to 28×28
 
 * ``sgd``: one SGD/MAP net (``--sgd-epochs``);
 * ``sgd x K``: a deep ensemble of K SGD nets (``--sampler sgd --chains K``);
-* ``atmc 1 chain``: one ATMC chain of ``--chain-epochs`` epochs;
+* ``atmc 1 chain``: one ATMC chain of ``--chain-epochs`` epochs
+  (``--chain-burn-in-epochs`` fixes its burn-in, and that of every sweep
+  run);
 * ``atmc x K``: K ATMC chains of ``--chains-epochs`` epochs each (at equal
   wall-clock they are too short for the equilibrium test, which needs the
   warm-up and two 10-epoch windows: ``--chains-burn-in-epochs`` sets their
@@ -126,8 +128,10 @@ def compare(args):
         for name in args.rows:
             sampler, chains, epochs = plan[name]
             fields = {"prior": args.prior, "prior_scale": SWEEP_PRIORS[args.prior]}
-            if name == "atmc x K" and args.chains_burn_in_epochs is not None:
-                fields["burn_in_epochs"] = args.chains_burn_in_epochs
+            burn_in = {"atmc 1 chain": args.chain_burn_in_epochs,
+                       "atmc x K": args.chains_burn_in_epochs}.get(name)
+            if burn_in is not None:
+                fields["burn_in_epochs"] = burn_in
             run_row(args, data, name.replace("K", str(args.k)), sampler, chains, epochs, seed,
                     **fields)
 
@@ -137,9 +141,11 @@ def sweep(args):
     for seed in args.seeds:
         for prior in args.priors:
             for temperature in args.temperatures:
+                burn_in = ({} if args.chain_burn_in_epochs is None
+                           else {"burn_in_epochs": args.chain_burn_in_epochs})
                 run_row(args, data, "atmc 1 chain", "atmc", 1, args.chain_epochs, seed,
                         temperature=temperature, prior=prior,
-                        prior_scale=SWEEP_PRIORS[prior])
+                        prior_scale=SWEEP_PRIORS[prior], **burn_in)
 
 
 def _markdown(rows, columns):
@@ -222,6 +228,9 @@ def main(argv=None):
     parser.add_argument("--sgd-epochs", type=int, default=30)
     parser.add_argument("--chain-epochs", type=int, default=75,
                         help="epochs of the single chain (and of each sweep run)")
+    parser.add_argument("--chain-burn-in-epochs", type=int, default=None,
+                        help="burn-in of the single chain and of each sweep run (default: "
+                             "the library's equilibrium test)")
     parser.add_argument("--chains-epochs", type=int, default=15, help="epochs of each of K chains")
     parser.add_argument("--chains-burn-in-epochs", type=int, default=None,
                         help="burn-in of each of the K chains (default: the library's "
