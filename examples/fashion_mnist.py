@@ -29,12 +29,16 @@ epochs of time: ``chain_epochs ≈ K·sgd_epochs / r`` and ``chains_epochs ≈
 sgd_epochs / r`` with r the measured ATMC/SGD epoch-cost ratio; the wall
 times are reported, check them. ``sweep`` trains ATMC at every temperature ×
 kernel prior (``he_normal`` scale 1; ``student_t``: Student-t(3, 0.4)).
-Each row is appended to ``<out>/results.jsonl``; ``table`` prints the
+Each row is appended to ``<out>/results.jsonl`` (a sampler's row with its
+``configurational_temperature`` over the last epoch, in units of T: 1 at
+equilibrium, averaged over its chains); ``table`` prints the
 Markdown tables and draws ``<out>/cold_posterior.png``.
 
     python examples/fashion_mnist.py compare --out runs/fmnist     # the full grid
     python examples/fashion_mnist.py compare --rows "atmc x K" --seeds 0   # the main row
     python examples/fashion_mnist.py sweep --out runs/fmnist --model mlp
+    python examples/fashion_mnist.py sweep --out runs/fmnist --model cnn --train-subset 20000 \
+        --chain-epochs 14 --chain-burn-in-epochs 8 --seeds 0   # the README's CNN sweep
     python examples/fashion_mnist.py table --out runs/fmnist
 """
 
@@ -94,6 +98,10 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
         _save(args, row)
         return row
     wall = time.perf_counter() - start
+    if sampler != "sgd":  # how far from equilibrium: the mean over the chains' last epochs
+        row["configurational_temperature"] = round(float(np.mean(
+            [_last_epoch(chain_dir, "configurational_temperature") for chain_dir in chain_dirs]
+        )) / config.temperature, 3)
     if not all(len(store) for store in stores):  # NotConvergedWarning: never at equilibrium
         with open(os.path.join(chain_dirs[0], "collection.json")) as handle:
             row.update(wall_s=round(wall, 1), not_converged=json.load(handle)["reason"])
@@ -111,6 +119,14 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
                members, ensemble.predict_members(x_ood, batch_size=500)).items()}})
     _save(args, row)
     return row
+
+
+def _last_epoch(chain_dir, name):
+    """The value of the logged diagnostic ``name`` in a run's last epoch."""
+    import keras_bnn as kb  # noqa: PLC0415
+
+    with open(kb.runs.RunDir(chain_dir).history) as handle:
+        return json.load(handle)[name][-1]
 
 
 def _save(args, row):
@@ -164,7 +180,7 @@ def table(args):
                 print(f"{outcome}: {row}")
     rows = [row for row in rows if "diverged" not in row and "not_converged" not in row]
     metrics = ("accuracy", "nll", "ece", "brier", "auroc_entropy", "auroc_mutual_information",
-               "wall_s")
+               "wall_s", "configurational_temperature")
     keys = ("model", "row", "temperature", "prior", "epochs", "step_size", "train_size", "eval")
     groups = {}
     for row in rows:
@@ -173,10 +189,10 @@ def table(args):
     for key, members in groups.items():
         line = dict(zip(keys, key), seeds=",".join(str(r["seed"]) for r in members),
                     samples=members[0]["num_samples"])
-        for name in metrics:
-            values = np.array([r[name] for r in members], dtype=float)
-            line[name] = (f"{values.mean():.4g}" if len(values) == 1
-                          else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}")
+        for name in metrics:  # an SGD row, or one run before the column existed: blank
+            values = np.array([r.get(name, np.nan) for r in members], dtype=float)
+            line[name] = ("" if np.isnan(values).any() else f"{values.mean():.4g}"
+                          if len(values) == 1 else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}")
         summary.append(line)
     compared = [r for r in summary if r["temperature"] is None]
     swept = sorted((r for r in summary if r["temperature"] is not None),
@@ -195,19 +211,22 @@ def _plot_sweep(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for (model, prior) in sorted({(r["model"], r["prior"]) for r in rows}):
-        line = [r for r in rows if r["model"] == model and r["prior"] == prior]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6))
+    keys = ("model", "train_size", "prior", "epochs", "step_size")  # one line per setting
+    for setting in sorted({tuple(r[k] for k in keys) for r in rows}, key=str):
+        line = [r for r in rows if tuple(r[k] for k in keys) == setting]
+        model, n, prior, epochs, step_size = setting
+        label = f"{model} (n = {n}), {prior}, {epochs} epochs, h {step_size or 'auto'}"
         temps = [r["temperature"] for r in line]
         for axis, name in zip(axes, ("accuracy", "nll", "ece")):
             values = [float(r[name].split()[0]) for r in line]
-            axis.plot(temps, values, "o-", label=f"{model}, {prior}")
+            axis.plot(temps, values, "o-", label=label)
             axis.set_xscale("log")
             axis.set_xlabel("temperature T")
             axis.set_title(f"test {name}")
-    axes[0].legend(fontsize=8)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
     fig.suptitle("Fashion-MNIST, ATMC: the cold-posterior sweep")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08 + 0.04 * ((len(axes[0].lines) + 2) // 3), 1, 1))
     fig.savefig(path, dpi=110)
     print(f"\nplot: {path}")
 

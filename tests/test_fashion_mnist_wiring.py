@@ -1,5 +1,6 @@
 """Fashion-MNIST through kb.data.load and the keras-bnn command, on small written files."""
 
+import glob
 import json
 import os
 
@@ -19,6 +20,17 @@ def small_set(monkeypatch, tmp_path):
     write_set(tmp_path / "fmnist", num_train=80, num_test=30, learnable=True)
     return str(tmp_path / "fmnist")
 
+
+
+def _example(name):
+    """Imports ``examples/<name>.py`` as a module."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
 
 def test_load_splits_and_batches(small_set):
     train_ds, test_ds, info = kb.data.load("fashion_mnist", batch_size=16, validation_split=0.25,
@@ -87,12 +99,7 @@ def test_example_compare_and_table(small_set, tmp_path, capsys):
     chains under the chosen prior (the chains with their own burn-in), one
     JSON row each; a chain too short for the equilibrium test is a
     ``not_converged`` row, not a crash; ``table`` renders them."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(__file__), "..", "examples", "fashion_mnist.py")
-    spec = importlib.util.spec_from_file_location("fashion_mnist_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = _example("fashion_mnist")
     out = str(tmp_path / "out")
     example.main(["compare", "--out", out, "--data-dir", small_set, "--k", "2",
                   "--rows", "sgd x K", "atmc 1 chain", "atmc x K", "--sgd-epochs", "2",
@@ -113,20 +120,41 @@ def test_example_compare_and_table(small_set, tmp_path, capsys):
     assert "not_converged: " in table
 
 
+def test_example_sweep_with_a_fixed_burn_in(small_set, tmp_path, capsys):
+    """``sweep --chain-burn-in-epochs B`` gives every run that burn-in (the
+    library's equilibrium test would need 20 epochs after the warm-up), so
+    each temperature's row holds the samples of the epochs after B; ``table``
+    renders the sweep and draws its plot."""
+    example = _example("fashion_mnist")
+    out = str(tmp_path / "out")
+    example.main(["sweep", "--out", out, "--data-dir", small_set, "--priors", "he_normal",
+                  "--temperatures", "1", "0.1", "--chain-epochs", "3",
+                  "--chain-burn-in-epochs", "1", "--step-size", "1e-3", "--batch-size", "20",
+                  "--seeds", "0"])
+    rows = [json.loads(line) for line in open(os.path.join(out, "results.jsonl"))]
+    assert [(r["temperature"], r["burn_in_epochs"], r.get("num_samples")) for r in rows] == [
+        (1.0, 1, 2), (0.1, 1, 2)]  # epochs 2 and 3 after a burn-in of 1
+    for row in rows:  # the last epoch's configurational temperature, in units of T
+        (chain,) = glob.glob(os.path.join(out, "runs", f"*-{row['temperature']}-he_normal-*",
+                                          "chain-0"))
+        history = json.load(open(kb.runs.RunDir(chain).history))
+        assert row["configurational_temperature"] == pytest.approx(
+            history["configurational_temperature"][-1] / row["temperature"], abs=1e-3)
+    capsys.readouterr()
+    example.main(["table", "--out", out])
+    table = capsys.readouterr().out
+    assert "| mlp | he_normal | 0.1 |" in table
+    assert os.path.getsize(os.path.join(out, "cold_posterior.png")) > 0
+
+
 def test_example_weight_growth_reports_each_variable(small_set, capsys):
     """``examples/fashion_mnist_weight_growth.py``: one row per epoch with every
     variable's configurational temperature, the mean of θ·G/d over the epoch's
     steps (80 images at batch 128: one step, so the last step's virial/d), and
     each kernel's median |w|, both read from the trained model."""
-    import importlib.util
-
     import numpy as np
 
-    path = os.path.join(os.path.dirname(__file__), "..", "examples",
-                        "fashion_mnist_weight_growth.py")
-    spec = importlib.util.spec_from_file_location("weight_growth_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = _example("fashion_mnist_weight_growth")
     model, rows = example.main(["--epochs", "2", "--data-dir", small_set, "--sampler", "sghmc"])
     assert [row["epoch"] for row in rows] == [1, 2]
     assert capsys.readouterr().out.count('"configurational_temperature"') == 2
