@@ -21,7 +21,6 @@ def small_set(monkeypatch, tmp_path):
     return str(tmp_path / "fmnist")
 
 
-
 def _example(name):
     """Imports ``examples/<name>.py`` as a module."""
     import importlib.util
@@ -31,6 +30,7 @@ def _example(name):
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     return example
+
 
 def test_load_splits_and_batches(small_set):
     train_ds, test_ds, info = kb.data.load("fashion_mnist", batch_size=16, validation_split=0.25,
