@@ -175,10 +175,12 @@ def breakdown(model_key, repeats=30):
     ``BayesianModel.train_step`` adds per step (reading the kinetic and
     configurational temperature sums that the update itself takes). Shared
     parts: the gradient-noise estimate ``V̂`` (its update of every
-    variable), the virial sums ``Σθ·G``, the NaN/Inf guard, and three ways
-    to draw the same number of normals: TensorFlow's ``stateless_normal``
-    per variable (what the samplers do), one flat draw of all of them, and TensorFlow's ``stateless_normal`` under XLA. TensorFlow
-    backend only.
+    variable), the virial sums ``Σθ·G``, the NaN/Inf guard, and four ways
+    to draw the same number of normals: the backend's Threefry draw under
+    XLA per variable (what the samplers do, :mod:`keras_bnn.backend.threefry`),
+    one flat Threefry draw of all of them, TensorFlow's Philox
+    ``stateless_normal`` per variable (the samplers' draw before 2026-11-27),
+    and that kernel under XLA. TensorFlow backend only.
     """
     import tensorflow as tf  # noqa: PLC0415 - the breakdown times tf.functions
 
@@ -215,15 +217,18 @@ def breakdown(model_key, repeats=30):
         lambda: tf.add_n([tf.reduce_sum(v * g) for v, g in zip(variables, grads)]))
     step = tf.Variable(0, dtype=tf.int64)
 
-    def former_draw(v, i):
+    def philox_draw(v, i):
         key = tf.random.experimental.stateless_fold_in(tf.constant([0, i], tf.int64), step)
         return tf.reduce_sum(tf.random.stateless_normal(v.shape, seed=key))
 
-    parts["draw: tf stateless_normal per variable (what the samplers do)"] = tf.function(
-        lambda: tf.add_n([former_draw(v, i) for i, v in enumerate(variables)]))
-    parts["draw: one flat draw of all parameters"] = tf.function(
+    parts["draw: Threefry under XLA per variable (what the samplers do)"] = tf.function(
+        lambda: tf.add_n([tf.reduce_sum(backend.stateless_normal(v.shape, 0, i, step, v.dtype))
+                          for i, v in enumerate(variables)]))
+    parts["draw: one flat Threefry draw of all parameters"] = tf.function(
         lambda: tf.reduce_sum(backend.stateless_normal((size,), 0, 0, step, "float32")))
-    parts["draw: tf stateless_normal under XLA"] = tf.function(
+    parts["draw: tf stateless_normal (Philox) per variable (before 2026-11-27)"] = tf.function(
+        lambda: tf.add_n([philox_draw(v, i) for i, v in enumerate(variables)]))
+    parts["draw: tf stateless_normal (Philox) under XLA"] = tf.function(
         lambda: tf.reduce_sum(tf.random.stateless_normal((size,), seed=[0, step])),
         jit_compile=True)
 

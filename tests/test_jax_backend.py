@@ -77,8 +77,9 @@ def jax_training(tmp_path_factory):
 
 @pytest.mark.parametrize("name", training_runs.SAMPLERS)
 def test_fit_logs_the_same_diagnostics_under_both_backends(jax_training, name):
-    # Same data, initial weights and batch order, noise switched off (the two
-    # backends' generators differ): 12 steps of the deterministic dynamics.
+    # Same data, initial weights, batch order and noise (both backends draw
+    # JAX's Threefry normal for the same seed, variable and step): 12 steps
+    # of the whole chain.
     # float32 kernels differ between XLA and TensorFlow in reduction order
     # (relative rounding ~1e-7 per sum of ≤ 400 terms, a few 1e-6 after 12
     # steps); 1e-4 relative leaves a wide margin and still catches any

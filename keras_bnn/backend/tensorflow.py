@@ -1,11 +1,13 @@
 """TensorFlow implementations of the backend operations."""
 
+import math
 import threading
 
 import keras
 import tensorflow as tf
 
 from keras_bnn import nonfinite
+from keras_bnn.backend import threefry
 
 
 #: The widest float dtype (HMC's energies are summed in it).
@@ -20,31 +22,38 @@ _trace_state = threading.local()
 def stateless_normal(shape, seed, index, step, dtype):
     """Standard normal noise that is a pure function of (seed, index, step).
 
-    The key is ``fold_in([seed, index], step)``: the pair ``[seed, index]`` is
-    distinct for every variable, and folding in the step counter gives a fresh
-    draw each step. Every replica and every worker computes the same key and
-    so the same noise; a resumed run (same ``iterations``) continues the chain.
-
-    Args:
-        shape: shape of the draw.
-        seed: Python int, the sampler's seed.
-        index: Python int, the variable's index in the optimizer.
-        step: integer scalar tensor, the optimizer's ``iterations``.
-        dtype: floating dtype of the draw.
+    The draw of :mod:`keras_bnn.backend.threefry` (JAX's Threefry-2x32 and
+    ``√2·erfinv``), compiled with XLA into one loop: for a float32 variable
+    the same numbers as the JAX backend's draw, at a third of the cost of
+    TensorFlow's Philox kernel on a CPU. The key folds ``index`` and then
+    ``step`` into ``seed``: distinct for every variable and every step.
+    Every replica and every worker computes the same key and so the same
+    noise; a resumed run (same ``iterations``) continues the chain. Float
+    dtypes other than float32 and float64 are drawn in float32 and cast.
 
     The draw is created without control dependencies: the noise needs only
     the step counter, not the gradients, so in a traced step TensorFlow runs
     it alongside the forward and backward pass instead of after the gradient
     check (on CPU this hides part of its cost on otherwise idle cores).
+    Inside a step that is already XLA-compiled the draw is inlined.
+
+    Args:
+        shape: shape of the draw.
+        seed: Python int in [0, 2³¹), the sampler's seed.
+        index: Python int, the variable's index in the optimizer.
+        step: integer scalar tensor, the optimizer's ``iterations``.
+        dtype: floating dtype of the draw.
 
     Returns:
         Tensor of ``shape`` with i.i.d. N(0, 1) entries.
     """
+    dtype = tf.as_dtype(dtype)
+    draw_dtype = dtype if dtype in (tf.float32, tf.float64) else tf.float32
+    shape = tuple(shape)
     with tf.control_dependencies(None):
-        key = tf.random.experimental.stateless_fold_in(
-            tf.constant([seed, index], dtype=tf.int64), tf.cast(step, tf.int64), alg="philox"
-        )
-        return tf.random.stateless_normal(shape, seed=key, dtype=dtype, alg="philox")
+        draw = _compiled_normal(tf.constant([seed, index], tf.int64), tf.cast(step, tf.int64),
+                                size=math.prod(shape), dtype=draw_dtype)
+        return tf.cast(tf.reshape(draw, shape), dtype)
 
 
 def fused(function):
@@ -76,6 +85,10 @@ def fused(function):
         )
 
     return call
+
+
+#: The noise draw, compiled once per (size, dtype).
+_compiled_normal = tf.function(threefry.normal, jit_compile=True, autograph=False)
 
 
 def num_replicas():

@@ -3,8 +3,8 @@
 Usage: python jax_training_check.py OUT.json WEIGHTS.npz
 (the test sets KERAS_BACKEND=jax and XLA_FLAGS=--xla_force_host_platform_device_count=2).
 
-* ``parity``: for each sampler, :func:`training_runs.parity_run` (noise
-  switched off, fixed initial weights from WEIGHTS.npz): the epoch logs and
+* ``parity``: for each sampler, :func:`training_runs.parity_run` (real
+  noise, the same on both backends; fixed initial weights from WEIGHTS.npz): the epoch logs and
   the final weights, compared by the test with the same run under TensorFlow.
 * ``nonfinite``: :func:`training_runs.nonfinite_run` (the NaN/Inf policy).
 * ``data_parallel``: a 2-epoch ATMC chain (real noise) on one device and
