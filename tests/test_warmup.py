@@ -323,6 +323,51 @@ def _small_fit(name, strategy=None, epochs=4, warmup_steps=20):
     return model, history.history
 
 
+@pytest.mark.parametrize("name", ["sgld", "sghmc", "sgnht", "atmc"])
+def test_fit_retraces_the_step_without_the_warm_up_once_it_is_over(monkeypatch, name):
+    # 8 steps an epoch, 20 warm-up steps: after epoch 3 (24 steps > 20) fit
+    # retraces the step without the warm-up's code; epochs 4-6 run that step.
+    # It must compute exactly what the step with the warm-up's code computes.
+    traces = {"transition": 0, "warm-up": 0}
+
+    def counting(method, key):
+        def wrapped(*args, **kwargs):
+            traces[key] += 1  # trace time: Python runs only while a step is traced
+            return method(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(samplers.Sampler, "transition",
+                        counting(samplers.Sampler.transition, "transition"))
+    monkeypatch.setattr(warmup.StepSizeWarmup, "update",
+                        counting(warmup.StepSizeWarmup.update, "warm-up"))
+    left, left_history = _small_fit(name, epochs=6)
+    left_traces = dict(traces)
+    traces.update(transition=0, **{"warm-up": 0})
+    monkeypatch.setattr(samplers.Sampler, "leave_warmup", lambda self: False)
+    kept, kept_history = _small_fit(name, epochs=6)
+    assert left.optimizer.warmup_left and not kept.optimizer.warmup_left
+    assert left_traces["transition"] == traces["transition"] + 1  # one retrace...
+    assert left_traces["warm-up"] == traces["warm-up"] >= 1  # ...without the warm-up
+    for a, b in zip(left.optimizer.variables, kept.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    for a, b in zip(left.get_weights(), kept.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert left_history == kept_history
+
+
+def test_only_a_finished_warm_up_is_left():
+    explicit = samplers.ATMC(step_size=1e-3, train_size=10)
+    assert not explicit.leave_warmup()
+    model, x, y = _small_model("atmc", warmup_steps=20)
+    assert not model.optimizer.leave_warmup()  # not built
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0, shuffle=False)  # steps 0-15
+    model.optimizer.iterations.assign(20)  # the last warm-up step was 19, the first after it 20
+    assert not model.optimizer.leave_warmup()
+    model.optimizer.iterations.assign(21)
+    assert model.optimizer.leave_warmup()
+    assert not model.optimizer.leave_warmup()  # once
+
+
 @pytest.mark.slow  # two logical CPUs: 23–75 s
 def test_auto_step_is_the_same_under_mirrored_strategy():
     # 600 warm-up steps: long enough for the output layer's factors to fall below 1.

@@ -176,6 +176,25 @@ class _WarnOnGradientNoise(keras.callbacks.Callback):
         )
 
 
+class _LeaveWarmup(keras.callbacks.Callback):
+    """Retraces the training step without the warm-up's code once it is over.
+
+    At the start of ``fit`` and after each epoch it asks the sampler
+    (:meth:`keras_bnn.samplers.Sampler.leave_warmup`); the step traced
+    afterwards computes the same numbers with fewer operations.
+    """
+
+    def _leave(self):
+        if self.model.optimizer.leave_warmup():
+            self.model.make_train_function(force=True)
+
+    def on_train_begin(self, logs=None):
+        self._leave()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._leave()
+
+
 class _WarnOnMissingPriors(keras.callbacks.Callback):
     """Runs :func:`keras_bnn.prior_guard.warn_missing_priors` once the model is built."""
 
@@ -481,6 +500,8 @@ class BayesianModel(keras.Model):
             args[2] if len(args) > 2 else kwargs.get("batch_size"))
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
+        if isinstance(self.optimizer, samplers_lib.Sampler):
+            callbacks.append(_LeaveWarmup())
         kwargs["callbacks"] = callbacks
         try:
             return super().fit(*args, **kwargs)

@@ -391,6 +391,8 @@ class AutoStepSize:
     #: or noise); the momentum samplers whose friction follows h set 2.
     noise_ratio_exponent = 1
     warmup = None
+    #: Whether the traced step has left the warm-up's code out (:meth:`leave_warmup`).
+    warmup_left = False
 
     @staticmethod
     def resolve_step_size(step_size, warmup_steps, target_noise_ratio, noise_estimate_decay,
@@ -422,6 +424,37 @@ class AutoStepSize:
                 "given (an explicit step size is used exactly, without warm-up)",
                 step_size, owner)
         return step_size, None
+
+    def warming_in_trace(self):
+        """Whether the step being traced carries the warm-up's code: an
+        ``"auto"`` step size whose step has not left it (:meth:`leave_warmup`)."""
+        return self.warmup is not None and not self.warmup_left
+
+    def leave_warmup(self):
+        """Leaves the warm-up's code out of the steps traced from now on.
+
+        After the warm-up that code does nothing: h and the step factors are
+        frozen, ``h_prev/h = 1`` (:meth:`StepSizeWarmup.change`, from the
+        first step past the warm-up on), no blow-up is flagged and no anchor
+        is kept. Yet a step that carries it runs its scalar updates and
+        conditional assignments every step (on the Fashion-MNIST MLP, 2 CPU
+        cores, ATMC: 0.4 ms of a 9.2 ms step). Without it the step computes
+        the same numbers. ``fit`` calls this between epochs (and at its
+        start) and retraces the step when it returns True. A host read of
+        the step counter.
+
+        Returns:
+            True the first time it is called with the warm-up and the step
+            past it done (the caller must retrace the step, e.g.
+            ``model.make_train_function(force=True)``); otherwise False
+            (an explicit step size, not built, still warming up, or left
+            already).
+        """
+        if (not self.warming_in_trace() or not self.built
+                or int(ops.convert_to_numpy(self.iterations)) <= self.warmup.warmup_steps):
+            return False
+        self.warmup_left = True
+        return True
 
     @property
     def step_size_value(self):
@@ -479,6 +512,8 @@ class AutoStepSize:
         Returns:
             Scalar tensor.
         """
+        if self.warmup_left:
+            return 1.0
         first = ops.equal(self.iterations, self.warmup.warmup_steps)
         return self.warmup.change() / ops.where(first, self.step_factor(variable), 1.0)
 
@@ -606,17 +641,18 @@ class AutoStepSize:
 
     def restarted(self):
         """Whether the step before undid a blow-up (a boolean scalar; False
-        for an explicit step size): this step's gradient difference spans
+        for an explicit step size and after :meth:`leave_warmup`): this step's gradient difference spans
         the discarded point and the anchor, so ``V̂`` skips it."""
-        if self.warmup is None:
+        if not self.warming_in_trace():
             return ops.convert_to_tensor(False)
         return ops.greater(self.warmup.blown_up, 0.5)
 
     def reestimating(self):
         """Whether this is the second step after a recovery (a boolean
-        scalar): its gradient difference replaces ``V̂``, as the second step
+        scalar; False for an explicit step size and after
+        :meth:`leave_warmup`): its gradient difference replaces ``V̂``, as the second step
         of a run does."""
-        if self.warmup is None:
+        if not self.warming_in_trace():
             return ops.convert_to_tensor(False)
         return ops.greater(self.warmup.reestimate, 0.5)
 
@@ -647,7 +683,7 @@ class AutoStepSize:
         Args:
             variables: the trainable variables, in the sampler's order.
         """
-        if self.warmup is None:
+        if not self.warming_in_trace():
             return
         step = ops.subtract(ops.cast(self.iterations, "int32"), 1)  # the step just taken
         phase = ops.mod(step, ANCHOR_EVERY)
@@ -683,7 +719,7 @@ class AutoStepSize:
         :meth:`~keras_bnn.samplers.Sampler.gradient_noise_ratio` is this
         step's r̂ (TensorFlow orders the reads after the writes).
         """
-        if (self.warmup is not None
+        if (self.warming_in_trace()
                 and self._get_variable_index(variable) == len(self._trainable_variables) - 1):
             self.warmup.update(self.iterations, self.gradient_noise_ratio(),
                                self.noise_ratio_exponent,
