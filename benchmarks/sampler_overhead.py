@@ -136,13 +136,17 @@ def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, 
     """Median seconds per step for each optimizer in ``optimizers`` on one model.
 
     Warm-up: ``max(1, ceil((warmup + AUTO_WARMUP_STEPS) / steps_per_round))``
-    untimed rounds, so the "auto" rows' warm-up has ended before timing.
+    untimed rounds, so the "auto" rows' warm-up has ended before timing; with
+    ``unit="fit"`` one more, because ``fit`` retraces the step without the
+    warm-up's code at the end of the first epoch past it
+    (``Sampler.leave_warmup``) and the new step is traced at its next call.
     """
     run = _round_runner(unit, input_shape, steps_per_round)
     models = {key: _compiled(build, OPTIMIZERS[key](), jit_compile) for key in optimizers}
     params = next(iter(models.values())).count_params()
+    warmup_rounds = max(1, -(-(warmup + AUTO_WARMUP_STEPS) // steps_per_round)) + (unit == "fit")
     for model in models.values():
-        for _ in range(max(1, -(-(warmup + AUTO_WARMUP_STEPS) // steps_per_round))):
+        for _ in range(warmup_rounds):
             run(model)
     wall = {key: [] for key in models}
     cpu = {key: [] for key in models}
