@@ -16,6 +16,10 @@ WIDE_FLOAT = "float64" if jax.config.jax_enable_x64 else "float32"
 def stateless_normal(shape, seed, index, step, dtype):
     """Standard normal noise that is a pure function of (seed, index, step).
 
+    ``jax.random.normal(fold_in(fold_in(key(seed), index), step), shape)``;
+    the TensorFlow backend computes the same numbers for float32
+    (:mod:`keras_bnn.backend.threefry`).
+
     Args:
         shape: shape of the draw.
         seed: Python int, the sampler's seed.

@@ -474,6 +474,11 @@ class BayesianModel(keras.Model):
         :class:`keras_bnn.MissingPriorWarning` (unless
         ``compile(allow_flat_prior=True)``).
 
+        With ``step_size="auto"`` the training step is retraced once, after
+        the first epoch that ends past the warm-up, without the warm-up's
+        code (:meth:`keras_bnn.samplers.Sampler.leave_warmup`: the same
+        numbers, a cheaper step).
+
         Logs: in training ``loss`` is the sampled potential ``U/n`` =
         ``nll`` + ``prior``/n on the minibatch; ``evaluate`` and validation
         log ``loss`` = ``nll`` = the mean NLL of their data (``val_nll``:
