@@ -179,7 +179,9 @@ def breakdown(model_key, repeats=30):
     ``BayesianModel.train_step`` adds per step (reading the kinetic and
     configurational temperature sums that the update itself takes). Shared
     parts: the gradient-noise estimate ``V̂`` (its update of every
-    variable), the virial sums ``Σθ·G``, the NaN/Inf guard, and four ways
+    variable), the virial sums ``Σθ·G``, those two with ``G = n·g`` as the
+    samplers run them and fused into one XLA kernel per variable, the
+    NaN/Inf guard, and four ways
     to draw the same number of normals: the backend's Threefry draw under
     XLA per variable (what the samplers do, :mod:`keras_bnn.backend.threefry`),
     one flat Threefry draw of all of them, TensorFlow's Philox
@@ -219,6 +221,27 @@ def breakdown(model_key, repeats=30):
         for g, p, e in zip(grads, previous, estimate)])
     parts["virial sums Σθ·G"] = tf.function(
         lambda: tf.add_n([tf.reduce_sum(v * g) for v, g in zip(variables, grads)]))
+
+    def bookkeeping(v, g, p, e):  # G = n·g, Σθ·G and the new V̂ of one variable
+        potential_grad = g * TRAIN_SIZE
+        return (potential_grad, tf.reduce_sum(v * potential_grad),
+                gradient_noise_update(potential_grad, p, e, 0.99))
+
+    def bookkept(function):
+        def run():
+            sums = []
+            for v, g, p, e in zip(variables, grads, previous, estimate):
+                potential_grad, virial, new_estimate = function(
+                    tf.convert_to_tensor(v), g, tf.convert_to_tensor(p), tf.convert_to_tensor(e))
+                e.assign(new_estimate)
+                p.assign(potential_grad)
+                sums.append(virial)
+            return tf.add_n(sums)
+        return tf.function(run)
+
+    parts["G = n·g, Σθ·G and V̂ (TensorFlow kernels)"] = bookkept(bookkeeping)
+    parts["G = n·g, Σθ·G and V̂ (one XLA kernel per variable)"] = bookkept(
+        tf.function(bookkeeping, jit_compile=True, autograph=False))
     step = tf.Variable(0, dtype=tf.int64)
 
     def philox_draw(v, i):
