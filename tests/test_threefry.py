@@ -36,6 +36,15 @@ def test_the_draw_is_jax_random_normal_bit_for_bit(shape, seed, index, step):
     np.testing.assert_array_equal(ours.numpy(), jax_normal(shape, seed, index, step))
 
 
+def test_a_float64_draw_is_jax_random_normal_with_x64_bit_for_bit():
+    with jax.enable_x64(True):  # JAX draws float64 only with 64-bit types on
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(5), 2), 77)
+        expected = np.asarray(jax.random.normal(key, (9, 5), dtype=jnp.float64))
+    ours = tf_backend.stateless_normal((9, 5), 5, 2, tf.constant(77, tf.int64), "float64")
+    assert expected.dtype == np.float64 and ours.dtype == tf.float64
+    np.testing.assert_array_equal(ours.numpy(), expected)
+
+
 def test_the_draw_is_the_same_eagerly_traced_and_under_xla():
     def draw(step):
         return tf_backend.stateless_normal((5, 4), 3, 2, step, "float32")

@@ -4,14 +4,17 @@ The TensorFlow backend draws the samplers' noise with this module, so a
 chain's noise is the same number for number on both Keras backends: for a
 float32 variable, :func:`normal` returns exactly what the JAX backend's
 ``jax.random.normal(fold_in(fold_in(key(seed), index), step), shape)``
-returns (JAX's default ``jax_threefry_partitionable`` layout; tested in
-``tests/test_threefry.py``).
+returns (JAX's default ``jax_threefry_partitionable`` layout), and for
+float64 what JAX returns with 64-bit types on (``jax.enable_x64``); both
+tested in ``tests/test_threefry.py``.
 
 It is also the faster draw on a CPU. Compiled with XLA (one fused loop, the
-backend's ``stateless_normal``), 269 322 normals take 1.0 ms on two CPU
-cores, against 3.0 ms for TensorFlow's Philox ``stateless_normal`` kernel
-and 45 ms for that kernel's XLA lowering (2026-11-27; ``python
-benchmarks/noise_draw.py``).
+backend's ``stateless_normal``), the 269 322 normals of the Fashion-MNIST
+MLP take 2.1 CPU-ms on a 2-core machine, against 4.1 for TensorFlow's
+Philox ``stateless_normal`` kernel and 38 for that kernel's XLA lowering
+(2026-11-27, each with ~0.5 ms of call overhead; ``python
+benchmarks/sampler_overhead.py --models fmnist_mlp --breakdown``, rows
+"draw: ...").
 
 The algorithm (Salmon et al. 2011, "Parallel random numbers: as easy as 1,
 2, 3"; JAX's ``threefry2x32``):
