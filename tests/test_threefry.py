@@ -57,7 +57,8 @@ def test_the_draw_is_the_same_eagerly_traced_and_under_xla():
 
 def test_seed_index_and_step_each_change_the_draw():
     def draw(seed, index, step):
-        return tf_backend.stateless_normal((1000,), seed, index, tf.constant(step), "float32").numpy()
+        return tf_backend.stateless_normal((1000,), seed, index, tf.constant(step),
+                                           "float32").numpy()
 
     base = draw(1, 2, 3)
     for other in (draw(2, 2, 3), draw(1, 3, 3), draw(1, 2, 4)):
