@@ -25,8 +25,11 @@ configurations are timed in turn, round after round (a round is 2 ResNet or
 10 MLP steps per configuration), so they share the machine's load; the
 reported time is the median over rounds of the mean step time in a round,
 both wall-clock and process CPU time (all threads; steadier than wall time on
-a shared machine, and the cost that matters when every core is busy). The
-ratios are against SGD of the same model, in the same run.
+a shared machine, and the cost that matters when every core is busy), and
+the fastest round's wall time (``min``: the round least disturbed by other
+work on the machine). The ratios are against SGD of the same model, in the
+same run. ``--repeat N`` builds and times every configuration N times: the
+spread between identical copies is the difference the run can resolve.
 
 Target: every sampler ≤ 1.10× SGD (≤ 1.05× on a GPU).
 
@@ -132,8 +135,13 @@ def _round_runner(unit, input_shape, steps_per_round):
 
 
 def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, jit_compile,
-               unit="train_on_batch"):
-    """Median seconds per step for each optimizer in ``optimizers`` on one model.
+               unit="train_on_batch", repeat=1):
+    """Seconds per step for each optimizer in ``optimizers`` on one model.
+
+    Returns ``(params, {label: (median wall, median CPU, min wall, state
+    arrays)})``. With ``repeat`` > 1 every optimizer is built and timed
+    ``repeat`` times as separate models (labels ``"NAME #k"``): identical
+    configurations, whose spread is what the machine can resolve.
 
     Warm-up: ``max(1, ceil((warmup + AUTO_WARMUP_STEPS) / steps_per_round))``
     untimed rounds, so the "auto" rows' warm-up has ended before timing; with
@@ -142,7 +150,9 @@ def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, 
     (``Sampler.leave_warmup``) and the new step is traced at its next call.
     """
     run = _round_runner(unit, input_shape, steps_per_round)
-    models = {key: _compiled(build, OPTIMIZERS[key](), jit_compile) for key in optimizers}
+    models = {key if repeat == 1 else f"{key} #{k + 1}": _compiled(build, OPTIMIZERS[key](),
+                                                                 jit_compile)
+              for key in optimizers for k in range(repeat)}
     params = next(iter(models.values())).count_params()
     warmup_rounds = max(1, -(-(warmup + AUTO_WARMUP_STEPS) // steps_per_round)) + (unit == "fit")
     for model in models.values():
@@ -157,7 +167,8 @@ def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, 
             wall[key].append((time.perf_counter() - start) / steps_per_round)
             cpu[key].append((time.process_time() - start_cpu) / steps_per_round)
     return params, {key: (float(np.median(wall[key])), float(np.median(cpu[key])),
-                          _state_arrays(model)) for key, model in models.items()}
+                          float(np.min(wall[key])), _state_arrays(model))
+                    for key, model in models.items()}
 
 
 def _state_arrays(model):
@@ -309,6 +320,9 @@ def main(argv=None):
     parser.add_argument("--optimizers", nargs="+", metavar="NAME",
                         help="time only the rows whose name starts with one of these "
                              "(SGD is always timed: it is the baseline)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="time every configuration this many times, as separate models "
+                             "(the spread between copies is the machine's resolution)")
     parser.add_argument("--jit-compile", default="auto",
                         help="passed to compile: auto (Keras' default), true, false")
     args = parser.parse_args(argv)
@@ -332,18 +346,18 @@ def main(argv=None):
         if args.steps_per_round or args.quick:
             steps = args.steps_per_round or 2
         params, times = time_model(input_shape, build, optimizers, rounds, steps, warmup, jit,
-                                   args.unit)
-        base_wall, base_cpu, _ = times["SGD(momentum=0.9)"]
-        for opt, (wall, cpu, arrays) in times.items():
-            rows.append((key, params, opt, arrays, wall * 1e3, wall / base_wall, cpu * 1e3,
-                         cpu / base_cpu))
-    print("| model | params | optimizer | state arrays | ms / step | × SGD | CPU ms / step "
-          "| CPU × SGD |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
-    for model, params, opt, arrays, ms, ratio, cpu_ms, cpu_ratio in rows:
+                                   args.unit, args.repeat)
+        base_wall, base_cpu, base_min, _ = next(iter(times.values()))  # SGD (its first copy)
+        for opt, (wall, cpu, fastest, arrays) in times.items():
+            rows.append((key, params, opt, arrays, wall * 1e3, wall / base_wall,
+                         fastest * 1e3, fastest / base_min, cpu * 1e3, cpu / base_cpu))
+    print("| model | params | optimizer | state arrays | ms / step | × SGD | min ms / step "
+          "| min × SGD | CPU ms / step | CPU × SGD |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for model, params, opt, arrays, ms, ratio, min_ms, min_ratio, cpu_ms, cpu_ratio in rows:
         flag = "" if opt.startswith("SGD") or ratio <= 1.10 else " ⚠"
         print(f"| {model} | {params:,} | {opt} | {arrays} | {ms:.2f} | {ratio:.3f}{flag} "
-              f"| {cpu_ms:.2f} | {cpu_ratio:.3f} |")
+              f"| {min_ms:.2f} | {min_ratio:.3f} | {cpu_ms:.2f} | {cpu_ratio:.3f} |")
     if args.breakdown:
         breakdown(next((k for k in selected if "mlp" in k), "mlp 784-512-512-10"))
 
