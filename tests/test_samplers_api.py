@@ -511,3 +511,27 @@ def test_relativistic_velocity_saturates_at_the_speed_limit_without_overflow():
     expected = (finite / 3.0) / np.sqrt((finite / 6.0) ** 2 + 1.0)
     np.testing.assert_allclose(velocity[:5], expected, rtol=1e-6, atol=1e-9)  # float32 round-off
     np.testing.assert_array_equal(velocity[5:], [2.0, -2.0, 2.0, -2.0])
+
+
+@pytest.mark.parametrize("cls", [samplers.SGNHT, samplers.ATMC])
+def test_the_step_starts_from_the_thermostat_rescaled_by_the_step_change(cls, monkeypatch):
+    """ξ is a rate ∝ 1/h_v, so when h_v changes by 1/c the step starts from
+    ξ·c (``step_change``, applied inside the fused step): a chain holding ξ
+    with c = 0.5 takes exactly the step of one holding ξ/2 with c = 1."""
+    weights = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    gradient = np.linspace(0.5, -0.7, 6, dtype=np.float32).reshape(2, 3)
+    thermostat = np.linspace(0.2, 1.2, 6, dtype=np.float32).reshape(2, 3)
+    results = []
+    for change, held in ((0.5, thermostat), (1.0, 0.5 * thermostat)):
+        monkeypatch.setattr(cls, "step_change", lambda self, variable: 1.0)
+        sampler = cls(train_size=10, seed=4)  # step_size="auto": D follows h_v
+        (variable,) = _build(sampler, weights)
+        for _ in range(3):  # the same three steps in both chains
+            sampler.apply([tf.constant(gradient)], [variable])
+        sampler.state(variable)["thermostat"].assign(held)
+        monkeypatch.setattr(cls, "step_change", lambda self, variable, c=change: c)
+        sampler.apply([tf.constant(gradient)], [variable])
+        results.append([variable.numpy(), *(sampler.state(variable)[name].numpy()
+                                            for name in ("momentum", "thermostat"))])
+    for got, expected in zip(*results):
+        np.testing.assert_array_equal(got, expected)
