@@ -60,20 +60,18 @@ from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import argument_error, check_choice, check_positive
 
 
-def _update(position, momentum, thermostat, thermostat_scale, gradient, noise_variance, noise,
-            step_size, temperature, noise_level, mass, thermostat_mass, speed_limit, adaptive):
-    """ATMC's (``adaptive``) or SGNHT's step from the thermostat
-    ``ξ·thermostat_scale``, with ``b̂ = h·V̂/(2·T·m)``.
+def _update(position, momentum, thermostat, gradient, noise_variance, noise, step_size,
+            temperature, noise_level, mass, thermostat_mass, speed_limit, adaptive):
+    """ATMC's (``adaptive``) or SGNHT's step with ``b̂ = h·V̂/(2·T·m)``.
 
-    Returns the new ``(θ, p, ξ)``, ``Σp·∇K(p)`` and ``Σb̂``: the sums, and
-    the rescaling of ξ, are done here so that they fuse with the step.
+    Returns the new ``(θ, p, ξ)``, ``Σp·∇K(p)`` and ``Σb̂``: the sums are
+    taken here so that they fuse with the step.
     """
     noise_friction = noise_variance * (step_size / (2.0 * temperature * mass))
     step = integrators.atmc if adaptive else integrators.sgnht
-    new = step(position, momentum, thermostat * thermostat_scale, gradient, noise, step_size,
-               temperature, noise_level=noise_level, mass=mass,
-               thermostat_mass=thermostat_mass, speed_limit=speed_limit,
-               noise_friction=noise_friction)
+    new = step(position, momentum, thermostat, gradient, noise, step_size, temperature,
+               noise_level=noise_level, mass=mass, thermostat_mass=thermostat_mass,
+               speed_limit=speed_limit, noise_friction=noise_friction)
     return (new.position, new.momentum, new.thermostat, ops.sum(new.kinetic),
             ops.sum(noise_friction))
 
@@ -185,13 +183,13 @@ class ThermostatSampler(Sampler):
         state = self.state(variable)
         dtype = variable.dtype
         noise_level, thermostat_mass = self._noise_values(variable)
-        # ξ is a rate ∝ 1/h_v: carried across a change of h_v (inside the fused step).
-        thermostat_scale = self.step_change(variable) if self.noise_level is None else 1.0
+        thermostat = state["thermostat"]
+        if self.noise_level is None:  # ξ is a rate ∝ 1/h_v: carried across a change of h_v
+            thermostat = thermostat * ops.cast(self.step_change(variable), dtype)
         position, momentum, thermostat, kinetic, noise_friction = _fused_update(
             variable,
             state["momentum"],
-            state["thermostat"],
-            ops.cast(thermostat_scale, dtype),
+            thermostat,
             potential_grad,
             noise_variance,
             self.noise(variable),
