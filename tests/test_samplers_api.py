@@ -516,7 +516,7 @@ def test_relativistic_velocity_saturates_at_the_speed_limit_without_overflow():
 @pytest.mark.parametrize("cls", [samplers.SGNHT, samplers.ATMC])
 def test_the_step_starts_from_the_thermostat_rescaled_by_the_step_change(cls, monkeypatch):
     """ξ is a rate ∝ 1/h_v, so when h_v changes by 1/c the step starts from
-    ξ·c (``step_change``, applied inside the fused step): a chain holding ξ
+    ξ·c (``step_change``, applied before the fused step): a chain holding ξ
     with c = 0.5 takes exactly the step of one holding ξ/2 with c = 1."""
     weights = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
     gradient = np.linspace(0.5, -0.7, 6, dtype=np.float32).reshape(2, 3)
