@@ -150,9 +150,8 @@ def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, 
     (``Sampler.leave_warmup``) and the new step is traced at its next call.
     """
     run = _round_runner(unit, input_shape, steps_per_round)
-    models = {key if repeat == 1 else f"{key} #{k + 1}": _compiled(build, OPTIMIZERS[key](),
-                                                                 jit_compile)
-              for key in optimizers for k in range(repeat)}
+    models = {_label(key, copy, repeat): _compiled(build, OPTIMIZERS[key](), jit_compile)
+              for key in optimizers for copy in range(repeat)}
     params = next(iter(models.values())).count_params()
     warmup_rounds = max(1, -(-(warmup + AUTO_WARMUP_STEPS) // steps_per_round)) + (unit == "fit")
     for model in models.values():
@@ -169,6 +168,11 @@ def time_model(input_shape, build, optimizers, rounds, steps_per_round, warmup, 
     return params, {key: (float(np.median(wall[key])), float(np.median(cpu[key])),
                           float(np.min(wall[key])), _state_arrays(model))
                     for key, model in models.items()}
+
+
+def _label(key, copy, repeat):
+    """A row's name: the optimizer's, numbered ``#1``… when it is timed ``repeat`` > 1 times."""
+    return key if repeat == 1 else f"{key} #{copy + 1}"
 
 
 def _state_arrays(model):
@@ -349,8 +353,7 @@ def main(argv=None):
             steps = args.steps_per_round or 2
         params, times = time_model(input_shape, build, optimizers, rounds, steps, warmup, jit,
                                    args.unit, args.repeat)
-        sgd = "SGD(momentum=0.9)" if args.repeat == 1 else "SGD(momentum=0.9) #1"
-        base_wall, base_cpu, base_min, _ = times[sgd]
+        base_wall, base_cpu, base_min, _ = times[_label("SGD(momentum=0.9)", 0, args.repeat)]
         for opt, (wall, cpu, fastest, arrays) in times.items():
             rows.append((key, params, opt, arrays, wall * 1e3, wall / base_wall,
                          fastest * 1e3, fastest / base_min, cpu * 1e3, cpu / base_cpu))
