@@ -68,6 +68,10 @@ class NotConvergedWarning(UserWarning):
     """A run ended before its chain was at equilibrium: nothing (or too little) was collected."""
 
 
+class WarmupSampleWarning(UserWarning):
+    """A sample was taken while the kernel still tuned itself (:func:`warmup_steps`)."""
+
+
 def warmup_steps(optimizer):
     """The steps a kernel spends tuning itself: never part of the sampled chain.
 
@@ -132,6 +136,13 @@ class CollectSamples(keras.callbacks.Callback):
     holds samples of this chain goes on collecting (equilibrium was reached
     before the kill); otherwise the test restarts on the epochs it sees.
 
+    An int ``start_epoch`` is taken as given, even inside the sampler's
+    warm-up (:func:`warmup_steps`; short test runs collect there), but the
+    first sample taken at a warm-up step issues a
+    :class:`WarmupSampleWarning` (the step size was still being tuned: the
+    sample belongs to no fixed chain), and :attr:`warmup_samples` counts
+    them.
+
     Args:
         store: the :class:`keras_bnn.SampleStore`.
         start_epoch: ``"auto"`` (equilibrium, see above) or the first epoch
@@ -178,6 +189,9 @@ class CollectSamples(keras.callbacks.Callback):
         self._ratios, self._measured_from = [], None
         self._resumed_checked = False
         self._epoch_start_step = 0
+        #: Samples this ``fit`` took at a step of the kernel's warm-up (an int
+        #: ``start_epoch`` can fall there; ``"auto"`` never does).
+        self.warmup_samples = 0
 
     @property
     def started_epoch(self):
@@ -204,6 +218,7 @@ class CollectSamples(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
+        self.warmup_samples = 0
         if distribute.is_chief(self.model):
             self.store.check_model(self.model)
         if self.auto:
@@ -296,6 +311,24 @@ class CollectSamples(keras.callbacks.Callback):
             step=step,
             temperature=getattr(optimizer, "temperature", None),
         )
+        self._check_past_warmup(epoch, step)
+
+    def _check_past_warmup(self, epoch, step):
+        """Counts a sample taken at step ``step`` ≤ :func:`warmup_steps` and
+        warns at the first: the step size was still being tuned, so the
+        sample belongs to no fixed chain."""
+        tuned = warmup_steps(self.model.optimizer)
+        if step > tuned:
+            return
+        self.warmup_samples += 1
+        if self.warmup_samples == 1:
+            warnings.warn(
+                f"CollectSamples: the sample of epoch {epoch} (step {step}) was taken during "
+                f"the sampler's warm-up, its first {tuned} steps, while the step size was "
+                f"still being tuned: it is not a sample of the chain that runs after the "
+                f"warm-up. start_epoch={self.start_epoch} falls inside it; start after step "
+                f"{tuned}, or pass start_epoch='auto' to start at equilibrium.",
+                WarmupSampleWarning, stacklevel=2)
 
     def _collect_restored(self, epoch):
         """Takes the sample of the restored epoch ``epoch - 1`` if a kill cut it off."""

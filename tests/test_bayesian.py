@@ -271,6 +271,33 @@ def test_explicit_start_epoch_is_exact(tmp_path):
         kb.callbacks.CollectSamples(store, start_epoch="soon")
 
 
+@pytest.mark.parametrize("start_epoch, inside", [(0, 2), (1, 1), (2, 0)])
+def test_an_explicit_start_inside_the_warm_up_collects_and_says_so(tmp_path, start_epoch,
+                                                                   inside):
+    """A warm-up of 20 steps, 8 steps an epoch: epochs 0 and 1 end at steps 8
+    and 16, inside it (h still being tuned), epoch 2 at step 24, past it. An
+    int start is exact, so those samples are taken, and the first one warns."""
+    sampler = kb.samplers.SGLD(seed=0, warmup_steps=20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        collect, store, _ = _collect(tmp_path, epochs=4, sampler=sampler, scale=1.0,
+                                     start_epoch=start_epoch)
+    assert [m["epoch"] for m in store.metadata()] == list(range(start_epoch, 4))
+    assert collect.warmup_samples == inside
+    warned = [str(w.message) for w in caught if issubclass(w.category, kb.WarmupSampleWarning)]
+    assert len(warned) == (1 if inside else 0)
+    if inside:
+        assert f"epoch {start_epoch} (step {8 * (start_epoch + 1)})" in warned[0]
+        assert "first 20 steps" in warned[0] and "start_epoch='auto'" in warned[0]
+
+
+def test_an_explicit_step_size_has_no_warm_up_to_warn_about(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.WarmupSampleWarning)
+        collect, store, _ = _collect(tmp_path, epochs=2, start_epoch=0)
+    assert len(store) == 2 and collect.warmup_samples == 0
+
+
 # ------------------------------------------ finding 4: noise judged at steady state
 def _judge(ratios, steps_per_epoch=20, warmup_steps=0, variables=None, averaging_steps=200,
            collection_start=None):

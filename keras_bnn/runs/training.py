@@ -206,7 +206,8 @@ def collection_report(model, collector):
         schedule's h0; None for the baseline), ``warmup_steps`` (0 for an
         explicit step), ``start_epoch`` (the first epoch whose end could
         take a sample; None if the chain never reached equilibrium),
-        ``reason`` (the equilibrium test's verdict, or "fixed burn-in"),
+        ``reason`` (the equilibrium test's verdict, or "fixed burn-in",
+        with the number of samples taken during the warm-up if any),
         ``variable_temperatures`` (each variable's configurational
         temperature over the last epoch: dicts ``name, d, t_conf``; see
         :attr:`keras_bnn.callbacks.CollectSamples.variable_temperatures`),
@@ -224,6 +225,9 @@ def collection_report(model, collector):
         reason = collector.reason
     else:
         reason = f"fixed burn-in of {collector.start_epoch} epochs"
+        if collector.warmup_samples:
+            reason += (f"; {collector.warmup_samples} samples taken during the warm-up "
+                       f"(steps up to {callbacks_lib.warmup_steps(sampler)})")
     return {"step_size": float(sampler.step_size_value),
             "warmup_steps": int(callbacks_lib.warmup_steps(sampler)),
             "start_epoch": collector.started_epoch, "reason": reason,
