@@ -191,8 +191,11 @@ def test_a_fresh_process_rebuilds_and_reloads_after_a_lazy_import(sampled_run, t
 
 
 def test_from_store_refuses_an_empty_store(tmp_path):
-    with pytest.raises(ValueError, match="holds no samples"):
+    with pytest.raises(ValueError, match="holds no samples") as raised:
         kb.PosteriorEnsemble.from_store(kb.SampleStore(tmp_path / "empty"))
+    # It says the likely cause and the remedy, not only the fact.
+    assert "before the chain is at equilibrium" in str(raised.value)
+    assert "train for more steps" in str(raised.value)
 
 
 def _gaussian_member(targets=2):

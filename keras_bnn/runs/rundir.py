@@ -246,7 +246,12 @@ def stores_of(source):
         raise ValueError("`store` holds no sample store; got an empty list.")
     for store in stores:
         if not len(store):
-            raise ValueError(f"`store` {store.path!r} holds no samples.")
+            raise ValueError(
+                f"`store` {store.path!r} holds no samples. CollectSamples(start_epoch='auto') "
+                "collects none when its run ends before the chain is at equilibrium (its "
+                "NotConvergedWarning says why): train for more steps (about 4000 at the "
+                "defaults: 1000 of warm-up, then the equilibrium test and the step factors' "
+                "second noise measurement).")
     reference = stores[0].architecture["fingerprint"]
     for store in stores[1:]:
         if store.architecture["fingerprint"] != reference:
