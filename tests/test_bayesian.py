@@ -1,5 +1,6 @@
 """Any Keras model sampled right (#20 findings 3, 4, 6, 7; #21 items 7, 9)."""
 
+import json
 import types
 import warnings
 
@@ -289,6 +290,19 @@ def test_an_explicit_start_inside_the_warm_up_collects_and_says_so(tmp_path, sta
     if inside:
         assert f"epoch {start_epoch} (step {8 * (start_epoch + 1)})" in warned[0]
         assert "first 20 steps" in warned[0] and "start_epoch='auto'" in warned[0]
+
+
+def test_a_run_with_a_burn_in_inside_the_warm_up_reports_it(tmp_path):
+    """``keras-bnn train --burn-in-epochs 1`` on 4 steps an epoch: its 2
+    samples (steps 8 and 12) lie in the 1000-step warm-up; collection.json says so."""
+    config = kb.runs.RunConfig(num_train=200, num_test=40, batch_size=50, epochs=3,
+                               burn_in_epochs=1, output_dir=str(tmp_path / "run"))
+    with pytest.warns(kb.WarmupSampleWarning, match="first 1000 steps"):
+        result = kb.runs.train(config, verbose=0)
+    expected = "fixed burn-in of 1 epochs; 2 samples taken during the warm-up (steps up to 1000)"
+    assert result.collection["reason"] == expected
+    with open(tmp_path / "run" / "collection.json") as handle:
+        assert json.load(handle)["reason"] == expected
 
 
 def test_an_explicit_step_size_has_no_warm_up_to_warn_about(tmp_path):
