@@ -1,9 +1,10 @@
 """The README's two Python examples run as printed and give a posterior.
 
 They are the first code a user runs: "A first example" (the synthetic task,
-no step size, collection from equilibrium, export) and "Your own model"
+no step size, collection from equilibrium, export), "Your own model"
 (``kb.bayesian`` on a functional Keras model; the README leaves the data to
-the reader, so the test supplies scikit-learn's digits). Each block is read
+the reader, so the test supplies scikit-learn's digits) and the prior
+predictive check of "Checking a prior". Each block is read
 from README.md and executed unchanged in a temporary directory. Until
 2026-11-27 the first example trained 2000 steps, which ended before the
 equilibrium test and the second noise measurement were done: it collected no
@@ -22,9 +23,9 @@ README = Path(__file__).parent.parent / "README.md"
 
 
 def readme_block(heading):
-    """The first ```python block under the README's ``## heading``."""
+    """The first ```python block under the README's heading ``heading`` (``## …``, ``### …``)."""
     text = README.read_text()
-    section = text[text.index(f"\n## {heading}\n"):]
+    section = text[re.search(rf"^#+ {re.escape(heading)}$", text, re.M).start():]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -66,3 +67,14 @@ def test_the_own_model_example_samples_a_functional_model(tmp_path, monkeypatch)
     # A posterior on digits, not a broken one: chance is 0.1 and NLL log(10) = 2.3.
     assert float(np.mean(np.argmax(probs, axis=1) == y_val)) > 0.8
     assert kb.metrics.evaluate_probs(probs, y_val)["nll"] < 1.0
+
+
+def test_the_prior_predictive_check_shows_the_confident_prior(tmp_path, monkeypatch):
+    """The README says that under N(0, I) "each network picks one class": the
+    largest class share P[s].max() is near 1 for most prior draws."""
+    ns, _ = run_block(readme_block("Checking a prior: the prior predictive"), tmp_path,
+                      monkeypatch)
+    shares = np.asarray(ns["P"])
+    assert shares.shape == (10, 10)
+    np.testing.assert_allclose(shares.sum(axis=1), 1.0, rtol=1e-5)
+    assert np.mean(shares.max(axis=1) > 0.9) > 0.5
