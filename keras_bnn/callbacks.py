@@ -189,9 +189,17 @@ class CollectSamples(keras.callbacks.Callback):
         self._ratios, self._measured_from = [], None
         self._resumed_checked = False
         self._epoch_start_step = 0
-        #: Samples this ``fit`` took at a step of the kernel's warm-up (an int
-        #: ``start_epoch`` can fall there; ``"auto"`` never does).
-        self.warmup_samples = 0
+        self._warned_warmup = False
+
+    @property
+    def warmup_samples(self):
+        """How many of this chain's stored samples were taken at a step of
+        the kernel's warm-up (an int ``start_epoch`` can fall there;
+        ``"auto"`` never does); read from the store, so a resumed run counts
+        those of the run before the kill too."""
+        tuned = warmup_steps(self.model.optimizer)
+        return sum(1 for m in self.store.metadata()
+                   if m.get("chain") == self.chain and m.get("step", tuned + 1) <= tuned)
 
     @property
     def started_epoch(self):
@@ -218,7 +226,7 @@ class CollectSamples(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
-        self.warmup_samples = 0
+        self._warned_warmup = False
         if distribute.is_chief(self.model):
             self.store.check_model(self.model)
         if self.auto:
@@ -314,14 +322,12 @@ class CollectSamples(keras.callbacks.Callback):
         self._check_past_warmup(epoch, step)
 
     def _check_past_warmup(self, epoch, step):
-        """Counts a sample taken at step ``step`` ≤ :func:`warmup_steps` and
-        warns at the first: the step size was still being tuned, so the
+        """Warns, once a ``fit``, at a sample taken at step ``step`` ≤
+        :func:`warmup_steps`: the step size was still being tuned, so the
         sample belongs to no fixed chain."""
         tuned = warmup_steps(self.model.optimizer)
-        if step > tuned:
-            return
-        self.warmup_samples += 1
-        if self.warmup_samples == 1:
+        if step <= tuned and not self._warned_warmup:
+            self._warned_warmup = True
             warnings.warn(
                 f"CollectSamples: the sample of epoch {epoch} (step {step}) was taken during "
                 f"the sampler's warm-up, its first {tuned} steps, while the step size was "

@@ -292,6 +292,25 @@ def test_an_explicit_start_inside_the_warm_up_collects_and_says_so(tmp_path, sta
         assert "first 20 steps" in warned[0] and "start_epoch='auto'" in warned[0]
 
 
+def test_the_warm_up_samples_are_counted_from_the_store(tmp_path):
+    """A run continued after a stop (here: a second ``fit`` with a fresh
+    callback on the same store) still reports the 2 warm-up samples the
+    first ``fit`` took, and its own sample past the warm-up does not warn."""
+    bnn = _compile(kb.bayesian(_functional()),
+                   kb.samplers.SGLD(seed=0, warmup_steps=20))
+    store = kb.SampleStore(tmp_path / "samples")
+    x, y = _data()
+    with pytest.warns(kb.WarmupSampleWarning):
+        bnn.fit(x, y, batch_size=16, epochs=2, verbose=0,
+                callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    again = kb.callbacks.CollectSamples(store, start_epoch=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.WarmupSampleWarning)
+        bnn.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[again])
+    assert [m["step"] for m in store.metadata()] == [8, 16, 24]
+    assert again.warmup_samples == 2
+
+
 def test_a_run_with_a_burn_in_inside_the_warm_up_reports_it(tmp_path):
     """``keras-bnn train --burn-in-epochs 1`` on 4 steps an epoch: its 2
     samples (steps 8 and 12) lie in the 1000-step warm-up; collection.json says so."""
