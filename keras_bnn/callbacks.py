@@ -133,8 +133,8 @@ class CollectSamples(keras.callbacks.Callback):
     :attr:`variable_temperatures` holds every variable's, read from
     :meth:`keras_bnn.samplers.Sampler.virial_sums` at the epoch's start and
     end (two host reads an epoch). A resumed run whose store already
-    holds samples of this chain goes on collecting (equilibrium was reached
-    before the kill); otherwise the test restarts on the epochs it sees.
+    holds samples of this chain goes on collecting, on the uninterrupted
+    run's schedule (equilibrium was reached before the kill); otherwise the test restarts on the epochs it sees.
 
     An int ``start_epoch`` is taken as given, even inside the sampler's
     warm-up (:func:`warmup_steps`; short test runs collect there), but the
@@ -233,7 +233,8 @@ class CollectSamples(keras.callbacks.Callback):
             self._series, self._ratios, self._measured_from = {}, [], None
             epochs = [m.get("epoch") for m in self.store.metadata()
                       if m.get("chain") == self.chain and m.get("epoch") is not None]
-            self.start_epoch = min(epochs) if epochs else None
+            # The first sample is due at the end of start_epoch + every - 1 (_due).
+            self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
             self.remeasurement = self.store.read_record(self._record_name)
 
     @property

@@ -24,12 +24,12 @@ def _data():
     return x, (x[:, 0] > 0).astype("int32")
 
 
-def _model(seed=1):
+def _model(seed=1, step_size=1e-3):
     keras.utils.set_random_seed(seed)
     inputs = keras.Input((3,))
     outputs = keras.layers.Dense(2, kernel_regularizer=priors.Normal(0, 1.0))(inputs)
     model = kb.BayesianModel(inputs, outputs)
-    model.compile(sampler=kb.samplers.get("sghmc", step_size=1e-3, seed=3), train_size=N,
+    model.compile(sampler=kb.samplers.get("sghmc", step_size=step_size, seed=3), train_size=N,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
@@ -46,9 +46,9 @@ class _Kill(keras.callbacks.Callback):
             raise KeyboardInterrupt("killed")
 
 
-def _fit(model, callbacks):
+def _fit(model, callbacks, epochs=EPOCHS):
     x, y = _data()
-    model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, verbose=0, shuffle=False,
+    model.fit(x, y, batch_size=BATCH, epochs=epochs, verbose=0, shuffle=False,
               callbacks=callbacks)
 
 
@@ -85,6 +85,35 @@ def test_killed_and_resumed_run_stores_each_sample_exactly_once(tmp_path, order,
     for sample in straight:
         for a, b in zip(sample.weights, by_step[sample.metadata["step"]]):
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_a_resumed_run_collects_at_equilibrium_on_the_unbroken_schedule(tmp_path):
+    """``start_epoch="auto"`` with ``every=2``: the resumed run takes its
+    samples at the epochs (and steps) of the run never stopped. It used to
+    restart the schedule at the first stored sample's epoch, one epoch
+    later, so every later sample moved by an epoch (and one more was taken)."""
+    epochs = 60
+
+    def callbacks(store, kill_at=None, backup=None):
+        collect = kb.callbacks.CollectSamples(store, start_epoch="auto", every=2, window=4)
+        return [collect, *([keras.callbacks.BackupAndRestore(backup, delete_checkpoint=False)]
+                           if backup else []), *([_Kill(kill_at)] if kill_at else [])]
+
+    straight = kb.SampleStore(tmp_path / "straight")
+    unbroken = callbacks(straight)
+    _fit(_model(step_size=0.05), unbroken, epochs)
+    start = unbroken[0].started_epoch
+    assert start is not None and start + 8 < epochs  # room for a kill between samples
+    expected = [(m["epoch"], m["step"]) for m in straight.metadata()]
+    assert [e for e, _ in expected] == list(range(start + 1, epochs, 2))
+
+    store, backup = kb.SampleStore(tmp_path / "resumed"), str(tmp_path / "backup")
+    with pytest.raises(KeyboardInterrupt):
+        _fit(_model(step_size=0.05), callbacks(store, start + 4, backup), epochs)
+    resumed = callbacks(store, backup=backup)
+    _fit(_model(step_size=0.05), resumed, epochs)
+    assert [(m["epoch"], m["step"]) for m in store.metadata()] == expected
+    assert resumed[0].started_epoch == start
 
 
 def test_samples_of_other_chains_are_distinct_identities(tmp_path):
