@@ -337,8 +337,15 @@ class CollectSamples(keras.callbacks.Callback):
                 f"{tuned}, or pass start_epoch='auto' to start at equilibrium.",
                 WarmupSampleWarning, stacklevel=2)
 
-    def _collect_restored(self, epoch):
-        """Takes the sample of the restored epoch ``epoch - 1`` if a kill cut it off."""
+    def collect_restored(self, epoch):
+        """Takes the sample due at the end of epoch ``epoch - 1`` if a kill cut
+        it off, once a ``fit``: the sample of a run restored at ``epoch``
+        (called at its first epoch's start, or at the end of a ``fit`` that
+        runs no epoch).
+
+        Args:
+            epoch: the epoch the restored run starts at.
+        """
         self._resumed_checked = True
         if epoch > 0 and current_step(self.model.optimizer) > 0:
             self._collect(epoch - 1)
@@ -348,7 +355,7 @@ class CollectSamples(keras.callbacks.Callback):
         # by now: a resumed run starts at epoch > 0 with the weights of the
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
-            self._collect_restored(epoch)
+            self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)
         self._virial_begin = self._virial_sums()
 
@@ -375,7 +382,7 @@ class CollectSamples(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         # A run restored after its last epoch runs no epoch at all.
         if not self._resumed_checked:
-            self._collect_restored(self.params.get("epochs") or 0)
+            self.collect_restored(self.params.get("epochs") or 0)
         if self.auto and self.start_epoch is None:
             reason = self.reason
             warnings.warn(

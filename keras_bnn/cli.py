@@ -45,6 +45,9 @@ _CONFIG_FLAGS = (
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
     ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian"),
     ("--epochs", "epochs", int, "training epochs"),
+    ("--max-epochs", "max_epochs", int,
+     "with --burn-in-epochs auto: train on past --epochs, up to this, until the chain has "
+     "been sampled for a quarter of a default run's samples"),
     ("--batch-size", "batch_size", int,
      "minibatch size; the training set's size or more is the full batch (20 steps an epoch "
      "with an SG-MCMC sampler or sgd, one transition with hmc)"),
@@ -72,6 +75,7 @@ _COMPUTED_DEFAULTS = {
     "data_dir": "tensorflow-datasets' own",
     "step_size": "auto: a warm-up chooses it (HMC: 0.001)",
     "epochs": "enough for 4000 steps, at least 30",
+    "max_epochs": "twice the default --epochs when --epochs is not given, else --epochs",
     "likelihood": "the dataset's",
     "cycle_epochs": "none, a constant step size",
     "burn_in_epochs": "auto: collect from the first epoch at equilibrium",
@@ -226,6 +230,8 @@ def _cmd_train(args):
         chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"
         print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
               f"{collection['start_epoch']}: {collection['reason']}")
+        if collection["lengthened"]:
+            print(f"run length: {collection['lengthened']}")
         _print_remeasurement(collection["remeasurement"])
     print(f"run directory: {config.output_dir}")
 

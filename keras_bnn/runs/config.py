@@ -73,6 +73,16 @@ DEFAULT_STEPS = 4000
 MIN_EPOCHS = 30
 #: A run whose ``collect_every`` is None keeps about this many samples.
 SAMPLES_PER_RUN = 100
+#: Fewest samples of a run of default length (``epochs`` None) that collects
+#: from equilibrium: a quarter of :data:`SAMPLES_PER_RUN`, what a chain that
+#: becomes stationary at three quarters of the run collects. A chain that is
+#: stationary later (each chain of ``--chains K`` finds its own equilibrium)
+#: trains on until it has them, up to :data:`MAX_LENGTH` times the default
+#: length, so that no chain's ensemble, and no R-hat across chains (over the
+#: shortest chain's draws), rests on a handful of samples.
+MIN_SAMPLES = SAMPLES_PER_RUN // 4
+#: The longest run of default length, in units of :func:`default_epochs`.
+MAX_LENGTH = 2
 
 
 def default_epochs(steps_per_epoch):
@@ -113,7 +123,15 @@ class RunConfig:
             takes the registry entry's.
         temperature: posterior temperature T > 0.
         epochs: training epochs (None: :func:`default_epochs` of the
-            training set, :data:`DEFAULT_STEPS` steps).
+            training set, :data:`DEFAULT_STEPS` steps, and ``max_epochs``
+            :data:`MAX_LENGTH` times that).
+        max_epochs: with ``burn_in_epochs="auto"``, the most epochs the run
+            may train: after ``epochs`` it goes on, epoch by epoch, until its
+            chain has been sampled for :data:`MIN_SAMPLES` collection periods
+            (``collect_every`` or ``cycle_epochs`` epochs each) from the
+            epoch collection started at. None: ``epochs`` (the run ends there),
+            or :data:`MAX_LENGTH` times the default length when ``epochs`` is
+            None (:func:`keras_bnn.runs.train` stores the value it used).
         batch_size: minibatch size; at least the training set's size is the
             full batch, whose epochs hold 20 steps with a minibatch kernel
             (:func:`keras_bnn.runs.build.steps_per_epoch`; HMC: one transition).
@@ -154,6 +172,7 @@ class RunConfig:
     step_size: float = None
     temperature: float = 1.0
     epochs: int = None
+    max_epochs: int = None
     batch_size: int = 100
     cycle_epochs: int = None
     burn_in_epochs: int = None
@@ -201,6 +220,14 @@ class RunConfig:
             check_int(getattr(self, name), name, 1)
         if self.epochs is not None:
             check_int(self.epochs, "epochs", 1)
+        if self.max_epochs is not None:
+            check_int(self.max_epochs, "max_epochs", self.epochs or 1)
+            lengthens = self.epochs is None or self.max_epochs > self.epochs
+            if lengthens and (self.burn_in_epochs != "auto" or not SAMPLERS[self.sampler]):
+                raise argument_error(
+                    "max_epochs", "be left unset unless a sampler collects from equilibrium "
+                    "(burn_in_epochs='auto'): it extends a run whose collection started late",
+                    self.max_epochs, "RunConfig")
         if self.burn_in_epochs != "auto":
             check_int(self.burn_in_epochs, "burn_in_epochs", 0)
         check_int(self.chain, "chain", 0)
@@ -237,6 +264,34 @@ class RunConfig:
                     f"`{name}` ({value}) must be at most `epochs` - `burn_in_epochs` "
                     f"({sampled_epochs}), or no sample is collected."
                 )
+        return self
+
+    def resolve_length(self, steps_per_epoch):
+        """Fills ``epochs`` and ``max_epochs`` where they are None.
+
+        ``epochs`` None: :func:`default_epochs`, and for a sampler that
+        collects from equilibrium ``max_epochs`` = :data:`MAX_LENGTH` ·
+        ``epochs``; otherwise ``max_epochs`` None means ``epochs``.
+
+        Args:
+            steps_per_epoch: minibatches in one epoch of this run.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            ValueError: for a ``max_epochs`` below the default ``epochs``.
+        """
+        if self.epochs is None:
+            self.epochs = default_epochs(steps_per_epoch)
+            if self.max_epochs is not None and self.max_epochs < self.epochs:
+                raise argument_error("max_epochs", f"be at least the default `epochs` of this "
+                                     f"run ({self.epochs}), or be given with `epochs`",
+                                     self.max_epochs, "RunConfig")
+            if SAMPLERS[self.sampler] and self.burn_in_epochs == "auto" and \
+                    self.max_epochs is None:
+                self.max_epochs = MAX_LENGTH * self.epochs
+        self.max_epochs = self.max_epochs or self.epochs
         return self
 
     @classmethod

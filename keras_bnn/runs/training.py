@@ -23,7 +23,7 @@ from keras_bnn.runs import selection
 from keras_bnn.runs.checkpoints import RunBackup
 from keras_bnn.runs.build import (build_model, compile_model, epoch_data, load_data,
                                   steps_per_epoch)
-from keras_bnn.runs.config import chain_seed, default_collect_every, default_epochs
+from keras_bnn.runs.config import MIN_SAMPLES, chain_seed, default_collect_every
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
 from keras_bnn.validation import check_int
@@ -117,8 +117,7 @@ def _train(config, verbose, resume, data):
     keras.utils.set_random_seed(chain_seed(config))  # the initialisation
     train_ds, _, info = data or load_data(config)
     epochs_ds, steps = epoch_data(train_ds, config, info["num_train"])
-    if config.epochs is None:  # the default length, in steps (stored with the run)
-        config.epochs = default_epochs(steps_per_epoch(config, info["num_train"]))
+    config.resolve_length(steps_per_epoch(config, info["num_train"]))  # stored with the run
     model = build_model(config, info)
     compile_model(model, config, info)
     collects = samplers.REGISTRY[config.sampler].collects
@@ -126,7 +125,7 @@ def _train(config, verbose, resume, data):
     epoch = data_epoch(epochs_ds)
     if epoch is not None:
         callbacks.append(DataEpoch(epoch))
-    collector = None
+    collector, every = None, None
     if collects:
         fixed_burn_in = 0 if config.burn_in_epochs == "auto" else config.burn_in_epochs
         if config.cycle_epochs:
@@ -137,17 +136,20 @@ def _train(config, verbose, resume, data):
         collector = callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
                                                  every=every, chain=config.chain)
         callbacks.append(collector)
+    ending = EndWhenSampled(collector, config.epochs, every or config.cycle_epochs or 1)
+    callbacks.append(ending)  # after the collector: it reads the epoch's verdict
     if not resume:
         run.write_json(run.config, dataclasses.asdict(config))
-    history = model.fit(epochs_ds, epochs=config.epochs, steps_per_epoch=steps, verbose=verbose,
-                        callbacks=callbacks, shuffle=False)  # the tf.data pipeline shuffles
+    history = model.fit(epochs_ds, epochs=config.max_epochs, steps_per_epoch=steps,
+                        verbose=verbose, callbacks=callbacks,
+                        shuffle=False)  # the tf.data pipeline shuffles
     step = int(model.optimizer.iterations)
     if not collects and store.find(config.chain, step) is None:  # the point estimate
         store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
     result = TrainResult(store, history, kinetic_temperature_rows(model, config),
                          gradient_noise_rows(model),
                          directional_noise_report(model, train_ds, config.batch_size),
-                         collection_report(model, collector))
+                         dict(collection_report(model, collector), **ending.report()))
     run.write_json(run.collection, result.collection)
     run.write_json(run.gradient_noise, result.gradient_noise)
     run.write_json(run.directional_noise, result.directional_noise)
@@ -155,6 +157,76 @@ def _train(config, verbose, resume, data):
     run.write_json(run.kinetic_temperatures, result.kinetic_temperatures)  # last: complete
     shutil.rmtree(run.backup, ignore_errors=True)
     return result
+
+
+class EndWhenSampled(keras.callbacks.Callback):
+    """Ends a run at ``epochs``, or later, once its chain has enough samples.
+
+    ``fit`` is given ``max_epochs``; at the end of epoch e (0-based) with
+    e + 1 ≥ ``epochs``, training stops when collection has started, at
+    epoch s = ``collector.started_epoch``, and
+
+        e + 1 − s ≥ MIN_SAMPLES · period,
+
+    so the chain has been sampled for :data:`keras_bnn.runs.config.MIN_SAMPLES`
+    periods of ``period`` epochs (one sample each). The decision reads the
+    collector's equilibrium test, which every worker runs on the same epoch
+    logs, so all workers stop at the same epoch. Without a collector (the
+    SGD/MAP baseline) the run ends at ``epochs``.
+
+    Args:
+        collector: the run's :class:`keras_bnn.callbacks.CollectSamples`, or None.
+        epochs: the epochs the run trains at least.
+        period: epochs between two samples (``collect_every``, or the cycle length).
+    """
+
+    def __init__(self, collector, epochs, period):
+        super().__init__()
+        self.collector = collector
+        self.epochs = epochs
+        self.period = period
+        self.epochs_trained = None
+
+    def _ends_after(self, epoch):
+        """Whether the run ends at the end of epoch ``epoch``."""
+        start = None if self.collector is None else self.collector.started_epoch
+        return epoch + 1 >= self.epochs and (
+            self.collector is None
+            or start is not None and epoch + 1 - start >= MIN_SAMPLES * self.period)
+
+    def on_train_begin(self, logs=None):
+        # A run restored (RunBackup, earlier in the list) after the epoch it
+        # ended at runs no epoch: it only takes that epoch's sample if a kill
+        # cut it off, as a run restored after its last epoch does.
+        restored = getattr(self.model, "_initial_epoch", None) or 0
+        if restored and restored < self.params["epochs"] and self._ends_after(restored - 1):
+            if self.collector is not None:
+                self.collector.collect_restored(restored)
+            self.epochs_trained = restored
+            self.model._initial_epoch = self.params["epochs"]
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs_trained = epoch + 1
+        if self._ends_after(epoch):
+            self.model.stop_training = True
+
+    def report(self):
+        """The run's length for its report.
+
+        Returns:
+            dict: ``epochs`` (trained in all) and ``lengthened``: None for a
+            run that ended at ``epochs``, else a sentence saying why it went on.
+        """
+        trained = self.epochs_trained or self.params.get("epochs")
+        if trained <= self.epochs:
+            return {"epochs": trained, "lengthened": None}
+        start = self.collector.started_epoch
+        goal = f"{MIN_SAMPLES} samples from equilibrium (one every {self.period} epoch(s))"
+        if self._ends_after(trained - 1):
+            why = f"collection started at epoch {start}, and the run went on until it had {goal}"
+        else:
+            why = f"max_epochs, the most allowed, ended it before it had {goal}"
+        return {"epochs": trained, "lengthened": f"{trained} epochs, not {self.epochs}: {why}"}
 
 
 #: Training examples :func:`directional_noise_report` estimates the noise from.
