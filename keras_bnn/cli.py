@@ -172,7 +172,8 @@ def _print_rhat(result):
 def _cmd_train_chains(args, config):
     chains = _runs().run_chains(config, args.chains, verbose=args.verbose,
                                 processes=args.processes)
-    rows = [dict(chain=k, samples=len(store), **{key: logs[key][-1] for key in sorted(logs)})
+    rows = [dict(chain=k, samples=len(store), epochs=len(logs.get("loss", [])),
+                 **{key: logs[key][-1] for key in sorted(logs)})
             for k, (store, logs) in enumerate(chains)]
     print(format_table(rows, list(rows[0])))
     print(f"run directory: {config.output_dir}")

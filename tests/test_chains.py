@@ -42,6 +42,8 @@ def test_cli_trains_and_evaluates_several_chains(tmp_path, capsys):
                            "--output-dir", run_dir], capsys)
     assert code == 0, err
     assert "chain" in out and run_dir in out
+    header = next(line for line in out.splitlines() if line.startswith("chain"))
+    assert header.split()[:3] == ["chain", "samples", "epochs"]  # a lengthened chain shows
     stores = [kb.SampleStore(os.path.join(run_dir, f"chain-{k}", "samples")) for k in range(2)]
     assert [len(s) for s in stores] == [5, 5]  # epochs 1..5 after one burn-in epoch
     # Own initialisation and noise per chain: the chains differ from the first sample on.

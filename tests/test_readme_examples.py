@@ -1,16 +1,18 @@
-"""The README's two Python examples run as printed and give a posterior.
+"""The README's examples run as printed and give a posterior.
 
 They are the first code a user runs: "A first example" (the synthetic task,
 no step size, collection from equilibrium, export), "Your own model"
 (``kb.bayesian`` on a functional Keras model; the README leaves the data to
 the reader, so the test supplies scikit-learn's digits) and the prior
-predictive check of "Checking a prior". Each block is read
+predictive check of "Checking a prior", and the SGHMC config of the
+"Reference workflow" (one chain of it). Each block is read
 from README.md and executed unchanged in a temporary directory. Until
 2026-11-27 the first example trained 2000 steps, which ended before the
 equilibrium test and the second noise measurement were done: it collected no
 sample and ``PosteriorEnsemble.from_store`` raised.
 """
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -80,3 +82,32 @@ def test_the_prior_predictive_check_shows_the_confident_prior(tmp_path, monkeypa
     assert shares.shape == (10, 10)
     np.testing.assert_allclose(shares.sum(axis=1), 1.0, rtol=1e-5)
     assert np.mean(shares.max(axis=1) > 0.9) > 0.5
+
+
+def reference_workflow_configs():
+    """The JSON configs (``name.json: {...}``) of the README's "Reference workflow"."""
+    text = README.read_text()
+    section = text[re.search(r"^## Reference workflow", text, re.M).start():]
+    block = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    return {name: json.loads(body) for name, body in
+            re.findall(r"^(\w+)\.json:\s+(\{.*?\})\s*$", block, re.M | re.S)}
+
+
+def test_the_reference_workflow_samples_after_the_warm_up_and_lengthens_a_late_chain(
+        tmp_path):
+    """The README's SGHMC config at the defaults, chain 2 of ``--chains 4``:
+    stationary late, it trains 240 epochs, not 200, for 25 samples, none of
+    them in the warm-up (the config of the README before 2026-11-27 ended
+    its burn-in 400 steps into the 1000-step warm-up)."""
+    configs = reference_workflow_configs()
+    assert set(configs) == {"hmc", "sghmc"}
+    kb.runs.RunConfig.from_dict(configs["hmc"])  # a valid config
+    config = kb.runs.RunConfig.from_dict(
+        dict(configs["sghmc"], chain=2, output_dir=str(tmp_path / "chain-2")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = kb.runs.train(config, verbose=0)
+    assert not [w for w in caught if w.category in (kb.WarmupSampleWarning,
+                                                    kb.NotConvergedWarning)]
+    assert result.collection["start_epoch"] == 190
+    assert (result.collection["epochs"], len(result.store)) == (240, 25)
