@@ -134,7 +134,8 @@ class CollectSamples(keras.callbacks.Callback):
     :meth:`keras_bnn.samplers.Sampler.virial_sums` at the epoch's start and
     end (two host reads an epoch). A resumed run whose store already
     holds samples of this chain goes on collecting, on the uninterrupted
-    run's schedule (equilibrium was reached before the kill); otherwise the test restarts on the epochs it sees.
+    run's schedule (equilibrium was reached before the kill); otherwise the
+    test restarts on the epochs it sees.
 
     An int ``start_epoch`` is taken as given, even inside the sampler's
     warm-up (:func:`warmup_steps`; short test runs collect there), but the

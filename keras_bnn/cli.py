@@ -341,7 +341,14 @@ def _numbers(text, flag, kind=float):
 
 def _print_sweep(rows, param):
     metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
-    print(format_table(rows, [param, "seed", metric, "ensemble_nll", "single_sample_nll"]))
+    print(format_table(rows, [param, "seed", "samples", metric, "ensemble_nll",
+                              "single_sample_nll"]))
+    unsampled = [f"{param} {row[param]:g} seed {row['seed']}" for row in rows
+                 if not row["samples"]]
+    if unsampled:
+        print(f"no sample (the chain did not reach equilibrium in the run's length; its "
+              f"collection.json says why; give more --epochs or --max-epochs): "
+              f"{', '.join(unsampled)}")
 
 
 def _cmd_sweep_temperature(args):
@@ -438,8 +445,9 @@ def build_parser():
     sweep_t = commands.add_parser("sweep-temperature",
                                   help="runs per temperature on the test split + plot + CSV")
     _add_config_flags(sweep_t)
-    sweep_t.add_argument("--temperatures", default="0.01,0.03,0.1,0.3,1",
-                         help="comma-separated temperatures")
+    sweep_t.add_argument("--temperatures", default="0.03,0.1,0.3,1,3",
+                         help="comma-separated temperatures (colder ones need more "
+                              "--epochs to reach equilibrium: README, command line)")
     sweep = commands.add_parser(
         "sweep", help="runs per value of --param on a validation split + plot + CSV")
     _add_config_flags(sweep)

@@ -128,7 +128,9 @@ def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=No
 
     For each value v of ``param`` and each part (ensemble, single sample) it
     draws the mean over the rows (seeds) with value v, with error bars of ±
-    one standard deviation over those rows (none for a single seed).
+    one standard deviation over those rows (none for a single seed). NaN
+    scores (a run that collected no sample) are left out; a value with no
+    other score has no point.
 
     Args:
       rows: dicts with key ``param`` and, for "single_sample" and
@@ -156,9 +158,11 @@ def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=No
     fig = Figure(figsize=(9, 3.8), dpi=100)
     for ax, (name, label) in zip(fig.subplots(1, len(metrics)), metrics):
         for part, style in (("ensemble", "o-"), ("single_sample", "s--")):
-            scores = [[row[f"{part}_{name}"] for row in rows if row[param] == v]
+            scores = [np.array([row[f"{part}_{name}"] for row in rows if row[param] == v])
                       for v in values]
-            ax.errorbar(values, [np.mean(v) for v in scores], yerr=[np.std(v) for v in scores],
+            scores = [v[np.isfinite(v)] for v in scores]
+            ax.errorbar(values, [v.mean() if v.size else np.nan for v in scores],
+                        yerr=[v.std() if v.size else np.nan for v in scores],
                         fmt=style, capsize=3, label=part.replace("_", " "))
         if param == "temperature":
             ax.axvline(1.0, color="gray", linewidth=0.8)

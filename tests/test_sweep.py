@@ -2,12 +2,14 @@
 temperature sweeps on in-memory arrays and on bundled datasets."""
 
 import csv
+import dataclasses
 import os
 
 import numpy as np
 import pytest
 
 from keras_bnn import cli, data, runs
+from keras_bnn.runs import sweeps
 
 # An explicit step: 6 steps are far too few for the warm-up of step_size="auto".
 TINY = dict(epochs=2, burn_in_epochs=1, batch_size=50, model_args={"hidden": [8]},
@@ -98,3 +100,40 @@ def test_run_config_has_one_set_of_defaults_for_every_dataset():
     assert (explicit.epochs, explicit.burn_in_epochs, explicit.step_size) == (12, 4, 0.01)
 
 
+
+
+def test_a_run_that_collects_nothing_is_a_nan_row_and_the_sweep_goes_on(
+        tmp_path, monkeypatch, capsys):
+    """``keras-bnn sweep-temperature`` at its default temperatures stopped at
+    its first one (0.01: on the synthetic task the chain is not stationary
+    within the default length) with "holds no samples yet", and lost the
+    rest. Here the run at T = 0.5 collects from equilibrium, which 2 epochs
+    never reach: its row says 0 samples with NaN metrics, the T = 1 row is
+    measured, and the table, CSV and plot are written."""
+    real_train = sweeps.train
+
+    def train(config, **kwargs):
+        if config.temperature == 0.5:
+            config = dataclasses.replace(config, burn_in_epochs="auto")
+        return real_train(config, **kwargs)
+
+    monkeypatch.setattr(sweeps, "train", train)
+    root = tmp_path / "sweep"
+    code = cli.main(["sweep-temperature", "--temperatures", "0.5,1", "--num-train", "200",
+                     "--num-test", "50", "--epochs", "2", "--burn-in-epochs", "1",
+                     "--batch-size", "50", "--step-size", "0.01", "--verbose", "0",
+                     "--output-dir", str(root)])
+    out = capsys.readouterr().out
+    assert code == 0
+    rows = list(csv.DictReader(open(root / "sweep.csv")))
+    assert [(row["temperature"], row["samples"]) for row in rows] == [("0.5", "0"), ("1.0", "1")]
+    assert np.isnan(float(rows[0]["ensemble_nll"])) and float(rows[1]["ensemble_nll"]) > 0
+    assert "no sample (the chain did not reach equilibrium" in out and "temperature 0.5 seed 0" in out
+    assert os.path.getsize(root / "sweep.png") > 10_000
+
+    monkeypatch.setattr(sweeps, "train", lambda config, **kwargs: real_train(
+        dataclasses.replace(config, burn_in_epochs="auto"), **kwargs))
+    config = runs.RunConfig(output_dir=str(tmp_path / "none"), num_train=200, num_test=50,
+                            **TINY)
+    with pytest.raises(ValueError, match="no run of the sweep .* collected a sample"):
+        runs.sweep_temperature(config, [1.0])

@@ -9,6 +9,7 @@ the root.
 import csv
 import dataclasses
 import io
+import math
 
 from keras_bnn import data as data_lib
 from keras_bnn import plots
@@ -63,15 +64,18 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
         verbose: progress-bar verbosity of each training run.
 
     Returns:
-        List of row dicts: ``param``'s value, ``seed``, then ``single_sample_*``
-        and ``ensemble_*`` metrics (accuracy/NLL/ECE/Brier, or NLL/RMSE/
-        coverage for regression).
+        List of row dicts: ``param``'s value, ``seed``, ``samples`` (the
+        ensemble's size), then ``single_sample_*`` and ``ensemble_*``
+        metrics (accuracy/NLL/ECE/Brier, or NLL/RMSE/coverage for
+        regression). A run whose chain never reached equilibrium collected
+        no sample (it warned :class:`keras_bnn.NotConvergedWarning`): its
+        row has ``samples`` 0 and NaN metrics, and the sweep goes on.
 
     Raises:
         ValueError: for an unknown ``param``, empty or non-positive values,
             no seeds, both arrays and ``dataset``, ``x`` and ``y`` of
-            different lengths (:func:`keras_bnn.runs.check_arrays`), or a
-            validation split outside (0, 1).
+            different lengths (:func:`keras_bnn.runs.check_arrays`), a
+            validation split outside (0, 1), or when no run collected a sample.
     """
     param, values, seeds = check_sweep(param, values, seeds, validation_split)
     if (x is None) != (y is None) or (x is not None and dataset is not None):
@@ -106,17 +110,35 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
                 data = arrays_data(arrays[0], arrays[1], config.batch_size, seed,
                                    likelihood, arrays[2], arrays[3])
             train(run, verbose=verbose, data=data)
-            result = evaluate(run.output_dir, data=data)
-            row = {param: value, "seed": seed}
-            for part in ("single_sample", "ensemble"):
-                row.update({f"{part}_{k}": v for k, v in result[part].items()})
+            row = {param: value, "seed": seed, "samples": 0}
+            if len(RunDir(run.output_dir).store()):
+                result = evaluate(run.output_dir, data=data)
+                row["samples"] = result["num_samples"]
+                for part in ("single_sample", "ensemble"):
+                    row.update({f"{part}_{k}": v for k, v in result[part].items()})
             rows.append(row)
+    rows = _fill_unsampled(rows, root)
     curve = "rmse" if "ensemble_rmse" in rows[0] else "accuracy"
     plots.sweep_plot(rows, root.sweep_plot, param=param,
                      metrics=((curve, curve.upper() if curve == "rmse" else curve),
                               ("nll", "NLL (nats)")))
     _write_csv(rows, root.sweep_table)
     return rows
+
+
+def _fill_unsampled(rows, root):
+    """The rows with NaN metrics for the runs that collected no sample.
+
+    Raises:
+        ValueError: when no run collected one.
+    """
+    sampled = [row for row in rows if row["samples"]]
+    if not sampled:
+        raise ValueError(
+            f"no run of the sweep in {root.path!r} collected a sample: none reached "
+            "equilibrium within its length (each run's collection.json says why); give the "
+            "runs more epochs (`epochs`, `max_epochs`).")
+    return [{key: row.get(key, math.nan) for key in sampled[0]} for row in rows]
 
 
 def sweep_temperature(config, temperatures, verbose=0):
