@@ -270,6 +270,24 @@ def test_minibatch_warns_that_hmc_is_not_exact():
         model.fit(x, y, batch_size=64, epochs=1, verbose=0)
 
 
+@pytest.mark.parametrize("batch_size, warns", [(50, True), (200, False)])
+def test_a_minibatch_hmc_run_says_it_is_not_exact(tmp_path, batch_size, warns):
+    """``keras-bnn train --sampler hmc`` at the default batch (100) ran HMC on
+    minibatches silently: its pipeline has no static batch size, so ``fit``'s
+    check saw none. The run checks the configured batch against the training
+    set."""
+    config = kb.runs.RunConfig(sampler="hmc", num_train=200, num_test=50, epochs=1,
+                               burn_in_epochs=0, batch_size=batch_size,
+                               sampler_args={"num_leapfrog_steps": 2},
+                               output_dir=str(tmp_path / "run")).validate()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kb.runs.train(config, verbose=0)
+    said = [str(w.message) for w in caught if "not exact" in str(w.message)]
+    assert len(said) == warns
+    assert not warns or "--batch-size 200" in said[0]
+
+
 
 @pytest.fixture(scope="module")
 def jax_breast_cancer(tmp_path_factory):

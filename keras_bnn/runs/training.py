@@ -120,6 +120,8 @@ def _train(config, verbose, resume, data):
     config.resolve_length(steps_per_epoch(config, info["num_train"]))  # stored with the run
     model = build_model(config, info)
     compile_model(model, config, info)
+    # HMC warns here for a minibatch: fit's pipeline has no static batch size.
+    model.transition_kernel.check_batch_size(batch_size=config.batch_size)
     collects = samplers.REGISTRY[config.sampler].collects
     callbacks = [RunBackup(run.backup)]  # first: it sets the epoch the others start at
     epoch = data_epoch(epochs_ds)

@@ -170,7 +170,8 @@ class HMC(Sampler):
             warnings.warn(
                 f"HMC on a minibatch of {batch_size} < train_size={int(self.train_size)} "
                 "examples is not exact: each transition targets that batch's posterior. "
-                "Use full batches (fit(..., batch_size=train_size)) for the exact chain.",
+                "Use full batches (fit(..., batch_size=train_size); keras-bnn: --batch-size "
+                f"{int(self.train_size)}) for the exact chain.",
                 stacklevel=3,
             )
 
