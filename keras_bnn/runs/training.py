@@ -172,9 +172,11 @@ class EndWhenSampled(keras.callbacks.Callback):
 
     so the chain has been sampled for :data:`keras_bnn.runs.config.MIN_SAMPLES`
     periods of ``period`` epochs (one sample each). The decision reads the
-    collector's equilibrium test, which every worker runs on the same epoch
-    logs, so all workers stop at the same epoch. Without a collector (the
-    SGD/MAP baseline) the run ends at ``epochs``.
+    collector's equilibrium test, which every worker runs on the same
+    (all-reduced) epoch logs, so all workers stop at the same epoch (a
+    resumed run reads its start from the sample store, which they must
+    share). Without a collector (the SGD/MAP baseline) the run ends at
+    ``epochs``. A run restored after the epoch it ended at trains no epoch.
 
     Args:
         collector: the run's :class:`keras_bnn.callbacks.CollectSamples`, or None.
