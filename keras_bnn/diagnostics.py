@@ -365,12 +365,11 @@ def chain_predictions(stores, x, likelihood="categorical"):
     Returns:
         numpy array.
     """
-    model = stores[0].build_model()
-    return np.stack([
-        PosteriorEnsemble(model, [s.weights for s in chain], likelihood=likelihood,
-                          member_loop="map").predict_members(x)
-        for chain in _common_draws(stores)
-    ])
+    draws = _common_draws(stores)
+    members = PosteriorEnsemble(  # one ensemble of every draw: one traced function
+        stores[0].build_model(), [s.weights for chain in draws for s in chain],
+        likelihood=likelihood, member_loop="map").predict_members(x)
+    return members.reshape(len(draws), -1, *members.shape[1:])
 
 
 def to_inference_data(source, x=None, likelihood="categorical"):
