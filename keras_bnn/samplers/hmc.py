@@ -133,6 +133,15 @@ class HMC(Sampler):
             name="log_step_size_average")
         self._error_avg = self.add_variable(shape=(), name="acceptance_error_average")
 
+    @property
+    def step_size_value(self):
+        """The leapfrog step h as a Python float: h0 without adaptation (or
+        before the first transition), else :meth:`step_size` (the adapted h,
+        then the frozen average h̄)."""
+        if not self.num_adaptation_steps or not self.built:
+            return super().step_size_value
+        return float(ops.convert_to_numpy(self.step_size()))
+
     def step_size(self):
         """The leapfrog step size h of the next transition (a scalar tensor).
 
