@@ -341,10 +341,10 @@ def _numbers(text, flag, kind=float):
 
 def _print_sweep(rows, param):
     metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
-    print(format_table(rows, [param, "seed", "samples", metric, "ensemble_nll",
+    print(format_table(rows, [param, "seed", "num_samples", metric, "ensemble_nll",
                               "single_sample_nll"]))
     unsampled = [f"{param} {row[param]:g} seed {row['seed']}" for row in rows
-                 if not row["samples"]]
+                 if not row["num_samples"]]
     if unsampled:
         print(f"no sample (the chain did not reach equilibrium in the run's length; its "
               f"collection.json says why; give more --epochs or --max-epochs): "

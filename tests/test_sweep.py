@@ -126,7 +126,7 @@ def test_a_run_that_collects_nothing_is_a_nan_row_and_the_sweep_goes_on(
     out = capsys.readouterr().out
     assert code == 0
     rows = list(csv.DictReader(open(root / "sweep.csv")))
-    assert [(row["temperature"], row["samples"]) for row in rows] == [("0.5", "0"), ("1.0", "1")]
+    assert [(row["temperature"], row["num_samples"]) for row in rows] == [("0.5", "0"), ("1.0", "1")]
     assert np.isnan(float(rows[0]["ensemble_nll"])) and float(rows[1]["ensemble_nll"]) > 0
     assert "no sample (the chain did not reach equilibrium" in out and "temperature 0.5 seed 0" in out
     assert os.path.getsize(root / "sweep.png") > 10_000

@@ -64,12 +64,12 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
         verbose: progress-bar verbosity of each training run.
 
     Returns:
-        List of row dicts: ``param``'s value, ``seed``, ``samples`` (the
+        List of row dicts: ``param``'s value, ``seed``, ``num_samples`` (the
         ensemble's size), then ``single_sample_*`` and ``ensemble_*``
         metrics (accuracy/NLL/ECE/Brier, or NLL/RMSE/coverage for
         regression). A run whose chain never reached equilibrium collected
         no sample (it warned :class:`keras_bnn.NotConvergedWarning`): its
-        row has ``samples`` 0 and NaN metrics, and the sweep goes on.
+        row has ``num_samples`` 0 and NaN metrics, and the sweep goes on.
 
     Raises:
         ValueError: for an unknown ``param``, empty or non-positive values,
@@ -110,10 +110,10 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
                 data = arrays_data(arrays[0], arrays[1], config.batch_size, seed,
                                    likelihood, arrays[2], arrays[3])
             train(run, verbose=verbose, data=data)
-            row = {param: value, "seed": seed, "samples": 0}
+            row = {param: value, "seed": seed, "num_samples": 0}
             if len(RunDir(run.output_dir).store()):
                 result = evaluate(run.output_dir, data=data)
-                row["samples"] = result["num_samples"]
+                row["num_samples"] = result["num_samples"]
                 for part in ("single_sample", "ensemble"):
                     row.update({f"{part}_{k}": v for k, v in result[part].items()})
             rows.append(row)
@@ -132,7 +132,7 @@ def _fill_unsampled(rows, root):
     Raises:
         ValueError: when no run collected one.
     """
-    sampled = [row for row in rows if row["samples"]]
+    sampled = [row for row in rows if row["num_samples"]]
     if not sampled:
         raise ValueError(
             f"no run of the sweep in {root.path!r} collected a sample: none reached "
