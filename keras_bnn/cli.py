@@ -75,7 +75,8 @@ _COMPUTED_DEFAULTS = {
     "data_dir": "tensorflow-datasets' own",
     "step_size": "auto: a warm-up chooses it (HMC: 0.001)",
     "epochs": "enough for 4000 steps, at least 30",
-    "max_epochs": "twice the default --epochs when --epochs is not given, else --epochs",
+    "max_epochs": "twice the default --epochs when neither --epochs nor --cycle-epochs is "
+                  "given, else --epochs",
     "likelihood": "the dataset's",
     "cycle_epochs": "none, a constant step size",
     "burn_in_epochs": "auto: collect from the first epoch at equilibrium",

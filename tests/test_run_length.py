@@ -107,6 +107,8 @@ def test_the_default_length_may_double_for_a_sampler_only():
     assert RunConfig.from_dict(dataclasses.asdict(fixed)) == fixed  # as --resume reads it
     given = RunConfig(dataset="digits", epochs=50).validate().resolve_length(steps)
     assert given.max_epochs == 50
+    cyclical = RunConfig(dataset="digits", cycle_epochs=20).validate().resolve_length(steps)
+    assert cyclical.max_epochs == cyclical.epochs  # 25 cycles would not fit in 2x
 
 
 @pytest.mark.parametrize("fields, says", [

@@ -131,7 +131,8 @@ class RunConfig:
             (``collect_every`` or ``cycle_epochs`` epochs each) from the
             epoch collection started at. None: ``epochs`` (the run ends there),
             or :data:`MAX_LENGTH` times the default length when ``epochs`` is
-            None (:func:`keras_bnn.runs.train` stores the value it used).
+            None and the step size is constant (:func:`keras_bnn.runs.train`
+            stores the value it used).
         batch_size: minibatch size; at least the training set's size is the
             full batch, whose epochs hold 20 steps with a minibatch kernel
             (:func:`keras_bnn.runs.build.steps_per_epoch`; HMC: one transition).
@@ -270,8 +271,10 @@ class RunConfig:
         """Fills ``epochs`` and ``max_epochs`` where they are None.
 
         ``epochs`` None: :func:`default_epochs`, and for a sampler that
-        collects from equilibrium ``max_epochs`` = :data:`MAX_LENGTH` ·
-        ``epochs``; otherwise ``max_epochs`` None means ``epochs``.
+        collects from equilibrium at a constant step size ``max_epochs`` =
+        :data:`MAX_LENGTH` · ``epochs`` (a cyclical schedule collects once a
+        cycle: :data:`MIN_SAMPLES` cycles rarely fit, so it keeps its
+        length); otherwise ``max_epochs`` None means ``epochs``.
 
         Args:
             steps_per_epoch: minibatches in one epoch of this run.
@@ -289,7 +292,7 @@ class RunConfig:
                                      f"run ({self.epochs}), or be given with `epochs`",
                                      self.max_epochs, "RunConfig")
             if SAMPLERS[self.sampler] and self.burn_in_epochs == "auto" and \
-                    self.max_epochs is None:
+                    not self.cycle_epochs and self.max_epochs is None:
                 self.max_epochs = MAX_LENGTH * self.epochs
         self.max_epochs = self.max_epochs or self.epochs
         return self
