@@ -47,7 +47,7 @@ _CONFIG_FLAGS = (
     ("--epochs", "epochs", int, "training epochs"),
     ("--max-epochs", "max_epochs", int,
      "with --burn-in-epochs auto: train on past --epochs, up to this, until the chain has "
-     "been sampled for a quarter of a default run's samples"),
+     "been sampled for a quarter of --epochs"),
     ("--batch-size", "batch_size", int,
      "minibatch size; the training set's size or more is the full batch (20 steps an epoch "
      "with an SG-MCMC sampler or sgd, one transition with hmc)"),
@@ -75,8 +75,7 @@ _COMPUTED_DEFAULTS = {
     "data_dir": "tensorflow-datasets' own",
     "step_size": "auto: a warm-up chooses it (HMC: 0.001)",
     "epochs": "enough for 4000 steps, at least 30",
-    "max_epochs": "twice the default --epochs when neither --epochs nor --cycle-epochs is "
-                  "given, else --epochs",
+    "max_epochs": "twice the default --epochs when --epochs is not given, else --epochs",
     "likelihood": "the dataset's",
     "cycle_epochs": "none, a constant step size",
     "burn_in_epochs": "auto: collect from the first epoch at equilibrium",

@@ -1,5 +1,5 @@
 """How long a run trains: ``epochs``, and past it up to ``max_epochs`` until
-its chain has ``MIN_SAMPLES`` samples from equilibrium.
+its chain has been sampled for ``MIN_SAMPLED_SHARE`` of ``epochs``.
 
 Each chain finds its own equilibrium, so at a fixed length a chain that is
 stationary late collects a handful of samples: measured on the README's
@@ -7,8 +7,8 @@ reference workflow (synthetic task, 16 hidden units, ``--chains 4`` at the
 defaults), chains 0-3 collected 30, 40, 5 and 30 samples, and ``evaluate``
 reported R-hat over the shortest chain's 5 draws. The run used here: an
 explicit step (no warm-up), 4 steps an epoch, the equilibrium test's two
-10-epoch windows, so collection starts at epoch 19 and, one sample an epoch,
-the 25th sample is due at the end of epoch 43.
+10-epoch windows, so collection starts at epoch 19 and, one sample an epoch
+and ``epochs=20``, the run samples 5 epochs: it ends after epoch 24.
 """
 
 import dataclasses
@@ -19,15 +19,17 @@ import pytest
 
 import keras_bnn as kb
 from keras_bnn.runs import checkpoints
-from keras_bnn.runs.config import (MAX_LENGTH, MIN_SAMPLES, RunConfig, default_epochs,
+from keras_bnn.runs.config import (MAX_LENGTH, MIN_SAMPLED_SHARE, RunConfig, default_epochs,
                                    resume_config)
 
-START, END = 19, 19 + MIN_SAMPLES  # epochs: collection's first, and the run's length
+EPOCHS = 20
+SAMPLED = 5  # MIN_SAMPLED_SHARE of EPOCHS
+START, END = 19, 19 + SAMPLED  # epochs: collection's first, and the run's length
 
 
 def _config(output_dir, **fields):
     values = dict(num_train=200, num_test=50, batch_size=50, sampler="sghmc", step_size=0.01,
-                  epochs=30, max_epochs=80, output_dir=str(output_dir))
+                  epochs=EPOCHS, max_epochs=80, output_dir=str(output_dir))
     return RunConfig(**{**values, **fields}).validate()
 
 
@@ -42,11 +44,12 @@ def lengthened(tmp_path_factory):
 
 def test_a_chain_stationary_late_trains_on_until_it_has_its_samples(lengthened):
     collection = lengthened.collection
+    assert SAMPLED == MIN_SAMPLED_SHARE * EPOCHS
     assert collection["start_epoch"] == START
-    assert len(lengthened.store) == MIN_SAMPLES
+    assert len(lengthened.store) == SAMPLED  # one an epoch: ~100 over a run's epochs
     assert collection["epochs"] == END == len(lengthened.history.epoch)
-    assert collection["lengthened"].startswith(f"{END} epochs, not 30: collection started at "
-                                               f"epoch {START}")
+    assert collection["lengthened"].startswith(f"{END} epochs, not {EPOCHS}: collection "
+                                               f"started at epoch {START}")
     run = kb.runs.RunDir(os.path.dirname(lengthened.store.path))
     assert run.read_json(run.collection)["epochs"] == END
     assert run.read_json(run.config)["max_epochs"] == 80
@@ -55,20 +58,20 @@ def test_a_chain_stationary_late_trains_on_until_it_has_its_samples(lengthened):
 def test_a_run_that_has_its_samples_ends_at_its_epochs(tmp_path):
     result = kb.runs.train(_config(tmp_path / "run", epochs=END + 5), verbose=0)
     assert result.collection["start_epoch"] == START
-    assert len(result.history.epoch) == END + 5 and len(result.store) == MIN_SAMPLES + 5
+    assert len(result.history.epoch) == END + 5 and len(result.store) == SAMPLED + 5
     assert result.collection["lengthened"] is None
 
 
 def test_max_epochs_bounds_the_run_and_says_so(tmp_path):
-    result = kb.runs.train(_config(tmp_path / "run", max_epochs=35), verbose=0)
-    assert len(result.history.epoch) == 35 and len(result.store) == 35 - START
+    result = kb.runs.train(_config(tmp_path / "run", max_epochs=22), verbose=0)
+    assert len(result.history.epoch) == 22 and len(result.store) == 22 - START
     assert "max_epochs, the most allowed, ended it" in result.collection["lengthened"]
 
 
-@pytest.mark.parametrize("killed_after", [35, END])
+@pytest.mark.parametrize("killed_after", [END - 2, END])
 def test_a_run_killed_past_its_epochs_resumes_into_the_same_samples(
         lengthened, tmp_path, monkeypatch, killed_after):
-    """Killed after the backup of epoch 35 (lengthened, not done) or of the
+    """Killed after the backup of epoch 22 (lengthened, not done) or of the
     epoch it ends at, before that epoch's sample: ``--resume`` trains on to
     the same end, takes the cut-off sample, and trains no epoch more."""
     monkeypatch.setattr(checkpoints, "BACKUP_INTERVAL", 0)
@@ -107,8 +110,6 @@ def test_the_default_length_may_double_for_a_sampler_only():
     assert RunConfig.from_dict(dataclasses.asdict(fixed)) == fixed  # as --resume reads it
     given = RunConfig(dataset="digits", epochs=50).validate().resolve_length(steps)
     assert given.max_epochs == 50
-    cyclical = RunConfig(dataset="digits", cycle_epochs=20).validate().resolve_length(steps)
-    assert cyclical.max_epochs == cyclical.epochs  # 25 cycles would not fit in 2x
 
 
 @pytest.mark.parametrize("fields, says", [

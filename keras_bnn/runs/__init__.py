@@ -27,10 +27,10 @@ The names below are imported on first use, so that
 import importlib
 
 _EXPORTS = {
-    "config": ("ARRAYS", "DATASETS", "DEFAULTS", "FALLBACK_PRIOR", "LIKELIHOODS", "MODELS",
-               "PRIOR_CANDIDATES", "PRIORS", "RunConfig", "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS",
-               "TASK_LIKELIHOOD", "chain_seed", "check_arrays", "check_sweep", "read_config",
-               "resume_config"),
+    "config": ("ARRAYS", "DATASETS", "DEFAULTS", "FALLBACK_PRIOR", "LIKELIHOODS", "MAX_LENGTH",
+               "MIN_SAMPLED_SHARE", "MODELS", "PRIOR_CANDIDATES", "PRIORS", "RunConfig",
+               "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "chain_seed",
+               "check_arrays", "check_sweep", "read_config", "resume_config"),
     "rundir": ("Chains", "RunDir", "stores_of"),
     "build": ("FULL_BATCH_EPOCH_STEPS", "KERNEL_PRIORS", "arrays_data", "build_model",
               "compile_model", "epoch_data", "likelihood_of", "load_data", "load_info",

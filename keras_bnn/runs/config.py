@@ -73,14 +73,16 @@ DEFAULT_STEPS = 4000
 MIN_EPOCHS = 30
 #: A run whose ``collect_every`` is None keeps about this many samples.
 SAMPLES_PER_RUN = 100
-#: Fewest samples of a run of default length (``epochs`` None) that collects
-#: from equilibrium: a quarter of :data:`SAMPLES_PER_RUN`, what a chain that
-#: becomes stationary at three quarters of the run collects. A chain that is
-#: stationary later (each chain of ``--chains K`` finds its own equilibrium)
-#: trains on until it has them, up to :data:`MAX_LENGTH` times the default
-#: length, so that no chain's ensemble, and no R-hat across chains (over the
-#: shortest chain's draws), rests on a handful of samples.
-MIN_SAMPLES = SAMPLES_PER_RUN // 4
+#: Least share of its ``epochs`` that a run which collects from equilibrium
+#: and may go on (``max_epochs``) spends sampling: a quarter, so that a run
+#: of default length keeps at least 25 of the ~:data:`SAMPLES_PER_RUN`
+#: samples it aims at (what a chain stationary at three quarters of the run
+#: collects). A chain that is stationary later (each chain of ``--chains K``
+#: finds its own equilibrium) trains on until it has sampled that long, up
+#: to :data:`MAX_LENGTH` times the default length, so that no chain's
+#: ensemble, and no R-hat across chains (over the shortest chain's draws),
+#: rests on a handful of samples.
+MIN_SAMPLED_SHARE = 0.25
 #: The longest run of default length, in units of :func:`default_epochs`.
 MAX_LENGTH = 2
 
@@ -127,12 +129,11 @@ class RunConfig:
             :data:`MAX_LENGTH` times that).
         max_epochs: with ``burn_in_epochs="auto"``, the most epochs the run
             may train: after ``epochs`` it goes on, epoch by epoch, until its
-            chain has been sampled for :data:`MIN_SAMPLES` collection periods
-            (``collect_every`` or ``cycle_epochs`` epochs each) from the
-            epoch collection started at. None: ``epochs`` (the run ends there),
-            or :data:`MAX_LENGTH` times the default length when ``epochs`` is
-            None and the step size is constant (:func:`keras_bnn.runs.train`
-            stores the value it used).
+            chain has been sampled, from the epoch collection started at, for
+            :data:`MIN_SAMPLED_SHARE` of ``epochs``. None: ``epochs`` (the
+            run ends there), or :data:`MAX_LENGTH` times the default length
+            when ``epochs`` is None (:func:`keras_bnn.runs.train` stores the
+            value it used).
         batch_size: minibatch size; at least the training set's size is the
             full batch, whose epochs hold 20 steps with a minibatch kernel
             (:func:`keras_bnn.runs.build.steps_per_epoch`; HMC: one transition).
@@ -271,10 +272,8 @@ class RunConfig:
         """Fills ``epochs`` and ``max_epochs`` where they are None.
 
         ``epochs`` None: :func:`default_epochs`, and for a sampler that
-        collects from equilibrium at a constant step size ``max_epochs`` =
-        :data:`MAX_LENGTH` · ``epochs`` (a cyclical schedule collects once a
-        cycle: :data:`MIN_SAMPLES` cycles rarely fit, so it keeps its
-        length); otherwise ``max_epochs`` None means ``epochs``.
+        collects from equilibrium ``max_epochs`` = :data:`MAX_LENGTH` ·
+        ``epochs``; otherwise ``max_epochs`` None means ``epochs``.
 
         Args:
             steps_per_epoch: minibatches in one epoch of this run.
@@ -292,7 +291,7 @@ class RunConfig:
                                      f"run ({self.epochs}), or be given with `epochs`",
                                      self.max_epochs, "RunConfig")
             if SAMPLERS[self.sampler] and self.burn_in_epochs == "auto" and \
-                    not self.cycle_epochs and self.max_epochs is None:
+                    self.max_epochs is None:
                 self.max_epochs = MAX_LENGTH * self.epochs
         self.max_epochs = self.max_epochs or self.epochs
         return self

@@ -6,6 +6,7 @@ processes.
 """
 
 import dataclasses
+import math
 import os
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from keras_bnn.runs import selection
 from keras_bnn.runs.checkpoints import RunBackup
 from keras_bnn.runs.build import (build_model, compile_model, epoch_data, load_data,
                                   steps_per_epoch)
-from keras_bnn.runs.config import MIN_SAMPLES, chain_seed, default_collect_every
+from keras_bnn.runs.config import MIN_SAMPLED_SHARE, chain_seed, default_collect_every
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
 from keras_bnn.validation import check_int
@@ -127,7 +128,7 @@ def _train(config, verbose, resume, data):
     epoch = data_epoch(epochs_ds)
     if epoch is not None:
         callbacks.append(DataEpoch(epoch))
-    collector, every = None, None
+    collector = None
     if collects:
         fixed_burn_in = 0 if config.burn_in_epochs == "auto" else config.burn_in_epochs
         if config.cycle_epochs:
@@ -138,7 +139,8 @@ def _train(config, verbose, resume, data):
         collector = callbacks_lib.CollectSamples(store, start_epoch=config.burn_in_epochs,
                                                  every=every, chain=config.chain)
         callbacks.append(collector)
-    ending = EndWhenSampled(collector, config.epochs, every or config.cycle_epochs or 1)
+    sampled_epochs = math.ceil(MIN_SAMPLED_SHARE * config.epochs)
+    ending = EndWhenSampled(collector, config.epochs, sampled_epochs)
     callbacks.append(ending)  # after the collector: it reads the epoch's verdict
     if not resume:
         run.write_json(run.config, dataclasses.asdict(config))
@@ -162,16 +164,16 @@ def _train(config, verbose, resume, data):
 
 
 class EndWhenSampled(keras.callbacks.Callback):
-    """Ends a run at ``epochs``, or later, once its chain has enough samples.
+    """Ends a run at ``epochs``, or later, once its chain has sampled long enough.
 
     ``fit`` is given ``max_epochs``; at the end of epoch e (0-based) with
     e + 1 ≥ ``epochs``, training stops when collection has started, at
     epoch s = ``collector.started_epoch``, and
 
-        e + 1 − s ≥ MIN_SAMPLES · period,
+        e + 1 − s ≥ ``sampled_epochs``
 
-    so the chain has been sampled for :data:`keras_bnn.runs.config.MIN_SAMPLES`
-    periods of ``period`` epochs (one sample each). The decision reads the
+    (:data:`keras_bnn.runs.config.MIN_SAMPLED_SHARE` of ``epochs``: at the
+    default ``collect_every``, 25 samples). The decision reads the
     collector's equilibrium test, which every worker runs on the same
     (all-reduced) epoch logs, so all workers stop at the same epoch (a
     resumed run reads its start from the sample store, which they must
@@ -181,14 +183,14 @@ class EndWhenSampled(keras.callbacks.Callback):
     Args:
         collector: the run's :class:`keras_bnn.callbacks.CollectSamples`, or None.
         epochs: the epochs the run trains at least.
-        period: epochs between two samples (``collect_every``, or the cycle length).
+        sampled_epochs: the epochs from the start of collection it trains at least.
     """
 
-    def __init__(self, collector, epochs, period):
+    def __init__(self, collector, epochs, sampled_epochs):
         super().__init__()
         self.collector = collector
         self.epochs = epochs
-        self.period = period
+        self.sampled_epochs = sampled_epochs
         self.epochs_trained = None
 
     def _ends_after(self, epoch):
@@ -196,7 +198,7 @@ class EndWhenSampled(keras.callbacks.Callback):
         start = None if self.collector is None else self.collector.started_epoch
         return epoch + 1 >= self.epochs and (
             self.collector is None
-            or start is not None and epoch + 1 - start >= MIN_SAMPLES * self.period)
+            or start is not None and epoch + 1 - start >= self.sampled_epochs)
 
     def on_train_begin(self, logs=None):
         # A run restored (RunBackup, earlier in the list) after the epoch it
@@ -224,10 +226,10 @@ class EndWhenSampled(keras.callbacks.Callback):
         trained = self.epochs_trained or self.params.get("epochs")
         if trained <= self.epochs:
             return {"epochs": trained, "lengthened": None}
-        start = self.collector.started_epoch
-        goal = f"{MIN_SAMPLES} samples from equilibrium (one every {self.period} epoch(s))"
+        goal = f"sampled {self.sampled_epochs} epochs from equilibrium"
         if self._ends_after(trained - 1):
-            why = f"collection started at epoch {start}, and the run went on until it had {goal}"
+            why = (f"collection started at epoch {self.collector.started_epoch}, and the run "
+                   f"went on until it had {goal}")
         else:
             why = f"max_epochs, the most allowed, ended it before it had {goal}"
         return {"epochs": trained, "lengthened": f"{trained} epochs, not {self.epochs}: {why}"}
