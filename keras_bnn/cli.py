@@ -73,7 +73,7 @@ def _metric_columns(result):
 #: The default of the RunConfig fields that are None until validation.
 _COMPUTED_DEFAULTS = {
     "data_dir": "tensorflow-datasets' own",
-    "step_size": "auto: a warm-up chooses it (HMC: 0.001)",
+    "step_size": "auto: a warm-up chooses it (HMC: 0.001, then adapted by dual averaging)",
     "epochs": "enough for 4000 steps, at least 30",
     "max_epochs": "twice the default --epochs when --epochs is not given, else --epochs",
     "likelihood": "the dataset's",

@@ -96,9 +96,12 @@ def reference_workflow_configs():
 def test_the_reference_workflow_samples_after_the_warm_up_and_lengthens_a_late_chain(
         tmp_path):
     """The README's SGHMC config at the defaults, chain 2 of ``--chains 4``:
-    stationary late, it trains 240 epochs, not 200, for 25 samples, none of
-    them in the warm-up (the config of the README before 2026-11-27 ended
-    its burn-in 400 steps into the 1000-step warm-up)."""
+    none of its samples is in the warm-up (the config of the README before
+    2026-11-27 ended its burn-in 400 steps into the 1000-step warm-up), and,
+    stationary late (epoch 190 here), it trains on past its 200 epochs until
+    it has sampled 50 (a quarter), one sample every 2 epochs. The equilibrium
+    epoch depends on the chain's last bits (another CPU's float round-off can
+    move it), so the length is checked against the start it reports."""
     configs = reference_workflow_configs()
     assert set(configs) == {"hmc", "sghmc"}
     kb.runs.RunConfig.from_dict(configs["hmc"])  # a valid config
@@ -109,5 +112,8 @@ def test_the_reference_workflow_samples_after_the_warm_up_and_lengthens_a_late_c
         result = kb.runs.train(config, verbose=0)
     assert not [w for w in caught if w.category in (kb.WarmupSampleWarning,
                                                     kb.NotConvergedWarning)]
-    assert result.collection["start_epoch"] == 190
-    assert (result.collection["epochs"], len(result.store)) == (240, 25)
+    start = result.collection["start_epoch"]
+    assert start is not None and start > 150  # late: 190 on this machine
+    epochs = max(200, start + 50)
+    assert (result.collection["epochs"], len(result.store)) == (epochs, (epochs - start) // 2)
+    assert len(result.store) >= 25

@@ -249,9 +249,10 @@ def stores_of(source):
             raise ValueError(
                 f"`store` {store.path!r} holds no samples. CollectSamples(start_epoch='auto') "
                 "collects none when its run ends before the chain is at equilibrium (its "
-                "NotConvergedWarning says why): train for more steps (about 4000 at the "
-                "defaults: 1000 of warm-up, then the equilibrium test and the step factors' "
-                "second noise measurement).")
+                "NotConvergedWarning says why): train for more steps (a default run trains "
+                "4000, and up to 8000 until it has samples: 1000 of warm-up, then the "
+                "equilibrium test and the step factors' second noise measurement; "
+                "--epochs, --max-epochs).")
     reference = stores[0].architecture["fingerprint"]
     for store in stores[1:]:
         if store.architecture["fingerprint"] != reference:
