@@ -389,7 +389,8 @@ class CollectSamples(keras.callbacks.Callback):
             warnings.warn(
                 f"CollectSamples: the chain did not reach equilibrium, so no sample was "
                 f"collected ({reason}).{self._largest_variables()} Train for more epochs, or "
-                "pass start_epoch=<int> to collect from a given epoch anyway.",
+                "pass start_epoch=<int> (keras-bnn train: --burn-in-epochs) to collect "
+                "from a given epoch anyway.",
                 NotConvergedWarning, stacklevel=2)
 
     def _largest_variables(self, count=5):

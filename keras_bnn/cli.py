@@ -13,6 +13,7 @@ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set. Under
 import argparse
 import dataclasses
 import functools
+import logging
 import os
 import subprocess
 import sys
@@ -139,6 +140,14 @@ def _runs():
     return runs
 
 
+def _diagnostics():
+    """:mod:`keras_bnn.diagnostics` with Keras imported (as :func:`_runs`)."""
+    _import_keras_quietly()
+    from keras_bnn import diagnostics
+
+    return diagnostics
+
+
 def format_table(rows, columns):
     """Formats ``rows`` (dicts) as an aligned text table of ``columns``."""
     cells = [[str(c) for c in columns]] + [
@@ -167,6 +176,17 @@ def _print_rhat(result):
     rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
             for space in ("function", "weight")]
     print(format_table(rows, _RHAT_COLUMNS))
+    diagnostics = _diagnostics()
+    print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
+          f"{diagnostics.ESS_PER_CHAIN} per chain:")
+    function = diagnostics.convergence_verdict(rhat["function"], "predicted probabilities")
+    print(f"function space: {function.reason}")
+    print(f"  weight space: {diagnostics.convergence_verdict(rhat['weight'], 'weights').reason}")
+    if not function.converged:
+        more = "" if result["num_chains"] >= 4 else " or run more chains (--chains 4)"
+        print(f"  the ensemble averages draws that have not mixed: train longer (--epochs, "
+              f"--max-epochs){more};\n  weight-space R-hat stays high for networks "
+              "(permutation symmetries): judge convergence in function space.")
 
 
 def _cmd_train_chains(args, config):
@@ -307,7 +327,7 @@ def _print_vs_baseline(result):
           f"over {diff['n']} test examples): {verdict}")
     print(f"  median per-example difference {diff['median']:+.4f}; the largest is test example "
           f"{diff['largest_index']}, {diff['largest']:+.3f} "
-          f"({diff['largest'] / diff['n']:+.4f} of the mean difference)")
+          f"(it adds {diff['largest'] / diff['n']:+.4f} to the mean)")
 
 
 def _cmd_export(args):
@@ -339,7 +359,7 @@ def _numbers(text, flag, kind=float):
         raise ValueError(f"{flag} must be comma-separated numbers; got {text!r}") from None
 
 
-def _print_sweep(rows, param):
+def _print_sweep(rows, param, output_dir):
     metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
     print(format_table(rows, [param, "seed", "num_samples", metric, "ensemble_nll",
                               "single_sample_nll"]))
@@ -349,6 +369,7 @@ def _print_sweep(rows, param):
         print(f"no sample (the chain did not reach equilibrium in the run's length; its "
               f"collection.json says why; give more --epochs or --max-epochs): "
               f"{', '.join(unsampled)}")
+    print(f"plot: {_runs().RunDir(output_dir).sweep_plot}")
 
 
 def _cmd_sweep_temperature(args):
@@ -359,7 +380,7 @@ def _cmd_sweep_temperature(args):
                                                              "--temperatures"),
                                      [config.seed], None)
     rows = _runs().sweep_temperature(config, temperatures, verbose=args.verbose)
-    _print_sweep(rows, "temperature")
+    _print_sweep(rows, "temperature", config.output_dir)
 
 
 def _load_array(path, flag):
@@ -391,8 +412,7 @@ def _cmd_sweep(args):
     runs = _runs()
     rows = runs.sweep(param, values, config=config, seeds=seeds, validation_split=split,
                       verbose=args.verbose, **arrays)
-    _print_sweep(rows, param)
-    print(f"plot: {runs.RunDir(config.output_dir).sweep_plot}")
+    _print_sweep(rows, param, config.output_dir)
 
 
 def _cmd_demo(args):
@@ -505,7 +525,20 @@ def main(argv=None):
             reason = f"{type(error).__name__}: {reason}"
         print(f"keras-bnn: error: {reason}", file=sys.stderr)
         return 2
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in _TENSORFLOW_PACKAGES:
+            raise
+        print(f"keras-bnn: error: this command needs {error.name.split('.')[0]}, which is not "
+              "installed: its data are tf.data pipelines and its exports SavedModels, under "
+              "KERAS_BACKEND=jax too (`pip install tensorflow`). With JAX alone, train by "
+              "`model.fit` on NumPy arrays (README, \"Your own model\"; "
+              "examples/fashion_mnist_fit.py).", file=sys.stderr)
+        return 2
     return code or 0
+
+
+#: What a command may import beyond Keras and its backend.
+_TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_datasets", "tensorflow_probability")
 
 
 def _flag_values(args):
@@ -514,14 +547,34 @@ def _flag_values(args):
             if getattr(args, field) is not None}
 
 
+class RetracingFilter(logging.Filter):
+    """Drops TensorFlow's "N out of the last M calls to … triggered tf.function
+    retracing" warning.
+
+    A ``keras-bnn`` command builds a Keras model for every run, candidate
+    prior and posterior ensemble it trains or scores, and Keras traces each
+    model's train and predict functions once, as it must. TensorFlow counts
+    traces by the code of the traced function, which all these models share,
+    and after five it warns of "creating @tf.function repeatedly in a loop":
+    true of the command, not a cost of any one model (each is traced once).
+    """
+
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
 def _import_keras_quietly():
     """Imports Keras (and so its backend: TensorFlow, or JAX under
     ``KERAS_BACKEND=jax``) with TensorFlow's C++ start-up log (oneDNN, CUDA,
     CPU features) hidden.
 
     Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or Keras is
-    already imported; if the import fails, the hidden log is shown.
+    already imported; if the import fails, the hidden log is shown. The
+    retracing warning is hidden in any case (:class:`RetracingFilter`).
     """
+    logger = logging.getLogger("tensorflow")  # TensorFlow's Python log; no import
+    if not any(isinstance(f, RetracingFilter) for f in logger.filters):
+        logger.addFilter(RetracingFilter())
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "keras" in sys.modules:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

@@ -172,6 +172,55 @@ def convergence_summary(chains, name="chains", max_components=MAX_COMPONENTS):
                for estimator in ("bulk", "tail") for stat in ("min", "median")})
 
 
+#: Bulk and tail ESS per chain that Vehtari et al. (2021) ask before they
+#: trust R-hat and the estimates (ESS > 400 with their 4 chains).
+ESS_PER_CHAIN = 100
+
+
+class ConvergenceVerdict(NamedTuple):
+    """Whether chains pass the rule of :func:`convergence_verdict`, and why."""
+
+    converged: bool
+    reason: str
+
+
+def convergence_verdict(summary, what="components"):
+    """Reads a :func:`convergence_summary` by Vehtari et al.'s (2021) rule.
+
+    Converged when every scored component has ``R̂ < 1.01`` and the smallest
+    bulk and tail ESS are at least ``ESS_PER_CHAIN · C`` over C chains (their
+    recommendation: R̂ < 1.01 and ESS > 400 with four chains). A single
+    chain is judged by its halves (:func:`convergence_summary`), against
+    ``ESS_PER_CHAIN``.
+
+    Args:
+        summary: a dict returned by :func:`convergence_summary`.
+        what: what the components are, for the sentence (e.g. "predicted
+            probabilities").
+
+    Returns:
+        A :class:`ConvergenceVerdict`: ``converged`` and a one-line ``reason``
+        that gives the figures the verdict rests on. Not converged, too,
+        when R-hat is undefined (a single chain of fewer than 8 draws) or
+        no component varies.
+    """
+    need = ESS_PER_CHAIN * summary["num_chains"]
+    if not summary["num_scored"]:
+        return ConvergenceVerdict(False, f"not assessed: none of the {what} varies")
+    if np.isnan(summary["median"]):
+        return ConvergenceVerdict(False, f"not assessed: R-hat is undefined "
+                                         f"({summary['num_draws']} draws; one chain needs 8)")
+    ess = min(summary["ess_bulk_min"], summary["ess_tail_min"])
+    if summary["max"] < 1.01 and ess >= need:
+        return ConvergenceVerdict(True, f"converged: R-hat < 1.01 for all {summary['num_scored']}"
+                                        f" {what} scored (max {summary['max']:.4f}), ESS ≥ "
+                                        f"{ess:.0f} (≥ {need} asked)")
+    return ConvergenceVerdict(False, f"not converged: R-hat ≥ 1.01 for "
+                                     f"{1 - summary['frac_below_1.01']:.0%} of the {what} "
+                                     f"(max {summary['max']:.3g}), ESS down to {ess:.3g} "
+                                     f"(≥ {need} asked)")
+
+
 def predictive_ess(member_probs, max_components=MAX_COMPONENTS):
     """Bulk effective sample size of the predicted probabilities.
 

@@ -204,6 +204,32 @@ def test_shifted_chains_have_rhat_far_above_one():
     assert result["ess_bulk_median"] < 100
 
 
+def test_the_verdict_reads_vehtari_et_al_s_rule():
+    rng = np.random.default_rng(5)
+    # 4 chains x 1000 iid draws: each split R-hat is 1 + O(1/(2n)) with
+    # n = 500, sd ≈ 0.0005 (8 split chains), so 1.01 is ~20 sd away; the
+    # bulk and tail ESS are ≈ 4000, ten times the 400 asked.
+    verdict = diagnostics.convergence_verdict(
+        diagnostics.convergence_summary(rng.standard_normal((4, 1000, 20))), "weights")
+    assert verdict.converged and verdict.reason.startswith("converged: R-hat < 1.01 for all 20 ")
+    assert "(≥ 400 asked)" in verdict.reason
+    # Chain means 0..3 (R-hat ≈ 1.6, see above): every component fails.
+    shifted = rng.standard_normal((4, 500, 20)) + np.arange(4)[:, None, None]
+    verdict = diagnostics.convergence_verdict(diagnostics.convergence_summary(shifted), "weights")
+    assert not verdict.converged
+    assert verdict.reason.startswith("not converged: R-hat ≥ 1.01 for 100% of the weights")
+    # The ESS bound, 100 per chain: 400 passes, 399 does not.
+    summary = diagnostics.convergence_summary(rng.standard_normal((4, 1000, 20)))
+    assert diagnostics.convergence_verdict(dict(summary, ess_tail_min=400.0)).converged
+    verdict = diagnostics.convergence_verdict(dict(summary, ess_bulk_min=399.0))
+    assert not verdict.converged and verdict.reason.endswith("ESS down to 399 (≥ 400 asked)")
+    # One chain of 6 draws has no R-hat; a constant one nothing to judge.
+    assert diagnostics.convergence_verdict(diagnostics.convergence_summary(
+        rng.standard_normal((1, 6, 3)))).reason.startswith("not assessed: R-hat is undefined")
+    assert diagnostics.convergence_verdict(diagnostics.convergence_summary(
+        np.ones((2, 10, 3)))) == (False, "not assessed: none of the components varies")
+
+
 def test_constant_components_are_left_out_and_bad_shapes_named():
     chains = np.random.default_rng(3).standard_normal((2, 50, 3))
     chains[..., 0] = 1.0

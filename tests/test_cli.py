@@ -65,6 +65,9 @@ def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     assert chain["median"] >= 1.0 - 0.05 and chain["num_draws"] == 8
     assert np.isfinite(chain["ess_bulk_min"]) and chain["ess_bulk_min"] > 0
     assert "rank-normalised split R-hat" in out
+    # 8 draws of one chain: ESS ≤ 8·log10(8) < 100, so never converged by the rule.
+    assert "function space: not converged: R-hat ≥ 1.01 for" in out and "(≥ 100 asked)" in out
+    assert "train longer (--epochs, --max-epochs) or run more chains (--chains 4)" in out
     for part in ("single_sample", "ensemble"):
         assert 0.0 <= metrics[part]["accuracy"] <= 1.0
         assert metrics[part]["nll"] > 0
@@ -149,6 +152,7 @@ def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
     assert [float(r["temperature"]) for r in rows] == [0.1, 1.0]
     assert all(float(r["ensemble_nll"]) > 0 for r in rows)
     assert os.path.getsize(os.path.join(root, "sweep.png")) > 10_000
+    assert f"plot: {os.path.join(root, 'sweep.png')}" in out
 
 
 @pytest.mark.parametrize(
@@ -258,3 +262,36 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
     code, _, err = _run(["evaluate", "--run-dir", dirs["a"], "--baseline-run-dir", dirs["b"]],
                         capsys)
     assert code != 0 and "`baseline` was scored on 60 test examples" in err
+
+
+_RETRACING = """
+import logging, sys
+import numpy as np
+from keras_bnn import cli
+if sys.argv[1] == "cli":
+    cli._import_keras_quietly()  # what every keras-bnn command does first
+import keras
+class Count(logging.Handler):
+    seen = 0
+    def emit(self, record):
+        Count.seen += "triggered tf.function retracing" in record.getMessage()
+logging.getLogger("tensorflow").addHandler(Count())
+for _ in range(8):  # a model per run or ensemble, as a command builds them
+    keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]).predict(
+        np.zeros((4, 3), "float32"), verbose=0)
+print("warnings", Count.seen)
+"""
+
+
+def test_a_command_does_not_print_tensorflow_s_retracing_warning():
+    # Eight Keras models, each predicting once, in one process: TensorFlow warns
+    # of retracing from the sixth on (the models share the traced code). The
+    # command line drops that warning; a plain process shows it.
+    def warnings_seen(mode):
+        done = subprocess.run([sys.executable, "-c", _RETRACING, mode], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout.split()[-1])
+
+    assert warnings_seen("plain") >= 1
+    assert warnings_seen("cli") == 0

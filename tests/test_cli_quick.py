@@ -133,3 +133,21 @@ def test_the_light_name_tables_match_the_registries():
     assert runs.SAMPLERS == {name: m.collects for name, m in samplers.REGISTRY.items()}
     assert runs.PRIORS == tuple(runs.KERNEL_PRIORS)
     assert runs.LIKELIHOODS == likelihoods.LIKELIHOODS
+
+
+def test_a_command_without_tensorflow_says_what_to_install(tmp_path):
+    # KERAS_BACKEND=jax where TensorFlow is not installed (a JAX-only GPU
+    # machine): a run's data are tf.data pipelines, so `train` needs it. One
+    # error line that names it and the TensorFlow-free route, no traceback.
+    (tmp_path / "tensorflow").mkdir()
+    (tmp_path / "tensorflow" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n")
+    env = dict(os.environ, KERAS_BACKEND="jax",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    done = subprocess.run([sys.executable, "-m", "keras_bnn.cli", "train", "--dataset", "digits",
+                           "--epochs", "2", "--output-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("keras-bnn: error: this command needs tensorflow, which is "
+                                  "not installed")
+    assert "examples/fashion_mnist_fit.py" in done.stderr

@@ -29,9 +29,10 @@ def test_example_imports_and_shows_help(path, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
-def test_there_are_five_examples():
+def test_there_are_six_examples():
     assert {p.stem for p in EXAMPLES} == {
-        "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_weight_growth",
+        "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_fit",
+        "fashion_mnist_weight_growth",
         "imdb_cnn_lstm_sweep", "synthetic_temperature_sweep"}
 
 
@@ -51,3 +52,41 @@ def test_the_synthetic_sweep_samples_after_its_warm_up(tmp_path, capsys):
     # Three classes: chance NLL is log 3 = 1.10; the teacher's labels are learnable.
     assert float(row["ensemble_nll"]) < 0.9 and float(row["ensemble_accuracy"]) > 0.5
     assert "'temperature': 1.0" in capsys.readouterr().out
+
+
+def test_the_fit_example_trains_samples_and_scores_under_jax_without_tensorflow(tmp_path):
+    """examples/fashion_mnist_fit.py under KERAS_BACKEND=jax with TensorFlow,
+    TensorFlow Probability and ArviZ unimportable (as on a GPU machine that has
+    only JAX): a chain collects, its store becomes an ensemble, both rows are
+    scored, and the deep ensemble gets the chain's time."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from fashion_mnist_files import write_set  # noqa: PLC0415
+
+    write_set(tmp_path / "data", num_train=256, num_test=50, learnable=True)
+    blocked = tmp_path / "blocked"
+    for name in ("tensorflow", "tensorflow_probability", "arviz"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('no {name} here')\n")
+    script = next(p for p in EXAMPLES if p.stem == "fashion_mnist_fit")
+    env = dict(os.environ, KERAS_BACKEND="jax",
+               PYTHONPATH=os.pathsep.join([str(blocked), str(script.parent.parent)]))
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path / "out"), "--model", "mlp",
+         "--data-dir", str(tmp_path / "data"), "--epochs", "3", "--max-epochs", "3",
+         "--burn-in-epochs", "1", "--k", "2", "--clock", "cpu", "--verbose", "0"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.load(open(tmp_path / "out" / "results.json"))
+    assert result["backend"] == "jax"
+    chain, ensemble = result["rows"]
+    assert (chain["epochs"], chain["num_samples"], chain["started_epoch"]) == (3, 2, 1)
+    assert len(chain["history"]["configurational_temperature"]) == 3
+    assert ensemble["num_samples"] == 2 and len(ensemble["epochs"]) == 2
+    for row in (chain, ensemble, ensemble["first_net"]):
+        assert 0 <= row["accuracy"] <= 1 and row["nll"] > 0 and 0 <= row["ece"] <= 1
+        assert 0 <= row["auroc_entropy"] <= 1
+    assert "| ATMC, 1 chain (library defaults) | 3 | 2 |" in done.stdout

@@ -1,6 +1,7 @@
 """#20: `prior="auto"`, the run default: the kernel prior chosen on a
 validation split of the training set, the same rule for every dataset."""
 
+import dataclasses
 import json
 import os
 
@@ -111,3 +112,37 @@ def test_build_model_refuses_an_unresolved_prior():
     config = runs.RunConfig(dataset="wine").validate()
     with pytest.raises(ValueError, match="resolved by keras_bnn.runs.train"):
         runs.build_model(config, {"input_shape": (13,), "num_classes": 3})
+
+
+def test_candidates_that_collect_nothing_are_not_scored(tmp_path):
+    """`keras-bnn train --dataset wine --epochs 3` (2 steps an epoch: all in the
+    warm-up) used to stop with "`run_dir` '…/prior-selection/he_normal-1' holds
+    no samples yet". A candidate without samples is not scored; with none
+    scored the run takes the default prior and says why."""
+    config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), epochs=3,
+                            model_args={"hidden": [8]}).validate()
+    resolved = selection.resolve_prior(config)
+    assert (resolved.prior, resolved.prior_scale) == config_lib.FALLBACK_PRIOR
+    report = json.load(open(runs.RunDir(config.output_dir).prior_selection))
+    assert report["reason"].startswith("no candidate collected a sample in 3 epochs")
+    assert [row["validation_nll"] for row in report["candidates"]] == [None, None]
+    assert all("warm-up" in row["not_scored"] for row in report["candidates"])
+
+
+def test_a_candidate_that_collects_nothing_loses_to_one_that_does(tmp_path, monkeypatch):
+    # Student-t's run waits for equilibrium (burn-in auto: 4 epochs are all warm-up).
+    train = selection.training.train
+
+    def student_t_waits(candidate, **kwargs):
+        if candidate.prior == "student_t":
+            candidate = dataclasses.replace(candidate, burn_in_epochs="auto")
+        return train(candidate, **kwargs)
+
+    monkeypatch.setattr(selection.training, "train", student_t_waits)
+    config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT).validate()
+    resolved = selection.resolve_prior(config)
+    report = json.load(open(runs.RunDir(config.output_dir).prior_selection))
+    he_normal, student_t = report["candidates"]
+    assert he_normal["validation_nll"] > 0 and student_t["validation_nll"] is None
+    assert (resolved.prior, report["prior"]) == ("he_normal", "he_normal")
+    assert report["reason"].endswith("held-out training rows (1 collected no sample in 4 epochs)")

@@ -42,7 +42,8 @@ def _tfds_splits(tfds_name, data_dir, download):
                 f"with internet run `tfds build {tfds_name} --data_dir "
                 f"{data_dir}` (or tfds.builder({tfds_name!r}, data_dir=...)."
                 "download_and_prepare()) and copy that directory here, or pass "
-                "download=True.")
+                "download=True to keras_bnn.data.load (the keras-bnn command never "
+                "downloads).")
     train, test = (builder.as_dataset(split=split, as_supervised=True)
                    for split in ("train", "test"))
     return train, test, data_dir, builder.info

@@ -63,7 +63,11 @@ def select_prior(config, verbose=0):
     (the mean over its samples).
 
     A candidate run completed before (a restarted selection) is scored again,
-    not retrained; an incomplete one is trained anew.
+    not retrained; an incomplete one is trained anew. A candidate whose chain
+    never reached equilibrium holds no sample and is not scored (its row's
+    ``validation_nll`` is None and ``not_scored`` gives the run's reason);
+    when no candidate is scored the run takes :data:`FALLBACK_PRIOR`, and
+    the report says why.
 
     Args:
         config: a validated :class:`keras_bnn.runs.RunConfig` with
@@ -71,9 +75,10 @@ def select_prior(config, verbose=0):
         verbose: progress-bar verbosity of the candidate runs.
 
     Returns:
-        dict: ``prior``, ``prior_scale`` (the choice), ``validation_split``,
-        ``num_validation`` and ``candidates`` (one row per candidate with its
-        ``validation_nll``), also written to ``prior_selection.json``.
+        dict: ``prior``, ``prior_scale`` (the choice), ``reason``,
+        ``validation_split``, ``num_validation`` and ``candidates`` (one row
+        per candidate with its ``validation_nll``), also written to
+        ``prior_selection.json``.
     """
     root = RunDir(config.output_dir)
     x, y = data_lib.bundled_arrays(config.dataset)[0]
@@ -89,15 +94,30 @@ def select_prior(config, verbose=0):
         if not run.complete:
             shutil.rmtree(run.path, ignore_errors=True)
             training.train(candidate, verbose=verbose, data=data)
-        result = evaluation.evaluate(run.path, data=data)
-        rows.append({"prior": prior, "prior_scale": scale,
-                     "validation_nll": float(result["ensemble"]["nll"])})
-    best = min(rows, key=lambda row: row["validation_nll"])
-    report = {"prior": best["prior"], "prior_scale": best["prior_scale"],
-              "validation_split": PRIOR_VALIDATION_SPLIT, "num_validation": int(len(y_val)),
-              "candidates": rows,
-              "reason": f"lowest validation NLL ({best['validation_nll']:.4f}) of "
-                        f"{len(rows)} candidates on {len(y_val)} held-out training rows"}
+        row = {"prior": prior, "prior_scale": scale, "validation_nll": None}
+        if len(run.store()):
+            result = evaluation.evaluate(run.path, data=data)
+            row["validation_nll"] = float(result["ensemble"]["nll"])
+        else:  # not at equilibrium within its epochs: nothing to score
+            row["not_scored"] = run.read_json(run.collection)["reason"]
+        rows.append(row)
+    report = {"validation_split": PRIOR_VALIDATION_SPLIT, "num_validation": int(len(y_val)),
+              "candidates": rows}
+    scored = [row for row in rows if row["validation_nll"] is not None]
+    if scored:
+        best = min(scored, key=lambda row: row["validation_nll"])
+        report.update(prior=best["prior"], prior_scale=best["prior_scale"],
+                      reason=f"lowest validation NLL ({best['validation_nll']:.4f}) of "
+                             f"{len(rows)} candidates on {len(y_val)} held-out training rows")
+        if len(scored) < len(rows):
+            report["reason"] += (f" ({len(rows) - len(scored)} collected no sample in "
+                                 f"{epochs} epochs)")
+    else:
+        prior, scale = FALLBACK_PRIOR
+        report.update(prior=prior, prior_scale=scale,
+                      reason=f"no candidate collected a sample in {epochs} epochs (none reached "
+                             f"equilibrium: see candidates' not_scored): the default "
+                             f"{prior}({scale:g})")
     root.write_json(root.prior_selection, report)
     return report
 
