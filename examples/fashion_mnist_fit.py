@@ -1,9 +1,10 @@
 """Fashion-MNIST by plain ``model.fit`` on NumPy arrays: a chain and a deep ensemble at equal wall.
 
 No ``tf.data`` and no TensorFlow: with ``KERAS_BACKEND=jax`` this runs where
-only JAX is installed (a GPU machine; README, "Fashion-MNIST → The CNN on
-a GPU"). It is the route of "Your own model" in the README, on the
-library's Fashion-MNIST arrays (:func:`keras_bnn.fashion_mnist.fashion_mnist_arrays`):
+only JAX is installed, such as a GPU machine (README, "Resume,
+tf.distribute, JAX, TPUs → JAX alone"). It is the route of "Your own model"
+in the README, on the library's Fashion-MNIST arrays
+(:func:`keras_bnn.fashion_mnist.fashion_mnist_arrays`):
 
 * ``chain``: one ATMC chain at the library defaults (``step_size="auto"``,
   ``CollectSamples(start_epoch="auto")``, one sample an epoch;

@@ -295,3 +295,19 @@ def test_a_command_does_not_print_tensorflow_s_retracing_warning():
 
     assert warnings_seen("plain") >= 1
     assert warnings_seen("cli") == 0
+
+
+@pytest.mark.parametrize("num_chains, advice", [(1, True), (4, False)])
+def test_the_rhat_verdict_advises_chains_only_to_a_run_with_fewer_than_four(num_chains, advice,
+                                                                            capsys):
+    from keras_bnn import diagnostics  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)  # chain means 0, 1, …: R-hat far above 1.01
+    draws = rng.standard_normal((max(num_chains, 2), 40, 5)) + np.arange(
+        max(num_chains, 2))[:, None, None]
+    summary = diagnostics.convergence_summary(draws[:num_chains] if num_chains > 1 else
+                                              draws.reshape(1, -1, 5))
+    cli._print_rhat({"num_chains": num_chains, "rhat": {"function": summary, "weight": summary}})
+    out = capsys.readouterr().out
+    assert "function space: not converged: R-hat ≥ 1.01" in out
+    assert ("or run more chains (--chains 4)" in out) == advice
