@@ -40,43 +40,39 @@ import time
 import numpy as np
 
 ROWS = ("chain", "ensemble")
-
-
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-class TimeLimit:
-    """A Keras callback factory: ends ``fit`` at the epoch end nearest ``seconds``.
+def time_limit(seconds, clock="wall"):
+    """A Keras callback that ends ``fit`` at the epoch end nearest ``seconds``.
 
     Training stops at the end of an epoch once another half epoch (at the
     last epoch's duration) would pass ``seconds`` of ``clock`` (a key of
     :data:`CLOCKS`: wall time, or the process's CPU time, all threads, which
     other work on a shared machine does not inflate), so a run overshoots
-    or falls short of it by at most half an epoch.
+    or falls short of it by at most half an epoch. Its ``hit`` says whether
+    it ended the run.
     """
+    import keras  # noqa: PLC0415 - keeps --help free of Keras
 
-    @staticmethod
-    def make(seconds, clock="wall"):
-        import keras  # noqa: PLC0415 - keeps --help free of Keras
+    class TimeLimit(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.start = self.epoch_start = None
+            self.hit = False
 
-        class _TimeLimit(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.start = self.epoch_start = None
-                self.hit = False
+        def on_train_begin(self, logs=None):
+            self.start = CLOCKS[clock]()
 
-            def on_train_begin(self, logs=None):
-                self.start = CLOCKS[clock]()
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch_start = CLOCKS[clock]()
 
-            def on_epoch_begin(self, epoch, logs=None):
-                self.epoch_start = CLOCKS[clock]()
+        def on_epoch_end(self, epoch, logs=None):
+            now = CLOCKS[clock]()
+            if now - self.start + (now - self.epoch_start) / 2 >= seconds:
+                self.model.stop_training = self.hit = True
 
-            def on_epoch_end(self, epoch, logs=None):
-                now = CLOCKS[clock]()
-                if now - self.start + (now - self.epoch_start) / 2 >= seconds:
-                    self.model.stop_training = self.hit = True
-
-        return _TimeLimit()
+    return TimeLimit()
 
 
 def build(args, info, seed):
@@ -94,6 +90,7 @@ def build(args, info, seed):
 
 
 def compile_model(model, optimizer, num_train):
+    """Compiles ``model`` as ``keras-bnn train`` does: categorical likelihood, accuracy."""
     import keras  # noqa: PLC0415
 
     model.compile(optimizer, train_size=num_train, metrics=["accuracy"],
@@ -111,7 +108,7 @@ def score(member_probs, labels, ood_member_probs):
 
 
 def run_chain(args, data, info):
-    """One ATMC chain at the library defaults; returns its row (and its store's directory)."""
+    """One ATMC chain at the library defaults; returns its row."""
     import keras_bnn as kb  # noqa: PLC0415
     from keras_bnn.runs.config import MIN_SAMPLED_SHARE, default_epochs  # noqa: PLC0415
     from keras_bnn.runs.training import EndWhenSampled  # noqa: PLC0415
@@ -124,7 +121,7 @@ def run_chain(args, data, info):
     store = kb.SampleStore(os.path.join(args.out, "chain", "samples"))
     collector = kb.callbacks.CollectSamples(store, start_epoch=args.burn_in_epochs, every=1)
     ending = EndWhenSampled(collector, epochs, math.ceil(MIN_SAMPLED_SHARE * epochs))
-    limit = TimeLimit.make(args.time_limit)
+    limit = time_limit(args.time_limit)
     start, start_cpu = time.perf_counter(), time.process_time()
     history = model.fit(x, y, batch_size=args.batch_size, epochs=max(args.max_epochs, epochs),
                         callbacks=[collector, ending, limit], verbose=args.verbose)
@@ -158,7 +155,7 @@ def run_ensemble(args, data, info, budget):
     for k in range(args.k):
         model = build(args, info, args.seed * 1000 + k)
         compile_model(model, keras.optimizers.SGD(0.05, momentum=0.9), len(y))
-        limit = TimeLimit.make(budget / args.k, args.clock)
+        limit = time_limit(budget / args.k, args.clock)
         history = model.fit(x, y, batch_size=args.batch_size, epochs=args.max_epochs,
                             callbacks=[limit], verbose=args.verbose)
         epochs.append(len(history.epoch))

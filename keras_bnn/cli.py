@@ -504,6 +504,10 @@ def build_parser():
     return parser
 
 
+#: What a command may import beyond Keras and its backend (``main`` names a missing one).
+_TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_datasets", "tensorflow_probability")
+
+
 def main(argv=None):
     """Entry point of the ``keras-bnn`` console script.
 
@@ -535,10 +539,6 @@ def main(argv=None):
               "examples/fashion_mnist_fit.py).", file=sys.stderr)
         return 2
     return code or 0
-
-
-#: What a command may import beyond Keras and its backend.
-_TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_datasets", "tensorflow_probability")
 
 
 def _flag_values(args):

@@ -2,12 +2,18 @@
 
 import csv
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
 import warnings
 from pathlib import Path
 
 import pytest
 
 import keras_bnn as kb
+from fashion_mnist_files import write_set
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
@@ -57,15 +63,8 @@ def test_the_synthetic_sweep_samples_after_its_warm_up(tmp_path, capsys):
 def test_the_fit_example_trains_samples_and_scores_under_jax_without_tensorflow(tmp_path):
     """examples/fashion_mnist_fit.py under KERAS_BACKEND=jax with TensorFlow,
     TensorFlow Probability and ArviZ unimportable (as on a GPU machine that has
-    only JAX): a chain collects, its store becomes an ensemble, both rows are
-    scored, and the deep ensemble gets the chain's time."""
-    import json  # noqa: PLC0415
-    import os  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from fashion_mnist_files import write_set  # noqa: PLC0415
-
+    only JAX): a chain collects, its store becomes an ensemble, and both rows
+    are scored."""
     write_set(tmp_path / "data", num_train=256, num_test=50, learnable=True)
     blocked = tmp_path / "blocked"
     for name in ("tensorflow", "tensorflow_probability", "arviz"):
@@ -90,3 +89,23 @@ def test_the_fit_example_trains_samples_and_scores_under_jax_without_tensorflow(
         assert 0 <= row["accuracy"] <= 1 and row["nll"] > 0 and 0 <= row["ece"] <= 1
         assert 0 <= row["auroc_entropy"] <= 1
     assert "| ATMC, 1 chain (library defaults) | 3 | 2 |" in done.stdout
+
+
+@pytest.mark.parametrize("epoch_seconds, epochs", [(3.0, 3), (4.0, 2), (2.5, 4)])
+def test_the_fit_example_s_time_limit_stops_at_the_nearest_epoch_end(monkeypatch, epoch_seconds,
+                                                                      epochs):
+    # A 10 s budget: 3 s epochs stop after 3 (9 s; a 4th would end at 12),
+    # 4 s epochs after 2 (8 s against 12), 2.5 s epochs after 4 (exactly 10).
+    module = _load(next(p for p in EXAMPLES if p.stem == "fashion_mnist_fit"))
+    now = [0.0]
+    monkeypatch.setitem(module.CLOCKS, "cpu", lambda: now[0])
+    limit = module.time_limit(10.0, "cpu")
+    limit.set_model(types.SimpleNamespace(stop_training=False))
+    limit.on_train_begin()
+    trained = 0
+    while not limit.model.stop_training:
+        limit.on_epoch_begin(trained)
+        now[0] += epoch_seconds
+        limit.on_epoch_end(trained)
+        trained += 1
+    assert trained == epochs and limit.hit
