@@ -75,26 +75,25 @@ def time_limit(seconds, clock="wall"):
     return TimeLimit()
 
 
-def build(args, info, seed):
-    """The model of ``--model`` with the kernel prior of ``--prior``, seeded initial weights."""
+def compiled_model(args, info, sampler, seed):
+    """The ``keras-bnn train`` model and optimizer of ``--model`` and ``--prior``.
+
+    :func:`keras_bnn.runs.build_model` and :func:`keras_bnn.runs.compile_model`
+    for ``sampler`` (``"atmc"`` at its defaults, or ``"sgd"``, the registry's
+    SGD/MAP baseline), initial weights from ``seed``.
+    """
     import keras  # noqa: PLC0415
 
-    import keras_bnn as kb  # noqa: PLC0415
-    from keras_bnn.runs.build import KERNEL_PRIORS  # noqa: PLC0415
+    from keras_bnn import runs  # noqa: PLC0415
 
+    model_args = {"hidden": [256, 256]} if args.model == "mlp" else {}  # 784-256-256-10
+    config = runs.RunConfig(dataset="fashion_mnist", model=args.model, model_args=model_args,
+                            prior=args.prior, prior_scale=args.prior_scale, sampler=sampler,
+                            seed=args.seed).validate()
     keras.utils.set_random_seed(seed)
-    prior = KERNEL_PRIORS[args.prior](args.prior_scale)
-    if args.model == "mlp":
-        return kb.models.mlp((784,), 10, hidden=(256, 256), kernel_prior=prior)
-    return kb.models.cnn(info["input_shape"], 10, kernel_prior=prior)
-
-
-def compile_model(model, optimizer, num_train):
-    """Compiles ``model`` as ``keras-bnn train`` does: categorical likelihood, accuracy."""
-    import keras  # noqa: PLC0415
-
-    model.compile(optimizer, train_size=num_train, metrics=["accuracy"],
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = runs.build_model(config, info)
+    runs.compile_model(model, config, info)
+    return model
 
 
 def score(member_probs, labels, ood_member_probs):
@@ -116,8 +115,7 @@ def run_chain(args, data, info):
     (x, y), (x_test, y_test), x_ood = data
     steps = math.ceil(len(y) / args.batch_size)
     epochs = args.epochs or default_epochs(steps)
-    model = build(args, info, args.seed)
-    compile_model(model, kb.samplers.ATMC(seed=args.seed), len(y))
+    model = compiled_model(args, info, "atmc", args.seed)
     store = kb.SampleStore(os.path.join(args.out, "chain", "samples"))
     collector = kb.callbacks.CollectSamples(store, start_epoch=args.burn_in_epochs, every=1)
     ending = EndWhenSampled(collector, epochs, math.ceil(MIN_SAMPLED_SHARE * epochs))
@@ -144,8 +142,6 @@ def run_chain(args, data, info):
 
 def run_ensemble(args, data, info, budget):
     """``--k`` SGD/MAP nets, each given ``budget / k`` seconds of ``--clock``; returns the row."""
-    import keras  # noqa: PLC0415
-
     import keras_bnn as kb  # noqa: PLC0415
 
     (x, y), (x_test, y_test), x_ood = data
@@ -153,8 +149,7 @@ def run_ensemble(args, data, info, budget):
     epochs = []
     start, start_cpu = time.perf_counter(), time.process_time()
     for k in range(args.k):
-        model = build(args, info, args.seed * 1000 + k)
-        compile_model(model, keras.optimizers.SGD(0.05, momentum=0.9), len(y))
+        model = compiled_model(args, info, "sgd", args.seed * 1000 + k)
         limit = time_limit(budget / args.k, args.clock)
         history = model.fit(x, y, batch_size=args.batch_size, epochs=args.max_epochs,
                             callbacks=[limit], verbose=args.verbose)
@@ -235,8 +230,7 @@ def main(argv=None):
     x_ood, _ = kb.ood.digits_28x28()
     if args.train_subset:
         x, y = x[:args.train_subset], y[:args.train_subset]
-    if args.model == "mlp":
-        x, x_test, x_ood = (a.reshape(len(a), -1) for a in (x, x_test, x_ood))
+        info["num_train"] = len(y)
     data = ((x, y), (x_test, y_test), x_ood)
     print(f"Keras {keras.__version__}, backend {keras.backend.backend()}; "
           f"{args.model}, {args.prior}({args.prior_scale}), train {len(y)}, seed {args.seed}",

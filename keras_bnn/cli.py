@@ -140,14 +140,6 @@ def _runs():
     return runs
 
 
-def _diagnostics():
-    """:mod:`keras_bnn.diagnostics` with Keras imported (as :func:`_runs`)."""
-    _import_keras_quietly()
-    from keras_bnn import diagnostics
-
-    return diagnostics
-
-
 def format_table(rows, columns):
     """Formats ``rows`` (dicts) as an aligned text table of ``columns``."""
     cells = [[str(c) for c in columns]] + [
@@ -176,7 +168,8 @@ def _print_rhat(result):
     rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
             for space in ("function", "weight")]
     print(format_table(rows, _RHAT_COLUMNS))
-    diagnostics = _diagnostics()
+    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
+
     print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
           f"{diagnostics.ESS_PER_CHAIN} per chain:")
     function = diagnostics.convergence_verdict(rhat["function"], "predicted probabilities")
