@@ -37,8 +37,6 @@ import math
 import os
 import time
 
-import numpy as np
-
 ROWS = ("chain", "ensemble")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
