@@ -146,3 +146,18 @@ def test_a_candidate_that_collects_nothing_loses_to_one_that_does(tmp_path, monk
     assert he_normal["validation_nll"] > 0 and student_t["validation_nll"] is None
     assert (resolved.prior, report["prior"]) == ("he_normal", "he_normal")
     assert report["reason"].endswith("held-out training rows (1 collected no sample in 4 epochs)")
+
+
+def test_candidates_of_default_length_go_on_like_the_run(tmp_path, monkeypatch):
+    """A candidate of default length may train on to ``MAX_LENGTH`` times it
+    until its chain has sampled from equilibrium, as the run itself does:
+    candidates trained for exactly the default length were skipped where the
+    run would have gone on."""
+    monkeypatch.setattr(config_lib, "DEFAULT_STEPS", 1)  # the floor: MIN_EPOCHS
+    config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"),
+                            **dict(SHORT, epochs=None, burn_in_epochs="auto")).validate()
+    selection.select_prior(config)
+    for prior, scale in config_lib.PRIOR_CANDIDATES:
+        stored = runs.read_config(runs.RunDir(config.output_dir).prior_candidate(prior, scale).path)
+        assert (stored.epochs, stored.max_epochs) == (
+            config_lib.MIN_EPOCHS, config_lib.MAX_LENGTH * config_lib.MIN_EPOCHS)

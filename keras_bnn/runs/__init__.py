@@ -38,7 +38,8 @@ _EXPORTS = {
     "checkpoints": ("BackupError", "RunBackup"),
     "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
                  "run_chains", "train"),
-    "evaluation": ("chain_rhat", "evaluate", "export", "load_chains", "load_run"),
+    "evaluation": ("chain_rhat", "evaluate", "evaluate_sampled", "export", "load_chains",
+                   "load_run"),
     "selection": ("resolve_prior", "select_prior", "validation_arrays"),
     "sweeps": ("sweep", "sweep_temperature"),
 }

@@ -172,6 +172,26 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     return result
 
 
+def evaluate_sampled(run_dir, data=None):
+    """:func:`evaluate` for a run that collected samples, None for one that did not.
+
+    A run whose chain never reached equilibrium within its length collected
+    no sample (it warned :class:`keras_bnn.NotConvergedWarning`, and its
+    ``collection.json`` says why): there is no predictive to score. The
+    prior selection and the sweeps skip such runs instead of stopping.
+
+    Args:
+        run_dir: a directory written by :func:`keras_bnn.runs.train`.
+        data: as for :func:`evaluate`.
+
+    Returns:
+        :func:`evaluate`'s dict, or None.
+    """
+    if not len(RunDir(run_dir).store()):
+        return None
+    return evaluate(run_dir, data=data)
+
+
 def chain_rhat(chain_probs, chain_weights):
     """R-hat and ESS across chains in function and weight space.
 

@@ -27,8 +27,7 @@ import numpy as np
 from keras_bnn import data as data_lib
 from keras_bnn.runs import evaluation, training
 from keras_bnn.runs.build import arrays_data, likelihood_of, load_info, steps_per_epoch
-from keras_bnn.runs.config import (FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT,
-                                   default_epochs)
+from keras_bnn.runs.config import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
 from keras_bnn.runs.rundir import RunDir
 
 
@@ -55,7 +54,9 @@ def select_prior(config, verbose=0):
 
     For each ``(prior, scale)`` of :data:`PRIOR_CANDIDATES` one run of
     ``config`` (same sampler, length, seed; ``epochs=None`` counts the
-    default length on the training part) trains on the training part in
+    default length on the training part and, like the run itself, goes on
+    up to ``max_epochs`` until the chain has sampled from equilibrium:
+    :meth:`keras_bnn.runs.RunConfig.resolve_length`) trains on the training part in
     ``<output_dir>/prior-selection/<prior>-<scale>`` and is scored on the
     held-out part; the choice minimises the validation NLL
 
@@ -85,21 +86,22 @@ def select_prior(config, verbose=0):
     x_train, y_train, x_val, y_val = validation_arrays(x, y, PRIOR_VALIDATION_SPLIT)
     data = arrays_data(x_train, y_train, config.batch_size, config.seed,
                        likelihood_of(config, load_info(config)), x_val, y_val)
-    epochs = config.epochs or default_epochs(steps_per_epoch(config, len(y_train)))
+    length = dataclasses.replace(config).resolve_length(steps_per_epoch(config, len(y_train)))
+    most = f"{length.max_epochs} epochs"
     rows = []
     for prior, scale in PRIOR_CANDIDATES:
         run = root.prior_candidate(prior, scale)
-        candidate = dataclasses.replace(config, prior=prior, prior_scale=scale, epochs=epochs,
+        candidate = dataclasses.replace(config, prior=prior, prior_scale=scale,
                                         output_dir=run.path)
         if not run.complete:
             shutil.rmtree(run.path, ignore_errors=True)
             training.train(candidate, verbose=verbose, data=data)
         row = {"prior": prior, "prior_scale": scale, "validation_nll": None}
-        if len(run.store()):
-            result = evaluation.evaluate(run.path, data=data)
-            row["validation_nll"] = float(result["ensemble"]["nll"])
-        else:  # not at equilibrium within its epochs: nothing to score
+        result = evaluation.evaluate_sampled(run.path, data=data)
+        if result is None:
             row["not_scored"] = run.read_json(run.collection)["reason"]
+        else:
+            row["validation_nll"] = float(result["ensemble"]["nll"])
         rows.append(row)
     report = {"validation_split": PRIOR_VALIDATION_SPLIT, "num_validation": int(len(y_val)),
               "candidates": rows}
@@ -111,11 +113,11 @@ def select_prior(config, verbose=0):
                              f"{len(rows)} candidates on {len(y_val)} held-out training rows")
         if len(scored) < len(rows):
             report["reason"] += (f" ({len(rows) - len(scored)} collected no sample in "
-                                 f"{epochs} epochs)")
+                                 f"{most})")
     else:
         prior, scale = FALLBACK_PRIOR
         report.update(prior=prior, prior_scale=scale,
-                      reason=f"no candidate collected a sample in {epochs} epochs (none reached "
+                      reason=f"no candidate collected a sample in {most} (none reached "
                              f"equilibrium: see candidates' not_scored): the default "
                              f"{prior}({scale:g})")
     root.write_json(root.prior_selection, report)

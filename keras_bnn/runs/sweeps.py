@@ -16,7 +16,7 @@ from keras_bnn import plots
 from keras_bnn.durable import atomic_write
 from keras_bnn.runs.build import arrays_data, likelihood_of, load_info
 from keras_bnn.runs.config import ARRAYS, RunConfig, check_arrays, check_sweep
-from keras_bnn.runs.evaluation import evaluate
+from keras_bnn.runs.evaluation import evaluate_sampled
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.runs.selection import validation_arrays
 from keras_bnn.runs.training import train
@@ -111,8 +111,8 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
                                    likelihood, arrays[2], arrays[3])
             train(run, verbose=verbose, data=data)
             row = {param: value, "seed": seed, "num_samples": 0}
-            if len(RunDir(run.output_dir).store()):
-                result = evaluate(run.output_dir, data=data)
+            result = evaluate_sampled(run.output_dir, data=data)
+            if result is not None:
                 row["num_samples"] = result["num_samples"]
                 for part in ("single_sample", "ensemble"):
                     row.update({f"{part}_{k}": v for k, v in result[part].items()})
