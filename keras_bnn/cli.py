@@ -4,8 +4,10 @@ Bad input, a run directory in use and a full disk end with exit code 2 and
 one line ``keras-bnn: error: <reason>`` on stderr, never a traceback.
 ``--help`` and argument errors answer without importing Keras or TensorFlow:
 each command checks its arguments and the run configuration
-(:mod:`keras_bnn.runs.config`) first and imports them after. TensorFlow's C++
-start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set. Under
+(:mod:`keras_bnn.runs.config`) first and imports them after, with
+TensorFlow's C++ start-up log silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set
+(:func:`keras_bnn.console.import_keras_quietly`; what the commands print is
+:mod:`keras_bnn.console`'s too). Under
 ``KERAS_BACKEND=jax`` this module imports no TensorFlow itself, except that
 ``export`` (a TensorFlow SavedModel) runs again as a TensorFlow process.
 """
@@ -13,13 +15,12 @@ start-up log is silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set. Under
 import argparse
 import dataclasses
 import functools
-import logging
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
+from keras_bnn import console
 from keras_bnn.durable import InUseError
 
 def _step_size(text):
@@ -61,16 +62,6 @@ _CONFIG_FLAGS = (
     ("--output-dir", "output_dir", str, "run directory"),
 )
 _CONFIG_FIELDS = {field for _, field, _, _ in _CONFIG_FLAGS}
-_METRICS = ("accuracy", "nll", "ece", "brier")
-_RHAT_COLUMNS = ("space", "median", "max", "frac_below_1.01", "frac_below_1.1",
-                 "ess_bulk_min", "ess_tail_min")
-_REGRESSION_METRICS = ("nll", "rmse", "coverage_0.5", "coverage_0.9", "coverage_0.95")
-
-
-def _metric_columns(result):
-    return _REGRESSION_METRICS if result["likelihood"] == "gaussian" else _METRICS
-
-
 #: The default of the RunConfig fields that are None until validation.
 _COMPUTED_DEFAULTS = {
     "data_dir": "tensorflow-datasets' own",
@@ -134,52 +125,10 @@ def _config_from(args):
 
 def _runs():
     """:mod:`keras_bnn.runs` with Keras imported: call once the arguments are checked."""
-    _import_keras_quietly()
+    console.import_keras_quietly()
     from keras_bnn import runs
 
     return runs
-
-
-def format_table(rows, columns):
-    """Formats ``rows`` (dicts) as an aligned text table of ``columns``."""
-    cells = [[str(c) for c in columns]] + [
-        [f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns]
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    lines = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _result_rows(result, label):
-    return [
-        dict(model=f"{label} (last sample)", **result["single_sample"]),
-        dict(model=f"{label} ensemble of {result['num_samples']}", **result["ensemble"]),
-    ]
-
-
-def _print_rhat(result):
-    rhat = result.get("rhat")
-    if not rhat:
-        return
-    print(f"\nrank-normalised split R-hat and ESS across {result['num_chains']} chain(s) "
-          f"x {rhat['function']['num_draws']} draws (Vehtari et al. 2021):")
-    rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
-            for space in ("function", "weight")]
-    print(format_table(rows, _RHAT_COLUMNS))
-    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
-
-    print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
-          f"{diagnostics.ESS_PER_CHAIN} per chain:")
-    function = diagnostics.convergence_verdict(rhat["function"], "predicted probabilities")
-    print(f"function space: {function.reason}")
-    print(f"  weight space: {diagnostics.convergence_verdict(rhat['weight'], 'weights').reason}")
-    if not function.converged:
-        more = "" if result["num_chains"] >= 4 else " or run more chains (--chains 4)"
-        print(f"  the ensemble averages draws that have not mixed: train longer (--epochs, "
-              f"--max-epochs){more};\n  weight-space R-hat stays high for networks "
-              "(permutation symmetries): judge convergence in function space.")
 
 
 def _cmd_train_chains(args, config):
@@ -188,17 +137,8 @@ def _cmd_train_chains(args, config):
     rows = [dict(chain=k, samples=len(store), epochs=len(logs.get("loss", [])),
                  **{key: logs[key][-1] for key in sorted(logs)})
             for k, (store, logs) in enumerate(chains)]
-    print(format_table(rows, list(rows[0])))
+    print(console.format_table(rows, list(rows[0])))
     print(f"run directory: {config.output_dir}")
-
-
-def _print_prior_selection(output_dir):
-    """Prints the prior a ``prior="auto"`` run chose, and why."""
-    path = _runs().RunDir(output_dir).prior_selection
-    if os.path.exists(path):
-        chosen = _runs().RunDir.read_json(path)
-        print(f"\nprior {chosen['prior']}({chosen['prior_scale']:g}) (prior auto): "
-              f"{chosen['reason']}")
 
 
 def _cmd_train(args):
@@ -220,64 +160,8 @@ def _cmd_train(args):
     else:
         config = _config_from(args)
     result = _runs().train(config, verbose=args.verbose, resume=args.resume)
-    logs = result.history.history
-    row = dict(samples=len(result.store), **{key: logs[key][-1] for key in sorted(logs)})
-    print(format_table([row], list(row)))
-    if result.kinetic_temperatures:
-        print("\nkinetic temperature per variable (99% chi-squared band):")
-        print(format_table(result.kinetic_temperatures,
-                           ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
-    if result.gradient_noise:
-        print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
-              "biased above 0.1) and its step factor (step = step size × factor):")
-        print(format_table(result.gradient_noise,
-                           ["name", "d", "ratio", "above_limit", "step_factor"]))
-    _print_directional_noise(result.directional_noise)
-    collection = result.collection
-    if collection["variable_temperatures"]:
-        print("\nconfigurational temperature per variable, mean over the last epoch's steps "
-              "(T at equilibrium; far below T: still leaving the initialisation):")
-        print(format_table(collection["variable_temperatures"], ["name", "d", "t_conf"]))
-    _print_prior_selection(config.output_dir)
-    if collection["step_size"] is not None:
-        warmup = collection["warmup_steps"]
-        chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"
-        print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
-              f"{collection['start_epoch']}: {collection['reason']}")
-        if collection["lengthened"]:
-            print(f"run length: {collection['lengthened']}")
-        _print_remeasurement(collection["remeasurement"])
+    console.print_train_result(result, config.output_dir)
     print(f"run directory: {config.output_dir}")
-
-
-def _print_directional_noise(report):
-    """The noisiest directions' gradient-noise ratio, if the run has one."""
-    if not report:
-        return
-    from keras_bnn.samplers import NOISE_RATIO_LIMIT
-
-    top = ", ".join(f"{ratio:.3g}" for ratio in report["top"])
-    verdict = (f"above {NOISE_RATIO_LIMIT:g}: along these directions the minibatch noise is "
-               "not small against the injected noise (README, 'Noise by direction')"
-               if report["above_limit"] else f"at most {NOISE_RATIO_LIMIT:g}")
-    print(f"\ngradient-noise ratio of the noisiest directions of weight space (from "
-          f"{report['num_examples']} training examples; the per-variable ratios are means over "
-          f"parameters, {report['mean']:.3g} here): {top}; {verdict}")
-
-
-def _print_remeasurement(remeasurement):
-    """One line on the step factors' second noise measurement, if there was one."""
-    if not remeasurement:
-        return
-    from keras_bnn.samplers.warmup import REMEASURE_TOLERANCE
-
-    lowered = remeasurement["lowered"]
-    what = ("; ".join(f"{name} {old:.3g} -> {new:.3g} (ratio {remeasurement['ratios'][name]:.3g})"
-                      for name, (old, new) in lowered.items())
-            if lowered else f"none more than {REMEASURE_TOLERANCE - 1:.0%} above the warm-up's "
-                            "target")
-    print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
-          f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
 
 
 def _check_run_dir(path, flag):
@@ -299,28 +183,14 @@ def _cmd_evaluate(args):
     if args.baseline_run_dir:
         baseline = runs.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
     result = runs.evaluate(args.run_dir, num_bins=args.num_bins, baseline=baseline)
-    rows = _result_rows(result, result["sampler"])
+    rows = console.result_rows(result, result["sampler"])
     if baseline:
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
-    print(format_table(rows, ["model", *_metric_columns(result)]))
-    _print_vs_baseline(result)
-    _print_rhat(result)
+    print(console.format_table(rows, ["model", *console.metric_columns(result)]))
+    console.print_vs_baseline(result)
+    console.print_rhat(result)
     plots = (result["reliability_plot"], result["samples_plot"])
     print(f"plots: {', '.join(p for p in plots if p)}")
-
-
-def _print_vs_baseline(result):
-    """One line: the ensemble's test NLL minus the baseline's, paired, with its SE."""
-    if "nll_vs_baseline" not in result:
-        return
-    diff = result["nll_vs_baseline"]
-    verdict = ("no difference detectable at 2 SE" if abs(diff["mean"]) < 2 * diff["se"]
-               else "the ensemble is better" if diff["mean"] < 0 else "the baseline is better")
-    print(f"ensemble NLL - baseline NLL = {diff['mean']:+.4f} ± {diff['se']:.4f} (SE, paired "
-          f"over {diff['n']} test examples): {verdict}")
-    print(f"  median per-example difference {diff['median']:+.4f}; the largest is test example "
-          f"{diff['largest_index']}, {diff['largest']:+.3f} "
-          f"(it adds {diff['largest'] / diff['n']:+.4f} to the mean)")
 
 
 def _cmd_export(args):
@@ -352,19 +222,6 @@ def _numbers(text, flag, kind=float):
         raise ValueError(f"{flag} must be comma-separated numbers; got {text!r}") from None
 
 
-def _print_sweep(rows, param, output_dir):
-    metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
-    print(format_table(rows, [param, "seed", "num_samples", metric, "ensemble_nll",
-                              "single_sample_nll"]))
-    unsampled = [f"{param} {row[param]:g} seed {row['seed']}" for row in rows
-                 if not row["num_samples"]]
-    if unsampled:
-        print(f"no sample (the chain did not reach equilibrium in the run's length; its "
-              f"collection.json says why; give more --epochs or --max-epochs): "
-              f"{', '.join(unsampled)}")
-    print(f"plot: {_runs().RunDir(output_dir).sweep_plot}")
-
-
 def _cmd_sweep_temperature(args):
     from keras_bnn.runs.config import check_sweep
 
@@ -373,7 +230,7 @@ def _cmd_sweep_temperature(args):
                                                              "--temperatures"),
                                      [config.seed], None)
     rows = _runs().sweep_temperature(config, temperatures, verbose=args.verbose)
-    _print_sweep(rows, "temperature", config.output_dir)
+    console.print_sweep(rows, "temperature", config.output_dir)
 
 
 def _load_array(path, flag):
@@ -405,7 +262,7 @@ def _cmd_sweep(args):
     runs = _runs()
     rows = runs.sweep(param, values, config=config, seeds=seeds, validation_split=split,
                       verbose=args.verbose, **arrays)
-    _print_sweep(rows, param, config.output_dir)
+    console.print_sweep(rows, param, config.output_dir)
 
 
 def _cmd_demo(args):
@@ -424,17 +281,17 @@ def _cmd_demo(args):
         length = f"{config.epochs} epochs" if config.epochs else "the default length"
         print(f"== training {config.sampler} on {config.dataset} ({length})")
         runs.train(config, verbose=args.verbose)
-        _print_prior_selection(config.output_dir)
+        console.print_prior_selection(config.output_dir)
         result = runs.evaluate(config.output_dir, baseline=baseline)
         if config.sampler == "sgd":
             baseline = result
             rows.append(dict(model="SGD (MAP baseline)", **baseline["single_sample"]))
         else:
-            rows += _result_rows(result, "ATMC")
+            rows += console.result_rows(result, "ATMC")
     print()
-    print(format_table(rows, ["model", *_metric_columns(result)]))
-    _print_vs_baseline(result)
-    _print_rhat(result)
+    print(console.format_table(rows, ["model", *console.metric_columns(result)]))
+    console.print_vs_baseline(result)
+    console.print_rhat(result)
     print(f"reliability plot: {result['reliability_plot']}")
     print(f"metric vs samples plot: {result['samples_plot']}")
     print(f"exported ensemble: {runs.export(config.output_dir, args.export_dir)}")
@@ -538,55 +395,6 @@ def _flag_values(args):
     """The RunConfig fields given as flags."""
     return {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
             if getattr(args, field) is not None}
-
-
-class RetracingFilter(logging.Filter):
-    """Drops TensorFlow's "N out of the last M calls to … triggered tf.function
-    retracing" warning.
-
-    A ``keras-bnn`` command builds a Keras model for every run, candidate
-    prior and posterior ensemble it trains or scores, and Keras traces each
-    model's train and predict functions once, as it must. TensorFlow counts
-    traces by the code of the traced function, which all these models share,
-    and after five it warns of "creating @tf.function repeatedly in a loop":
-    true of the command, not a cost of any one model (each is traced once).
-    """
-
-    def filter(self, record):
-        return "triggered tf.function retracing" not in record.getMessage()
-
-
-def _import_keras_quietly():
-    """Imports Keras (and so its backend: TensorFlow, or JAX under
-    ``KERAS_BACKEND=jax``) with TensorFlow's C++ start-up log (oneDNN, CUDA,
-    CPU features) hidden.
-
-    Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or Keras is
-    already imported; if the import fails, the hidden log is shown. The
-    retracing warning is hidden in any case (:class:`RetracingFilter`).
-    """
-    logger = logging.getLogger("tensorflow")  # TensorFlow's Python log; no import
-    if not any(isinstance(f, RetracingFilter) for f in logger.filters):
-        logger.addFilter(RetracingFilter())
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "keras" in sys.modules:
-        return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    # The first messages come before absl's logging starts, whatever the
-    # level: point file descriptor 2 elsewhere while they are written.
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            import keras  # noqa: F401
-        except BaseException:
-            os.dup2(saved, 2)
-            log.seek(0)
-            sys.stderr.write(log.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 if __name__ == "__main__":

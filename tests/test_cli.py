@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import keras_bnn as kb
-from keras_bnn import cli
+from keras_bnn import cli, console
 from keras_bnn.runs.evaluation import load_chains
 
 SMALL = ["--num-train", "200", "--num-test", "100", "--batch-size", "50",
@@ -267,9 +267,9 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
 _RETRACING = """
 import logging, sys
 import numpy as np
-from keras_bnn import cli
+from keras_bnn import console
 if sys.argv[1] == "cli":
-    cli._import_keras_quietly()  # what every keras-bnn command does first
+    console.import_keras_quietly()  # what every keras-bnn command does first
 import keras
 class Count(logging.Handler):
     seen = 0
@@ -307,7 +307,7 @@ def test_the_rhat_verdict_advises_chains_only_to_a_run_with_fewer_than_four(num_
         max(num_chains, 2))[:, None, None]
     summary = diagnostics.convergence_summary(draws[:num_chains] if num_chains > 1 else
                                               draws.reshape(1, -1, 5))
-    cli._print_rhat({"num_chains": num_chains, "rhat": {"function": summary, "weight": summary}})
+    console.print_rhat({"num_chains": num_chains, "rhat": {"function": summary, "weight": summary}})
     out = capsys.readouterr().out
     assert "function space: not converged: R-hat ≥ 1.01" in out
     assert ("or run more chains (--chains 4)" in out) == advice

@@ -1,0 +1,257 @@
+"""What the ``keras-bnn`` commands print, and their quiet import of Keras.
+
+The command line (:mod:`keras_bnn.cli`) parses arguments and calls
+:mod:`keras_bnn.runs`; this module turns the results into text: aligned
+tables (:func:`format_table`), a training run's report
+(:func:`print_train_result`), the evaluation's comparison with a baseline
+(:func:`print_vs_baseline`) and R-hat verdict (:func:`print_rhat`), a
+sweep's table (:func:`print_sweep`). :func:`import_keras_quietly` imports
+Keras with TensorFlow's start-up log hidden.
+"""
+
+import logging
+import os
+import sys
+import tempfile
+
+_METRICS = ("accuracy", "nll", "ece", "brier")
+_REGRESSION_METRICS = ("nll", "rmse", "coverage_0.5", "coverage_0.9", "coverage_0.95")
+_RHAT_COLUMNS = ("space", "median", "max", "frac_below_1.01", "frac_below_1.1",
+                 "ess_bulk_min", "ess_tail_min")
+
+
+def format_table(rows, columns):
+    """Formats ``rows`` as an aligned text table.
+
+    Args:
+        rows: dicts holding every key of ``columns``; floats print with 4
+            decimals, other values with ``str``.
+        columns: the keys to show, in order (the header line).
+
+    Returns:
+        str: the header, a rule of dashes, and one line per row.
+    """
+    cells = [[str(c) for c in columns]] + [
+        [f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def metric_columns(result):
+    """The metric columns of an evaluation ``result``: regression or classification."""
+    return _REGRESSION_METRICS if result["likelihood"] == "gaussian" else _METRICS
+
+
+def result_rows(result, label):
+    """The last sample's and the ensemble's rows of an evaluation ``result``."""
+    return [
+        dict(model=f"{label} (last sample)", **result["single_sample"]),
+        dict(model=f"{label} ensemble of {result['num_samples']}", **result["ensemble"]),
+    ]
+
+
+def print_rhat(result):
+    """Prints R-hat and ESS across chains, and Vehtari et al.'s verdict on them.
+
+    Args:
+        result: an evaluation result of :func:`keras_bnn.runs.evaluate`;
+            nothing is printed when it holds no ``rhat``.
+    """
+    rhat = result.get("rhat")
+    if not rhat:
+        return
+    print(f"\nrank-normalised split R-hat and ESS across {result['num_chains']} chain(s) "
+          f"x {rhat['function']['num_draws']} draws (Vehtari et al. 2021):")
+    rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
+            for space in ("function", "weight")]
+    print(format_table(rows, _RHAT_COLUMNS))
+    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
+
+    print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
+          f"{diagnostics.ESS_PER_CHAIN} per chain:")
+    function = diagnostics.convergence_verdict(rhat["function"], "predicted probabilities")
+    print(f"function space: {function.reason}")
+    print(f"  weight space: {diagnostics.convergence_verdict(rhat['weight'], 'weights').reason}")
+    if not function.converged:
+        more = "" if result["num_chains"] >= 4 else " or run more chains (--chains 4)"
+        print(f"  the ensemble averages draws that have not mixed: train longer (--epochs, "
+              f"--max-epochs){more};\n  weight-space R-hat stays high for networks "
+              "(permutation symmetries): judge convergence in function space.")
+
+
+def print_prior_selection(output_dir):
+    """Prints the prior a ``prior="auto"`` run in ``output_dir`` chose, and why (if it chose)."""
+    from keras_bnn.runs import RunDir
+
+    path = RunDir(output_dir).prior_selection
+    if os.path.exists(path):
+        chosen = RunDir.read_json(path)
+        print(f"\nprior {chosen['prior']}({chosen['prior_scale']:g}) (prior auto): "
+              f"{chosen['reason']}")
+
+
+def print_train_result(result, output_dir):
+    """Prints a training run's report.
+
+    The last epoch's logs, the per-variable kinetic temperatures,
+    gradient-noise ratios with their step factors and configurational
+    temperatures, the noisiest directions' ratio, the chosen prior, the step
+    size and when and why collection began.
+
+    Args:
+        result: the :class:`keras_bnn.runs.TrainResult` of
+            :func:`keras_bnn.runs.train`.
+        output_dir: the run's directory.
+    """
+    logs = result.history.history
+    row = dict(samples=len(result.store), **{key: logs[key][-1] for key in sorted(logs)})
+    print(format_table([row], list(row)))
+    if result.kinetic_temperatures:
+        print("\nkinetic temperature per variable (99% chi-squared band):")
+        print(format_table(result.kinetic_temperatures,
+                           ["name", "d", "t_kin", "lo", "hi", "inside_band"]))
+    if result.gradient_noise:
+        print("\ngradient-noise ratio per variable (minibatch over injected noise variance; "
+              "biased above 0.1) and its step factor (step = step size × factor):")
+        print(format_table(result.gradient_noise,
+                           ["name", "d", "ratio", "above_limit", "step_factor"]))
+    _print_directional_noise(result.directional_noise)
+    collection = result.collection
+    if collection["variable_temperatures"]:
+        print("\nconfigurational temperature per variable, mean over the last epoch's steps "
+              "(T at equilibrium; far below T: still leaving the initialisation):")
+        print(format_table(collection["variable_temperatures"], ["name", "d", "t_conf"]))
+    print_prior_selection(output_dir)
+    if collection["step_size"] is not None:
+        warmup = collection["warmup_steps"]
+        chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"
+        print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
+              f"{collection['start_epoch']}: {collection['reason']}")
+        if collection["lengthened"]:
+            print(f"run length: {collection['lengthened']}")
+        _print_remeasurement(collection["remeasurement"])
+    print(f"run directory: {output_dir}")
+
+
+def _print_directional_noise(report):
+    """The noisiest directions' gradient-noise ratio, if the run has one."""
+    if not report:
+        return
+    from keras_bnn.samplers import NOISE_RATIO_LIMIT
+
+    top = ", ".join(f"{ratio:.3g}" for ratio in report["top"])
+    verdict = (f"above {NOISE_RATIO_LIMIT:g}: along these directions the minibatch noise is "
+               "not small against the injected noise (README, 'Noise by direction')"
+               if report["above_limit"] else f"at most {NOISE_RATIO_LIMIT:g}")
+    print(f"\ngradient-noise ratio of the noisiest directions of weight space (from "
+          f"{report['num_examples']} training examples; the per-variable ratios are means over "
+          f"parameters, {report['mean']:.3g} here): {top}; {verdict}")
+
+
+def _print_remeasurement(remeasurement):
+    """One line on the step factors' second noise measurement, if there was one."""
+    if not remeasurement:
+        return
+    from keras_bnn.samplers.warmup import REMEASURE_TOLERANCE
+
+    lowered = remeasurement["lowered"]
+    what = ("; ".join(f"{name} {old:.3g} -> {new:.3g} (ratio {remeasurement['ratios'][name]:.3g})"
+                      for name, (old, new) in lowered.items())
+            if lowered else f"none more than {REMEASURE_TOLERANCE - 1:.0%} above the warm-up's "
+                            "target")
+    print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
+          f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
+
+
+def print_vs_baseline(result):
+    """Prints the ensemble's test NLL minus the baseline's, paired, with its SE.
+
+    Args:
+        result: an evaluation result; nothing is printed without its
+            ``nll_vs_baseline`` (:func:`keras_bnn.metrics.paired_difference`).
+    """
+    if "nll_vs_baseline" not in result:
+        return
+    diff = result["nll_vs_baseline"]
+    verdict = ("no difference detectable at 2 SE" if abs(diff["mean"]) < 2 * diff["se"]
+               else "the ensemble is better" if diff["mean"] < 0 else "the baseline is better")
+    print(f"ensemble NLL - baseline NLL = {diff['mean']:+.4f} ± {diff['se']:.4f} (SE, paired "
+          f"over {diff['n']} test examples): {verdict}")
+    print(f"  median per-example difference {diff['median']:+.4f}; the largest is test example "
+          f"{diff['largest_index']}, {diff['largest']:+.3f} "
+          f"(it adds {diff['largest'] / diff['n']:+.4f} to the mean)")
+
+
+def print_sweep(rows, param, output_dir):
+    """Prints a sweep's table, the runs that collected no sample, and its plot's path.
+
+    Args:
+        rows: the rows of :func:`keras_bnn.runs.sweep`.
+        param: the swept parameter.
+        output_dir: the sweep's directory.
+    """
+    from keras_bnn.runs import RunDir
+
+    metric = "ensemble_rmse" if rows and "ensemble_rmse" in rows[0] else "ensemble_accuracy"
+    print(format_table(rows, [param, "seed", "num_samples", metric, "ensemble_nll",
+                              "single_sample_nll"]))
+    unsampled = [f"{param} {row[param]:g} seed {row['seed']}" for row in rows
+                 if not row["num_samples"]]
+    if unsampled:
+        print(f"no sample (the chain did not reach equilibrium in the run's length; its "
+              f"collection.json says why; give more --epochs or --max-epochs): "
+              f"{', '.join(unsampled)}")
+    print(f"plot: {RunDir(output_dir).sweep_plot}")
+
+
+class RetracingFilter(logging.Filter):
+    """Drops TensorFlow's "N out of the last M calls to … triggered tf.function
+    retracing" warning.
+
+    A ``keras-bnn`` command builds a Keras model for every run, candidate
+    prior and posterior ensemble it trains or scores, and Keras traces each
+    model's train and predict functions once, as it must. TensorFlow counts
+    traces by the code of the traced function, which all these models share,
+    and after five it warns of "creating @tf.function repeatedly in a loop":
+    true of the command, not a cost of any one model (each is traced once).
+    """
+
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
+def import_keras_quietly():
+    """Imports Keras (and so its backend: TensorFlow, or JAX under
+    ``KERAS_BACKEND=jax``) with TensorFlow's C++ start-up log (oneDNN, CUDA,
+    CPU features) hidden.
+
+    Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or Keras is
+    already imported; if the import fails, the hidden log is shown. The
+    retracing warning is hidden in any case (:class:`RetracingFilter`).
+    """
+    logger = logging.getLogger("tensorflow")  # TensorFlow's Python log; no import
+    if not any(isinstance(f, RetracingFilter) for f in logger.filters):
+        logger.addFilter(RetracingFilter())
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "keras" in sys.modules:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # The first messages come before absl's logging starts, whatever the
+    # level: point file descriptor 2 elsewhere while they are written.
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            import keras  # noqa: F401
+        except BaseException:
+            os.dup2(saved, 2)
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
