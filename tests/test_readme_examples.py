@@ -2,8 +2,7 @@
 
 They are the first code a user runs: "A first example" (the synthetic task,
 no step size, collection from equilibrium, export), "Your own model"
-(``kb.bayesian`` on a functional Keras model; the README leaves the data to
-the reader, so the test supplies scikit-learn's digits) and the prior
+(``kb.bayesian`` on a functional Keras model, on scikit-learn's digits) and the prior
 predictive check of "Checking a prior", and the SGHMC config of the
 "Reference workflow" (one chain of it). Each block is read
 from README.md and executed unchanged in a temporary directory. Until
@@ -54,15 +53,9 @@ def test_the_first_example_collects_samples_and_exports(tmp_path, monkeypatch):
 
 
 def test_the_own_model_example_samples_a_functional_model(tmp_path, monkeypatch):
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
     keras.utils.set_random_seed(0)  # the block leaves the seed to the user: fixed here
-    x, y = load_digits(return_X_y=True)
-    x_train, x_val, y_train, y_val = train_test_split(
-        (x / 16.0).astype("float32"), y, test_size=0.2, random_state=0)
-    ns, warned = run_block(readme_block("Your own model"), tmp_path, monkeypatch,
-                           dict(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val))
+    ns, warned = run_block(readme_block("Your own model"), tmp_path, monkeypatch)
+    x_val, y_val = ns["x_val"], ns["y_val"]
     assert kb.NotConvergedWarning not in warned
     assert kb.MissingPriorWarning not in warned
     assert ns["collect"].started_epoch is not None
