@@ -70,12 +70,17 @@ def _write_temp(directory, write, target):
             os.fsync(handle.fileno())
     except OSError as error:
         _remove_quietly(tmp)
-        raise type(error)(error.errno, f"{error.strerror or error}: cannot write {target} "
-                          "(nothing already written is lost)") from error
+        raise _naming(error, target) from error
     except BaseException:
         _remove_quietly(tmp)
         raise
     return tmp
+
+
+def _naming(error, target):
+    """``error`` (an OSError) again, its message naming ``target``, the file being written."""
+    return type(error)(error.errno, f"{error.strerror or error}: cannot write {target} "
+                                    "(nothing already written is lost)")
 
 
 def _remove_quietly(path):
@@ -94,11 +99,19 @@ def atomic_write(path, write):
     Args:
         path: destination file.
         write: callable writing the content to a binary file object.
+
+    Raises:
+        OSError: naming ``path``, when it cannot be written or renamed into
+            place (a full disk); the temp file is removed and an existing
+            ``path`` is left as it was.
     """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = _write_temp(directory, write, path)
     try:
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # rename(2) too can fail for a full disk: ENOSPC, EDQUOT
+    except OSError as error:
+        _remove_quietly(tmp)
+        raise _naming(error, path) from error
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -150,6 +163,8 @@ def create_first_free(paths, write):
                 os.link(tmp, path)
             except FileExistsError:
                 continue
+            except OSError as error:  # link(2) too can fail for a full disk: ENOSPC, EDQUOT
+                raise _naming(error, path) from error
             fsync_directory(directory)
             return path
         return None

@@ -53,3 +53,31 @@ def test_the_lock_is_released_on_exit_and_reentry_by_another_lock_fails(tmp_path
                 pass
     with durable.DirectoryLock(tmp_path):
         pass
+
+
+@pytest.mark.parametrize("step, writer", [
+    ("replace", lambda path: durable.atomic_write(path, lambda f: f.write(b"new"))),
+    ("link", lambda path: durable.create_exclusive(path + ".2", lambda f: f.write(b"new"))),
+])
+def test_a_full_disk_at_publishing_names_the_file_and_keeps_what_was_there(tmp_path,
+                                                                           monkeypatch, step,
+                                                                           writer):
+    """rename(2) and link(2) can fail for a full disk (ENOSPC, EDQUOT) after
+    the content was written: the error names the file being written (a
+    backup's error line read "[Errno 28] No space left on device; free space,
+    then continue the run with --resume", naming none), the temp file is
+    removed and the file already there is unchanged."""
+    import errno
+
+    path = str(tmp_path / "file")
+    durable.atomic_write(path, lambda f: f.write(b"old"))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, step, full)
+    with pytest.raises(OSError, match=f"No space left on device: cannot write {path}") as raised:
+        writer(path)
+    assert raised.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+    assert open(path, "rb").read() == b"old"

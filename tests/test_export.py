@@ -275,15 +275,16 @@ from ensemble_helpers import tiny_ensemble
 ensemble = tiny_ensemble(count=2)
 print("ready", flush=True)
 while True:
-    ensemble.export(sys.argv[1])
+    print("exported", ensemble.export(sys.argv[1]), flush=True)
 """
 
 
 @pytest.mark.slow
 def test_kill_9_during_export_never_leaves_a_partial_version(exported, tmp_path):
-    """Exports in a loop, killed with SIGKILL at 4 moments: every integer
-    version directory is a complete SavedModel, and the next export cleans
-    the killed one's staging directory."""
+    """Exports in a loop, killed with SIGKILL at 4 moments (each after the
+    loop's first published version): every integer version directory is a
+    complete SavedModel, every acknowledged one is there, and the next
+    export cleans the killed one's staging directory."""
     import signal
     import subprocess
     import time
@@ -291,14 +292,19 @@ def test_kill_9_during_export_never_leaves_a_partial_version(exported, tmp_path)
     model_dir = tmp_path / "model"
     tests_dir = os.path.dirname(__file__)
     rng = np.random.default_rng(1)
+    acknowledged = []
     for _ in range(4):
         process = subprocess.Popen([sys.executable, "-c", _EXPORT_LOOP, str(model_dir),
                                     tests_dir], stdout=subprocess.PIPE, text=True)
         assert process.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.5, 4.0))
+        acknowledged.append(process.stdout.readline())  # the loop is running
+        time.sleep(rng.uniform(0.0, 3.0))
         process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=60)
+        acknowledged += process.communicate(timeout=60)[0].splitlines()
     versions = [n for n in os.listdir(model_dir) if n.isdigit()]
+    acknowledged = {os.path.basename(line.split()[1].rstrip("/"))
+                    for line in acknowledged if line.startswith("exported")}
+    assert len(acknowledged) >= 4 and acknowledged <= set(versions)
     for version in versions:
         signature = tf.saved_model.load(str(model_dir / version)).signatures["serving_default"]
         assert signature(inputs=tf.zeros((1, INPUT_DIM)))["probabilities"].shape == (1, NUM_CLASSES)

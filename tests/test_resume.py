@@ -108,6 +108,30 @@ def test_a_full_disk_during_training_is_one_error_line_and_the_run_resumes(unbro
 
 
 @pytest.mark.slow
+def test_a_disk_full_later_in_training_keeps_the_samples_and_earlier_backups(unbroken,
+                                                                             tmp_path):
+    """The disk fills up at the backup after 3 epochs, when the backups
+    after 1 and 2 epochs and the first sample (of the second epoch) are on
+    disk: exit 2 with one error line naming the file, all of those kept, no
+    partial file; the run then resumes from the second backup into the
+    unbroken chain."""
+    run_dir = str(tmp_path / "run")
+    full = _cli(["train", *RUN, "--output-dir", run_dir], KB_FULL_AT="3")
+    assert full.returncode == 2, full.stderr
+    assert "Traceback" not in full.stderr
+    errors = [line for line in full.stderr.splitlines() if "keras-bnn: error" in line]
+    assert len(errors) == 1 and full.stderr.strip().splitlines()[-1] == errors[0], full.stderr
+    assert os.path.join(run_dir, "backup", "epoch-000003.npz") in errors[0]
+    backup_dir = os.path.join(run_dir, "backup")
+    assert sorted(os.listdir(backup_dir)) == ["epoch-000001.npz", "epoch-000002.npz"]
+    keys, _ = _samples(run_dir)
+    assert len(keys) == 1 and keys == _samples(unbroken)[0][:1]
+    resumed = _cli(["train", "--resume", "--output-dir", run_dir])
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same_chain(run_dir, unbroken)
+
+
+@pytest.mark.slow
 def test_a_full_disk_during_export_is_one_error_line_and_keeps_earlier_versions(
         unbroken, tmp_path):
     model_dir = str(tmp_path / "models" / "net")

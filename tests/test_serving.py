@@ -278,8 +278,10 @@ def test_every_malformed_reply_raises_a_serving_error(case):
     try:
         client = ServingClient(MODEL_NAME, url=hostile.url, timeout=5,
                                max_reply_bytes=1_000_000)
-        with pytest.raises(ServingError):
+        with pytest.raises(ServingError) as raised:
             client.predict(inputs(2))
+        if case == "redirect":  # not followed: the 302 itself is the error
+            assert raised.value.status == 302 and "HTTP 302" in str(raised.value)
     finally:
         hostile.close()
 

@@ -125,19 +125,25 @@ def test_processes_of_different_architectures_exactly_one_wins(tmp_path):
 
 @pytest.mark.slow
 def test_kill_9_during_appends_leaves_only_complete_samples(tmp_path):
-    """kill -9 at 5 random moments of an append loop: every file loads, the
-    next store cleans the killed writer's temp files, appends continue."""
+    """kill -9 at 5 random moments of an append loop (each after the loop's
+    first acknowledged append): every file loads, every acknowledged sample
+    is kept, the next store cleans the killed writer's temp files, appends
+    continue."""
     path = tmp_path / "samples"
     rng = np.random.default_rng(0)
+    acknowledged = []
     for _ in range(5):
         worker = _appender(path, "relu", 1000)
         assert worker.stdout.readline().strip() == "ready"
+        acknowledged.append(worker.stdout.readline())  # the loop is running
         time.sleep(rng.uniform(0.05, 0.5))
         worker.send_signal(signal.SIGKILL)
-        worker.communicate(timeout=60)
+        acknowledged += worker.communicate(timeout=60)[0].splitlines()
+    acknowledged = {int(line.split()[1]) for line in acknowledged if line.startswith("appended")}
     store = kb.SampleStore(path)
     assert not [n for n in os.listdir(path) if n.startswith(durable.TEMP_PREFIX)]
     count = len(store)
+    assert len(acknowledged) >= 5 and count >= len(acknowledged)
     assert all(len(sample.weights) == 2 for sample in store)
     store.append(_model(), step=-1)
     assert len(store) == count + 1
@@ -153,6 +159,29 @@ def test_fingerprint_covers_activations(tmp_path):
     # Same architecture, other session-numbered layer names: accepted.
     store.append(_model("relu", seed=5))
     assert len(store) == 2
+
+
+def _prior_model(**settings):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    layer = kb.layers.Dense(3, **{"kernel_prior": kb.priors.Normal(0.0, 1.0),
+                                  "kernel_initializer": "glorot_uniform", **settings})
+    return keras.Model(inputs, layer(inputs))
+
+
+@pytest.mark.parametrize("setting, says", [
+    ({"kernel_initializer": "zeros"}, "kernel_initializer="),
+    ({"kernel_prior": kb.priors.Normal(0.0, 2.0)}, "kernel_prior="),  # another scale
+    ({"kernel_prior": kb.priors.Laplace(1.0)}, "kernel_prior="),  # another family
+])
+def test_fingerprint_covers_initialisers_and_priors(tmp_path, setting, says):
+    """The README's "activations, priors, initialisers": a network that
+    differs from the store's only in one of them is refused, naming it."""
+    store = kb.SampleStore(tmp_path / "samples")
+    store.append(_prior_model())
+    with pytest.raises(ValueError, match=f"another architecture.*{says}"):
+        store.append(_prior_model(**setting))
+    assert len(store) == 1
 
 
 def test_a_sample_copied_from_another_architecture_is_refused(tmp_path):
@@ -313,13 +342,17 @@ def test_stale_temp_files_of_dead_writers_are_removed(tmp_path):
         f"-{os.getpid()}-", f"-{dead_pid}-")
     live = os.path.basename(durable.temp_path(str(path)))
     foreign = ".tmp-orphan"  # not ours to judge: kept
-    for name in (stale, live, foreign):
+    # Another host's writer with the same dead pid: its pids are not ours to test.
+    other_host = stale.replace(f"{durable.TEMP_PREFIX}{durable._HOST}-",
+                               f"{durable.TEMP_PREFIX}otherhost-", 1)
+    assert other_host != stale
+    for name in (stale, live, foreign, other_host):
         (path / name).write_bytes(b"partial")
     (path / (stale + "dir")).mkdir()
     kb.SampleStore(path)
     left = set(os.listdir(path))
     assert stale not in left and stale + "dir" not in left
-    assert {live, foreign} <= left
+    assert {live, foreign, other_host} <= left
 
 
 def test_bad_paths_are_value_errors(tmp_path):

@@ -26,8 +26,16 @@ ARRAYS = "arrays"
 #: The dataset names of :func:`keras_bnn.data.load` (``keras_bnn.data.DATASETS``).
 DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm", "cnn")
-#: Models that need a dataset of their own: cnn_lstm reads token ids.
-MODEL_DATASETS = {"cnn_lstm": ("imdb",)}
+#: The datasets of images (``(height, width, channels)`` examples).
+IMAGE_DATASETS = ("fashion_mnist", "mnist", "cifar10")
+#: Models that need datasets of their own, and why: ``{model: (datasets, reason)}``.
+#: The convolutional ones take images (or arrays the caller shapes as images);
+#: cnn_lstm reads token ids. The MLP takes any dataset (it flattens).
+MODEL_DATASETS = {
+    "cnn_lstm": (("imdb",), "it reads token ids"),
+    **{model: ((*IMAGE_DATASETS, ARRAYS), "it convolves images")
+       for model in ("resnet_pp", "resnet20_frn", "cnn")},
+}
 #: The names of :data:`keras_bnn.samplers.REGISTRY`, each with whether it
 #: collects samples (False: the SGD/MAP baseline, which stores its final point).
 SAMPLERS = {"sgld": True, "sghmc": True, "sgnht": True, "atmc": True, "hmc": True,
@@ -213,11 +221,10 @@ class RunConfig:
         check_choice(self.prior, "prior", (*PRIORS, "auto"))
         if self.likelihood is not None:
             check_choice(self.likelihood, "likelihood", LIKELIHOODS)
-        needs = MODEL_DATASETS.get(self.model)
+        needs, why = MODEL_DATASETS.get(self.model, (None, None))
         if needs and self.dataset not in needs:
             raise argument_error("dataset", f"be one of {', '.join(map(repr, needs))} for "
-                                 f"model={self.model!r} (it reads token ids)", self.dataset,
-                                 "RunConfig")
+                                 f"model={self.model!r} ({why})", self.dataset, "RunConfig")
         for name in ("batch_size", "num_train", "num_test"):
             check_int(getattr(self, name), name, 1)
         if self.epochs is not None:

@@ -11,6 +11,9 @@ environment:
 * ``KB_FSIZE=<bytes>``: ``RLIMIT_FSIZE``, no file can grow beyond it (a full
   disk: writes fail with EFBIG; SIGXFSZ is ignored so the write returns the
   error instead of killing the process).
+* ``KB_FULL_AT=<epochs>``: the disk fills up at the backup after ``<epochs>``
+  epochs: publishing it fails with ENOSPC (earlier backups and samples are
+  on disk).
 
 The run is backed up after every epoch (``RunBackup`` interval 0, not the
 default 10 s), so a kill point can name any epoch.
@@ -20,6 +23,7 @@ Under TensorFlow, ops are deterministic
 train the same chain compute the same bits.
 """
 
+import errno
 import os
 import resource
 import signal
@@ -35,13 +39,20 @@ if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
 
     tf.config.experimental.enable_op_determinism()
 
-if os.environ.get("KB_KILL_AT"):
-    point, epochs = os.environ["KB_KILL_AT"].split(":")
-    backup_name = f"epoch-{int(epochs):06d}.npz"
+
+def _backup_name(epochs):
+    return f"epoch-{int(epochs):06d}.npz"
+
+
+if os.environ.get("KB_KILL_AT") or os.environ.get("KB_FULL_AT"):
+    point, killed = os.environ.get("KB_KILL_AT", ":").split(":")
+    full = os.environ.get("KB_FULL_AT")
     real_replace = os.replace
 
     def replace(src, dst, *args, **kwargs):
-        if not dst.endswith(backup_name):
+        if full and dst.endswith(_backup_name(full)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), dst)
+        if not (killed and dst.endswith(_backup_name(killed))):
             return real_replace(src, dst, *args, **kwargs)
         if point == "before_publish":
             os.kill(os.getpid(), signal.SIGKILL)
