@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_bnn import data, metrics
+from keras_bnn.datasets import pipeline
 
 NUM_MOCK = 10  # examples per split served by mock_data
 
@@ -225,6 +226,22 @@ def test_load_cifar10_augmentation_is_pad_crop_flip(prepared_dir):
     # P(all 10 untouched) = (1/162)^10; P(both epochs equal) is as small.
     assert any(t != identity for _, t in transforms[0])
     assert transforms[0] != transforms[1]  # fresh augmentation each epoch
+
+
+def test_load_cifar10_augmentation_of_an_epoch_is_repeated_by_a_fresh_pipeline(prepared_dir):
+    """What a resumed run relies on: a new pipeline set to epoch 1
+    (``data_epoch``) presents epoch 1's images, augmented exactly as the
+    unbroken pipeline augmented them (the crop and flip are keyed on seed,
+    epoch and position, not on a generator's state)."""
+    epochs, _ = _cifar_train_images(prepared_dir, augment=True, epochs=2)
+    with tfds.testing.mock_data(num_examples=NUM_MOCK):
+        train, _, _ = data.load_cifar10(data_dir=prepared_dir, batch_size=4, augment=True,
+                                        seed=0)
+        pipeline.data_epoch(train).assign(1)
+        batches = list(train.as_numpy_iterator())
+    np.testing.assert_array_equal(np.concatenate([x for x, _ in batches]), epochs[1][0])
+    np.testing.assert_array_equal(np.concatenate([y for _, y in batches]), epochs[1][1])
+    assert not np.array_equal(epochs[0][0], epochs[1][0])
 
 
 def test_load_imdb_under_mock_data(prepared_dir):
