@@ -161,7 +161,6 @@ def _cmd_train(args):
         config = _config_from(args)
     result = _runs().train(config, verbose=args.verbose, resume=args.resume)
     console.print_train_result(result, config.output_dir)
-    print(f"run directory: {config.output_dir}")
 
 
 def _check_run_dir(path, flag):

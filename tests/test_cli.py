@@ -40,7 +40,7 @@ def test_train_evaluate_export_on_the_synthetic_task(tmp_path, capsys):
     code, out, err = _run(["train", *SMALL, "--epochs", "9", "--sampler", "sghmc",
                            "--output-dir", run_dir], capsys)
     assert code == 0, err
-    assert "run directory" in out
+    assert out.count("run directory: ") == 1  # once, at the end
     # SGHMC has Gaussian momenta: a per-variable kinetic temperature table.
     assert "kinetic temperature per variable" in out and "dense_0/kernel" in out
     assert "gradient-noise ratio per variable" in out
@@ -262,6 +262,18 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
     code, _, err = _run(["evaluate", "--run-dir", dirs["a"], "--baseline-run-dir", dirs["b"]],
                         capsys)
     assert code != 0 and "`baseline` was scored on 60 test examples" in err
+    # The same number of test examples of another draw (seed) or another task.
+    dirs["c"] = str(tmp_path / "c")
+    argv = ["train", *SMALL, "--sampler", "sgd", "--seed", "1", "--output-dir", dirs["c"]]
+    argv[argv.index("--num-test") + 1] = "100"
+    code, _, err = _run(argv, capsys)
+    assert code == 0, err
+    code, _, err = _run(["evaluate", "--run-dir", dirs["a"], "--baseline-run-dir", dirs["c"]],
+                        capsys)
+    assert code != 0 and "`baseline` was scored on other test labels" in err
+    baseline = dict(kb.runs.evaluate(dirs["c"]), likelihood="gaussian")
+    with pytest.raises(ValueError, match="`baseline` is a gaussian model"):
+        kb.runs.evaluate(dirs["a"], baseline=baseline)
 
 
 _RETRACING = """
@@ -311,3 +323,35 @@ def test_the_rhat_verdict_advises_chains_only_to_a_run_with_fewer_than_four(num_
     out = capsys.readouterr().out
     assert "function space: not converged: R-hat ≥ 1.01" in out
     assert ("or run more chains (--chains 4)" in out) == advice
+
+
+def test_train_refuses_a_directory_that_holds_a_run_of_any_kind(tmp_path, capsys):
+    """Found by trying the CLI as a user: `train` into a finished `--chains 2`
+    run overwrote its config.json (evaluate then called the chains' samples
+    "sgd"), `--resume` on it trained chain 0 again into the top directory,
+    and a finished run that collected no sample had its config replaced.
+    A run stopped during its prior selection has no config.json yet: its
+    --resume says to run the command again."""
+    chains = str(tmp_path / "chains")
+    code, _, err = _run(["train", *SMALL, "--chains", "2", "--output-dir", chains], capsys)
+    assert code == 0, err
+    stored = open(os.path.join(chains, "config.json")).read()
+    for argv in ([*SMALL, "--sampler", "sgd"], ["--resume"]):
+        code, _, err = _run(["train", *argv, "--output-dir", chains], capsys)
+        assert code == 2 and "holds a run of 2 chains (chain-0, chain-1)" in err, err
+    assert open(os.path.join(chains, "config.json")).read() == stored
+    # A finished run without samples (every epoch inside the warm-up).
+    empty = str(tmp_path / "empty")
+    code, _, err = _run(["train", *SMALL, "--burn-in-epochs", "auto", "--output-dir", empty],
+                        capsys)
+    assert code == 0, err
+    assert len(kb.runs.RunDir(empty).store()) == 0
+    stored = open(os.path.join(empty, "config.json")).read()
+    code, _, err = _run(["train", *SMALL, "--prior", "student_t", "--output-dir", empty], capsys)
+    assert code == 2 and "already holds a run (0 samples)" in err, err
+    assert open(os.path.join(empty, "config.json")).read() == stored
+    # Stopped while choosing its prior: prior-selection/ but no config.json.
+    stopped = tmp_path / "stopped"
+    os.makedirs(kb.runs.RunDir(str(stopped)).prior_candidates)
+    code, _, err = _run(["train", "--resume", "--output-dir", str(stopped)], capsys)
+    assert code == 2 and "run the same command again without --resume" in err, err

@@ -402,12 +402,20 @@ def resume_config(output_dir, flags):
     Raises:
         ValueError: without ``output_dir``, with ``--config``, or for a flag
             that differs from the stored config.
-        FileNotFoundError: if ``output_dir`` holds no run.
+        FileNotFoundError: if ``output_dir`` holds no run (or one stopped
+            during its prior selection, which the same command without
+            ``--resume`` continues).
     """
     if not output_dir:
         raise ValueError("--resume needs --output-dir (the run directory to continue).")
     if "config" in flags:
         raise ValueError("--resume reads the run's own config.json; do not pass --config.")
+    run = RunDir(output_dir)
+    if not os.path.exists(run.config) and os.path.isdir(run.prior_candidates):
+        raise FileNotFoundError(
+            f"--resume: the run in {output_dir!r} was stopped while it chose its prior "
+            "(prior auto), before it began: run the same command again without --resume (the "
+            "candidates that finished are reused).")
     config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
     for name, value in flags.items():
         if name != "output_dir" and getattr(config, name) != value:

@@ -113,15 +113,16 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         ``metric_vs_num_samples`` curve, ``rhat`` (see :func:`chain_rhat`:
         rank-normalised R-hat and ESS in function and weight space; one
         chain is compared by its halves), the plot paths,
-        ``nll_per_example`` (the ensemble's, a numpy array; not written to
-        ``metrics.json``) and, with a ``baseline``, ``nll_vs_baseline``:
+        ``nll_per_example`` (the ensemble's) and ``test_labels`` (numpy
+        arrays, not written to ``metrics.json``) and, with a ``baseline``,
+        ``nll_vs_baseline``:
         :func:`keras_bnn.metrics.paired_difference` of this ensemble's and
         the baseline ensemble's per-example NLL (Δ < 0: this run is better).
 
     Raises:
         FileNotFoundError, ValueError: as :func:`load_chains`.
-        ValueError: if ``baseline`` was scored on another number of test
-            examples.
+        ValueError: if ``baseline`` was scored on another task, number of
+            test examples or sequence of test labels.
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
@@ -138,6 +139,8 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     result = {"sampler": config.sampler, "temperature": config.temperature,
               "likelihood": ensemble.likelihood, "num_chains": len(stores),
               "num_samples": num_samples}
+    if baseline:
+        _check_baseline(baseline, result["likelihood"], labels, run_dir)
     if ensemble.likelihood == "gaussian":
         single, scores, curve, per_example = _gaussian_curve(members, labels)
         curve_metrics = (("rmse", "RMSE"), ("nll", "NLL (nats)"))
@@ -161,15 +164,31 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             baseline=baseline and baseline["single_sample"], baseline_label="SGD (MAP)"),
     })
     if baseline:
-        if len(baseline["nll_per_example"]) != len(per_example):
-            raise ValueError(
-                f"`baseline` was scored on {len(baseline['nll_per_example'])} test examples and "
-                f"{run_dir!r} on {len(per_example)}: a paired comparison needs the same test set.")
         result["nll_vs_baseline"] = metrics_lib.paired_difference(
             per_example, baseline["nll_per_example"])
     run.write_json(run.metrics, result)
-    result["nll_per_example"] = per_example
+    result["nll_per_example"], result["test_labels"] = per_example, labels
     return result
+
+
+def _check_baseline(baseline, likelihood, labels, run_dir):
+    """Refuses a ``baseline`` scored on another test set or task than ``run_dir``.
+
+    Raises:
+        ValueError: for another likelihood, number of test examples or
+            sequence of test labels.
+    """
+    if baseline["likelihood"] != likelihood:
+        raise ValueError(f"`baseline` is a {baseline['likelihood']} model and {run_dir!r} a "
+                         f"{likelihood} one: a paired comparison needs the same task.")
+    theirs = baseline["test_labels"]
+    if len(theirs) != len(labels):
+        raise ValueError(f"`baseline` was scored on {len(theirs)} test examples and "
+                         f"{run_dir!r} on {len(labels)}: a paired comparison needs the same "
+                         "test set.")
+    if not np.array_equal(theirs, labels):
+        raise ValueError(f"`baseline` was scored on other test labels than {run_dir!r}: a "
+                         "paired comparison needs the same test set, in the same order.")
 
 
 def evaluate_sampled(run_dir, data=None):

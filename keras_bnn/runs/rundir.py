@@ -168,13 +168,18 @@ class RunDir:
         """Path of ``prior_selection.json`` (``prior="auto"``: the candidates and the choice)."""
         return self._file("prior_selection.json")
 
+    @property
+    def prior_candidates(self):
+        """Path of the directory of the ``prior="auto"`` candidates' runs."""
+        return self._file("prior-selection")
+
     def prior_candidate(self, prior, scale):
         """The run directory of one candidate of ``prior="auto"``.
 
         Returns:
             A :class:`RunDir` ``prior-selection/<prior>-<scale>``.
         """
-        return RunDir(os.path.join(self.path, "prior-selection", f"{prior}-{scale:g}"))
+        return RunDir(os.path.join(self.prior_candidates, f"{prior}-{scale:g}"))
 
     def write_json(self, path, value):
         """Writes ``value`` as indented JSON to ``path`` (one of this run's

@@ -6,6 +6,7 @@ processes.
 """
 
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -105,11 +106,19 @@ def train(config, verbose=1, resume=False, data=None):
 def _train(config, verbose, resume, data):
     """:func:`train` in the locked run directory."""
     run = RunDir(config.output_dir)
+    chains = run.chains()
+    if chains:
+        raise FileExistsError(
+            f"`output_dir` {config.output_dir!r} holds a run of {len(chains)} chains "
+            f"({', '.join(os.path.basename(c.path) for c in chains)}): train into a new "
+            "directory, or continue one killed chain with --resume and --output-dir "
+            f"{os.path.join(config.output_dir, 'chain-<k>')}.")
     store = run.store()
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
                          f"({len(store)} samples); nothing to resume.")
-    if not resume and (len(store) or os.path.exists(run.backup)):
+    if not resume and (len(store) or os.path.exists(run.backup) or run.complete
+                       or _holds_another_config(run, config)):
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
             "choose a new directory, or continue a killed run with --resume."
@@ -403,6 +412,17 @@ def _train_in_processes(runs):
         raise ChildProcessError(
             f"{len(failures)} chain process(es) failed; chain {run.chain} "
             f"({run.output_dir}) said: {err.strip()[-2000:]}")
+
+
+def _holds_another_config(run, config):
+    """Whether ``run`` stores a ``config.json`` other than ``config``'s.
+
+    A run's config is written when it starts; the same one is there before
+    a chain process of :func:`run_chains` starts (its parent wrote it).
+    """
+    if not os.path.exists(run.config):
+        return False
+    return run.read_json(run.config) != json.loads(json.dumps(dataclasses.asdict(config)))
 
 
 def kinetic_temperature_rows(model, config):
