@@ -24,11 +24,17 @@ from keras_bnn import console
 from keras_bnn.durable import InUseError
 
 def _step_size(text):
-    return text if text == "auto" else float(text)
+    try:
+        return text if text == "auto" else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 or 'auto'; got {text!r}") from None
 
 
 def _epochs_or_auto(text):
-    return text if text == "auto" else int(text)
+    try:
+        return text if text == "auto" else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0 or 'auto'; got {text!r}") from None
 
 
 _CONFIG_FLAGS = (
@@ -236,7 +242,13 @@ def _load_array(path, flag):
     """The one array in the ``.npy`` file ``path`` (``--x``/``--y``)."""
     import numpy as np
 
-    loaded = np.load(path, allow_pickle=False)
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except OSError as error:
+        raise type(error)(error.errno, f"{flag} {path!r} cannot be read ({error.strerror or error})") \
+            from None
+    except ValueError as error:  # an object array (it would need pickle) or not a .npy
+        raise ValueError(f"{flag} {path!r} must be a .npy file of numbers ({error})") from None
     if not isinstance(loaded, np.ndarray):
         loaded.close()
         raise ValueError(f"{flag} must be a .npy file holding one array; {path!r} is a .npz "

@@ -346,6 +346,8 @@ def test_train_refuses_a_directory_that_holds_a_run_of_any_kind(tmp_path, capsys
                         capsys)
     assert code == 0, err
     assert len(kb.runs.RunDir(empty).store()) == 0
+    code, _, err = _run(["evaluate", "--run-dir", empty], capsys)  # said "no samples yet"
+    assert code == 2 and "did not reach equilibrium in its 4 epochs" in err, err
     stored = open(os.path.join(empty, "config.json")).read()
     code, _, err = _run(["train", *SMALL, "--prior", "student_t", "--output-dir", empty], capsys)
     assert code == 2 and "already holds a run (0 samples)" in err, err

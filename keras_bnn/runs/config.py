@@ -252,6 +252,9 @@ class RunConfig:
             value = getattr(self, name)
             if not (isinstance(value, str) and value) and not (name == "data_dir" and value is None):
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
+        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+            raise argument_error("output_dir", "be a directory (or a path to create one)",
+                                 self.output_dir, "RunConfig", got="a file")
         collects = SAMPLERS[self.sampler]
         if not collects and self.temperature != 1.0:
             raise ValueError(f"`temperature` applies to samplers, not to "
@@ -334,7 +337,12 @@ class RunConfig:
                 config is invalid (:meth:`validate`).
             OSError: if the file cannot be read.
         """
-        with open(path, "rb") as handle:
+        try:
+            handle = open(path, "rb")
+        except OSError as error:
+            raise type(error)(error.errno, f"{argument} {os.fspath(path)!r} cannot be read "
+                                           f"({error.strerror or error})") from None
+        with handle:
             try:
                 values = json.loads(handle.read())
             except (ValueError, RecursionError) as error:
@@ -465,7 +473,8 @@ def check_arrays(x, y, names=("x", "y")):
 
     Raises:
         ValueError: naming both arguments and their lengths if these differ,
-            or the argument that is empty, a scalar, or not numeric.
+            or the argument that is empty, a scalar, or not numeric, or ``y``
+            if it is not 1-D.
     """
     arrays = []
     for value, name in zip((x, y), names):
@@ -475,6 +484,9 @@ def check_arrays(x, y, names=("x", "y")):
                                  got=f"shape {array.shape}")
         if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
             raise argument_error(name, "hold numbers", value, got=f"dtype {array.dtype}")
+        if name == names[1] and array.ndim != 1:
+            raise argument_error(name, "be 1-D: one label or target per example", value,
+                                 got=f"shape {array.shape}")
         arrays.append(array)
     if len(arrays[0]) != len(arrays[1]):
         raise ValueError(f"`{names[0]}` and `{names[1]}` must hold one example per row each; "

@@ -28,9 +28,19 @@ def load_run(run_dir):
         FileNotFoundError: if ``run_dir`` holds no run.
     """
     config = read_config(run_dir)
-    store = RunDir(run_dir).store()
+    run = RunDir(run_dir)
+    store = run.store()
+    if not len(store) and not run.complete:
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet: it is still "
+                                "training, or was stopped before its first sample "
+                                "(continue it with keras-bnn train --resume).")
     if not len(store):
-        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet.")
+        collection = run.read_json(run.collection)
+        raise FileNotFoundError(
+            f"`run_dir` {run_dir!r} holds no samples: its chain did not reach equilibrium in "
+            f"its {collection['epochs']} epochs ({collection['reason']}); train a run with "
+            "more --epochs or --max-epochs, or collect from a given epoch with "
+            "--burn-in-epochs.")
     return config, store
 
 
