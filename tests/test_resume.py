@@ -8,6 +8,7 @@ continues it. Every process uses deterministic TensorFlow ops, so a resumed
 run must store bit for bit the samples of the run that was never stopped.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,11 @@ def _assert_same_chain(run_dir, reference):
             np.testing.assert_array_equal(a, b)
 
 
+def _history(run_dir):
+    with open(os.path.join(run_dir, "history.json")) as handle:
+        return json.load(handle)
+
+
 @pytest.fixture(scope="module")
 def unbroken(tmp_path_factory):
     run_dir = str(tmp_path_factory.mktemp("unbroken") / "run")
@@ -87,6 +93,8 @@ def test_a_killed_run_resumes_into_the_unbroken_chain(unbroken, tmp_path, kill_a
         assert says in resumed.stderr
     _assert_same_chain(run_dir, unbroken)
     assert not os.path.exists(os.path.join(run_dir, "backup"))
+    # The logs of every epoch, those before the backup too, as the unbroken run's.
+    assert _history(run_dir) == _history(unbroken)
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ and ``epochs=20``, the run samples 5 epochs: it ends after epoch 24.
 """
 
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -90,6 +91,13 @@ def test_a_run_killed_past_its_epochs_resumes_into_the_same_samples(
     monkeypatch.setattr(checkpoints.RunBackup, "save", save)
     resumed = kb.runs.train(resume_config(str(run_dir), {}), verbose=0, resume=True)
     assert resumed.collection["epochs"] == END
+    # history.json covers the whole run (it held the epochs after the backup only).
+    history, unbroken = resumed.history.history, lengthened.history.history
+    assert json.load(open(run_dir / "history.json")) == history
+    assert sorted(history) == sorted(unbroken)
+    for key, values in history.items():
+        assert len(values) == END, key
+        np.testing.assert_array_equal(values[:killed_after], unbroken[key][:killed_after])
     (steps, weights), (expected, expected_weights) = (
         _steps_and_weights(resumed.store), _steps_and_weights(lengthened.store))
     assert steps == expected

@@ -7,7 +7,9 @@ or during those writes leaves a backup that cannot be resumed, or one that
 resumes an epoch too early (and HDF5 may crash on a full disk). Here one
 file holds one epoch's whole state, what ``model.save_weights`` holds (the
 model's weights, then the optimizer's variables: step counter, momenta,
-thermostats, sampler state), and its name holds the epoch::
+thermostats, sampler state), with the logs of every epoch so far (so a
+resumed run's ``history.json`` covers the whole run:
+:meth:`RunBackup.run_history`), and its name holds the epoch::
 
     backup/epoch-000004.npz   the state after 4 epochs
 
@@ -25,6 +27,7 @@ stored is not written again.
 """
 
 import io
+import math
 import os
 import re
 import time
@@ -83,6 +86,7 @@ class RunBackup(keras.callbacks.Callback):
             interval = BACKUP_INTERVAL
         self.interval = 0.0 if interval == 0 else check_positive(interval, "interval",
                                                                  "RunBackup")
+        self._logs, self._restored_epochs = {}, 0
 
     def backups(self):
         """The complete backups, newest first.
@@ -104,8 +108,27 @@ class RunBackup(keras.callbacks.Callback):
             optimizer.build(self.model.trainable_variables)
         return [*self.model.weights, *(optimizer.variables if optimizer else [])]
 
+    def run_history(self, fit_history):
+        """The logs of every epoch of the run, restored and new.
+
+        Args:
+            fit_history: ``History.history`` of this ``fit`` (the epochs
+                since the restored backup).
+
+        Returns:
+            ``{key: list}``: the restored backup's logs of each key (NaN
+            where a backup written before 2026-11-28 holds none), then
+            ``fit_history``'s (none when the backup was taken after the
+            run's last epoch).
+        """
+        restored = self._restored_epochs
+        return {key: [*self._logs.get(key, [math.nan] * restored)[:restored],
+                      *fit_history.get(key, [])]
+                for key in sorted({*self._logs, *fit_history})}
+
     def on_train_begin(self, logs=None):
         self._last_backup = time.monotonic()
+        self._logs, self._restored_epochs = {}, 0
         durable.remove_stale(self.directory)
         backups = self.backups()
         if not backups:
@@ -117,7 +140,7 @@ class RunBackup(keras.callbacks.Callback):
         failures = []
         for epoch, path in backups:  # newest first
             try:
-                values = _read(path, variables)
+                values, self._logs = _read(path, variables)
             except Exception as error:  # numpy and zipfile raise many types for a bad file
                 failures.append(f"{path} ({type(error).__name__}: {error})")
                 continue
@@ -127,7 +150,7 @@ class RunBackup(keras.callbacks.Callback):
                 warnings.warn(f"keras-bnn: skipped unreadable backup(s) {'; '.join(failures)}; "
                               f"resuming from {path} (after epoch {epoch}).",
                               RuntimeWarning, stacklevel=2)
-            self.model._initial_epoch = epoch
+            self.model._initial_epoch = self._restored_epochs = epoch
             return
         warnings.warn(f"keras-bnn: no backup in {self.directory} can be read "
                       f"({'; '.join(failures)}); starting the run over from epoch 0 (samples "
@@ -135,6 +158,8 @@ class RunBackup(keras.callbacks.Callback):
                       RuntimeWarning, stacklevel=2)
 
     def on_epoch_end(self, epoch, logs=None):
+        for key, value in (logs or {}).items():
+            self._logs.setdefault(key, [math.nan] * self._restored_epochs).append(float(value))
         if time.monotonic() - self._last_backup >= self.interval:
             self.save(epoch + 1)
             self._last_backup = time.monotonic()
@@ -151,6 +176,10 @@ class RunBackup(keras.callbacks.Callback):
         variables = self._variables()
         arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}
         arrays["paths"] = np.array([v.path for v in variables])
+        keys = sorted(self._logs)
+        arrays["log_keys"] = np.array(keys, dtype=str)
+        arrays.update({f"log{i}": np.array(self._logs[key], np.float64)
+                       for i, key in enumerate(keys)})
         try:
             durable.atomic_write(path, lambda handle: np.savez(handle, **arrays))
         except OSError as error:  # its message names the file
@@ -161,7 +190,12 @@ class RunBackup(keras.callbacks.Callback):
 
 
 def _read(path, variables):
-    """The values in backup ``path``, checked against ``variables``."""
+    """The values in backup ``path``, checked against ``variables``, and its epoch logs.
+
+    Returns:
+        ``(values, logs)``: one array per variable, and ``{key: list}``
+        (empty for a backup written before the logs were).
+    """
     with open(path, "rb") as handle:
         content = handle.read()
     with np.load(io.BytesIO(content), allow_pickle=False) as stored:
@@ -169,10 +203,12 @@ def _read(path, variables):
         if paths != [v.path for v in variables]:
             raise ValueError("it holds the variables of another model or optimizer")
         values = [stored[f"v{i}"] for i in range(len(variables))]
+        keys = [str(k) for k in stored["log_keys"]] if "log_keys" in stored.files else []
+        logs = {key: stored[f"log{i}"].tolist() for i, key in enumerate(keys)}
     for variable, value in zip(variables, values):
         if tuple(value.shape) != tuple(variable.shape):
             raise ValueError(f"the shape of {variable.path} differs")
-    return values
+    return values, logs
 
 
 def _remove_quietly(path):

@@ -133,7 +133,8 @@ def _train(config, verbose, resume, data):
     # HMC warns here for a minibatch: fit's pipeline has no static batch size.
     model.transition_kernel.check_batch_size(batch_size=config.batch_size)
     collects = samplers.REGISTRY[config.sampler].collects
-    callbacks = [RunBackup(run.backup)]  # first: it sets the epoch the others start at
+    backup = RunBackup(run.backup)
+    callbacks = [backup]  # first: it sets the epoch the others start at
     epoch = data_epoch(epochs_ds)
     if epoch is not None:
         callbacks.append(DataEpoch(epoch))
@@ -156,6 +157,7 @@ def _train(config, verbose, resume, data):
     history = model.fit(epochs_ds, epochs=config.max_epochs, steps_per_epoch=steps,
                         verbose=verbose, callbacks=callbacks,
                         shuffle=False)  # the tf.data pipeline shuffles
+    history.history = backup.run_history(history.history)  # a resumed run's too
     step = int(model.optimizer.iterations)
     if not collects and store.find(config.chain, step) is None:  # the point estimate
         store.append(model, chain=config.chain, epoch=config.epochs - 1, step=step)
