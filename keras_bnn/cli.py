@@ -227,10 +227,21 @@ def _numbers(text, flag, kind=float):
         raise ValueError(f"{flag} must be comma-separated numbers; got {text!r}") from None
 
 
-def _cmd_sweep_temperature(args):
-    from keras_bnn.runs.config import check_sweep
+def _refuse_swept(args, swept, why):
+    """Refuses a flag that sets what the sweep varies (the sweep would override it)."""
+    given = sorted(set(_flag_values(args)) & set(swept))
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} is set by the sweep ({why}): drop it")
 
+
+def _cmd_sweep_temperature(args):
+    from keras_bnn.runs.config import SAMPLERS, check_sweep
+
+    _refuse_swept(args, ["temperature"], "--temperatures")
     config = _config_from(args)
+    if not SAMPLERS[config.sampler]:
+        raise ValueError(f"sweep-temperature needs a sampler: --sampler {config.sampler} has no "
+                         "temperature")
     _, temperatures, _ = check_sweep("temperature", _numbers(args.temperatures,
                                                              "--temperatures"),
                                      [config.seed], None)
@@ -261,6 +272,9 @@ def _cmd_sweep(args):
 
     if (args.x is None) != (args.y is None):
         raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
+    if args.x is not None and args.dataset is not None:
+        raise ValueError("--dataset and --x/--y name two datasets: pass one of them")
+    _refuse_swept(args, [args.param, "seed"], f"--param {args.param} --values, --seeds")
     arrays = {}
     if args.x is not None:
         x, y = check_arrays(_load_array(args.x, "--x"), _load_array(args.y, "--y"),

@@ -137,3 +137,18 @@ def test_a_run_that_collects_nothing_is_a_nan_row_and_the_sweep_goes_on(
                             **TINY)
     with pytest.raises(ValueError, match="no run of the sweep .* collected a sample"):
         runs.sweep_temperature(config, [1.0])
+
+
+def test_a_second_sweep_into_a_sweep_directory_is_refused(tmp_path):
+    """A second sweep into the same directory overwrote the first's sweep.csv
+    and sweep.png (another parameter), or stopped part-way advising --resume,
+    which sweeps do not have (found trying the CLI as a user)."""
+    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), prior="he_normal", **TINY)
+    runs.sweep_temperature(config, [1.0])
+    table = open(runs.RunDir(config.output_dir).sweep_table).read()
+    with pytest.raises(FileExistsError, match="holds a sweep already"):
+        runs.sweep("prior_scale", [1.0], config=config)
+    assert open(runs.RunDir(config.output_dir).sweep_table).read() == table
+    os.remove(runs.RunDir(config.output_dir).sweep_table)  # as if stopped before the table
+    with pytest.raises(FileExistsError, match="was stopped part-way"):
+        runs.sweep_temperature(config, [1.0])

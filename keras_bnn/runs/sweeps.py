@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import io
 import math
+import os
 
 from keras_bnn import data as data_lib
 from keras_bnn import plots
@@ -76,6 +77,8 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
             no seeds, both arrays and ``dataset``, ``x`` and ``y`` of
             different lengths (:func:`keras_bnn.runs.check_arrays`), a
             validation split outside (0, 1), or when no run collected a sample.
+        FileExistsError: if ``config.output_dir`` holds a sweep, or one of
+            its runs (a sweep stopped part-way).
     """
     param, values, seeds = check_sweep(param, values, seeds, validation_split)
     if (x is None) != (y is None) or (x is not None and dataset is not None):
@@ -97,6 +100,9 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     elif x is not None:
         raise ValueError("a sweep on arrays needs a `validation_split` in (0, 1).")
     root = RunDir(config.output_dir)
+    if os.path.exists(root.sweep_table):
+        raise FileExistsError(f"`output_dir` {root.path!r} holds a sweep already "
+                              f"({os.path.basename(root.sweep_table)}): choose a new directory.")
     rows = []
     for value in values:
         for seed in seeds:
@@ -109,6 +115,10 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
                     likelihood = likelihood_of(config, load_info(config))
                 data = arrays_data(arrays[0], arrays[1], config.batch_size, seed,
                                    likelihood, arrays[2], arrays[3])
+            if os.path.exists(run.output_dir):  # a sweep stopped part-way
+                raise FileExistsError(f"the sweep's run {run.output_dir!r} exists already (a "
+                                      "sweep into this directory was stopped part-way): "
+                                      "choose a new `output_dir`.")
             train(run, verbose=verbose, data=data)
             row = {param: value, "seed": seed, "num_samples": 0}
             result = evaluate_sampled(run.output_dir, data=data)
