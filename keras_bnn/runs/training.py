@@ -111,8 +111,8 @@ def _train(config, verbose, resume, data):
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} holds a run of {len(chains)} chains "
             f"({', '.join(os.path.basename(c.path) for c in chains)}): train into a new "
-            "directory, or continue one killed chain with --resume and --output-dir "
-            f"{os.path.join(config.output_dir, 'chain-<k>')}.")
+            "directory, or continue one killed chain with --resume and that chain's "
+            f"directory as --output-dir (e.g. {chains[0].path}).")
     store = run.store()
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
