@@ -23,18 +23,18 @@ import time
 from keras_bnn import console
 from keras_bnn.durable import InUseError
 
-def _step_size(text):
-    try:
-        return text if text == "auto" else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number > 0 or 'auto'; got {text!r}") from None
 
+def _or_auto(kind, requirement):
+    """An argparse type: ``"auto"``, or the text as ``kind`` (its error names ``requirement``)."""
 
-def _epochs_or_auto(text):
-    try:
-        return text if text == "auto" else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an int >= 0 or 'auto'; got {text!r}") from None
+    def parse(text):
+        try:
+            return text if text == "auto" else kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be {requirement} or 'auto'; got {text!r}") from None
+
+    return parse
 
 
 _CONFIG_FLAGS = (
@@ -47,7 +47,7 @@ _CONFIG_FLAGS = (
     ("--model", "model", str, "mlp, resnet_pp, resnet20_frn, cnn_lstm or cnn"),
     ("--sampler", "sampler", str,
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
-    ("--step-size", "step_size", _step_size, "step size h0 > 0, or auto"),
+    ("--step-size", "step_size", _or_auto(float, "a number > 0"), "step size h0 > 0, or auto"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
     ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal, student_t or auto"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
@@ -60,7 +60,8 @@ _CONFIG_FLAGS = (
      "minibatch size; the training set's size or more is the full batch (20 steps an epoch "
      "with an SG-MCMC sampler or sgd, one transition with hmc)"),
     ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
-    ("--burn-in-epochs", "burn_in_epochs", _epochs_or_auto, "epochs before collecting samples, or auto"),
+    ("--burn-in-epochs", "burn_in_epochs", _or_auto(int, "an int >= 0"),
+     "epochs before collecting samples, or auto"),
     ("--collect-every", "collect_every", int, "collect a sample every k epochs"),
     ("--num-train", "num_train", int, "synthetic task: training examples"),
     ("--num-test", "num_test", int, "synthetic task: test examples"),

@@ -30,11 +30,11 @@ def load_run(run_dir):
     config = read_config(run_dir)
     run = RunDir(run_dir)
     store = run.store()
-    if not len(store) and not run.complete:
-        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet: it is still "
-                                "training, or was stopped before its first sample "
-                                "(continue it with keras-bnn train --resume).")
     if not len(store):
+        if not run.complete:
+            raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet: it is still "
+                                    "training, or was stopped before its first sample "
+                                    "(continue it with keras-bnn train --resume).")
         collection = run.read_json(run.collection)
         raise FileNotFoundError(
             f"`run_dir` {run_dir!r} holds no samples: its chain did not reach equilibrium in "
