@@ -127,8 +127,10 @@ def print_train_result(result, output_dir):
         print(format_table(collection["variable_temperatures"], ["name", "d", "t_conf"]))
     print_prior_selection(output_dir)
     if collection["step_size"] is not None:
-        warmup = collection["warmup_steps"]
-        chosen = f"chosen by a warm-up of {warmup} steps" if warmup else "given"
+        warmup, steps = collection["warmup_steps"], collection["steps"]
+        chosen = ("given" if not warmup else f"chosen by a warm-up of {warmup} steps"
+                  if steps >= warmup else f"not chosen: the run ended at step {steps}, inside "
+                  f"its warm-up of {warmup} steps; this is the warm-up's current value")
         print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
               f"{collection['start_epoch']}: {collection['reason']}")
         if collection["lengthened"]:

@@ -5,6 +5,7 @@ tests bound the time loosely and assert the real property: at the error,
 neither ``keras`` nor ``tensorflow`` is in ``sys.modules``.
 """
 
+import inspect
 import json
 import os
 import subprocess
@@ -16,7 +17,8 @@ import pytest
 
 from keras_bnn import cli
 from keras_bnn import data as data_lib
-from keras_bnn import likelihoods, runs, samplers
+from keras_bnn import likelihoods, models, runs, samplers
+from keras_bnn.runs import config as config_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Each command line, and what its one error line must name.
@@ -60,6 +62,13 @@ BAD = [
      "--temperature is set by the sweep"),
     (["sweep-temperature", "--temperatures", "1", "--sampler", "sgd"],
      "sweep-temperature needs a sampler: --sampler sgd has no temperature"),
+    (["train", "--config", "{tmp}/sampler_args.json"],
+     "`sampler_args` must hold only keys of sampler='atmc': mass, momentum, name, noise, "
+     "noise_estimate_decay, speed_limit, target_noise_ratio, thermostat_mass, warmup_steps; "
+     "got unknown ['frction']."),
+    (["train", "--config", "{tmp}/model_args.json"],
+     "`model_args` must hold only keys of model='mlp': activation, bias_prior, hidden, "
+     "kernel_prior, name; got unknown ['width']."),
 ]
 _PROBE = """
 import json, sys, time
@@ -83,6 +92,8 @@ def files(tmp_path):
     np.save(tmp_path / "y70.npy", np.zeros(70, dtype=int))
     np.save(tmp_path / "y60x1x1.npy", np.zeros((60, 1, 1), dtype=int))
     (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "sampler_args.json").write_text('{"sampler": "atmc", "sampler_args": {"frction": 1}}')
+    (tmp_path / "model_args.json").write_text('{"model_args": {"width": 3}}')
     return str(tmp_path)
 
 
@@ -100,7 +111,7 @@ def test_every_argument_error_answers_before_keras_is_imported(files):
         assert code == 2 and modules == [], (line, modules)
         assert line.startswith("keras-bnn: error: ") and says.format(tmp=files) in line, line
         assert seconds < 5, line  # < 1 s on an idle machine
-    assert elapsed < 30  # the whole process, 27 errors, on a loaded machine
+    assert elapsed < 30  # the whole process, 29 errors, on a loaded machine
 
 
 def test_one_error_in_a_fresh_process_is_quick():
@@ -155,6 +166,34 @@ def test_the_light_name_tables_match_the_registries():
     assert runs.SAMPLERS == {name: m.collects for name, m in samplers.REGISTRY.items()}
     assert runs.PRIORS == tuple(runs.KERNEL_PRIORS)
     assert runs.LIKELIHOODS == likelihoods.LIKELIHOODS
+
+
+def _named_parameters(callables, leave_out):
+    """The named (not ``*args``/``**kwargs``) parameters of ``callables``, less ``leave_out``."""
+    names = set()
+    for function in callables:
+        names |= {name for name, p in inspect.signature(function).parameters.items()
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return names - {"self", *leave_out}
+
+
+@pytest.mark.parametrize("name", runs.SAMPLERS)
+def test_the_sampler_args_table_is_the_constructors_parameters(name):
+    """What a run sets itself (step, seed, temperature, n) is not a sampler_args key;
+    a sampler's keys are those of its keras_bnn classes (the rest of its
+    ``**kwargs`` go to Keras' Optimizer), the baseline's those of Keras' SGD."""
+    cls = samplers.REGISTRY[name].optimizer
+    own = [c.__init__ for c in cls.__mro__ if c.__module__.startswith("keras_bnn")]
+    expected = _named_parameters(own or [cls.__init__], (
+        "step_size", "learning_rate", "seed", "temperature", "train_size"))
+    assert set(config_lib.SAMPLER_ARGS[name]) == expected
+
+
+@pytest.mark.parametrize("name", runs.MODELS)
+def test_the_model_args_table_is_the_builders_parameters(name):
+    expected = _named_parameters([getattr(models, name)],
+                                 ("input_shape", "num_classes", "vocab_size"))
+    assert set(config_lib.MODEL_ARGS[name]) == expected
 
 
 def test_a_command_without_tensorflow_says_what_to_install(tmp_path):

@@ -22,6 +22,7 @@ import tensorflow as tf
 from scipy import special
 
 import keras_bnn as kb
+from keras_bnn import console
 
 WORKERS = Path(__file__).parent / "workers"
 sys.path.insert(0, str(WORKERS))
@@ -293,6 +294,22 @@ def test_the_run_reports_the_adapted_step(tmp_path):
     frozen = result.history.history["step_size"][-1]  # the epoch's one transition
     np.testing.assert_allclose(result.collection["step_size"], frozen, rtol=1e-6)
     assert abs(frozen - 1e-3) > 1e-4
+
+
+def test_a_run_that_ends_inside_its_adaptation_says_no_step_was_chosen(tmp_path, capsys):
+    """``keras-bnn train --sampler hmc --epochs 150`` (300 adaptation
+    transitions) printed "chosen by a warm-up of 300 steps"."""
+    config = kb.runs.RunConfig(sampler="hmc", num_train=60, num_test=20, batch_size=60,
+                               epochs=5, sampler_args={"num_leapfrog_steps": 2,
+                                                       "num_adaptation_steps": 20},
+                               output_dir=str(tmp_path / "run")).validate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no sample: the run warns that it never equilibrated
+        result = kb.runs.train(config, verbose=0)
+    assert result.collection["steps"] == 5
+    console.print_train_result(result, config.output_dir)
+    assert "not chosen: the run ended at step 5, inside its warm-up of 20 steps" in \
+        capsys.readouterr().out
 
 
 @pytest.mark.parametrize("batch_size, warns", [(50, True), (200, False)])

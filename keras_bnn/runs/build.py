@@ -6,7 +6,6 @@
 or the SGD/MAP baseline), built once.
 """
 
-import inspect
 import math
 
 import keras
@@ -129,21 +128,14 @@ def build_model(config, info):
     updated with ``config.model_args``.
 
     Raises:
-        ValueError: for unknown or bad ``model_args``, or ``prior="auto"``
+        ValueError: for bad ``model_args`` values (unknown keys are refused
+            by :meth:`RunConfig.validate`), or ``prior="auto"``
             (:func:`keras_bnn.runs.train` resolves it before building).
     """
     if config.prior == "auto":
         raise ValueError("prior='auto' is resolved by keras_bnn.runs.train before a model is "
                          "built; pass a prior name to build_model.")
     builder = getattr(models_lib, config.model)
-    parameters = inspect.signature(builder).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        fixed = {"input_shape", "num_classes", "vocab_size"}
-        allowed = sorted(set(parameters) - fixed)
-        unknown = sorted(set(config.model_args) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown `model_args` {unknown} for model {config.model!r}; "
-                             f"allowed: {allowed}.")
     units = likelihoods_lib.output_units(likelihood_of(config, info), info["num_classes"])
     args = {**DEFAULT_MODEL_ARGS.get(config.model, {}), **config.model_args}
     if config.model != "resnet_pp":

@@ -40,6 +40,37 @@ MODEL_DATASETS = {
 #: collects samples (False: the SGD/MAP baseline, which stores its final point).
 SAMPLERS = {"sgld": True, "sghmc": True, "sgnht": True, "atmc": True, "hmc": True,
             "sgd": False}
+#: The keys ``sampler_args`` may hold, per :data:`SAMPLERS` name: the
+#: constructor's parameters but those the run sets itself (step size or
+#: learning rate, noise seed, temperature, training-set size). A table, not
+#: the signatures, so that a bad key is refused before Keras is imported;
+#: ``tests/test_cli_quick.py`` keeps it equal to the signatures.
+_SAMPLER_ARGS = ("name", "noise_estimate_decay", "target_noise_ratio", "warmup_steps")
+_THERMOSTAT_ARGS = (*_SAMPLER_ARGS, "mass", "momentum", "noise", "speed_limit", "thermostat_mass")
+SAMPLER_ARGS = {
+    "sgld": (*_SAMPLER_ARGS, "epsilon", "preconditioner", "rho"),
+    "sghmc": (*_SAMPLER_ARGS, "epsilon", "friction", "integrator", "mass", "preconditioner",
+              "rho"),
+    "sgnht": _THERMOSTAT_ARGS,
+    "atmc": _THERMOSTAT_ARGS,
+    "hmc": (*_SAMPLER_ARGS, "num_adaptation_steps", "num_leapfrog_steps", "target_accept_rate"),
+    "sgd": ("clipnorm", "clipvalue", "ema_momentum", "ema_overwrite_frequency",
+            "global_clipnorm", "gradient_accumulation_steps", "loss_scale_factor", "momentum",
+            "name", "nesterov", "use_ema", "weight_decay"),
+}
+#: The keys ``model_args`` may hold, per :data:`MODELS` name: the builder's
+#: parameters but the shapes the run fills in (as :data:`SAMPLER_ARGS`, kept
+#: equal to the signatures by a test).
+MODEL_ARGS = {
+    "mlp": ("activation", "bias_prior", "hidden", "kernel_prior", "name"),
+    "resnet_pp": ("bias_prior", "depth", "direction_prior", "name", "residual_scale_init",
+                  "scale_prior", "width"),
+    "resnet20_frn": ("bias_prior", "depth", "kernel_prior", "name", "width"),
+    "cnn_lstm": ("bias_prior", "embedding_dim", "embeddings_prior", "filters", "kernel_prior",
+                 "kernel_size", "lstm_units", "name", "pool_size", "sequence_length"),
+    "cnn": ("activation", "bias_prior", "dense", "filters", "kernel_prior", "kernel_size",
+            "name"),
+}
 #: Kernel priors of :attr:`RunConfig.prior` (built by :data:`keras_bnn.runs.KERNEL_PRIORS`).
 PRIORS = ("he_normal", "glorot_normal", "student_t", "he_student_t")
 #: :data:`keras_bnn.likelihoods.LIKELIHOODS`.
@@ -265,9 +296,15 @@ class RunConfig:
                 f"`burn_in_epochs` ({self.burn_in_epochs}) must be smaller than "
                 f"`epochs` ({self.epochs}), or no sample is collected."
             )
-        for name in ("model_args", "sampler_args"):
+        for name, field, allowed in (("model_args", "model", MODEL_ARGS[self.model]),
+                                     ("sampler_args", "sampler", SAMPLER_ARGS[self.sampler])):
             if not isinstance(getattr(self, name), dict):
                 raise ValueError(f"`{name}` must be a JSON object; got {getattr(self, name)!r}.")
+            unknown = sorted(set(getattr(self, name)) - set(allowed))
+            if unknown:
+                raise argument_error(name, f"hold only keys of {field}={getattr(self, field)!r}: "
+                                     f"{', '.join(sorted(allowed))}", getattr(self, name),
+                                     "RunConfig", got=f"unknown {unknown}")
         sampled_epochs = math.inf if self.epochs is None else self.epochs - burn_in
         for name in ("collect_every", "cycle_epochs"):
             value = getattr(self, name)

@@ -293,7 +293,8 @@ def collection_report(model, collector):
     Returns:
         dict: ``step_size`` (the frozen h of an auto step, else the
         schedule's h0; None for the baseline), ``warmup_steps`` (0 for an
-        explicit step), ``start_epoch`` (the first epoch whose end could
+        explicit step), ``steps`` (the steps taken, which tell whether the
+        warm-up finished and so whether h was chosen), ``start_epoch`` (the first epoch whose end could
         take a sample; None if the chain never reached equilibrium),
         ``reason`` (the equilibrium test's verdict, or "fixed burn-in",
         with the number of samples taken during the warm-up if any),
@@ -307,7 +308,7 @@ def collection_report(model, collector):
     """
     sampler = model.optimizer
     if collector is None or not isinstance(sampler, samplers.Sampler):
-        return {"step_size": None, "warmup_steps": 0, "start_epoch": None,
+        return {"step_size": None, "warmup_steps": 0, "steps": None, "start_epoch": None,
                 "reason": "no collection: the SGD/MAP baseline stores its last point",
                 "variable_temperatures": [], "remeasurement": None}
     if collector.auto:
@@ -319,6 +320,7 @@ def collection_report(model, collector):
                        f"(steps up to {callbacks_lib.warmup_steps(sampler)})")
     return {"step_size": float(sampler.step_size_value),
             "warmup_steps": int(callbacks_lib.warmup_steps(sampler)),
+            "steps": callbacks_lib.current_step(sampler),
             "start_epoch": collector.started_epoch, "reason": reason,
             "variable_temperatures": [{"name": name, "d": d, "t_conf": t}
                                       for name, t, d in collector.variable_temperatures],
