@@ -40,6 +40,7 @@ import keras
 
 from keras_bnn import priors as priors_lib
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.validation import argument_error, check_bool
 
 #: Default priors by weight name, ahead of the kernel/bias rule (see module doc).
 NAMED_DEFAULTS = {
@@ -61,16 +62,25 @@ def _owners(model):
 
 
 def _choose(variable, layer, priors, kernel_prior, bias_prior):
-    """The prior of one weight and whether the user chose it (see module doc)."""
+    """The prior of one weight, and the argument that chose it (see module doc).
+
+    Returns:
+        ``(prior, argument)``: ``argument`` is ``"priors[key]"``,
+        ``"kernel_prior"`` or ``"bias_prior"`` where the caller's arguments
+        decided, None for a prior the weight carries or a named default.
+    """
     name = variable.name
     for key in (variable.path, layer.name, name):
         if key in priors:
-            return priors_lib.get(priors[key], f"priors[{key!r}]"), True
+            argument = f"priors[{key!r}]"
+            return priors_lib.get(priors[key], argument), argument
     if isinstance(variable.regularizer, priors_lib.Prior):
-        return variable.regularizer, False
+        return variable.regularizer, None
     if name in NAMED_DEFAULTS:
-        return NAMED_DEFAULTS[name](), False
-    return (kernel_prior if len(variable.shape) >= 2 else bias_prior), False
+        return NAMED_DEFAULTS[name](), None
+    if len(variable.shape) >= 2:
+        return kernel_prior, "kernel_prior"
+    return bias_prior, "bias_prior"
 
 
 def _attach(variable, layer, prior):
@@ -98,10 +108,10 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
         priors: ``{key: prior}`` overrides, ``key`` a weight path, a layer
             name or a weight name (see the module doc); ``None`` as a value
             is a flat prior for those weights.
-        allow_flat: True to accept ``None`` priors in ``priors``: those
-            weights are then sampled flat without a
-            :class:`keras_bnn.MissingPriorWarning`; without it, a ``None``
-            raises.
+        allow_flat: True to accept ``None`` priors (in ``priors``, or as
+            ``kernel_prior``/``bias_prior``): those weights are then sampled
+            flat without a :class:`keras_bnn.MissingPriorWarning`; without
+            it, a ``None`` raises.
         input_shape: for a subclassed model whose input shape Keras did not
             record: one example's shape (without the batch axis).
 
@@ -112,10 +122,19 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
         ``@keras.saving.register_keras_serializable``, as in Keras).
 
     Raises:
-        ValueError: for an unbuilt model, a key of ``priors`` that matches
-            no weight or layer, a ``None`` prior without ``allow_flat``, an
-            unknown prior, or a prior that does not fit its weight's shape.
+        ValueError: for a ``model`` that is not a built Keras model, a
+            ``priors`` that is not a dict or has a key that matches no
+            weight or layer, a ``None`` prior without ``allow_flat``, an
+            unknown prior, or a prior that does not fit its weight's shape
+            (each naming the argument).
     """
+    if not isinstance(model, keras.Model):
+        raise argument_error("model", "be a keras.Model (Sequential, functional or "
+                             "subclassed)", model, "bayesian", got=type(model).__name__)
+    if not isinstance(priors, (dict, type(None))):
+        raise argument_error("priors", "be a dict {weight path, layer name or weight name: "
+                             "prior}", priors, "bayesian")
+    allow_flat = check_bool(allow_flat, "allow_flat", "bayesian")
     if not model.built or not model.trainable_variables:
         raise ValueError(
             f"bayesian: `model` must be built with trainable weights (give a Sequential an "
@@ -132,17 +151,23 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     for variable in model.trainable_variables:
         layer = owners.get(id(variable), model)
         known.update((variable.path, layer.name, variable.name))
-        prior, chosen = _choose(variable, layer, priors, kernel_prior, bias_prior)
-        if prior is None and not (chosen and allow_flat):
+        prior, argument = _choose(variable, layer, priors, kernel_prior, bias_prior)
+        if prior is None and not allow_flat:
             raise ValueError(
-                f"bayesian: weight {variable.path!r} would get no prior (a flat, improper "
-                "prior); pass allow_flat=True to mean it, or give it a prior.")
+                f"bayesian: `{argument}` is None, so weight {variable.path!r} would get no "
+                "prior (a flat, improper prior); pass allow_flat=True to mean it, or give it "
+                "a prior.")
         if prior is None:
             flat.append(variable.path)
         else:
-            prior.validate_shape(variable.shape, f"prior of {variable.path!r}")
+            try:
+                prior.validate_shape(variable.shape, argument)
+            except ValueError as error:
+                raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
+                                 f"{variable.path!r}).") from None
         if variable.regularizer is not None and not isinstance(
-                variable.regularizer, priors_lib.Prior) and not chosen:
+                variable.regularizer, priors_lib.Prior) and not (
+                    argument or "").startswith("priors["):
             replaced.append(variable.path)
         _attach(variable, layer, prior)
     unknown = sorted(set(priors) - known)
@@ -163,11 +188,11 @@ def _as_bayesian_model(model, input_shape):
     """A functional ``BayesianModel`` on ``model``'s graph, or around it as one layer."""
     if isinstance(model, BayesianModel):
         return model
-    try:
-        inputs, outputs = model.inputs, model.outputs
+    try:  # the graph's own structures (a lone tensor, not a list of one: Keras warns)
+        inputs, outputs = model.input, model.output
     except (AttributeError, ValueError):  # a subclassed model has no graph
         inputs = outputs = None
-    if not inputs:
+    if inputs is None:
         shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
         if input_shape is None and len(shapes) == 1 and shapes[0] is not None:
             input_shape = tuple(shapes[0])[1:]

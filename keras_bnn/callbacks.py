@@ -7,7 +7,7 @@ import keras
 from keras_bnn import distribute
 from keras_bnn import equilibrium
 from keras_bnn.samplers.base import Sampler
-from keras_bnn.validation import check_choice, check_fraction, check_int, check_positive
+from keras_bnn.validation import argument_error, check_fraction, check_int, check_positive
 
 
 def _sampler_of(model, owner):
@@ -169,7 +169,9 @@ class CollectSamples(keras.callbacks.Callback):
         self.store = store
         self.auto = isinstance(start_epoch, str)
         if self.auto:
-            check_choice(start_epoch, "start_epoch", ("auto",), owner)
+            if start_epoch != "auto":
+                raise argument_error("start_epoch", "be 'auto' (at equilibrium) or an int >= 0",
+                                     start_epoch, owner)
         self.start_epoch = None if self.auto else check_int(start_epoch, "start_epoch", 0,
                                                             owner=owner)
         self.every = None if every is None else check_int(every, "every", 1, owner=owner)

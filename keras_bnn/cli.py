@@ -49,7 +49,7 @@ _CONFIG_FLAGS = (
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
     ("--step-size", "step_size", _or_auto(float, "a number > 0"), "step size h0 > 0, or auto"),
     ("--temperature", "temperature", float, "posterior temperature T > 0"),
-    ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal, student_t or auto"),
+    ("--prior", "prior", str, "kernel prior: he_normal, glorot_normal, student_t, he_student_t or auto"),
     ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
     ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian"),
     ("--epochs", "epochs", int, "training epochs"),

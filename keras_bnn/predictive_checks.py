@@ -11,7 +11,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import priors as priors_lib
-from keras_bnn.validation import check_int
+from keras_bnn.validation import argument_error, check_int, check_seed
 
 
 def _prior_variables(model):
@@ -25,7 +25,7 @@ def _prior_variables(model):
 
 def _draw_seeds(seed, draw):
     """A seed generator whose state is a pure function of (seed, draw)."""
-    state = np.random.SeedSequence([int(seed), int(draw)]).generate_state(1)
+    state = np.random.SeedSequence([seed, draw]).generate_state(1)
     return keras.random.SeedGenerator(int(state[0] & 0x7FFFFFFF))
 
 
@@ -58,21 +58,28 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
 
     Raises:
         ValueError: if ``num_samples`` or ``batch_size`` is not a positive
-            integer, ``x`` holds no examples, the model has no weight with a
-            prior, its output is not rank 2, or it outputs probabilities (a
-            softmax head) instead of logits.
+            integer, ``seed`` is not an int in [0, 2³¹ − 1], ``x`` is not
+            arrays or holds no examples, the model has no weight with a
+            prior, its output is not ``(batch, classes ≥ 2)``, or it outputs
+            probabilities (a softmax head) instead of logits.
     """
-    num_samples = check_int(num_samples, "num_samples", 1)
-    batch_size = check_int(batch_size, "batch_size", 1)
+    num_samples = check_int(num_samples, "num_samples", 1, owner="prior_predictive")
+    batch_size = check_int(batch_size, "batch_size", 1, owner="prior_predictive")
+    seed = check_seed(seed, owner="prior_predictive")
     leaves = keras.tree.flatten(x)
-    num_examples = len(leaves[0]) if leaves else 0
+    if not leaves or min(np.ndim(leaf) for leaf in leaves) < 1:
+        raise argument_error("x", "be an array (or a nested structure of arrays) with the "
+                             "examples along the first axis", x, "prior_predictive",
+                             got=type(x).__name__)
+    num_examples = len(leaves[0])
     if num_examples == 0:
         raise ValueError("`x` must hold at least one example.")
     prior_variables = _prior_variables(model)
     if not prior_variables:
         raise ValueError(
-            f"Model {model.name!r} has no weight with a keras_bnn prior; build "
-            "it from keras_bnn.layers (and build it: call it once on inputs)."
+            f"Model {model.name!r} has no weight with a keras_bnn prior: put one on every "
+            "weight with `model = kb.bayesian(model)`, or build it from keras_bnn.layers (and "
+            "build it: call it once on inputs)."
         )
 
     saved = [ops.convert_to_numpy(variable.value) for variable, _ in prior_variables]
@@ -96,10 +103,10 @@ def _mean_probabilities(model, x, num_examples, batch_size):
     for start in range(0, num_examples, batch_size):
         batch = keras.tree.map_structure(lambda leaf: leaf[start:start + batch_size], x)
         logits = model(batch, training=False)
-        if len(logits.shape) != 2:
+        if len(logits.shape) != 2 or logits.shape[-1] < 2:
             raise ValueError(
                 "prior_predictive needs a model whose output is logits of shape "
-                f"(batch, classes); got output shape {tuple(logits.shape)}."
+                f"(batch, classes), classes >= 2; got output shape {tuple(logits.shape)}."
             )
         if total is None:
             _refuse_probabilities(ops.convert_to_numpy(logits))

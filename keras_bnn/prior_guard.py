@@ -15,7 +15,7 @@ Three ways to get this wrong are caught here:
   and a model without priors would sample a flat posterior.
 
 The last two never reach keras_bnn code, so :func:`install_compile_guard`
-wraps ``keras.Model.compile`` once, here and nowhere else: on a model that is
+wraps Keras' ``compile`` once, here and nowhere else: on a model that is
 not a :class:`keras_bnn.BayesianModel`, a ``sampler=`` argument or a
 :class:`keras_bnn.samplers.Sampler` as ``optimizer`` raises a ``TypeError``
 that points to :func:`keras_bnn.bayesian`. Every other call goes to Keras
@@ -85,15 +85,21 @@ def _refuse(model, what):
 
 
 def install_compile_guard(bayesian_model_class, sampler_class):
-    """Wraps ``keras.Model.compile`` so that plain models refuse samplers (see module doc).
+    """Wraps Keras' ``compile`` so that plain models refuse samplers (see module doc).
 
+    The wrapper replaces the method where Keras defines it (its ``Trainer``,
+    the class of ``keras.Model``'s MRO that holds ``compile``), not on
+    ``keras.Model``: Keras reloads a saved model's compile config only when
+    ``type(model).compile`` is that class's own (``compile_from_config``), so
+    a wrapper on ``keras.Model`` made every plain model reload uncompiled.
     Idempotent: a second call changes nothing.
 
     Args:
         bayesian_model_class: :class:`keras_bnn.BayesianModel` (let through).
         sampler_class: :class:`keras_bnn.samplers.Sampler`.
     """
-    compile_ = keras.Model.compile
+    owner = next(cls for cls in keras.Model.__mro__ if "compile" in vars(cls))
+    compile_ = owner.compile
     if getattr(compile_, "_keras_bnn_guard", False):
         return
 
@@ -108,4 +114,4 @@ def install_compile_guard(bayesian_model_class, sampler_class):
         return compile_(self, *args, **kwargs)
 
     compile._keras_bnn_guard = True
-    keras.Model.compile = compile
+    owner.compile = compile

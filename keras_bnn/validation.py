@@ -154,6 +154,24 @@ def check_choice(value, name, allowed, owner=None):
     return value
 
 
+def check_bool(value, name, owner=None):
+    """Returns ``value`` if it is a bool (``"no"`` or 0 must not silently mean a truth value).
+
+    Args:
+        value, name, owner: as in the common signature above.
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ValueError: naming ``name`` for anything but True or False (NumPy's
+            ``bool_`` included).
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise argument_error(name, "be True or False", value, owner)
+    return bool(value)
+
+
 def _as_int(value):
     """``operator.index(value)`` for a Python or NumPy integer (not a bool), else None."""
     if isinstance(value, bool):
@@ -344,8 +362,8 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
     if loss is None:
         raise argument_error(
             "loss", f"be given to compile when {owner} has labels `y`: without it the "
-            "potential is the prior alone, the labels are ignored (nll logs 0) and fit "
-            "samples the prior. Pass the per-example negative log-likelihood, e.g. "
+            "potential is the prior alone and the labels are ignored (nll logs 0; fit "
+            "samples the prior). Pass the per-example negative log-likelihood, e.g. "
             "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) for class "
             "indices, 'binary_crossentropy' for 0/1 labels or "
             "kb.likelihoods.GaussianNLL() for regression; to sample the prior on purpose, "

@@ -61,6 +61,67 @@ def test_plain_keras_models_are_pointed_to_kb_bayesian():
     model.compile(optimizer="sgd", loss=LOSS)  # plain Keras is untouched
 
 
+def test_a_plain_keras_model_reloads_compiled(tmp_path):
+    """The guard wrapped ``keras.Model.compile``, so Keras took every model's
+    compile for a custom one and reloaded saved plain models uncompiled, with
+    a warning (found by a user of "Your own model")."""
+    model = _sequential()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=LOSS)
+    x, y = _data()
+    model.fit(x, y, epochs=1, verbose=0)
+    model.save(tmp_path / "plain.keras")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reloaded = keras.saving.load_model(tmp_path / "plain.keras")
+    assert isinstance(reloaded.optimizer, keras.optimizers.Adam)
+    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"priors": [kb.priors.Normal()]}, "`priors` must be a dict"),
+    ({"priors": "logits"}, "`priors` must be a dict"),
+    ({"allow_flat": "no"}, "`allow_flat` must be True or False; got 'no'"),
+    ({"kernel_prior": None}, "`kernel_prior` is None, so weight 'hidden/kernel' would get no "
+                             "prior"),
+    ({"bias_prior": kb.priors.HeNormal(1.0)}, "`bias_prior`: HeNormal needs a weight of rank "
+                                              ">= 2; got a weight of shape (8,) (weight "
+                                              "'hidden/bias')."),
+])
+def test_bad_arguments_of_bayesian_are_named(kwargs, says):
+    """Found by a user of "Your own model": a list or a string as ``priors`` gave
+    Python's dict() errors, ``allow_flat="no"`` meant True, a kernel-only prior
+    given as ``bias_prior`` was called "prior of 'hidden/bias'"."""
+    with pytest.raises(ValueError) as caught:
+        kb.bayesian(_functional(), **kwargs)
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize("model", [lambda x: x, np.zeros(3)])
+def test_bayesian_names_a_model_that_is_not_keras(model):
+    with pytest.raises(ValueError, match="`model` must be a keras.Model"):
+        kb.bayesian(model)
+
+
+def test_a_flat_kernel_prior_is_an_explicit_choice():
+    """``kernel_prior=None, allow_flat=True`` raised "pass allow_flat=True to mean it"."""
+    bnn = kb.bayesian(_functional(), kernel_prior=None, allow_flat=True)
+    assert bnn.flat_prior_weights == ["hidden/kernel", "logits/kernel"]
+    with pytest.raises(ValueError, match="`allow_flat_prior` must be True or False"):
+        bnn.compile(sampler="atmc", train_size=N, loss=LOSS, allow_flat_prior="no")
+
+
+@pytest.mark.parametrize("build", [_sequential, _functional])
+def test_the_bayesian_model_takes_its_input_as_the_model_did(build):
+    """It was built on ``model.inputs`` (a list of one), so every call warned
+    "The structure of `inputs` doesn't match the expected structure"."""
+    x, _ = _data()
+    bnn = kb.bayesian(build())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bnn(x).shape == (N, 3)
+        assert bnn.predict(x, verbose=0).shape == (N, 3)
+
+
 @pytest.mark.parametrize("build", [_sequential, _functional, "subclassed"])
 def test_bayesian_puts_a_prior_on_every_weight_and_samples(tmp_path, build):
     if build == "subclassed":

@@ -165,6 +165,8 @@ def test_the_light_name_tables_match_the_registries():
     assert runs.DATASETS == data_lib.DATASETS
     assert runs.SAMPLERS == {name: m.collects for name, m in samplers.REGISTRY.items()}
     assert runs.PRIORS == tuple(runs.KERNEL_PRIORS)
+    prior_help = dict((flag, text) for flag, _, _, text in cli._CONFIG_FLAGS)["--prior"]
+    assert all(name in prior_help for name in runs.PRIORS)  # he_student_t was left out
     assert runs.LIKELIHOODS == likelihoods.LIKELIHOODS
 
 

@@ -125,6 +125,10 @@ def test_weights_restored_when_the_forward_pass_fails():
         ({"num_samples": 0}, "num_samples"),
         ({"num_samples": 2.5}, "num_samples"),
         ({"num_samples": 2, "batch_size": 0}, "batch_size"),
+        # Found by a user of "Checking a prior": numpy's error, or seed 1.5 drawn as 1.
+        ({"num_samples": 2, "seed": -1}, "prior_predictive: `seed` must be an int"),
+        ({"num_samples": 2, "seed": 1.5}, "prior_predictive: `seed` must be an int"),
+        ({"num_samples": 2, "seed": None}, "prior_predictive: `seed` must be an int"),
     ],
 )
 def test_bad_arguments(kwargs, match):
@@ -135,7 +139,16 @@ def test_bad_arguments(kwargs, match):
 def test_model_without_priors_and_empty_inputs_are_rejected():
     inputs = keras.Input((4,))
     plain = keras.Model(inputs, keras.layers.Dense(2)(inputs))
-    with pytest.raises(ValueError, match="no weight with a keras_bnn prior"):
+    with pytest.raises(ValueError, match=r"no weight with a keras_bnn prior: .*kb\.bayesian"):
         prior_predictive(plain, np.zeros((4, 4), "float32"), 1)
     with pytest.raises(ValueError, match="at least one example"):
         prior_predictive(_small_model(), np.zeros((0, 4), "float32"), 1)
+    with pytest.raises(ValueError, match="`x` must be an array"):  # was len() of a float
+        prior_predictive(_small_model(), [0.0, 1.0, 2.0, 3.0], 1)
+
+
+def test_a_model_with_one_output_is_refused():
+    """softmax over one logit is 1 for every draw: it returned [[1.], [1.]]."""
+    one = models.mlp((4,), 1, hidden=(8,))
+    with pytest.raises(ValueError, match=r"classes >= 2; got output shape \(4, 1\)"):
+        prior_predictive(one, np.zeros((4, 4), "float32"), 2)

@@ -244,6 +244,22 @@ def test_sample_is_deterministic_in_seed():
 # --- resolution, serialisation and bad input --------------------------------------
 
 
+@pytest.mark.parametrize("seed", [-1, 1.5, "a", True])
+def test_sample_names_a_bad_seed(seed):
+    """``seed=1.5`` drew as seed 1 and ``"a"`` gave int()'s error."""
+    with pytest.raises(ValueError, match="StudentT: `seed` must be an int"):
+        priors.StudentT(3.0).sample((5,), seed=seed)
+
+
+@pytest.mark.parametrize("build", [lambda a: priors.GroupLaplace(5.0, axis=a),
+                                   lambda a: priors.UnitNormDirection(axis=a)])
+@pytest.mark.parametrize("axis", [1.5, "a", True])
+def test_group_priors_name_a_bad_axis(build, axis):
+    """``axis=1.5`` became 1 and ``axis=True`` became 1."""
+    with pytest.raises(ValueError, match="`axis` must be an int"):
+        build(axis)
+
+
 def test_get_resolves_names_configs_and_instances():
     assert isinstance(priors.get("he_normal"), priors.HeNormal)
     assert priors.get(None) is None

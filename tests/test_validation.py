@@ -78,6 +78,7 @@ CHECKS = {
     "check_positive_int": (validation.check_positive_int, lambda v: _is_count(v)),
     "check_seed": (lambda v, name, owner: validation.check_seed(v, name, owner=owner),
                    lambda v: _is_int(v) and 0 <= v <= 2**31 - 1),
+    "check_bool": (validation.check_bool, lambda v: isinstance(v, (bool, np.bool_))),
     "check_choice": (lambda v, name, owner: validation.check_choice(v, name, (None, "", "euler"),
                                                                     owner=owner),
                      lambda v: v is None or v in ("", "euler") and isinstance(v, str)),
@@ -127,6 +128,17 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
     (lambda: validation.check_seed(-1, owner="ATMC"),
      "ATMC: `seed` must be an int in [0, 2147483647]; got -1."),
     (lambda: validation.check_seed(1.5, owner="RunConfig"), "RunConfig: `seed` must be an int"),
+    (lambda: validation.check_bool("no", "allow_flat", "bayesian"),
+     "bayesian: `allow_flat` must be True or False; got 'no'."),
+    # Found by a user of the README's first sections (they named only 'auto', or StudentT):
+    (lambda: kb.samplers.ATMC(step_size="fast"),
+     "ATMC: `step_size` must be 'auto' (a warm-up chooses it) or a number > 0; got 'fast'."),
+    (lambda: kb.callbacks.CollectSamples(None, start_epoch="first"),
+     "CollectSamples: `start_epoch` must be 'auto' (at equilibrium) or an int >= 0"),
+    (lambda: priors.Cauchy(-1.0), "Cauchy: `scale` must be a positive finite number"),
+    (lambda: kb.data.dataset_labels(np.zeros(3)),
+     "dataset_labels: `ds` must be a finite tf.data.Dataset of (inputs, labels) batches; "
+     "got ndarray."),
 ])
 def test_messages_name_the_argument_owner_and_allowed_values(call, message):
     with pytest.raises(ValueError) as error:

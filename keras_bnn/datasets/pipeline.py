@@ -213,5 +213,12 @@ def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
 def dataset_labels(ds):
     """All labels of a finite (inputs, labels) dataset, in order, as a numpy
     array: the `labels` argument of `keras_bnn.metrics` for `model.predict(ds)`
-    on an unshuffled dataset (such as the test sets returned here)."""
+    on an unshuffled dataset (such as the test sets returned here).
+
+    Raises:
+        ValueError: for a ``ds`` that is not a ``tf.data.Dataset``.
+    """
+    if not hasattr(ds, "as_numpy_iterator"):
+        raise argument_error("ds", "be a finite tf.data.Dataset of (inputs, labels) batches",
+                             ds, "dataset_labels", got=type(ds).__name__)
     return np.concatenate([np.asarray(y) for _, y in ds.as_numpy_iterator()])

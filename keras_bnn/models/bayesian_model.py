@@ -15,7 +15,7 @@ from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.samplers import kernel as kernel_lib
-from keras_bnn.validation import check_fit_data, check_positive_int
+from keras_bnn.validation import check_bool, check_fit_data, check_positive_int
 
 _TRACKED = (
     "nll",
@@ -270,7 +270,7 @@ class BayesianModel(keras.Model):
                 f"and optimizer={optimizer!r}."
             )
         self.train_size = _check_train_size(train_size)
-        self.allow_flat_prior = bool(allow_flat_prior)
+        self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
         if sampler is not None:
             sampler = samplers_lib.get(sampler)
             sampler.configure(train_size=self.train_size, temperature=temperature)

@@ -8,6 +8,8 @@ and :meth:`Prior.sample`.
 import keras
 from keras import ops
 
+from keras_bnn.validation import check_seed
+
 #: The module every prior class reports (``__module__``): Keras writes it into
 #: serialized configs, and a :class:`keras_bnn.SampleStore` hashes those
 #: configs into its architecture fingerprint, so it must not change when the
@@ -66,7 +68,8 @@ class Prior(keras.regularizers.Regularizer):
             Tensor of ``shape`` (float32).
 
         Raises:
-            ValueError: if ``shape`` has a rank the prior does not accept.
+            ValueError: if ``shape`` has a rank the prior does not accept, or
+                ``seed`` is neither a generator nor an int in [0, 2³¹ − 1].
         """
         raise NotImplementedError
 
@@ -89,5 +92,6 @@ class Prior(keras.regularizers.Regularizer):
 
     def _seeds(self, seed):
         return seed if isinstance(seed, keras.random.SeedGenerator) else (
-            keras.random.SeedGenerator(0 if seed is None else int(seed))
+            keras.random.SeedGenerator(0 if seed is None
+                                       else check_seed(seed, owner=type(self).__name__))
         )

@@ -253,5 +253,10 @@ def Cauchy(scale=1.0, loc=0.0):
 
     Returns:
         A :class:`StudentT` instance.
+
+    Raises:
+        ValueError: if ``scale`` is not positive or ``loc`` not finite.
     """
+    check_positive(scale, "scale", "Cauchy")  # named as the caller knows it
+    check_finite(loc, "loc", "Cauchy")
     return StudentT(df=1.0, scale=scale, loc=loc)

@@ -13,7 +13,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn.priors.base import Prior, public
-from keras_bnn.validation import check_positive
+from keras_bnn.validation import check_int, check_positive
 
 
 class _GroupPrior(Prior):
@@ -25,7 +25,7 @@ class _GroupPrior(Prior):
     """
 
     def __init__(self, axis=-1):
-        self.axis = int(axis)
+        self.axis = check_int(axis, "axis", owner=type(self).__name__)
 
     def _group_sq_norms(self, x):
         axis = self.axis % len(x.shape)

@@ -109,7 +109,7 @@ import keras
 from keras import ops
 
 from keras_bnn import backend, schedules
-from keras_bnn.validation import argument_error, check_choice, check_fraction, check_int
+from keras_bnn.validation import argument_error, check_fraction, check_int
 
 #: The steady-state gradient-noise ratio the warm-up aims at (see module doc).
 TARGET_NOISE_RATIO = 0.05
@@ -415,7 +415,9 @@ class AutoStepSize:
                 arguments, or warm-up arguments with an explicit step.
         """
         if isinstance(step_size, str):
-            check_choice(step_size, "step_size", ("auto",), owner)
+            if step_size != "auto":
+                raise argument_error("step_size", "be 'auto' (a warm-up chooses it) or a "
+                                     "number > 0", step_size, owner)
             return schedules.CyclicalCosine(1.0), StepSizeWarmup(
                 warmup_steps, target_noise_ratio, noise_estimate_decay, owner)
         if warmup_steps != "auto" or target_noise_ratio != TARGET_NOISE_RATIO:
