@@ -35,7 +35,7 @@ equilibrium, averaged over its chains); ``table`` prints the
 Markdown tables and draws ``<out>/cold_posterior.png``.
 
     python examples/fashion_mnist.py compare --out runs/fmnist     # the full grid
-    python examples/fashion_mnist.py compare --rows "atmc x K" --seeds 0   # the main row
+    python examples/fashion_mnist.py compare --rows "atmc x K" --seeds 0   # K chains
     python examples/fashion_mnist.py sweep --out runs/fmnist --model mlp
     python examples/fashion_mnist.py sweep --out runs/fmnist --model cnn --train-subset 20000 \
         --chain-epochs 14 --chain-burn-in-epochs 8 --seeds 0   # the README's CNN sweep
@@ -89,6 +89,10 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     row = {"model": args.model, "row": name, "sampler": sampler, "chains": chains,
            "epochs": epochs, "seed": seed, "step_size": config.step_size, **fields}
     chain_dirs = [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)]
+    if os.path.exists(config.output_dir):
+        raise SystemExit(f"fashion_mnist.py: {config.output_dir} already holds this row's runs "
+                         "(same model, row, seed, epochs, step and prior); use another --out, "
+                         "or remove it to train the row again.")
     try:
         stores = [kb.runs.train(dataclasses.replace(config, chain=k, output_dir=chain_dir),
                                 verbose=0, data=(train_ds, eval_ds, info)).store
@@ -265,6 +269,18 @@ def main(argv=None):
     parser.add_argument("--validation-split", type=float, default=0.0,
                         help="hold out this fraction of the training images and score on it")
     args = parser.parse_args(argv)
+    counts = {"--batch-size": args.batch_size, "--k": args.k, "--sgd-epochs": args.sgd_epochs,
+              "--chain-epochs": args.chain_epochs, "--chains-epochs": args.chains_epochs,
+              "--train-subset": args.train_subset}
+    for flag, value in [*counts.items(), *(("--seeds", s + 1) for s in args.seeds)]:
+        if value is not None and value < 1:  # a seed s >= 0 is checked as s + 1 >= 1
+            parser.error(f"{flag} must be {'>= 0' if flag == '--seeds' else '>= 1'}")
+    if any(not t > 0 for t in args.temperatures) or not (args.step_size or 1) > 0:
+        parser.error("--temperatures and --step-size must be > 0")
+    if not 0 <= args.validation_split < 1:
+        parser.error(f"--validation-split must lie in [0, 1); got {args.validation_split}")
+    if args.command == "table" and not os.path.exists(os.path.join(args.out, "results.jsonl")):
+        parser.error(f"--out {args.out!r} holds no results.jsonl: run compare or sweep first")
     os.makedirs(args.out, exist_ok=True)
     {"compare": compare, "sweep": sweep, "table": table}[args.command](args)
 

@@ -41,6 +41,10 @@ ROWS = ("chain", "ensemble")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
+#: An ensemble net trains for its share of the time; this only bounds ``fit``.
+NET_MAX_EPOCHS = 200
+
+
 def time_limit(seconds, clock="wall"):
     """A Keras callback that ends ``fit`` at the epoch end nearest ``seconds``.
 
@@ -119,14 +123,14 @@ def run_chain(args, data, info):
     ending = EndWhenSampled(collector, epochs, math.ceil(MIN_SAMPLED_SHARE * epochs))
     limit = time_limit(args.time_limit)
     start, start_cpu = time.perf_counter(), time.process_time()
-    history = model.fit(x, y, batch_size=args.batch_size, epochs=max(args.max_epochs, epochs),
+    history = model.fit(x, y, batch_size=args.batch_size, epochs=args.max_epochs or 2 * epochs,
                         callbacks=[collector, ending, limit], verbose=args.verbose)
     wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     optimizer = model.optimizer
     row = {"row": "ATMC, 1 chain (library defaults)", "epochs": len(history.epoch),
            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "num_samples": len(store),
            "started_epoch": collector.started_epoch,
-           "verdict": collector.verdict.reason if collector.verdict else None,
+           "verdict": collector.reason,
            "step_size": float(optimizer.step_size_value),
            "time_limit_hit": limit.hit,
            "history": {k: [round(float(v), 5) for v in values]
@@ -149,7 +153,8 @@ def run_ensemble(args, data, info, budget):
     for k in range(args.k):
         model = compiled_model(args, info, "sgd", args.seed * 1000 + k)
         limit = time_limit(budget / args.k, args.clock)
-        history = model.fit(x, y, batch_size=args.batch_size, epochs=args.max_epochs,
+        history = model.fit(x, y, batch_size=args.batch_size,
+                            epochs=args.max_epochs or NET_MAX_EPOCHS,
                             callbacks=[limit], verbose=args.verbose)
         epochs.append(len(history.epoch))
         store.append(model, chain=k, epoch=epochs[-1] - 1,
@@ -197,7 +202,10 @@ def main(argv=None):
     parser.add_argument("--k", type=int, default=5, help="nets in the deep ensemble")
     parser.add_argument("--epochs", type=int, default=None,
                         help="the chain's least length (default: keras-bnn train's)")
-    parser.add_argument("--max-epochs", type=int, default=200)
+    parser.add_argument("--max-epochs", type=int, default=None,
+                        help="the chain's most epochs (default: twice its least, as "
+                             "keras-bnn train), and each ensemble net's (default: "
+                             f"{NET_MAX_EPOCHS}, which its time share ends first)")
     parser.add_argument("--burn-in-epochs", type=lambda v: v if v == "auto" else int(v),
                         default="auto", help="the chain's first collecting epoch, or auto "
                                              "(from equilibrium: the library default)")
@@ -218,6 +226,17 @@ def main(argv=None):
         args.prior_scale = {"he_normal": 1.0, "student_t": 0.4}[args.prior]
     if "chain" not in args.rows and "ensemble" in args.rows and args.ensemble_seconds is None:
         parser.error("--rows ensemble without chain needs --ensemble-seconds")
+    counts = {"--k": args.k, "--epochs": args.epochs, "--max-epochs": args.max_epochs,
+              "--batch-size": args.batch_size, "--train-subset": args.train_subset,
+              "--seed": args.seed + 1, "--burn-in-epochs": None if args.burn_in_epochs == "auto"
+              else args.burn_in_epochs + 1}  # the seed and the burn-in may be 0
+    for flag, value in counts.items():
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be >= {0 if flag in ('--seed', '--burn-in-epochs') else 1}")
+    if args.epochs and args.max_epochs and args.max_epochs < args.epochs:
+        parser.error(f"--max-epochs ({args.max_epochs}) must be at least --epochs ({args.epochs})")
+    if any(os.path.exists(os.path.join(args.out, row, "samples")) for row in args.rows):
+        parser.error(f"--out {args.out!r} already holds samples of these rows: use a new directory")
 
     import keras  # noqa: PLC0415
 

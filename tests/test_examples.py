@@ -35,6 +35,32 @@ def test_example_imports_and_shows_help(path, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("stem, argv, says", [
+    ("fashion_mnist", ["compare", "--k", "0"], "--k must be >= 1"),
+    ("fashion_mnist", ["compare", "--train-subset", "-5"], "--train-subset must be >= 1"),
+    ("fashion_mnist", ["compare", "--seeds", "-1"], "--seeds must be >= 0"),
+    ("fashion_mnist", ["sweep", "--temperatures", "0"], "--temperatures and --step-size must"),
+    ("fashion_mnist", ["compare", "--validation-split", "1.5"], "--validation-split must lie"),
+    ("fashion_mnist", ["table", "--out", "{tmp}/none"], "holds no results.jsonl"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--batch-size", "0"], "--batch-size must be >= 1"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--epochs", "0"], "--epochs must be >= 1"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--epochs", "50", "--max-epochs", "40"],
+     "--max-epochs (40) must be at least --epochs (50)"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/used"], "already holds samples of these rows"),
+])
+def test_the_fashion_mnist_scripts_name_a_bad_flag_before_training(tmp_path, capsys, stem,
+                                                                   argv, says):
+    """Found by a user of the README's Fashion-MNIST section: these gave a
+    traceback after loading the data, trained silently on all images
+    (``--train-subset -5``), or mixed an earlier run's samples into the row."""
+    (tmp_path / "used" / "chain" / "samples").mkdir(parents=True)
+    module = _load(next(p for p in EXAMPLES if p.stem == stem))
+    with pytest.raises(SystemExit) as exit_info:
+        module.main([a.format(tmp=tmp_path) for a in argv])
+    assert exit_info.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
 def test_there_are_six_examples():
     assert {p.stem for p in EXAMPLES} == {
         "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_fit",
