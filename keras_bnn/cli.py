@@ -71,7 +71,8 @@ _CONFIG_FLAGS = (
 _CONFIG_FIELDS = {field for _, field, _, _ in _CONFIG_FLAGS}
 #: The default of the RunConfig fields that are None until validation.
 _COMPUTED_DEFAULTS = {
-    "data_dir": "tensorflow-datasets' own",
+    "data_dir": "tensorflow-datasets' own; Fashion-MNIST: Keras' cache, then "
+                "/usr/share/datasets/fashion-mnist",
     "step_size": "auto: a warm-up chooses it (HMC: 0.001, then adapted by dual averaging)",
     "epochs": "enough for 4000 steps, at least 30",
     "max_epochs": "twice the default --epochs when --epochs is not given, else --epochs",
@@ -126,8 +127,14 @@ def _config_from(args):
 
     flags = _flag_values(args)
     if args.config:
-        return RunConfig.from_json(args.config, flags, argument="--config")
-    return RunConfig.from_dict(flags)
+        config = RunConfig.from_json(args.config, flags, argument="--config")
+    else:
+        config = RunConfig.from_dict(flags)
+    sizes = sorted({"num_train", "num_test"} & set(flags))
+    if sizes and config.dataset != "synthetic":
+        raise ValueError(f"--{sizes[0].replace('_', '-')} sizes the synthetic task; dataset "
+                         f"{config.dataset!r} has its own split: drop it")
+    return config
 
 
 def _runs():
@@ -391,11 +398,19 @@ def main(argv=None):
         argv: arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        Exit code: 0 on success, 2 on bad input or a failed run.
+        Exit code: 0 on success, 2 on bad input or a failed run, 130 when
+        interrupted (Ctrl-C).
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
         code = args.run(args)
+    except KeyboardInterrupt:
+        advice = (" What was written is kept (samples and epoch backups are written whole); "
+                  "continue the run with the same command and --resume."
+                  if argv[:1] == ["train"] else "")
+        print(f"keras-bnn: interrupted.{advice}", file=sys.stderr)
+        return 130
     except (ValueError, TypeError, KeyError, OSError, FloatingPointError, RecursionError,
             OverflowError, InUseError) as error:
         # Python's messages for these name the bad value; with one line and
@@ -406,15 +421,39 @@ def main(argv=None):
         print(f"keras-bnn: error: {reason}", file=sys.stderr)
         return 2
     except ImportError as error:
-        if (error.name or "").split(".")[0] not in _TENSORFLOW_PACKAGES:
+        package = _failed_package(error)
+        if package is None:
             raise
-        print(f"keras-bnn: error: this command needs {error.name.split('.')[0]}, which is not "
+        if error.name is None:  # raised inside the package: installed, but broken
+            print(f"keras-bnn: error: {package} is installed but failed to import "
+                  f"({' '.join(str(error).split())}); reinstall it (`pip install "
+                  f"--force-reinstall {package.replace('_', '-')}`).", file=sys.stderr)
+            return 2
+        print(f"keras-bnn: error: this command needs {package}, which is not "
               "installed: its data are tf.data pipelines and its exports SavedModels, under "
               "KERAS_BACKEND=jax too (`pip install tensorflow`). With JAX alone, train by "
               "`model.fit` on NumPy arrays (README, \"Your own model\"; "
               "examples/fashion_mnist_fit.py).", file=sys.stderr)
         return 2
     return code or 0
+
+
+def _failed_package(error):
+    """The TensorFlow package an ``ImportError`` is about, or None.
+
+    ``error.name`` names a module that is missing; a package that is installed
+    but raises while importing leaves it None, so the traceback's innermost
+    frame inside one of :data:`_TENSORFLOW_PACKAGES` names it instead.
+    """
+    if error.name is not None:
+        top = error.name.split(".")[0]
+        return top if top in _TENSORFLOW_PACKAGES else None
+    frame, package = error.__traceback__, None
+    while frame is not None:
+        top = str(frame.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        package = top if top in _TENSORFLOW_PACKAGES else package
+        frame = frame.tb_next
+    return package
 
 
 def _flag_values(args):

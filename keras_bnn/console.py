@@ -229,7 +229,8 @@ class RetracingFilter(logging.Filter):
 def import_keras_quietly():
     """Imports Keras (and so its backend: TensorFlow, or JAX under
     ``KERAS_BACKEND=jax``) with TensorFlow's C++ start-up log (oneDNN, CUDA,
-    CPU features) hidden.
+    CPU features) hidden. Under another backend TensorFlow is imported here
+    too, where installed: the commands' ``tf.data`` pipelines need it.
 
     Nothing is hidden when the user set ``TF_CPP_MIN_LOG_LEVEL`` or Keras is
     already imported; if the import fails, the hidden log is shown. The
@@ -248,7 +249,12 @@ def import_keras_quietly():
     with tempfile.TemporaryFile() as log:
         os.dup2(log.fileno(), 2)
         try:
-            import keras  # noqa: F401
+            import keras
+            if keras.backend.backend() != "tensorflow":
+                try:  # the runs' tf.data pipelines import it later, when the log would show
+                    import tensorflow  # noqa: F401
+                except ImportError:
+                    pass  # JAX alone: the command that needs TensorFlow says so
         except BaseException:
             os.dup2(saved, 2)
             log.seek(0)

@@ -7,7 +7,8 @@ keep the names Keras' ``keras.datasets.fashion_mnist`` caches them under:
     train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz
     t10k-images-idx3-ubyte.gz   t10k-labels-idx1-ubyte.gz
 
-They are looked for, in this order, in ``data_dir`` (when given), Keras'
+They are looked for, in this order, in ``data_dir`` (when given; it must
+exist, so that a misspelt directory is not passed over for another copy), Keras'
 cache ``~/.keras/datasets/fashion-mnist/`` and Debian's package
 ``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist/``). When no
 place holds all four, :class:`FileNotFoundError` lists the places searched
@@ -22,7 +23,7 @@ import os
 
 import numpy as np
 
-from keras_bnn.validation import argument_error, check_fraction
+from keras_bnn.validation import argument_error, check_fraction, check_seed
 
 FILES = {
     "x_train": "train-images-idx3-ubyte.gz",
@@ -89,9 +90,13 @@ def find_files(data_dir=None):
     """The first directory of :func:`search_path` that holds all four files.
 
     Raises:
-        FileNotFoundError: listing every place searched, and how to get the
-            files.
+        FileNotFoundError: for a ``data_dir`` that does not exist (named), or
+            listing every place searched, and how to get the files.
     """
+    if data_dir is not None and not os.path.isdir(os.path.expanduser(os.fspath(data_dir))):
+        raise FileNotFoundError(f"Fashion-MNIST: `data_dir` {os.fspath(data_dir)!r} is not a "
+                                "directory; pass one that holds the four files, or leave it "
+                                f"unset to read Keras' cache or {DEBIAN_DIR}.")
     places = search_path(data_dir)
     for place in places:
         if all(os.path.isfile(os.path.join(place, name)) for name in FILES.values()):
@@ -127,11 +132,12 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
 
     Raises:
         FileNotFoundError: see :func:`find_files`.
-        ValueError: for a ``validation_split`` outside [0, 1), or a damaged
-            file (named).
+        ValueError: for a ``validation_split`` outside [0, 1), a bad ``seed``,
+            or a damaged file (named).
     """
     if validation_split != 0:
         check_fraction(validation_split, "validation_split", "fashion_mnist_arrays")
+    seed = check_seed(seed, owner="fashion_mnist_arrays")
     place = find_files(data_dir)
     arrays = {key: read_idx(os.path.join(place, name)) for key, name in FILES.items()}
     for split in ("train", "test"):

@@ -49,9 +49,13 @@ _ROW_SUM_ATOL = 5e-3
 METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 
 
-def _check_probs(probs, name="probs"):
-    """Returns `probs` as a float64 array after checking it is [..., K] rows of
-    probabilities (finite, in [0, 1], summing to 1)."""
+def check_probabilities(probs, name="probs"):
+    """Returns ``probs`` as a float64 array after checking it is [..., K] rows of
+    probabilities (finite, in [0, 1], summing to 1).
+
+    Raises:
+        ValueError: naming ``name``, for any other array (logits included).
+    """
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
         raise argument_error(name, "be an array of shape [..., N, K] with N, K >= 1", probs,
@@ -96,7 +100,7 @@ def _two_class(probs):
 
 
 def _check(probs, labels):
-    p = _check_probs(_two_class(probs))
+    p = check_probabilities(_two_class(probs))
     if p.ndim != 2:
         raise argument_error("probs", "be an array of shape [N, K]", probs, got=f"shape {p.shape}")
     return p, _check_labels(labels, p.shape[0], p.shape[1])
@@ -342,7 +346,7 @@ def evaluate_members(member_probs, labels, num_bins=15):
         `ece`.
     """
     probs = np.asarray(member_probs, dtype=np.float64)
-    _check_probs(_two_class(probs), name="member_probs")
+    check_probabilities(_two_class(probs), name="member_probs")
     if probs.ndim != 3:
         raise argument_error("member_probs", "be an array of shape [S, N, K]", member_probs,
                              got=f"shape {probs.shape}")

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.ndimage
 import scipy.stats
 
+from keras_bnn.metrics import check_probabilities
 from keras_bnn.validation import argument_error
 
 #: The keys of :func:`ood_auroc`'s result.
@@ -62,9 +63,10 @@ def uncertainty_scores(member_probs):
         information is clipped at 0 against round-off).
 
     Raises:
-        ValueError: if ``member_probs`` is not of rank 2 or 3.
+        ValueError: if ``member_probs`` is not of rank 2 or 3, or not rows of
+            probabilities.
     """
-    probs = np.asarray(member_probs, dtype=np.float64)
+    probs = check_probabilities(member_probs, "member_probs")
     if probs.ndim == 2:
         probs = probs[None]
     if probs.ndim != 3:
@@ -112,6 +114,15 @@ def ood_auroc(in_member_probs, out_member_probs):
     Returns:
         dict ``{"entropy": AUROC, "mutual_information": AUROC}`` (the latter
         0.5 for one member: its information is 0 everywhere).
+
+    Raises:
+        ValueError: naming the argument, for arrays that are not rows of
+            probabilities, or two sets with different numbers of classes.
     """
+    classes = [check_probabilities(probs, name).shape[-1] for name, probs in (
+        ("in_member_probs", in_member_probs), ("out_member_probs", out_member_probs))]
+    if classes[0] != classes[1]:
+        raise argument_error("out_member_probs", f"have the K = {classes[0]} classes of "
+                             "`in_member_probs`", None, "ood_auroc", got=f"K = {classes[1]}")
     inside, outside = uncertainty_scores(in_member_probs), uncertainty_scores(out_member_probs)
     return {name: auroc(inside[name], outside[name]) for name in OOD_SCORES}

@@ -56,6 +56,17 @@ def test_help_and_argument_errors_do_not_import_tensorflow(argv):
     assert seconds < 5.0
 
 
+def test_the_start_up_log_is_silenced_under_jax_too():
+    """Under KERAS_BACKEND=jax Keras does not import TensorFlow, so the run's
+    tf.data pipeline did later, and its six start-up lines ("oneDNN custom
+    operations are on", "Could not find cuda drivers", ...) showed."""
+    result, _ = _fresh(["-c", "from keras_bnn import console; console.import_keras_quietly(); "
+                              "import keras, tensorflow; print(keras.backend.backend())"],
+                       env={"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 0 and result.stdout.strip() == "jax"
+    assert result.stderr.strip() == "", result.stderr
+
+
 def test_tensorflow_start_up_log_is_silenced_unless_the_user_asks():
     """A command that imports TensorFlow prints only its one error line: no
     oneDNN / CUDA / CPU-feature messages."""

@@ -66,6 +66,8 @@ BAD = [
      "`sampler_args` must hold only keys of sampler='atmc': mass, momentum, name, noise, "
      "noise_estimate_decay, speed_limit, target_noise_ratio, thermostat_mass, warmup_steps; "
      "got unknown ['frction']."),
+    (["train", "--dataset", "digits", "--num-train", "100"],
+     "--num-train sizes the synthetic task; dataset 'digits' has its own split: drop it"),
     (["train", "--config", "{tmp}/model_args.json"],
      "`model_args` must hold only keys of model='mlp': activation, bias_prior, hidden, "
      "kernel_prior, name; got unknown ['width']."),
@@ -111,7 +113,7 @@ def test_every_argument_error_answers_before_keras_is_imported(files):
         assert code == 2 and modules == [], (line, modules)
         assert line.startswith("keras-bnn: error: ") and says.format(tmp=files) in line, line
         assert seconds < 5, line  # < 1 s on an idle machine
-    assert elapsed < 30  # the whole process, 29 errors, on a loaded machine
+    assert elapsed < 30  # the whole process, 30 errors, on a loaded machine
 
 
 def test_one_error_in_a_fresh_process_is_quick():
@@ -196,6 +198,47 @@ def test_the_model_args_table_is_the_builders_parameters(name):
     expected = _named_parameters([getattr(models, name)],
                                  ("input_shape", "num_classes", "vocab_size"))
     assert set(config_lib.MODEL_ARGS[name]) == expected
+
+
+@pytest.mark.parametrize("dataset, info", [("fashion_mnist", {"task": "classification"}),
+                                           ("breast_cancer", {"task": "binary"})])
+def test_a_gaussian_likelihood_on_classes_is_refused(dataset, info):
+    """`--likelihood gaussian` on Fashion-MNIST regressed the class numbers silently."""
+    config = runs.RunConfig(dataset=dataset, likelihood="gaussian").validate()
+    with pytest.raises(ValueError, match=f"`likelihood` must be .* for dataset '{dataset}', a "
+                                         f"{info['task']} task"):
+        runs.build.likelihood_of(config, info)
+    assert runs.build.likelihood_of(runs.RunConfig(dataset="diabetes", likelihood="gaussian"),
+                                    {"task": "regression"}) == "gaussian"
+
+
+def test_a_broken_tensorflow_is_named_in_one_line(tmp_path):
+    """An ImportError raised inside TensorFlow (a broken install) has no
+    ``name``: it went through as a 31-line traceback."""
+    (tmp_path / "tensorflow").mkdir()
+    (tmp_path / "tensorflow" / "__init__.py").write_text(
+        "raise ImportError('libtensorflow_framework.so.2: cannot open shared object file')\n")
+    done = subprocess.run([sys.executable, "-m", "keras_bnn.cli", "train", "--dataset", "digits",
+                           "--epochs", "2", "--output-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, KERAS_BACKEND="jax",
+                                   PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT])))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("keras-bnn: error: tensorflow is installed but failed to "
+                                  "import (libtensorflow_framework.so.2: cannot open shared")
+
+
+@pytest.mark.parametrize("command, resume", [("train", True), ("evaluate", False)])
+def test_ctrl_c_is_one_line_that_says_how_to_continue(monkeypatch, capsys, command, resume):
+    """Ctrl-C in `keras-bnn train` printed a 40-line KeyboardInterrupt traceback."""
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, f"_cmd_{command}", interrupted)
+    argv = [command] if command == "train" else [command, "--run-dir", "r"]
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("keras-bnn: interrupted.") and err.count("\n") == 1
+    assert ("--resume" in err) is resume
 
 
 def test_a_command_without_tensorflow_says_what_to_install(tmp_path):

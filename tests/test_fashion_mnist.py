@@ -55,6 +55,19 @@ def test_missing_files_name_every_place_and_the_remedies(tmp_path, no_default_pl
     assert "keras.datasets.fashion_mnist.load_data()" in message
 
 
+def test_a_data_dir_that_does_not_exist_is_refused(tmp_path, no_default_places):
+    """A misspelt --data-dir was passed over for Keras' cache or Debian's copy."""
+    _write_set(tmp_path / "keras-cache")
+    with pytest.raises(FileNotFoundError, match=r"`data_dir` '.*/misspelt' is not a directory"):
+        fm.fashion_mnist_arrays(tmp_path / "misspelt")
+
+
+def test_a_bad_seed_names_the_argument(tmp_path, no_default_places):
+    _write_set(tmp_path / "mine")
+    with pytest.raises(ValueError, match="fashion_mnist_arrays: `seed` must be an int"):
+        fm.fashion_mnist_arrays(tmp_path / "mine", validation_split=0.1, seed=-1)
+
+
 @pytest.mark.parametrize("damage", ["not gzip", "bad magic", "short data"])
 def test_a_damaged_file_is_named(tmp_path, no_default_places, damage):
     _write_set(tmp_path / "mine")

@@ -49,3 +49,17 @@ def test_ood_auroc_separates_uncertain_inputs():
     assert result == {"entropy": 1.0, "mutual_information": 1.0}
     single = ood.ood_auroc(confident[:1], disagreeing[:1])  # one network: no information
     assert single["entropy"] == 1.0 and single["mutual_information"] == 0.5
+
+
+@pytest.mark.parametrize("out, says", [
+    (np.full((2, 4, 5), 0.2), "ood_auroc: `out_member_probs` must have the K = 10 classes of "
+                              "`in_member_probs`; got K = 5."),
+    (np.full((2, 4, 10), 0.5), "`out_member_probs` must be rows of probabilities that sum to 1"),
+    (np.full((2, 4, 10), np.nan), "`out_member_probs` must be finite"),
+])
+def test_ood_auroc_names_inputs_that_are_not_comparable_probabilities(out, says):
+    """10-class against 5-class probabilities gave AUROC 0.0, NaN gave nan."""
+    inside = np.full((2, 6, 10), 0.1)
+    with pytest.raises(ValueError) as caught:
+        ood.ood_auroc(inside, out)
+    assert says in str(caught.value)

@@ -19,7 +19,7 @@ from keras_bnn import samplers
 from keras_bnn.datasets.pipeline import data_epoch, endless
 from keras_bnn.runs.config import (ARRAYS, DEFAULT_MODEL_ARGS, STUDENT_T_DF, TASK_LIKELIHOOD,
                                    chain_seed)
-from keras_bnn.validation import check_choice
+from keras_bnn.validation import argument_error, check_choice
 
 #: Kernel priors of :attr:`RunConfig.prior` (the names are
 #: :data:`keras_bnn.runs.PRIORS`), as functions of ``prior_scale``.
@@ -113,8 +113,18 @@ def load_data(config):
 
 
 def likelihood_of(config, info):
-    """The run's likelihood: ``config.likelihood``, else the dataset's task's."""
-    return config.likelihood or TASK_LIKELIHOOD[info.get("task", "classification")]
+    """The run's likelihood: ``config.likelihood``, else the dataset's task's.
+
+    Raises:
+        ValueError: for ``"gaussian"`` on a classification dataset (it would
+            regress the class numbers).
+    """
+    task = info.get("task", "classification")
+    if config.likelihood == "gaussian" and task != "regression":
+        raise argument_error("likelihood", f"be {TASK_LIKELIHOOD[task]!r} (or left unset) for "
+                             f"dataset {config.dataset!r}, a {task} task: 'gaussian' would "
+                             "regress the class numbers", config.likelihood, "RunConfig")
+    return config.likelihood or TASK_LIKELIHOOD[task]
 
 
 def build_model(config, info):
