@@ -123,13 +123,17 @@ def _add_config_flags(parser):
 
 
 def _config_from(args):
-    from keras_bnn.runs.config import RunConfig
+    from keras_bnn.runs.config import ARRAYS, DATASETS, RunConfig
 
     flags = _flag_values(args)
     if args.config:
         config = RunConfig.from_json(args.config, flags, argument="--config")
     else:
         config = RunConfig.from_dict(flags)
+    if config.dataset == ARRAYS:  # the runs API's name for arrays passed in memory
+        raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
+                         "Python API's name for arrays passed in memory; on the command line "
+                         "`sweep --x X.npy --y Y.npy` takes arrays)")
     sizes = sorted({"num_train", "num_test"} & set(flags))
     if sizes and config.dataset != "synthetic":
         raise ValueError(f"--{sizes[0].replace('_', '-')} sizes the synthetic task; dataset "
@@ -194,7 +198,10 @@ def _cmd_evaluate(args):
     runs = _runs()
     baseline = None
     if args.baseline_run_dir:
-        baseline = runs.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
+        try:
+            baseline = runs.evaluate(args.baseline_run_dir, num_bins=args.num_bins)
+        except (FileNotFoundError, ValueError) as error:  # it names `run_dir`: say which
+            raise type(error)(f"--baseline-run-dir: {error}") from None
     result = runs.evaluate(args.run_dir, num_bins=args.num_bins, baseline=baseline)
     rows = console.result_rows(result, result["sampler"])
     if baseline:
@@ -252,7 +259,7 @@ def _cmd_sweep_temperature(args):
                          "temperature")
     _, temperatures, _ = check_sweep("temperature", _numbers(args.temperatures,
                                                              "--temperatures"),
-                                     [config.seed], None)
+                                     [config.seed], None, names=("--temperatures", "--seed"))
     rows = _runs().sweep_temperature(config, temperatures, verbose=args.verbose)
     console.print_sweep(rows, "temperature", config.output_dir)
 
@@ -291,7 +298,8 @@ def _cmd_sweep(args):
     split = None if args.validation_split == 0 else args.validation_split
     config = _config_from(args)
     param, values, seeds = check_sweep(args.param, _numbers(args.values, "--values"),
-                                       _numbers(args.seeds, "--seeds", int), split)
+                                       _numbers(args.seeds, "--seeds", int), split,
+                                       names=("--values", "--seeds"))
     runs = _runs()
     rows = runs.sweep(param, values, config=config, seeds=seeds, validation_split=split,
                       verbose=args.verbose, **arrays)

@@ -73,7 +73,9 @@ def print_rhat(result):
 
     print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
           f"{diagnostics.ESS_PER_CHAIN} per chain:")
-    function = diagnostics.convergence_verdict(rhat["function"], "predicted probabilities")
+    predictions = ("predicted means and log-variances" if result["likelihood"] == "gaussian"
+                   else "predicted probabilities")
+    function = diagnostics.convergence_verdict(rhat["function"], predictions)
     print(f"function space: {function.reason}")
     print(f"  weight space: {diagnostics.convergence_verdict(rhat['weight'], 'weights').reason}")
     if not function.converged:

@@ -23,6 +23,7 @@ import shutil
 import keras
 
 from keras_bnn import durable
+from keras_bnn.serving import MAX_VERSION
 from keras_bnn.validation import check_int
 
 #: Name of the exported signature's input tensor.
@@ -31,8 +32,6 @@ SERVING_INPUT = "inputs"
 SERVING_SIGNATURE = "serving_default"
 #: The ``--model_config_file`` written next to the versions.
 MODELS_CONFIG = "models.config"
-#: Versions are int64 in TF Serving.
-MAX_VERSION = 2**63 - 1
 
 
 def export_ensemble(ensemble, model_dir, version=None, verbose=False):
@@ -95,8 +94,9 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     if os.path.lexists(target):
         raise FileExistsError(
             errno.EEXIST,
-            f"Version directory exists; refusing to overwrite it (pass another "
-            f"`version`, or version=None for the next one, {next_version(model_dir)})",
+            f"Version directory exists; refusing to overwrite it (choose another version "
+            f"(`version=`, --version), or leave it unset for the next one, "
+            f"{next_version(model_dir)})",
             target,
         )
     expected_shape = [None, *ensemble.member_input_shape]
@@ -151,8 +151,10 @@ def check_model_dir(model_dir):
         The absolute path.
 
     Raises:
-        ValueError: for an empty or non-path value, or a path without a
-            final component (``/``).
+        ValueError: for an empty or non-path value, a path without a final
+            component (``/``), or a version directory (one holding
+            ``saved_model.pb``, or numbered inside a model directory that
+            holds :data:`MODELS_CONFIG`): the versions go below the base.
     """
     try:
         path = os.fspath(model_dir)
@@ -166,6 +168,11 @@ def check_model_dir(model_dir):
     path = os.path.abspath(path)
     if not os.path.basename(path):
         raise ValueError(f"`model_dir` must name a model directory, not {model_dir!r}.")
+    parent, name = os.path.split(path)
+    if os.path.isfile(os.path.join(path, "saved_model.pb")) or (
+            name.isdigit() and os.path.isfile(os.path.join(parent, MODELS_CONFIG))):
+        raise ValueError(f"`model_dir` must be a model's base directory (saved_models/<name>), "
+                         f"not one of its versions; got {model_dir!r}: pass {parent!r}.")
     return path
 
 

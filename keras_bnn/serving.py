@@ -39,10 +39,12 @@ import urllib.parse
 
 import numpy as np
 
-from keras_bnn.export import MAX_VERSION
 from keras_bnn.validation import check_choice, check_int, check_positive
 
 FORMATS = ("columnar", "row")
+#: The largest model version: versions are int64 in TF Serving (here, not in
+#: :mod:`keras_bnn.export`, so that the client imports no Keras).
+MAX_VERSION = 2**63 - 1
 
 
 class ServingError(RuntimeError):

@@ -186,6 +186,23 @@ class SampleStore:
         self._metadata_cache = {}
         self._frozen = None
 
+    @staticmethod
+    def is_store(path):
+        """Whether ``path`` is a sample store's directory: one holding its
+        manifest or samples, or an empty one (a store with nothing written yet).
+
+        Args:
+            path: a filesystem path.
+
+        Returns:
+            bool (False for a file, a missing path, or a directory of other things,
+            such as an export or a sweep).
+        """
+        if not os.path.isdir(path):
+            return False
+        names = os.listdir(path)
+        return not names or _MANIFEST in names or any(n.startswith("sample-") for n in names)
+
     def snapshot(self):
         """A read-only view of the samples present now.
 

@@ -261,7 +261,7 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
         assert code == 0, err
     code, _, err = _run(["evaluate", "--run-dir", dirs["a"], "--baseline-run-dir", dirs["b"]],
                         capsys)
-    assert code != 0 and "`baseline` was scored on 60 test examples" in err
+    assert code != 0 and "--baseline-run-dir) was scored on 60 test examples" in err
     # The same number of test examples of another draw (seed) or another task.
     dirs["c"] = str(tmp_path / "c")
     argv = ["train", *SMALL, "--sampler", "sgd", "--seed", "1", "--output-dir", dirs["c"]]
@@ -270,9 +270,9 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
     assert code == 0, err
     code, _, err = _run(["evaluate", "--run-dir", dirs["a"], "--baseline-run-dir", dirs["c"]],
                         capsys)
-    assert code != 0 and "`baseline` was scored on other test labels" in err
+    assert code != 0 and "--baseline-run-dir) was scored on other test labels" in err
     baseline = dict(kb.runs.evaluate(dirs["c"]), likelihood="gaussian")
-    with pytest.raises(ValueError, match="`baseline` is a gaussian model"):
+    with pytest.raises(ValueError, match=r"--baseline-run-dir\) is a gaussian model"):
         kb.runs.evaluate(dirs["a"], baseline=baseline)
 
 
@@ -309,9 +309,10 @@ def test_a_command_does_not_print_tensorflow_s_retracing_warning():
     assert warnings_seen("cli") == 0
 
 
-@pytest.mark.parametrize("num_chains, advice", [(1, True), (4, False)])
+@pytest.mark.parametrize("num_chains, advice, likelihood", [
+    (1, True, "categorical"), (4, False, "gaussian")])
 def test_the_rhat_verdict_advises_chains_only_to_a_run_with_fewer_than_four(num_chains, advice,
-                                                                            capsys):
+                                                                            likelihood, capsys):
     from keras_bnn import diagnostics  # noqa: PLC0415
 
     rng = np.random.default_rng(0)  # chain means 0, 1, …: R-hat far above 1.01
@@ -319,9 +320,12 @@ def test_the_rhat_verdict_advises_chains_only_to_a_run_with_fewer_than_four(num_
         max(num_chains, 2))[:, None, None]
     summary = diagnostics.convergence_summary(draws[:num_chains] if num_chains > 1 else
                                               draws.reshape(1, -1, 5))
-    console.print_rhat({"num_chains": num_chains, "rhat": {"function": summary, "weight": summary}})
+    console.print_rhat({"num_chains": num_chains, "likelihood": likelihood,
+                        "rhat": {"function": summary, "weight": summary}})
     out = capsys.readouterr().out
     assert "function space: not converged: R-hat ≥ 1.01" in out
+    # A Gaussian head predicts a mean and a log-variance, not probabilities.
+    assert ("predicted probabilities" in out) == (likelihood == "categorical")
     assert ("or run more chains (--chains 4)" in out) == advice
 
 

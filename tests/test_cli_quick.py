@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -35,14 +36,14 @@ BAD = [
     (["evaluate", "--run-dir", "{tmp}/none"], "--run-dir '{tmp}/none' holds no run"),
     (["export", "--run-dir", "{tmp}/none", "--export-dir", "{tmp}/e"], "holds no run"),
     (["sweep", "--param", "depth", "--values", "1"], "`param` must be one of"),
-    (["sweep", "--param", "temperature", "--values", "1,-2"], "`values` must be positive"),
+    (["sweep", "--param", "temperature", "--values", "1,-2"], "`--values` must be positive"),
     (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x.npz", "--y",
       "{tmp}/y50.npy"], "--x must be a .npy file holding one array"),
     (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x60.npy", "--y",
       "{tmp}/y50.npy"], "got 60 rows in `--x` and 50 in `--y`"),
     (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x60.npy", "--y",
       "{tmp}/y70.npy"], "got 60 rows in `--x` and 70 in `--y`"),
-    (["sweep-temperature", "--temperatures", "0"], "`values` must be positive"),
+    (["sweep-temperature", "--temperatures", "0"], "`--temperatures` must be positive"),
     # Found by trying the CLI as a user (these named no flag, or an internal name):
     (["train", "--step-size", "abc"], "argument --step-size: must be a number > 0 or 'auto'"),
     (["train", "--burn-in-epochs", "nan"], "argument --burn-in-epochs: must be an int >= 0"),
@@ -66,6 +67,7 @@ BAD = [
      "`sampler_args` must hold only keys of sampler='atmc': mass, momentum, name, noise, "
      "noise_estimate_decay, speed_limit, target_noise_ratio, thermostat_mass, warmup_steps; "
      "got unknown ['frction']."),
+    (["train", "--dataset", "arrays"], "--dataset must be one of synthetic, digits"),
     (["train", "--dataset", "digits", "--num-train", "100"],
      "--num-train sizes the synthetic task; dataset 'digits' has its own split: drop it"),
     (["train", "--config", "{tmp}/model_args.json"],
@@ -113,7 +115,7 @@ def test_every_argument_error_answers_before_keras_is_imported(files):
         assert code == 2 and modules == [], (line, modules)
         assert line.startswith("keras-bnn: error: ") and says.format(tmp=files) in line, line
         assert seconds < 5, line  # < 1 s on an idle machine
-    assert elapsed < 30  # the whole process, 30 errors, on a loaded machine
+    assert elapsed < 30  # the whole process, 31 errors, on a loaded machine
 
 
 def test_one_error_in_a_fresh_process_is_quick():
@@ -210,6 +212,21 @@ def test_a_gaussian_likelihood_on_classes_is_refused(dataset, info):
         runs.build.likelihood_of(config, info)
     assert runs.build.likelihood_of(runs.RunConfig(dataset="diabetes", likelihood="gaussian"),
                                     {"task": "regression"}) == "gaussian"
+
+
+def test_a_baseline_without_samples_is_named_by_its_flag(tmp_path, monkeypatch, capsys):
+    """The baseline's refusal said "`run_dir` '…' holds no samples", the run's own flag."""
+    for name in ("run", "base"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"sampler": "sgd"}))
+
+    def evaluate(run_dir, **kwargs):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples")
+    monkeypatch.setattr(cli, "_runs", lambda: types.SimpleNamespace(evaluate=evaluate))
+    code = cli.main(["evaluate", "--run-dir", str(tmp_path / "run"),
+                     "--baseline-run-dir", str(tmp_path / "base")])
+    assert code == 2 and capsys.readouterr().err.startswith(
+        f"keras-bnn: error: --baseline-run-dir: `run_dir` '{tmp_path / 'base'}' holds no samples")
 
 
 def test_a_broken_tensorflow_is_named_in_one_line(tmp_path):

@@ -198,6 +198,18 @@ def test_from_store_refuses_an_empty_store(tmp_path):
     assert "train for more steps" in str(raised.value)
 
 
+def test_from_store_names_a_directory_of_another_kind(tmp_path):
+    """An export or sweep directory was read as an empty store: "holds no
+    samples ... train for more steps", the wrong remedy."""
+    (tmp_path / "saved_models" / "a" / "1").mkdir(parents=True)
+    (tmp_path / "saved_models" / "a" / "models.config").write_text("model_config_list {}")
+    with pytest.raises(FileNotFoundError, match="is neither a sample store, a run directory "
+                                                "nor a multi-chain run directory"):
+        kb.PosteriorEnsemble.from_store(str(tmp_path / "saved_models" / "a"))
+    assert not kb.SampleStore.is_store(tmp_path / "saved_models" / "a")
+    assert kb.SampleStore.is_store(tmp_path / "saved_models" / "a" / "1")  # empty: a new store
+
+
 def _gaussian_member(targets=2):
     """A linear regression head: [mean (targets), log variance (targets)]."""
     keras.utils.set_random_seed(0)

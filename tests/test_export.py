@@ -156,10 +156,32 @@ def test_export_refuses_an_existing_version_and_finds_the_next(exported, tmp_pat
     with pytest.raises(FileExistsError) as caught:
         ensemble.export(model_dir, version=3)
     assert caught.value.filename == first and first in str(caught.value)
-    assert "version=None" in str(caught.value)
+    assert "leave it unset for the next one, 4" in str(caught.value)
     assert os.stat(os.path.join(first, "saved_model.pb")).st_mtime_ns == stamp
     assert ensemble.export(model_dir) == os.path.join(str(model_dir), "4")
     assert sorted(os.listdir(model_dir)) == ["3", "4", "models.config"]
+
+
+def test_export_refuses_a_version_directory_as_the_model_dir(exported):
+    """``keras-bnn export --export-dir saved_models/a/1`` wrote saved_models/a/1/1 and a
+    models.config naming a model "1"."""
+    ensemble, model_dir, version_dir, _, _ = exported
+    with pytest.raises(ValueError, match="must be a model's base directory .* not one of its "
+                                         "versions"):
+        ensemble.export(version_dir)
+    assert not os.path.exists(os.path.join(version_dir, "1"))
+    assert sorted(os.listdir(model_dir)) == ["1", "models.config"]
+
+
+def test_the_serving_client_imports_no_keras():
+    """keras_bnn.serving ("standard library only") imported Keras and TensorFlow
+    (4.6 s) for one constant of keras_bnn.export."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", "import sys, keras_bnn.serving; print(sorted("
+                           "m for m in ('keras', 'tensorflow', 'jax') if m in sys.modules))"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("version", [0, -1, "2", 1.0, True])

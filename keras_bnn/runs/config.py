@@ -469,7 +469,7 @@ def resume_config(output_dir, flags):
     return config
 
 
-def check_sweep(param, values, seeds, validation_split):
+def check_sweep(param, values, seeds, validation_split, names=("values", "seeds")):
     """Checks the arguments of :func:`keras_bnn.runs.sweep` that are not arrays.
 
     Args:
@@ -477,6 +477,8 @@ def check_sweep(param, values, seeds, validation_split):
         values: positive, finite values of ``param``.
         seeds: at least one integer seed.
         validation_split: a fraction in (0, 1), or None.
+        names: how errors name ``values`` and ``seeds`` (the command line's
+            flags, e.g. ``("--temperatures", "--seed")``).
 
     Returns:
         ``(param, values, seeds)`` with ``values`` as floats and ``seeds`` as ints.
@@ -487,10 +489,10 @@ def check_sweep(param, values, seeds, validation_split):
     param = check_choice(param, "param", SWEEP_PARAMS)
     values = [float(v) for v in values]
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise ValueError(f"`values` must be positive numbers; got {values!r}.")
-    seeds = [check_seed(seed, "seeds") for seed in seeds]
+        raise ValueError(f"`{names[0]}` must be positive numbers; got {values!r}.")
+    seeds = [check_seed(seed, names[1]) for seed in seeds]
     if not seeds:
-        raise ValueError("`seeds` must hold at least one seed.")
+        raise ValueError(f"`{names[1]}` must hold at least one seed.")
     if validation_split is not None and not 0 < validation_split < 1:
         raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
                          f"got {validation_split!r}.")

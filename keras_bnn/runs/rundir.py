@@ -207,11 +207,11 @@ def _stores_of_path(path):
         return [chain.store() for chain in chains]
     if os.path.isdir(run.samples):
         return [run.store()]
-    if os.path.isdir(run.path):
+    if _sample_store().is_store(run.path):
         return [_sample_store()(run.path)]
     raise FileNotFoundError(
         f"{run.path!r} is neither a sample store, a run directory nor a multi-chain run "
-        "directory."
+        "directory (an export or a sweep directory holds none: pass one of its runs)."
     )
 
 
