@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import keras_bnn as kb  # noqa: E402
+from keras_bnn.cli import int_at_least  # noqa: E402
 from keras_bnn.ensemble import MEMBER_LOOPS  # noqa: E402
 
 INPUT_SHAPE = (32, 32, 3)
@@ -72,10 +73,11 @@ def weight_sets(model, count, seed=0):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="S = 1, 5; batch 1, 64; 3 repeats")
-    parser.add_argument("--members", type=int, nargs="+", default=None)
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--members", type=int_at_least(1), nargs="+", default=None)
+    parser.add_argument("--batches", type=int_at_least(1), nargs="+", default=[1, 64])
     parser.add_argument("--loops", nargs="+", default=list(MEMBER_LOOPS), choices=MEMBER_LOOPS)
-    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--repeats", type=int_at_least(1), default=None,
+                        help="calls timed per cell, the best kept (default: 10, --quick 3)")
     args = parser.parse_args()
     members = args.members or ([1, 5] if args.quick else [1, 5, 10, 20])
     repeats = args.repeats or (3 if args.quick else 10)

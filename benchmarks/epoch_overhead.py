@@ -25,6 +25,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras_bnn as kb  # noqa: E402
+from keras_bnn.cli import int_at_least  # noqa: E402
 from keras_bnn.runs import checkpoints  # noqa: E402
 
 #: name: RunBackup interval in seconds (an interval longer than any run: no backup).
@@ -47,11 +48,13 @@ def run_seconds(dataset, epochs, interval):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="wine", choices=kb.data.BUNDLED)
-    parser.add_argument("--epochs", type=int, nargs=2, default=(50, 550),
+    parser.add_argument("--epochs", type=int_at_least(1), nargs=2, default=(50, 550),
                         metavar=("SHORT", "LONG"))
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int_at_least(1), default=2)
     args = parser.parse_args()
     short, long = args.epochs
+    if short >= long:
+        parser.error(f"--epochs SHORT LONG: SHORT must be below LONG; got {short} {long}")
     default = checkpoints.BACKUP_INTERVAL
     results = {name: [] for name in INTERVALS}
     for _ in range(args.rounds):  # interleaved, so a change of load hits every row alike

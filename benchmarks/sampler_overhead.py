@@ -65,6 +65,7 @@ import numpy as np  # noqa: E402
 
 import keras_bnn as kb  # noqa: E402
 from keras_bnn import samplers  # noqa: E402
+from keras_bnn.cli import int_at_least  # noqa: E402
 
 BATCH = 128
 TRAIN_SIZE = 50_000
@@ -357,31 +358,34 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="few rounds (a smoke run)")
     parser.add_argument("--models", nargs="+", choices=["resnet", "mlp", "fmnist_mlp"],
                         default=["resnet", "mlp"])
-    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--rounds", type=int_at_least(1), default=None)
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of each update (noise, guard, ...) on the MLP")
-    parser.add_argument("--steps-per-round", type=int, default=None,
+    parser.add_argument("--steps-per-round", type=int_at_least(1), default=None,
                         help="default: 2 for ResNet++, 10 for the MLP")
     parser.add_argument("--unit", choices=["train_on_batch", "fit"], default="train_on_batch",
                         help="what one timed round calls (see the module docstring)")
     parser.add_argument("--optimizers", nargs="+", metavar="NAME",
                         help="time only the rows whose name starts with one of these "
                              "(SGD is always timed: it is the baseline)")
-    parser.add_argument("--repeat", type=int, default=1,
+    parser.add_argument("--repeat", type=int_at_least(1), default=1,
                         help="time every configuration this many times, as separate models "
                              "(the spread between copies is the machine's resolution)")
-    parser.add_argument("--jit-compile", default="auto",
+    parser.add_argument("--jit-compile", default="auto", type=str.lower,
+                        choices=("auto", "true", "false"),
                         help="passed to compile: auto (Keras' default), true, false")
     args = parser.parse_args(argv)
     # Random labels at arbitrary steps: the samplers' gradient-noise warning is expected.
     warnings.filterwarnings("ignore", category=kb.GradientNoiseWarning)
-    if args.repeat < 1:
-        parser.error(f"--repeat must be a positive integer, got {args.repeat}")
+    unknown = [name for name in args.optimizers or ()
+               if not any(key.startswith(name) for key in OPTIMIZERS)]
+    if unknown:
+        parser.error(f"--optimizers {unknown} start no row's name: {list(OPTIMIZERS)}")
     if args.breakdown and keras.backend.backend() != "tensorflow":
         parser.error("--breakdown times tf.functions: run it with KERAS_BACKEND=tensorflow")
     rounds = args.rounds or (3 if args.quick else 15)
     warmup = 2 if args.quick else 3
-    jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile.lower()]
+    jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
 
     selected = [k for k in MODELS if k.split()[0].startswith(tuple(args.models))]
     optimizers = [k for k in OPTIMIZERS if k.startswith("SGD(")

@@ -90,6 +90,10 @@ def main(argv=None):
                         help="count only the rows whose name starts with one of these "
                              "(SGD is always counted: it is the baseline)")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.optimizers or ()
+               if not any(key.startswith(name) for key in timing.OPTIMIZERS)]
+    if unknown:
+        parser.error(f"--optimizers {unknown} start no row's name: {list(timing.OPTIMIZERS)}")
     # Random labels at arbitrary steps: the samplers' gradient-noise warning is expected.
     warnings.filterwarnings("ignore", category=kb.GradientNoiseWarning)
 

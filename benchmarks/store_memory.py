@@ -23,6 +23,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_bnn as kb  # noqa: E402
+from keras_bnn.cli import int_at_least  # noqa: E402
 
 
 def rss_mib():
@@ -44,7 +45,8 @@ class RecordMemory(keras.callbacks.Callback):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--samples", type=int_at_least(10), default=50,
+                        help="samples to collect; the memory is read at every 10th")
     parser.add_argument("--dir", default=None, help="store directory (default: a temp dir)")
     args = parser.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="kb-store-")

@@ -37,6 +37,29 @@ def _or_auto(kind, requirement):
     return parse
 
 
+def int_at_least(minimum):
+    """An argparse type: an int ≥ ``minimum``, refused in argparse's one line naming the flag.
+
+    Args:
+        minimum: the smallest value allowed.
+
+    Returns:
+        A function of the flag's text (for ``add_argument(type=...)``); used
+        by the scripts in ``benchmarks/`` too.
+    """
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an int >= {minimum}; got {text!r}")
+        return value
+
+    return parse
+
+
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
     ("--dataset", "dataset", str,

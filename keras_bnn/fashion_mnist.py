@@ -93,22 +93,22 @@ def find_files(data_dir=None):
         FileNotFoundError: for a ``data_dir`` that does not exist (named), or
             listing every place searched, and how to get the files.
     """
+    remedy = ("Get them with Debian's package (`apt-get install dataset-fashion-mnist`, into "
+              f"{DEBIAN_DIR}), or on a machine with internet run "
+              "`python -c \"import keras; keras.datasets.fashion_mnist.load_data()\"` and copy "
+              f"{KERAS_CACHE} here, or pass data_dir= (--data-dir) a directory holding them. "
+              "Nothing is downloaded.")
     if data_dir is not None and not os.path.isdir(os.path.expanduser(os.fspath(data_dir))):
         raise FileNotFoundError(f"Fashion-MNIST: `data_dir` {os.fspath(data_dir)!r} is not a "
-                                "directory; pass one that holds the four files, or leave it "
-                                f"unset to read Keras' cache or {DEBIAN_DIR}.")
+                                "directory (it is not passed over for another copy of the "
+                                f"files). {remedy}")
     places = search_path(data_dir)
     for place in places:
         if all(os.path.isfile(os.path.join(place, name)) for name in FILES.values()):
             return place
-    raise FileNotFoundError(
-        "Fashion-MNIST: no directory holds all four files ("
-        + ", ".join(FILES.values()) + "). Searched: " + "; ".join(places)
-        + ". Get them with Debian's package (`apt-get install dataset-fashion-mnist`, into "
-        f"{DEBIAN_DIR}), or on a machine with internet run "
-        "`python -c \"import keras; keras.datasets.fashion_mnist.load_data()\"` and copy "
-        f"{KERAS_CACHE} here, or pass data_dir= (--data-dir) a directory holding them. "
-        "Nothing is downloaded.")
+    raise FileNotFoundError("Fashion-MNIST: no directory holds all four files ("
+                            + ", ".join(FILES.values()) + "). Searched: " + "; ".join(places)
+                            + ". " + remedy)
 
 
 def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
