@@ -188,6 +188,8 @@ def _cmd_train(args):
 
     check_int(args.chains, "chains", 1)
     check_int(args.processes, "processes", 1)
+    if args.processes != 1 and args.chains == 1:
+        raise ValueError("--processes runs chains at once: it needs --chains K (K >= 2)")
     if args.chains != 1:
         if args.resume:
             raise ValueError("--resume continues one chain: pass --output-dir <run dir>/chain-k "
@@ -393,12 +395,15 @@ def build_parser():
     sweep.add_argument("--x", help=".npy file of training inputs (instead of --dataset)")
     sweep.add_argument("--y", help=".npy file of training labels or targets")
     evaluate = commands.add_parser("evaluate", help="metrics and plots of a run")
-    evaluate.add_argument("--run-dir", required=True)
-    evaluate.add_argument("--num-bins", type=int, default=15)
+    evaluate.add_argument("--run-dir", required=True,
+                          help="a run directory of keras-bnn train (one chain or --chains K)")
+    evaluate.add_argument("--num-bins", type=int, default=15,
+                          help="confidence bins of the ECE and the reliability plot")
     evaluate.add_argument("--baseline-run-dir",
                           help="a reference run (e.g. --sampler sgd), drawn in the plots")
     export = commands.add_parser("export", help="export a run's ensemble for TF Serving")
-    export.add_argument("--run-dir", required=True)
+    export.add_argument("--run-dir", required=True,
+                        help="a run directory of keras-bnn train (all chains are pooled)")
     export.add_argument("--export-dir", required=True, help="saved_models/<name>")
     export.add_argument("--version", type=int, default=None, help="default: next free")
     demo = commands.add_parser("demo", help="SGD vs ATMC on digits, end to end")
