@@ -340,6 +340,19 @@ class CollectSamples(keras.callbacks.Callback):
                 f"{tuned}, or pass start_epoch='auto' to start at equilibrium.",
                 WarmupSampleWarning, stacklevel=2)
 
+    def _go_on_collecting(self, epoch):
+        """A later ``fit`` on a chain that already collects (its stored samples
+        were all taken at or before the optimizer's step) numbers its epochs
+        from ``epoch`` again: collection goes on from there, instead of
+        waiting for the first stored epoch. A resumed run is restored past
+        its first sample, or holds samples from after its restored step."""
+        if not self.auto or self.start_epoch is None or epoch >= self.start_epoch:
+            return
+        steps = [m["step"] for m in self.store.metadata()
+                 if m.get("chain") == self.chain and m.get("step") is not None]
+        if steps and max(steps) <= current_step(self.model.optimizer):
+            self.start_epoch = epoch
+
     def collect_restored(self, epoch):
         """Takes the sample due at the end of epoch ``epoch - 1`` if a kill cut
         it off, once a ``fit``: the sample of a run restored at ``epoch``
@@ -358,6 +371,7 @@ class CollectSamples(keras.callbacks.Callback):
         # by now: a resumed run starts at epoch > 0 with the weights of the
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
+            self._go_on_collecting(epoch)
             self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)
         self._virial_begin = self._virial_sums()

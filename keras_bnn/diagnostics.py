@@ -45,7 +45,7 @@ from scipy import stats
 
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.likelihoods import LIKELIHOODS
+from keras_bnn.likelihoods import LIKELIHOODS, infer
 from keras_bnn.validation import (argument_error, check_choice, check_fraction, check_int,
                                   check_positive)
 
@@ -400,7 +400,14 @@ def chain_weights(stores):
                      for chain in _common_draws(stores)], dtype=np.float64)
 
 
-def chain_predictions(stores, x, likelihood="categorical"):
+def _likelihood(stores, model, likelihood):
+    """``likelihood`` checked, or for None the stores' own (as ``from_store``)."""
+    if likelihood is None:
+        return stores[0].likelihood() or infer(model.outputs[0].shape[-1])
+    return check_choice(likelihood, "likelihood", LIKELIHOODS)
+
+
+def chain_predictions(stores, x, likelihood=None):
     """Each sample's prediction on ``x``, per chain: ``[C, S, N, units]``.
 
     Chains of different lengths are cut to the last S draws, S the shortest.
@@ -409,19 +416,22 @@ def chain_predictions(stores, x, likelihood="categorical"):
         stores: list of :class:`keras_bnn.SampleStore`, one per chain.
         x: inputs (array or dataset) accepted by ``keras.Model.predict``.
         likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
-            :meth:`keras_bnn.PosteriorEnsemble.predict_members`).
+            :meth:`keras_bnn.PosteriorEnsemble.predict_members`); None: the
+            one the stored model was compiled with, else its head's (as
+            :meth:`keras_bnn.PosteriorEnsemble.from_store`).
 
     Returns:
         numpy array.
     """
     draws = _common_draws(stores)
+    model = stores[0].build_model()
     members = PosteriorEnsemble(  # one ensemble of every draw: one traced function
-        stores[0].build_model(), [s.weights for chain in draws for s in chain],
-        likelihood=likelihood, member_loop="map").predict_members(x)
+        model, [s.weights for chain in draws for s in chain],
+        likelihood=_likelihood(stores, model, likelihood), member_loop="map").predict_members(x)
     return members.reshape(len(draws), -1, *members.shape[1:])
 
 
-def to_inference_data(source, x=None, likelihood="categorical"):
+def to_inference_data(source, x=None, likelihood=None):
     """The chains of a run as an ``arviz.InferenceData``.
 
     ``posterior`` holds every weight of the model (one variable per weight,
@@ -437,8 +447,8 @@ def to_inference_data(source, x=None, likelihood="categorical"):
             a :class:`keras_bnn.SampleStore`, or a list of stores / paths
             (see :func:`keras_bnn.runs.stores_of`).
         x: optional inputs for the posterior predictive.
-        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
-            :func:`chain_predictions`).
+        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS`, or
+            None for the stores' own (see :func:`chain_predictions`).
 
     Returns:
         ``arviz.InferenceData``.
@@ -449,9 +459,11 @@ def to_inference_data(source, x=None, likelihood="categorical"):
     """
     import arviz as az  # noqa: PLC0415 - heavy import, only needed here
 
-    check_choice(likelihood, "likelihood", LIKELIHOODS)
+    if likelihood is not None:
+        check_choice(likelihood, "likelihood", LIKELIHOODS)
     stores = stores_of(source)
     model = stores[0].build_model()
+    likelihood = _likelihood(stores, model, likelihood)
     names = [w.path.replace("/", "_") for w in model.weights]
     draws = _common_draws(stores)
     posterior = {

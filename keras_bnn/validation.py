@@ -322,6 +322,17 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
             labels, owner, got=f"class indices in [{low:g}, {high:g}]")
 
 
+def _check_example_shape(model, x, owner):
+    """Refuses an array ``x`` whose examples do not have the model's (one) input shape."""
+    inputs = getattr(model, "inputs", None)
+    if not (inputs and len(inputs) == 1 and hasattr(x, "shape") and len(x.shape) >= 1):
+        return
+    expected, got = tuple(inputs[0].shape[1:]), tuple(x.shape[1:])
+    if len(expected) != len(got) or any(e is not None and e != g for e, g in zip(expected, got)):
+        raise argument_error("x", f"hold examples of shape {expected} (the model's input)", x,
+                             owner, got=f"examples of shape {got}")
+
+
 def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
     """Checks the data of ``model.fit(*args, **kwargs)`` (or ``evaluate``'s) before any graph runs.
 
@@ -339,10 +350,14 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
             same places), for the messages.
 
     Raises:
-        ValueError: naming ``x`` for no examples, ``y`` for labels the
-            likelihood cannot score, or ``loss`` for labels given to a
-            model compiled without one (they would be ignored).
+        ValueError: for a model not compiled, naming ``x`` for no examples
+            or examples of another shape than the model's input, ``y`` for
+            labels the likelihood cannot score, or ``loss`` for labels given
+            to a model compiled without one (they would be ignored).
     """
+    if not getattr(model, "compiled", True):
+        raise ValueError(f"{owner}: the model is not compiled: call model.compile(sampler=..., "
+                         "train_size=n, loss=...) first.")
     x = _fit_argument(args, kwargs, 0, "x")
     y = _fit_argument(args, kwargs, 1, "y")
     if hasattr(x, "cardinality"):  # tf.data.Dataset: length known or -1/-2
@@ -356,6 +371,7 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
                 and first.shape[0] == 0):
             raise argument_error("x", "be at least one example", x, owner,
                                  got=f"shape {tuple(first.shape)}")
+        _check_example_shape(model, x, owner)
     if y is None:
         return
     loss = getattr(model, "loss", None)
@@ -365,7 +381,8 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
             "potential is the prior alone and the labels are ignored (nll logs 0; fit "
             "samples the prior). Pass the per-example negative log-likelihood, e.g. "
             "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) for class "
-            "indices, 'binary_crossentropy' for 0/1 labels or "
+            "indices, keras.losses.BinaryCrossentropy(from_logits=True) for 0/1 labels (the "
+            "kb.models builders output logits) or "
             "kb.likelihoods.GaussianNLL() for regression; to sample the prior on purpose, "
             "call fit without labels", loss, "compile")
     loss_name = getattr(loss, "name", getattr(loss, "__name__", loss))

@@ -203,3 +203,24 @@ def test_breast_cancer_bernoulli_run_trains_evaluates_and_exports(tmp_path):
     served = tf.saved_model.load(path).signatures["serving_default"](inputs=tf.constant(x))
     assert served["probabilities"].shape == (7, 1)
     np.testing.assert_allclose(served["probabilities"], ensemble(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss, units, group", [
+    (likelihoods.GaussianNLL(), 2, "outputs"),
+    (keras.losses.BinaryCrossentropy(from_logits=True), 1, "probabilities")])
+def test_inference_data_reads_the_stores_likelihood(tmp_path, loss, units, group):
+    """to_inference_data took every store for categorical: a Gaussian head's
+    [μ, log σ²] came back softmaxed as "probabilities", and a Bernoulli
+    store raised."""
+    from keras_bnn import diagnostics  # noqa: PLC0415
+
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp((INPUT_DIM,), units, hidden=(4,))
+    model.compile(sampler="sgld", train_size=100, loss=loss)
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    for _ in range(4):
+        store.append(model)
+    x = np.random.default_rng(0).normal(size=(6, INPUT_DIM)).astype("float32")
+    predicted = diagnostics.to_inference_data(store, x=x).posterior_predictive[group].values
+    expected = kb.PosteriorEnsemble.from_store(store).predict_members(x)
+    np.testing.assert_allclose(predicted[0], expected, rtol=1e-6)

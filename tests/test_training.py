@@ -127,6 +127,22 @@ def test_logged_potential_matches_a_direct_computation():
     np.testing.assert_allclose(history.history["prior"][0], neg_log_prior, rtol=1e-4)
 
 
+def test_a_second_fit_goes_on_collecting(tmp_path):
+    """A second ``fit`` (epochs counted from 0 again) with a new
+    ``CollectSamples`` on the chain's store took no sample, silently: the
+    store said collection starts at epoch 3."""
+    model = _compile(_model(), _sampler("sgld"))
+    store = kb.SampleStore(tmp_path / "samples")
+    model.fit(_dataset(), epochs=5, verbose=0,
+              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=3)])
+    assert [m["epoch"] for m in store.metadata()] == [3, 4]
+    collect = kb.callbacks.CollectSamples(store)  # "auto", as the README's example
+    model.fit(_dataset(), epochs=2, verbose=0, callbacks=[collect])
+    assert len(store) == 4 and collect.started_epoch == 0
+    steps = [m["step"] for m in store.metadata()]
+    assert steps == sorted(set(steps))  # no step twice: the same chain, going on
+
+
 def test_resume_continues_the_same_chain(tmp_path):
     """Run 2 epochs straight vs. 1 epoch, crash, restore, 1 more: same weights."""
     straight = _compile(_model(), _sampler("atmc"))

@@ -225,6 +225,25 @@ def test_fit_names_the_bad_argument(x, y, message):
     assert int(model.optimizer.iterations) == before
 
 
+def test_fit_checks_validation_data_and_the_input_shape_and_compile():
+    """Found by a user of the Python API: validation labels 0.5 were truncated
+    (val_nll is the early-stopping key) and 5 gave a raw TensorFlow error; a
+    wrong feature width a "Matrix size-incompatible" error; fit before compile
+    said "`loss` must be given to compile"."""
+    model = _classifier()
+    x, y = np.zeros((6, 4), "float32"), np.array([0, 1, 2, 0, 1, 2])
+    for bad in (y + 0.5, y + 5):
+        with pytest.raises(ValueError, match=r"fit\(validation_data\): `y` must be"):
+            model.fit(x, y, validation_data=(x, bad), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"fit: `x` must hold examples of shape \(4,\) \(the "
+                                         r"model's input\); got examples of shape \(3,\)"):
+        model.fit(x[:, :3], y, epochs=1, verbose=0)
+    plain = kb.models.mlp((4,), 3, hidden=(8,))
+    with pytest.raises(ValueError, match="fit: the model is not compiled: call model.compile"):
+        plain.fit(x, y, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 0
+
+
 def test_fit_refuses_an_empty_dataset():
     import tensorflow as tf
 

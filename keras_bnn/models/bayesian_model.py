@@ -485,7 +485,8 @@ class BayesianModel(keras.Model):
         the key for early stopping and model selection).
 
         Raises:
-            ValueError: for empty inputs or labels that the likelihood
+            ValueError: for empty inputs, inputs of another shape, or labels
+                (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
                 Bernoulli one, finite values for a Gaussian one).
@@ -495,6 +496,10 @@ class BayesianModel(keras.Model):
                 to disk are untouched.
         """
         check_fit_data(self, args, kwargs, from_loss(self.loss))
+        validation = kwargs.get("validation_data")
+        if validation is not None:  # val_nll is the early-stopping key: check its labels too
+            parts = (validation,) if hasattr(validation, "cardinality") else tuple(validation)[:2]
+            check_fit_data(self, parts, {}, from_loss(self.loss), owner="fit(validation_data)")
         callbacks = list(kwargs.get("callbacks") or [])
         if not getattr(self, "allow_flat_prior", False):
             callbacks.insert(0, _WarnOnMissingPriors())
