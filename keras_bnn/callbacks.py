@@ -156,7 +156,8 @@ class CollectSamples(keras.callbacks.Callback):
         false_alarm: with ``"auto"``, the test's α in (0, 1).
 
     Raises:
-        ValueError: for a ``start_epoch`` other than ``"auto"`` or an int ≥ 0,
+        ValueError: for a ``store`` that is not a sample store, a
+            ``start_epoch`` other than ``"auto"`` or an int ≥ 0,
             a negative ``chain``, a non-positive ``every``, a bad ``window``
             or ``false_alarm``, and (at train begin) when the store holds
             another architecture.
@@ -166,6 +167,9 @@ class CollectSamples(keras.callbacks.Callback):
                  window=equilibrium.WINDOW, false_alarm=equilibrium.FALSE_ALARM):
         super().__init__()
         owner = "CollectSamples"
+        if not all(hasattr(store, name) for name in ("append", "metadata", "check_model")):
+            raise argument_error("store", "be a keras_bnn.SampleStore (kb.SampleStore(path))",
+                                 store, owner, got=type(store).__name__)
         self.store = store
         self.auto = isinstance(start_epoch, str)
         if self.auto:

@@ -84,6 +84,10 @@ def output_units(likelihood, num_classes=None, num_targets=1):
     return {"categorical": num_classes, "bernoulli": 1, "gaussian": 2 * num_targets}[likelihood]
 
 
+#: The likelihoods of a head of K ≥ 2 outputs, by K mod 2 (a Gaussian head has 2 per target).
+_FITTING = {0: ("categorical", "gaussian"), 1: ("categorical",)}
+
+
 def check_units(likelihood, units):
     """Checks that a head of ``units`` outputs fits ``likelihood``.
 
@@ -98,8 +102,9 @@ def check_units(likelihood, units):
         "categorical": (units >= 2, f"be 'bernoulli' for a model with {units} output(s): "
                         "a categorical head needs K >= 2 logits (a softmax over one logit "
                         "is always 1)"),
-        "bernoulli": (units == 1, f"be 'categorical' for a model with {units} outputs: a "
-                      "bernoulli head has one logit p(y=1|x) = sigmoid(f(x))"),
+        "bernoulli": (units == 1, f"be {' or '.join(map(repr, _FITTING[units % 2]))} for a "
+                      f"model with {units} outputs: a bernoulli head has one logit "
+                      "p(y=1|x) = sigmoid(f(x))"),
         "gaussian": (units % 2 == 0, "be 'categorical' or 'bernoulli' for a model with "
                      f"{units} outputs: a gaussian head [mean, log variance] has an even "
                      "number of outputs (2 per target)"),

@@ -81,7 +81,10 @@ def test_bernoulli_export_serves_the_mean_of_member_sigmoids(binary, tmp_path):
 
 @pytest.mark.parametrize(
     "units, likelihood, match",
-    [(1, "categorical", "softmax over one logit"), (3, "bernoulli", "one logit"),
+    [(1, "categorical", "softmax over one logit"),
+     (3, "bernoulli", "be 'categorical' for a model with 3 outputs: a bernoulli head has one"),
+     # A Gaussian head's 2 outputs: it was told to use 'categorical' alone.
+     (2, "bernoulli", "be 'categorical' or 'gaussian' for a model with 2 outputs"),
      (3, "gaussian", "even number")],
 )
 def test_a_likelihood_that_does_not_fit_the_head_is_an_error(units, likelihood, match):

@@ -194,3 +194,10 @@ def test_invalid_inputs_name_the_argument(probs, labels, match):
 def test_evaluate_members_requires_three_dimensions():
     with pytest.raises(ValueError, match="member_probs"):
         metrics.evaluate_members(PROBS, LABELS)
+
+
+def test_probabilities_rounded_past_one_give_no_negative_nll():
+    """A float32 ensemble mean reads 1.0000001; [[1.004, 0]] (within the row-sum
+    tolerance) gave NLL −0.004, though the NLL is ≥ 0 by definition."""
+    assert metrics.evaluate_probs([[1.004, 0.0]], [0])["nll"] == 0.0
+    assert metrics.nll_per_example(np.array([[1.0000001, 0.0]]), [0])[0] == 0.0

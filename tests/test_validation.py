@@ -6,6 +6,7 @@ another exception type or a silently wrong value."""
 
 import math
 import re
+import tempfile
 
 import keras
 import numpy as np
@@ -133,8 +134,11 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
     # Found by a user of the README's first sections (they named only 'auto', or StudentT):
     (lambda: kb.samplers.ATMC(step_size="fast"),
      "ATMC: `step_size` must be 'auto' (a warm-up chooses it) or a number > 0; got 'fast'."),
-    (lambda: kb.callbacks.CollectSamples(None, start_epoch="first"),
+    (lambda: kb.callbacks.CollectSamples(kb.SampleStore(tempfile.mkdtemp()),
+                                         start_epoch="first"),
      "CollectSamples: `start_epoch` must be 'auto' (at equilibrium) or an int >= 0"),
+    (lambda: kb.callbacks.CollectSamples("runs/x/samples"),
+     "CollectSamples: `store` must be a keras_bnn.SampleStore (kb.SampleStore(path)); got str."),
     (lambda: priors.Cauchy(-1.0), "Cauchy: `scale` must be a positive finite number"),
     (lambda: kb.data.dataset_labels(np.zeros(3)),
      "dataset_labels: `ds` must be a finite tf.data.Dataset of (inputs, labels) batches; "

@@ -482,7 +482,8 @@ class BayesianModel(keras.Model):
         Logs: in training ``loss`` is the sampled potential ``U/n`` =
         ``nll`` + ``prior``/n on the minibatch; ``evaluate`` and validation
         log ``loss`` = ``nll`` = the mean NLL of their data (``val_nll``:
-        the key for early stopping and model selection).
+        the key for early stopping and model selection, with ``mode="min"``:
+        Keras does not know its direction).
 
         Raises:
             ValueError: for empty inputs, inputs of another shape, or labels
