@@ -43,7 +43,7 @@ from keras_bnn import uncertainty
 from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
-from keras_bnn.validation import check_choice, check_int
+from keras_bnn.validation import argument_error, check_choice, check_example_shape, check_int
 
 __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS", "BERNOULLI_OUTPUTS",
            "GAUSSIAN_OUTPUTS"]
@@ -368,6 +368,7 @@ class PosteriorEnsemble(keras.Model):
         so an array of 0 examples is passed to ``function`` directly: the
         outputs have 0 rows and their usual trailing shape.
         """
+        self._check_inputs(x, f"predict_{'uncertainty' if name == 'summary' else name}")
         if _is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))
         if name not in self._views:
@@ -388,10 +389,20 @@ class PosteriorEnsemble(keras.Model):
         Returns:
             numpy array, the examples of every batch concatenated.
         """
+        self._check_inputs(x, "predict")
         if _is_empty_batch(x):
             return ops.convert_to_numpy(self(x))
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
                                callbacks=callbacks)
+
+    def _check_inputs(self, x, owner):
+        """Refuses, before Keras' predict loop, an empty dataset (Keras fails on
+        one with an internal error) and an array of examples of another shape
+        than the members' input (a raw TensorFlow error from deep inside)."""
+        if hasattr(x, "cardinality") and int(x.cardinality()) == 0:
+            raise argument_error("x", "hold at least one batch", x, owner,
+                                 got="an empty dataset")
+        check_example_shape(x, self.member_input_shape, owner)
 
     def predict_uncertainty(self, x, batch_size=None, steps=None, verbose=0):
         """:meth:`predictive_summary` over a dataset, batched like ``predict``.

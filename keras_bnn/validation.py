@@ -322,12 +322,21 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
             labels, owner, got=f"class indices in [{low:g}, {high:g}]")
 
 
-def _check_example_shape(model, x, owner):
-    """Refuses an array ``x`` whose examples do not have the model's (one) input shape."""
-    inputs = getattr(model, "inputs", None)
-    if not (inputs and len(inputs) == 1 and hasattr(x, "shape") and len(x.shape) >= 1):
+def check_example_shape(x, expected, owner=None):
+    """Refuses an array ``x`` whose examples do not have the model's input shape.
+
+    Args:
+        x: the inputs; anything without a ``shape`` (a dataset, a list of
+            arrays) is left to Keras.
+        expected: one example's shape (None: any size along that axis).
+        owner: the function or class, for the message.
+
+    Raises:
+        ValueError: naming ``x``, the expected and the given example shape.
+    """
+    if not (hasattr(x, "shape") and len(x.shape) >= 1):
         return
-    expected, got = tuple(inputs[0].shape[1:]), tuple(x.shape[1:])
+    expected, got = tuple(expected), tuple(x.shape[1:])
     if len(expected) != len(got) or any(e is not None and e != g for e, g in zip(expected, got)):
         raise argument_error("x", f"hold examples of shape {expected} (the model's input)", x,
                              owner, got=f"examples of shape {got}")
@@ -371,7 +380,9 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
                 and first.shape[0] == 0):
             raise argument_error("x", "be at least one example", x, owner,
                                  got=f"shape {tuple(first.shape)}")
-        _check_example_shape(model, x, owner)
+        inputs = getattr(model, "inputs", None)
+        if inputs and len(inputs) == 1:
+            check_example_shape(x, inputs[0].shape[1:], owner)
     if y is None:
         return
     loss = getattr(model, "loss", None)

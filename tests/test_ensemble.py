@@ -10,7 +10,7 @@ import pytest
 import keras_bnn as kb
 from keras_bnn import data, metrics
 from keras_bnn.ensemble import CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS, MEMBER_LOOPS
-from ensemble_helpers import inputs, tiny_member, weight_sets
+from ensemble_helpers import INPUT_DIM, inputs, tiny_ensemble, tiny_member, weight_sets
 
 
 def _member_logits(model, sets, x):
@@ -314,3 +314,27 @@ def test_bad_arguments_raise_value_errors_naming_them(change, message):
         arguments["model"] = keras.Sequential([keras.layers.Dense(3)])
     with pytest.raises(ValueError, match=message):
         kb.PosteriorEnsemble(**arguments)
+
+
+def test_predict_names_inputs_of_another_shape_and_an_empty_dataset(tmp_path):
+    """Found by a user of the Python API: raw TensorFlow errors ("Input to
+    reshape is a tensor with 15 values…", a Relu graph error) and Keras'
+    UnboundLocalError on an empty dataset."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    ensemble = tiny_ensemble(count=2)
+    wide = np.zeros((3, INPUT_DIM + 1), "float32")
+    for method in ("predict", "predict_members", "predict_uncertainty"):
+        with pytest.raises(ValueError, match=rf"{method}: `x` must hold examples of shape "
+                                             rf"\({INPUT_DIM},\)"):
+            getattr(ensemble, method)(wide)
+        with pytest.raises(ValueError, match=f"{method}: `x` must hold at least one batch"):
+            getattr(ensemble, method)(tf.data.Dataset.from_tensor_slices(
+                np.zeros((0, INPUT_DIM), "float32")).batch(4))
+
+
+def test_pooling_one_store_twice_is_refused(sampled_run):
+    """from_store([store, its path]) pooled its samples twice."""
+    store = sampled_run[0]
+    with pytest.raises(ValueError, match="more than once"):
+        kb.PosteriorEnsemble.from_store([store, store.path])

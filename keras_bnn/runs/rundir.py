@@ -228,9 +228,10 @@ def stores_of(source):
         :class:`Chains` of :class:`keras_bnn.SampleStore`, none of them empty.
 
     Raises:
-        ValueError: if ``source`` is of another type, holds no store, a store
-            is empty, or the stores hold samples of different architectures
-            (the error names the first store that differs).
+        ValueError: if ``source`` is of another type, holds no store or one
+            store twice, a store is empty, or the stores hold samples of
+            different architectures (the error names the first store that
+            differs).
         FileNotFoundError: for a path that does not exist.
     """
     if isinstance(source, Chains):
@@ -249,6 +250,11 @@ def stores_of(source):
             )
     if not stores:
         raise ValueError("`store` holds no sample store; got an empty list.")
+    paths = [os.path.realpath(store.path) for store in stores]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:  # its samples would count twice in the pooled ensemble
+        raise ValueError(f"`store` names the sample store {twice[0]!r} more than once; pool "
+                         "each chain once.")
     for store in stores:
         if not len(store):
             raise ValueError(
