@@ -157,8 +157,12 @@ def convergence_summary(chains, name="chains", max_components=MAX_COMPONENTS):
 
     Raises:
         ValueError: naming ``name`` if ``chains`` has fewer than 2 axes,
-            fewer than 4 draws per chain or non-finite values.
+            fewer than 4 draws per chain or non-finite values, or naming
+            ``max_components`` for anything but None or an int ≥ 1.
     """
+    if max_components is not None:
+        max_components = check_int(max_components, "max_components", 1,
+                                   owner="convergence_summary")
     x = _as_chains(chains, name, "[chains, draws, ...]")
     counts, scores = _scores(x, max_components)
     described = {}

@@ -24,7 +24,7 @@ import keras
 
 from keras_bnn import durable
 from keras_bnn.serving import MAX_VERSION
-from keras_bnn.validation import check_int
+from keras_bnn.validation import check_directory_path, check_int
 
 #: Name of the exported signature's input tensor.
 SERVING_INPUT = "inputs"
@@ -151,8 +151,8 @@ def check_model_dir(model_dir):
         The absolute path.
 
     Raises:
-        ValueError: for an empty or non-path value, a path without a final
-            component (``/``), or a version directory (one holding
+        ValueError: for an empty or non-path value, a file (or a path below
+            one), a path without a final component (``/``), or a version directory (one holding
             ``saved_model.pb``, or numbered inside a model directory that
             holds :data:`MODELS_CONFIG`): the versions go below the base.
     """
@@ -165,7 +165,7 @@ def check_model_dir(model_dir):
             f"`model_dir` must be a non-empty directory path (saved_models/<name>); "
             f"got {model_dir!r}."
         )
-    path = os.path.abspath(path)
+    path = os.path.abspath(check_directory_path(path, "model_dir"))
     if not os.path.basename(path):
         raise ValueError(f"`model_dir` must name a model directory, not {model_dir!r}.")
     parent, name = os.path.split(path)

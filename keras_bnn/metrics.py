@@ -223,8 +223,8 @@ def brier(probs, labels):
     Raises:
       ValueError: as for `accuracy`.
     """
-    binary = np.shape(probs)[-1] == 1
     p, y = _check(probs, labels)
+    binary = np.shape(probs)[-1] == 1  # after the check: a scalar has no last axis
     onehot = np.eye(p.shape[1])[y]
     return float(np.mean(np.sum((p - onehot) ** 2, axis=1)) / (2.0 if binary else 1.0))
 

@@ -13,13 +13,24 @@ from matplotlib.figure import Figure
 
 from keras_bnn import durable
 from keras_bnn import metrics
+from keras_bnn.validation import argument_error
 
 _CURVE_METRICS = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
 
 
 def _save_png(fig, path):
-    """Writes `fig` to `path` atomically; returns path."""
-    path = os.fspath(path)
+    """Writes `fig` to `path` atomically; returns path.
+
+    Raises:
+      ValueError: for a `path` that is not a filesystem path or does not end
+        in ``.png`` (a ``.pdf`` named file would hold PNG bytes).
+    """
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise argument_error("path", "be a filesystem path ending in .png", path) from None
+    if not path.lower().endswith(".png"):
+        raise argument_error("path", "end in .png (the plots are written as PNG)", path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     FigureCanvasAgg(fig)
     durable.atomic_write(path, lambda handle: fig.savefig(handle, format="png"))

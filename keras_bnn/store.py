@@ -15,6 +15,7 @@ import numpy as np
 from keras_bnn import durable
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
+from keras_bnn.validation import check_directory_path
 
 _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
@@ -169,7 +170,7 @@ class SampleStore:
         path: directory (created if missing).
 
     Raises:
-        ValueError: if ``path`` is not a path or exists and is not a directory.
+        ValueError: if ``path`` is not a path, or is a file or lies below one.
     """
 
     def __init__(self, path):
@@ -179,8 +180,7 @@ class SampleStore:
             raise ValueError(f"`path` must be a filesystem path; got {path!r}.") from None
         if not isinstance(self.path, str) or not self.path:
             raise ValueError(f"`path` must be a non-empty str path; got {path!r}.")
-        if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise ValueError(f"`path` {self.path!r} exists and is not a directory.")
+        check_directory_path(self.path, "path", "SampleStore")
         os.makedirs(self.path, exist_ok=True)
         durable.remove_stale(self.path)
         self._metadata_cache = {}

@@ -25,6 +25,7 @@ This module imports numpy only (no Keras, no TensorFlow).
 
 import math
 import operator
+import os
 
 import numpy as np
 
@@ -129,6 +130,26 @@ def check_fraction(value, name, owner=None):
         ValueError: naming ``name`` for a non-number or a value outside (0, 1).
     """
     return _float_that(value, name, owner, lambda x: 0.0 < x < 1.0, "be a number in (0, 1)")
+
+
+def check_directory_path(path, name, owner=None):
+    """Returns ``path`` if a directory is there, or can be made there.
+
+    Args:
+        path, name, owner: as ``value, name, owner`` in the common signature.
+
+    Raises:
+        ValueError: naming ``name`` for a path that is a file, or lies below
+            one (``os.makedirs`` would raise ``FileExistsError`` or
+            ``NotADirectoryError``).
+    """
+    probe = os.path.abspath(path)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise argument_error(name, "be a directory, or a path where one can be made", path,
+                             owner, got=f"{os.fspath(path)!r}, where {probe!r} is a file")
+    return path
 
 
 def check_choice(value, name, allowed, owner=None):

@@ -314,3 +314,11 @@ def test_undefined_rhat_components_are_counted_not_propagated():
     assert summary["num_rhat_undefined"] == 1 and summary["num_scored"] == 2
     assert np.isfinite(summary["median"]) and np.isfinite(summary["max"])
     assert summary["frac_below_1.1"] in (0.0, 1.0)  # one defined component
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5])
+def test_convergence_summary_names_a_bad_max_components(bad):
+    """0 scored nothing and the verdict then said "none of the components varies"."""
+    chains = np.random.default_rng(0).normal(size=(2, 20, 5))
+    with pytest.raises(ValueError, match="convergence_summary: `max_components` must be an int"):
+        diagnostics.convergence_summary(chains, max_components=bad)

@@ -201,3 +201,9 @@ def test_probabilities_rounded_past_one_give_no_negative_nll():
     tolerance) gave NLL −0.004, though the NLL is ≥ 0 by definition."""
     assert metrics.evaluate_probs([[1.004, 0.0]], [0])["nll"] == 0.0
     assert metrics.nll_per_example(np.array([[1.0000001, 0.0]]), [0])[0] == 0.0
+
+
+def test_brier_names_a_scalar_probability():
+    """brier(0.5, [1]) raised IndexError before its arguments were checked."""
+    with pytest.raises(ValueError, match="`probs` must be an array of shape"):
+        metrics.brier(0.5, [1])

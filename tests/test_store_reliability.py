@@ -360,7 +360,7 @@ def test_bad_paths_are_value_errors(tmp_path):
         with pytest.raises(ValueError, match="`path`"):
             kb.SampleStore(path)
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match="not a directory"):
+    with pytest.raises(ValueError, match="must be a directory, or a path where one can be made"):
         kb.SampleStore(tmp_path / "file")
 
 

@@ -339,3 +339,17 @@ def test_fuzz_serving_client_constructor(model_name, url, timeout, version):
 def test_fuzz_sample_store_path(path):
     with pytest.raises(ValueError, match="`path`"):
         kb.SampleStore(path)
+
+
+def test_a_file_or_a_path_below_one_is_refused_as_a_directory(tmp_path):
+    """SampleStore("a_file/sub") raised NotADirectoryError and export("a_file")
+    FileExistsError, though both document ValueError."""
+    (tmp_path / "a_file").write_text("x")
+    for path in (tmp_path / "a_file", tmp_path / "a_file" / "sub" / "deeper"):
+        with pytest.raises(ValueError, match="SampleStore: `path` must be a directory, or a path "
+                                             "where one can be made; got .* is a file"):
+            kb.SampleStore(path)
+        with pytest.raises(ValueError, match="`model_dir` must be a directory"):
+            kb.export.check_model_dir(path)
+    assert validation.check_directory_path(tmp_path / "new" / "dir", "path") == \
+        tmp_path / "new" / "dir"
