@@ -119,6 +119,10 @@ def _stack_weight_sets(model, weight_sets):
                     f"`weight_sets[{s}][{j}]` has shape {tuple(np.shape(array))}; "
                     f"`model.weights[{j}]` ({model.weights[j].path}) has shape {shape}."
                 )
+            if not np.all(np.isfinite(np.asarray(array, dtype=np.float64))):
+                raise ValueError(f"`weight_sets[{s}][{j}]` ({model.weights[j].path}) holds "
+                                 "NaN or inf: a member must be a finite sample (the store "
+                                 "refuses such samples too).")
     return [
         np.stack([np.asarray(weights[j], dtype=dtype) for weights in weight_sets])
         for j, (_, dtype) in enumerate(expected)

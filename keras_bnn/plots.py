@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from keras_bnn import durable
 from keras_bnn import metrics
-from keras_bnn.validation import argument_error
+from keras_bnn.validation import argument_error, check_directory_path
 
 _CURVE_METRICS = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
 
@@ -31,6 +31,7 @@ def _save_png(fig, path):
         raise argument_error("path", "be a filesystem path ending in .png", path) from None
     if not path.lower().endswith(".png"):
         raise argument_error("path", "end in .png (the plots are written as PNG)", path)
+    check_directory_path(os.path.dirname(os.path.abspath(path)), "path")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     FigureCanvasAgg(fig)
     durable.atomic_write(path, lambda handle: fig.savefig(handle, format="png"))

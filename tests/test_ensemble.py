@@ -338,3 +338,12 @@ def test_pooling_one_store_twice_is_refused(sampled_run):
     store = sampled_run[0]
     with pytest.raises(ValueError, match="more than once"):
         kb.PosteriorEnsemble.from_store([store, store.path])
+
+
+def test_a_member_with_nan_weights_is_refused():
+    """It was accepted and exported all-NaN predictions."""
+    model = tiny_member()
+    weights = [w.copy() for w in model.get_weights()]
+    weights[0][0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"`weight_sets\[1\]\[0\]` .* holds NaN or inf"):
+        kb.PosteriorEnsemble(model, [model.get_weights(), weights])

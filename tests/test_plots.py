@@ -96,11 +96,13 @@ def test_metric_vs_samples_plot_validates(tmp_path, curve, baseline, match):
 
 
 @pytest.mark.parametrize("path, says", [(None, "be a filesystem path ending in .png"),
-                                        ("plot.pdf", "end in .png")])
+                                        ("plot.pdf", "end in .png"),
+                                        ("a_file/plot.png", "is a file")])
 def test_a_plot_path_that_is_not_a_png_file_is_refused(tmp_path, path, says):
     """A ``.pdf`` path got PNG bytes; None gave os.fspath's TypeError."""
     probs = np.array([[0.8, 0.2], [0.3, 0.7]])
+    (tmp_path / "a_file").write_text("x")
     target = path if path is None else str(tmp_path / path)
     with pytest.raises(ValueError, match=says):
         plots.reliability_diagram(probs, [0, 1], target)
-    assert not any(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == ["a_file"]
