@@ -49,6 +49,15 @@ _ROW_SUM_ATOL = 5e-3
 METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 
 
+def _numbers(values, name):
+    """``values`` as a float64 array, or a ValueError naming ``name`` (strings, ragged lists)."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise argument_error(name, "be an array of numbers", values,
+                             got=f"{type(values).__name__} ({error})") from None
+
+
 def check_probabilities(probs, name="probs"):
     """Returns ``probs`` as a float64 array after checking it is [..., K] rows of
     probabilities (finite, in [0, 1], summing to 1).
@@ -56,7 +65,7 @@ def check_probabilities(probs, name="probs"):
     Raises:
         ValueError: naming ``name``, for any other array (logits included).
     """
-    p = np.asarray(probs, dtype=np.float64)
+    p = _numbers(probs, name)
     if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
         raise argument_error(name, "be an array of shape [..., N, K] with N, K >= 1", probs,
                              got=f"shape {p.shape}")
@@ -91,9 +100,9 @@ def _check_labels(labels, num_examples, num_classes):
     return y
 
 
-def _two_class(probs):
+def _two_class(probs, name="probs"):
     """[..., 1] probabilities p(y=1) as [..., 2] rows [1 − p, p]; others unchanged."""
-    p = np.asarray(probs, dtype=np.float64)
+    p = _numbers(probs, name)
     if p.ndim >= 2 and p.shape[-1] == 1:
         return np.concatenate([1.0 - p, p], axis=-1)
     return p
@@ -345,7 +354,7 @@ def evaluate_members(member_probs, labels, num_bins=15):
       ValueError: if `member_probs` is not [S, N, K] probabilities, or as for
         `ece`.
     """
-    probs = np.asarray(member_probs, dtype=np.float64)
+    probs = _numbers(member_probs, "member_probs")
     check_probabilities(_two_class(probs), name="member_probs")
     if probs.ndim != 3:
         raise argument_error("member_probs", "be an array of shape [S, N, K]", member_probs,
@@ -408,7 +417,8 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
 
 def _check_gaussian(mean, variance, targets):
     """``(mean, variance, targets)`` as checked float64 [N, D] arrays (:func:`evaluate_gaussian`)."""
-    mu, var, y = (np.asarray(v, dtype=np.float64) for v in (mean, variance, targets))
+    mu, var, y = (_numbers(v, name) for v, name in ((mean, "mean"), (variance, "variance"),
+                                                     (targets, "targets")))
     if mu.ndim == 1:
         mu, var = mu[:, None], var[:, None]
     if y.ndim == 1:

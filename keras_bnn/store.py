@@ -15,7 +15,7 @@ import numpy as np
 from keras_bnn import durable
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
-from keras_bnn.validation import check_directory_path
+from keras_bnn.validation import argument_error, check_directory_path
 
 _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
@@ -257,8 +257,12 @@ class SampleStore:
             model: a built Keras model.
 
         Raises:
-            ValueError: if the store holds samples of another architecture.
+            ValueError: for a ``model`` that is not a Keras model, or if the
+                store holds samples of another architecture.
         """
+        if not isinstance(model, keras.Model):
+            raise argument_error("model", "be a keras.Model", model, "SampleStore",
+                                 got=type(model).__name__)
         mine = architecture_of(model)
         manifest = os.path.join(self.path, _MANIFEST)
         if self.architecture is None and durable.create_exclusive(
@@ -406,6 +410,16 @@ class SampleStore:
         return Sample(index, weights, metadata)
 
     def __getitem__(self, index):
+        """The sample at position ``index`` (negative counts from the end).
+
+        Raises:
+            ValueError: for an index that is not an int (slices included:
+                iterate, or read ``metadata()`` to choose).
+            IndexError: for one out of range.
+        """
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise argument_error("index", "be an int (iterate over the store for all samples)",
+                                 index, "SampleStore", got=type(index).__name__)
         files = self._files()
         return self._load(range(len(files))[index], files[index][1])
 

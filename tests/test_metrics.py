@@ -207,3 +207,17 @@ def test_brier_names_a_scalar_probability():
     """brier(0.5, [1]) raised IndexError before its arguments were checked."""
     with pytest.raises(ValueError, match="`probs` must be an array of shape"):
         metrics.brier(0.5, [1])
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: metrics.evaluate_probs([["a", "b"]], [0]), "`probs` must be an array of numbers"),
+    (lambda: metrics.evaluate_probs([[0.5, 0.5], [1.0]], [0, 0]),
+     "`probs` must be an array of numbers"),
+    (lambda: metrics.evaluate_members([[["a", "b"]]], [0]),
+     "`member_probs` must be an array of numbers"),
+    (lambda: metrics.evaluate_gaussian(["a"], [1.0], [0.0]), "`mean` must be an array of numbers"),
+])
+def test_strings_and_ragged_lists_are_named(call, says):
+    """numpy's "could not convert string to float" named no argument."""
+    with pytest.raises(ValueError, match=says):
+        call()

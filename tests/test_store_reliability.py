@@ -412,3 +412,14 @@ def test_records_round_trip_replace_and_are_not_samples(tmp_path):
     (tmp_path / "record-broken.json").write_text("{\"epoch\": ")
     with pytest.raises(ValueError, match="record-broken.json is not a JSON record"):
         store.read_record("broken")
+
+
+def test_a_slice_or_a_non_model_is_named(tmp_path):
+    """store[0:2] gave open()'s TypeError on a tuple; append("x") an AttributeError."""
+    store = kb.SampleStore(tmp_path / "samples")
+    store.append(_model("tanh"))
+    with pytest.raises(ValueError, match="SampleStore: `index` must be an int"):
+        store[0:2]
+    with pytest.raises(ValueError, match="SampleStore: `model` must be a keras.Model; got str"):
+        store.append("x")
+    assert len(store) == 1 and store[-1].index == 0
