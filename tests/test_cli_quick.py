@@ -97,7 +97,8 @@ def files(tmp_path):
     np.save(tmp_path / "y70.npy", np.zeros(70, dtype=int))
     np.save(tmp_path / "y60x1x1.npy", np.zeros((60, 1, 1), dtype=int))
     (tmp_path / "bad.json").write_text("{")
-    (tmp_path / "sampler_args.json").write_text('{"sampler": "atmc", "sampler_args": {"frction": 1}}')
+    (tmp_path / "sampler_args.json").write_text(
+        '{"sampler": "atmc", "sampler_args": {"frction": 1}}')
     (tmp_path / "model_args.json").write_text('{"model_args": {"width": 3}}')
     return str(tmp_path)
 

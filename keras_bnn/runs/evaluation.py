@@ -188,16 +188,16 @@ def _check_baseline(baseline, likelihood, labels, run_dir):
         ValueError: for another likelihood, number of test examples or
             sequence of test labels.
     """
+    which = "the baseline (`baseline=`, --baseline-run-dir)"
     if baseline["likelihood"] != likelihood:
-        raise ValueError(f"the baseline (`baseline=`, --baseline-run-dir) is a {baseline['likelihood']} model and {run_dir!r} a "
+        raise ValueError(f"{which} is a {baseline['likelihood']} model and {run_dir!r} a "
                          f"{likelihood} one: a paired comparison needs the same task.")
     theirs = baseline["test_labels"]
     if len(theirs) != len(labels):
-        raise ValueError(f"the baseline (`baseline=`, --baseline-run-dir) was scored on {len(theirs)} test examples and "
-                         f"{run_dir!r} on {len(labels)}: a paired comparison needs the same "
-                         "test set.")
+        raise ValueError(f"{which} was scored on {len(theirs)} test examples and {run_dir!r} "
+                         f"on {len(labels)}: a paired comparison needs the same test set.")
     if not np.array_equal(theirs, labels):
-        raise ValueError(f"the baseline (`baseline=`, --baseline-run-dir) was scored on other test labels than {run_dir!r}: a "
+        raise ValueError(f"{which} was scored on other test labels than {run_dir!r}: a "
                          "paired comparison needs the same test set, in the same order.")
 
 

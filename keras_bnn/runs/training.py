@@ -294,8 +294,9 @@ def collection_report(model, collector):
         dict: ``step_size`` (the frozen h of an auto step, else the
         schedule's h0; None for the baseline), ``warmup_steps`` (0 for an
         explicit step), ``steps`` (the steps taken, which tell whether the
-        warm-up finished and so whether h was chosen), ``start_epoch`` (the first epoch whose end could
-        take a sample; None if the chain never reached equilibrium),
+        warm-up finished and so whether h was chosen), ``start_epoch`` (the
+        first epoch whose end could take a sample; None if the chain never
+        reached equilibrium),
         ``reason`` (the equilibrium test's verdict, or "fixed burn-in",
         with the number of samples taken during the warm-up if any),
         ``variable_temperatures`` (each variable's configurational
