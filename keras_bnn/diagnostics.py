@@ -463,8 +463,6 @@ def to_inference_data(source, x=None, likelihood=None):
     """
     import arviz as az  # noqa: PLC0415 - heavy import, only needed here
 
-    if likelihood is not None:
-        check_choice(likelihood, "likelihood", LIKELIHOODS)
     stores = stores_of(source)
     model = stores[0].build_model()
     likelihood = _likelihood(stores, model, likelihood)
