@@ -406,7 +406,8 @@ def _judge(ratios, steps_per_epoch=20, warmup_steps=0, variables=None, averaging
                                       noise_averaging_steps=lambda: averaging_steps)
     if warmup_steps:
         optimizer.warmup = types.SimpleNamespace(warmup_steps=warmup_steps)
-    collector = kb.callbacks.CollectSamples(store=None)
+    store = types.SimpleNamespace(append=None, metadata=None, check_model=None)  # never used
+    collector = kb.callbacks.CollectSamples(store=store)
     check = _WarnOnGradientNoise(kb.samplers.NOISE_RATIO_LIMIT,
                                  [] if collection_start is None else [collector])
     check.set_model(types.SimpleNamespace(optimizer=optimizer))
