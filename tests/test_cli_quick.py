@@ -24,7 +24,9 @@ from keras_bnn.runs import config as config_lib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Each command line, and what its one error line must name.
 BAD = [
-    (["train", "--dataset", "iris"], "`dataset` must be one of"),
+    (["train", "--dataset", "iris"], "`dataset` must be one of 'synthetic', 'digits', "
+                                     "'breast_cancer', 'wine', 'diabetes', 'fashion_mnist', "
+                                     "'mnist', 'cifar10', 'imdb'; got 'iris'."),
     (["train", "--epochs", "-1"], "`epochs` must be an int >= 1"),
     (["train", "--sampler", "adam"], "`sampler` must be one of"),
     (["train", "--model", "cnn_lstm"], "`dataset` must be one of 'imdb' for model='cnn_lstm'"),

@@ -333,6 +333,12 @@ def test_predict_names_inputs_of_another_shape_and_an_empty_dataset(tmp_path):
                 np.zeros((0, INPUT_DIM), "float32")).batch(4))
 
 
+def test_from_store_names_a_model_that_is_not_one(sampled_run):
+    """from_store(store, model="mlp") gave an AttributeError."""
+    with pytest.raises(ValueError, match="`model` must be a keras.Model; got str"):
+        kb.PosteriorEnsemble.from_store(sampled_run[0], model="mlp")
+
+
 def test_pooling_one_store_twice_is_refused(sampled_run):
     """from_store([store, its path]) pooled its samples twice."""
     store = sampled_run[0]

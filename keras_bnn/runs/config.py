@@ -246,7 +246,8 @@ class RunConfig:
             self.prior_scale = 1.0
         if self.burn_in_epochs is None:
             self.burn_in_epochs = "auto"
-        check_choice(self.dataset, "dataset", (*DATASETS, ARRAYS))
+        if self.dataset != ARRAYS:  # the runs API's name for arrays in memory: not listed
+            check_choice(self.dataset, "dataset", DATASETS)
         check_choice(self.model, "model", MODELS)
         check_choice(self.sampler, "sampler", tuple(SAMPLERS))
         check_choice(self.prior, "prior", (*PRIORS, "auto"))
