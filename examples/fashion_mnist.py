@@ -50,6 +50,8 @@ import time
 
 import numpy as np
 
+from keras_bnn.cli import int_at_least  # argparse types; imports no Keras
+
 ROWS = ("sgd", "sgd x K", "atmc 1 chain", "atmc x K")
 SWEEP_PRIORS = {"he_normal": 1.0, "student_t": 0.4}
 
@@ -241,21 +243,21 @@ def main(argv=None):
     parser.add_argument("--out", default="runs/fashion_mnist")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batch-size", type=int_at_least(1), default=128)
     parser.add_argument("--step-size", type=float, default=None,
                         help="the samplers' h0 (default: the library's); choose it on "
                              "--validation-split, never on the test set")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--k", type=int, default=5, help="ensemble size and number of chains")
+    parser.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0, 1])
+    parser.add_argument("--k", type=int_at_least(1), default=5, help="ensemble size and number of chains")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
-    parser.add_argument("--sgd-epochs", type=int, default=30)
-    parser.add_argument("--chain-epochs", type=int, default=75,
+    parser.add_argument("--sgd-epochs", type=int_at_least(1), default=30)
+    parser.add_argument("--chain-epochs", type=int_at_least(1), default=75,
                         help="epochs of the single chain (and of each sweep run)")
-    parser.add_argument("--chain-burn-in-epochs", type=int, default=None,
+    parser.add_argument("--chain-burn-in-epochs", type=int_at_least(0), default=None,
                         help="burn-in of the single chain and of each sweep run (default: "
                              "the library's equilibrium test)")
-    parser.add_argument("--chains-epochs", type=int, default=15, help="epochs of each of K chains")
-    parser.add_argument("--chains-burn-in-epochs", type=int, default=None,
+    parser.add_argument("--chains-epochs", type=int_at_least(1), default=15, help="epochs of each of K chains")
+    parser.add_argument("--chains-burn-in-epochs", type=int_at_least(0), default=None,
                         help="burn-in of each of the K chains (default: the library's "
                              "equilibrium test)")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03])
@@ -264,17 +266,11 @@ def main(argv=None):
                              "default for data not selected on)")
     parser.add_argument("--priors", nargs="+", choices=list(SWEEP_PRIORS),
                         default=list(SWEEP_PRIORS))
-    parser.add_argument("--train-subset", type=int, default=None,
+    parser.add_argument("--train-subset", type=int_at_least(1), default=None,
                         help="train on the first N training images only (a scaled-down run)")
     parser.add_argument("--validation-split", type=float, default=0.0,
                         help="hold out this fraction of the training images and score on it")
     args = parser.parse_args(argv)
-    counts = {"--batch-size": args.batch_size, "--k": args.k, "--sgd-epochs": args.sgd_epochs,
-              "--chain-epochs": args.chain_epochs, "--chains-epochs": args.chains_epochs,
-              "--train-subset": args.train_subset}
-    for flag, value in [*counts.items(), *(("--seeds", s + 1) for s in args.seeds)]:
-        if value is not None and value < 1:  # a seed s >= 0 is checked as s + 1 >= 1
-            parser.error(f"{flag} must be {'>= 0' if flag == '--seeds' else '>= 1'}")
     if any(not t > 0 for t in args.temperatures) or not (args.step_size or 1) > 0:
         parser.error("--temperatures and --step-size must be > 0")
     if not 0 <= args.validation_split < 1:

@@ -37,6 +37,8 @@ import math
 import os
 import time
 
+from keras_bnn.cli import int_at_least  # argparse types; imports no Keras
+
 ROWS = ("chain", "ensemble")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
@@ -199,14 +201,15 @@ def main(argv=None):
     parser.add_argument("--prior-scale", type=float, default=None,
                         help="default: 1 for he_normal, 0.4 for student_t")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
-    parser.add_argument("--k", type=int, default=5, help="nets in the deep ensemble")
-    parser.add_argument("--epochs", type=int, default=None,
+    parser.add_argument("--k", type=int_at_least(1), default=5, help="nets in the deep ensemble")
+    parser.add_argument("--epochs", type=int_at_least(1), default=None,
                         help="the chain's least length (default: keras-bnn train's)")
-    parser.add_argument("--max-epochs", type=int, default=None,
+    parser.add_argument("--max-epochs", type=int_at_least(1), default=None,
                         help="the chain's most epochs (default: twice its least, as "
                              "keras-bnn train), and each ensemble net's (default: "
                              f"{NET_MAX_EPOCHS}, which its time share ends first)")
-    parser.add_argument("--burn-in-epochs", type=lambda v: v if v == "auto" else int(v),
+    parser.add_argument("--burn-in-epochs",
+                        type=lambda v: v if v == "auto" else int_at_least(0)(v),
                         default="auto", help="the chain's first collecting epoch, or auto "
                                              "(from equilibrium: the library default)")
     parser.add_argument("--time-limit", type=float, default=math.inf,
@@ -216,9 +219,9 @@ def main(argv=None):
                              "process's CPU time (for a machine shared with other work)")
     parser.add_argument("--ensemble-seconds", type=float, default=None,
                         help="the ensemble's seconds of --clock when the chain is not run")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--train-subset", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int_at_least(1), default=128)
+    parser.add_argument("--train-subset", type=int_at_least(1), default=None)
+    parser.add_argument("--seed", type=int_at_least(0), default=0)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--verbose", type=int, default=2)
     args = parser.parse_args(argv)
@@ -226,13 +229,6 @@ def main(argv=None):
         args.prior_scale = {"he_normal": 1.0, "student_t": 0.4}[args.prior]
     if "chain" not in args.rows and "ensemble" in args.rows and args.ensemble_seconds is None:
         parser.error("--rows ensemble without chain needs --ensemble-seconds")
-    counts = {"--k": args.k, "--epochs": args.epochs, "--max-epochs": args.max_epochs,
-              "--batch-size": args.batch_size, "--train-subset": args.train_subset,
-              "--seed": args.seed + 1, "--burn-in-epochs": None if args.burn_in_epochs == "auto"
-              else args.burn_in_epochs + 1}  # the seed and the burn-in may be 0
-    for flag, value in counts.items():
-        if value is not None and value < 1:
-            parser.error(f"{flag} must be >= {0 if flag in ('--seed', '--burn-in-epochs') else 1}")
     if args.epochs and args.max_epochs and args.max_epochs < args.epochs:
         parser.error(f"--max-epochs ({args.max_epochs}) must be at least --epochs ({args.epochs})")
     if any(os.path.exists(os.path.join(args.out, row, "samples")) for row in args.rows):

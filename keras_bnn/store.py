@@ -201,7 +201,7 @@ class SampleStore:
         if not os.path.isdir(path):
             return False
         names = os.listdir(path)
-        return not names or _MANIFEST in names or any(n.startswith("sample-") for n in names)
+        return not names or _MANIFEST in names or any(map(_SAMPLE.match, names))
 
     def snapshot(self):
         """A read-only view of the samples present now.

@@ -36,14 +36,17 @@ def test_example_imports_and_shows_help(path, capsys):
 
 
 @pytest.mark.parametrize("stem, argv, says", [
-    ("fashion_mnist", ["compare", "--k", "0"], "--k must be >= 1"),
-    ("fashion_mnist", ["compare", "--train-subset", "-5"], "--train-subset must be >= 1"),
-    ("fashion_mnist", ["compare", "--seeds", "-1"], "--seeds must be >= 0"),
+    ("fashion_mnist", ["compare", "--k", "0"], "--k: must be an int >= 1; got '0'"),
+    ("fashion_mnist", ["compare", "--train-subset", "-5"], "--train-subset: must be an int >= 1"),
+    ("fashion_mnist", ["compare", "--seeds", "-1"], "--seeds: must be an int >= 0"),
     ("fashion_mnist", ["sweep", "--temperatures", "0"], "--temperatures and --step-size must"),
     ("fashion_mnist", ["compare", "--validation-split", "1.5"], "--validation-split must lie"),
     ("fashion_mnist", ["table", "--out", "{tmp}/none"], "holds no results.jsonl"),
-    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--batch-size", "0"], "--batch-size must be >= 1"),
-    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--epochs", "0"], "--epochs must be >= 1"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--batch-size", "0"],
+     "--batch-size: must be an int >= 1"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--epochs", "0"], "--epochs: must be an int >= 1"),
+    ("fashion_mnist_fit", ["--out", "{tmp}/o", "--burn-in-epochs", "-1"],
+     "--burn-in-epochs: must be an int >= 0"),
     ("fashion_mnist_fit", ["--out", "{tmp}/o", "--epochs", "50", "--max-epochs", "40"],
      "--max-epochs (40) must be at least --epochs (50)"),
     ("fashion_mnist_fit", ["--out", "{tmp}/used"], "already holds samples of these rows"),
