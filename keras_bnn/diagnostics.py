@@ -181,6 +181,11 @@ def convergence_summary(chains, name="chains", max_components=MAX_COMPONENTS):
 ESS_PER_CHAIN = 100
 
 
+#: The keys of a :func:`convergence_summary` that :func:`convergence_verdict` reads.
+_SUMMARY_KEYS = {"num_chains", "num_draws", "num_scored", "median", "max", "frac_below_1.01",
+                 "ess_bulk_min", "ess_tail_min"}
+
+
 class ConvergenceVerdict(NamedTuple):
     """Whether chains pass the rule of :func:`convergence_verdict`, and why."""
 
@@ -207,7 +212,14 @@ def convergence_verdict(summary, what="components"):
         that gives the figures the verdict rests on. Not converged, too,
         when R-hat is undefined (a single chain of fewer than 8 draws) or
         no component varies.
+
+    Raises:
+        ValueError: naming ``summary`` if it is not such a dict.
     """
+    if not isinstance(summary, dict) or not _SUMMARY_KEYS <= set(summary):
+        raise argument_error("summary", "be the dict convergence_summary returns, with keys "
+                             + ", ".join(map(repr, sorted(_SUMMARY_KEYS))), summary,
+                             owner="convergence_verdict")
     need = ESS_PER_CHAIN * summary["num_chains"]
     if not summary["num_scored"]:
         return ConvergenceVerdict(False, f"not assessed: none of the {what} varies")
@@ -367,11 +379,16 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
       dict's order; `row._asdict()` gives a JSON-ready dict.
 
     Raises:
-      ValueError: if an entry is not a (T_kin, d) pair, or as for
-        `temperature_band`.
+      ValueError: naming the entry if it is not a (T_kin, d) pair (a
+        (name, T_kin, d) triple in a sequence), or as for `temperature_band`.
     """
     if not isinstance(per_variable, dict):
-        per_variable = {name: (t_kin, d) for name, t_kin, d in per_variable}
+        triples = list(per_variable)
+        for i, triple in enumerate(triples):
+            if not isinstance(triple, (tuple, list)) or len(triple) != 3:
+                raise argument_error(f"per_variable[{i}]", "be a (name, T_kin, d) triple",
+                                     triple)
+        per_variable = {name: (t_kin, d) for name, t_kin, d in triples}
     rows = []
     for name, entry in per_variable.items():
         if np.ndim(entry) != 1 or len(entry) != 2:

@@ -230,6 +230,14 @@ def test_the_verdict_reads_vehtari_et_al_s_rule():
         np.ones((2, 10, 3)))) == (False, "not assessed: none of the components varies")
 
 
+@pytest.mark.parametrize("summary", [{}, 3, {"num_chains": 4}])
+def test_the_verdict_names_a_summary_that_is_not_one(summary):
+    # It used to raise a bare KeyError / TypeError.
+    with pytest.raises(ValueError, match="convergence_verdict: `summary` must be the dict "
+                                         "convergence_summary returns, with keys 'ess_bulk_min'"):
+        diagnostics.convergence_verdict(summary)
+
+
 def test_constant_components_are_left_out_and_bad_shapes_named():
     chains = np.random.default_rng(3).standard_normal((2, 50, 3))
     chains[..., 0] = 1.0

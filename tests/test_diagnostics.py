@@ -265,6 +265,11 @@ def test_kinetic_temperature_report_accepts_sampler_triples():
 def test_kinetic_temperature_report_validates_entries():
     with pytest.raises(ValueError, match="per_variable"):
         diagnostics.kinetic_temperature_report({"w": 1.0}, temperature=1.0)
+    # A sequence holds (name, T_kin, d) triples; a pair used to fail unpacking.
+    for bad in ([("w", 1.0)], [3]):
+        with pytest.raises(ValueError, match=r"`per_variable\[0\]` must be a \(name, T_kin, d\) "
+                                             r"triple"):
+            diagnostics.kinetic_temperature_report(bad, temperature=1.0)
 
 
 def test_ess_of_strongly_anticorrelated_short_chains_is_bounded_like_stan():
