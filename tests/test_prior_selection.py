@@ -69,6 +69,13 @@ def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
     again = selection.resolve_prior(config)
     assert (again.prior, again.prior_scale) == (resolved.prior, resolved.prior_scale)
     assert mtimes() == before
+    # A selection of another seed in the directory (a run stopped before it
+    # wrote config.json) trains its own candidates; it used to score these.
+    selection.resolve_prior(dataclasses.replace(config, seed=1))
+    assert mtimes().keys() == before.keys() and mtimes() != before
+    for prior, scale in config_lib.PRIOR_CANDIDATES:
+        assert runs.read_config(runs.RunDir(config.output_dir).prior_candidate(
+            prior, scale).path).seed == 1
 
 
 def test_train_stores_the_chosen_prior_and_resumes_with_it(tmp_path):

@@ -187,6 +187,16 @@ class RunDir:
         os.makedirs(self.path, exist_ok=True)
         atomic_write(path, lambda handle: handle.write(json.dumps(value, indent=2).encode()))
 
+    def holds_other_config(self, values):
+        """Whether this run's ``config.json`` exists and differs from ``values``.
+
+        Args:
+            values: a config as a dict (``dataclasses.asdict``), compared as JSON.
+        """
+        if not os.path.exists(self.config):
+            return False
+        return self.read_json(self.config) != json.loads(json.dumps(values))
+
     @staticmethod
     def read_json(path):
         """The JSON value in ``path`` (one of a run's paths)."""

@@ -63,8 +63,11 @@ def select_prior(config, verbose=0):
     ``NLL_val = -(1/m)·Σ_j log p̄(y_j|x_j)``, ``p̄`` the run's predictive
     (the mean over its samples).
 
-    A candidate run completed before (a restarted selection) is scored again,
-    not retrained; an incomplete one is trained anew. A candidate whose chain
+    A candidate run completed before with the same configuration (a
+    restarted selection) is scored again, not retrained; an incomplete one,
+    or one of another configuration (a run of another seed or sampler that
+    stopped in this directory before it wrote its ``config.json``), is
+    trained anew. A candidate whose chain
     never reached equilibrium holds no sample and is not scored (its row's
     ``validation_nll`` is None and ``not_scored`` gives the run's reason);
     when no candidate is scored the run takes :data:`FALLBACK_PRIOR`, and
@@ -86,14 +89,16 @@ def select_prior(config, verbose=0):
     x_train, y_train, x_val, y_val = validation_arrays(x, y, PRIOR_VALIDATION_SPLIT)
     data = arrays_data(x_train, y_train, config.batch_size, config.seed,
                        likelihood_of(config, load_info(config)), x_val, y_val)
-    length = dataclasses.replace(config).resolve_length(steps_per_epoch(config, len(y_train)))
+    steps = steps_per_epoch(config, len(y_train))
+    length = dataclasses.replace(config).resolve_length(steps)
     most = f"{length.max_epochs} epochs"
     rows = []
     for prior, scale in PRIOR_CANDIDATES:
         run = root.prior_candidate(prior, scale)
         candidate = dataclasses.replace(config, prior=prior, prior_scale=scale,
                                         output_dir=run.path)
-        if not run.complete:
+        stored = dataclasses.asdict(dataclasses.replace(candidate).resolve_length(steps))
+        if not run.complete or run.holds_other_config(stored):  # another run's candidate
             shutil.rmtree(run.path, ignore_errors=True)
             training.train(candidate, verbose=verbose, data=data)
         row = {"prior": prior, "prior_scale": scale, "validation_nll": None}

@@ -6,7 +6,6 @@ processes.
 """
 
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -117,8 +116,9 @@ def _train(config, verbose, resume, data):
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
                          f"({len(store)} samples); nothing to resume.")
+    # A chain process of run_chains finds the config its parent wrote: the same one.
     if not resume and (len(store) or os.path.exists(run.backup) or run.complete
-                       or _holds_another_config(run, config)):
+                       or run.holds_other_config(dataclasses.asdict(config))):
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
             "choose a new directory, or continue a killed run with --resume."
@@ -417,17 +417,6 @@ def _train_in_processes(runs):
         raise ChildProcessError(
             f"{len(failures)} chain process(es) failed; chain {run.chain} "
             f"({run.output_dir}) said: {err.strip()[-2000:]}")
-
-
-def _holds_another_config(run, config):
-    """Whether ``run`` stores a ``config.json`` other than ``config``'s.
-
-    A run's config is written when it starts; the same one is there before
-    a chain process of :func:`run_chains` starts (its parent wrote it).
-    """
-    if not os.path.exists(run.config):
-        return False
-    return run.read_json(run.config) != json.loads(json.dumps(dataclasses.asdict(config)))
 
 
 def kinetic_temperature_rows(model, config):
