@@ -441,7 +441,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser().parse_args(argv)
-        code = args.run(args)
+        with console.library_warnings_as_lines():
+            code = args.run(args)
     except KeyboardInterrupt:
         advice = (" What was written is kept (samples and epoch backups are written whole); "
                   "continue the run with the same command and --resume."

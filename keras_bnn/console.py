@@ -6,13 +6,17 @@ tables (:func:`format_table`), a training run's report
 (:func:`print_train_result`), the evaluation's comparison with a baseline
 (:func:`print_vs_baseline`) and R-hat verdict (:func:`print_rhat`), a
 sweep's table (:func:`print_sweep`). :func:`import_keras_quietly` imports
-Keras with TensorFlow's start-up log hidden.
+Keras with TensorFlow's start-up log hidden, and
+:func:`library_warnings_as_lines` prints the package's warnings without
+a source location.
 """
 
+import contextlib
 import logging
 import os
 import sys
 import tempfile
+import warnings
 
 _METRICS = ("accuracy", "nll", "ece", "brier")
 _REGRESSION_METRICS = ("nll", "rmse", "coverage_0.5", "coverage_0.9", "coverage_0.95")
@@ -210,6 +214,33 @@ def print_sweep(rows, param, output_dir):
               f"collection.json says why; give more --epochs or --max-epochs): "
               f"{', '.join(unsampled)}")
     print(f"plot: {RunDir(output_dir).sweep_plot}")
+
+
+@contextlib.contextmanager
+def library_warnings_as_lines():
+    """Prints the package's own warnings as ``keras-bnn: <Class>: <message>``.
+
+    Python prints a warning after the file and line of the code that issued
+    it, which for a callback's warning (``NotConvergedWarning`` at the end of
+    ``fit``) is a line of Keras' callback list: meaningless to the user of a
+    command. Inside this context a warning whose class is defined in
+    ``keras_bnn`` prints as one line without the location; other warnings
+    print as Python prints them. Only the format changes
+    (``warnings.formatwarning``): filters, and tools that record warnings
+    (``warnings.catch_warnings(record=True)``, pytest), are unaffected.
+    """
+    python_format = warnings.formatwarning
+
+    def format_warning(message, category, filename, lineno, line=None):
+        if category.__module__.split(".")[0] == "keras_bnn":
+            return f"keras-bnn: {category.__name__}: {message}\n"
+        return python_format(message, category, filename, lineno, line)
+
+    warnings.formatwarning = format_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = python_format
 
 
 class RetracingFilter(logging.Filter):

@@ -7,12 +7,13 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import keras_bnn as kb
-from keras_bnn import cli, runs
+from keras_bnn import cli, console, runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(kb.__file__)))
 
@@ -210,6 +211,28 @@ def test_the_fuzzed_commands_reach_the_stubs(stubbed_runs, capsys):
     code = cli.main(["train", "--epochs", "3", "--burn-in-epochs", "1", "--seed", "4"])
     assert "stub: validated" in _one_line_error(code, capsys.readouterr().err)
     assert len(stubbed_runs) == 1 and stubbed_runs[0].seed == 4
+
+
+def test_the_commands_print_the_library_s_warnings_without_keras_location(monkeypatch,
+                                                                          capsys):
+    """NotConvergedWarning is issued in a callback, so Python printed it after
+    a line of Keras' callback_list.py; a command prints it as one line."""
+    from keras_bnn.callbacks import NotConvergedWarning
+
+    def train(config, verbose=1, resume=False):
+        for category in (NotConvergedWarning, UserWarning):
+            print(warnings.formatwarning(category("ended before equilibrium"), category,
+                                         "/keras/src/callbacks/callback_list.py", 245),
+                  end="")
+        return None
+
+    monkeypatch.setattr(runs, "train", train)
+    monkeypatch.setattr(console, "print_train_result", lambda result, output_dir: None)
+    cli.main(["train", "--epochs", "3", "--burn-in-epochs", "1"])
+    mine, other = capsys.readouterr().out.splitlines()[:2]
+    assert mine == "keras-bnn: NotConvergedWarning: ended before equilibrium"
+    assert other.startswith("/keras/src/callbacks/callback_list.py:245: UserWarning")
+    assert warnings.formatwarning is warnings._formatwarning_orig  # restored
 
 
 # The stubs and capsys hold no per-example state (capsys is read every example).
