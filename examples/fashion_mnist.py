@@ -79,7 +79,9 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
 
     train_ds, eval_ds, info, (x_ood, _) = data
     label = "-".join(str(v) for v in (args.model, name.replace(" ", ""), seed, epochs,
-                                      args.step_size, *fields.values()))
+                                      args.step_size, *fields.values(),
+                                      f"n{args.train_subset or 'all'}", f"b{args.batch_size}",
+                                      f"val{args.validation_split:g}"))
     model_args = {"hidden": [256, 256]} if args.model == "mlp" else {}  # 784-256-256-10
     config = kb.runs.RunConfig(dataset="fashion_mnist", data_dir=args.data_dir, model=args.model,
                                model_args=model_args,
@@ -93,8 +95,9 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     chain_dirs = [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)]
     if os.path.exists(config.output_dir):
         raise SystemExit(f"fashion_mnist.py: {config.output_dir} already holds this row's runs "
-                         "(same model, row, seed, epochs, step and prior); use another --out, "
-                         "or remove it to train the row again.")
+                         "(same model, row, seed, epochs, step, prior, training subset, "
+                         "batch size and validation split); use another --out, or remove it "
+                         "to train the row again.")
     try:
         stores = [kb.runs.train(dataclasses.replace(config, chain=k, output_dir=chain_dir),
                                 verbose=0, data=(train_ds, eval_ds, info)).store

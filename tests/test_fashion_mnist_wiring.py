@@ -120,6 +120,22 @@ def test_example_compare_and_table(small_set, tmp_path, capsys):
     assert "not_converged: " in table
 
 
+def test_example_rows_differing_only_in_data_or_batch_do_not_collide(small_set, tmp_path):
+    """A row's run directory names its training subset, batch size and
+    validation split: two compares that differ only there used to write the
+    same directory (the second refused as "already holds this row's runs")."""
+    example = _example("fashion_mnist")
+    out = str(tmp_path / "out")
+    common = ["compare", "--out", out, "--data-dir", small_set, "--k", "1", "--rows", "sgd x K",
+              "--sgd-epochs", "1", "--seeds", "0", "--prior", "student_t"]
+    for extra in (["--batch-size", "20"], ["--batch-size", "40"], ["--batch-size", "20",
+                                                                  "--train-subset", "40"]):
+        example.main(common + extra)
+    assert len(open(os.path.join(out, "results.jsonl")).readlines()) == 3
+    with pytest.raises(SystemExit, match="already holds this row's runs"):
+        example.main(common + ["--batch-size", "40"])
+
+
 def test_example_sweep_with_a_fixed_burn_in(small_set, tmp_path, capsys):
     """``sweep --chain-burn-in-epochs B`` gives every run that burn-in (the
     library's equilibrium test would need 20 epochs after the warm-up), so
