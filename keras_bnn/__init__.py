@@ -32,6 +32,7 @@ _ATTRIBUTES = {
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
     "MissingPriorWarning": "keras_bnn.prior_guard",
     "NotConvergedWarning": "keras_bnn.callbacks",
+    "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",
     "prior_predictive": "keras_bnn.predictive_checks",

@@ -14,9 +14,11 @@ A Sequential, functional or subclassed Keras model becomes a functional
    ``Normal(0, 1)`` as in ``kb.layers.Embedding``; normalisation scales
    ``gamma`` ``Normal(1, 1)``, centred on their initial value 1, as
    ``kb.layers.FRN``'s γ), else ``kernel_prior`` for weights of rank ≥ 2
-   (default ``HeNormal(1)``: σ = sqrt(2/fan_in), the variance that keeps a
-   ReLU network's activations at unit scale) and ``bias_prior`` for the
-   rest (default ``Normal(0, 1)``: biases, normalisation shifts, scalars).
+   not named ``bias`` (default ``HeNormal(1)``: σ = sqrt(2/fan_in), the
+   variance that keeps a ReLU network's activations at unit scale) and
+   ``bias_prior`` for the rest (default ``Normal(0, 1)``: biases, those of
+   rank 2 of a GRU or an attention head too, normalisation shifts,
+   scalars).
 
 Each prior becomes the weight's regularizer (so it enters ``layer.losses``)
 and, where the layer has the matching ``<weight>_regularizer`` attribute
@@ -31,7 +33,10 @@ in memory only; after a reload, ``fit`` names it in a
 A plain Keras regularizer already on a weight (``l2``) is replaced, with a
 ``UserWarning``: in a ``BayesianModel`` every layer loss is a ``-log p(w)``
 that the model scales by ``1/n``, so an L2 penalty tuned for SGD would become
-a different prior.
+a different prior. A layer's ``activity_regularizer`` (a penalty on its
+outputs, which depends on the data: no prior) is removed, with the same
+warning. A custom layer's ``add_loss`` cannot be told apart from a prior:
+it is read as one.
 """
 
 import warnings
@@ -78,7 +83,7 @@ def _choose(variable, layer, priors, kernel_prior, bias_prior):
         return variable.regularizer, None
     if name in NAMED_DEFAULTS:
         return NAMED_DEFAULTS[name](), None
-    if len(variable.shape) >= 2:
+    if len(variable.shape) >= 2 and name != "bias":  # a GRU's or an attention head's bias
         return kernel_prior, "kernel_prior"
     return bias_prior, "bias_prior"
 
@@ -102,8 +107,9 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     Args:
         model: a built Keras model: Sequential (with an ``Input`` or built),
             functional, or subclassed (called once on data, or ``build``).
-        kernel_prior: prior of weights of rank ≥ 2 without a more specific
-            one (default ``HeNormal(1.0)``): a prior, a name, a config.
+        kernel_prior: prior of weights of rank ≥ 2 not named ``bias``
+            without a more specific one (default ``HeNormal(1.0)``): a
+            prior, a name, a config.
         bias_prior: prior of the other weights (default ``Normal(0, 1)``).
         priors: ``{key: prior}`` overrides, ``key`` a weight path, a layer
             name or a weight name (see the module doc); ``None`` as a value
@@ -170,6 +176,11 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                     argument or "").startswith("priors["):
             replaced.append(variable.path)
         _attach(variable, layer, prior)
+    activity = [layer.name for layer in model._flatten_layers(include_self=True)
+                if getattr(layer, "activity_regularizer", None) is not None]
+    for layer in model._flatten_layers(include_self=True):
+        if layer.name in activity:
+            layer.activity_regularizer = None
     unknown = sorted(set(priors) - known)
     if unknown:
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
@@ -178,6 +189,11 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     if replaced:
         warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
                       "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
+                      UserWarning, stacklevel=2)
+    if activity:
+        warnings.warn(f"bayesian: removed the activity regularizers of layers {activity}: a "
+                      "penalty on a layer's outputs depends on the data, so it is no prior (a "
+                      "BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
     result = _as_bayesian_model(model, input_shape)
     result.flat_prior_weights = flat

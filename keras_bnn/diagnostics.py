@@ -424,7 +424,7 @@ def chain_weights(stores):
 def _likelihood(stores, model, likelihood):
     """``likelihood`` checked, or for None the stores' own (as ``from_store``)."""
     if likelihood is None:
-        return stores[0].likelihood() or infer(model.outputs[0].shape[-1])
+        return infer(model.outputs[0].shape[-1], stores[0].loss())
     return check_choice(likelihood, "likelihood", LIKELIHOODS)
 
 

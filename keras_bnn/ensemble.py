@@ -80,10 +80,13 @@ def _member_signature(model, likelihood):
     inputs = getattr(model, "inputs", None)
     outputs = getattr(model, "outputs", None)
     if not inputs or len(inputs) != 1 or not outputs or len(outputs) != 1:
+        counts = (f"it has {len(inputs or ())} input(s) and {len(outputs or ())} output(s)"
+                  if inputs is not None else "a subclassed model has no graph")
         raise ValueError(
             f"`model` {model.name!r} must be a Functional or Sequential model with "
-            "one input and one output (its input shape becomes the serving "
-            "signature)."
+            f"one input and one output (its input shape becomes the serving "
+            f"signature); {counts}. A model of several inputs is not supported: "
+            "concatenate them into one input."
         )
     output_shape = tuple(outputs[0].shape)
     if len(output_shape) != 2 or output_shape[-1] is None:
@@ -96,7 +99,8 @@ def _member_signature(model, likelihood):
     if None in input_shape:
         raise ValueError(
             f"`model` {model.name!r} must have a fully known input shape (apart "
-            f"from the batch); it has {tuple(inputs[0].shape)}."
+            f"from the batch; it becomes the serving signature); it has "
+            f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
         )
     return input_shape, inputs[0].dtype
 
@@ -225,17 +229,19 @@ class PosteriorEnsemble(keras.Model):
             **kwargs: passed to the constructor (``likelihood``,
                 ``member_loop``, ``name``). Without ``likelihood``, it is
                 the one the store records (from the loss the model was
-                compiled with, :func:`keras_bnn.likelihoods.infer`), else
-                ``"bernoulli"`` for a one-logit model and ``"categorical"``
-                otherwise.
+                compiled with, :func:`keras_bnn.likelihoods.infer`); for a
+                model compiled without a loss ``"bernoulli"`` for one logit
+                and ``"categorical"`` otherwise.
 
         Returns:
             A :class:`PosteriorEnsemble`.
 
         Raises:
             ValueError: if a store is empty, the stores are of different
-                architectures, ``max_samples`` is not a positive integer, or
-                ``model`` is of another architecture than the samples.
+                architectures, ``max_samples`` is not a positive integer,
+                ``model`` is of another architecture than the samples, or
+                without ``likelihood`` the stored loss names no likelihood
+                (``mse``, a custom potential).
         """
         stores = stores_of(store)
         pooled = [(s, i) for s in stores for i in range(len(s))]
@@ -250,8 +256,8 @@ class PosteriorEnsemble(keras.Model):
             indices = np.round(
                 np.linspace(0, len(pooled) - 1, min(max_samples, len(pooled)))).astype(int)
         if "likelihood" not in kwargs:
-            kwargs["likelihood"] = stores[0].likelihood() or likelihoods_lib.infer(
-                model.outputs[0].shape[-1])
+            kwargs["likelihood"] = likelihoods_lib.infer(model.outputs[0].shape[-1],
+                                                         stores[0].loss())
         chosen = (pooled[int(i)] for i in indices)
         return cls(model, (chain[j].weights for chain, j in chosen), **kwargs)
 

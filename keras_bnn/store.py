@@ -275,18 +275,27 @@ class SampleStore:
                 f"({_first_difference(stored, mine)}). Use a new store path."
             )
 
+    def loss(self):
+        """The loss the storing model was compiled with, serialized.
+
+        Returns:
+            The loss as Keras serializes it (a name or a dict), or None when
+            the store is empty or the model was not compiled with a loss.
+        """
+        stored = self.architecture
+        compiled = (stored or {}).get("model", {}).get("compile_config") or {}
+        return compiled.get("loss")
+
     def likelihood(self):
         """The likelihood implied by the loss the storing model was compiled with.
 
         Returns:
             ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``
-            (:func:`keras_bnn.likelihoods.from_loss`), or None when the store
-            is empty, the model was not compiled or its loss is not one of
-            those.
+            (:func:`keras_bnn.likelihoods.from_loss` of :meth:`loss`), or
+            None when the store is empty, the model was not compiled or its
+            loss is not one of those.
         """
-        stored = self.architecture
-        compiled = (stored or {}).get("model", {}).get("compile_config") or {}
-        return from_loss(compiled.get("loss"))
+        return from_loss(self.loss())
 
     def build_model(self):
         """Rebuilds the model that wrote the store (weights not loaded).

@@ -590,3 +590,48 @@ def test_the_same_under_jax(tmp_path):
                                   "nll": pytest.approx(result["direct"], rel=1e-4)}
     assert result["stationary"] and result["started"] >= 7
     assert result["samples"] == 30 - result["started"]
+
+
+def test_a_bias_of_rank_two_gets_the_bias_prior():
+    """A GRU's bias (2, 3·units) and an attention head's (heads, dim) have
+    rank 2: they used to get kernel_prior, and bias_prior= never reached them."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 4))
+    h = keras.layers.GRU(3, return_sequences=True, name="gru")(inputs)
+    h = keras.layers.MultiHeadAttention(2, 2, name="mha")(h, h)
+    model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Flatten()(h)))
+    bias_prior = kb.priors.Laplace(0.7)
+    kb.bayesian(model, bias_prior=bias_prior)
+    biases = [v for v in model.trainable_variables if v.name == "bias"]
+    assert {v.path for v in biases if len(v.shape) == 2} >= {"gru/gru_cell/bias",
+                                                             "mha/query/bias"}
+    assert all(v.regularizer is bias_prior for v in biases)
+    assert isinstance(next(v for v in model.trainable_variables
+                           if v.path == "gru/gru_cell/kernel").regularizer, kb.priors.HeNormal)
+
+
+def test_an_activity_regularizer_is_removed_with_a_warning():
+    """An output penalty depends on the data: it was summed into -log p(θ)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)),
+                              keras.layers.Dense(3, activity_regularizer="l2", name="d")])
+    with pytest.warns(UserWarning, match=r"removed the activity regularizers of layers \['d'\]"):
+        bnn = kb.bayesian(model)
+    assert model.get_layer("d").activity_regularizer is None
+    bnn(np.ones((2, 4), "float32"))
+    assert len(bnn.losses) == 2  # the kernel's and the bias's priors, nothing else
+
+
+def test_the_ensemble_names_what_it_cannot_take():
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((2,)), keras.Input((2,))
+    two = kb.bayesian(keras.Model([a, b], keras.layers.Dense(3)(
+        keras.layers.Concatenate()([a, b]))))
+    with pytest.raises(ValueError, match=r"one input and one output .*; it has 2 input\(s\) "
+                                         r"and 1 output\(s\)\. A model of several inputs"):
+        kb.PosteriorEnsemble(two, [two.get_weights()])
+    sequences = keras.Input((None,), dtype="int32")
+    ragged = kb.bayesian(keras.Model(sequences, keras.layers.Dense(3)(
+        keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(5, 2)(sequences)))))
+    with pytest.raises(ValueError, match="pad variable-length sequences to one length"):
+        kb.PosteriorEnsemble(ragged, [ragged.get_weights()])

@@ -106,6 +106,13 @@ def test_infer_reads_the_loss_then_the_units(loss, units, expected):
     assert likelihoods.infer(units, loss) == expected
 
 
+@pytest.mark.parametrize("loss, name", [("mse", "mse"),
+                                        (keras.losses.MeanSquaredError(), "mean_squared_error")])
+def test_infer_refuses_a_loss_that_names_no_likelihood(loss, name):
+    with pytest.raises(ValueError, match=f"compiled with loss '{name}'"):
+        likelihoods.infer(1, loss)
+
+
 def test_from_store_picks_bernoulli_for_a_one_logit_binary_model(binary, tmp_path):
     model, sets, x, logits = binary
     model.compile(sampler="sgld", train_size=100,
@@ -227,3 +234,59 @@ def test_inference_data_reads_the_stores_likelihood(tmp_path, loss, units, group
     predicted = diagnostics.to_inference_data(store, x=x).posterior_predictive[group].values
     expected = kb.PosteriorEnsemble.from_store(store).predict_members(x)
     np.testing.assert_allclose(predicted[0], expected, rtol=1e-6)
+
+
+# ----------------------------------------------- a logit head, or say what it is
+_SCCE = keras.losses.SparseCategoricalCrossentropy
+
+
+def _head(activation=None, units=3):
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((INPUT_DIM,)), keras.layers.Dense(4),
+                             keras.layers.Dense(units, activation=activation, name="head")])
+
+
+@pytest.mark.parametrize("model, loss, match", [
+    # A Keras classifier's usual head: compile used to accept it, and the
+    # ensemble squashed its probabilities again (digits: NLL 1.69 for 0.40).
+    (lambda: kb.bayesian(_head("softmax")), _SCCE(from_logits=True),
+     r"`model` must output logits.*got output layer 'head' with activation 'softmax'"),
+    (lambda: kb.bayesian(_head("sigmoid", units=1)),
+     keras.losses.BinaryCrossentropy(from_logits=True), "activation 'sigmoid'"),
+    (lambda: kb.BayesianModel(*(lambda i: (i, keras.layers.Softmax(name="probs")(
+        keras.layers.Dense(3)(i))))(keras.Input((INPUT_DIM,)))),
+     _SCCE(from_logits=True), "output layer 'probs' with activation 'softmax'"),
+    (lambda: kb.bayesian(_head()), "sparse_categorical_crossentropy",
+     r"`loss` must take logits.*SparseCategoricalCrossentropy\(from_logits=True\).*"
+     r"got 'sparse_categorical_crossentropy' \(from_logits=False\)"),
+    (lambda: kb.bayesian(_head()), _SCCE(), r"`loss` must take logits"),
+    (lambda: kb.bayesian(_head()), keras.losses.sparse_categorical_crossentropy,
+     r"`loss` must take logits"),
+    (lambda: kb.bayesian(_head(units=1)), "binary_crossentropy",
+     r"keras.losses.BinaryCrossentropy\(from_logits=True\)"),
+])
+def test_compile_refuses_a_probability_head_or_loss(model, loss, match):
+    with pytest.raises(ValueError, match=r"BayesianModel.compile: " + match):
+        model().compile(sampler="atmc", train_size=10, loss=loss)
+
+
+def test_compile_accepts_logit_heads_and_other_potentials():
+    for loss, units in ((_SCCE(from_logits=True), 3), (likelihoods.GaussianNLL(), 2),
+                        ("mse", 1), (None, 3)):
+        kb.bayesian(_head(units=units)).compile(sampler="sgld", train_size=10, loss=loss)
+
+
+def test_from_store_asks_for_the_likelihood_of_a_loss_it_does_not_know(tmp_path):
+    """``loss="mse"`` on one output was taken for a Bernoulli head: the
+    ensemble returned sigmoid(mean) as 'probabilities' of a regression."""
+    model = kb.bayesian(_head(units=1))
+    model.compile(sampler="sgld", train_size=10, loss="mse")
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    store.append(model)
+    with pytest.raises(ValueError, match=r"`likelihood` must be given: the model was compiled "
+                                         r"with loss 'mse'.*GaussianNLL"):
+        kb.PosteriorEnsemble.from_store(store)
+    with pytest.raises(ValueError, match="`likelihood` must be given"):
+        kb.diagnostics.chain_predictions([store], inputs(4))
+    assert kb.PosteriorEnsemble.from_store(store, likelihood="bernoulli").likelihood == \
+        "bernoulli"

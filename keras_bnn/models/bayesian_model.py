@@ -13,8 +13,9 @@ from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
-from keras_bnn.likelihoods import from_loss
+from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
+from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import check_bool, check_fit_data, check_positive_int
 
 _TRACKED = (
@@ -258,8 +259,11 @@ class BayesianModel(keras.Model):
         Raises:
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
                 ``train_size`` is missing or not an integer ≥ 1, if ``temperature``
-                is not positive or is given without a sampler, or for an
-                unknown sampler name.
+                is not positive or is given without a sampler, for an
+                unknown sampler name, or for a model that outputs
+                probabilities or a cross-entropy without ``from_logits=True``
+                (:func:`keras_bnn.likelihoods.check_logit_head`: the model
+                must output logits).
         """
         if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
             sampler, optimizer = optimizer, None  # from compile_from_config
@@ -270,6 +274,7 @@ class BayesianModel(keras.Model):
                 f"and optimizer={optimizer!r}."
             )
         self.train_size = _check_train_size(train_size)
+        check_logit_head(self, loss)
         self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
         if sampler is not None:
             sampler = samplers_lib.get(sampler)
@@ -472,7 +477,10 @@ class BayesianModel(keras.Model):
 
         Trainable weights without a prior get a
         :class:`keras_bnn.MissingPriorWarning` (unless
-        ``compile(allow_flat_prior=True)``).
+        ``compile(allow_flat_prior=True)``). Dropout, noise and
+        batch-normalisation layers get a
+        :class:`keras_bnn.StochasticLayerWarning` with an SG-MCMC sampler
+        and are refused by HMC (:mod:`keras_bnn.stochastic_layers`).
 
         With ``step_size="auto"`` the training step is retraced once, after
         the first epoch that ends past the warm-up, without the warm-up's
@@ -486,7 +494,9 @@ class BayesianModel(keras.Model):
         Keras does not know its direction).
 
         Raises:
-            ValueError: for empty inputs, inputs of another shape, or labels
+            ValueError: for a model with dropout, noise or batch
+                normalisation sampled by HMC, for empty inputs, inputs of
+                another shape, or labels
                 (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
@@ -513,6 +523,7 @@ class BayesianModel(keras.Model):
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         if isinstance(self.optimizer, samplers_lib.Sampler):
             callbacks.append(_LeaveWarmup())
+            check_stochastic_layers(self, self.transition_kernel.full_batch)
         kwargs["callbacks"] = callbacks
         try:
             return super().fit(*args, **kwargs)
