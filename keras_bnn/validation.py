@@ -329,8 +329,8 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
     if labels.ndim > 1 and labels.shape[-1] > 1:
         raise argument_error(
             "y", "be class indices of shape [N] for a sparse categorical loss (one-hot "
-            "labels need loss='categorical_crossentropy')", labels, owner,
-            got=f"shape {labels.shape}")
+            "labels need keras.losses.CategoricalCrossentropy(from_logits=True))", labels,
+            owner, got=f"shape {labels.shape}")
     integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
     if not integral:
         bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
