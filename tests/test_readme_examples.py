@@ -41,6 +41,7 @@ def run_block(code, tmp_path, monkeypatch, namespace=None):
     return namespace, [w.category for w in caught]
 
 
+@pytest.mark.slow  # 1-2 min: the default suite stays under its 20 minutes; CI runs both
 def test_the_first_example_collects_samples_and_exports(tmp_path, monkeypatch):
     ns, warned = run_block(readme_block("A first example"), tmp_path, monkeypatch)
     assert kb.NotConvergedWarning not in warned
@@ -52,6 +53,7 @@ def test_the_first_example_collects_samples_and_exports(tmp_path, monkeypatch):
     assert list((tmp_path / "saved_models" / "first").glob("*/saved_model.pb"))
 
 
+@pytest.mark.slow  # 1-2 min, as above
 def test_the_own_model_example_samples_a_functional_model(tmp_path, monkeypatch):
     keras.utils.set_random_seed(0)  # the block leaves the seed to the user: fixed here
     ns, warned = run_block(readme_block("Your own model"), tmp_path, monkeypatch)
