@@ -18,6 +18,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 
 import keras_bnn as kb
 
