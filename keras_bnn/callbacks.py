@@ -4,6 +4,7 @@ import warnings
 
 import keras
 
+from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
 from keras_bnn.samplers.base import Sampler
@@ -91,7 +92,7 @@ def warmup_steps(optimizer):
 
 def current_step(optimizer):
     """The optimizer's step counter as a Python int (also for a tf.distribute variable)."""
-    return int(keras.ops.convert_to_numpy(optimizer.iterations))
+    return int(backend.to_numpy(optimizer.iterations))
 
 
 class CollectSamples(keras.callbacks.Callback):
@@ -272,7 +273,7 @@ class CollectSamples(keras.callbacks.Callback):
         are lowered where needed, and a lowered one restarts the test."""
         optimizer = self.model.optimizer
         self._ratios.append((self._epoch_start_step, {
-            name: float(keras.ops.convert_to_numpy(r))
+            name: float(backend.to_numpy(r))
             for name, r, _ in optimizer.gradient_noise_ratios()}))
         if self._measured_from is None:
             if not self.verdict.stationary:

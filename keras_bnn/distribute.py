@@ -10,8 +10,12 @@ routes both through this module:
 
 1. ``_maybe_symbolic_build`` reduces the first distributed batch with
    ``strategy.reduce("MEAN", ..., axis=None)``, which fails for a multi-worker
-   collective strategy. The batch is only used for its shapes and dtypes, so
-   :func:`local_batch` takes this worker's first replica's values instead.
+   collective strategy, and under any strategy of several replicas when the
+   batch does not split evenly (a batch of 33 on 2 replicas: shards of 17
+   and 16, "Inputs to operation AddN ... must have the same size"; full-batch
+   HMC on an odd number of examples). The batch is only used for its shapes
+   and dtypes, so :func:`local_batch` takes this worker's first replica's
+   values instead (:func:`needs_local_batch`).
 2. Step logs are reduced with ``strategy.reduce("MEAN", v, axis=0)``, which
    fails for scalars. :func:`reducible_logs` gives each scalar a leading axis
    of length 1, so the reduction averages over replicas back to a scalar.
@@ -35,6 +39,18 @@ def is_multi_worker(strategy):
     import tensorflow as tf
 
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def needs_local_batch(strategy):
+    """Whether Keras' reduce of the first batch can fail (workaround 1).
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        bool: for a multi-worker strategy, or one of several replicas.
+    """
+    return is_multi_worker(strategy) or strategy.num_replicas_in_sync > 1
 
 
 def is_chief(model):
@@ -70,7 +86,7 @@ def local_batch(iterator, strategy):
 
     Args:
         iterator: Keras' epoch iterator, as passed to ``_maybe_symbolic_build``.
-        strategy: the multi-worker strategy.
+        strategy: the model's strategy (:func:`needs_local_batch`).
 
     Returns:
         The first batch with every distributed value replaced by its first

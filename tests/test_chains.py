@@ -286,6 +286,31 @@ def test_chains_in_parallel_processes_are_the_sequential_chains(tmp_path, three_
         runs.run_chains(config, 2, processes=0)
 
 
+def test_chain_processes_pass_on_their_warnings(tmp_path, monkeypatch, capsys):
+    """With --processes 2 the chains' NotConvergedWarning was never shown
+    (their stderr was read only when one failed); a later evaluate then
+    pointed to a warning the user had not seen."""
+    from keras_bnn.runs import training
+
+    class Finished:
+        returncode = 0
+
+        def __init__(self, argv, **kwargs):
+            self.chain = json.load(open(argv[argv.index("--config") + 1]))["chain"]
+
+        def communicate(self):
+            return "", (f"keras-bnn: NotConvergedWarning: chain {self.chain} never stationary\n"
+                        "I0000 some TensorFlow log line\n")
+
+    monkeypatch.setattr(training.subprocess, "Popen", Finished)
+    config = runs.RunConfig(num_train=64, num_test=16, epochs=2, burn_in_epochs=1,
+                            output_dir=str(tmp_path / "run"))
+    training._train_in_processes([dataclasses.replace(config, chain=k, output_dir=str(
+        tmp_path / "run" / f"chain-{k}")) for k in (0, 1)])
+    assert capsys.readouterr().err.splitlines() == [
+        f"chain {k}: keras-bnn: NotConvergedWarning: chain {k} never stationary" for k in (0, 1)]
+
+
 def test_train_does_not_depend_on_the_global_seed_left_by_earlier_runs(tmp_path):
     # The data shuffle combines its op seed with TensorFlow's global seed, so
     # `train` must seed before it builds the dataset: otherwise a run's data

@@ -200,6 +200,30 @@ def test_mirrored_strategy_runs_the_same_chain(name):
         np.testing.assert_array_equal(copies[0], copies[1])
 
 
+def test_mirrored_strategy_takes_what_one_device_takes(tmp_path):
+    """What failed under MirroredStrategy (2 logical CPUs) and works on one device."""
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x, y = _data()
+    sampler = _sampler("sghmc")  # outside the scope: "Mixing different ... Strategy objects"
+    with strategy.scope():
+        model = _compile(_model(), sampler)
+    # A first batch that does not split evenly: "AddN ... must have the same size".
+    model.fit(x, y, batch_size=BATCH + 1, epochs=1, verbose=0)
+    with strategy.scope():  # each raised "object __array__ method not producing an array"
+        factors = model.optimizer.step_size_factors()
+        model.save(str(tmp_path / "model.keras"))
+        store = kb.SampleStore(str(tmp_path / "samples"))
+        store.append(model)
+        probabilities = kb.PosteriorEnsemble.from_store(store).predict(x, verbose=0)
+    assert list(factors.values()) == [1.0] * len(model.trainable_variables)  # explicit step
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    with strategy.scope():
+        compiled = _compile(_model(), _sampler("sgld"), jit_compile=True)
+    with pytest.raises(ValueError, match="fit: `jit_compile` must be False or 'auto' under "
+                                         "MirroredStrategy"):  # was a merge_call RuntimeError
+        compiled.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+
+
 @pytest.mark.slow  # XLA compiles: 31 s
 def test_jit_compile_runs_the_same_update():
     """XLA (jit_compile=True) gives the same deterministic update as graph mode.

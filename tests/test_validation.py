@@ -7,6 +7,7 @@ another exception type or a silently wrong value."""
 import math
 import re
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -354,3 +355,16 @@ def test_a_file_or_a_path_below_one_is_refused_as_a_directory(tmp_path):
             kb.export.check_model_dir(path)
     assert validation.check_directory_path(tmp_path / "new" / "dir", "path") == \
         tmp_path / "new" / "dir"
+
+
+def test_fit_warns_when_train_size_is_not_the_number_of_examples():
+    """compile(train_size=20) with 2000 rows trained silently: the data then
+    weigh 100 times too little against the prior."""
+    model = _classifier()  # train_size=10
+    x, y = np.zeros((12, 4), "float32"), np.zeros(12, "int32")
+    with pytest.warns(UserWarning, match=r"fit trains on 12 examples but compile\(train_size=10\)"):
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fit trains on")
+        model.fit(x[:10], y[:10], batch_size=5, epochs=1, verbose=0)
+        model.fit(x, y, batch_size=5, epochs=1, verbose=0, validation_split=1 / 6)  # 10 left

@@ -22,6 +22,10 @@ offer portably lives here, with the same names on every backend:
   count, one assignment of the same values on every replica (HMC's new
   state), and one that happens only where a scalar condition holds (the
   warm-up's recovery from a blow-up);
+* ``adopt_current_strategy``: a sampler built under the ``tf.distribute``
+  strategy current at build time, not at construction;
+* ``to_numpy``: a value read on the host, mirrored variables inside a
+  ``tf.distribute`` scope included;
 * ``WIDE_FLOAT``: the widest float dtype available (HMC's energies).
 """
 
@@ -29,9 +33,9 @@ import importlib
 
 import keras
 
-__all__ = ["WIDE_FLOAT", "apply_if_finite", "assign_replicated", "assign_where", "batch_gradients",
+__all__ = ["WIDE_FLOAT", "adopt_current_strategy", "apply_if_finite", "assign_replicated", "assign_where", "batch_gradients",
            "finite_guard", "fused", "num_replicas", "potential_and_gradients", "run_train_step",
-           "stateless_normal", "value_and_gradients"]
+           "stateless_normal", "to_numpy", "value_and_gradients"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

@@ -68,6 +68,16 @@ def num_replicas():
     return 1
 
 
+def adopt_current_strategy(optimizer):
+    """Nothing under JAX: ``keras.distribution`` has no per-object strategy."""
+    del optimizer
+
+
+def to_numpy(value):
+    """A tensor or variable's value as a NumPy array, read on the host."""
+    return keras.ops.convert_to_numpy(value)
+
+
 def _potential_and_gradients(model, x, y, sample_weight):
     """``jax.value_and_grad`` of the batch's mean-form potential in the trainable values.
 

@@ -97,6 +97,30 @@ def num_replicas():
     return tf.distribute.get_strategy().num_replicas_in_sync
 
 
+def adopt_current_strategy(optimizer):
+    """Gives ``optimizer`` the ``tf.distribute`` strategy it is built under.
+
+    Keras' TensorFlow optimizer records the strategy current when it is
+    constructed and creates its slots under that one, so a sampler made
+    before ``strategy.scope()`` and compiled inside it failed at its first
+    step ("Mixing different tf.distribute.Strategy objects"). Called when the
+    sampler builds its state, inside the model's strategy scope.
+    """
+    optimizer._distribution_strategy = tf.distribute.get_strategy()
+
+
+def to_numpy(value):
+    """A tensor or variable's value as a NumPy array, read on the host.
+
+    ``keras.ops.convert_to_numpy`` calls ``np.array``, which a
+    ``tf.distribute`` mirrored variable refuses inside ``strategy.scope()``
+    ("object __array__ method not producing an array"); its ``numpy()``
+    reads the value every replica holds.
+    """
+    value = getattr(value, "value", value) if isinstance(value, keras.Variable) else value
+    return value.numpy() if hasattr(value, "numpy") else keras.ops.convert_to_numpy(value)
+
+
 def value_and_gradients(model, x, y, sample_weight):
     """Forward pass, mean-form potential and its gradients at the current weights.
 

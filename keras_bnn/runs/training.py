@@ -402,7 +402,12 @@ def _run_chains(config, chains, verbose, processes):
 
 
 def _train_in_processes(runs):
-    """Runs ``keras-bnn train`` for each config concurrently; raises on a failure."""
+    """Runs ``keras-bnn train`` for each config concurrently; raises on a failure.
+
+    The package's warnings each chain printed (``keras-bnn: NotConvergedWarning:
+    ...``, :func:`keras_bnn.console.library_warnings_as_lines`) are passed on
+    to this process's stderr, each line prefixed with its chain.
+    """
     launched = []
     for run in runs:
         path = RunDir(run.output_dir).config  # train() writes the same
@@ -411,6 +416,10 @@ def _train_in_processes(runs):
             [sys.executable, "-m", "keras_bnn.cli", "train", "--config", path, "--verbose", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
     errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
+    for run, err, _ in errors:
+        for line in err.splitlines():
+            if line.startswith("keras-bnn: ") and "Warning: " in line:
+                print(f"chain {run.chain}: {line}", file=sys.stderr)
     failures = [(run, err) for run, err, code in errors if code]
     if failures:
         run, err = failures[0]

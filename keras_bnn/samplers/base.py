@@ -104,7 +104,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     @property
     def initial_step_size(self):
         """h0: the schedule's value at step 0, as a Python float."""
-        return float(ops.convert_to_numpy(self.schedule(0)))
+        return float(backend.to_numpy(self.schedule(0)))
 
     def set_cycle(self, cycle_steps, burn_in_steps=0):
         """Makes the step size cyclical: ``h0`` for ``burn_in_steps``, then cosine cycles.
@@ -161,7 +161,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     def temperature(self):
         """Current temperature T as a Python float."""
         if self.built:
-            return float(ops.convert_to_numpy(self._temperature))
+            return float(backend.to_numpy(self._temperature))
         return self._initial_temperature
 
     def set_temperature(self, temperature):
@@ -212,6 +212,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
                 "examples n) must be set before the first step: pass it to "
                 "BayesianModel.compile(train_size=...) or to the sampler."
             )
+        backend.adopt_current_strategy(self)  # a sampler made outside strategy.scope()
         super().build(var_list)
         self._temperature = self.add_variable(
             shape=(),
@@ -529,7 +530,7 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         Raises:
             ValueError: before the first step.
         """
-        return [float(ops.convert_to_numpy(total)) for total in self.slots("virial_total")]
+        return [float(backend.to_numpy(total)) for total in self.slots("virial_total")]
 
     def configurational_temperatures_between(self, begin, end, steps):
         """Each variable's configurational temperature averaged over ``steps`` steps.

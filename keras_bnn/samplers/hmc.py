@@ -140,7 +140,7 @@ class HMC(Sampler):
         then the frozen average h̄)."""
         if not self.num_adaptation_steps or not self.built:
             return super().step_size_value
-        return float(ops.convert_to_numpy(self.step_size()))
+        return float(backend.to_numpy(self.step_size()))
 
     def step_size(self):
         """The leapfrog step size h of the next transition (a scalar tensor).

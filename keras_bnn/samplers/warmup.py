@@ -452,7 +452,7 @@ class AutoStepSize:
             already).
         """
         if (not self.warming_in_trace() or not self.built
-                or int(ops.convert_to_numpy(self.iterations)) <= self.warmup.warmup_steps):
+                or int(backend.to_numpy(self.iterations)) <= self.warmup.warmup_steps):
             return False
         self.warmup_left = True
         return True
@@ -471,7 +471,7 @@ class AutoStepSize:
             return getattr(self.schedule, "initial_step_size", None) or self.initial_step_size
         if not self.built:
             return None
-        return float(ops.convert_to_numpy(self.warmup.step_size))
+        return float(backend.to_numpy(self.warmup.step_size))
 
     def base_step_size(self, variable):
         """``h_v = h·s_v``: the warm-up's h times the variable's step factor
@@ -527,7 +527,7 @@ class AutoStepSize:
         """
         if not self.built:
             return {}
-        return {getattr(v, "path", v.name): float(ops.convert_to_numpy(self.step_factor(v)))
+        return {getattr(v, "path", v.name): float(backend.to_numpy(self.step_factor(v)))
                 for v in self._trainable_variables}
 
     def noise_averaging_steps(self):
@@ -552,7 +552,7 @@ class AutoStepSize:
         """Whether :meth:`lower_step_factors` is still to run: an auto step
         size, built, not yet re-measured (a host read of one scalar)."""
         return (self.warmup is not None and self.built
-                and float(ops.convert_to_numpy(self.warmup.remeasured)) < 0.5)
+                and float(backend.to_numpy(self.warmup.remeasured)) < 0.5)
 
     def lower_step_factors(self, ratios):
         """The second noise measurement, at equilibrium: lowers ``s_v`` where
@@ -598,7 +598,7 @@ class AutoStepSize:
             ValueError: for a path that names none of the sampler's variables.
         """
         if (not self.remeasure_pending()
-                or int(ops.convert_to_numpy(self.iterations)) < self.warmup.warmup_steps):
+                or int(backend.to_numpy(self.iterations)) < self.warmup.warmup_steps):
             return {}
         variables = {getattr(v, "path", v.name): v for v in self._trainable_variables}
         unknown = sorted(set(ratios) - set(variables))
@@ -611,8 +611,8 @@ class AutoStepSize:
         for name, ratio in ratios.items():
             if float(ratio) <= REMEASURE_TOLERANCE * target:
                 continue
-            old = float(ops.convert_to_numpy(self.step_factor(variables[name])))
-            new = float(ops.convert_to_numpy(noise_limited_step_size(
+            old = float(backend.to_numpy(self.step_factor(variables[name])))
+            new = float(backend.to_numpy(noise_limited_step_size(
                 old, float(ratio), target, self.noise_ratio_exponent)))
             if new < old:
                 self.state(variables[name])["step_factor"].assign(new)
