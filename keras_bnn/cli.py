@@ -255,7 +255,7 @@ def _cmd_export(args):
                    "--export-dir", args.export_dir]
         if args.version is not None:
             command += ["--version", str(args.version)]
-        return subprocess.run(command, env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        return subprocess.run(command, env=console.child_environment(KERAS_BACKEND="tensorflow"),
                               check=False).returncode
     print(f"exported: {runs.export(args.run_dir, args.export_dir, args.version)}")
     return 0

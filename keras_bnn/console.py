@@ -259,6 +259,30 @@ class RetracingFilter(logging.Filter):
         return "triggered tf.function retracing" not in record.getMessage()
 
 
+#: Whether :func:`import_keras_quietly` set ``TF_CPP_MIN_LOG_LEVEL`` (not the user).
+_QUIET_SET = False
+
+
+def child_environment(**overrides):
+    """The environment for a ``keras-bnn`` command run as a child process.
+
+    Leaves out the ``TF_CPP_MIN_LOG_LEVEL`` that :func:`import_keras_quietly`
+    set here, so that the child hides TensorFlow's start-up log itself (a
+    level already set reads as the user's wish to see the log, and the
+    first lines print at any level); a level the user set is kept.
+
+    Args:
+        **overrides: variables to set in the child (``KERAS_BACKEND=...``).
+
+    Returns:
+        dict.
+    """
+    environment = dict(os.environ, **overrides)
+    if _QUIET_SET:
+        environment.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return environment
+
+
 def import_keras_quietly():
     """Imports Keras (and so its backend: TensorFlow, or JAX under
     ``KERAS_BACKEND=jax``) with TensorFlow's C++ start-up log (oneDNN, CUDA,
@@ -274,7 +298,8 @@ def import_keras_quietly():
         logger.addFilter(RetracingFilter())
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "keras" in sys.modules:
         return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    global _QUIET_SET
+    os.environ["TF_CPP_MIN_LOG_LEVEL"], _QUIET_SET = "3", True
     # The first messages come before absl's logging starts, whatever the
     # level: point file descriptor 2 elsewhere while they are written.
     sys.stderr.flush()

@@ -213,6 +213,18 @@ def test_the_fuzzed_commands_reach_the_stubs(stubbed_runs, capsys):
     assert len(stubbed_runs) == 1 and stubbed_runs[0].seed == 4
 
 
+def test_a_child_command_hides_the_start_up_log_itself(monkeypatch):
+    """``keras-bnn export`` under JAX runs itself again under TensorFlow; the
+    child inherited the level the parent had set to hide the log, took it
+    for the user's and printed TensorFlow's start-up lines."""
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    monkeypatch.setattr(console, "_QUIET_SET", True)  # set by import_keras_quietly
+    child = console.child_environment(KERAS_BACKEND="tensorflow")
+    assert "TF_CPP_MIN_LOG_LEVEL" not in child and child["KERAS_BACKEND"] == "tensorflow"
+    monkeypatch.setattr(console, "_QUIET_SET", False)  # the user's own level is kept
+    assert console.child_environment()["TF_CPP_MIN_LOG_LEVEL"] == "3"
+
+
 def test_the_commands_print_the_library_s_warnings_without_keras_location(monkeypatch,
                                                                           capsys):
     """NotConvergedWarning is issued in a callback, so Python printed it after
