@@ -187,8 +187,8 @@ def _cmd_train(args):
     from keras_bnn.runs import config as config_lib
     from keras_bnn.validation import check_int
 
-    check_int(args.chains, "chains", 1)
-    check_int(args.processes, "processes", 1)
+    check_int(args.chains, "--chains", 1)
+    check_int(args.processes, "--processes", 1)
     if args.processes != 1 and args.chains == 1:
         raise ValueError("--processes runs chains at once: it needs --chains K (K >= 2)")
     if args.chains != 1:

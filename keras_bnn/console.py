@@ -137,8 +137,10 @@ def print_train_result(result, output_dir):
         chosen = ("given" if not warmup else f"chosen by a warm-up of {warmup} steps"
                   if steps >= warmup else f"not chosen: the run ended at step {steps}, inside "
                   f"its warm-up of {warmup} steps; this is the warm-up's current value")
-        print(f"\nstep size {collection['step_size']:.4g} ({chosen}); collection from epoch "
-              f"{collection['start_epoch']}: {collection['reason']}")
+        start = collection["start_epoch"]
+        print(f"\nstep size {collection['step_size']:.4g} ({chosen}); "
+              + ("no collection" if start is None else f"collection from epoch {start}")
+              + f": {collection['reason']}")
         if collection["lengthened"]:
             print(f"run length: {collection['lengthened']}")
         _print_remeasurement(collection["remeasurement"])
@@ -155,9 +157,10 @@ def _print_directional_noise(report):
     verdict = (f"above {NOISE_RATIO_LIMIT:g}: along these directions the minibatch noise is "
                "not small against the injected noise (README, 'Noise by direction')"
                if report["above_limit"] else f"at most {NOISE_RATIO_LIMIT:g}")
-    print(f"\ngradient-noise ratio of the noisiest directions of weight space (from "
-          f"{report['num_examples']} training examples; the per-variable ratios are means over "
-          f"parameters, {report['mean']:.3g} here): {top}; {verdict}")
+    print(f"\ngradient-noise ratio of the noisiest directions of weight space (per-example "
+          f"gradients of {report['num_examples']} training examples at the final weights, "
+          f"whose mean over all parameters is {report['mean']:.3g}; the table above is the "
+          f"sampler's running estimate over the chain): {top}; {verdict}")
 
 
 def _print_remeasurement(remeasurement):

@@ -168,7 +168,7 @@ def test_chains_of_different_architectures_are_refused(tmp_path, capsys, three_c
 def test_bad_chain_counts_are_named(tmp_path, capsys):
     code, _, err = _run(["train", *SMALL, "--chains", "0", "--output-dir",
                          str(tmp_path / "run")], capsys)
-    assert code == 2 and "`chains` must be an int >= 1" in err
+    assert code == 2 and "`--chains` must be an int >= 1" in err
     with pytest.raises(ValueError, match="chains"):
         runs.run_chains(runs.RunConfig(output_dir=str(tmp_path / "x")), -1)
 

@@ -32,7 +32,8 @@ BAD = [
     (["train", "--model", "cnn_lstm"], "`dataset` must be one of 'imdb' for model='cnn_lstm'"),
     (["train", "--dataset", "digits", "--model", "resnet_pp"],
      "for model='resnet_pp' (it convolves images); got 'digits'"),
-    (["train", "--chains", "0"], "`chains` must be an int >= 1"),
+    (["train", "--chains", "0"], "`--chains` must be an int >= 1"),
+    (["train", "--processes", "0"], "`--processes` must be an int >= 1"),
     (["train", "--resume", "--output-dir", "{tmp}/none"], "holds no run"),
     (["train", "--config", "{tmp}/bad.json"], "is not valid JSON"),
     (["evaluate", "--run-dir", "{tmp}/none"], "--run-dir '{tmp}/none' holds no run"),
@@ -119,7 +120,7 @@ def test_every_argument_error_answers_before_keras_is_imported(files):
         assert code == 2 and modules == [], (line, modules)
         assert line.startswith("keras-bnn: error: ") and says.format(tmp=files) in line, line
         assert seconds < 5, line  # < 1 s on an idle machine
-    assert elapsed < 30  # the whole process, 32 errors, on a loaded machine
+    assert elapsed < 30  # the whole process, 33 errors, on a loaded machine
 
 
 def test_one_error_in_a_fresh_process_is_quick():
