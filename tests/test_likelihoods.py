@@ -266,7 +266,7 @@ def _head(activation=None, units=3):
      r"keras.losses.BinaryCrossentropy\(from_logits=True\)"),
 ])
 def test_compile_refuses_a_probability_head_or_loss(model, loss, match):
-    with pytest.raises(ValueError, match=r"BayesianModel.compile: " + match):
+    with pytest.raises(ValueError, match=r"BayesianModel.compile: .*" + match):
         model().compile(sampler="atmc", train_size=10, loss=loss)
 
 
