@@ -33,9 +33,10 @@ import importlib
 
 import keras
 
-__all__ = ["WIDE_FLOAT", "adopt_current_strategy", "apply_if_finite", "assign_replicated", "assign_where", "batch_gradients",
-           "finite_guard", "fused", "num_replicas", "potential_and_gradients", "run_train_step",
-           "stateless_normal", "to_numpy", "value_and_gradients"]
+__all__ = ["WIDE_FLOAT", "adopt_current_strategy", "apply_if_finite", "assign_replicated",
+           "assign_where", "batch_gradients", "finite_guard", "fused", "num_replicas",
+           "potential_and_gradients", "run_train_step", "stateless_normal", "to_numpy",
+           "value_and_gradients"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(
