@@ -176,10 +176,10 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                     argument or "").startswith("priors["):
             replaced.append(variable.path)
         _attach(variable, layer, prior)
-    activity = [layer.name for layer in model._flatten_layers(include_self=True)
-                if getattr(layer, "activity_regularizer", None) is not None]
+    activity = []
     for layer in model._flatten_layers(include_self=True):
-        if layer.name in activity:
+        if getattr(layer, "activity_regularizer", None) is not None:
+            activity.append(layer.name)
             layer.activity_regularizer = None
     unknown = sorted(set(priors) - known)
     if unknown:
