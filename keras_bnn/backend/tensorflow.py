@@ -117,7 +117,7 @@ def to_numpy(value):
     ("object __array__ method not producing an array"); its ``numpy()``
     reads the value every replica holds.
     """
-    value = getattr(value, "value", value) if isinstance(value, keras.Variable) else value
+    value = value.value if isinstance(value, keras.Variable) else value
     return value.numpy() if hasattr(value, "numpy") else keras.ops.convert_to_numpy(value)
 
 
