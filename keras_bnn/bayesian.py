@@ -5,7 +5,10 @@ A Sequential, functional or subclassed Keras model becomes a functional
 (:mod:`keras_bnn.priors`) on every trainable weight. Which prior:
 
 1. ``priors={key: prior}``, where ``key`` is a weight's path
-   (``"dense_1/kernel"``), a layer's name (``"dense_1"``: all its weights)
+   (``variable.path``: ``"dense_1/kernel"`` in a functional model,
+   ``"seqnet/dense_1/kernel"`` inside a Sequential named ``seqnet``), its
+   layer's name and its own (``"dense_1/kernel"`` in any model), a layer's
+   name (``"dense_1"``: all its weights)
    or a weight's name (``"embeddings"``, ``"gamma"``: every weight so
    named), in that order of precedence; ``None`` as the prior means a flat
    prior for those weights, an explicit opt-in;
@@ -66,6 +69,15 @@ def _owners(model):
     return owners
 
 
+def _keys(variable, layer):
+    """The ``priors`` keys that name a weight, most specific first (see module doc).
+
+    ``"<layer>/<weight>"`` is the weight's path inside its layer: a layer of
+    a Sequential or nested model has a longer path (``"seqnet/d2/bias"``).
+    """
+    return variable.path, f"{layer.name}/{variable.name}", layer.name, variable.name
+
+
 def _choose(variable, layer, priors, kernel_prior, bias_prior):
     """The prior of one weight, and the argument that chose it (see module doc).
 
@@ -75,7 +87,7 @@ def _choose(variable, layer, priors, kernel_prior, bias_prior):
         decided, None for a prior the weight carries or a named default.
     """
     name = variable.name
-    for key in (variable.path, layer.name, name):
+    for key in _keys(variable, layer):
         if key in priors:
             argument = f"priors[{key!r}]"
             return priors_lib.get(priors[key], argument), argument
@@ -156,7 +168,7 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     replaced, flat = [], []
     for variable in model.trainable_variables:
         layer = owners.get(id(variable), model)
-        known.update((variable.path, layer.name, variable.name))
+        known.update(_keys(variable, layer))
         prior, argument = _choose(variable, layer, priors, kernel_prior, bias_prior)
         if prior is None and not allow_flat:
             raise ValueError(

@@ -635,3 +635,16 @@ def test_the_ensemble_names_what_it_cannot_take():
         keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(5, 2)(sequences)))))
     with pytest.raises(ValueError, match="pad variable-length sequences to one length"):
         kb.PosteriorEnsemble(ragged, [ragged.get_weights()])
+
+
+def test_a_sequential_s_weight_is_named_by_its_layer_and_its_own_name():
+    """Inside a Sequential a weight's path is "seqnet/d2/bias": the README's
+    "layer/weight" key ("hidden/bias") matched nothing there and raised."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, name="d1"),
+                              keras.layers.Dense(3, name="d2")], name="seqnet")
+    laplace = kb.priors.Laplace(1.0)
+    bnn = kb.bayesian(model, priors={"d2/bias": laplace})
+    paths = {v.path: v.regularizer for v in bnn.trainable_variables}
+    assert paths["seqnet/d2/bias"] is laplace
+    assert paths["seqnet/d1/bias"] is not laplace
