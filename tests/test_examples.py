@@ -89,6 +89,7 @@ def test_the_synthetic_sweep_samples_after_its_warm_up(tmp_path, capsys):
     assert "'temperature': 1.0" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a JAX process, 15 s (the default suite keeps test_jax_collect's)
 def test_the_fit_example_trains_samples_and_scores_under_jax_without_tensorflow(tmp_path):
     """examples/fashion_mnist_fit.py under KERAS_BACKEND=jax with TensorFlow,
     TensorFlow Probability and ArviZ unimportable (as on a GPU machine that has

@@ -51,7 +51,7 @@ def test_missing_files_fail_at_once(tmp_path, monkeypatch):
         kb.data.load("fashion_mnist", data_dir=str(tmp_path / "nothing"))
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
+@pytest.mark.parametrize("model", ["mlp", pytest.param("cnn", marks=pytest.mark.slow)])  # 16 s
 def test_cli_trains_and_evaluates(small_set, tmp_path, capsys, model):
     run_dir = str(tmp_path / model)
     code = cli.main(["train", "--dataset", "fashion_mnist", "--data-dir", small_set,

@@ -323,7 +323,8 @@ def _small_fit(name, strategy=None, epochs=4, warmup_steps=20):
     return model, history.history
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmc", "sgnht", "atmc"])
+@pytest.mark.parametrize("name", ["sgld", pytest.param("sghmc", marks=pytest.mark.slow),  # 28 s
+                                  "sgnht", "atmc"])
 def test_fit_retraces_the_step_without_the_warm_up_once_it_is_over(monkeypatch, name):
     # 8 steps an epoch, 20 warm-up steps: after epoch 3 (24 steps > 20) fit
     # retraces the step without the warm-up's code; epochs 4-6 run that step.
