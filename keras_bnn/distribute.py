@@ -1,7 +1,7 @@
 """tf.distribute helpers: who writes files, and the Keras 3 multi-worker workarounds.
 
 Everything specific to running ``fit`` under a distribution strategy lives
-here. The sampler side needs nothing special: noise is keyed on (seed,
+here, with the one setting it refuses (:func:`check_jit_compile`). The sampler side needs nothing special: noise is keyed on (seed,
 variable, step), so every replica and worker injects the same noise.
 
 Keras 3 ``fit`` under ``MultiWorkerMirroredStrategy`` fails out of the box
@@ -117,3 +117,28 @@ def reducible_logs(logs):
         key: tf.reshape(value, [1]) if value.shape.rank == 0 else value
         for key, value in logs.items()
     }
+
+
+def check_jit_compile(model):
+    """Refuses ``jit_compile=True`` for a model made under a ``tf.distribute`` strategy.
+
+    Under XLA a non-finite step is skipped by a conditional around the
+    optimizer's update (``keras_bnn.backend.apply_if_finite``), and that
+    update is a cross-replica ``merge_call``, which TensorFlow cannot run
+    inside a conditional of a compiled function ("`merge_call` called while
+    defining a new graph"), on one device or several. Keras' default
+    ``jit_compile="auto"`` leaves XLA off under ``tf.distribute``.
+
+    Args:
+        model: a compiled Keras model (TensorFlow backend).
+
+    Raises:
+        ValueError: naming ``jit_compile`` and the strategy.
+    """
+    if model.jit_compile is True and model._distribute_strategy is not None:  # as Keras reads it
+        raise ValueError(
+            f"fit: `jit_compile` must be False or 'auto' under "
+            f"{type(model.distribute_strategy).__name__}: the NaN/Inf policy's skipped step holds "
+            "the optimizer's cross-replica update, which TensorFlow cannot compile inside a "
+            "conditional; got jit_compile=True (compile without it; XLA on several devices: "
+            "the JAX backend with keras.distribution.DataParallel).")

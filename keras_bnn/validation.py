@@ -26,6 +26,7 @@ This module imports numpy only (no Keras, no TensorFlow).
 import math
 import operator
 import os
+import warnings
 
 import numpy as np
 
@@ -422,3 +423,32 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
     classes = outputs[0].shape[-1] if outputs else None
     check_labels(y, likelihood, classes, owner,
                  sparse=loss_name == "sparse_categorical_crossentropy")
+
+
+def warn_on_train_size(model, x, validation_split=0.0):
+    """Warns when ``fit``'s arrays hold another number of training examples than n.
+
+    The potential is ``n·mean NLL − log p(θ)`` with n = ``model.train_size``:
+    with n below the real N the data weigh N/n times too little against the
+    prior (too wide a posterior), above it too much. Only arrays are counted
+    (after Keras' ``validation_split``); a dataset's size is the user's to give.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        x: ``fit``'s inputs.
+        validation_split: ``fit``'s ``validation_split`` (0 for none).
+    """
+    import keras  # noqa: PLC0415 - this module is read before Keras is imported
+
+    leaves = keras.tree.flatten(x) if x is not None else []
+    if not leaves or not hasattr(leaves[0], "shape") or not len(leaves[0].shape):
+        return
+    count = int(leaves[0].shape[0])
+    count = int(count * (1.0 - validation_split)) if validation_split else count
+    if count != model.train_size:
+        warnings.warn(
+            f"keras_bnn: fit trains on {count} examples but compile(train_size="
+            f"{model.train_size}): the potential weighs the data as {model.train_size} "
+            "examples, so the posterior is too wide (train_size too small) or too narrow "
+            "(too large). Pass train_size=the number of training examples.",
+            UserWarning, stacklevel=3)

@@ -16,7 +16,8 @@ from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
 from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import check_bool, check_fit_data, check_positive_int
+from keras_bnn.validation import (check_bool, check_fit_data, check_positive_int,
+                                  warn_on_train_size)
 
 _TRACKED = (
     "nll",
@@ -445,47 +446,6 @@ class BayesianModel(keras.Model):
             iterator, data_batch = None, distribute.local_batch(iterator, self.distribute_strategy)
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
-    def _check_distributed_xla(self):
-        """Refuses ``jit_compile=True`` under a ``tf.distribute`` strategy.
-
-        Under XLA a non-finite step is skipped by a conditional around the
-        optimizer's update (``backend.apply_if_finite``), and that update is
-        a cross-replica ``merge_call``, which TensorFlow cannot run inside a
-        conditional of a compiled function ("`merge_call` called while
-        defining a new graph"), on one device or several. Keras' default
-        ``jit_compile="auto"`` leaves XLA off under ``tf.distribute``.
-        """
-        if (keras.backend.backend() == "tensorflow" and self.jit_compile is True
-                and self._distribute_strategy is not None):  # made in a scope (as Keras)
-            raise ValueError(
-                f"fit: `jit_compile` must be False or 'auto' under "
-                f"{type(self.distribute_strategy).__name__}: the NaN/Inf policy's skipped step "
-                "holds the optimizer's cross-replica update, which TensorFlow cannot compile "
-                "inside a conditional; got jit_compile=True (compile without it; XLA on "
-                "several devices: the JAX backend with keras.distribution.DataParallel).")
-
-    def _warn_on_train_size(self, x, validation_split):
-        """Warns when ``fit``'s arrays hold another number of training examples than n.
-
-        The potential is ``n·mean NLL − log p(θ)``: with ``train_size`` n
-        below the real N the data weigh N/n times too little against the
-        prior (too wide a posterior), above it too much. Only arrays are
-        counted (after Keras' ``validation_split``); a dataset's size is
-        the user's to give.
-        """
-        leaves = keras.tree.flatten(x) if x is not None else []
-        if not leaves or not hasattr(leaves[0], "shape") or not len(leaves[0].shape):
-            return
-        count = int(leaves[0].shape[0])
-        count = int(count * (1.0 - validation_split)) if validation_split else count
-        if count != self.train_size:
-            warnings.warn(
-                f"keras_bnn: fit trains on {count} examples but compile(train_size="
-                f"{self.train_size}): the potential weighs the data as {self.train_size} "
-                "examples, so the posterior is too wide (train_size too small) or too narrow "
-                "(too large). Pass train_size=the number of training examples.",
-                UserWarning, stacklevel=3)
-
     def _skips_nonfinite_steps(self):
         """Whether the compiled step skips non-finite steps (XLA, JAX) instead of raising."""
         return keras.backend.backend() == "jax" or self.jit_compile is True
@@ -550,9 +510,10 @@ class BayesianModel(keras.Model):
                 to disk are untouched.
         """
         check_fit_data(self, args, kwargs, from_loss(self.loss))
-        self._check_distributed_xla()
-        self._warn_on_train_size(args[0] if args else kwargs.get("x"),
-                                 kwargs.get("validation_split") or 0.0)
+        if keras.backend.backend() == "tensorflow":
+            distribute.check_jit_compile(self)
+        warn_on_train_size(self, args[0] if args else kwargs.get("x"),
+                           kwargs.get("validation_split") or 0.0)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
             parts = (validation,) if hasattr(validation, "cardinality") else tuple(validation)[:2]
