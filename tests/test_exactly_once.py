@@ -87,6 +87,7 @@ def test_killed_and_resumed_run_stores_each_sample_exactly_once(tmp_path, order,
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow  # 19 s
 def test_a_resumed_run_collects_at_equilibrium_on_the_unbroken_schedule(tmp_path):
     """``start_epoch="auto"`` with ``every=2``: the resumed run takes its
     samples at the epochs (and steps) of the run never stopped. It used to

@@ -94,6 +94,7 @@ def test_real_data_atmc_ensemble_beats_one_sgd_net_in_nll(tmp_path):
     assert atmc["accuracy"] > sgd["accuracy"] - 0.02, scores
 
 
+@pytest.mark.slow  # 22 s (the compare wiring stays in the default suite: the collision test)
 def test_example_compare_and_table(small_set, tmp_path, capsys):
     """``examples/fashion_mnist.py compare`` trains the deep ensemble and the K
     chains under the chosen prior (the chains with their own burn-in), one

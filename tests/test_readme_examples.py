@@ -89,6 +89,7 @@ def reference_workflow_configs():
             re.findall(r"^(\w+)\.json:\s+(\{.*?\})\s*$", block, re.M | re.S)}
 
 
+@pytest.mark.slow  # 28 s, as the first two examples
 def test_the_reference_workflow_samples_after_the_warm_up_and_lengthens_a_late_chain(
         tmp_path):
     """The README's SGHMC config at the defaults, chain 2 of ``--chains 4``:
