@@ -251,7 +251,8 @@ def main(argv=None):
                         help="the samplers' h0 (default: the library's); choose it on "
                              "--validation-split, never on the test set")
     parser.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0, 1])
-    parser.add_argument("--k", type=int_at_least(1), default=5, help="ensemble size and number of chains")
+    parser.add_argument("--k", type=int_at_least(1), default=5,
+                        help="ensemble size and number of chains")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     parser.add_argument("--sgd-epochs", type=int_at_least(1), default=30)
     parser.add_argument("--chain-epochs", type=int_at_least(1), default=75,
@@ -259,7 +260,8 @@ def main(argv=None):
     parser.add_argument("--chain-burn-in-epochs", type=int_at_least(0), default=None,
                         help="burn-in of the single chain and of each sweep run (default: "
                              "the library's equilibrium test)")
-    parser.add_argument("--chains-epochs", type=int_at_least(1), default=15, help="epochs of each of K chains")
+    parser.add_argument("--chains-epochs", type=int_at_least(1), default=15,
+                        help="epochs of each of K chains")
     parser.add_argument("--chains-burn-in-epochs", type=int_at_least(0), default=None,
                         help="burn-in of each of the K chains (default: the library's "
                              "equilibrium test)")

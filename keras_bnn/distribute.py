@@ -1,8 +1,9 @@
 """tf.distribute helpers: who writes files, and the Keras 3 multi-worker workarounds.
 
 Everything specific to running ``fit`` under a distribution strategy lives
-here, with the one setting it refuses (:func:`check_jit_compile`). The sampler side needs nothing special: noise is keyed on (seed,
-variable, step), so every replica and worker injects the same noise.
+here, with the one setting it refuses (:func:`check_jit_compile`). The
+sampler side needs nothing special: noise is keyed on (seed, variable,
+step), so every replica and worker injects the same noise.
 
 Keras 3 ``fit`` under ``MultiWorkerMirroredStrategy`` fails out of the box
 (keras-team/keras#20585), in two places; :class:`keras_bnn.BayesianModel`

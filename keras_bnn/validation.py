@@ -425,6 +425,25 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
                  sparse=loss_name == "sparse_categorical_crossentropy")
 
 
+def array_examples(x):
+    """The number of examples in ``fit``'s ``x`` when it is arrays, else None.
+
+    Args:
+        x: ``fit``'s inputs: an array, a nested structure of arrays (the
+            first one's length counts), or a dataset or generator (None).
+
+    Returns:
+        int, or None for inputs whose length is not at hand.
+    """
+    if x is None or hasattr(x, "element_spec"):  # a tf.data.Dataset: its size is not read
+        return None
+    import keras  # noqa: PLC0415 - this module is read before Keras is imported
+
+    leaves = keras.tree.flatten(x)
+    shape = getattr(leaves[0], "shape", None) if leaves else None
+    return int(shape[0]) if shape is not None and len(shape) else None
+
+
 def warn_on_train_size(model, x, validation_split=0.0):
     """Warns when ``fit``'s arrays hold another number of training examples than n.
 
@@ -438,12 +457,9 @@ def warn_on_train_size(model, x, validation_split=0.0):
         x: ``fit``'s inputs.
         validation_split: ``fit``'s ``validation_split`` (0 for none).
     """
-    import keras  # noqa: PLC0415 - this module is read before Keras is imported
-
-    leaves = keras.tree.flatten(x) if x is not None else []
-    if not leaves or not hasattr(leaves[0], "shape") or not len(leaves[0].shape):
+    count = array_examples(x)
+    if count is None:
         return
-    count = int(leaves[0].shape[0])
     count = int(count * (1.0 - validation_split)) if validation_split else count
     if count != model.train_size:
         warnings.warn(

@@ -10,7 +10,7 @@ from keras_bnn import backend
 from keras_bnn import nonfinite
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.samplers.kernel import Transition
-from keras_bnn.validation import check_fraction, check_int
+from keras_bnn.validation import array_examples, check_fraction, check_int
 
 # Dual-averaging constants of Hoffman & Gelman (2014), Algorithm 5.
 _GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75
@@ -172,8 +172,7 @@ class HMC(Sampler):
                 first = keras.tree.flatten(spec)[0]
                 batch_size = first.shape[0] if first.shape.rank else None
             else:
-                first = keras.tree.flatten(x)[0]
-                count = len(first) if hasattr(first, "__len__") else None
+                count = array_examples(x)
                 batch_size = None if count is None else min(batch_size or 32, count)
         if batch_size is not None and batch_size < self.train_size:
             warnings.warn(
