@@ -2,7 +2,8 @@
 
 A Sequential, functional or subclassed Keras model becomes a functional
 ``BayesianModel`` that shares its layers and weights, with a prior
-(:mod:`keras_bnn.priors`) on every trainable weight. Which prior:
+(:mod:`keras_bnn.priors`) on every trainable weight (a Sequential's layers
+become the graph's layers, as in a functional model). Which prior:
 
 1. ``priors={key: prior}``, where ``key`` is a weight's path
    (``variable.path``: ``"dense_1/kernel"`` in a functional model,
@@ -135,9 +136,12 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
 
     Returns:
         A functional ``BayesianModel``: on the model's own graph
-        (Sequential, functional), or with a subclassed model as its one
-        layer (saving then needs that class registered with
-        ``@keras.saving.register_keras_serializable``, as in Keras).
+        (functional), on a new ``keras.Input`` of a Sequential's input shape
+        (without its batch size) and dtype followed by its layers in order
+        (``get_layer`` finds them; a nested Sequential stays one layer), or
+        with a subclassed model as its one layer (saving then needs that
+        class registered with ``@keras.saving.register_keras_serializable``,
+        as in Keras).
 
     Raises:
         ValueError: for a ``model`` that is not a built Keras model, a
@@ -213,9 +217,17 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
 
 
 def _as_bayesian_model(model, input_shape):
-    """A functional ``BayesianModel`` on ``model``'s graph, or around it as one layer."""
+    """A functional ``BayesianModel`` on ``model``'s graph or its (Sequential) layers, or
+    around it as one layer (subclassed)."""
     if isinstance(model, BayesianModel):
         return model
+    if isinstance(model, keras.Sequential) and model._functional is not None:
+        # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer.
+        spec = model.inputs[0]
+        inputs = outputs = keras.Input(tuple(spec.shape[1:]), dtype=spec.dtype)
+        for layer in model.layers:
+            outputs = layer(outputs)
+        return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
     try:  # the graph's own structures (a lone tensor, not a list of one: Keras warns)
         inputs, outputs = model.input, model.output
     except (AttributeError, ValueError):  # a subclassed model has no graph

@@ -648,3 +648,88 @@ def test_a_sequential_s_weight_is_named_by_its_layer_and_its_own_name():
     paths = {v.path: v.regularizer for v in bnn.trainable_variables}
     assert paths["seqnet/d2/bias"] is laplace
     assert paths["seqnet/d1/bias"] is not laplace
+
+
+def _seqnet(how):
+    """The Sequential "seqnet" (Dense d1, Dense d2 on 4 features), given an
+    ``Input``, built by ``build`` or built by a call on a batch of 2."""
+    keras.utils.set_random_seed(0)
+    layers = [keras.layers.Dense(8, activation="tanh", name="d1"), keras.layers.Dense(3, name="d2")]
+    model = keras.Sequential(([keras.Input((4,))] if how == "input" else []) + layers,
+                             name="seqnet")
+    if how == "build":
+        model.build((None, 4))
+    elif how == "call":
+        model(np.zeros((2, 4), "float32"))
+    return model
+
+
+def _regularizers(model):
+    """``{layer name/weight name: (prior class, config)}`` of a model's trainable weights."""
+    return {v.path.split("/", 1)[1] if v.path.startswith("seqnet/") else v.path:
+            (type(v.regularizer).__name__, v.regularizer.get_config())
+            for v in model.trainable_variables}
+
+
+@pytest.mark.parametrize("how", ["input", "build", "call"])
+def test_a_sequential_becomes_a_graph_of_its_own_layers(tmp_path, how):
+    """It was wrapped as one layer: ``layers`` were ['input_layer_1', 'seqnet'],
+    ``get_layer("d1")`` raised and ``summary()`` showed one layer. The batch
+    size of a Sequential built by a call (2) is not kept."""
+    model = _seqnet(how)
+    laplace = kb.priors.Laplace(0.5)
+    bnn = kb.bayesian(model, priors={"seqnet/d1/kernel": laplace, "d2/bias": "normal"})
+    assert [layer.name for layer in bnn.layers[1:]] == ["d1", "d2"]
+    assert bnn.get_layer("d1") is model.get_layer("d1")
+    assert len(bnn.trainable_variables) == 4
+    assert all(a is b for a, b in zip(bnn.trainable_variables, model.trainable_variables))
+    assert tuple(bnn.inputs[0].shape) == (None, 4) and bnn.inputs[0].dtype == "float32"
+    assert bnn.get_layer("d1").kernel.regularizer is laplace
+    x, y = _data()
+    np.testing.assert_allclose(bnn(x), model(x), rtol=1e-6)
+    bnn.compile(sampler=kb.samplers.ATMC(step_size=1e-3, train_size=N, seed=0), loss=LOSS,
+                train_size=N)
+    store = kb.SampleStore(tmp_path / "samples")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.MissingPriorWarning)
+        bnn.fit(x, y, batch_size=32, epochs=2, verbose=0,
+                callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    assert len(store) == 2
+    priors = _regularizers(bnn)
+    assert priors["d1/kernel"] == ("Laplace", laplace.get_config())
+    rebuilt = store.build_model()
+    assert [layer.name for layer in rebuilt.layers[1:]] == ["d1", "d2"]
+    assert _regularizers(rebuilt) == priors
+    bnn.save(tmp_path / "seqnet.keras")
+    loaded = keras.saving.load_model(tmp_path / "seqnet.keras")
+    assert [layer.name for layer in loaded.layers[1:]] == ["d1", "d2"]
+    assert _regularizers(loaded) == priors
+    np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
+                               float(kb.priors.log_prior(bnn)), rtol=1e-6)
+    np.testing.assert_allclose(loaded(x), bnn(x), rtol=1e-6)
+
+
+def test_a_sequential_inside_a_sequential_is_one_of_its_layers(tmp_path):
+    keras.utils.set_random_seed(0)
+    inner = keras.Sequential([keras.layers.Dense(8, activation="tanh", name="d1"),
+                              keras.layers.LayerNormalization(name="norm")], name="inner")
+    model = keras.Sequential([keras.Input((4,)), inner, keras.layers.Dense(3, name="d2")],
+                             name="outer")
+    bnn = kb.bayesian(model, priors={"d1/kernel": kb.priors.Laplace(0.5)})
+    assert [layer.name for layer in bnn.layers[1:]] == ["inner", "d2"]
+    assert bnn.get_layer("inner") is inner
+    assert all(a is b for a, b in zip(bnn.trainable_variables, model.trainable_variables))
+    kinds = {v.path: type(v.regularizer).__name__ for v in bnn.trainable_variables}
+    assert kinds == {"outer/inner/d1/kernel": "Laplace", "outer/inner/d1/bias": "Normal",
+                     "outer/inner/norm/gamma": "Normal", "outer/inner/norm/beta": "Normal",
+                     "outer/d2/kernel": "HeNormal", "outer/d2/bias": "Normal"}
+    x, y = _data()
+    _compile(bnn, kb.samplers.ATMC(step_size=1e-3, train_size=N, seed=0))
+    bnn.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    bnn.save(tmp_path / "outer.keras")
+    loaded = keras.saving.load_model(tmp_path / "outer.keras")
+    assert [type(v.regularizer).__name__ for v in loaded.trainable_variables] == \
+        list(kinds.values())
+    np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
+                               float(kb.priors.log_prior(bnn)), rtol=1e-6)
+
