@@ -24,6 +24,17 @@ become the graph's layers, as in a functional model). Which prior:
    rank 2 of a GRU or an attention head too, normalisation shifts,
    scalars).
 
+A fan-scaled prior (``HeNormal``, ``HeStudentT``, ``GlorotNormal``) reads
+a kernel's fans from its shape ``(*k, in, out)``, which does not say which
+axes an ``EinsumDense`` kernel sums over (``MultiHeadAttention`` projects
+with four): the query, key and value kernels ``(d_model, heads, head_dim)``
+of equation ``"abc,cde->abde"`` sum over ``c`` only, so their fan-in is
+``d_model``, not ``d_model·heads``. Such a kernel gets a copy of its prior
+with the equation's fans as arguments (the prior passed in is left as it
+is): ``fan_in``, the product of the kernel's axes whose letters are in the
+input and not in the output; ``fan_out``, that of the others (as Keras's
+``EinsumDense`` tells its initializer). A fan given to the prior is kept.
+
 Each prior becomes the weight's regularizer (so it enters ``layer.losses``)
 and, where the layer has the matching ``<weight>_regularizer`` attribute
 (``kernel_regularizer``, ``bias_regularizer``, ``embeddings_regularizer``,
@@ -43,6 +54,7 @@ warning. A custom layer's ``add_loss`` cannot be told apart from a prior:
 it is read as one.
 """
 
+import math
 import warnings
 
 import keras
@@ -58,6 +70,8 @@ NAMED_DEFAULTS = {
 }
 #: Weight names whose layer attribute is not ``<name>_regularizer``.
 _REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
+#: The priors scaled by a kernel's fans (GlorotNormal is a HeNormal; see module doc).
+_FAN_SCALED = (priors_lib.HeNormal, priors_lib.HeStudentT)
 _UNSET = object()
 
 
@@ -99,6 +113,21 @@ def _choose(variable, layer, priors, kernel_prior, bias_prior):
     if len(variable.shape) >= 2 and name != "bias":  # a GRU's or an attention head's bias
         return kernel_prior, "kernel_prior"
     return bias_prior, "bias_prior"
+
+
+def _einsum_fans(layer, variable):
+    """``(fan_in, fan_out)`` of an ``EinsumDense`` kernel from its equation (see module doc).
+
+    Returns:
+        None for another weight.
+    """
+    if not isinstance(layer, keras.layers.EinsumDense) or variable.name != "kernel":
+        return None
+    input_spec, rest = layer.equation.split(",")
+    kernel_spec, output_spec = rest.split("->")
+    fan_in = math.prod(int(n) for letter, n in zip(kernel_spec, variable.shape)
+                       if letter in input_spec and letter not in output_spec)
+    return fan_in, int(math.prod(variable.shape)) // fan_in
 
 
 def _attach(variable, layer, prior):
@@ -187,6 +216,9 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             except ValueError as error:
                 raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
                                  f"{variable.path!r}).") from None
+            fans = _einsum_fans(layer, variable)
+            if fans is not None and isinstance(prior, _FAN_SCALED):
+                prior = prior.with_fans(variable.shape, *fans)
         if variable.regularizer is not None and not isinstance(
                 variable.regularizer, priors_lib.Prior) and not (
                     argument or "").startswith("priors["):

@@ -733,3 +733,82 @@ def test_a_sequential_inside_a_sequential_is_one_of_its_layers(tmp_path):
     np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
                                float(kb.priors.log_prior(bnn)), rtol=1e-6)
 
+
+def _attention():
+    """Tokens (5, 16) → MultiHeadAttention(4 heads of 8) → Flatten → Dense(3)."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 16))
+    h = keras.layers.MultiHeadAttention(4, 8, name="mha")(inputs, inputs)
+    outputs = keras.layers.Dense(3, name="logits")(keras.layers.Flatten()(h))
+    return keras.Model(inputs, outputs)
+
+
+def _prior_of(model, path):
+    return next(v.regularizer for v in model.trainable_variables if v.path == path)
+
+
+def _normal_log_prob(prior, shape, sigma):
+    """``(prior.log_prob(w), log N(w; 0, σ²))`` on a random ``w`` of ``shape``."""
+    w = np.random.default_rng(0).normal(size=shape).astype("float32")
+    got = float(keras.ops.convert_to_numpy(prior.log_prob(keras.ops.convert_to_tensor(w))))
+    return got, float(np.sum(-0.5 * (w / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2 * np.pi)))
+
+
+@pytest.mark.parametrize("make, rule", [
+    (lambda: kb.priors.HeNormal(1.5), lambda fan_in, fan_out: 1.5 * np.sqrt(2 / fan_in)),
+    (lambda: kb.priors.GlorotNormal(0.7),
+     lambda fan_in, fan_out: 0.7 * np.sqrt(2 / (fan_in + fan_out))),
+], ids=["HeNormal", "GlorotNormal"])
+def test_attention_projections_get_the_fan_in_of_their_equation(make, rule):
+    """A query/key/value kernel (16, 4, 8) of "abc,cde->abde" sums over its
+    16 inputs (d_model), not 16·4: He's σ was sqrt(4) too tight. The output
+    kernel (4, 8, 16) sums over 4·8 (right for He, but Glorot read a fan-out
+    of 4·16 for 16). The prior passed in is not changed: copies are attached."""
+    model, prior = _attention(), make()
+    config = prior.get_config()
+    kb.bayesian(model, kernel_prior=prior)
+    assert prior.get_config() == config and "fan_in" not in config
+    glorot = isinstance(prior, kb.priors.GlorotNormal)
+    for name in ("query", "key", "value"):
+        attached = _prior_of(model, f"mha/{name}/kernel")
+        assert attached is not prior and attached.get_config() == {
+            **config, "fan_in": 16, **({"fan_out": 32} if glorot else {})}
+        got, expected = _normal_log_prob(attached, (16, 4, 8), rule(16, 32))
+        assert got == pytest.approx(expected, rel=1e-5)
+    output = _prior_of(model, "mha/attention_output/kernel")
+    got, expected = _normal_log_prob(output, (4, 8, 16), rule(32, 16))
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert (output is prior) is not glorot
+    assert _prior_of(model, "logits/kernel") is prior  # a Dense kernel: its shape's rule
+
+
+def test_a_fan_in_given_to_an_attention_prior_is_kept():
+    model = _attention()
+    heavy, given = kb.priors.HeStudentT(3.0, 0.5), kb.priors.HeNormal(1.0, fan_in=7)
+    kb.bayesian(model, kernel_prior=heavy, priors={"mha/key/kernel": given})
+    assert _prior_of(model, "mha/key/kernel") is given
+    query = _prior_of(model, "mha/query/kernel")
+    assert type(query) is kb.priors.HeStudentT and query.get_config() == {
+        "df": 3.0, "scale": 0.5, "fan_in": 16}
+    assert _prior_of(model, "mha/attention_output/kernel") is heavy
+
+
+def test_a_saved_attention_model_keeps_its_fan_in(tmp_path):
+    """An EinsumDense's config records its prior with the fan_in; a
+    MultiHeadAttention's projections keep theirs in memory only (README), and
+    ``kb.bayesian`` on the reloaded model gives them the same again."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 16))
+    h = keras.layers.MultiHeadAttention(4, 8, name="mha")(inputs, inputs)
+    h = keras.layers.EinsumDense("abc,cde->abde", output_shape=(5, 2, 3), name="heads")(h)
+    model = keras.Model(inputs, keras.layers.Dense(3, name="logits")(keras.layers.Flatten()(h)))
+    bnn = kb.bayesian(model)
+    assert _prior_of(bnn, "heads/kernel").get_config() == {"scale": 1.0, "fan_in": 16}
+    bnn.save(tmp_path / "attention.keras")
+    loaded = keras.saving.load_model(tmp_path / "attention.keras")
+    assert _prior_of(loaded, "heads/kernel").get_config() == {"scale": 1.0, "fan_in": 16}
+    again = kb.bayesian(loaded)
+    assert {v.path: v.regularizer.get_config() for v in again.trainable_variables} == \
+        {v.path: v.regularizer.get_config() for v in bnn.trainable_variables}
+    np.testing.assert_allclose(float(kb.priors.log_prior(again)),
+                               float(kb.priors.log_prior(bnn)), rtol=1e-6)

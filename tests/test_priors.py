@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow_probability as tfp
+from hypothesis import given, settings, strategies as st
 from scipy import integrate, special, stats
 
 from keras_bnn import priors
@@ -334,3 +335,71 @@ def test_serialized_priors_record_the_public_module(name):
     config = priors.serialize(priors.get(name))
     assert config["module"] == "keras_bnn.priors"
     assert type(priors.get(config)) is type(priors.get(name))
+
+
+# --- fan arguments (kb.bayesian passes an EinsumDense kernel's) -----------------
+
+FAN_PRIORS = pytest.mark.parametrize("make, sigma", [
+    # (a prior with given fans, the scale σ of its density by their rule)
+    (lambda: priors.HeNormal(1.5, fan_in=16), 1.5 * math.sqrt(2.0 / 16)),
+    (lambda: priors.HeStudentT(3.0, 0.6, fan_in=16), 0.6 * math.sqrt(2.0 / 16)),
+    (lambda: priors.GlorotNormal(0.7, fan_in=16, fan_out=32), 0.7 * math.sqrt(2.0 / 48)),
+], ids=["HeNormal", "HeStudentT", "GlorotNormal"])
+QUERY = RNG.normal(size=(16, 4, 8))  # an attention query kernel (d_model, heads, head_dim)
+
+
+@FAN_PRIORS
+def test_given_fans_replace_those_of_the_shape(make, sigma):
+    """From the shape (16, 4, 8) the fan-in would be 16·4 (and Glorot's fan-out 16·8)."""
+    prior = make()
+    reference = (stats.t(df=3.0, scale=sigma) if isinstance(prior, priors.HeStudentT)
+                 else stats.norm(scale=sigma))
+    np.testing.assert_allclose(_log_prob(prior, QUERY), reference.logpdf(QUERY).sum(), rtol=1e-5)
+    if not isinstance(prior, priors.HeStudentT):  # a t of 3 df has no fourth moment: no SE
+        w = _draw(prior, (16, 50, 50))  # n = 40000, SE of the variance as above
+        assert abs(w.var() - sigma**2) < N_SIGMA * sigma**2 * math.sqrt(2 / w.size)
+
+
+@FAN_PRIORS
+def test_given_fans_survive_the_config_round_trip(make, sigma):
+    prior = make()
+    restored = priors.get(priors.serialize(prior))
+    assert type(restored) is type(prior)
+    assert restored.get_config() == prior.get_config()
+    assert _log_prob(restored, QUERY) == pytest.approx(_log_prob(prior, QUERY), rel=1e-6)
+    assert restored.get_config()["fan_in"] == 16
+    # Without fans the config reads as before (stores hash it into their fingerprint).
+    assert "fan_in" not in type(prior)().get_config()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)  # reproducible
+@given(value=st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=True),
+                       st.sampled_from([True, False, "16", [16], 16.5, 0, -3, 2.0])),
+       make=st.sampled_from([lambda v: priors.HeNormal(fan_in=v),
+                             lambda v: priors.HeStudentT(fan_in=v),
+                             lambda v: priors.GlorotNormal(fan_in=v),
+                             lambda v: priors.GlorotNormal(fan_out=v)]))
+def test_a_fan_is_a_count_or_refused_naming_it(value, make):
+    """A fan is an integer >= 1 (also 2.0, as a JSON config gives it back);
+    anything else is refused with the argument named, never used."""
+    count = (not isinstance(value, (bool, str, list)) and math.isfinite(value)
+             and float(value).is_integer() and value >= 1)
+    if count:
+        prior = make(value)
+        fans = {k: v for k, v in prior.get_config().items() if k.startswith("fan_")}
+        assert list(fans.values()) == [value] and type(fans.popitem()[1]) is int
+        return
+    with pytest.raises(ValueError, match=r": `fan_(in|out)` must be an integer >= 1; got "):
+        make(value)
+
+
+def test_with_fans_copies_only_where_the_scale_changes():
+    prior = priors.HeNormal(2.0)
+    assert prior.with_fans((16, 4, 8), 64, 8) is prior  # the shape's fan-in already
+    fitted = prior.with_fans((16, 4, 8), 16, 32)
+    assert fitted.get_config() == {"scale": 2.0, "fan_in": 16} and "fan_in" not in \
+        prior.get_config()
+    given = priors.HeNormal(2.0, fan_in=7)
+    assert given.with_fans((16, 4, 8), 16, 32) is given
+    glorot = priors.GlorotNormal(fan_out=5).with_fans((16, 4, 8), 16, 32)
+    assert glorot.get_config() == {"scale": 1.0, "fan_in": 16, "fan_out": 5}

@@ -3,7 +3,10 @@
 :class:`Normal` (and its fan-scaled :class:`HeNormal`, :class:`GlorotNormal`),
 :class:`Laplace`, :class:`StudentT` (and its fan-scaled :class:`HeStudentT`)
 and :func:`Cauchy`; ``log p(w) =
-Σ_i log p(w_i)`` with normalising constants, written in ``keras.ops``.
+Σ_i log p(w_i)`` with normalising constants, written in ``keras.ops``. The
+fan-scaled priors read a kernel's fans from its shape unless given
+(``fan_in=``, ``fan_out=``: :func:`keras_bnn.bayesian` gives an
+``EinsumDense`` kernel those of its equation).
 """
 
 import math
@@ -13,15 +16,71 @@ import numpy as np
 from keras import ops
 
 from keras_bnn.priors.base import Prior, public
-from keras_bnn.validation import check_finite, check_positive
+from keras_bnn.validation import check_finite, check_positive, check_positive_int
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def _he_stddev(prior, shape):
-    """He et al.'s ``sqrt(2/fan_in)``, ``fan_in = prod(shape[:-1])`` (rank checked)."""
-    prior.validate_shape(shape, "x")
-    return math.sqrt(2.0 / int(np.prod(shape[:-1])))
+def _check_fan(value, name, owner):
+    """``None``, or ``value`` as a count >= 1 (a ``fan_in``/``fan_out`` argument)."""
+    return None if value is None else check_positive_int(value, name, owner)
+
+
+class _FanScaled:
+    """Mixin of the priors whose scale follows a kernel's fans (see :class:`HeNormal`).
+
+    A fan given at construction (``fan_in``, ``fan_out``) is used as it is;
+    one left None is read from the weight's shape ``(*k, in, out)``:
+    ``fan_in = prod(k)·in``, ``fan_out = prod(k)·out``.
+    """
+
+    min_rank = 2
+    #: The fan arguments of the class (its ``__init__`` takes these).
+    _fan_arguments = ("fan_in",)
+    fan_out = None
+
+    def _fans(self, shape):
+        """``(fan_in, fan_out)`` of a weight of ``shape`` (rank checked)."""
+        self.validate_shape(shape, "x")
+        receptive_field = int(np.prod(shape[:-2]))
+        return (self.fan_in or receptive_field * int(shape[-2]),
+                self.fan_out or receptive_field * int(shape[-1]))
+
+    def _fan_stddev(self, shape):
+        """He et al.'s ``sqrt(2/fan_in)``."""
+        return math.sqrt(2.0 / self._fans(shape)[0])
+
+    def _fan_config(self, config):
+        """``config`` with the fans given at construction (a None one is left out, so
+        that configs, and the stores that hash them, read as before these arguments)."""
+        return {**config, **{name: getattr(self, name) for name in self._fan_arguments
+                             if getattr(self, name) is not None}}
+
+    def with_fans(self, shape, fan_in, fan_out):
+        """This prior for a weight of ``shape`` whose true fans are ``fan_in``, ``fan_out``.
+
+        For a kernel whose shape does not say which axes are summed over (an
+        ``EinsumDense`` kernel, see :func:`keras_bnn.bayesian`).
+
+        Args:
+            shape: the weight's shape.
+            fan_in: the number of inputs each output unit sums over.
+            fan_out: the number of output units each input feeds.
+
+        Returns:
+            ``self`` if its scale on ``shape`` is that of these fans already,
+            else a copy with them as its fan arguments (a fan given at
+            construction is kept); ``self`` is left unchanged.
+
+        Raises:
+            ValueError: if ``shape`` has rank < 2, or a fan is not an integer >= 1.
+        """
+        given = {"fan_in": fan_in, "fan_out": fan_out}
+        config = self.get_config()
+        config.update({name: given[name] for name in self._fan_arguments
+                       if getattr(self, name) is None})
+        fitted = type(self).from_config(config)
+        return self if fitted._fan_stddev(shape) == self._fan_stddev(shape) else fitted
 
 
 @public
@@ -66,32 +125,40 @@ class Normal(Prior):
 
 @public
 @keras.saving.register_keras_serializable(package="keras_bnn")
-class HeNormal(Normal):
+class HeNormal(_FanScaled, Normal):
     """He-scaled Gaussian prior ``w_i ~ N(0, (s·sqrt(2/fan_in))²)``.
 
-    ``fan_in`` is read from the weight's shape: ``shape[0]`` for a dense
-    kernel ``(in, out)``, ``prod(shape[:-1])`` for a convolution kernel
-    ``(..., in, out)``.
+    ``fan_in``, the number of inputs each output unit sums over, is the
+    argument when given, else read from the weight's shape: ``shape[0]`` for
+    a dense kernel ``(in, out)``, ``prod(shape[:-1])`` for a convolution
+    kernel ``(..., in, out)``. The shape cannot tell it for an
+    ``EinsumDense`` kernel (the projections of a ``MultiHeadAttention``): a
+    query kernel ``(d_model, heads, head_dim)`` of equation
+    ``"abc,cde->abde"`` sums over its ``c`` axis only, ``fan_in = d_model``,
+    not ``d_model·heads``. :func:`keras_bnn.bayesian` passes it for such
+    kernels: the product of the kernel's axes whose equation letters are in
+    the input and not in the output.
 
     Args:
         scale: s > 0 (``1.0`` gives He et al.'s initialisation variance).
+        fan_in: None (read from the shape) or an integer >= 1.
 
     Raises:
-        ValueError: if ``scale`` is not positive, or (at build time) when
-            attached to a weight of rank < 2.
+        ValueError: if ``scale`` is not positive, ``fan_in`` not an integer
+            >= 1, or (at build time) when attached to a weight of rank < 2.
     """
 
-    min_rank = 2
-
-    def __init__(self, scale=1.0):
-        self.scale = check_positive(scale, "scale", type(self).__name__)
+    def __init__(self, scale=1.0, fan_in=None):
+        owner = type(self).__name__
+        self.scale = check_positive(scale, "scale", owner)
+        self.fan_in = _check_fan(fan_in, "fan_in", owner)
         super().__init__(mean=0.0, stddev=1.0)
 
     def _stddev_for(self, shape):
-        return self.scale * _he_stddev(self, shape)
+        return self.scale * self._fan_stddev(shape)
 
     def get_config(self):
-        return {"scale": self.scale}
+        return self._fan_config({"scale": self.scale})
 
 
 @public
@@ -99,24 +166,34 @@ class HeNormal(Normal):
 class GlorotNormal(HeNormal):
     """Glorot-scaled Gaussian prior ``w_i ~ N(0, (s·sqrt(2/(fan_in+fan_out)))²)``.
 
-    Glorot & Bengio's initialisation variance as a prior. For a dense kernel
-    ``(in, out)``: ``fan_in = in``, ``fan_out = out``; for a convolution
+    Glorot & Bengio's initialisation variance as a prior. Each fan is the
+    argument when given, else read from the shape: for a dense kernel
+    ``(in, out)``, ``fan_in = in`` and ``fan_out = out``; for a convolution
     kernel ``(*k, in, out)`` both are multiplied by the receptive field
-    ``prod(k)``. ``log p(w)`` is the Normal density of :class:`Normal`.
+    ``prod(k)``. For an ``EinsumDense`` kernel :func:`keras_bnn.bayesian`
+    passes both (as for :class:`HeNormal`; ``fan_out``: the product of the
+    other axes, those in the output). ``log p(w)`` is the Normal density of
+    :class:`Normal`.
 
     Args:
         scale: s > 0 (``1.0`` gives Glorot's initialisation variance).
+        fan_in: None (read from the shape) or an integer >= 1.
+        fan_out: None (read from the shape) or an integer >= 1.
 
     Raises:
-        ValueError: if ``scale`` is not positive, or (at build time) when
-            attached to a weight of rank < 2.
+        ValueError: if ``scale`` is not positive, a fan not an integer >= 1,
+            or (at build time) when attached to a weight of rank < 2.
     """
 
-    def _stddev_for(self, shape):
-        self.validate_shape(shape, "x")
-        receptive_field = int(np.prod(shape[:-2]))
-        fan_in, fan_out = (receptive_field * int(n) for n in shape[-2:])
-        return self.scale * math.sqrt(2.0 / (fan_in + fan_out))
+    _fan_arguments = ("fan_in", "fan_out")
+
+    def __init__(self, scale=1.0, fan_in=None, fan_out=None):
+        super().__init__(scale=scale, fan_in=fan_in)
+        self.fan_out = _check_fan(fan_out, "fan_out", type(self).__name__)
+
+    def _fan_stddev(self, shape):
+        """Glorot and Bengio's ``sqrt(2/(fan_in+fan_out))``."""
+        return math.sqrt(2.0 / sum(self._fans(shape)))
 
 
 @public
@@ -212,36 +289,39 @@ class StudentT(Prior):
 
 @public
 @keras.saving.register_keras_serializable(package="keras_bnn")
-class HeStudentT(StudentT):
+class HeStudentT(_FanScaled, StudentT):
     """He-scaled Student-t prior ``w_i ~ t_ν(0, s·sqrt(2/fan_in))``.
 
     Heavy tails (Fortuin et al. 2022) at the scale of He et al.'s
     initialisation, so that the prior's scale in function space does not grow
     with the width of the layer feeding a weight (an unscaled
     :class:`StudentT` of scale s gives pre-activations of scale
-    ``s·sqrt(fan_in)``). ``fan_in`` as in :class:`HeNormal`; ``log p(w)`` is
-    the density of :class:`StudentT` at that scale.
+    ``s·sqrt(fan_in)``). ``fan_in`` as in :class:`HeNormal` (given, or read
+    from the shape; :func:`keras_bnn.bayesian` passes the equation's for an
+    ``EinsumDense`` kernel); ``log p(w)`` is the density of
+    :class:`StudentT` at that scale.
 
     Args:
         df: ν > 0.
         scale: s > 0 (``1.0``: the t's scale parameter equals He's standard
             deviation).
+        fan_in: None (read from the shape) or an integer >= 1.
 
     Raises:
-        ValueError: if ``df`` or ``scale`` is not positive, or (at build
-            time) when attached to a weight of rank < 2.
+        ValueError: if ``df`` or ``scale`` is not positive, ``fan_in`` not an
+            integer >= 1, or (at build time) when attached to a weight of
+            rank < 2.
     """
 
-    min_rank = 2
-
-    def __init__(self, df=3.0, scale=1.0):
+    def __init__(self, df=3.0, scale=1.0, fan_in=None):
         super().__init__(df=df, scale=scale, loc=0.0)
+        self.fan_in = _check_fan(fan_in, "fan_in", type(self).__name__)
 
     def _scale_for(self, shape):
-        return self.scale * _he_stddev(self, shape)
+        return self.scale * self._fan_stddev(shape)
 
     def get_config(self):
-        return {"df": self.df, "scale": self.scale}
+        return self._fan_config({"df": self.df, "scale": self.scale})
 
 
 def Cauchy(scale=1.0, loc=0.0):
