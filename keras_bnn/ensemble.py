@@ -21,7 +21,9 @@ slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
 This module runs under any Keras backend (``keras.ops``; no TensorFlow
-import). Serving: :meth:`PosteriorEnsemble.export` delegates to
+import of its own). ``predict``, ``predict_uncertainty`` and ``predict_members`` each run
+one graph per ensemble for any batch size (:func:`keras_bnn.backend.predict_graph`:
+traced once, never retraced). Serving: :meth:`PosteriorEnsemble.export` delegates to
 :mod:`keras_bnn.export` (TensorFlow backend), which writes a TensorFlow
 Serving version directory whose ``serving_default`` outputs are
 :meth:`PosteriorEnsemble.predictive_summary` (named as in
@@ -37,6 +39,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_bnn import backend
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
@@ -371,21 +374,23 @@ class PosteriorEnsemble(keras.Model):
                 for name, value in uncertainty.summary(members, self.likelihood).items()}
 
     # -------------------------------------------------------- prediction
-    def _predict_with(self, name, function, x, batch_size, steps, verbose):
-        """``function`` over ``x`` in the predict loop of a cached view model.
+    def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):
+        """``function`` over ``x`` in the predict loop of the view model of
+        ``owner`` (the method's name), made on its first use (one graph for
+        any batch size, see :class:`_FunctionModel`).
 
         Keras' predict loop runs no batch on an empty array (and then fails),
         so an array of 0 examples is passed to ``function`` directly: the
         outputs have 0 rows and their usual trailing shape.
         """
-        self._check_inputs(x, f"predict_{'uncertainty' if name == 'summary' else name}")
+        self._check_inputs(x, owner)
         if _is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))
-        if name not in self._views:
-            view = _FunctionModel(self, function, name=f"{self.name}_{name}")
-            self._views[name] = _Untracked(view)
-        return self._views[name].value.predict(
-            x, batch_size=batch_size, steps=steps, verbose=verbose)
+        if owner not in self._views:
+            view = _FunctionModel(self, function, name=f"{self.name}_{owner}")
+            self._views[owner] = _Untracked(view)
+        return self._views[owner].value.predict(
+            x, batch_size=batch_size, steps=steps, verbose=verbose, callbacks=callbacks)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The posterior predictive (:meth:`call`) over a dataset, batched.
@@ -399,11 +404,8 @@ class PosteriorEnsemble(keras.Model):
         Returns:
             numpy array, the examples of every batch concatenated.
         """
-        self._check_inputs(x, "predict")
-        if _is_empty_batch(x):
-            return ops.convert_to_numpy(self(x))
-        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
-                               callbacks=callbacks)
+        return self._predict_with("predict", self.call, x, batch_size, steps, verbose,
+                                  callbacks)
 
     def _check_inputs(self, x, owner):
         """Refuses, before Keras' predict loop, an empty dataset (Keras fails on
@@ -426,8 +428,8 @@ class PosteriorEnsemble(keras.Model):
             dict of numpy arrays (keys as :meth:`predictive_summary`), the
             examples of every batch concatenated.
         """
-        return self._predict_with("summary", self.predictive_summary, x, batch_size, steps,
-                                  verbose)
+        return self._predict_with("predict_uncertainty", self.predictive_summary, x,
+                                  batch_size, steps, verbose)
 
     def predict_members(self, x, batch_size=None, steps=None, verbose=0):
         """Each member's own prediction (e.g. for :func:`keras_bnn.metrics.evaluate_members`).
@@ -447,7 +449,7 @@ class PosteriorEnsemble(keras.Model):
             predictions = uncertainty.member_predictions(members, self.likelihood)
             return uncertainty.nan_rows(ops.transpose(predictions, (1, 0, 2)), finite)
 
-        outputs = self._predict_with("members", batch_first, x, batch_size, steps, verbose)
+        outputs = self._predict_with("predict_members", batch_first, x, batch_size, steps, verbose)
         return np.transpose(outputs, (1, 0, 2))
 
     def member_weights(self):
@@ -484,13 +486,21 @@ class PosteriorEnsemble(keras.Model):
 
 
 class _FunctionModel(keras.Model):
-    """A keras.Model whose call is ``function(inputs)`` over an ensemble's weights."""
+    """A keras.Model whose call is ``function(inputs)`` over an ensemble's weights.
+
+    ``function`` is compiled once for any batch size
+    (:func:`keras_bnn.backend.predict_graph`): on TensorFlow a graph traced
+    here, which Keras' predict loop calls batch by batch without tracing a
+    step of its own (``run_eagerly``), so that no later batch size, call or
+    ensemble traces anything again.
+    """
 
     def __init__(self, ensemble, function, **kwargs):
         super().__init__(**kwargs)
         self.ensemble = ensemble
-        self._function = function
+        self._function, self.run_eagerly = backend.predict_graph(
+            function, ensemble.member_input_shape, ensemble.member_input_dtype)
         self.built = True
 
     def call(self, inputs):
-        return self._function(inputs)
+        return self._function(ops.convert_to_tensor(inputs, self.ensemble.member_input_dtype))

@@ -1,6 +1,7 @@
 """PosteriorEnsemble: the posterior predictive, its uncertainty outputs,
 log-space exactness, the Gaussian head, construction and serialisation."""
 
+import logging
 import math
 
 import keras
@@ -353,3 +354,45 @@ def test_a_member_with_nan_weights_is_refused():
     weights[0][0, 0] = np.nan
     with pytest.raises(ValueError, match=r"`weight_sets\[1\]\[0\]` .* holds NaN or inf"):
         kb.PosteriorEnsemble(model, [model.get_weights(), weights])
+
+
+def test_several_ensembles_predict_without_tracing_again(monkeypatch):
+    """Found by a user of the Python API: a few ensembles (or one that
+    predicts, predicts its uncertainty and its members) printed TensorFlow's
+    "5 out of the last 13 calls to <function ...> triggered tf.function
+    retracing". Each prediction was Keras' predict step, a tf.function
+    traced for the first batch size and again for a last batch of another,
+    and TensorFlow counts every model's predict step as one function."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function  # noqa: PLC0415
+
+    class CountingDetector(polymorphic_function._FrequentTracingDetectorManager):
+        traces = 0  # calls of any tf.function that traced it
+
+        def called_with_tracing(self, key, function_name, omit_warning):
+            CountingDetector.traces += 1
+            super().called_with_tracing(key, function_name, omit_warning)
+
+    # A fresh detector: earlier tests' traces neither add to it nor use up its warnings.
+    monkeypatch.setattr(polymorphic_function, "_frequent_tracing_detector_manager",
+                        CountingDetector())
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        for seed in range(3):
+            ensemble = tiny_ensemble(3, seed=seed)
+            for count in (70, 70, 45):  # batches of 32, the last of 6, then of 13
+                x = inputs(count, seed=seed)
+                probabilities = ensemble.predict(x, verbose=0)
+                summary = ensemble.predict_uncertainty(x)
+                np.testing.assert_allclose(summary["probabilities"], probabilities, atol=1e-6)
+                np.testing.assert_allclose(ensemble.predict_members(x).mean(axis=0),
+                                           probabilities, atol=1e-6)
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in messages if "triggered tf.function retracing" in m], messages
+    # Each prediction kind is one graph per ensemble, traced when first used
+    # for any batch size, so no call traces a tf.function.
+    assert CountingDetector.traces == 0

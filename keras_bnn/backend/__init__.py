@@ -13,6 +13,8 @@ offer portably lives here, with the same names on every backend:
 * ``batch_gradients``: a compiled function of a batch giving those
   gradients at the current weights (per-example gradients for
   :mod:`keras_bnn.directional_noise`);
+* ``predict_graph``: a function of a batch, compiled for Keras' predict
+  loop once for any batch size (the posterior ensemble's predictions);
 * ``finite_guard`` and ``apply_if_finite``: the two halves of the NaN/Inf
   policy of :mod:`keras_bnn.nonfinite` (raise at the step; skip the step);
 * ``run_train_step``: runs the model's stateful step in the form the
@@ -35,8 +37,8 @@ import keras
 
 __all__ = ["WIDE_FLOAT", "adopt_current_strategy", "apply_if_finite", "assign_replicated",
            "assign_where", "batch_gradients", "finite_guard", "fused", "num_replicas",
-           "potential_and_gradients", "run_train_step", "stateless_normal", "to_numpy",
-           "value_and_gradients"]
+           "potential_and_gradients", "predict_graph", "run_train_step", "stateless_normal",
+           "to_numpy", "value_and_gradients"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

@@ -168,6 +168,22 @@ def batch_gradients(model):
     return gradients
 
 
+def predict_graph(function, example_shape, dtype):
+    """``function`` itself: Keras' predict loop compiles its step (``jax.jit``,
+    the variables passed as arguments), once per batch shape; JAX does not warn
+    of compiling again.
+
+    Args:
+        function: a function of one ``[batch, *example_shape]`` array.
+        example_shape, dtype: unused (TensorFlow's graph takes them).
+
+    Returns:
+        ``(function, run_eagerly)`` with ``run_eagerly`` False.
+    """
+    del example_shape, dtype
+    return function, False
+
+
 def assign_replicated(variables, values):
     """Assigns ``values`` to ``variables``: one global array serves every device.
 

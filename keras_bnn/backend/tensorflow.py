@@ -320,6 +320,32 @@ def batch_gradients(model):
     return gradients
 
 
+def predict_graph(function, example_shape, dtype):
+    """``function`` of a batch as one graph for any batch size, for Keras' predict loop.
+
+    ``function`` is traced once, with the batch axis unknown (the concrete
+    function of ``TensorSpec((None, *example_shape), dtype)``), and Keras'
+    predict loop is to call that graph on every batch without tracing its own
+    step (``run_eagerly``). Keras' predict step is a ``tf.function`` traced
+    for the first batch's size and again for a last batch of another size,
+    and TensorFlow counts the traces of every model's predict step as those
+    of one function (they share its code): a few ensembles made, or one
+    predicting three ways, and it warned of "tf.function retracing".
+
+    Args:
+        function: a function of one ``[batch, *example_shape]`` tensor.
+        example_shape: one example's shape (no batch axis).
+        dtype: the examples' dtype.
+
+    Returns:
+        ``(graph, run_eagerly)``: the traced graph, a callable of such a
+        tensor, and the ``run_eagerly`` of the ``keras.Model`` that calls it
+        (True).
+    """
+    spec = tf.TensorSpec((None, *example_shape), dtype)
+    return tf.function(function, autograph=False).get_concrete_function(spec), True
+
+
 def assign_replicated(variables, values):
     """Assigns ``values`` (the same on every replica) to ``variables``.
 
