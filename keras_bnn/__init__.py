@@ -31,6 +31,7 @@ _ATTRIBUTES = {
     "bayesian": "keras_bnn.bayesian",
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
     "MissingPriorWarning": "keras_bnn.prior_guard",
+    "NoEnsembleWarning": "keras_bnn.callbacks",
     "NotConvergedWarning": "keras_bnn.callbacks",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "WarmupSampleWarning": "keras_bnn.callbacks",

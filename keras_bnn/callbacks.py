@@ -7,6 +7,7 @@ import keras
 from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
+from keras_bnn.ensemble import check_ensemble_model
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import argument_error, check_fraction, check_int, check_positive
 
@@ -73,6 +74,12 @@ class WarmupSampleWarning(UserWarning):
     """A sample was taken while the kernel still tuned itself (:func:`warmup_steps`)."""
 
 
+class NoEnsembleWarning(UserWarning):
+    """The model being sampled is one :class:`keras_bnn.PosteriorEnsemble` refuses
+    (:func:`keras_bnn.ensemble.check_ensemble_model`): its samples are stored, but
+    only the store can be read (``store[i].weights``)."""
+
+
 def warmup_steps(optimizer):
     """The steps a kernel spends tuning itself: never part of the sampled chain.
 
@@ -124,6 +131,14 @@ class CollectSamples(keras.callbacks.Callback):
     first takes the sample due at the restored step if the store lacks it, so
     a run killed at any point and resumed neither duplicates nor drops a
     sample, whatever the order of the two callbacks.
+
+    When ``fit`` starts, a model that :class:`keras_bnn.PosteriorEnsemble`
+    will refuse (several inputs or outputs, a variable-length input: the
+    rules of :func:`keras_bnn.ensemble.check_ensemble_model`) gets a
+    :class:`NoEnsembleWarning` with the ensemble's reason, before any epoch
+    is trained. It is not an error: the samples are stored all the same,
+    and ``store[i].weights`` with ``store.build_model()`` serve a model the
+    ensemble cannot take.
 
     With ``"auto"``, :attr:`started_epoch` and :attr:`verdict` say when and
     why collection started (:class:`keras_bnn.equilibrium.Verdict`: the
@@ -235,6 +250,13 @@ class CollectSamples(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
         self._warned_warmup = False
+        try:
+            check_ensemble_model(self.model)
+        except ValueError as refusal:
+            warnings.warn(f"CollectSamples: kb.PosteriorEnsemble will refuse this run's "
+                          f"samples: {refusal} They are stored all the same (read them with "
+                          "the SampleStore: store[i].weights, store.build_model()).",
+                          NoEnsembleWarning, stacklevel=2)
         if distribute.is_chief(self.model):
             self.store.check_model(self.model)
         if self.auto:

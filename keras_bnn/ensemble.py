@@ -23,7 +23,9 @@ see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 This module runs under any Keras backend (``keras.ops``; no TensorFlow
 import of its own). ``predict``, ``predict_uncertainty`` and ``predict_members`` each run
 one graph per ensemble for any batch size (:func:`keras_bnn.backend.predict_graph`:
-traced once, never retraced). Serving: :meth:`PosteriorEnsemble.export` delegates to
+traced once, never retraced). :func:`check_ensemble_model` holds the rules a
+member model must meet; :class:`keras_bnn.callbacks.CollectSamples` checks
+them when ``fit`` starts. Serving: :meth:`PosteriorEnsemble.export` delegates to
 :mod:`keras_bnn.export` (TensorFlow backend), which writes a TensorFlow
 Serving version directory whose ``serving_default`` outputs are
 :meth:`PosteriorEnsemble.predictive_summary` (named as in
@@ -48,8 +50,8 @@ from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
 from keras_bnn.validation import argument_error, check_choice, check_example_shape, check_int
 
-__all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS", "BERNOULLI_OUTPUTS",
-           "GAUSSIAN_OUTPUTS"]
+__all__ = ["PosteriorEnsemble", "check_ensemble_model", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
+           "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
 
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
 
@@ -71,8 +73,27 @@ def _is_empty_batch(x):
     return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
-def _member_signature(model, likelihood):
-    """Checks the member model; returns (input shape without batch, input dtype)."""
+def check_ensemble_model(model):
+    """Checks that ``model`` can be the member model of a :class:`PosteriorEnsemble`.
+
+    The rules of the ensemble and of its serving signature: a built
+    Functional or Sequential model with weights, one input whose shape is
+    known apart from the batch, one ``[batch, units]`` output. The head's
+    fit to a likelihood is checked by the ensemble (the likelihood is
+    chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
+    rules when ``fit`` starts, so that a run whose samples no ensemble can
+    take says so before it trains.
+
+    Args:
+        model: the member model.
+
+    Returns:
+        ``(input_shape, input_dtype, units)``: one example's shape (no
+        batch axis) and dtype, and the output's units.
+
+    Raises:
+        ValueError: naming the rule ``model`` breaks.
+    """
     if not isinstance(model, keras.Model):
         raise ValueError(f"`model` must be a keras.Model; got {type(model).__name__}.")
     if not model.built or not model.weights:
@@ -97,7 +118,6 @@ def _member_signature(model, likelihood):
             f"`model` {model.name!r} must output a [batch, units] tensor; its "
             f"output shape is {output_shape}."
         )
-    likelihoods_lib.check_units(likelihood, output_shape[-1])
     input_shape = tuple(inputs[0].shape[1:])
     if None in input_shape:
         raise ValueError(
@@ -105,7 +125,7 @@ def _member_signature(model, likelihood):
             f"from the batch; it becomes the serving signature); it has "
             f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
         )
-    return input_shape, inputs[0].dtype
+    return input_shape, inputs[0].dtype, output_shape[-1]
 
 
 def _stack_weight_sets(model, weight_sets):
@@ -190,7 +210,8 @@ class PosteriorEnsemble(keras.Model):
         super().__init__(**kwargs)
         self.likelihood = check_choice(likelihood, "likelihood", LIKELIHOODS)
         self.member_loop = check_choice(member_loop, "member_loop", MEMBER_LOOPS)
-        self.member_input_shape, self.member_input_dtype = _member_signature(model, likelihood)
+        self.member_input_shape, self.member_input_dtype, units = check_ensemble_model(model)
+        likelihoods_lib.check_units(likelihood, units)
         stacks = _stack_weight_sets(model, weight_sets)
         self._member = _Untracked(model)
         self._stacks = []

@@ -637,6 +637,43 @@ def test_the_ensemble_names_what_it_cannot_take():
         kb.PosteriorEnsemble(ragged, [ragged.get_weights()])
 
 
+def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
+    """Found by a user of the Python API: a two-input model trained a whole
+    run into its store, and only ``PosteriorEnsemble.from_store`` said it
+    takes one input. ``CollectSamples`` now says so, with the ensemble's
+    words, before the first epoch; a warning, not an error: the samples are
+    stored and read back all the same."""
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((2,)), keras.Input((2,))
+    two = _compile(kb.bayesian(keras.Model([a, b], keras.layers.Dense(3)(
+        keras.layers.Concatenate()([a, b])))))
+    x, y = _data()
+    inputs = [x[:, :2], x[:, 2:]]
+    store = kb.SampleStore(tmp_path / "samples")
+    epochs = []
+    seen = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: epochs.append(epoch))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.NoEnsembleWarning)  # raised where it is issued
+        with pytest.raises(kb.NoEnsembleWarning) as warned:
+            two.fit(inputs, y, batch_size=32, epochs=2, verbose=0,
+                    callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0), seen])
+    assert epochs == [] and len(store) == 0  # at fit's start: nothing trained, nothing stored
+    with pytest.raises(ValueError) as refused:
+        kb.PosteriorEnsemble(two, [two.get_weights()])
+    assert str(refused.value) in str(warned.value)
+    assert "A model of several inputs is not supported" in str(refused.value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        two.fit(inputs, y, batch_size=32, epochs=2, verbose=0,
+                callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    assert sum(issubclass(w.category, kb.NoEnsembleWarning) for w in caught) == 1
+    assert len(store) == 2
+    rebuilt = store.build_model()
+    rebuilt.set_weights(store[1].weights)
+    np.testing.assert_allclose(rebuilt.predict(inputs, verbose=0), two.predict(inputs, verbose=0),
+                               atol=1e-6)
+
+
 def test_a_sequential_s_weight_is_named_by_its_layer_and_its_own_name():
     """Inside a Sequential a weight's path is "seqnet/d2/bias": the README's
     "layer/weight" key ("hidden/bias") matched nothing there and raised."""
