@@ -137,6 +137,7 @@ def test_example_rows_differing_only_in_data_or_batch_do_not_collide(small_set, 
         example.main(common + ["--batch-size", "40"])
 
 
+@pytest.mark.slow  # 18 s
 def test_example_sweep_with_a_fixed_burn_in(small_set, tmp_path, capsys):
     """``sweep --chain-burn-in-epochs B`` gives every run that burn-in (the
     library's equilibrium test would need 20 epochs after the warm-up), so

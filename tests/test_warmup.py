@@ -185,7 +185,9 @@ def _block_chains(sampler, steps=21000, thin=10):
     return draws, [float(r) for _, r, _ in sampler.gradient_noise_ratios()]
 
 
-@pytest.mark.parametrize("name, exponent", [("SGLD", 1), ("SGHMC", 2), ("ATMC", 2)])
+@pytest.mark.parametrize("name, exponent", [  # the momentum samplers: slow (17 s each)
+    ("SGLD", 1), pytest.param("SGHMC", 2, marks=pytest.mark.slow),
+    pytest.param("ATMC", 2, marks=pytest.mark.slow)])
 def test_a_noisy_variable_gets_a_smaller_step_of_its_own(name, exponent):
     """Two variables whose minibatch noise differs 100× in variance. One h
     for both (the mean rule) leaves the noisy one at ``r = 0.05·V_b/ā =
