@@ -250,9 +250,10 @@ class RetracingFilter(logging.Filter):
     """Drops TensorFlow's "N out of the last M calls to … triggered tf.function
     retracing" warning.
 
-    A ``keras-bnn`` command builds a Keras model for every run, candidate
-    prior and posterior ensemble it trains or scores, and Keras traces each
-    model's train and predict functions once, as it must. TensorFlow counts
+    A ``keras-bnn`` command builds a Keras model for every run and candidate
+    prior it trains or scores, and Keras traces each model's train and
+    predict functions once, as it must (a posterior ensemble traces its own
+    graph, :func:`keras_bnn.backend.predict_graph`, which is not counted). TensorFlow counts
     traces by the code of the traced function, which all these models share,
     and after five it warns of "creating @tf.function repeatedly in a loop":
     true of the command, not a cost of any one model (each is traced once).
