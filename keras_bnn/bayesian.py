@@ -60,6 +60,7 @@ import warnings
 import keras
 
 from keras_bnn import priors as priors_lib
+from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.models.bayesian_model import BayesianModel
 from keras_bnn.validation import argument_error, check_bool
 
@@ -75,25 +76,36 @@ _FAN_SCALED = (priors_lib.HeNormal, priors_lib.HeStudentT)
 _UNSET = object()
 
 
-def _owners(model):
-    """``{id(variable): layer}`` for the layer that created each trainable weight."""
-    owners = {}
-    for layer in model._flatten_layers(include_self=True):  # innermost owner wins
-        for variable in layer._trainable_variables:
-            owners[id(variable)] = layer
-    return owners
+def _places(model):
+    """``{id(variable): (layer, enclosing)}`` for each trainable weight: the layer
+    that created it and the layers around that one, innermost first (``model``
+    itself left out)."""
+    places = {}
+
+    def visit(layer, chain):  # chain: the layer and those around it, innermost first
+        for variable in layer._trainable_variables:  # the layer's own weights
+            places.setdefault(id(variable), (layer, chain[1:]))
+        for child in layer._flatten_layers(include_self=False, recursive=False):
+            visit(child, (child, *chain))
+
+    visit(model, ())
+    return places
 
 
-def _keys(variable, layer):
+def _keys(variable, layer, enclosing):
     """The ``priors`` keys that name a weight, most specific first (see module doc).
 
     ``"<layer>/<weight>"`` is the weight's path inside its layer: a layer of
     a Sequential or nested model has a longer path (``"seqnet/d2/bias"``).
+    A layer around the weight's own layer names it too (``"lstm/recurrent_kernel"``
+    for the weight of an LSTM's cell, ``"block"`` for every weight of a block).
     """
-    return variable.path, f"{layer.name}/{variable.name}", layer.name, variable.name
+    return (variable.path, f"{layer.name}/{variable.name}",
+            *(f"{outer.name}/{variable.name}" for outer in enclosing), layer.name,
+            *(outer.name for outer in enclosing), variable.name)
 
 
-def _choose(variable, layer, priors, kernel_prior, bias_prior):
+def _choose(variable, keys, priors, kernel_prior, bias_prior):
     """The prior of one weight, and the argument that chose it (see module doc).
 
     Returns:
@@ -102,7 +114,7 @@ def _choose(variable, layer, priors, kernel_prior, bias_prior):
         decided, None for a prior the weight carries or a named default.
     """
     name = variable.name
-    for key in _keys(variable, layer):
+    for key in keys:
         if key in priors:
             argument = f"priors[{key!r}]"
             return priors_lib.get(priors[key], argument), argument
@@ -130,12 +142,58 @@ def _einsum_fans(layer, variable):
     return fan_in, int(math.prod(variable.shape)) // fan_in
 
 
-def _attach(variable, layer, prior):
-    """Sets the prior as the weight's regularizer and, where it exists, the layer's attribute."""
+def _attach(variable, layer, enclosing, prior):
+    """Sets the prior where the weight and its layer's config hold it.
+
+    The weight's regularizer; the layer's ``<weight>_regularizer`` attribute,
+    where it has one; and the ``<weight>_prior`` argument of the innermost
+    ``kb.layers`` layer that has one (the weight's own layer, or the LSTM
+    around a Keras cell), so that its ``get_config`` records the prior.
+
+    Returns:
+        ``(argument, outer)``: that argument's name and the ``kb.layers``
+        layers further out that have it too, innermost first (a
+        ``ResNetPPBlock`` passes its own to its convolutions:
+        :func:`_record_in_composites` sets it there).
+    """
     variable.regularizer = prior
     attribute = _REGULARIZER_ATTRIBUTES.get(variable.name, f"{variable.name}_regularizer")
     if hasattr(layer, attribute):
         setattr(layer, attribute, prior)
+    holders = [holder for holder in (layer, *enclosing) if isinstance(holder, PriorAwareMixin)
+               and holder.prior_argument_of(variable.name)]
+    if not holders:
+        return None, []
+    argument = holders[0].prior_argument_of(variable.name)
+    setattr(holders[0], argument, prior)
+    return argument, holders[1:]
+
+
+def _record_in_composites(passed):
+    """Sets a composite layer's prior argument to the prior its weights of that kind got.
+
+    A ``kb.layers`` layer that builds sublayers (``ResNetPPBlock``) records one
+    prior of each kind and passes it to all of them on a reload. Where all
+    its weights of a kind got one prior, it becomes the layer's; where they
+    got several, the weights whose prior differs from the layer's hold
+    theirs in memory only.
+
+    Args:
+        passed: ``{(id(layer), argument): (layer, argument, {path: prior})}``.
+
+    Returns:
+        ``{path: layer name}`` for the weights whose prior a reload would not keep.
+    """
+    unrecorded = {}
+    for layer, argument, given in passed.values():
+        configs = [priors_lib.serialize(prior) for prior in given.values()]
+        if all(config == configs[0] for config in configs):
+            setattr(layer, argument, next(iter(given.values())))
+            continue
+        own = priors_lib.serialize(getattr(layer, argument))
+        unrecorded.update({path: layer.name for path, config in zip(given, configs)
+                           if config != own})
+    return unrecorded
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
@@ -196,13 +254,14 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     bias_prior = priors_lib.get(priors_lib.Normal() if bias_prior is _UNSET else bias_prior,
                                 "bias_prior")
     priors = dict(priors or {})
-    owners = _owners(model)
+    places = _places(model)
     known = set()
-    replaced, flat = [], []
+    replaced, flat, passed = [], [], {}
     for variable in model.trainable_variables:
-        layer = owners.get(id(variable), model)
-        known.update(_keys(variable, layer))
-        prior, argument = _choose(variable, layer, priors, kernel_prior, bias_prior)
+        layer, enclosing = places.get(id(variable), (model, ()))
+        keys = _keys(variable, layer, enclosing)
+        known.update(keys)
+        prior, argument = _choose(variable, keys, priors, kernel_prior, bias_prior)
         if prior is None and not allow_flat:
             raise ValueError(
                 f"bayesian: `{argument}` is None, so weight {variable.path!r} would get no "
@@ -223,7 +282,10 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                 variable.regularizer, priors_lib.Prior) and not (
                     argument or "").startswith("priors["):
             replaced.append(variable.path)
-        _attach(variable, layer, prior)
+        kind, outer = _attach(variable, layer, enclosing, prior)
+        for composite in outer:
+            passed.setdefault((id(composite), kind), (composite, kind, {}))[2][
+                variable.path] = prior
     activity = []
     for layer in model._flatten_layers(include_self=True):
         if getattr(layer, "activity_regularizer", None) is not None:
@@ -238,6 +300,14 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
         warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
                       "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
+    unrecorded = _record_in_composites(passed)
+    if unrecorded:
+        warnings.warn(f"bayesian: the priors of {sorted(unrecorded)} hold in memory only: "
+                      f"their enclosing layers {sorted(set(unrecorded.values()))} pass one "
+                      "prior of each kind to all their sublayers, and a saved model is "
+                      "rebuilt with those (give all of them one prior: `priors={layer "
+                      "name: prior}` or `{\"layer/weight name\": prior}`).", UserWarning,
+                      stacklevel=2)
     if activity:
         warnings.warn(f"bayesian: removed the activity regularizers of layers {activity}: a "
                       "penalty on a layer's outputs depends on the data, so it is no prior (a "

@@ -12,7 +12,7 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_bnn import durable
+from keras_bnn import backend, durable
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.validation import argument_error, check_directory_path
@@ -364,7 +364,7 @@ class SampleStore:
         except (TypeError, ValueError) as error:
             raise ValueError(f"`metadata` must be JSON-serialisable finite values ({error}); "
                              f"got {metadata!r}.") from None
-        arrays = {f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())}
+        arrays = {f"w{i}": backend.to_numpy(w) for i, w in enumerate(model.weights)}
         _check_finite(arrays, f"the weights of model {model.name!r}")
         arrays["metadata"] = np.array(text)
         arrays[_FINGERPRINT] = np.array(self.architecture["fingerprint"])

@@ -849,3 +849,84 @@ def test_a_saved_attention_model_keeps_its_fan_in(tmp_path):
         {v.path: v.regularizer.get_config() for v in bnn.trainable_variables}
     np.testing.assert_allclose(float(kb.priors.log_prior(again)),
                                float(kb.priors.log_prior(bnn)), rtol=1e-6)
+
+
+def _regularizers(model):
+    return {v.path: (type(v.regularizer).__name__, v.regularizer.get_config())
+            for v in model.trainable_variables}
+
+
+def _kb_layers_model():
+    """kb.layers (a Dense, a weight-normalised Dense, an LSTM) and a plain Dense."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4, 6))
+    h = kb.layers.LSTM(5, name="lstm", return_sequences=True)(inputs)
+    h = kb.layers.Dense(8, activation="relu", name="d")(keras.layers.Flatten()(h))
+    h = kb.layers.WeightNormDense(8, name="wn")(h)
+    return keras.Model(inputs, keras.layers.Dense(3, name="plain")(h))
+
+
+def test_a_prior_given_to_a_kb_layer_s_weight_survives_saving(tmp_path):
+    """A ``kb.layers`` layer records its priors as its ``*_prior`` arguments:
+    ``kb.bayesian`` sets those too, so a reload keeps the priors it gave
+    (it used to give the layer's own defaults back, without a warning)."""
+    bnn = kb.bayesian(_kb_layers_model(), priors={
+        "d": kb.priors.Laplace(1.0), "wn/scale": kb.priors.Normal(0.0, 2.0),
+        "lstm/lstm_cell/recurrent_kernel": kb.priors.Laplace(2.0),  # the LSTM's cell's
+        "plain": kb.priors.Normal(0.0, 0.5)})
+    given = _regularizers(bnn)
+    assert given["d/kernel"][0] == given["d/bias"][0] == "Laplace"
+    assert given["wn/scale"] == ("Normal", {"mean": 0.0, "stddev": 2.0})
+    assert given["lstm/lstm_cell/recurrent_kernel"] == ("Laplace", {"scale": 2.0, "loc": 0.0})
+    bnn.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert _regularizers(loaded) == given
+    np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
+                               float(kb.priors.log_prior(bnn)), rtol=1e-6)
+
+
+def _block_model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8, 8, 4))
+    h = kb.layers.ResNetPPBlock(4, name="blk")(inputs)
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    return keras.Model(inputs, keras.layers.Dense(3, name="head")(h))
+
+
+def test_a_block_records_a_prior_given_to_all_its_weights_and_warns_for_some(tmp_path):
+    """A ``ResNetPPBlock`` passes one prior of each kind to its convolutions:
+    a prior given to all of them (by the block's name) is recorded as the
+    block's; one given to a single convolution holds in memory only, and
+    ``kb.bayesian`` says which weights a reload would give the block's."""
+    normal = kb.priors.Normal(0.0, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whole = kb.bayesian(_block_model(), priors={"blk": normal})
+    whole.save(tmp_path / "whole.keras")
+    assert _regularizers(keras.saving.load_model(tmp_path / "whole.keras")) == \
+        _regularizers(whole)
+    with pytest.warns(UserWarning, match=r"\['blk/conv1/direction'\] hold in memory only"):
+        one = kb.bayesian(_block_model(), priors={"blk/conv1/direction": normal})
+    one.save(tmp_path / "one.keras")
+    before, after = _regularizers(one), _regularizers(keras.saving.load_model(
+        tmp_path / "one.keras"))
+    assert [path for path in before if before[path] != after[path]] == ["blk/conv1/direction"]
+
+
+def test_an_enclosing_layer_s_name_is_a_priors_key():
+    """``"lstm/recurrent_kernel"`` names the weight of the LSTM's cell and
+    ``"blk"`` every weight of a block (they used to match no weight)."""
+    bnn = kb.bayesian(_block_model(), priors={"blk": kb.priors.Laplace(3.0)})
+    assert {path for path, (name, _) in _regularizers(bnn).items() if name == "Laplace"} == \
+        {v.path for v in bnn.get_layer("blk").trainable_variables}
+    bnn = kb.bayesian(_kb_layers_model(), priors={"lstm/recurrent_kernel": "laplace"})
+    assert {path for path, (name, _) in _regularizers(bnn).items() if name == "Laplace"} == \
+        {"lstm/lstm_cell/recurrent_kernel"}
+
+
+def test_a_prior_shared_by_two_arguments_is_checked_as_each():
+    """One instance given as kernel and bias prior: the error names the
+    argument whose weight it does not fit (it used to name kernel_prior)."""
+    prior = kb.priors.HeNormal()
+    with pytest.raises(ValueError, match="`bias_prior`: HeNormal needs a weight of rank"):
+        kb.layers.Dense(3, kernel_prior=prior, bias_prior=prior).build((None, 4))

@@ -74,8 +74,12 @@ def adopt_current_strategy(optimizer):
 
 
 def to_numpy(value):
-    """A tensor or variable's value as a NumPy array, read on the host."""
-    return keras.ops.convert_to_numpy(value)
+    """A tensor or variable's value as a NumPy array, read on the host.
+
+    A Keras variable is read through its ``value`` (its own ``__array__``
+    takes no ``copy`` argument, and NumPy 2 warns of it).
+    """
+    return keras.ops.convert_to_numpy(getattr(value, "value", value))
 
 
 def _potential_and_gradients(model, x, y, sample_weight):

@@ -25,6 +25,11 @@ class PriorAwareMixin:
       their weights themselves with :meth:`_add_prior_weight`;
     * ``default`` is a zero-argument callable giving the default prior.
 
+    The argument of a weight named ``w`` is ``w_prior`` (``kernel`` →
+    ``kernel_prior``, an LSTM cell's ``recurrent_kernel`` →
+    ``recurrent_kernel_prior``, a weight-normalised layer's ``scale`` →
+    ``scale_prior``): :meth:`prior_argument_of`.
+
     Each prior argument accepts a :class:`~keras_bnn.priors.Prior`, a prior
     name, a serialized prior, or ``None`` (no prior: a flat, improper prior
     that sampling leaves unregularised and :func:`keras_bnn.prior_predictive`
@@ -73,11 +78,25 @@ class PriorAwareMixin:
                 its weight.
         """
         super().build(input_shape)
-        for argument in self.prior_arguments:
-            prior = getattr(self, argument)
-            for variable in self.weights:
-                if prior is not None and variable.regularizer is prior:
-                    prior.validate_shape(variable.shape, argument)
+        for variable in self.weights:
+            argument = self.prior_argument_of(variable.name)
+            prior = argument and getattr(self, argument)
+            if prior is not None and variable.regularizer is prior:
+                prior.validate_shape(variable.shape, argument)
+
+    def prior_argument_of(self, name):
+        """The prior argument of this layer's weight ``name`` (``"kernel"`` →
+        ``"kernel_prior"``), or None if the layer has none for it.
+
+        Args:
+            name: a weight's name (``variable.name``), the layer's own or
+                that of the Keras cell it wraps.
+
+        Returns:
+            str or None.
+        """
+        argument = f"{name}_prior"
+        return argument if argument in self.prior_arguments else None
 
     def _add_prior_weight(self, argument, name, shape, initializer):
         """Creates a trainable weight whose regularizer is a prior argument.

@@ -15,6 +15,7 @@ d-weighted mean next to the epoch's logged overall value.
 import json
 import os
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -22,6 +23,8 @@ import numpy as np
 import keras_bnn as kb
 
 OUT_DIR = sys.argv[1]
+# A Keras variable read through NumPy's __array__ (no copy keyword) warns under NumPy 2.
+warnings.filterwarnings("error", message=".*__array__.*copy")
 assert keras.backend.backend() == "jax", keras.backend.backend()
 rng = np.random.default_rng(0)
 x = rng.normal(size=(96, 5)).astype("float32")
