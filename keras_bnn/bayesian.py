@@ -8,8 +8,10 @@ become the graph's layers, as in a functional model). Which prior:
 1. ``priors={key: prior}``, where ``key`` is a weight's path
    (``variable.path``: ``"dense_1/kernel"`` in a functional model,
    ``"seqnet/dense_1/kernel"`` inside a Sequential named ``seqnet``), its
-   layer's name and its own (``"dense_1/kernel"`` in any model), a layer's
-   name (``"dense_1"``: all its weights)
+   layer's name and its own (``"dense_1/kernel"`` in any model; a layer
+   around that one names it too: ``"lstm/recurrent_kernel"`` for the
+   weight of an LSTM's cell), a layer's name (``"dense_1"``: all its
+   weights, those of its sublayers too: ``"block"``)
    or a weight's name (``"embeddings"``, ``"gamma"``: every weight so
    named), in that order of precedence; ``None`` as the prior means a flat
    prior for those weights, an explicit opt-in;
@@ -35,8 +37,13 @@ is): ``fan_in``, the product of the kernel's axes whose letters are in the
 input and not in the output; ``fan_out``, that of the others (as Keras's
 ``EinsumDense`` tells its initializer). A fan given to the prior is kept.
 
-Each prior becomes the weight's regularizer (so it enters ``layer.losses``)
-and, where the layer has the matching ``<weight>_regularizer`` attribute
+Each prior becomes the weight's regularizer (so it enters ``layer.losses``),
+the ``<weight>_prior`` argument of the innermost ``kb.layers`` layer that
+has one (whose ``get_config`` records it; a composite such as
+``ResNetPPBlock``, which passes one prior of each kind to all its
+sublayers, records a prior given to all its weights of that kind, and one
+given to some of them is kept in memory only, with a warning) and,
+where the layer has the matching ``<weight>_regularizer`` attribute
 (``kernel_regularizer``, ``bias_regularizer``, ``embeddings_regularizer``,
 ``gamma_regularizer``, an LSTM cell's ``recurrent_regularizer``, ...), that
 attribute too, so ``get_config`` records it: ``keras.saving`` and
