@@ -1,9 +1,12 @@
 """Tests of keras_bnn.layers: priors as losses, serialisation, weight norm,
 ResNet++ block, FRN/TLU, and bad input."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import keras_bnn as kb
@@ -11,6 +14,7 @@ from keras_bnn import layers, priors
 
 RNG = np.random.default_rng(0)
 _np = keras.ops.convert_to_numpy
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True)  # reproducible
 
 
 def _randomise(model, seed=0):
@@ -182,6 +186,68 @@ def test_weight_norm_initial_effective_weight_has_unit_feature_norms():
     # lecun_normal directions already have norm close to 1 (d = 288).
     norms = np.linalg.norm(_np(layer.direction).reshape(-1, 16), axis=0)
     assert np.all(np.abs(norms - 1.0) < 0.25)
+
+
+def _is_size(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+
+def _is_size_or_pair(value):
+    pair = value if isinstance(value, (tuple, list)) else (value, value)
+    return len(pair) == 2 and all(_is_size(size) for size in pair)
+
+
+#: Good sizes (1..3, also as pairs and NumPy ints), three times as likely as bad ones:
+#: 0, negatives, floats, strings, bools, None, pairs of the wrong length or a bad entry.
+good_sizes = st.one_of(st.integers(1, 3), st.integers(1, 3).map(np.int64),
+                       st.tuples(st.integers(1, 3), st.integers(1, 3)),
+                       st.lists(st.integers(1, 3), min_size=2, max_size=2))
+bad_sizes = st.one_of(
+    st.integers(-2, 0), st.lists(st.integers(0, 3), min_size=1, max_size=3).filter(
+        lambda sizes: not _is_size_or_pair(sizes)),
+    st.sampled_from([2.0, 2.5, "3", "33", True, None, (1.0, 2), (True, 1), (2, 0)]),
+)
+conv_sizes = st.one_of(good_sizes, good_sizes, good_sizes, bad_sizes)
+paddings = st.sampled_from(["valid", "same", "SAME", "Valid"] * 3
+                           + ["full", "causal", "", 1, None])
+
+
+@FUZZ
+@given(kernel_size=conv_sizes, strides=conv_sizes, padding=paddings, dilation_rate=conv_sizes)
+def test_fuzz_weight_norm_conv2d_arguments(kernel_size, strides, padding, dilation_rate):
+    """Every argument is accepted and convolves as keras.layers.Conv2D would, or
+    refused at construction with a ValueError naming one of the bad arguments."""
+    arguments = dict(kernel_size=kernel_size, strides=strides, padding=padding,
+                     dilation_rate=dilation_rate)
+    bad = {name for name in ("kernel_size", "strides", "dilation_rate")
+           if not _is_size_or_pair(arguments[name])}
+    if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
+        bad.add("padding")
+    if not bad and np.max(strides) > 1 and np.max(dilation_rate) > 1:
+        bad.add("dilation_rate")  # the convolution does not take both
+    try:
+        layer = layers.WeightNormConv2D(2, **arguments)
+    except ValueError as error:
+        assert re.fullmatch(r"WeightNormConv2D: `(\w+)` must .+; got .+\.", str(error))
+        assert re.match(r"WeightNormConv2D: `(\w+)`", str(error))[1] in bad, str(error)
+        return
+    assert not bad
+    pairs = {name: tuple(int(size) for size in (value if isinstance(value, (tuple, list))
+                                                 else (value, value)))
+             for name, value in arguments.items() if name != "padding"}
+    assert {name: getattr(layer, name) for name in pairs} == pairs
+    x = np.random.default_rng(0).normal(size=(1, 8, 8, 3)).astype("float32")
+    expected = keras.layers.Conv2D(2, padding=padding, **pairs).compute_output_shape(x.shape)
+    assert tuple(layer(x).shape) == tuple(expected)
+
+
+@pytest.mark.parametrize("shape", [(None, 8), (None, 8, 3), (None, 2, 8, 8, 3)])
+def test_weight_norm_conv2d_refuses_inputs_that_are_not_rank_4_at_build(shape):
+    layer = layers.WeightNormConv2D(2, 3, name="conv")
+    message = re.escape(f"WeightNormConv2D 'conv': `inputs` must be images of shape (batch, "
+                        f"height, width, channels); got shape {shape}.")
+    with pytest.raises(ValueError, match=message):
+        layer.build(shape)
 
 
 # --- ResNet++ block -------------------------------------------------------------

@@ -17,7 +17,7 @@ from keras import ops
 
 from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
-from keras_bnn.validation import check_int
+from keras_bnn.validation import argument_error, check_int
 
 # Lower bound on ‖φ_d‖² so an all-zero direction gives a zero weight, not NaN.
 # It only acts below ‖φ_d‖ = 1e-6, far from the prior's mass near 1.
@@ -167,8 +167,13 @@ class WeightNormConv2D(_WeightNorm):
             :class:`WeightNormDense`, and base layer arguments.
 
     Raises:
-        ValueError: for an unknown prior, or (at build) a prior that does not
-            fit its weight, naming the argument.
+        ValueError: naming the argument, for a ``filters`` that is not an
+            int >= 1, a ``kernel_size``, ``strides`` or ``dilation_rate`` that
+            is not an int >= 1 or a pair of them (``dilation_rate`` 1 when
+            ``strides`` > 1), a ``padding`` other than ``"valid"`` or
+            ``"same"``, or an unknown prior; at build, for
+            inputs that are not of rank 4 (naming the layer and the shape)
+            or a prior that does not fit its weight.
     """
 
     units_argument = "filters"
@@ -183,15 +188,28 @@ class WeightNormConv2D(_WeightNorm):
         **kwargs,
     ):
         super().__init__(filters, **kwargs)
-        self.kernel_size = _pair(kernel_size)
-        self.strides = _pair(strides)
+        owner = type(self).__name__
+        self.kernel_size = _pair(kernel_size, "kernel_size", owner)
+        self.strides = _pair(strides, "strides", owner)
+        if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
+            raise argument_error("padding", "be 'valid' or 'same' (in any case)", padding, owner)
         self.padding = padding.lower()
-        self.dilation_rate = _pair(dilation_rate)
+        self.dilation_rate = _pair(dilation_rate, "dilation_rate", owner)
+        if max(self.strides) > 1 and max(self.dilation_rate) > 1:
+            raise argument_error("dilation_rate", "be 1 when `strides` > 1 (the convolution "
+                                 "does not take both)", dilation_rate, owner)
 
     @property
     def filters(self):
         """Number of output channels."""
         return self.units
+
+    def build(self, input_shape):
+        if len(input_shape) != 4:
+            raise argument_error(
+                "inputs", "be images of shape (batch, height, width, channels)", None,
+                f"{type(self).__name__} {self.name!r}", got=f"shape {tuple(input_shape)}")
+        super().build(input_shape)
 
     def _direction_shape(self, input_shape):
         return (*self.kernel_size, input_shape[-1], self.units)
@@ -218,5 +236,12 @@ class WeightNormConv2D(_WeightNorm):
         return config
 
 
-def _pair(value):
-    return (value, value) if isinstance(value, int) else tuple(int(v) for v in value)
+def _pair(value, name, owner):
+    """``(a, b)`` from an int >= 1 or a pair of them, else the ValueError naming ``name``."""
+    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(pair) == 2:
+        try:
+            return tuple(check_int(size, name, 1) for size in pair)
+        except ValueError:
+            pass  # refused below, with the whole value in the message
+    raise argument_error(name, "be an int >= 1 or a pair of ints >= 1", value, owner)
