@@ -317,6 +317,24 @@ def test_frn_without_tlu_has_no_tau():
     assert [v.name for v in layer.weights] == ["gamma", "beta"]
 
 
+@FUZZ
+@given(shape=st.lists(st.integers(1, 3), min_size=1, max_size=5), use_tlu=st.booleans())
+def test_fuzz_frn_input_rank(shape, use_tlu):
+    """FRN needs a spatial axis: inputs of rank < 3 are refused at build, naming
+    the layer and the shape (there ν² = x² and the output is γ·sign(x) + β)."""
+    x = np.random.default_rng(0).normal(size=shape).astype("float32")
+    layer = layers.FRN(use_tlu=use_tlu, name="frn")
+    if len(shape) < 3:
+        with pytest.raises(ValueError, match=r"FRN 'frn': `inputs` must have rank >= 3.*"
+                           + re.escape(f"got shape {tuple(shape)}.")):
+            layer(x)
+        return
+    nu2 = (x**2).mean(axis=tuple(range(1, len(shape) - 1)), keepdims=True)
+    expected = x / np.sqrt(nu2 + 1e-6)  # γ = 1, β = τ = 0 at initialisation
+    expected = np.maximum(expected, 0.0) if use_tlu else expected
+    np.testing.assert_allclose(_np(layer(x)), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_frn_epsilon():
     with pytest.raises(ValueError, match="epsilon"):
         layers.FRN(epsilon=0.0)

@@ -4,7 +4,7 @@ Singh & Krishnan (2019), used instead of BatchNorm in the cold-posterior
 ResNet-20 (Wenzel et al., 2020): it normalises each example on its own, so it
 adds no minibatch noise and keeps the likelihood a function of the weights.
 Inputs are channels-last ``(N, ..., C)``; the statistics are over the axes
-between batch and channel (H, W for images).
+between batch and channel (H, W for images), so there must be at least one.
 """
 
 import functools
@@ -14,7 +14,7 @@ from keras import ops
 
 from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
-from keras_bnn.validation import check_positive
+from keras_bnn.validation import argument_error, check_positive
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -60,7 +60,10 @@ class FRN(TLU):
 
     Raises:
         ValueError: for a non-positive ``epsilon``, an unknown prior, or (at
-            build) a prior that does not fit its weight, naming the argument.
+            build) a prior that does not fit its weight, naming the argument;
+            at build, for inputs of rank < 3 such as ``(N, C)``, naming the
+            layer and the shape (with no spatial axis ``ν² = x²`` and the
+            output is ``γ·sign(x) + β``).
     """
 
     prior_arguments = {
@@ -75,6 +78,13 @@ class FRN(TLU):
         self.use_tlu = bool(use_tlu)
 
     def build(self, input_shape):
+        if len(input_shape) < 3:
+            raise argument_error(
+                "inputs", "have rank >= 3, (batch, ..., channels) with at least one spatial "
+                "axis: FRN normalises each channel over the spatial axes, and without any "
+                "ν² = x², which makes the output γ·sign(x) + β (the FRN paper's learned-ε "
+                "variant for such inputs is not implemented)", None,
+                f"FRN {self.name!r}", got=f"shape {tuple(input_shape)}")
         channels = (input_shape[-1],)
         self.gamma = self._add_prior_weight("gamma_prior", "gamma", channels, "ones")
         self.beta = self._add_prior_weight("beta_prior", "beta", channels, "zeros")
