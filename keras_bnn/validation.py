@@ -256,6 +256,34 @@ def check_positive_int(value, name, owner=None):
     return number
 
 
+def check_shape(value, name, rank=None, layout="a tuple of ints >= 1", owner=None, *,
+                open_axes=()):
+    """Returns ``tuple(value)`` for the shape of one example (``input_shape``).
+
+    Args:
+        value, name, owner: as in the common signature above.
+        rank: the number of sizes required, or None for any number >= 1.
+        layout: the requirement, for the message: what the shape holds and
+            which sizes may be None (``"(height, width, channels) of ints >= 1"``).
+        open_axes: the axes whose size may be None (left open: images of any
+            height and width before a global pooling).
+
+    Returns:
+        tuple of ints >= 1 (None on ``open_axes``).
+
+    Raises:
+        ValueError: naming ``name`` for anything but a tuple or list of
+            ``rank`` (or at least one) sizes, each an int >= 1 or, on
+            ``open_axes``, None.
+    """
+    sizes = tuple(value) if isinstance(value, (tuple, list)) else ()
+    fixed = [size for axis, size in enumerate(sizes) if size is not None or axis not in open_axes]
+    if (not sizes or (rank is not None and len(sizes) != rank)
+            or any((_as_int(size) or 0) < 1 for size in fixed)):
+        raise argument_error(name, f"be {layout}", value, owner)
+    return tuple(None if size is None else _as_int(size) for size in sizes)
+
+
 def check_seed(value, name="seed", owner=None):
     """Returns a stateless-RNG seed: an int in [0, 2**31 - 1].
 

@@ -1,14 +1,18 @@
 """Tests of the keras_bnn.models builders."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings, strategies as st
 
 from keras_bnn import models, priors
 from keras_bnn.layers import ResNetPPBlock
 
 RNG = np.random.default_rng(0)
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True)  # reproducible
 IMAGES = RNG.normal(size=(4, 32, 32, 3)).astype("float32")
 
 BUILDERS = {
@@ -136,11 +140,114 @@ def test_resnet_pp_structure():
         (lambda: models.cnn((784,), 10), "input_shape"),
         (lambda: models.mlp((3,), 2, kernel_prior="flat"), "kernel_prior"),
         (lambda: models.resnet_pp((32, 32, 3), 10, scale_prior="nope"), "scale_prior"),
+        # The reviewer's cases, once TypeErrors or Keras' shape errors:
+        (lambda: models.mlp(784, 10), "input_shape"),
+        (lambda: models.mlp((784,), 10, hidden=128), "`hidden` must be a list of layer widths"),
+        (lambda: models.resnet_pp((32, 32), 10), "input_shape"),
+        (lambda: models.resnet20_frn((32, 32), 10), "input_shape"),
+        (lambda: models.cnn((3, 3, 1), 10), r"input_shape` must have a height and width >= "
+                                            r"2\^len\(filters\) = 4"),
+        (lambda: models.cnn_lstm(100, sequence_length=6), "`sequence_length` must be >= "
+                                                          "kernel_size - 1 \\+ pool_size = 8"),
     ],
 )
 def test_builder_bad_arguments(build, argument):
     with pytest.raises(ValueError, match=argument):
         build()
+
+
+def _is_size(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+
+def _assert_names(error, builder, argument):
+    """The one message form: "<builder>: `argument` must ...; got ...."."""
+    assert re.fullmatch(rf"{builder}: `{re.escape(argument)}` must .+; got .+\.", str(error),
+                        flags=re.DOTALL), str(error)
+
+
+#: Image shapes of sizes 1..9 (height and width sometimes None), and bad shapes:
+#: an int, a string, None, empty, sizes 0, -1, 2.5, "3", True, or another rank.
+sizes = st.integers(1, 9)
+images = st.tuples(sizes, sizes, st.integers(1, 3))
+shapes = st.one_of(
+    images, images.map(list), st.tuples(sizes | st.none(), sizes | st.none(), st.integers(1, 3)),
+    st.lists(st.one_of(st.integers(-1, 9), st.none(), st.sampled_from([2.5, "3", True])),
+             max_size=4),
+    st.sampled_from([784, "28", None, (784,), (6, 5)]),
+)
+IMAGE_BUILDERS = {
+    "mlp": lambda shape, pools: models.mlp(shape, 3, hidden=(2,)),
+    "cnn": lambda shape, pools: models.cnn(shape, 3, filters=(2,) * pools, kernel_size=3,
+                                           dense=2),
+    "resnet_pp": lambda shape, pools: models.resnet_pp(shape, 3, depth=11, width=1),
+    "resnet20_frn": lambda shape, pools: models.resnet20_frn(shape, 3, depth=8, width=1),
+}
+
+
+@pytest.mark.parametrize("builder", sorted(IMAGE_BUILDERS))
+@settings(FUZZ, max_examples=25)
+@given(shape=shapes, pools=st.integers(0, 2))
+def test_fuzz_builder_input_shape(builder, shape, pools):
+    """A builder takes an ``input_shape`` of its rank with sizes >= 1 (None
+    for the ResNets' height and width; the cnn's poolings need sizes >= 2^pools)
+    and refuses any other with a ValueError naming ``input_shape``."""
+    fixed = isinstance(shape, (tuple, list)) and len(shape) > 0 and all(map(_is_size, shape))
+    if builder == "mlp":
+        usable = fixed
+    elif builder == "cnn":
+        usable = fixed and len(shape) == 3 and min(shape[:2]) >= 2**pools
+    else:
+        usable = (isinstance(shape, (tuple, list)) and len(shape) == 3 and _is_size(shape[2])
+                  and all(size is None or _is_size(size) for size in shape[:2]))
+    try:
+        model = IMAGE_BUILDERS[builder](shape, pools)
+    except ValueError as error:
+        _assert_names(error, builder, "input_shape")
+        assert not usable
+        return
+    assert usable
+    assert model.input_shape == (None, *shape) and model.output_shape == (None, 3)
+
+
+@FUZZ
+@given(sequence_length=st.integers(1, 12), kernel_size=st.integers(1, 6),
+       pool_size=st.integers(1, 6))
+def test_fuzz_cnn_lstm_sequence_length(sequence_length, kernel_size, pool_size):
+    """The convolution leaves L - k + 1 steps and the pooling needs p of them:
+    L < k - 1 + p is refused naming ``sequence_length`` and the minimum."""
+    shortest = kernel_size - 1 + pool_size
+    try:
+        model = models.cnn_lstm(10, sequence_length=sequence_length, embedding_dim=2,
+                                filters=2, kernel_size=kernel_size, pool_size=pool_size,
+                                lstm_units=2)
+    except ValueError as error:
+        _assert_names(error, "cnn_lstm", "sequence_length")
+        assert f"= {shortest} " in str(error)
+        assert sequence_length < shortest
+        return
+    assert sequence_length >= shortest
+    tokens = np.random.default_rng(0).integers(0, 10, size=(2, sequence_length)).astype("int32")
+    assert tuple(model(tokens).shape) == (2, 2)
+
+
+@FUZZ
+@given(hidden=st.one_of(st.lists(st.integers(-1, 3), max_size=3),
+                        st.lists(st.integers(1, 3), max_size=3).map(tuple),
+                        st.integers(-1, 128), st.sampled_from(["8", None, 2.0, True, {4: 4}])))
+def test_fuzz_mlp_hidden(hidden):
+    """``hidden`` is a tuple or list of widths >= 1 (an int such as 128 is refused,
+    naming ``hidden`` and what it must be, not a TypeError)."""
+    try:
+        model = models.mlp((3,), 2, hidden=hidden)
+    except ValueError as error:
+        widths = isinstance(hidden, (tuple, list))
+        _assert_names(error, "mlp", "hidden" + (f"[{[_is_size(w) for w in hidden].index(False)}]"
+                                                if widths else ""))
+        assert not widths or not all(map(_is_size, hidden))
+        return
+    assert isinstance(hidden, (tuple, list)) and all(map(_is_size, hidden))
+    assert [layer.units for layer in model.layers[1:]] == [*hidden, 2]
 
 
 def test_builder_prior_arguments_reach_every_layer():

@@ -4,7 +4,7 @@ import keras
 
 from keras_bnn import layers
 from keras_bnn.models.bayesian_model import BayesianModel
-from keras_bnn.validation import check_int
+from keras_bnn.validation import argument_error, check_int, check_shape
 
 
 def cnn(
@@ -41,18 +41,24 @@ def cnn(
         A :class:`keras_bnn.BayesianModel` that outputs logits.
 
     Raises:
-        ValueError: for a non-positive count or size, an input that is not
-            an image ``(h, w, c)``, or an unknown prior.
+        ValueError: naming the argument, for a non-positive count or size,
+            an ``input_shape`` that is not an image ``(h, w, c)`` or is
+            smaller than ``2^len(filters)`` in height or width (the poolings
+            would leave nothing), or an unknown prior.
     """
     check_int(num_classes, "num_classes", 1, owner="cnn")
-    if len(tuple(input_shape)) != 3:
-        raise ValueError(f"cnn: `input_shape` must be (height, width, channels); got "
-                         f"{input_shape!r}.")
+    input_shape = check_shape(input_shape, "input_shape", 3,
+                              "(height, width, channels) of ints >= 1", "cnn")
     filters = tuple(check_int(f, f"filters[{i}]", 1, owner="cnn") for i, f in enumerate(filters))
+    smallest = 2 ** len(filters)
+    if min(input_shape[:2]) < smallest:
+        raise argument_error(
+            "input_shape", f"have a height and width >= 2^len(filters) = {smallest} (each of "
+            f"the {len(filters)} max-poolings halves them, rounding down)", input_shape, "cnn")
     kernel_size = check_int(kernel_size, "kernel_size", 1, owner="cnn")
     dense = check_int(dense, "dense", 1, owner="cnn")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
-    inputs = keras.Input(shape=tuple(input_shape), name="inputs")
+    inputs = keras.Input(shape=input_shape, name="inputs")
     x = inputs
     for i, channels in enumerate(filters):
         x = layers.Conv2D(channels, kernel_size, padding="same", activation=activation,

@@ -4,7 +4,7 @@ import keras
 
 from keras_bnn import layers
 from keras_bnn.models.bayesian_model import BayesianModel
-from keras_bnn.validation import check_int
+from keras_bnn.validation import argument_error, check_int
 
 
 def cnn_lstm(
@@ -49,7 +49,9 @@ def cnn_lstm(
         ``from_logits=True`` loss.
 
     Raises:
-        ValueError: for a non-positive size argument or an unknown prior.
+        ValueError: naming the argument, for a non-positive size argument, a
+            ``sequence_length`` below ``kernel_size - 1 + pool_size`` (too
+            short for the convolution and the pooling), or an unknown prior.
     """
     sizes = dict(vocab_size=vocab_size, num_classes=num_classes, embedding_dim=embedding_dim,
                  filters=filters, kernel_size=kernel_size, pool_size=pool_size,
@@ -58,6 +60,12 @@ def cnn_lstm(
         sizes["sequence_length"] = sequence_length
     for argument, value in sizes.items():
         check_int(value, argument, 1, owner="cnn_lstm")
+    shortest = kernel_size - 1 + pool_size
+    if sequence_length is not None and sequence_length < shortest:
+        raise argument_error(
+            "sequence_length", f"be >= kernel_size - 1 + pool_size = {shortest} (the "
+            "convolution leaves sequence_length - kernel_size + 1 steps, the pooling needs "
+            "pool_size of them)", sequence_length, "cnn_lstm")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
     inputs = keras.Input(shape=(sequence_length,), dtype="int32", name="tokens")
     x = layers.Embedding(

@@ -10,7 +10,7 @@ import keras
 
 from keras_bnn import layers
 from keras_bnn.models.bayesian_model import BayesianModel
-from keras_bnn.validation import argument_error, check_int
+from keras_bnn.validation import argument_error, check_int, check_shape
 
 _STAGES = 3
 
@@ -30,6 +30,17 @@ def _blocks_per_stage(depth, layers_per_block, num_classes, width, builder):
         raise argument_error("depth", f"be {per_depth}k+2 with k >= 1 ({examples}, ...)", depth,
                              builder)
     return blocks
+
+
+def _image_shape(input_shape, builder):
+    """``input_shape`` as a tuple ``(H, W, C)``; H and W may be None (any size).
+
+    Raises:
+        ValueError: naming ``input_shape`` for anything else.
+    """
+    return check_shape(input_shape, "input_shape", 3, "(height, width, channels), channels "
+                       "last, of ints >= 1 (height and width may be None: any size)", builder,
+                       open_axes=(0, 1))
 
 
 def _stage_blocks(width, blocks):
@@ -83,14 +94,16 @@ def resnet_pp(
         softmax): compile it with a ``from_logits=True`` loss.
 
     Raises:
-        ValueError: for a depth that is not 9k+2, a non-positive
-            ``num_classes``/``width``, or an unknown prior.
+        ValueError: naming the argument, for a depth that is not 9k+2, a
+            non-positive ``num_classes``/``width``, an ``input_shape`` that
+            is not ``(H, W, C)``, or an unknown prior.
     """
     blocks = _blocks_per_stage(depth, 3, num_classes, width, "resnet_pp")
+    input_shape = _image_shape(input_shape, "resnet_pp")
     priors = dict(
         direction_prior=direction_prior, scale_prior=scale_prior, bias_prior=bias_prior
     )
-    inputs = keras.Input(shape=tuple(input_shape), name="images")
+    inputs = keras.Input(shape=input_shape, name="images")
     x = layers.WeightNormConv2D(
         width, 3, padding="same", activation="selu", name="stem", **priors
     )(inputs)
@@ -148,6 +161,7 @@ def resnet20_frn(
         ValueError: as :func:`resnet_pp`, with ``depth = 6k + 2``.
     """
     blocks = _blocks_per_stage(depth, 2, num_classes, width, "resnet20_frn")
+    input_shape = _image_shape(input_shape, "resnet20_frn")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
 
     def conv_frn(x, filters, kernel_size, strides, use_tlu, name):
@@ -162,7 +176,7 @@ def resnet20_frn(
         )(x)
         return layers.FRN(use_tlu=use_tlu, name=f"{name}_frn")(x)
 
-    inputs = keras.Input(shape=tuple(input_shape), name="images")
+    inputs = keras.Input(shape=input_shape, name="images")
     x = conv_frn(inputs, width, 3, 1, True, "stem")
     for prefix, filters, strides in _stage_blocks(width, blocks):
         y = conv_frn(x, filters, 3, strides, True, f"{prefix}_a")
