@@ -851,11 +851,6 @@ def test_a_saved_attention_model_keeps_its_fan_in(tmp_path):
                                float(kb.priors.log_prior(bnn)), rtol=1e-6)
 
 
-def _prior_configs(model):
-    return {v.path: (type(v.regularizer).__name__, v.regularizer.get_config())
-            for v in model.trainable_variables}
-
-
 def _kb_layers_model():
     """kb.layers (a Dense, a weight-normalised Dense, an LSTM) and a plain Dense."""
     keras.utils.set_random_seed(0)
@@ -874,13 +869,13 @@ def test_a_prior_given_to_a_kb_layer_s_weight_survives_saving(tmp_path):
         "d": kb.priors.Laplace(1.0), "wn/scale": kb.priors.Normal(0.0, 2.0),
         "lstm/lstm_cell/recurrent_kernel": kb.priors.Laplace(2.0),  # the LSTM's cell's
         "plain": kb.priors.Normal(0.0, 0.5)})
-    given = _prior_configs(bnn)
+    given = _regularizers(bnn)
     assert given["d/kernel"][0] == given["d/bias"][0] == "Laplace"
     assert given["wn/scale"] == ("Normal", {"mean": 0.0, "stddev": 2.0})
     assert given["lstm/lstm_cell/recurrent_kernel"] == ("Laplace", {"scale": 2.0, "loc": 0.0})
     bnn.save(tmp_path / "model.keras")
     loaded = keras.saving.load_model(tmp_path / "model.keras")
-    assert _prior_configs(loaded) == given
+    assert _regularizers(loaded) == given
     np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
                                float(kb.priors.log_prior(bnn)), rtol=1e-6)
 
@@ -903,12 +898,12 @@ def test_a_block_records_a_prior_given_to_all_its_weights_and_warns_for_some(tmp
         warnings.simplefilter("error")
         whole = kb.bayesian(_block_model(), priors={"blk": normal})
     whole.save(tmp_path / "whole.keras")
-    assert _prior_configs(keras.saving.load_model(tmp_path / "whole.keras")) == \
-        _prior_configs(whole)
+    assert _regularizers(keras.saving.load_model(tmp_path / "whole.keras")) == \
+        _regularizers(whole)
     with pytest.warns(UserWarning, match=r"\['blk/conv1/direction'\] hold in memory only"):
         one = kb.bayesian(_block_model(), priors={"blk/conv1/direction": normal})
     one.save(tmp_path / "one.keras")
-    before, after = _prior_configs(one), _prior_configs(keras.saving.load_model(
+    before, after = _regularizers(one), _regularizers(keras.saving.load_model(
         tmp_path / "one.keras"))
     assert [path for path in before if before[path] != after[path]] == ["blk/conv1/direction"]
 
@@ -917,10 +912,10 @@ def test_an_enclosing_layer_s_name_is_a_priors_key():
     """``"lstm/recurrent_kernel"`` names the weight of the LSTM's cell and
     ``"blk"`` every weight of a block (they used to match no weight)."""
     bnn = kb.bayesian(_block_model(), priors={"blk": kb.priors.Laplace(3.0)})
-    assert {path for path, (name, _) in _prior_configs(bnn).items() if name == "Laplace"} == \
+    assert {path for path, (name, _) in _regularizers(bnn).items() if name == "Laplace"} == \
         {v.path for v in bnn.get_layer("blk").trainable_variables}
     bnn = kb.bayesian(_kb_layers_model(), priors={"lstm/recurrent_kernel": "laplace"})
-    assert {path for path, (name, _) in _prior_configs(bnn).items() if name == "Laplace"} == \
+    assert {path for path, (name, _) in _regularizers(bnn).items() if name == "Laplace"} == \
         {"lstm/lstm_cell/recurrent_kernel"}
 
 
