@@ -260,6 +260,23 @@ def test_load_imdb_under_mock_data(prepared_dir):
     assert tokens.shape == (1, 12)
 
 
+def test_a_cnn_lstm_run_takes_the_loader_s_review_length(prepared_dir, tmp_path):
+    """``keras-bnn train --dataset imdb --model cnn_lstm`` built the model for
+    100 tokens (the builder's default) while the loader pads to 256: every
+    step failed with "expected shape=(None, 100), found shape=(None, 256)"."""
+    from keras_bnn import runs
+
+    config = runs.RunConfig(dataset="imdb", model="cnn_lstm", data_dir=prepared_dir,
+                            output_dir=str(tmp_path / "run"), batch_size=4,
+                            prior="he_normal").validate()
+    with tfds.testing.mock_data(num_examples=NUM_MOCK):
+        train, _, info = runs.load_data(config)
+        x, _ = next(iter(train.as_numpy_iterator()))
+    model = runs.build_model(config, info)
+    assert tuple(model.inputs[0].shape) == (None, info["sequence_length"]) == (None, x.shape[1])
+    assert model(x).shape == (4, 2)
+
+
 def test_load_dispatches_synthetic():
     train, test, info = data.load("synthetic", batch_size=16, num_train=40,
                                   num_test=20, seed=2)

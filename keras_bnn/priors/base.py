@@ -5,10 +5,12 @@ weight tensor w is ``-log p(w)``; subclasses implement :meth:`Prior.log_prob`
 and :meth:`Prior.sample`.
 """
 
+import numbers
+
 import keras
 from keras import ops
 
-from keras_bnn.validation import check_seed
+from keras_bnn.validation import argument_error, check_seed
 
 #: The module every prior class reports (``__module__``): Keras writes it into
 #: serialized configs, and a :class:`keras_bnn.SampleStore` hashes those
@@ -89,6 +91,21 @@ class Prior(keras.regularizers.Regularizer):
                 f"`{argument}`: {type(self).__name__} needs a weight of rank "
                 f">= {self.min_rank}; got a weight of shape {tuple(shape)}."
             )
+
+    def _sample_shape(self, shape):
+        """``shape`` (of :meth:`sample`) as a tuple of sizes >= 1 of a rank this prior takes.
+
+        Raises:
+            ValueError: naming ``shape`` for anything else.
+        """
+        sizes = tuple(shape) if isinstance(shape, (tuple, list)) else None
+        if sizes is None or not all(isinstance(size, numbers.Integral) and not isinstance(
+                size, bool) and size >= 1 for size in sizes):
+            raise argument_error("shape", "be a tuple of ints >= 1", shape,
+                                 f"{type(self).__name__}.sample")
+        sizes = tuple(int(size) for size in sizes)
+        self.validate_shape(sizes, "shape")
+        return sizes
 
     def _seeds(self, seed):
         return seed if isinstance(seed, keras.random.SeedGenerator) else (

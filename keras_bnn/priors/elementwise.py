@@ -113,7 +113,7 @@ class Normal(Prior):
         return ops.subtract(ops.multiply(-0.5, ops.sum(ops.square(z))), const)
 
     def sample(self, shape, seed=None):
-        self.validate_shape(shape, "shape")
+        shape = self._sample_shape(shape)
         sigma = self._stddev_for(shape)
         return keras.random.normal(
             shape, mean=self.mean, stddev=sigma, seed=self._seeds(seed)
@@ -223,6 +223,7 @@ class Laplace(Prior):
 
     def sample(self, shape, seed=None):
         # Inverse CDF: w = μ - b·sign(u)·log(1-2|u|), u ~ U(-½, ½).
+        shape = self._sample_shape(shape)
         u = keras.random.uniform(
             shape, minval=-0.5 + 1e-7, maxval=0.5 - 1e-7, seed=self._seeds(seed)
         )
@@ -277,6 +278,7 @@ class StudentT(Prior):
 
     def sample(self, shape, seed=None):
         # w = μ + s·z / sqrt(χ²_ν/ν), with χ²_ν = 2·Gamma(ν/2, 1).
+        shape = self._sample_shape(shape)
         seeds = self._seeds(seed)
         z = keras.random.normal(shape, seed=seeds)
         g = keras.random.gamma(shape, alpha=0.5 * self.df, seed=seeds)

@@ -151,7 +151,8 @@ def build_model(config, info):
     if config.model != "resnet_pp":
         args.setdefault("kernel_prior", KERNEL_PRIORS[config.prior](config.prior_scale))
     try:
-        if config.model == "cnn_lstm":
+        if config.model == "cnn_lstm":  # as long as the loader's reviews
+            args.setdefault("sequence_length", info["sequence_length"])
             return builder(vocab_size=info["vocab_size"], num_classes=units, **args)
         return builder(info["input_shape"], units, **args)
     except (TypeError, KeyError) as error:  # a bad value deep in the builder
