@@ -412,7 +412,8 @@ def test_with_fans_copies_only_where_the_scale_changes():
 
 
 @pytest.mark.parametrize("call, says", [
-    (lambda: priors.HeStudentT().sample((3,), seed=0), "`shape`: HeStudentT needs a weight of rank"),
+    (lambda: priors.HeStudentT().sample((3,), seed=0),
+     "`shape`: HeStudentT needs a weight of rank"),
     (lambda: priors.Normal().sample(3, seed=0), "`shape` must be a tuple of ints >= 1; got 3"),
     (lambda: priors.HeNormal().sample((0, 3), seed=0), "`shape` must be a tuple of ints >= 1"),
     (lambda: priors.UnitNormDirection().sample((0, 3)), "`shape` must be a tuple of ints >= 1"),
