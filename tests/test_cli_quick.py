@@ -47,6 +47,10 @@ BAD = [
     (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x60.npy", "--y",
       "{tmp}/y70.npy"], "got 60 rows in `--x` and 70 in `--y`"),
     (["sweep-temperature", "--temperatures", "0"], "`--temperatures` must be positive"),
+    (["sweep", "--param", "temperature", "--values", "0.4,0.40000001"],
+     "`--values` must be distinct to 6 significant digits"),
+    (["sweep", "--param", "temperature", "--values", "1", "--seeds", "0,1,0"],
+     "`--seeds` must be distinct seeds (each seed's run goes to `seed=<seed>`); got [0, 1, 0]"),
     # Found by trying the CLI as a user (these named no flag, or an internal name):
     (["train", "--step-size", "abc"], "argument --step-size: must be a number > 0 or 'auto'"),
     (["train", "--burn-in-epochs", "nan"], "argument --burn-in-epochs: must be an int >= 0"),

@@ -152,3 +152,41 @@ def test_a_second_sweep_into_a_sweep_directory_is_refused(tmp_path):
     os.remove(runs.RunDir(config.output_dir).sweep_table)  # as if stopped before the table
     with pytest.raises(FileExistsError, match="was stopped part-way"):
         runs.sweep_temperature(config, [1.0])
+
+
+@pytest.mark.parametrize("dataset, seed, rows", [("digits", 0, 259), ("synthetic", 3, 50)])
+def test_evaluate_scores_a_sweep_run_on_the_rows_the_sweep_held_out(tmp_path, capsys, dataset,
+                                                                      seed, rows):
+    """`keras-bnn evaluate` on a run of `keras-bnn sweep` scored the test
+    split (digits: 500 rows) and overwrote the run's metrics.json, while
+    sweep.csv holds the scores on the 259 training rows the sweep held out.
+    The run records its split; evaluate rebuilds it (the synthetic task's
+    training set drawn with the sweep's seed, not the run's)."""
+    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), dataset=dataset, seed=seed,
+                            num_train=250, prior="he_normal", **TINY)
+    (row,) = runs.sweep("temperature", [1.0], config=config, seeds=(1,))
+    run = runs.RunDir(config.output_dir).sweep_run("temperature", 1.0, 1)
+    result = runs.evaluate(run.path)
+    assert len(result["test_labels"]) == rows
+    assert result["ensemble"]["nll"] == pytest.approx(row["ensemble_nll"])
+    assert run.read_json(run.validation_split) == {
+        "validation_split": 0.2, "data_seed": seed, "num_validation": rows}
+    assert cli.main(["evaluate", "--run-dir", run.path]) == 0
+    assert run.read_json(run.metrics)["ensemble"]["nll"] == pytest.approx(row["ensemble_nll"])
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("values, seeds, match", [
+    ([1, 1], (0,), r"`values` must be distinct .* got 1.0 and 1.0, both `temperature=1`"),
+    ([0.4, 0.40000001], (0,), r"got 0.4 and 0.40000001, both `temperature=0.4`"),
+    ([1], (0, 2, 0), r"`seeds` must be distinct seeds .* got \[0, 2, 0\]"),
+])
+def test_values_or_seeds_that_share_a_run_directory_are_refused_before_training(
+        tmp_path, values, seeds, match):
+    """`--values 1,1` (or 0.4,0.40000001, both spelled 0.4) and `--seeds 0,0`
+    trained the first run, then stopped at the second, whose directory the
+    first had taken ("stopped part-way"), and wrote no sweep.csv."""
+    config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), **TINY)
+    with pytest.raises(ValueError, match=match):
+        runs.sweep("temperature", values, config=config, seeds=seeds)
+    assert not os.path.exists(tmp_path / "sweep")

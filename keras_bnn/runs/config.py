@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from keras_bnn.datasets.bundled import BUNDLED
-from keras_bnn.runs.rundir import RunDir
+from keras_bnn.runs.rundir import RunDir, sweep_value
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
                                   check_seed)
 
@@ -475,8 +475,10 @@ def check_sweep(param, values, seeds, validation_split, names=("values", "seeds"
 
     Args:
         param: one of :data:`SWEEP_PARAMS`.
-        values: positive, finite values of ``param``.
-        seeds: at least one integer seed.
+        values: positive, finite values of ``param``, each with a run directory
+            of its own (:func:`keras_bnn.runs.rundir.sweep_value`: distinct to 6
+            significant digits).
+        seeds: at least one integer seed, none twice.
         validation_split: a fraction in (0, 1), or None.
         names: how errors name ``values`` and ``seeds`` (the command line's
             flags, e.g. ``("--temperatures", "--seed")``).
@@ -491,9 +493,19 @@ def check_sweep(param, values, seeds, validation_split, names=("values", "seeds"
     values = [float(v) for v in values]
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
         raise ValueError(f"`{names[0]}` must be positive numbers; got {values!r}.")
+    spelled = [sweep_value(v) for v in values]
+    for i, name in enumerate(spelled):
+        if name in spelled[:i]:
+            raise ValueError(f"`{names[0]}` must be distinct to 6 significant digits (each "
+                             f"value's runs go to `{param}=<value>`); got "
+                             f"{values[spelled.index(name)]!r} and {values[i]!r}, both "
+                             f"`{param}={name}`.")
     seeds = [check_seed(seed, names[1]) for seed in seeds]
     if not seeds:
         raise ValueError(f"`{names[1]}` must hold at least one seed.")
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"`{names[1]}` must be distinct seeds (each seed's run goes to "
+                         f"`seed=<seed>`); got {seeds!r}.")
     if validation_split is not None and not 0 < validation_split < 1:
         raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
                          f"got {validation_split!r}.")

@@ -6,6 +6,7 @@ A run directory is resolved once (:func:`load_chains` →
 """
 
 import errno
+import os
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from keras_bnn import metrics as metrics_lib
 from keras_bnn import plots
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.runs.build import load_data
-from keras_bnn.runs.config import read_config
+from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, stores_of
 
 def load_run(run_dir):
@@ -113,8 +114,10 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             metrics are drawn as a horizontal line in the metric-vs-samples
             plot, and the ensembles' per-example NLLs are compared
             (``nll_vs_baseline``).
-        data: ``(train_ds, test_ds, info)`` to evaluate on instead of the
-            test split of ``config.dataset`` (needed for runs on arrays).
+        data: ``(train_ds, test_ds, info)`` to evaluate on (needed for runs
+            on arrays); None: the test split of ``config.dataset`` or, for
+            a sweep's run on a validation split, the held-out rows the
+            sweep scored it on (:func:`keras_bnn.runs.sweeps.split_data`).
 
     Returns:
         dict with ``likelihood``, ``single_sample`` (the last sample of the
@@ -136,7 +139,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
-    _, test_ds, _ = data or load_data(config)
+    _, test_ds, _ = data or _scored_data(run, config)
     labels = data_lib.dataset_labels(test_ds)
     # The store is read once, by from_store: the members' predictions and
     # the weight-space diagnostics both come from the ensemble.
@@ -179,6 +182,32 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     run.write_json(run.metrics, result)
     result["nll_per_example"], result["test_labels"] = per_example, labels
     return result
+
+
+def _scored_data(run, config):
+    """The data :func:`evaluate` scores a run on when it is given none.
+
+    The test split of ``config.dataset``, except for a run of
+    :func:`keras_bnn.runs.sweep` on a validation split of a dataset's
+    training set (its :attr:`RunDir.validation_split` file records the
+    split): that split, rebuilt by :func:`keras_bnn.runs.sweeps.split_data`,
+    whose held-out rows the sweep scored the run on (``sweep.csv``).
+
+    Args:
+        run: the run's :class:`RunDir`.
+        config: its :class:`keras_bnn.runs.RunConfig`.
+
+    Returns:
+        ``(train_ds, test_ds, info)``.
+
+    Raises:
+        ValueError: for a run on in-memory arrays (:func:`load_data`).
+    """
+    if config.dataset == ARRAYS or not os.path.exists(run.validation_split):
+        return load_data(config)
+    from keras_bnn.runs.sweeps import split_data  # noqa: PLC0415 - sweeps imports this module
+
+    return split_data(config, run.read_json(run.validation_split))
 
 
 def _check_baseline(baseline, likelihood, labels, run_dir):

@@ -12,13 +12,15 @@ A run directory (:class:`RunDir`) holds::
     collection.json
     prior_selection.json        prior="auto": the candidates' validation NLL and the choice
     prior-selection/<prior>-<scale>/   one run per candidate (on the training part)
+    validation_split.json       a sweep's run on a validation split: the split it was scored on
     metrics.json, reliability.png, metric_vs_samples.png   after evaluation
 
 A multi-chain run holds ``config.json`` and one such directory per chain,
 ``chain-0 … chain-{K-1}``; a sweep holds ``<param>=<value>/seed=<seed>/``
-runs, ``sweep.csv`` and ``sweep.png``. :func:`stores_of` turns a run
-directory, a store or a list of these into the checked stores, one per
-chain (:class:`Chains`), for :meth:`keras_bnn.PosteriorEnsemble.from_store`,
+runs (:func:`sweep_value` spells the value), ``sweep.csv`` and
+``sweep.png``. :func:`stores_of` turns a run directory, a store or a list
+of these into the checked stores, one per chain (:class:`Chains`), for
+:meth:`keras_bnn.PosteriorEnsemble.from_store`,
 :func:`keras_bnn.diagnostics.to_inference_data` and ``keras-bnn evaluate``.
 """
 
@@ -31,6 +33,12 @@ from keras_bnn.durable import atomic_write
 
 _CHAIN = "chain-{}"
 _CHAIN_RE = re.compile(r"^chain-(\d+)$")
+
+
+def sweep_value(value):
+    """How a sweep's run directory spells a value: ``f"{value:g}"`` (6
+    significant digits; two values spelled alike would share a directory)."""
+    return f"{value:g}"
 
 
 def _sample_store():
@@ -161,7 +169,14 @@ class RunDir:
         Returns:
             A :class:`RunDir` ``<param>=<value>/seed=<seed>``.
         """
-        return RunDir(os.path.join(self.path, f"{param}={value:g}", f"seed={seed}"))
+        return RunDir(os.path.join(self.path, f"{param}={sweep_value(value)}", f"seed={seed}"))
+
+    @property
+    def validation_split(self):
+        """Path of ``validation_split.json``: in a sweep's run on a validation
+        split, that split (:func:`keras_bnn.runs.sweeps.split_data`), which
+        :func:`keras_bnn.runs.evaluate` scores instead of the test split."""
+        return self._file("validation_split.json")
 
     @property
     def prior_selection(self):

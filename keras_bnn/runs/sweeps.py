@@ -23,18 +23,52 @@ from keras_bnn.runs.selection import validation_arrays
 from keras_bnn.runs.training import train
 
 
-def _sweep_arrays(config, x, y):
-    """Training arrays of a sweep: ``(x, y)`` given, or the dataset's training split."""
+def _sweep_arrays(config, x, y, data_seed):
+    """Training arrays of a sweep: ``(x, y)`` given, or the dataset's training
+    split (the synthetic task's drawn with ``data_seed``)."""
     if x is not None:
         return x, y
     if config.dataset in data_lib.BUNDLED:
         return data_lib.bundled_arrays(config.dataset)[0]
     if config.dataset == "synthetic":
-        return data_lib.synthetic_teacher(config.num_train, 1, seed=config.seed)[0]
+        return data_lib.synthetic_teacher(config.num_train, 1, seed=data_seed)[0]
     raise ValueError(
         f"sweep with a validation split needs arrays: pass x and y, or a bundled or "
         f"synthetic dataset (got dataset {config.dataset!r}); for a tensorflow-datasets "
         "dataset pass validation_split=None to evaluate on its test split.")
+
+
+def split_data(config, split, x=None, y=None):
+    """The data of one run of a sweep on a validation split.
+
+    :func:`keras_bnn.runs.validation_arrays` of the sweep's training arrays
+    (``x, y``, or the training split of ``config.dataset``): the run trains
+    on the first part, batches shuffled with ``config.seed``, and is scored
+    on the held-out part. :func:`sweep` records ``split`` in each run's
+    ``validation_split.json`` (:attr:`keras_bnn.runs.RunDir.validation_split`),
+    from which :func:`keras_bnn.runs.evaluate` rebuilds the same held-out rows.
+
+    Args:
+        config: the run's :class:`RunConfig`.
+        split: ``{"validation_split": fraction held out, "data_seed": the
+            sweep's seed, which draws the synthetic task}`` (other keys are
+            ignored).
+        x, y: the sweep's training arrays, or None.
+
+    Returns:
+        ``(train_ds, held_out_ds, info)``, as :func:`keras_bnn.runs.arrays_data`.
+
+    Raises:
+        ValueError: without arrays for a dataset not held in memory (a
+            tensorflow-datasets dataset).
+    """
+    arrays = validation_arrays(*_sweep_arrays(config, x, y, split["data_seed"]),
+                               split["validation_split"])
+    likelihood = config.likelihood
+    if likelihood is None and config.dataset != ARRAYS:
+        likelihood = likelihood_of(config, load_info(config))
+    return arrays_data(arrays[0], arrays[1], config.batch_size, config.seed, likelihood,
+                       arrays[2], arrays[3])
 
 
 def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
@@ -45,8 +79,10 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     optimistic test score, so by default each run trains on a fraction
     ``1 − validation_split`` of the training data and is evaluated on the
     rest (a fixed split: the last ``round(n·validation_split)`` examples of
-    a permutation drawn with seed 0). Writes ``<output_dir>/<param>=<value>/
-    seed=<seed>/`` runs, ``sweep.csv`` (one row per run) and ``sweep.png``
+    a permutation drawn with seed 0; :func:`split_data`). Writes
+    ``<output_dir>/<param>=<value>/seed=<seed>/`` runs (each records its
+    split, so that :func:`keras_bnn.runs.evaluate` scores it on the same
+    held-out rows), ``sweep.csv`` (one row per run) and ``sweep.png``
     (ensemble and single-sample metrics against the value, mean ± standard
     deviation over the seeds).
 
@@ -74,7 +110,8 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
 
     Raises:
         ValueError: for an unknown ``param``, empty or non-positive values,
-            no seeds, both arrays and ``dataset``, ``x`` and ``y`` of
+            values that share a run directory, no seeds or a seed twice
+            (:func:`keras_bnn.runs.check_sweep`), both arrays and ``dataset``, ``x`` and ``y`` of
             different lengths (:func:`keras_bnn.runs.check_arrays`), a
             validation split outside (0, 1), or when no run collected a sample.
         FileExistsError: if ``config.output_dir`` holds a sweep, or one of
@@ -94,9 +131,9 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     if param == "prior_scale" and config.prior == "auto":
         raise ValueError("a prior_scale sweep varies the scale of one prior: set `prior` in "
                          "`config` (he_normal, glorot_normal or student_t), not 'auto'.")
-    arrays = None
+    split = None
     if validation_split is not None:
-        arrays = validation_arrays(*_sweep_arrays(config, x, y), validation_split)
+        split = {"validation_split": validation_split, "data_seed": config.seed}
     elif x is not None:
         raise ValueError("a sweep on arrays needs a `validation_split` in (0, 1).")
     root = RunDir(config.output_dir)
@@ -106,19 +143,17 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     rows = []
     for value in values:
         for seed in seeds:
+            run_dir = root.sweep_run(param, value, seed)
             run = dataclasses.replace(config, seed=seed, **{param: value},
-                                      output_dir=root.sweep_run(param, value, seed).path)
-            data = None
-            if arrays is not None:
-                likelihood = config.likelihood
-                if likelihood is None and config.dataset != ARRAYS:
-                    likelihood = likelihood_of(config, load_info(config))
-                data = arrays_data(arrays[0], arrays[1], config.batch_size, seed,
-                                   likelihood, arrays[2], arrays[3])
+                                      output_dir=run_dir.path)
+            data = None if split is None else split_data(run, split, x, y)
             if os.path.exists(run.output_dir):  # a sweep stopped part-way
                 raise FileExistsError(f"the sweep's run {run.output_dir!r} exists already (a "
                                       "sweep into this directory was stopped part-way): "
                                       "choose a new `output_dir`.")
+            if split is not None:  # what keras_bnn.runs.evaluate scores this run on
+                run_dir.write_json(run_dir.validation_split,
+                                   dict(split, num_validation=data[2]["num_test"]))
             train(run, verbose=verbose, data=data)
             row = {param: value, "seed": seed, "num_samples": 0}
             result = evaluate_sampled(run.output_dir, data=data)
