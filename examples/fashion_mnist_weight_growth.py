@@ -8,7 +8,8 @@ epoch's steps (T at equilibrium: integration by parts) and, for each
 kernel, the median ``|w|``. A variable whose temperature climbs slowly
 while its weights grow steadily is still diffusing out of its
 initialisation towards the prior's scale (Student-t(3, s) has median
-``|w| = 0.765·s``); the README's "Fashion-MNIST" section has the numbers.
+``|w| = 0.765·s``); docs/fashion-mnist.md ("Why the Student-t chain is not
+at equilibrium") has the numbers.
 
 The temperatures are :attr:`keras_bnn.callbacks.CollectSamples.variable_temperatures`
 (running sums kept by the update, read twice an epoch); the chain's samples

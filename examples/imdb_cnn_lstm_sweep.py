@@ -14,18 +14,29 @@ import argparse
 
 from keras_bnn import runs
 
+#: Epochs before the first cycle, and the length of a cyclical step-size
+#: cycle, whose last step gives a sample: a run needs both.
+BURN_IN_EPOCHS = 20
+CYCLE_EPOCHS = 20
+MIN_EPOCHS = BURN_IN_EPOCHS + CYCLE_EPOCHS
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--out", default="runs/imdb_sweep")
     parser.add_argument("--temperatures", default="0.001,0.01,0.1,0.3,1")
-    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=100,
+                        help=f"epochs of each run, at least {MIN_EPOCHS}: {BURN_IN_EPOCHS} of "
+                             f"burn-in, then one sample per {CYCLE_EPOCHS}-epoch cycle")
     args = parser.parse_args(argv)
+    if args.epochs < MIN_EPOCHS:
+        parser.error(f"--epochs must be at least {MIN_EPOCHS} ({BURN_IN_EPOCHS} epochs of "
+                     f"burn-in and one {CYCLE_EPOCHS}-epoch cycle); got {args.epochs}")
     config = runs.RunConfig(
         dataset="imdb", data_dir=args.data_dir, model="cnn_lstm", sampler="sghmc",
-        step_size=1e-4, epochs=args.epochs, batch_size=32, cycle_epochs=20,
-        burn_in_epochs=20, output_dir=args.out).validate()
+        step_size=1e-4, epochs=args.epochs, batch_size=32, cycle_epochs=CYCLE_EPOCHS,
+        burn_in_epochs=BURN_IN_EPOCHS, output_dir=args.out).validate()
     temperatures = [float(t) for t in args.temperatures.split(",")]
     for row in runs.sweep_temperature(config, temperatures, verbose=2):
         print(row)

@@ -64,6 +64,31 @@ def test_the_fashion_mnist_scripts_name_a_bad_flag_before_training(tmp_path, cap
     assert not (tmp_path / "none").exists()
 
 
+@pytest.mark.parametrize("stem, argv, says", [
+    ("imdb_cnn_lstm_sweep", ["--data-dir", "{tmp}/tfds", "--epochs", "39"],
+     "--epochs must be at least 40 (20 epochs of burn-in and one 20-epoch cycle); got 39"),
+    ("synthetic_temperature_sweep", ["--out", "{tmp}/new", "--epochs", "119"],
+     "--epochs must be at least 120 (the warm-up, the second noise measurement and the "
+     "equilibrium test come before the first sample); got 119"),
+    ("synthetic_temperature_sweep", ["--out", "{tmp}/used", "--temperatures", "1"],
+     "error: the sweep's run"),
+])
+def test_the_sweep_scripts_name_a_too_short_run_or_a_used_out_in_one_line(tmp_path, capsys,
+                                                                         stem, argv, says):
+    """Found by a reviewer: `--epochs 1` or `21` of the IMDB sweep ended in a
+    traceback naming `burn_in_epochs` and `cycle_epochs`, which the script
+    does not take; the synthetic sweep trained `--epochs 30` or `80`, then
+    ended in a traceback (no run collected a sample), and a second try into
+    the same --out in another."""
+    os.makedirs(kb.runs.RunDir(tmp_path / "used").sweep_run("temperature", 1.0, 0).path)
+    module = _load(next(p for p in EXAMPLES if p.stem == stem))
+    with pytest.raises(SystemExit) as exit_info:
+        module.main([a.format(tmp=tmp_path) for a in argv])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and says in err and "Traceback" not in err
+    assert not (tmp_path / "new").exists()
+
+
 def test_there_are_six_examples():
     assert {p.stem for p in EXAMPLES} == {
         "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_fit",
