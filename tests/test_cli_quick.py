@@ -152,8 +152,8 @@ def test_train_help_shows_the_defaults(capsys):
 
 
 @pytest.mark.parametrize("config, says", [
-    ({"model_args": {"hidden": None}}, "model 'mlp' cannot be built from `model_args` "
-                                       "{'hidden': None}"),
+    ({"model_args": {"hidden": None}}, "mlp: `hidden` must be a list of layer widths, "
+                                       "e.g. [100, 100]; got None"),
     ({"model_args": {"hidden": [8, "wide"]}}, "mlp: `hidden[1]` must be an int >= 1"),
 ])
 def test_bad_model_args_are_named(tmp_path, capsys, config, says):
