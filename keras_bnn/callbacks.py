@@ -7,7 +7,7 @@ import keras
 from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
-from keras_bnn.ensemble import check_ensemble_model
+from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import argument_error, check_fraction, check_int, check_positive
 
@@ -76,7 +76,7 @@ class WarmupSampleWarning(UserWarning):
 
 class NoEnsembleWarning(UserWarning):
     """The model being sampled is one :class:`keras_bnn.PosteriorEnsemble` refuses
-    (:func:`keras_bnn.ensemble.check_ensemble_model`): its samples are stored, but
+    (:func:`keras_bnn.member_model.check_ensemble_model`): its samples are stored, but
     only the store can be read (``store[i].weights``)."""
 
 
@@ -134,7 +134,7 @@ class CollectSamples(keras.callbacks.Callback):
 
     When ``fit`` starts, a model that :class:`keras_bnn.PosteriorEnsemble`
     will refuse (several inputs or outputs, a variable-length input: the
-    rules of :func:`keras_bnn.ensemble.check_ensemble_model`) gets a
+    rules of :func:`keras_bnn.member_model.check_ensemble_model`) gets a
     :class:`NoEnsembleWarning` with the ensemble's reason, before any epoch
     is trained. It is not an error: the samples are stored all the same,
     and ``store[i].weights`` with ``store.build_model()`` serve a model the

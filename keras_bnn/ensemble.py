@@ -23,9 +23,9 @@ see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 This module runs under any Keras backend (``keras.ops``; no TensorFlow
 import of its own). ``predict``, ``predict_uncertainty`` and ``predict_members`` each run
 one graph per ensemble for any batch size (:func:`keras_bnn.backend.predict_graph`:
-traced once, never retraced). :func:`check_ensemble_model` holds the rules a
-member model must meet; :class:`keras_bnn.callbacks.CollectSamples` checks
-them when ``fit`` starts. Serving: :meth:`PosteriorEnsemble.export` delegates to
+traced once, never retraced). :func:`keras_bnn.member_model.check_ensemble_model`
+holds the rules a member model must meet (:class:`keras_bnn.callbacks.CollectSamples`
+checks them when ``fit`` starts). Serving: :meth:`PosteriorEnsemble.export` delegates to
 :mod:`keras_bnn.export` (TensorFlow backend), which writes a TensorFlow
 Serving version directory whose ``serving_default`` outputs are
 :meth:`PosteriorEnsemble.predictive_summary` (named as in
@@ -46,11 +46,12 @@ from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
 from keras_bnn.likelihoods import LIKELIHOODS
+from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
 from keras_bnn.validation import argument_error, check_choice, check_example_shape, check_int
 
-__all__ = ["PosteriorEnsemble", "check_ensemble_model", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
+__all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
 
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
@@ -71,61 +72,6 @@ def _is_empty_batch(x):
     """True for an array or tensor of 0 examples (not for a dataset)."""
     shape = getattr(x, "shape", None)
     return shape is not None and len(shape) > 0 and shape[0] == 0
-
-
-def check_ensemble_model(model):
-    """Checks that ``model`` can be the member model of a :class:`PosteriorEnsemble`.
-
-    The rules of the ensemble and of its serving signature: a built
-    Functional or Sequential model with weights, one input whose shape is
-    known apart from the batch, one ``[batch, units]`` output. The head's
-    fit to a likelihood is checked by the ensemble (the likelihood is
-    chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
-    rules when ``fit`` starts, so that a run whose samples no ensemble can
-    take says so before it trains.
-
-    Args:
-        model: the member model.
-
-    Returns:
-        ``(input_shape, input_dtype, units)``: one example's shape (no
-        batch axis) and dtype, and the output's units.
-
-    Raises:
-        ValueError: naming the rule ``model`` breaks.
-    """
-    if not isinstance(model, keras.Model):
-        raise ValueError(f"`model` must be a keras.Model; got {type(model).__name__}.")
-    if not model.built or not model.weights:
-        raise ValueError(
-            f"`model` {model.name!r} must be built and have weights (build it by "
-            "calling it on data, or use a Functional/Sequential model)."
-        )
-    inputs = getattr(model, "inputs", None)
-    outputs = getattr(model, "outputs", None)
-    if not inputs or len(inputs) != 1 or not outputs or len(outputs) != 1:
-        counts = (f"it has {len(inputs or ())} input(s) and {len(outputs or ())} output(s)"
-                  if inputs is not None else "a subclassed model has no graph")
-        raise ValueError(
-            f"`model` {model.name!r} must be a Functional or Sequential model with "
-            f"one input and one output (its input shape becomes the serving "
-            f"signature); {counts}. A model of several inputs is not supported: "
-            "concatenate them into one input."
-        )
-    output_shape = tuple(outputs[0].shape)
-    if len(output_shape) != 2 or output_shape[-1] is None:
-        raise ValueError(
-            f"`model` {model.name!r} must output a [batch, units] tensor; its "
-            f"output shape is {output_shape}."
-        )
-    input_shape = tuple(inputs[0].shape[1:])
-    if None in input_shape:
-        raise ValueError(
-            f"`model` {model.name!r} must have a fully known input shape (apart "
-            f"from the batch; it becomes the serving signature); it has "
-            f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
-        )
-    return input_shape, inputs[0].dtype, output_shape[-1]
 
 
 def _stack_weight_sets(model, weight_sets):

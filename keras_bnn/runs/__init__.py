@@ -34,13 +34,13 @@ _EXPORTS = {
     "rundir": ("Chains", "RunDir", "stores_of"),
     "build": ("FULL_BATCH_EPOCH_STEPS", "KERNEL_PRIORS", "arrays_data", "build_model",
               "compile_model", "epoch_data", "likelihood_of", "load_data", "load_info",
-              "steps_per_epoch"),
+              "split_data", "steps_per_epoch", "validation_arrays"),
     "checkpoints": ("BackupError", "RunBackup"),
     "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
                  "run_chains", "train"),
     "evaluation": ("chain_rhat", "evaluate", "evaluate_sampled", "export", "load_chains",
                    "load_run"),
-    "selection": ("resolve_prior", "select_prior", "validation_arrays"),
+    "selection": ("resolve_prior", "select_prior"),
     "sweeps": ("sweep", "sweep_temperature"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

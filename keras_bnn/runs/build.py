@@ -1,6 +1,8 @@
 """A run's parts: its data, its model, and the compiled model.
 
-:func:`load_data` (or :func:`arrays_data` for in-memory arrays) →
+:func:`load_data` (or :func:`arrays_data` for in-memory arrays, and
+:func:`split_data` for a fixed validation split of a training set,
+:func:`validation_arrays`) →
 :func:`build_model` → :func:`compile_model`, whose optimizer is the
 :data:`keras_bnn.samplers.REGISTRY` entry of ``config.sampler`` (a sampler,
 or the SGD/MAP baseline), built once.
@@ -227,3 +229,69 @@ def load_info(config):
         return data_lib.bundled_arrays(config.dataset)[2]
     return {"task": "classification"}
 
+
+def validation_arrays(x, y, fraction):
+    """A fixed split of training arrays: ``(x_train, y_train, x_val, y_val)``.
+
+    The last ``round(n·fraction)`` examples of a permutation drawn with seed 0
+    are held out (the same split for every run, seed and candidate).
+
+    Args:
+        x, y: the training arrays.
+        fraction: held-out share in (0, 1).
+
+    Returns:
+        Tuple of four arrays.
+    """
+    order = np.random.default_rng(0).permutation(len(y))
+    cut = len(order) - int(round(len(order) * fraction))
+    return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
+
+
+def _split_arrays(config, x, y, data_seed):
+    """Training arrays of a sweep: ``(x, y)`` given, or the dataset's training
+    split (the synthetic task's drawn with ``data_seed``)."""
+    if x is not None:
+        return x, y
+    if config.dataset in data_lib.BUNDLED:
+        return data_lib.bundled_arrays(config.dataset)[0]
+    if config.dataset == "synthetic":
+        return data_lib.synthetic_teacher(config.num_train, 1, seed=data_seed)[0]
+    raise ValueError(
+        f"sweep with a validation split needs arrays: pass x and y, or a bundled or "
+        f"synthetic dataset (got dataset {config.dataset!r}); for a tensorflow-datasets "
+        "dataset pass validation_split=None to evaluate on its test split.")
+
+
+def split_data(config, split, x=None, y=None):
+    """The data of one run of a sweep on a validation split.
+
+    :func:`validation_arrays` of the sweep's training arrays
+    (``x, y``, or the training split of ``config.dataset``): the run trains
+    on the first part, batches shuffled with ``config.seed``, and is scored
+    on the held-out part. :func:`keras_bnn.runs.sweep` records ``split`` in
+    each run's ``validation_split.json``
+    (:attr:`keras_bnn.runs.RunDir.validation_split`), from which
+    :func:`keras_bnn.runs.evaluate` rebuilds the same held-out rows.
+
+    Args:
+        config: the run's :class:`RunConfig`.
+        split: ``{"validation_split": fraction held out, "data_seed": the
+            sweep's seed, which draws the synthetic task}`` (other keys are
+            ignored).
+        x, y: the sweep's training arrays, or None.
+
+    Returns:
+        ``(train_ds, held_out_ds, info)``, as :func:`keras_bnn.runs.arrays_data`.
+
+    Raises:
+        ValueError: without arrays for a dataset not held in memory (a
+            tensorflow-datasets dataset).
+    """
+    arrays = validation_arrays(*_split_arrays(config, x, y, split["data_seed"]),
+                               split["validation_split"])
+    likelihood = config.likelihood
+    if likelihood is None and config.dataset != ARRAYS:
+        likelihood = likelihood_of(config, load_info(config))
+    return arrays_data(arrays[0], arrays[1], config.batch_size, config.seed, likelihood,
+                       arrays[2], arrays[3])

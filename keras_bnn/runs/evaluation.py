@@ -15,7 +15,7 @@ from keras_bnn import diagnostics
 from keras_bnn import metrics as metrics_lib
 from keras_bnn import plots
 from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.runs.build import load_data
+from keras_bnn.runs.build import load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, stores_of
 
@@ -117,7 +117,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         data: ``(train_ds, test_ds, info)`` to evaluate on (needed for runs
             on arrays); None: the test split of ``config.dataset`` or, for
             a sweep's run on a validation split, the held-out rows the
-            sweep scored it on (:func:`keras_bnn.runs.sweeps.split_data`).
+            sweep scored it on (:func:`keras_bnn.runs.build.split_data`).
 
     Returns:
         dict with ``likelihood``, ``single_sample`` (the last sample of the
@@ -190,7 +190,7 @@ def _scored_data(run, config):
     The test split of ``config.dataset``, except for a run of
     :func:`keras_bnn.runs.sweep` on a validation split of a dataset's
     training set (its :attr:`RunDir.validation_split` file records the
-    split): that split, rebuilt by :func:`keras_bnn.runs.sweeps.split_data`,
+    split): that split, rebuilt by :func:`keras_bnn.runs.build.split_data`,
     whose held-out rows the sweep scored the run on (``sweep.csv``).
 
     Args:
@@ -205,8 +205,6 @@ def _scored_data(run, config):
     """
     if config.dataset == ARRAYS or not os.path.exists(run.validation_split):
         return load_data(config)
-    from keras_bnn.runs.sweeps import split_data  # noqa: PLC0415 - sweeps imports this module
-
     return split_data(config, run.read_json(run.validation_split))
 
 

@@ -174,7 +174,7 @@ class RunDir:
     @property
     def validation_split(self):
         """Path of ``validation_split.json``: in a sweep's run on a validation
-        split, that split (:func:`keras_bnn.runs.sweeps.split_data`), which
+        split, that split (:func:`keras_bnn.runs.build.split_data`), which
         :func:`keras_bnn.runs.evaluate` scores instead of the test split."""
         return self._file("validation_split.json")
 

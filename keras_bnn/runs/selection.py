@@ -22,31 +22,12 @@ passed in) a run gets :data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its
 import dataclasses
 import shutil
 
-import numpy as np
-
 from keras_bnn import data as data_lib
 from keras_bnn.runs import evaluation, training
-from keras_bnn.runs.build import arrays_data, likelihood_of, load_info, steps_per_epoch
+from keras_bnn.runs.build import (arrays_data, likelihood_of, load_info, steps_per_epoch,
+                                  validation_arrays)
 from keras_bnn.runs.config import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
 from keras_bnn.runs.rundir import RunDir
-
-
-def validation_arrays(x, y, fraction):
-    """A fixed split of training arrays: ``(x_train, y_train, x_val, y_val)``.
-
-    The last ``round(n·fraction)`` examples of a permutation drawn with seed 0
-    are held out (the same split for every run, seed and candidate).
-
-    Args:
-        x, y: the training arrays.
-        fraction: held-out share in (0, 1).
-
-    Returns:
-        Tuple of four arrays.
-    """
-    order = np.random.default_rng(0).permutation(len(y))
-    cut = len(order) - int(round(len(order) * fraction))
-    return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
 
 
 def select_prior(config, verbose=0):

@@ -12,63 +12,13 @@ import io
 import math
 import os
 
-from keras_bnn import data as data_lib
 from keras_bnn import plots
 from keras_bnn.durable import atomic_write
-from keras_bnn.runs.build import arrays_data, likelihood_of, load_info
+from keras_bnn.runs.build import split_data
 from keras_bnn.runs.config import ARRAYS, RunConfig, check_arrays, check_sweep
 from keras_bnn.runs.evaluation import evaluate_sampled
 from keras_bnn.runs.rundir import RunDir
-from keras_bnn.runs.selection import validation_arrays
 from keras_bnn.runs.training import train
-
-
-def _sweep_arrays(config, x, y, data_seed):
-    """Training arrays of a sweep: ``(x, y)`` given, or the dataset's training
-    split (the synthetic task's drawn with ``data_seed``)."""
-    if x is not None:
-        return x, y
-    if config.dataset in data_lib.BUNDLED:
-        return data_lib.bundled_arrays(config.dataset)[0]
-    if config.dataset == "synthetic":
-        return data_lib.synthetic_teacher(config.num_train, 1, seed=data_seed)[0]
-    raise ValueError(
-        f"sweep with a validation split needs arrays: pass x and y, or a bundled or "
-        f"synthetic dataset (got dataset {config.dataset!r}); for a tensorflow-datasets "
-        "dataset pass validation_split=None to evaluate on its test split.")
-
-
-def split_data(config, split, x=None, y=None):
-    """The data of one run of a sweep on a validation split.
-
-    :func:`keras_bnn.runs.validation_arrays` of the sweep's training arrays
-    (``x, y``, or the training split of ``config.dataset``): the run trains
-    on the first part, batches shuffled with ``config.seed``, and is scored
-    on the held-out part. :func:`sweep` records ``split`` in each run's
-    ``validation_split.json`` (:attr:`keras_bnn.runs.RunDir.validation_split`),
-    from which :func:`keras_bnn.runs.evaluate` rebuilds the same held-out rows.
-
-    Args:
-        config: the run's :class:`RunConfig`.
-        split: ``{"validation_split": fraction held out, "data_seed": the
-            sweep's seed, which draws the synthetic task}`` (other keys are
-            ignored).
-        x, y: the sweep's training arrays, or None.
-
-    Returns:
-        ``(train_ds, held_out_ds, info)``, as :func:`keras_bnn.runs.arrays_data`.
-
-    Raises:
-        ValueError: without arrays for a dataset not held in memory (a
-            tensorflow-datasets dataset).
-    """
-    arrays = validation_arrays(*_sweep_arrays(config, x, y, split["data_seed"]),
-                               split["validation_split"])
-    likelihood = config.likelihood
-    if likelihood is None and config.dataset != ARRAYS:
-        likelihood = likelihood_of(config, load_info(config))
-    return arrays_data(arrays[0], arrays[1], config.batch_size, config.seed, likelihood,
-                       arrays[2], arrays[3])
 
 
 def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),

@@ -1,0 +1,64 @@
+"""The rules a :class:`keras_bnn.PosteriorEnsemble`'s member model follows.
+
+One function, :func:`check_ensemble_model`, used by the ensemble when it is
+built and by :class:`keras_bnn.callbacks.CollectSamples` when ``fit``
+starts (so that a run whose samples no ensemble can take says so before it
+trains). It imports only Keras, so both can import it.
+"""
+
+import keras
+
+
+def check_ensemble_model(model):
+    """Checks that ``model`` can be the member model of a :class:`PosteriorEnsemble`.
+
+    The rules of the ensemble and of its serving signature: a built
+    Functional or Sequential model with weights, one input whose shape is
+    known apart from the batch, one ``[batch, units]`` output. The head's
+    fit to a likelihood is checked by the ensemble (the likelihood is
+    chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
+    rules when ``fit`` starts, so that a run whose samples no ensemble can
+    take says so before it trains.
+
+    Args:
+        model: the member model.
+
+    Returns:
+        ``(input_shape, input_dtype, units)``: one example's shape (no
+        batch axis) and dtype, and the output's units.
+
+    Raises:
+        ValueError: naming the rule ``model`` breaks.
+    """
+    if not isinstance(model, keras.Model):
+        raise ValueError(f"`model` must be a keras.Model; got {type(model).__name__}.")
+    if not model.built or not model.weights:
+        raise ValueError(
+            f"`model` {model.name!r} must be built and have weights (build it by "
+            "calling it on data, or use a Functional/Sequential model)."
+        )
+    inputs = getattr(model, "inputs", None)
+    outputs = getattr(model, "outputs", None)
+    if not inputs or len(inputs) != 1 or not outputs or len(outputs) != 1:
+        counts = (f"it has {len(inputs or ())} input(s) and {len(outputs or ())} output(s)"
+                  if inputs is not None else "a subclassed model has no graph")
+        raise ValueError(
+            f"`model` {model.name!r} must be a Functional or Sequential model with "
+            f"one input and one output (its input shape becomes the serving "
+            f"signature); {counts}. A model of several inputs is not supported: "
+            "concatenate them into one input."
+        )
+    output_shape = tuple(outputs[0].shape)
+    if len(output_shape) != 2 or output_shape[-1] is None:
+        raise ValueError(
+            f"`model` {model.name!r} must output a [batch, units] tensor; its "
+            f"output shape is {output_shape}."
+        )
+    input_shape = tuple(inputs[0].shape[1:])
+    if None in input_shape:
+        raise ValueError(
+            f"`model` {model.name!r} must have a fully known input shape (apart "
+            f"from the batch; it becomes the serving signature); it has "
+            f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
+        )
+    return input_shape, inputs[0].dtype, output_shape[-1]
