@@ -174,6 +174,9 @@ def test_evaluate_scores_a_sweep_run_on_the_rows_the_sweep_held_out(tmp_path, ca
     assert cli.main(["evaluate", "--run-dir", run.path]) == 0
     assert run.read_json(run.metrics)["ensemble"]["nll"] == pytest.approx(row["ensemble_nll"])
     capsys.readouterr()
+    # --resume would go on with the whole training set, not the sweep's part.
+    assert cli.main(["train", "--resume", "--output-dir", run.path, "--verbose", "0"]) == 2
+    assert "is a sweep's run on a validation split" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("values, seeds, match", [

@@ -91,7 +91,8 @@ def train(config, verbose=1, resume=False, data=None):
     Raises:
         FileExistsError: if ``output_dir`` already holds a run and
             ``resume`` is False.
-        ValueError: if ``resume`` is True and the run is complete.
+        ValueError: if ``resume`` is True and the run is complete, or is a
+            sweep's run on a validation split and ``data`` is None.
         keras_bnn.durable.InUseError: if another process trains into
             ``output_dir`` (the message names its pid).
         OSError: if a file cannot be written (a full disk: the message
@@ -113,6 +114,12 @@ def _train(config, verbose, resume, data):
             "directory, or continue one killed chain with --resume and that chain's "
             f"directory as --output-dir (e.g. {chains[0].path}).")
     store = run.store()
+    if resume and data is None and os.path.exists(run.validation_split):
+        raise ValueError(f"--resume: the run in {config.output_dir!r} is a sweep's run on a "
+                         "validation split of the training set (its "
+                         f"{os.path.basename(run.validation_split)}): resumed here it would "
+                         "train on the whole training set; run the sweep again into a new "
+                         "directory.")
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
                          f"({len(store)} samples); nothing to resume.")
