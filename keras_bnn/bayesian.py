@@ -78,8 +78,6 @@ NAMED_DEFAULTS = {
 }
 #: Weight names whose layer attribute is not ``<name>_regularizer``.
 _REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
-#: The priors scaled by a kernel's fans (GlorotNormal is a HeNormal; see module doc).
-_FAN_SCALED = (priors_lib.HeNormal, priors_lib.HeStudentT)
 _UNSET = object()
 
 
@@ -283,7 +281,7 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                 raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
                                  f"{variable.path!r}).") from None
             fans = _einsum_fans(layer, variable)
-            if fans is not None and isinstance(prior, _FAN_SCALED):
+            if fans is not None and hasattr(prior, "with_fans"):  # a fan-scaled prior
                 prior = prior.with_fans(variable.shape, *fans)
         if variable.regularizer is not None and not isinstance(
                 variable.regularizer, priors_lib.Prior) and not (

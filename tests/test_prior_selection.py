@@ -21,11 +21,11 @@ SHORT = dict(epochs=4, burn_in_epochs=1, collect_every=1, batch_size=64, step_si
 def test_validation_split_is_fixed_and_disjoint():
     x = np.arange(50, dtype=np.float32)[:, None]
     y = np.arange(50)
-    x_train, y_train, x_val, y_val = selection.validation_arrays(x, y, 0.2)
+    x_train, y_train, x_val, y_val = runs.validation_arrays(x, y, 0.2)
     assert len(y_val) == 10 and len(y_train) == 40
     assert sorted(np.concatenate([y_train, y_val]).tolist()) == list(range(50))
     assert np.array_equal(x_val[:, 0], y_val)  # rows stay paired
-    assert np.array_equal(selection.validation_arrays(x, y, 0.2)[3], y_val)  # fixed
+    assert np.array_equal(runs.validation_arrays(x, y, 0.2)[3], y_val)  # fixed
 
 
 def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):

@@ -5,12 +5,10 @@ weight tensor w is ``-log p(w)``; subclasses implement :meth:`Prior.log_prob`
 and :meth:`Prior.sample`.
 """
 
-import numbers
-
 import keras
 from keras import ops
 
-from keras_bnn.validation import argument_error, check_seed
+from keras_bnn.validation import check_seed, check_shape
 
 #: The module every prior class reports (``__module__``): Keras writes it into
 #: serialized configs, and a :class:`keras_bnn.SampleStore` hashes those
@@ -98,12 +96,9 @@ class Prior(keras.regularizers.Regularizer):
         Raises:
             ValueError: naming ``shape`` for anything else.
         """
-        sizes = tuple(shape) if isinstance(shape, (tuple, list)) else None
-        if sizes is None or not all(isinstance(size, numbers.Integral) and not isinstance(
-                size, bool) and size >= 1 for size in sizes):
-            raise argument_error("shape", "be a tuple of ints >= 1", shape,
-                                 f"{type(self).__name__}.sample")
-        sizes = tuple(int(size) for size in sizes)
+        scalar = isinstance(shape, (tuple, list)) and not shape  # a scalar weight's ()
+        sizes = () if scalar else check_shape(shape, "shape",
+                                              owner=f"{type(self).__name__}.sample")
         self.validate_shape(sizes, "shape")
         return sizes
 

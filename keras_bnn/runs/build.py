@@ -264,7 +264,7 @@ def _split_arrays(config, x, y, data_seed):
 
 
 def split_data(config, split, x=None, y=None):
-    """The data of one run of a sweep on a validation split.
+    """The data of one run on a validation split (a sweep's run, a prior candidate).
 
     :func:`validation_arrays` of the sweep's training arrays
     (``x, y``, or the training split of ``config.dataset``): the run trains
@@ -290,8 +290,7 @@ def split_data(config, split, x=None, y=None):
     """
     arrays = validation_arrays(*_split_arrays(config, x, y, split["data_seed"]),
                                split["validation_split"])
-    likelihood = config.likelihood
-    if likelihood is None and config.dataset != ARRAYS:
-        likelihood = likelihood_of(config, load_info(config))
+    likelihood = (config.likelihood if config.dataset == ARRAYS
+                  else likelihood_of(config, load_info(config)))
     return arrays_data(arrays[0], arrays[1], config.batch_size, config.seed, likelihood,
                        arrays[2], arrays[3])

@@ -24,8 +24,7 @@ import shutil
 
 from keras_bnn import data as data_lib
 from keras_bnn.runs import evaluation, training
-from keras_bnn.runs.build import (arrays_data, likelihood_of, load_info, steps_per_epoch,
-                                  validation_arrays)
+from keras_bnn.runs.build import split_data, steps_per_epoch
 from keras_bnn.runs.config import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
 from keras_bnn.runs.rundir import RunDir
 
@@ -66,11 +65,10 @@ def select_prior(config, verbose=0):
         ``prior_selection.json``.
     """
     root = RunDir(config.output_dir)
-    x, y = data_lib.bundled_arrays(config.dataset)[0]
-    x_train, y_train, x_val, y_val = validation_arrays(x, y, PRIOR_VALIDATION_SPLIT)
-    data = arrays_data(x_train, y_train, config.batch_size, config.seed,
-                       likelihood_of(config, load_info(config)), x_val, y_val)
-    steps = steps_per_epoch(config, len(y_train))
+    data = split_data(config, {"validation_split": PRIOR_VALIDATION_SPLIT,
+                               "data_seed": config.seed})
+    num_validation = data[2]["num_test"]
+    steps = steps_per_epoch(config, data[2]["num_train"])
     length = dataclasses.replace(config).resolve_length(steps)
     most = f"{length.max_epochs} epochs"
     rows = []
@@ -89,14 +87,14 @@ def select_prior(config, verbose=0):
         else:
             row["validation_nll"] = float(result["ensemble"]["nll"])
         rows.append(row)
-    report = {"validation_split": PRIOR_VALIDATION_SPLIT, "num_validation": int(len(y_val)),
+    report = {"validation_split": PRIOR_VALIDATION_SPLIT, "num_validation": num_validation,
               "candidates": rows}
     scored = [row for row in rows if row["validation_nll"] is not None]
     if scored:
         best = min(scored, key=lambda row: row["validation_nll"])
         report.update(prior=best["prior"], prior_scale=best["prior_scale"],
                       reason=f"lowest validation NLL ({best['validation_nll']:.4f}) of "
-                             f"{len(rows)} candidates on {len(y_val)} held-out training rows")
+                             f"{len(rows)} candidates on {num_validation} held-out training rows")
         if len(scored) < len(rows):
             report["reason"] += (f" ({len(rows) - len(scored)} collected no sample in "
                                  f"{most})")
