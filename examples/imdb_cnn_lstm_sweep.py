@@ -12,7 +12,7 @@ writes one run per temperature, ``sweep.csv`` and the plot ``sweep.png``
 
 import argparse
 
-from keras_bnn import runs
+from keras_bnn import console, runs
 
 #: Epochs before the first cycle, and the length of a cyclical step-size
 #: cycle, whose last step gives a sample: a run needs both.
@@ -38,7 +38,11 @@ def main(argv=None):
         step_size=1e-4, epochs=args.epochs, batch_size=32, cycle_epochs=CYCLE_EPOCHS,
         burn_in_epochs=BURN_IN_EPOCHS, output_dir=args.out).validate()
     temperatures = [float(t) for t in args.temperatures.split(",")]
-    for row in runs.sweep_temperature(config, temperatures, verbose=2):
+    try:
+        rows = runs.sweep_temperature(config, temperatures, verbose=2)
+    except (ValueError, OSError) as error:  # a used --out, IMDB not prepared: one line
+        parser.exit(2, f"{parser.prog}: error: {console.one_line(error)}\n")
+    for row in rows:
         print(row)
 
 

@@ -12,7 +12,7 @@ laptop CPU in a few minutes (no download):
 import argparse
 import math
 
-from keras_bnn import equilibrium, runs
+from keras_bnn import console, equilibrium, runs
 
 
 def min_epochs(config):
@@ -63,7 +63,7 @@ def main(argv=None):
     try:
         rows = runs.sweep_temperature(config.validate(), temperatures, verbose=0)
     except (ValueError, FileExistsError) as error:  # one line, as the keras-bnn command's
-        parser.exit(2, f"{parser.prog}: error: {' '.join(str(error).split())}\n")
+        parser.exit(2, f"{parser.prog}: error: {console.one_line(error)}\n")
     for row in rows:
         print({k: round(v, 4) for k, v in row.items()})
 

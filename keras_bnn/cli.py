@@ -453,7 +453,7 @@ def main(argv=None):
             OverflowError, InUseError) as error:
         # Python's messages for these name the bad value; with one line and
         # no traceback, the type is kept for errors whose text is terse.
-        reason = " ".join(str(error).split()) or type(error).__name__
+        reason = console.one_line(error) or type(error).__name__
         if not isinstance(error, (ValueError, OSError, FloatingPointError, InUseError)):
             reason = f"{type(error).__name__}: {reason}"
         print(f"keras-bnn: error: {reason}", file=sys.stderr)
@@ -464,7 +464,7 @@ def main(argv=None):
             raise
         if error.name is None:  # raised inside the package: installed, but broken
             print(f"keras-bnn: error: {package} is installed but failed to import "
-                  f"({' '.join(str(error).split())}); reinstall it (`pip install "
+                  f"({console.one_line(error)}); reinstall it (`pip install "
                   f"--force-reinstall {package.replace('_', '-')}`).", file=sys.stderr)
             return 2
         print(f"keras-bnn: error: this command needs {package}, which is not "

@@ -6,9 +6,9 @@ tables (:func:`format_table`), a training run's report
 (:func:`print_train_result`), the evaluation's comparison with a baseline
 (:func:`print_vs_baseline`) and R-hat verdict (:func:`print_rhat`), a
 sweep's table (:func:`print_sweep`). :func:`import_keras_quietly` imports
-Keras with TensorFlow's start-up log hidden, and
+Keras with TensorFlow's start-up log hidden,
 :func:`library_warnings_as_lines` prints the package's warnings without
-a source location.
+a source location, and :func:`one_line` an error's message as one line.
 """
 
 import contextlib
@@ -217,6 +217,20 @@ def print_sweep(rows, param, output_dir):
               f"collection.json says why; give more --epochs or --max-epochs): "
               f"{', '.join(unsampled)}")
     print(f"plot: {RunDir(output_dir).sweep_plot}")
+
+
+def one_line(error):
+    """An exception's message as one line: its whitespace runs (line breaks
+    of a long message) become single spaces, for a command's
+    ``error: <message>`` line (the ``keras-bnn`` command and the examples).
+
+    Args:
+        error: the exception.
+
+    Returns:
+        str, empty when the exception has no message.
+    """
+    return " ".join(str(error).split())
 
 
 @contextlib.contextmanager

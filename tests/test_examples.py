@@ -72,6 +72,8 @@ def test_the_fashion_mnist_scripts_name_a_bad_flag_before_training(tmp_path, cap
      "equilibrium test come before the first sample); got 119"),
     ("synthetic_temperature_sweep", ["--out", "{tmp}/used", "--temperatures", "1"],
      "error: the sweep's run"),
+    ("imdb_cnn_lstm_sweep", ["--data-dir", "{tmp}/tfds", "--out", "{tmp}/used",
+                             "--temperatures", "1"], "error: the sweep's run"),
 ])
 def test_the_sweep_scripts_name_a_too_short_run_or_a_used_out_in_one_line(tmp_path, capsys,
                                                                          stem, argv, says):
@@ -79,14 +81,32 @@ def test_the_sweep_scripts_name_a_too_short_run_or_a_used_out_in_one_line(tmp_pa
     traceback naming `burn_in_epochs` and `cycle_epochs`, which the script
     does not take; the synthetic sweep trained `--epochs 30` or `80`, then
     ended in a traceback (no run collected a sample), and a second try into
-    the same --out in another."""
-    os.makedirs(kb.runs.RunDir(tmp_path / "used").sweep_run("temperature", 1.0, 0).path)
+    the same --out in another; the IMDB sweep still did for a used --out
+    until 2026-11-28."""
+    used = kb.runs.RunDir(tmp_path / "used").sweep_run("temperature", 1.0, 0)
+    used.write_json(used.config, {})  # a run that started training
     module = _load(next(p for p in EXAMPLES if p.stem == stem))
     with pytest.raises(SystemExit) as exit_info:
         module.main([a.format(tmp=tmp_path) for a in argv])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and says in err and "Traceback" not in err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_sweep_that_could_not_load_its_data_can_be_run_again(tmp_path, capsys):
+    """Found 2026-11-28: the IMDB sweep without IMDB prepared ended in a
+    traceback, and its second try (the data prepared) was refused: the first
+    had left its run's directory (lock, prior record), which the sweep took
+    for a run stopped part-way. Both tries now say what is missing."""
+    module = _load(next(p for p in EXAMPLES if p.stem == "imdb_cnn_lstm_sweep"))
+    argv = ["--data-dir", str(tmp_path / "tfds"), "--out", str(tmp_path / "out"),
+            "--temperatures", "1"]
+    for _ in range(2):
+        with pytest.raises(SystemExit) as exit_info:
+            module.main(argv)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and "Traceback" not in err
+        assert "error: tensorflow-datasets dataset 'imdb_reviews/plain_text' is not prepared" in err
 
 
 def test_there_are_six_examples():

@@ -133,6 +133,14 @@ class RunDir:
         """True when the run finished (its last file is written)."""
         return os.path.exists(self.kinetic_temperatures)
 
+    @property
+    def started(self):
+        """True once a run trains here: :func:`keras_bnn.runs.train` writes
+        ``config.json`` when its data are loaded and its model is built,
+        before the first step, so a start that failed earlier (data not
+        prepared) leaves no run behind."""
+        return os.path.exists(self.config)
+
     def store(self):
         """The run's :class:`keras_bnn.SampleStore` (created empty if absent)."""
         return _sample_store()(self.samples)

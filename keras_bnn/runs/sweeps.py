@@ -97,7 +97,7 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
             run = dataclasses.replace(config, seed=seed, **{param: value},
                                       output_dir=run_dir.path)
             data = None if split is None else split_data(run, split, x, y)
-            if os.path.exists(run.output_dir):  # a sweep stopped part-way
+            if run_dir.started:  # a sweep stopped part-way
                 raise FileExistsError(f"the sweep's run {run.output_dir!r} exists already (a "
                                       "sweep into this directory was stopped part-way): "
                                       "choose a new `output_dir`.")
