@@ -353,10 +353,11 @@ class PosteriorEnsemble(keras.Model):
         self._check_inputs(x, owner)
         if _is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))
-        if owner not in self._views:
-            view = _FunctionModel(self, function, name=f"{self.name}_{owner}")
-            self._views[owner] = _Untracked(view)
-        return self._views[owner].value.predict(
+        key = (owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
+        if key not in self._views:
+            view = _FunctionModel(self, function, key[1], name=f"{self.name}_{owner}")
+            self._views[key] = _Untracked(view)
+        return self._views[key].value.predict(
             x, batch_size=batch_size, steps=steps, verbose=verbose, callbacks=callbacks)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
@@ -459,14 +460,16 @@ class _FunctionModel(keras.Model):
     (:func:`keras_bnn.backend.predict_graph`): on TensorFlow a graph traced
     here, which Keras' predict loop calls batch by batch without tracing a
     step of its own (``run_eagerly``), so that no later batch size, call or
-    ensemble traces anything again.
+    ensemble traces anything again. ``jit_compile`` (the ensemble's) compiles
+    that graph by XLA, or under JAX Keras' predict step.
     """
 
-    def __init__(self, ensemble, function, **kwargs):
+    def __init__(self, ensemble, function, jit_compile, **kwargs):
         super().__init__(**kwargs)
         self.ensemble = ensemble
         self._function, self.run_eagerly = backend.predict_graph(
-            function, ensemble.member_input_shape, ensemble.member_input_dtype)
+            function, ensemble.member_input_shape, ensemble.member_input_dtype, jit_compile)
+        self.jit_compile = jit_compile and not self.run_eagerly  # JAX: Keras' step compiles
         self.built = True
 
     def call(self, inputs):

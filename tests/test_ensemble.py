@@ -396,3 +396,23 @@ def test_several_ensembles_predict_without_tracing_again(monkeypatch):
     # Each prediction kind is one graph per ensemble, traced when first used
     # for any batch size, so no call traces a tf.function.
     assert CountingDetector.traces == 0
+
+
+def test_compile_jit_compile_reaches_the_prediction_graph():
+    """Found in review (2026-11-28): since the ensemble's predictions run
+    one traced graph (:func:`keras_bnn.backend.predict_graph`), its
+    ``compile(jit_compile=True)`` no longer reached them: Keras' predict step,
+    which took it, is not traced. The graph is XLA-compiled when the
+    ensemble's ``jit_compile`` is, and gives the same predictions (float32:
+    XLA may fuse and reorder the softmax's sums, a few ulps)."""
+    ensemble = tiny_ensemble(3)
+    x = inputs(70)
+    plain = ensemble.predict(x, verbose=0)
+    ensemble.compile(jit_compile=True)
+    compiled = ensemble.predict(x, verbose=0)
+    np.testing.assert_allclose(compiled, plain, rtol=1e-5, atol=1e-6)
+    graphs = {key: view.value._function for key, view in ensemble._views.items()}
+    assert set(graphs) == {("predict", False), ("predict", True)}
+    assert {key: graph.function_def.attr["_XlaMustCompile"].b
+            for key, graph in graphs.items()} == {key: key[1] for key in graphs}
+

@@ -118,3 +118,7 @@ def test_store_written_under_jax_gives_the_same_ensemble(jax_run, likelihood):
     np.testing.assert_array_equal(saved[f"{likelihood}/from_store"],
                                   saved[f"{likelihood}/unroll/predict"])
     assert "needs KERAS_BACKEND=tensorflow" in result[f"export_{likelihood}"]
+    # compile(jit_compile=False) reaches Keras' predict step (a second view).
+    assert result[f"views_{likelihood}"] == [["predict", False, False], ["predict", True, True]]
+    np.testing.assert_allclose(saved[f"{likelihood}/eager"], saved[f"{likelihood}/from_store"],
+                               rtol=RTOL, atol=ATOL)

@@ -172,19 +172,20 @@ def batch_gradients(model):
     return gradients
 
 
-def predict_graph(function, example_shape, dtype):
+def predict_graph(function, example_shape, dtype, jit_compile):
     """``function`` itself: Keras' predict loop compiles its step (``jax.jit``,
-    the variables passed as arguments), once per batch shape; JAX does not warn
-    of compiling again.
+    the variables passed as arguments; the calling model's ``jit_compile``),
+    once per batch shape; JAX does not warn of compiling again.
 
     Args:
         function: a function of one ``[batch, *example_shape]`` array.
-        example_shape, dtype: unused (TensorFlow's graph takes them).
+        example_shape, dtype, jit_compile: unused (TensorFlow's graph takes
+            them; here the model's predict step compiles).
 
     Returns:
         ``(function, run_eagerly)`` with ``run_eagerly`` False.
     """
-    del example_shape, dtype
+    del example_shape, dtype, jit_compile
     return function, False
 
 

@@ -320,7 +320,7 @@ def batch_gradients(model):
     return gradients
 
 
-def predict_graph(function, example_shape, dtype):
+def predict_graph(function, example_shape, dtype, jit_compile):
     """``function`` of a batch as one graph for any batch size, for Keras' predict loop.
 
     ``function`` is traced once, with the batch axis unknown (the concrete
@@ -336,6 +336,8 @@ def predict_graph(function, example_shape, dtype):
         function: a function of one ``[batch, *example_shape]`` tensor.
         example_shape: one example's shape (no batch axis).
         dtype: the examples' dtype.
+        jit_compile: whether the graph is compiled by XLA (the ensemble's
+            ``jit_compile``, as Keras' own predict step would take it).
 
     Returns:
         ``(graph, run_eagerly)``: the traced graph, a callable of such a
@@ -343,7 +345,8 @@ def predict_graph(function, example_shape, dtype):
         (True).
     """
     spec = tf.TensorSpec((None, *example_shape), dtype)
-    return tf.function(function, autograph=False).get_concrete_function(spec), True
+    graph = tf.function(function, autograph=False, jit_compile=bool(jit_compile))
+    return graph.get_concrete_function(spec), True
 
 
 def assign_replicated(variables, values):

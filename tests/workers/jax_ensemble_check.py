@@ -116,6 +116,10 @@ for likelihood, model in models.items():
         store.append(model, chain=0, step=step)
     from_store = ensemble_lib.PosteriorEnsemble.from_store(store, likelihood=likelihood)
     saved[f"{likelihood}/from_store"] = from_store.predict(x, batch_size=4, verbose=0)
+    from_store.compile(jit_compile=False)  # Keras' predict step runs JAX op by op
+    saved[f"{likelihood}/eager"] = from_store.predict(x, batch_size=4, verbose=0)
+    result[f"views_{likelihood}"] = sorted(
+        [owner, jit, view.value.jit_compile] for (owner, jit), view in from_store._views.items())
     try:
         from_store.export(os.path.join(OUT_DIR, "saved_models", likelihood))
         result[f"export_{likelihood}"] = "exported"
