@@ -311,6 +311,21 @@ def test_frn_is_invariant_to_input_scale_per_example():
     np.testing.assert_allclose(_np(layer(scaled)), _np(layer(x)), rtol=1e-4, atol=1e-5)
 
 
+def test_frn_refuses_a_single_spatial_position_and_accepts_unknown_sizes():
+    """Over one position (1x1) ν² = x² and FRN is γ·sign(x) + β: refused at build,
+    naming the layer and the shape. Unknown sizes (None) are built as before."""
+    for shape in [(2, 1, 1, 3), (None, 1, 1, 3), (None, 1, 3)]:
+        with pytest.raises(ValueError, match=r"FRN 'frn': `inputs` must have more than one "
+                           r"spatial position: .*sign.*" + re.escape(f"got shape {shape}.")):
+            layers.FRN(name="frn").build(shape)
+    for shape in [(None, None, None, 3), (None, 1, None, 3), (None, 1, 2, 3)]:
+        layer = layers.FRN(name="frn")
+        layer.build(shape)
+        assert [v.name for v in layer.weights] == ["gamma", "beta", "tau"]
+    x = np.random.default_rng(1).normal(size=(2, 1, 2, 3)).astype("float32")
+    assert _np(layers.FRN()(x)).shape == x.shape
+
+
 def test_frn_without_tlu_has_no_tau():
     layer = layers.FRN(use_tlu=False)
     layer.build((None, 3, 3, 2))
@@ -321,11 +336,13 @@ def test_frn_without_tlu_has_no_tau():
 @given(shape=st.lists(st.integers(1, 3), min_size=1, max_size=5), use_tlu=st.booleans())
 def test_fuzz_frn_input_rank(shape, use_tlu):
     """FRN needs a spatial axis: inputs of rank < 3 are refused at build, naming
-    the layer and the shape (there ν² = x² and the output is γ·sign(x) + β)."""
+    the layer and the shape (there ν² = x² and the output is γ·sign(x) + β), and
+    so are inputs whose spatial axes all have size 1, for the same reason."""
     x = np.random.default_rng(0).normal(size=shape).astype("float32")
     layer = layers.FRN(use_tlu=use_tlu, name="frn")
-    if len(shape) < 3:
-        with pytest.raises(ValueError, match=r"FRN 'frn': `inputs` must have rank >= 3.*"
+    if len(shape) < 3 or set(shape[1:-1]) == {1}:
+        requirement = "have rank >= 3" if len(shape) < 3 else "have more than one spatial"
+        with pytest.raises(ValueError, match=rf"FRN 'frn': `inputs` must {requirement}.*"
                            + re.escape(f"got shape {tuple(shape)}.")):
             layer(x)
         return

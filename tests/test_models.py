@@ -145,6 +145,9 @@ def test_resnet_pp_structure():
         (lambda: models.mlp((784,), 10, hidden=128), "`hidden` must be a list of layer widths"),
         (lambda: models.resnet_pp((32, 32), 10), "input_shape"),
         (lambda: models.resnet20_frn((32, 32), 10), "input_shape"),
+        # Its last stage 1x1, where FRN is a sign function:
+        (lambda: models.resnet20_frn((4, 4, 3), 10), r"resnet20_frn: `input_shape` must have a "
+                                                     r"height or width >= 5: .* here 1x1"),
         (lambda: models.cnn((3, 3, 1), 10), r"input_shape` must have a height and width >= "
                                             r"2\^len\(filters\) = 4"),
         (lambda: models.cnn_lstm(100, sequence_length=6), "`sequence_length` must be >= "
@@ -191,7 +194,8 @@ IMAGE_BUILDERS = {
 def test_fuzz_builder_input_shape(builder, shape, pools):
     """A builder takes an ``input_shape`` of its rank with sizes >= 1 (None
     for the ResNets' height and width; the cnn's poolings need sizes >= 2^pools)
-    and refuses any other with a ValueError naming ``input_shape``."""
+    and refuses any other with a ValueError naming ``input_shape``; resnet20_frn
+    also refuses height and width both <= 4, whose last stage would be 1x1."""
     fixed = isinstance(shape, (tuple, list)) and len(shape) > 0 and all(map(_is_size, shape))
     if builder == "mlp":
         usable = fixed
@@ -200,6 +204,8 @@ def test_fuzz_builder_input_shape(builder, shape, pools):
     else:
         usable = (isinstance(shape, (tuple, list)) and len(shape) == 3 and _is_size(shape[2])
                   and all(size is None or _is_size(size) for size in shape[:2]))
+        if builder == "resnet20_frn":  # a last stage (1/4 of the size) of 1x1 is refused
+            usable = usable and (None in shape[:2] or max(shape[:2]) > 4)
     try:
         model = IMAGE_BUILDERS[builder](shape, pools)
     except ValueError as error:

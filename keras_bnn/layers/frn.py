@@ -4,7 +4,8 @@ Singh & Krishnan (2019), used instead of BatchNorm in the cold-posterior
 ResNet-20 (Wenzel et al., 2020): it normalises each example on its own, so it
 adds no minibatch noise and keeps the likelihood a function of the weights.
 Inputs are channels-last ``(N, ..., C)``; the statistics are over the axes
-between batch and channel (H, W for images), so there must be at least one.
+between batch and channel (H, W for images), so there must be at least one,
+with more than one position (over a single one the output is a sign function).
 """
 
 import functools
@@ -63,7 +64,9 @@ class FRN(TLU):
             build) a prior that does not fit its weight, naming the argument;
             at build, for inputs of rank < 3 such as ``(N, C)``, naming the
             layer and the shape (with no spatial axis ``ν² = x²`` and the
-            output is ``γ·sign(x) + β``).
+            output is ``γ·sign(x) + β``), and likewise for spatial axes all
+            of size 1 (``(N, 1, 1, C)``). Spatial sizes None (unknown) are
+            accepted: inputs that turn out 1x1 then give that sign function.
     """
 
     prior_arguments = {
@@ -84,6 +87,12 @@ class FRN(TLU):
                 "axis: FRN normalises each channel over the spatial axes, and without any "
                 "ν² = x², which makes the output γ·sign(x) + β (the FRN paper's learned-ε "
                 "variant for such inputs is not implemented)", None,
+                f"FRN {self.name!r}", got=f"shape {tuple(input_shape)}")
+        if all(size == 1 for size in input_shape[1:-1]):  # None (unknown) is not 1
+            raise argument_error(
+                "inputs", "have more than one spatial position: over a single one (1x1) "
+                "ν² = x² and the output is γ·sign(x) + β (in a network, make the input "
+                "large enough that no stage comes down to 1x1)", None,
                 f"FRN {self.name!r}", got=f"shape {tuple(input_shape)}")
         channels = (input_shape[-1],)
         self.gamma = self._add_prior_weight("gamma_prior", "gamma", channels, "ones")
