@@ -1,6 +1,10 @@
 """Tests of the keras_bnn.models builders."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -92,6 +96,35 @@ def test_resnet_pp_forward_and_backward_pass():
     assert len(first_convs) == 6
     for grad in tape.gradient(nll, first_convs):
         assert np.abs(grad.numpy()).max() > 0
+
+
+_ANY_SIZE_SCRIPT = """
+import numpy as np
+from keras_bnn import models
+for build in (models.resnet_pp, models.resnet20_frn):
+    model = build((None, None, 3), 3, depth=8 if build is models.resnet20_frn else 11, width=1)
+    for size in ((7, 5), (8, 8)):
+        x = np.random.default_rng(0).normal(size=(2, *size, 3)).astype("float32")
+        y = np.asarray(model(x))
+        assert y.shape == (2, 3) and np.isfinite(y).all(), (build.__name__, size, y)
+print("OK")
+"""
+
+
+def test_resnets_of_any_height_and_width_build_under_jax():
+    """``input_shape=(None, None, 3)`` (the builders' message: "height and width may
+    be None") failed under JAX: tracing a stride-2 ResNetPPBlock gave the branch
+    height ``ceil(H/2)`` and the projection ``(H-1)//2 + 1``, not known to be
+    equal, and the sum raised. The block now gives its output shape."""
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(Path(models.__file__).parents[2]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", _ANY_SIZE_SCRIPT], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-3000:]
+    block = ResNetPPBlock(8, strides=2)
+    assert block.compute_output_shape((None, 7, None, 4)) == (None, 4, None, 8)
 
 
 def _pre_head_rms(depth, residual_scale_init):
