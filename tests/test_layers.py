@@ -321,7 +321,8 @@ def test_frn_is_invariant_to_input_scale_per_example():
 
 def test_frn_refuses_a_single_spatial_position_and_accepts_unknown_sizes():
     """Over one position (1x1) ν² = x² and FRN is γ·sign(x) + β: refused at build,
-    naming the layer and the shape. Unknown sizes (None) are built as before."""
+    naming the layer and the shape. Unknown sizes (None) are built as before, and
+    an input found 1x1 at a call is refused there."""
     for shape in [(2, 1, 1, 3), (None, 1, 1, 3), (None, 1, 3)]:
         with pytest.raises(ValueError, match=r"FRN 'frn': `inputs` must have more than one "
                            r"spatial position: .*sign.*" + re.escape(f"got shape {shape}.")):
@@ -331,7 +332,10 @@ def test_frn_refuses_a_single_spatial_position_and_accepts_unknown_sizes():
         layer.build(shape)
         assert [v.name for v in layer.weights] == ["gamma", "beta", "tau"]
     x = np.random.default_rng(1).normal(size=(2, 1, 2, 3)).astype("float32")
-    assert _np(layers.FRN()(x)).shape == x.shape
+    assert _np(layer(x)).shape == x.shape
+    with pytest.raises(ValueError, match=r"more than one spatial position.*"
+                       + re.escape("got shape (2, 1, 1, 3).")):
+        layer(x[:, :, :1])  # built for (None, 1, 2, 3) above: refused at the call
 
 
 def test_frn_without_tlu_has_no_tau():

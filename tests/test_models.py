@@ -192,6 +192,16 @@ def test_builder_bad_arguments(build, argument):
         build()
 
 
+def test_resnet20_frn_of_any_size_refuses_images_too_small_at_a_call():
+    """Height and width None build; 4x4 images, whose last stage is 1x1 (FRN a
+    sign function there), are refused by its first FRN, 6x4 ones are not."""
+    model = models.resnet20_frn((None, None, 3), 3, depth=8, width=1)
+    assert model(np.zeros((2, 6, 4, 3), "float32")).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"FRN 'stage3_block1_a_frn': `inputs` must have more "
+                       r"than one spatial position"):
+        model(np.zeros((2, 4, 4, 3), "float32"))
+
+
 def _is_size(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
 

@@ -178,6 +178,8 @@ def resnet20_frn(
         ValueError: as :func:`resnet_pp`, with ``depth = 6k + 2``; and for
             an ``input_shape`` of height and width both <= 4, whose last
             stage would be 1x1 (FRN over one position is a sign function).
+            With height or width None, such images are refused at a call,
+            by the first :class:`~keras_bnn.layers.FRN` that gets 1x1.
     """
     blocks = _blocks_per_stage(depth, 2, num_classes, width, "resnet20_frn")
     input_shape = _image_shape(input_shape, "resnet20_frn")
