@@ -3,7 +3,9 @@
 A Sequential, functional or subclassed Keras model becomes a functional
 ``BayesianModel`` that shares its layers and weights, with a prior
 (:mod:`keras_bnn.priors`) on every trainable weight (a Sequential's layers
-become the graph's layers, as in a functional model). Which prior:
+become the graph's layers, as in a functional model; one that Keras cannot
+trace into a graph stays one layer, with a :class:`SequentialAsOneLayerWarning`).
+Which prior:
 
 1. ``priors={key: prior}``, where ``key`` is a weight's path
    (``variable.path``: ``"dense_1/kernel"`` in a functional model,
@@ -62,6 +64,7 @@ it is read as one.
 """
 
 import math
+import re
 import warnings
 
 import keras
@@ -79,6 +82,11 @@ NAMED_DEFAULTS = {
 #: Weight names whose layer attribute is not ``<name>_regularizer``.
 _REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
 _UNSET = object()
+
+
+class SequentialAsOneLayerWarning(UserWarning):
+    """``kb.bayesian`` got a Sequential that Keras could not trace into a graph of its
+    layers: the ``BayesianModel`` has the Sequential as its one layer."""
 
 
 def _places(model):
@@ -229,18 +237,30 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     Returns:
         A functional ``BayesianModel``: on the model's own graph
         (functional), on a new ``keras.Input`` of a Sequential's input shape
-        (without its batch size) and dtype followed by its layers in order
-        (``get_layer`` finds them; a nested Sequential stays one layer), or
-        with a subclassed model as its one layer (saving then needs that
-        class registered with ``@keras.saving.register_keras_serializable``,
-        as in Keras).
+        (its batch size too, where it has one: ``keras.Input(...,
+        batch_size=8)`` for a stateful RNN, or the batch it was built on by
+        a call, as ``keras.models.clone_model`` keeps it) and dtype followed
+        by its layers in order (``get_layer`` finds them; a nested
+        Sequential stays one layer), or with a subclassed model as its one
+        layer (saving then needs that class registered with
+        ``@keras.saving.register_keras_serializable``, as in Keras).
 
     Raises:
         ValueError: for a ``model`` that is not a built Keras model, a
             ``priors`` that is not a dict or has a key that matches no
             weight or layer, a ``None`` prior without ``allow_flat``, an
             unknown prior, or a prior that does not fit its weight's shape
-            (each naming the argument).
+            (each naming the argument); for a model without a graph whose
+            one input shape is unknown (naming ``input_shape``), or a
+            Sequential that Keras can neither trace into a graph nor call
+            on a ``keras.Input`` (saying what to do).
+
+    Warns:
+        SequentialAsOneLayerWarning: for a Sequential that Keras did not
+            trace into a graph of its layers (its ``build`` gave up on a
+            layer that raised ``NotImplementedError``) but can call on a
+            ``keras.Input``: it becomes the model's one layer, as a
+            subclassed model; the ``priors`` keys are the same.
     """
     if not isinstance(model, keras.Model):
         raise argument_error("model", "be a keras.Model (Sequential, functional or "
@@ -325,13 +345,15 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
 
 def _as_bayesian_model(model, input_shape):
     """A functional ``BayesianModel`` on ``model``'s graph or its (Sequential) layers, or
-    around it as one layer (subclassed)."""
+    around it as one layer (subclassed, or a Sequential that Keras did not trace)."""
     if isinstance(model, BayesianModel):
         return model
-    if isinstance(model, keras.Sequential) and model._functional is not None:
-        # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer.
+    sequential = isinstance(model, keras.Sequential)
+    if sequential and model._functional is not None:
+        # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer,
+        # whose batch size is kept (a stateful RNN's), as keras.models.clone_model does.
         spec = model.inputs[0]
-        inputs = outputs = keras.Input(tuple(spec.shape[1:]), dtype=spec.dtype)
+        inputs = outputs = keras.Input(batch_shape=tuple(spec.shape), dtype=spec.dtype)
         for layer in model.layers:
             outputs = layer(outputs)
         return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
@@ -340,13 +362,59 @@ def _as_bayesian_model(model, input_shape):
     except (AttributeError, ValueError):  # a subclassed model has no graph
         inputs = outputs = None
     if inputs is None:
-        shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
-        if input_shape is None and len(shapes) == 1 and shapes[0] is not None:
-            input_shape = tuple(shapes[0])[1:]
-        if input_shape is None:
-            raise ValueError(
-                f"bayesian: the input shape of the subclassed model {model.name!r} is unknown; "
-                "pass `input_shape=` (one example's shape, without the batch axis).")
-        inputs = keras.Input(tuple(input_shape))
-        outputs = model(inputs)
+        inputs = _input_of(model, input_shape)
+        outputs = _sequential_as_one_layer(model, inputs) if sequential else model(inputs)
     return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
+
+
+def _sequential_as_one_layer(model, inputs):
+    """A Sequential that Keras did not trace into a graph (``Sequential.build`` gives up
+    on a layer that raises ``NotImplementedError``) called on ``inputs`` as one layer,
+    with a :class:`SequentialAsOneLayerWarning`.
+
+    Returns:
+        The outputs.
+
+    Raises:
+        ValueError: where that call fails too (a layer whose output shape cannot be
+            inferred), saying what to do.
+    """
+    try:
+        outputs = model(inputs)
+    except (NotImplementedError, TypeError, ValueError) as error:
+        lines = [line for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines()
+                 if line.strip() and not line.startswith("Exception encountered")]
+        raise ValueError(
+            f"bayesian: Keras could not trace the Sequential {model.name!r} into a graph of "
+            "its layers, nor call it on a keras.Input (a layer's output shape cannot be "
+            "inferred); write it as a functional model, or give that layer a "
+            f"`compute_output_shape` (the error: {(lines or [type(error).__name__])[0]})."
+        ) from error
+    warnings.warn(
+        f"bayesian: Keras could not trace the Sequential {model.name!r} into a graph of its "
+        "layers (its build gave up on a layer), so it is the one layer of the BayesianModel: "
+        f"reach its layers by bnn.get_layer({model.name!r}).get_layer(name). The `priors` "
+        f"keys are unchanged ({model.name!r}/layer/weight paths, layer/weight, layer and "
+        "weight names).", SequentialAsOneLayerWarning, stacklevel=4)
+    return outputs
+
+
+def _input_of(model, input_shape):
+    """A new ``keras.Input`` for a model without a graph: of ``input_shape`` or, if None,
+    of the one input shape the model was built with.
+
+    Raises:
+        ValueError: where that shape is unknown or is several shapes, naming ``input_shape``.
+    """
+    shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
+    if input_shape is None and len(shapes) == 1 and isinstance(shapes[0], (tuple, list)) and all(
+            isinstance(size, (int, type(None))) for size in shapes[0]):  # one input's shape
+        input_shape = tuple(shapes[0])[1:]
+    if input_shape is None:
+        raise ValueError(
+            f"bayesian: the input shape of the model {model.name!r}, which has no graph, is "
+            "unknown or is not one shape (it was built with "
+            f"{shapes[0] if len(shapes) == 1 else shapes}); pass `input_shape=` (one "
+            "example's shape, without the batch axis), or for several inputs write it as a "
+            "functional model.")
+    return keras.Input(tuple(input_shape))

@@ -712,7 +712,9 @@ def _regularizers(model):
 def test_a_sequential_becomes_a_graph_of_its_own_layers(tmp_path, how):
     """It was wrapped as one layer: ``layers`` were ['input_layer_1', 'seqnet'],
     ``get_layer("d1")`` raised and ``summary()`` showed one layer. The batch
-    size of a Sequential built by a call (2) is not kept."""
+    size of a Sequential built by a call (2) is kept, as Keras records it in
+    ``model.inputs`` (and ``keras.models.clone_model`` keeps it); Keras does
+    not hold a functional model to it, so ``fit`` takes batches of 32."""
     model = _seqnet(how)
     laplace = kb.priors.Laplace(0.5)
     bnn = kb.bayesian(model, priors={"seqnet/d1/kernel": laplace, "d2/bias": "normal"})
@@ -720,7 +722,8 @@ def test_a_sequential_becomes_a_graph_of_its_own_layers(tmp_path, how):
     assert bnn.get_layer("d1") is model.get_layer("d1")
     assert len(bnn.trainable_variables) == 4
     assert all(a is b for a, b in zip(bnn.trainable_variables, model.trainable_variables))
-    assert tuple(bnn.inputs[0].shape) == (None, 4) and bnn.inputs[0].dtype == "float32"
+    assert tuple(bnn.inputs[0].shape) == (2 if how == "call" else None, 4)
+    assert bnn.inputs[0].dtype == "float32"
     assert bnn.get_layer("d1").kernel.regularizer is laplace
     x, y = _data()
     np.testing.assert_allclose(bnn(x), model(x), rtol=1e-6)
@@ -744,6 +747,77 @@ def test_a_sequential_becomes_a_graph_of_its_own_layers(tmp_path, how):
     np.testing.assert_allclose(float(kb.priors.log_prior(loaded)),
                                float(kb.priors.log_prior(bnn)), rtol=1e-6)
     np.testing.assert_allclose(loaded(x), bnn(x), rtol=1e-6)
+
+
+def test_a_sequential_keeps_the_batch_size_of_its_input(tmp_path):
+    """``keras.Input(..., batch_size=8)`` (a stateful LSTM's) was dropped: the
+    BayesianModel's input was (None, 5, 3)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5, 3), batch_size=8),
+                              keras.layers.LSTM(4, stateful=True, name="lstm"),
+                              keras.layers.Dense(2, name="d")], name="stateful")
+    bnn = kb.bayesian(model)
+    assert tuple(bnn.inputs[0].shape) == (8, 5, 3)
+    assert bnn.get_layer("lstm") is model.get_layer("lstm")
+    x = np.random.default_rng(0).normal(size=(8, 5, 3)).astype("float32")
+    first = keras.ops.convert_to_numpy(bnn(x))
+    assert not np.allclose(keras.ops.convert_to_numpy(bnn(x)), first)  # the state carries on
+    bnn.save(tmp_path / "stateful.keras")
+    assert tuple(keras.saving.load_model(tmp_path / "stateful.keras").inputs[0].shape) == \
+        (8, 5, 3)
+
+
+class _NeedsBatchSize(keras.layers.Layer):
+    """Builds only with a known batch size: ``Sequential.build`` on an ``Input``
+    of batch None gives up on it (NotImplementedError) and leaves no graph."""
+
+    def build(self, input_shape):
+        if input_shape[0] is None:
+            raise NotImplementedError("needs a batch size")
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, inputs):
+        return inputs * self.w
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+class _NoOutputShape(keras.layers.Layer):
+    def call(self, inputs):
+        return inputs * 2.0
+
+    def compute_output_shape(self, input_shape):
+        raise NotImplementedError("no output shape")
+
+
+def test_a_sequential_keras_cannot_trace_is_one_layer_with_a_warning():
+    """Such a Sequential was wrapped as one layer silently (``get_layer("d1")``
+    raised), or Keras's NotImplementedError / "Cannot convert" came out."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, name="d1"),
+                              _NeedsBatchSize(name="nb"), keras.layers.Dense(3, name="d2")],
+                             name="seqnet")
+    x, _ = _data()
+    expected = keras.ops.convert_to_numpy(model(x))  # builds "nb" on the data
+    laplace = kb.priors.Laplace(1.0)
+    with pytest.warns(kb.SequentialAsOneLayerWarning, match=r"Sequential 'seqnet' .* one layer "
+                      r".*bnn\.get_layer\('seqnet'\)\.get_layer\(name\)"):
+        bnn = kb.bayesian(model, priors={"d1/kernel": laplace})
+    assert [layer.name for layer in bnn.layers[1:]] == ["seqnet"]
+    assert bnn.get_layer("seqnet").get_layer("d1").kernel.regularizer is laplace
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(bnn(x)), expected, rtol=1e-6)
+    untraceable = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, name="d1"),
+                                    _NoOutputShape(name="odd")], name="odd_net")
+    with pytest.raises(ValueError, match=r"bayesian: Keras could not trace the Sequential "
+                       r"'odd_net' .* write it as a functional model.*no output shape"):
+        kb.bayesian(untraceable)
+    two_inputs = keras.Sequential([keras.layers.Concatenate(), keras.layers.Dense(3)],
+                                  name="two")
+    two_inputs([np.zeros((2, 4), "float32"), np.zeros((2, 3), "float32")])
+    with pytest.raises(ValueError, match=r"'two', which has no graph, .* not one shape .*"
+                       r"\[\(2, 4\), \(2, 3\)\]\); pass `input_shape=`"):
+        kb.bayesian(two_inputs)
 
 
 def test_a_sequential_inside_a_sequential_is_one_of_its_layers(tmp_path):

@@ -305,10 +305,37 @@ def test_frn_matches_explicit_formula():
 
 
 def test_frn_is_invariant_to_input_scale_per_example():
-    layer = layers.FRN()
-    x = RNG.normal(size=(2, 4, 4, 3)).astype("float32")
-    scaled = x * np.array([10.0, 0.1], "float32")[:, None, None, None]
-    np.testing.assert_allclose(_np(layer(scaled)), _np(layer(x)), rtol=1e-4, atol=1e-5)
+    """``FRN(s·x) = FRN(x)`` per example, up to float32 rounding only.
+
+    The scales are powers of two, so ``s·x``, ``s²·ν²`` and ``rsqrt`` scale
+    exactly in float32; ε (which does not scale: the output is
+    ``x / sqrt(ν² + ε/s²)``) is set below the rounding of ``s²·ν²``. What is
+    left is a few ulps of ``rsqrt``: rtol = 4 float32 eps (the old test, at
+    the default ε = 1e-6 and s = 0.1, failed for draws with a small ν²)."""
+    layer = layers.FRN(epsilon=1e-30)
+    x = np.random.default_rng(11).normal(size=(2, 4, 4, 3)).astype("float32")
+    scaled = x * np.array([8.0, 0.125], "float32")[:, None, None, None]
+    np.testing.assert_allclose(_np(layer(scaled)), _np(layer(x)),
+                               rtol=4 * np.finfo(np.float32).eps, atol=0.0)
+
+
+def test_frn_refuses_a_single_spatial_position_and_accepts_unknown_sizes():
+    """Over one position (1x1) ν² = x² and FRN is γ·sign(x) + β: refused at build,
+    naming the layer and the shape. Unknown sizes (None) are built as before, and
+    an input found 1x1 at a call is refused there."""
+    for shape in [(2, 1, 1, 3), (None, 1, 1, 3), (None, 1, 3)]:
+        with pytest.raises(ValueError, match=r"FRN 'frn': `inputs` must have more than one "
+                           r"spatial position: .*sign.*" + re.escape(f"got shape {shape}.")):
+            layers.FRN(name="frn").build(shape)
+    for shape in [(None, None, None, 3), (None, 1, None, 3), (None, 1, 2, 3)]:
+        layer = layers.FRN(name="frn")
+        layer.build(shape)
+        assert [v.name for v in layer.weights] == ["gamma", "beta", "tau"]
+    x = np.random.default_rng(1).normal(size=(2, 1, 2, 3)).astype("float32")
+    assert _np(layer(x)).shape == x.shape
+    with pytest.raises(ValueError, match=r"more than one spatial position.*"
+                       + re.escape("got shape (2, 1, 1, 3).")):
+        layer(x[:, :, :1])  # built for (None, 1, 2, 3) above: refused at the call
 
 
 def test_frn_without_tlu_has_no_tau():
@@ -321,11 +348,13 @@ def test_frn_without_tlu_has_no_tau():
 @given(shape=st.lists(st.integers(1, 3), min_size=1, max_size=5), use_tlu=st.booleans())
 def test_fuzz_frn_input_rank(shape, use_tlu):
     """FRN needs a spatial axis: inputs of rank < 3 are refused at build, naming
-    the layer and the shape (there ν² = x² and the output is γ·sign(x) + β)."""
+    the layer and the shape (there ν² = x² and the output is γ·sign(x) + β), and
+    so are inputs whose spatial axes all have size 1, for the same reason."""
     x = np.random.default_rng(0).normal(size=shape).astype("float32")
     layer = layers.FRN(use_tlu=use_tlu, name="frn")
-    if len(shape) < 3:
-        with pytest.raises(ValueError, match=r"FRN 'frn': `inputs` must have rank >= 3.*"
+    if len(shape) < 3 or set(shape[1:-1]) == {1}:
+        requirement = "have rank >= 3" if len(shape) < 3 else "have more than one spatial"
+        with pytest.raises(ValueError, match=rf"FRN 'frn': `inputs` must {requirement}.*"
                            + re.escape(f"got shape {tuple(shape)}.")):
             layer(x)
         return

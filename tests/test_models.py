@@ -1,6 +1,10 @@
 """Tests of the keras_bnn.models builders."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -94,6 +98,35 @@ def test_resnet_pp_forward_and_backward_pass():
         assert np.abs(grad.numpy()).max() > 0
 
 
+_ANY_SIZE_SCRIPT = """
+import numpy as np
+from keras_bnn import models
+for build in (models.resnet_pp, models.resnet20_frn):
+    model = build((None, None, 3), 3, depth=8 if build is models.resnet20_frn else 11, width=1)
+    for size in ((7, 5), (8, 8)):
+        x = np.random.default_rng(0).normal(size=(2, *size, 3)).astype("float32")
+        y = np.asarray(model(x))
+        assert y.shape == (2, 3) and np.isfinite(y).all(), (build.__name__, size, y)
+print("OK")
+"""
+
+
+def test_resnets_of_any_height_and_width_build_under_jax():
+    """``input_shape=(None, None, 3)`` (the builders' message: "height and width may
+    be None") failed under JAX: tracing a stride-2 ResNetPPBlock gave the branch
+    height ``ceil(H/2)`` and the projection ``(H-1)//2 + 1``, not known to be
+    equal, and the sum raised. The block now gives its output shape."""
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(Path(models.__file__).parents[2]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", _ANY_SIZE_SCRIPT], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-3000:]
+    block = ResNetPPBlock(8, strides=2)
+    assert block.compute_output_shape((None, 7, None, 4)) == (None, 4, None, 8)
+
+
 def _pre_head_rms(depth, residual_scale_init):
     keras.utils.set_random_seed(depth)
     model = models.resnet_pp(
@@ -145,6 +178,9 @@ def test_resnet_pp_structure():
         (lambda: models.mlp((784,), 10, hidden=128), "`hidden` must be a list of layer widths"),
         (lambda: models.resnet_pp((32, 32), 10), "input_shape"),
         (lambda: models.resnet20_frn((32, 32), 10), "input_shape"),
+        # Its last stage 1x1, where FRN is a sign function:
+        (lambda: models.resnet20_frn((4, 4, 3), 10), r"resnet20_frn: `input_shape` must have a "
+                                                     r"height or width >= 5: .* here 1x1"),
         (lambda: models.cnn((3, 3, 1), 10), r"input_shape` must have a height and width >= "
                                             r"2\^len\(filters\) = 4"),
         (lambda: models.cnn_lstm(100, sequence_length=6), "`sequence_length` must be >= "
@@ -154,6 +190,16 @@ def test_resnet_pp_structure():
 def test_builder_bad_arguments(build, argument):
     with pytest.raises(ValueError, match=argument):
         build()
+
+
+def test_resnet20_frn_of_any_size_refuses_images_too_small_at_a_call():
+    """Height and width None build; 4x4 images, whose last stage is 1x1 (FRN a
+    sign function there), are refused by its first FRN, 6x4 ones are not."""
+    model = models.resnet20_frn((None, None, 3), 3, depth=8, width=1)
+    assert model(np.zeros((2, 6, 4, 3), "float32")).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"FRN 'stage3_block1_a_frn': `inputs` must have more "
+                       r"than one spatial position"):
+        model(np.zeros((2, 4, 4, 3), "float32"))
 
 
 def _is_size(value):
@@ -191,7 +237,8 @@ IMAGE_BUILDERS = {
 def test_fuzz_builder_input_shape(builder, shape, pools):
     """A builder takes an ``input_shape`` of its rank with sizes >= 1 (None
     for the ResNets' height and width; the cnn's poolings need sizes >= 2^pools)
-    and refuses any other with a ValueError naming ``input_shape``."""
+    and refuses any other with a ValueError naming ``input_shape``; resnet20_frn
+    also refuses height and width both <= 4, whose last stage would be 1x1."""
     fixed = isinstance(shape, (tuple, list)) and len(shape) > 0 and all(map(_is_size, shape))
     if builder == "mlp":
         usable = fixed
@@ -200,6 +247,8 @@ def test_fuzz_builder_input_shape(builder, shape, pools):
     else:
         usable = (isinstance(shape, (tuple, list)) and len(shape) == 3 and _is_size(shape[2])
                   and all(size is None or _is_size(size) for size in shape[:2]))
+        if builder == "resnet20_frn":  # a last stage (1/4 of the size) of 1x1 is refused
+            usable = usable and (None in shape[:2] or max(shape[:2]) > 4)
     try:
         model = IMAGE_BUILDERS[builder](shape, pools)
     except ValueError as error:

@@ -4,7 +4,8 @@ Singh & Krishnan (2019), used instead of BatchNorm in the cold-posterior
 ResNet-20 (Wenzel et al., 2020): it normalises each example on its own, so it
 adds no minibatch noise and keeps the likelihood a function of the weights.
 Inputs are channels-last ``(N, ..., C)``; the statistics are over the axes
-between batch and channel (H, W for images), so there must be at least one.
+between batch and channel (H, W for images), so there must be at least one,
+with more than one position (over a single one the output is a sign function).
 """
 
 import functools
@@ -63,7 +64,9 @@ class FRN(TLU):
             build) a prior that does not fit its weight, naming the argument;
             at build, for inputs of rank < 3 such as ``(N, C)``, naming the
             layer and the shape (with no spatial axis ``ν² = x²`` and the
-            output is ``γ·sign(x) + β``).
+            output is ``γ·sign(x) + β``), and likewise for spatial axes all
+            of size 1 (``(N, 1, 1, C)``), at build or, for sizes unknown
+            (None) at build, at a call where the input's shape is known.
     """
 
     prior_arguments = {
@@ -77,14 +80,24 @@ class FRN(TLU):
         self.epsilon = check_positive(epsilon, "epsilon", "FRN")
         self.use_tlu = bool(use_tlu)
 
-    def build(self, input_shape):
-        if len(input_shape) < 3:
+    def _check_shape(self, shape):
+        """Refuses a shape without a spatial axis, or with only 1x1 (None: unknown, passes)."""
+        if len(shape) < 3:
             raise argument_error(
                 "inputs", "have rank >= 3, (batch, ..., channels) with at least one spatial "
                 "axis: FRN normalises each channel over the spatial axes, and without any "
                 "ν² = x², which makes the output γ·sign(x) + β (the FRN paper's learned-ε "
                 "variant for such inputs is not implemented)", None,
-                f"FRN {self.name!r}", got=f"shape {tuple(input_shape)}")
+                f"FRN {self.name!r}", got=f"shape {tuple(shape)}")
+        if all(size == 1 for size in shape[1:-1]):
+            raise argument_error(
+                "inputs", "have more than one spatial position: over a single one (1x1) "
+                "ν² = x² and the output is γ·sign(x) + β (in a network, make the input "
+                "large enough that no stage comes down to 1x1)", None,
+                f"FRN {self.name!r}", got=f"shape {tuple(shape)}")
+
+    def build(self, input_shape):
+        self._check_shape(input_shape)
         channels = (input_shape[-1],)
         self.gamma = self._add_prior_weight("gamma_prior", "gamma", channels, "ones")
         self.beta = self._add_prior_weight("beta_prior", "beta", channels, "zeros")
@@ -92,6 +105,7 @@ class FRN(TLU):
             super().build(input_shape)
 
     def call(self, inputs):
+        self._check_shape(inputs.shape)  # sizes unknown at build may be known now
         spatial_axes = tuple(range(1, len(inputs.shape) - 1))
         nu2 = ops.mean(ops.square(inputs), axis=spatial_axes, keepdims=True)
         normalised = ops.multiply(inputs, ops.rsqrt(ops.add(nu2, self.epsilon)))

@@ -106,6 +106,24 @@ class ResNetPPBlock(PriorAwareMixin, keras.layers.Layer):
             self.shortcut = self._conv(self.filters, 1, strides=self.strides, name="shortcut")
             self.shortcut.build(input_shape)
 
+    def compute_output_shape(self, input_shape):
+        """The branch's output shape, which the shortcut's matches.
+
+        Given rather than traced: under JAX, with unknown height and width the
+        trace's sizes, ``ceil(H/2)`` after the 3x3 convolution and
+        ``(H-1)//2 + 1`` after the 1x1 projection, are not known to be equal
+        and the sum failed.
+
+        Args:
+            input_shape: ``(N, H, W, C)``, sizes possibly None.
+
+        Returns:
+            ``(N, H', W', filters)``, ``H' = ceil(H/strides)`` (None if H is).
+        """
+        for conv in (self.conv1, self.conv2, self.conv3):
+            input_shape = conv.compute_output_shape(input_shape)
+        return input_shape
+
     def call(self, inputs):
         residual = self.conv3(self.conv2(self.conv1(inputs)))
         shortcut = inputs if self.shortcut is None else self.shortcut(inputs)

@@ -214,6 +214,18 @@ class WeightNormConv2D(_WeightNorm):
     def _direction_shape(self, input_shape):
         return (*self.kernel_size, input_shape[-1], self.units)
 
+    def compute_output_shape(self, input_shape):
+        """The output shape, by Keras's rule for ``ops.conv`` (None where a size is unknown).
+
+        Args:
+            input_shape: ``(N, H, W, C)``, sizes possibly None.
+
+        Returns:
+            ``(N, H', W', filters)``.
+        """
+        kernel = keras.KerasTensor(self._direction_shape(input_shape))
+        return self._linear(keras.KerasTensor(tuple(input_shape)), kernel).shape
+
     def _linear(self, inputs, kernel):
         return ops.conv(
             inputs,

@@ -43,6 +43,23 @@ def _image_shape(input_shape, builder):
                        open_axes=(0, 1))
 
 
+def _check_frn_resolution(input_shape, builder):
+    """Refuses an ``input_shape`` whose last stage would be 1x1 (FRN there is a sign function).
+
+    Stages 2 and 3 each halve the size ("same" padding), so the last stage is
+    ``ceil(H/4) x ceil(W/4)``; a size None (any) is accepted.
+
+    Raises:
+        ValueError: naming ``input_shape`` and the smallest allowed size.
+    """
+    factor = 2 ** (_STAGES - 1)
+    if None not in input_shape[:2] and max(input_shape[:2]) <= factor:
+        raise argument_error(
+            "input_shape", f"have a height or width >= {factor + 1}: the last stage works at "
+            f"ceil(H/{factor}) x ceil(W/{factor}), here 1x1, where FRN normalises over a "
+            "single position and its output is γ·sign(x) + β", input_shape, builder)
+
+
 def _stage_blocks(width, blocks):
     """(name prefix, filters, strides) of every block: stage s has ``width·2^s``
     filters and its first block (stages 2 and 3) downsamples with stride 2."""
@@ -158,10 +175,15 @@ def resnet20_frn(
         A logits :class:`keras_bnn.BayesianModel`, as :func:`resnet_pp`.
 
     Raises:
-        ValueError: as :func:`resnet_pp`, with ``depth = 6k + 2``.
+        ValueError: as :func:`resnet_pp`, with ``depth = 6k + 2``; and for
+            an ``input_shape`` of height and width both <= 4, whose last
+            stage would be 1x1 (FRN over one position is a sign function).
+            With height or width None, such images are refused at a call,
+            by the first :class:`~keras_bnn.layers.FRN` that gets 1x1.
     """
     blocks = _blocks_per_stage(depth, 2, num_classes, width, "resnet20_frn")
     input_shape = _image_shape(input_shape, "resnet20_frn")
+    _check_frn_resolution(input_shape, "resnet20_frn")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
 
     def conv_frn(x, filters, kernel_size, strides, use_tlu, name):
