@@ -1,0 +1,60 @@
+"""Keras dtype policies: what samples (float32, float64, mixed_bfloat16) and what is refused
+(float16 compute, float16/bfloat16 variables), the ensemble's precision and the baseline's
+loss scaling under mixed_float16."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@pytest.fixture
+def policy():
+    """Sets a global dtype policy for the test; restores float32 afterwards."""
+    try:
+        yield keras.config.set_dtype_policy
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def _data(n=64, d=6, k=3):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, d)).astype("float32"), rng.integers(0, k, size=n)
+
+
+def _mlp(d=6, k=3):
+    keras.utils.set_random_seed(0)
+    return kb.models.mlp((d,), k, hidden=(8,))
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "atmc", "hmc"])
+def test_mixed_float16_is_refused_with_the_policies_to_use(policy, sampler):
+    policy("mixed_float16")
+    model = _mlp()
+    with pytest.raises(ValueError, match=r"(?s)mixed_float16.*'mixed_bfloat16'"):
+        model.compile(sampler=sampler, train_size=64, loss=LOSS)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_weights_are_refused(dtype):
+    inputs = keras.Input((6,))
+    hidden = keras.layers.Dense(8, name="hidden", dtype=dtype)(inputs)
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3)(hidden)))
+    with pytest.raises(ValueError, match=f"(?s)'hidden'.*{dtype}.*'mixed_bfloat16'"):
+        model.compile(sampler="sgld", train_size=64, loss=LOSS)
+
+
+@pytest.mark.parametrize("sampler", ["sghmc", "atmc"])
+def test_mixed_bfloat16_samples_with_float32_state_and_noise(policy, sampler):
+    policy("mixed_bfloat16")
+    x, y = _data()
+    model = _mlp()
+    model.compile(sampler=sampler, train_size=len(x), loss=LOSS)
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0)
+    assert model(x[:2]).dtype == "bfloat16"  # the forward pass is bfloat16
+    assert all(v.dtype == "float32" for v in model.trainable_variables)
+    assert all(v.dtype == "float32" for v in model.optimizer.variables if "float" in v.dtype)
+    assert all(np.isfinite(values[-1]) for values in history.history.values())
