@@ -47,6 +47,17 @@ def test_low_precision_weights_are_refused(dtype):
         model.compile(sampler="sgld", train_size=64, loss=LOSS)
 
 
+def test_float64_hmc_samples_in_float64(policy):
+    policy("float64")
+    x, y = _data()
+    model = _mlp()
+    model.compile(sampler="hmc", train_size=len(x), loss=LOSS)
+    history = model.fit(x, y, batch_size=len(x), epochs=2, verbose=0)
+    assert all(v.dtype == "float64" for v in model.trainable_variables)
+    assert all(np.isfinite(values[-1]) for values in history.history.values())
+    assert history.history["acceptance_rate"][-1] > 0
+
+
 @pytest.mark.parametrize("sampler", ["sghmc", "atmc"])
 def test_mixed_bfloat16_samples_with_float32_state_and_noise(policy, sampler):
     policy("mixed_bfloat16")
