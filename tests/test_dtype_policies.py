@@ -69,3 +69,16 @@ def test_mixed_bfloat16_samples_with_float32_state_and_noise(policy, sampler):
     assert all(v.dtype == "float32" for v in model.trainable_variables)
     assert all(v.dtype == "float32" for v in model.optimizer.variables if "float" in v.dtype)
     assert all(np.isfinite(values[-1]) for values in history.history.values())
+
+
+def test_mixed_bfloat16_ensemble_averages_in_float32(policy):
+    policy("mixed_bfloat16")
+    x, _ = _data()
+    model = _mlp()
+    weights = model.get_weights()
+    ensemble = kb.PosteriorEnsemble(model, [weights, [0.5 * w for w in weights]])
+    probabilities = ensemble.predict(x, verbose=0)
+    assert probabilities.dtype == np.float32
+    np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-6)
+    summary = ensemble.predict_uncertainty(x)
+    assert all(value.dtype == np.float32 for value in summary.values())
