@@ -82,3 +82,21 @@ def test_mixed_bfloat16_ensemble_averages_in_float32(policy):
     np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-6)
     summary = ensemble.predict_uncertainty(x)
     assert all(value.dtype == np.float32 for value in summary.values())
+
+
+def _first_kernel_change(dtype_policy, policy, x, y):
+    policy(dtype_policy)
+    model = _mlp()
+    before = model.get_weights()[0]
+    model.compile(optimizer=keras.optimizers.SGD(0.1), train_size=len(x), loss=LOSS)
+    model.fit(x, y, batch_size=len(x), epochs=1, verbose=0)
+    return np.abs(model.get_weights()[0] - before).mean()
+
+
+def test_mixed_float16_baseline_is_loss_scaled(policy):
+    # Keras wraps the baseline's optimizer in a LossScaleOptimizer, which
+    # unscales the gradients: they must have been taken of the scaled loss.
+    x, y = _data()
+    reference = _first_kernel_change("float32", policy, x, y)
+    mixed = _first_kernel_change("mixed_float16", policy, x, y)
+    np.testing.assert_allclose(mixed, reference, rtol=0.05)
