@@ -2,6 +2,10 @@
 (float16 compute, float16/bfloat16 variables), the ensemble's precision and the baseline's
 loss scaling under mixed_float16."""
 
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -100,3 +104,35 @@ def test_mixed_float16_baseline_is_loss_scaled(policy):
     reference = _first_kernel_change("float32", policy, x, y)
     mixed = _first_kernel_change("mixed_float16", policy, x, y)
     np.testing.assert_allclose(mixed, reference, rtol=0.05)
+
+
+_JAX_CHECK = """
+import keras, numpy as np, pytest, keras_bnn as kb
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+x = np.random.default_rng(0).normal(size=(32, 6)).astype("float32")
+y = np.arange(32) % 3
+for policy, match, compile_kwargs in [
+        ("float64", "JAX_ENABLE_X64", {"sampler": "sgld"}),
+        ("mixed_float16", "'mixed_bfloat16'", {"optimizer": "sgd"})]:
+    keras.config.set_dtype_policy(policy)
+    with pytest.raises(ValueError, match=match):
+        kb.models.mlp((6,), 3, hidden=(4,)).compile(train_size=32, loss=LOSS, **compile_kwargs)
+keras.config.set_dtype_policy("mixed_bfloat16")
+model = kb.models.mlp((6,), 3, hidden=(4,))
+model.compile(sampler="atmc", train_size=32, loss=LOSS)
+history = model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+assert all(np.isfinite(v[-1]) for v in history.history.values()), history.history
+ensemble = kb.PosteriorEnsemble(model, [model.get_weights()] * 2)
+assert ensemble.predict(x, verbose=0).dtype == np.float32
+print("OK")
+"""
+
+
+@pytest.mark.slow  # a JAX process
+def test_jax_refuses_float64_without_x64_and_the_float16_baseline_and_samples_bfloat16():
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    env.pop("JAX_ENABLE_X64", None)
+    done = subprocess.run([sys.executable, "-c", _JAX_CHECK], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-3000:]

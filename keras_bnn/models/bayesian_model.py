@@ -265,7 +265,8 @@ class BayesianModel(keras.Model):
                 unknown sampler name, for a sampler and a layer that
                 computes in float16 or keeps its weights in float16 or
                 bfloat16 (:func:`keras_bnn.precision.check_sampling_policy`:
-                use ``"mixed_bfloat16"``), or for a model that outputs
+                use ``"mixed_bfloat16"``), for the baseline under
+                ``"mixed_float16"`` on JAX, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
                 must output logits).
@@ -291,6 +292,8 @@ class BayesianModel(keras.Model):
                 "BayesianModel.compile: `temperature` applies to posterior sampling only; "
                 f"pass a `sampler` or drop it; got temperature={temperature!r}."
             )
+        else:
+            precision.check_baseline_policy(self)
         self.sampler = sampler
         if not hasattr(self, "_sampling_trackers"):
             self._sampling_trackers = {
