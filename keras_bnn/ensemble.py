@@ -295,6 +295,10 @@ class PosteriorEnsemble(keras.Model):
             outputs = ops.map(lambda w: self._member_call(inputs, w), stacks)
         else:
             outputs = ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
+        if keras.backend.standardize_dtype(outputs.dtype) in ("float16", "bfloat16"):
+            # Mixed precision: the members compute in low precision, the average,
+            # entropies and std (differences of nearly equal numbers) in float32.
+            outputs = ops.cast(outputs, "float32")
         if "float" not in str(self.member_input_dtype):
             return outputs, None
         # The row size is spelled out: a -1 cannot be inferred for 0 rows.

@@ -128,7 +128,10 @@ def value_and_gradients(model, x, y, sample_weight):
     ``mean NLL + (1/n)·(-log p(θ))``. In graph mode a NaN/Inf potential
     stops the step here (``check_numerics`` with
     :data:`keras_bnn.nonfinite.MARKER`); XLA compiles that check away and
-    the model's step skips the update instead. Under ``tf.distribute`` Keras
+    the model's step skips the update instead. The gradients are those of
+    ``model.optimizer.scale_loss(potential)``: of the potential itself, but
+    for the ``LossScaleOptimizer`` Keras wraps a baseline optimizer in under
+    ``"mixed_float16"``, which unscales them. Under ``tf.distribute`` Keras
     divides each replica's terms by the replica count and the optimizer
     SUM-reduces gradients, so the applied gradient is the global batch's.
 
@@ -146,7 +149,8 @@ def value_and_gradients(model, x, y, sample_weight):
         y_pred = model(x, training=True)
         nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
         loss = tf.debugging.check_numerics(nll + prior_term, nonfinite.MARKER)
-    gradients = tape.gradient(loss, model.trainable_variables)
+        scaled = model.optimizer.scale_loss(loss)  # `loss` itself but for a LossScaleOptimizer
+    gradients = tape.gradient(scaled, model.trainable_variables)
     replicas = float(num_replicas())
     return y_pred, loss * replicas, prior_term * replicas, gradients
 

@@ -10,6 +10,7 @@ from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
 from keras_bnn import nonfinite
+from keras_bnn import precision
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
@@ -261,7 +262,11 @@ class BayesianModel(keras.Model):
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
                 ``train_size`` is missing or not an integer ≥ 1, if ``temperature``
                 is not positive or is given without a sampler, for an
-                unknown sampler name, or for a model that outputs
+                unknown sampler name, for a sampler and a layer that
+                computes in float16 or keeps its weights in float16 or
+                bfloat16 (:func:`keras_bnn.precision.check_sampling_policy`:
+                use ``"mixed_bfloat16"``), for the baseline under
+                ``"mixed_float16"`` on JAX, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
                 must output logits).
@@ -279,6 +284,7 @@ class BayesianModel(keras.Model):
         self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
         if sampler is not None:
             sampler = samplers_lib.get(sampler)
+            precision.check_sampling_policy(self)
             sampler.configure(train_size=self.train_size, temperature=temperature)
             optimizer = sampler
         elif temperature is not None:
@@ -286,6 +292,8 @@ class BayesianModel(keras.Model):
                 "BayesianModel.compile: `temperature` applies to posterior sampling only; "
                 f"pass a `sampler` or drop it; got temperature={temperature!r}."
             )
+        else:
+            precision.check_baseline_policy(self)
         self.sampler = sampler
         if not hasattr(self, "_sampling_trackers"):
             self._sampling_trackers = {

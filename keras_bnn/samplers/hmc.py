@@ -262,8 +262,10 @@ class HMC(Sampler):
         accept_prob = ops.cast(accept_prob, "float32")
         targets = list(variables)
         values = [ops.where(accept, t1, t0) for t0, t1 in zip(theta0, theta1)]
-        # Σθ·∇U at the starting state, for the configurational temperature.
-        virials = [ops.sum(t * g) * n for t, g in zip(theta0, grads0)]
+        # Σθ·∇U at the starting state, for the configurational temperature (in
+        # the sums' float32 for float64 weights).
+        virials = [ops.cast(ops.sum(t * g) * n, s.dtype)
+                   for t, g, s in zip(theta0, grads0, self._virials)]
         targets += self._virials + self._virial_totals
         values += [ops.where(finite, new, ops.convert_to_tensor(old))
                    for new, old in zip(virials, self._virials)]
