@@ -33,6 +33,7 @@ _ATTRIBUTES = {
     "MissingPriorWarning": "keras_bnn.prior_guard",
     "NoEnsembleWarning": "keras_bnn.callbacks",
     "NotConvergedWarning": "keras_bnn.callbacks",
+    "RestoredWeightsWarning": "keras_bnn.callbacks",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",

@@ -12,12 +12,13 @@ from keras_bnn import equilibrium
 from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
+from keras_bnn.callbacks import (CollectSamples, RestoredWeightsWarning, current_step,
+                                 warmup_steps)
 from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import (check_bool, check_fit_data, check_positive_int,
-                                  warn_on_train_size)
+from keras_bnn.validation import (argument_error, check_bool, check_fit_data,
+                                  check_positive_int, warn_on_train_size)
 
 _TRACKED = (
     "nll",
@@ -202,6 +203,43 @@ class _WarnOnMissingPriors(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         prior_guard.warn_missing_priors(self.model)
+
+
+def _check_keras_callbacks(callbacks):
+    """Checks the Keras callbacks given to ``fit`` with a sampler.
+
+    ``ReduceLROnPlateau`` and ``LearningRateScheduler`` would set the step
+    size (the sampler refuses, :attr:`keras_bnn.samplers.Sampler.learning_rate`):
+    refused here, before the first step, not at the first plateau.
+    ``EarlyStopping(restore_best_weights=True)`` warns
+    (:class:`~keras_bnn.callbacks.RestoredWeightsWarning`).
+
+    Args:
+        callbacks: the list given to ``fit``.
+
+    Raises:
+        ValueError: naming the step-size callback.
+    """
+    for callback in callbacks:
+        if isinstance(callback, (keras.callbacks.ReduceLROnPlateau,
+                                 keras.callbacks.LearningRateScheduler)):
+            raise argument_error(
+                "callbacks", "hold no callback that sets the learning rate when a sampler "
+                "samples: the step size is the warm-up's frozen h (step_size='auto') or the "
+                "one given; for a decaying step pass a keras.optimizers.schedules."
+                "LearningRateSchedule as the sampler's `step_size=`, for a cyclical one use "
+                "keras_bnn.callbacks.CyclicalSchedule", type(callback).__name__,
+                "BayesianModel.fit")
+        if getattr(callback, "restore_best_weights", False) and isinstance(
+                callback, keras.callbacks.EarlyStopping):
+            warnings.warn(
+                "EarlyStopping(restore_best_weights=True) sets the weights, when fit ends, to "
+                f"those of the epoch with the best {callback.monitor!r}: one point chosen by "
+                "validation, not the chain's last state (its momenta and step counter stay "
+                "at the last step), so a later fit would go on from a chain that jumped back. "
+                "Samples already collected are not changed; the posterior is the collected "
+                "samples (PosteriorEnsemble). Leave restore_best_weights=False.",
+                RestoredWeightsWarning, stacklevel=3)
 
 
 def _check_train_size(train_size):
@@ -503,7 +541,9 @@ class BayesianModel(keras.Model):
                 (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
-                Bernoulli one, finite values for a Gaussian one).
+                Bernoulli one, finite values for a Gaussian one), and with a
+                sampler for ``callbacks`` holding a ``ReduceLROnPlateau`` or
+                ``LearningRateScheduler`` (they would change the step size).
             keras_bnn.nonfinite.NonFiniteError: (a ``FloatingPointError``)
                 when the potential or a gradient becomes NaN/Inf; the weights
                 keep their last finite values, and samples already collected
@@ -529,6 +569,7 @@ class BayesianModel(keras.Model):
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         if isinstance(self.optimizer, samplers_lib.Sampler):
+            _check_keras_callbacks(callbacks)
             callbacks.append(_LeaveWarmup())
             check_stochastic_layers(self, self.transition_kernel.full_batch)
         kwargs["callbacks"] = callbacks

@@ -102,6 +102,35 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         return self._learning_rate
 
     @property
+    def learning_rate(self):
+        """The step size of the next step, ``h_t`` (Keras' name: read by
+        ``TensorBoard`` and the other callbacks that log it). Not settable:
+        see the setter."""
+        return self._get_current_learning_rate()
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        """Refuses a new step size (``ReduceLROnPlateau`` and
+        ``LearningRateScheduler`` set it between epochs).
+
+        With ``step_size="auto"`` the warm-up has chosen h and the step
+        factors and frozen them (the gradient-noise ratio was measured at that
+        h, not at another); an explicit step is the one asked for. A
+        decaying or cyclical step is given up front instead: a
+        ``LearningRateSchedule`` as ``step_size=``, or
+        :class:`keras_bnn.callbacks.CyclicalSchedule`.
+
+        Raises:
+            TypeError: always.
+        """
+        raise TypeError(
+            f"{type(self).__name__}: the step size (`learning_rate`) of a sampler cannot be "
+            f"set (got {value!r}); ReduceLROnPlateau and LearningRateScheduler do not apply "
+            "to a sampler. With step_size='auto' the warm-up chose it and froze it; for a "
+            "decaying step pass a keras.optimizers.schedules.LearningRateSchedule as "
+            "`step_size=`, for a cyclical one use keras_bnn.callbacks.CyclicalSchedule.")
+
+    @property
     def initial_step_size(self):
         """h0: the schedule's value at step 0, as a Python float."""
         return float(backend.to_numpy(self.schedule(0)))
