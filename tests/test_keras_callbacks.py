@@ -72,3 +72,18 @@ def test_early_stopping_that_restores_weights_warns_that_the_chain_jumps_back():
     with warnings.catch_warnings():
         warnings.simplefilter("error", kb.RestoredWeightsWarning)
         _fit(_model("atmc"), 1, [keras.callbacks.EarlyStopping(monitor="val_nll", mode="min")])
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_a_weights_checkpoint_reloaded_goes_on_with_the_same_chain(sampler, tmp_path):
+    path = str(tmp_path / "chain.weights.h5")
+    model = _model(sampler)
+    _fit(model, 3, [keras.callbacks.ModelCheckpoint(path, save_weights_only=True)])
+    reloaded = _model(sampler)
+    reloaded.load_weights(path)
+    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations)
+    assert reloaded.optimizer.step_size_value == model.optimizer.step_size_value
+    _fit(model, 1)
+    _fit(reloaded, 1)
+    for a, b in zip(model.get_weights(), reloaded.get_weights()):
+        np.testing.assert_array_equal(a, b)

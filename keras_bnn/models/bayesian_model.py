@@ -501,6 +501,31 @@ class BayesianModel(keras.Model):
             check_fit_data(self, args, kwargs, from_loss(self.loss), owner="evaluate")
         return super().evaluate(*args, **kwargs)
 
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """``keras.Model.load_weights``, the sampler's state included.
+
+        A ``.weights.h5`` written during ``fit`` (``model.save_weights``,
+        ``ModelCheckpoint(save_weights_only=True)``) holds the sampler's
+        state: the step counter, the warm-up's h and step factors, momenta
+        and thermostats. Keras restores an optimizer's variables only if it
+        is built; a freshly compiled model's sampler is not, and Keras would
+        skip them, so a later ``fit`` would restart the chain (warm-up
+        included). The sampler is built here first, and the chain goes on
+        exactly where the file left it.
+
+        Args:
+            filepath: the weights file.
+            skip_mismatch: as in ``keras.Model.load_weights``.
+            **kwargs: passed to ``keras.Model.load_weights``.
+
+        Returns:
+            None.
+        """
+        optimizer = getattr(self, "optimizer", None)
+        if isinstance(optimizer, samplers_lib.Sampler) and self.built and not optimizer.built:
+            optimizer.build(self.trainable_variables)
+        return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.nonfinite.NonFiniteError`.
 
