@@ -87,3 +87,11 @@ def test_a_weights_checkpoint_reloaded_goes_on_with_the_same_chain(sampler, tmp_
     _fit(reloaded, 1)
     for a, b in zip(model.get_weights(), reloaded.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_learning_rate_keras_logs_is_the_step_hmc_adapted():
+    model = _model("hmc")  # dual averaging over the first 3 transitions
+    _fit(model, 4)
+    h = model.optimizer.step_size_value
+    assert h != pytest.approx(0.01)  # adapted away from the initial step
+    assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == pytest.approx(h)
