@@ -95,3 +95,13 @@ def test_the_learning_rate_keras_logs_is_the_step_hmc_adapted():
     h = model.optimizer.step_size_value
     assert h != pytest.approx(0.01)  # adapted away from the initial step
     assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == pytest.approx(h)
+
+
+def test_weights_saved_before_the_first_step_load_without_a_warning(tmp_path):
+    path = str(tmp_path / "initial.weights.h5")
+    _model("atmc").save_weights(path)
+    reloaded = _model("atmc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reloaded.load_weights(path)
+    assert not reloaded.optimizer.built

@@ -510,8 +510,9 @@ class BayesianModel(keras.Model):
         and thermostats. Keras restores an optimizer's variables only if it
         is built; a freshly compiled model's sampler is not, and Keras would
         skip them, so a later ``fit`` would restart the chain (warm-up
-        included). The sampler is built here first, and the chain goes on
-        exactly where the file left it.
+        included). Here an unbuilt sampler is built when the file holds a
+        built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`),
+        and the chain goes on exactly where the file left it.
 
         Args:
             filepath: the weights file.
@@ -522,9 +523,13 @@ class BayesianModel(keras.Model):
             None.
         """
         optimizer = getattr(self, "optimizer", None)
-        if isinstance(optimizer, samplers_lib.Sampler) and self.built and not optimizer.built:
-            optimizer.build(self.trainable_variables)
-        return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        if not isinstance(optimizer, samplers_lib.Sampler) or not self.built:
+            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        optimizer.build_on_load = lambda: optimizer.build(self.trainable_variables)
+        try:
+            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        finally:
+            optimizer.build_on_load = None
 
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.nonfinite.NonFiniteError`.

@@ -270,6 +270,20 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             self.add_slot(var_list, "step_factor", layerwise=True, value=1.0)
         self.build_state(var_list)
 
+    def load_own_variables(self, store):
+        """Keras' loading of the optimizer's state (``model.load_weights``).
+
+        An unbuilt sampler handed a built one's state (more variables than
+        it has) first calls ``build_on_load`` if it is set (a function of
+        no argument that builds it on the model's variables:
+        :meth:`keras_bnn.BayesianModel.load_weights` sets it), so the chain's
+        state is restored, not skipped as Keras skips an unbuilt optimizer's.
+        """
+        build = getattr(self, "build_on_load", None)
+        if not self.built and build is not None and len(store.keys()) > len(self.variables):
+            build()
+        super().load_own_variables(store)
+
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
         """Declares the per-variable state ``name``: one optimizer variable per variable.
 
