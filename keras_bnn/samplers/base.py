@@ -103,26 +103,21 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
 
     @property
     def learning_rate(self):
-        """The step size of the next step, ``h_t`` (Keras' name: read by
-        ``TensorBoard`` and the other callbacks that log it). Not settable:
-        see the setter."""
+        """The step size of the next step, ``h_t`` (Keras' name, read by
+        ``TensorBoard`` and the other callbacks that log it).
+
+        Setting it (``ReduceLROnPlateau`` and ``LearningRateScheduler`` do,
+        between epochs) raises ``TypeError``: with ``step_size="auto"`` the
+        warm-up has chosen h and the step factors and frozen them (the
+        gradient-noise ratio was measured at that h, not at another), and an
+        explicit step is the one asked for. A decaying or cyclical step is
+        given up front instead: a ``LearningRateSchedule`` as ``step_size=``,
+        or :class:`keras_bnn.callbacks.CyclicalSchedule`.
+        """
         return self._get_current_learning_rate()
 
     @learning_rate.setter
     def learning_rate(self, value):
-        """Refuses a new step size (``ReduceLROnPlateau`` and
-        ``LearningRateScheduler`` set it between epochs).
-
-        With ``step_size="auto"`` the warm-up has chosen h and the step
-        factors and frozen them (the gradient-noise ratio was measured at that
-        h, not at another); an explicit step is the one asked for. A
-        decaying or cyclical step is given up front instead: a
-        ``LearningRateSchedule`` as ``step_size=``, or
-        :class:`keras_bnn.callbacks.CyclicalSchedule`.
-
-        Raises:
-            TypeError: always.
-        """
         raise TypeError(
             f"{type(self).__name__}: the step size (`learning_rate`) of a sampler cannot be "
             f"set (got {value!r}); ReduceLROnPlateau and LearningRateScheduler do not apply "
