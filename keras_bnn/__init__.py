@@ -30,6 +30,7 @@ _ATTRIBUTES = {
     "BayesianModel": "keras_bnn.models.bayesian_model",
     "bayesian": "keras_bnn.bayesian",
     "GradientNoiseWarning": "keras_bnn.models.bayesian_model",
+    "MidEpochBackupWarning": "keras_bnn.callbacks",
     "MissingPriorWarning": "keras_bnn.prior_guard",
     "NoEnsembleWarning": "keras_bnn.callbacks",
     "NotConvergedWarning": "keras_bnn.callbacks",

@@ -81,6 +81,13 @@ class RestoredWeightsWarning(UserWarning):
     step)."""
 
 
+class MidEpochBackupWarning(UserWarning):
+    """``keras.callbacks.BackupAndRestore(save_freq=<int>)`` on a sampled model:
+    Keras resumes a mid-epoch backup at the start of its epoch, so the resumed
+    chain takes that epoch's first batches again (more steps, other batches)
+    and is not the uninterrupted one."""
+
+
 class NoEnsembleWarning(UserWarning):
     """The model being sampled is one :class:`keras_bnn.PosteriorEnsemble` refuses
     (:func:`keras_bnn.member_model.check_ensemble_model`): its samples are stored, but

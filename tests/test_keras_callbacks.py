@@ -105,3 +105,12 @@ def test_weights_saved_before_the_first_step_load_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         reloaded.load_weights(path)
     assert not reloaded.optimizer.built
+
+
+def test_a_backup_within_epochs_warns_that_the_resumed_chain_differs(tmp_path):
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"), save_freq=1)
+    with pytest.warns(kb.MidEpochBackupWarning, match="save_freq='epoch'"):
+        _fit(_model("sgld"), 1, [backup])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.MidEpochBackupWarning)
+        _fit(_model("sgld"), 1, [keras.callbacks.BackupAndRestore(str(tmp_path / "epochs"))])

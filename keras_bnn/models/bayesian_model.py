@@ -12,8 +12,8 @@ from keras_bnn import equilibrium
 from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.callbacks import (CollectSamples, RestoredWeightsWarning, current_step,
-                                 warmup_steps)
+from keras_bnn.callbacks import (CollectSamples, MidEpochBackupWarning, RestoredWeightsWarning,
+                                 current_step, warmup_steps)
 from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -212,7 +212,9 @@ def _check_keras_callbacks(callbacks):
     size (the sampler refuses, :attr:`keras_bnn.samplers.Sampler.learning_rate`):
     refused here, before the first step, not at the first plateau.
     ``EarlyStopping(restore_best_weights=True)`` warns
-    (:class:`~keras_bnn.callbacks.RestoredWeightsWarning`).
+    (:class:`~keras_bnn.callbacks.RestoredWeightsWarning`), and so does a
+    ``BackupAndRestore`` that backs up within epochs
+    (:class:`~keras_bnn.callbacks.MidEpochBackupWarning`).
 
     Args:
         callbacks: the list given to ``fit``.
@@ -240,6 +242,13 @@ def _check_keras_callbacks(callbacks):
                 "Samples already collected are not changed; the posterior is the collected "
                 "samples (PosteriorEnsemble). Leave restore_best_weights=False.",
                 RestoredWeightsWarning, stacklevel=3)
+        if isinstance(callback, keras.callbacks.BackupAndRestore) and callback.save_freq != "epoch":
+            warnings.warn(
+                f"BackupAndRestore(save_freq={callback.save_freq!r}) backs up within epochs, and "
+                "Keras resumes such a backup at the start of its epoch: the resumed chain takes "
+                "that epoch's first batches again (more steps than the uninterrupted chain, "
+                "samples at other steps). Use save_freq='epoch' to resume the same chain.",
+                MidEpochBackupWarning, stacklevel=3)
 
 
 def _check_train_size(train_size):
