@@ -65,6 +65,9 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
 
     #: Whether the sampler keeps a momentum (and so a kinetic temperature).
     has_momentum = True
+    #: Set by :meth:`keras_bnn.BayesianModel.load_weights` while it loads: builds
+    #: the sampler on the model's variables (:meth:`load_own_variables`).
+    build_on_load = None
 
     def __init__(
         self,
@@ -269,14 +272,16 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         """Keras' loading of the optimizer's state (``model.load_weights``).
 
         An unbuilt sampler handed a built one's state (more variables than
-        it has) first calls ``build_on_load`` if it is set (a function of
-        no argument that builds it on the model's variables:
-        :meth:`keras_bnn.BayesianModel.load_weights` sets it), so the chain's
+        it has) first calls :attr:`build_on_load` if it is set (a function of
+        no argument that builds it on the model's variables), so the chain's
         state is restored, not skipped as Keras skips an unbuilt optimizer's.
+
+        Args:
+            store: Keras' store of the optimizer's variables.
         """
-        build = getattr(self, "build_on_load", None)
-        if not self.built and build is not None and len(store.keys()) > len(self.variables):
-            build()
+        if (not self.built and self.build_on_load is not None
+                and len(store.keys()) > len(self.variables)):
+            self.build_on_load()
         super().load_own_variables(store)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
