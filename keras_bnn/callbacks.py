@@ -74,6 +74,20 @@ class WarmupSampleWarning(UserWarning):
     """A sample was taken while the kernel still tuned itself (:func:`warmup_steps`)."""
 
 
+class RestoredWeightsWarning(UserWarning):
+    """``keras.callbacks.EarlyStopping(restore_best_weights=True)`` on a sampled
+    model: at the end of ``fit`` the weights jump back to one epoch's point,
+    away from the chain's state (its momenta and step counter stay at the last
+    step)."""
+
+
+class MidEpochBackupWarning(UserWarning):
+    """``keras.callbacks.BackupAndRestore(save_freq=<int>)`` on a sampled model:
+    Keras resumes a mid-epoch backup at the start of its epoch, so the resumed
+    chain takes that epoch's first batches again (more steps, other batches)
+    and is not the uninterrupted one."""
+
+
 class NoEnsembleWarning(UserWarning):
     """The model being sampled is one :class:`keras_bnn.PosteriorEnsemble` refuses
     (:func:`keras_bnn.member_model.check_ensemble_model`): its samples are stored, but

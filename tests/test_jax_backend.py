@@ -55,6 +55,10 @@ def test_sampling_fit_runs_and_is_deterministic_under_jax(jax_result):
     assert all(np.isfinite(jax_result["fit_losses"]))
 
 
+def test_a_weights_file_reloaded_goes_on_with_the_same_chain_under_jax(jax_result):
+    assert jax_result["weights_file_continues"]  # the sampler's state is restored too
+
+
 def test_priors_give_the_same_log_density_under_both_backends(jax_result):
     model = kb.models.mlp((5,), 2, hidden=(16,))
     model.set_weights([np.asarray(w, "float32") for w in jax_result["weights"]])

@@ -13,12 +13,13 @@ from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
+from keras_bnn.callbacks import (CollectSamples, MidEpochBackupWarning, RestoredWeightsWarning,
+                                 current_step, warmup_steps)
 from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import (check_bool, check_fit_data, check_positive_int,
-                                  warn_on_train_size)
+from keras_bnn.validation import (argument_error, check_bool, check_fit_data,
+                                  check_positive_int, warn_on_train_size)
 
 _TRACKED = (
     "nll",
@@ -203,6 +204,52 @@ class _WarnOnMissingPriors(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         prior_guard.warn_missing_priors(self.model)
+
+
+def _check_keras_callbacks(callbacks):
+    """Checks the Keras callbacks given to ``fit`` with a sampler.
+
+    ``ReduceLROnPlateau`` and ``LearningRateScheduler`` would set the step
+    size (the sampler refuses, :attr:`keras_bnn.samplers.Sampler.learning_rate`):
+    refused here, before the first step, not at the first plateau.
+    ``EarlyStopping(restore_best_weights=True)`` warns
+    (:class:`~keras_bnn.callbacks.RestoredWeightsWarning`), and so does a
+    ``BackupAndRestore`` that backs up within epochs
+    (:class:`~keras_bnn.callbacks.MidEpochBackupWarning`).
+
+    Args:
+        callbacks: the list given to ``fit``.
+
+    Raises:
+        ValueError: naming the step-size callback.
+    """
+    for callback in callbacks:
+        if isinstance(callback, (keras.callbacks.ReduceLROnPlateau,
+                                 keras.callbacks.LearningRateScheduler)):
+            raise argument_error(
+                "callbacks", "hold no callback that sets the learning rate when a sampler "
+                "samples: the step size is the warm-up's frozen h (step_size='auto') or the "
+                "one given; for a decaying step pass a keras.optimizers.schedules."
+                "LearningRateSchedule as the sampler's `step_size=`, for a cyclical one use "
+                "keras_bnn.callbacks.CyclicalSchedule", type(callback).__name__,
+                "BayesianModel.fit")
+        if getattr(callback, "restore_best_weights", False) and isinstance(
+                callback, keras.callbacks.EarlyStopping):
+            warnings.warn(
+                "EarlyStopping(restore_best_weights=True) sets the weights, when fit ends, to "
+                f"those of the epoch with the best {callback.monitor!r}: one point chosen by "
+                "validation, not the chain's last state (its momenta and step counter stay "
+                "at the last step), so a later fit would go on from a chain that jumped back. "
+                "Samples already collected are not changed; the posterior is the collected "
+                "samples (PosteriorEnsemble). Leave restore_best_weights=False.",
+                RestoredWeightsWarning, stacklevel=3)
+        if isinstance(callback, keras.callbacks.BackupAndRestore) and callback.save_freq != "epoch":
+            warnings.warn(
+                f"BackupAndRestore(save_freq={callback.save_freq!r}) backs up within epochs, and "
+                "Keras resumes such a backup at the start of its epoch: the resumed chain takes "
+                "that epoch's first batches again (more steps than the uninterrupted chain, "
+                "samples at other steps). Use save_freq='epoch' to resume the same chain.",
+                MidEpochBackupWarning, stacklevel=3)
 
 
 def _check_train_size(train_size):
@@ -471,6 +518,36 @@ class BayesianModel(keras.Model):
             check_fit_data(self, args, kwargs, from_loss(self.loss), owner="evaluate")
         return super().evaluate(*args, **kwargs)
 
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """``keras.Model.load_weights``, the sampler's state included.
+
+        A ``.weights.h5`` written during ``fit`` (``model.save_weights``,
+        ``ModelCheckpoint(save_weights_only=True)``) holds the sampler's
+        state: the step counter, the warm-up's h and step factors, momenta
+        and thermostats. Keras restores an optimizer's variables only if it
+        is built; a freshly compiled model's sampler is not, and Keras would
+        skip them, so a later ``fit`` would restart the chain (warm-up
+        included). Here an unbuilt sampler is built when the file holds a
+        built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`),
+        and the chain goes on exactly where the file left it.
+
+        Args:
+            filepath: the weights file.
+            skip_mismatch: as in ``keras.Model.load_weights``.
+            **kwargs: passed to ``keras.Model.load_weights``.
+
+        Returns:
+            None.
+        """
+        optimizer = getattr(self, "optimizer", None)
+        if not isinstance(optimizer, samplers_lib.Sampler) or not self.built:
+            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        optimizer.build_on_load = lambda: optimizer.build(self.trainable_variables)
+        try:
+            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        finally:
+            optimizer.build_on_load = None
+
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.nonfinite.NonFiniteError`.
 
@@ -511,7 +588,9 @@ class BayesianModel(keras.Model):
                 (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
-                Bernoulli one, finite values for a Gaussian one).
+                Bernoulli one, finite values for a Gaussian one), and with a
+                sampler for ``callbacks`` holding a ``ReduceLROnPlateau`` or
+                ``LearningRateScheduler`` (they would change the step size).
             keras_bnn.nonfinite.NonFiniteError: (a ``FloatingPointError``)
                 when the potential or a gradient becomes NaN/Inf; the weights
                 keep their last finite values, and samples already collected
@@ -537,6 +616,7 @@ class BayesianModel(keras.Model):
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         if isinstance(self.optimizer, samplers_lib.Sampler):
+            _check_keras_callbacks(callbacks)
             callbacks.append(_LeaveWarmup())
             check_stochastic_layers(self, self.transition_kernel.full_batch)
         kwargs["callbacks"] = callbacks

@@ -65,6 +65,9 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
 
     #: Whether the sampler keeps a momentum (and so a kinetic temperature).
     has_momentum = True
+    #: Set by :meth:`keras_bnn.BayesianModel.load_weights` while it loads: builds
+    #: the sampler on the model's variables (:meth:`load_own_variables`).
+    build_on_load = None
 
     def __init__(
         self,
@@ -100,6 +103,30 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         """The step-size schedule ``h_t`` (a float ``step_size`` is a constant
         :class:`keras_bnn.schedules.CyclicalCosine`)."""
         return self._learning_rate
+
+    @property
+    def learning_rate(self):
+        """The step size of the next step, ``h_t`` (Keras' name, read by
+        ``TensorBoard`` and the other callbacks that log it).
+
+        Setting it (``ReduceLROnPlateau`` and ``LearningRateScheduler`` do,
+        between epochs) raises ``TypeError``: with ``step_size="auto"`` the
+        warm-up has chosen h and the step factors and frozen them (the
+        gradient-noise ratio was measured at that h, not at another), and an
+        explicit step is the one asked for. A decaying or cyclical step is
+        given up front instead: a ``LearningRateSchedule`` as ``step_size=``,
+        or :class:`keras_bnn.callbacks.CyclicalSchedule`.
+        """
+        return self._get_current_learning_rate()
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        raise TypeError(
+            f"{type(self).__name__}: the step size (`learning_rate`) of a sampler cannot be "
+            f"set (got {value!r}); ReduceLROnPlateau and LearningRateScheduler do not apply "
+            "to a sampler. With step_size='auto' the warm-up chose it and froze it; for a "
+            "decaying step pass a keras.optimizers.schedules.LearningRateSchedule as "
+            "`step_size=`, for a cyclical one use keras_bnn.callbacks.CyclicalSchedule.")
 
     @property
     def initial_step_size(self):
@@ -240,6 +267,22 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
             self.add_slot(var_list, "noise_scale", layerwise=True)
             self.add_slot(var_list, "step_factor", layerwise=True, value=1.0)
         self.build_state(var_list)
+
+    def load_own_variables(self, store):
+        """Keras' loading of the optimizer's state (``model.load_weights``).
+
+        An unbuilt sampler handed a built one's state (more variables than
+        it has) first calls :attr:`build_on_load` if it is set (a function of
+        no argument that builds it on the model's variables), so the chain's
+        state is restored, not skipped as Keras skips an unbuilt optimizer's.
+
+        Args:
+            store: Keras' store of the optimizer's variables.
+        """
+        if (not self.built and self.build_on_load is not None
+                and len(store.keys()) > len(self.variables)):
+            self.build_on_load()
+        super().load_own_variables(store)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
         """Declares the per-variable state ``name``: one optimizer variable per variable.

@@ -154,6 +154,15 @@ class HMC(Sampler):
         return ops.exp(ops.where(adapting, ops.convert_to_tensor(self._log_step),
                                  ops.convert_to_tensor(self._log_step_avg)))
 
+    def _get_current_learning_rate(self):
+        """``learning_rate`` (what Keras' callbacks log, ``TensorBoard``'s
+        ``epoch_learning_rate``): the h of the next transition,
+        :meth:`step_size`, also while and after adapting (not the
+        schedule's initial h)."""
+        if not self.num_adaptation_steps or not self.built:
+            return super()._get_current_learning_rate()
+        return self.step_size()
+
     def check_batch_size(self, x=None, batch_size=None):
         """Warns when a transition would see fewer than ``train_size`` examples.
 

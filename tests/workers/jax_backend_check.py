@@ -4,6 +4,8 @@ Usage: python jax_backend_check.py (the test sets KERAS_BACKEND=jax).
 """
 
 import json
+import os
+import tempfile
 
 import jax
 import keras
@@ -36,12 +38,17 @@ x = np.random.default_rng(0).normal(size=(400, 5)).astype("float32")
 y = (x[:, 0] > 0).astype("int32")
 
 
-def fit():
+def compiled():
     keras.utils.set_random_seed(0)
     model = kb.models.mlp((5,), 2, hidden=(16,))
     model.compile(sampler=samplers.ATMC(5e-3, seed=0), train_size=400,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(x, y, batch_size=100, epochs=2, verbose=0, shuffle=False)
+    return model
+
+
+def fit(model=None, epochs=2):
+    model = model or compiled()
+    history = model.fit(x, y, batch_size=100, epochs=epochs, verbose=0, shuffle=False)
     return model, history.history["loss"]
 
 
@@ -50,6 +57,15 @@ second, _ = fit()
 result["fit_losses"] = losses
 result["fit_deterministic"] = all(
     np.array_equal(a, b) for a, b in zip(first.get_weights(), second.get_weights()))
+# A .weights.h5 loaded into a freshly compiled model goes on with the same chain.
+path = os.path.join(tempfile.mkdtemp(), "chain.weights.h5")
+second.save_weights(path)
+reloaded = compiled()
+reloaded.load_weights(path)
+fit(second, epochs=1)
+fit(reloaded, epochs=1)
+result["weights_file_continues"] = all(
+    np.array_equal(a, b) for a, b in zip(second.get_weights(), reloaded.get_weights()))
 result["log_prior"] = float(kb.priors.log_prior(first))
 result["weights"] = [w.tolist() for w in first.get_weights()]
 print("RESULT " + json.dumps(result))

@@ -1,0 +1,116 @@
+"""Keras' stock callbacks with a sampled model: they work, or they are refused by name."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+SAMPLERS = {
+    "atmc": lambda: kb.samplers.ATMC(warmup_steps=4),
+    "sghmc": lambda: kb.samplers.SGHMC(warmup_steps=4),
+    "sgld": lambda: kb.samplers.SGLD(warmup_steps=4),
+    "sgnht": lambda: kb.samplers.SGNHT(warmup_steps=4),
+    "hmc": lambda: kb.samplers.HMC(step_size=0.01, num_leapfrog_steps=2,
+                                    num_adaptation_steps=3),
+}
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 3)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32")
+
+
+def _model(sampler):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((3,))
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(2, name="out")(inputs)))
+    model.compile(sampler=SAMPLERS[sampler](), train_size=32,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _fit(model, epochs, callbacks=()):
+    x, y = _data()
+    full = isinstance(model.optimizer, kb.samplers.HMC)  # HMC is exact on full batches
+    return model.fit(x, y, batch_size=32 if full else 16, epochs=epochs, validation_data=(x, y),
+                     callbacks=list(callbacks), verbose=0)
+
+
+@pytest.mark.parametrize("callback", [
+    keras.callbacks.ReduceLROnPlateau(monitor="val_nll", mode="min"),
+    keras.callbacks.LearningRateScheduler(lambda epoch, rate: rate * 0.5),
+], ids=["ReduceLROnPlateau", "LearningRateScheduler"])
+@pytest.mark.parametrize("sampler", ["atmc", "hmc"])
+def test_a_callback_that_sets_the_learning_rate_is_refused_before_the_first_step(
+        sampler, callback):
+    model = _model(sampler)
+    with pytest.raises(ValueError, match=type(callback).__name__ + ".*`callbacks`|"
+                       "`callbacks`.*" + type(callback).__name__):
+        _fit(model, 2, [callback])
+    assert not model.optimizer.built  # no step was taken
+
+
+def test_a_sampler_refuses_a_new_step_size_by_name():
+    model = _model("sgld")
+    _fit(model, 1)
+    h = model.optimizer.step_size_value
+    with pytest.raises(TypeError, match="`learning_rate`.*ReduceLROnPlateau"):
+        model.optimizer.learning_rate = 0.5 * h
+    assert model.optimizer.step_size_value == h
+
+
+def test_early_stopping_that_restores_weights_warns_that_the_chain_jumps_back():
+    model = _model("atmc")
+    stop = keras.callbacks.EarlyStopping(monitor="val_nll", mode="min",
+                                         restore_best_weights=True)
+    with pytest.warns(kb.RestoredWeightsWarning, match="restore_best_weights"):
+        _fit(model, 1, [stop])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.RestoredWeightsWarning)
+        _fit(_model("atmc"), 1, [keras.callbacks.EarlyStopping(monitor="val_nll", mode="min")])
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_a_weights_checkpoint_reloaded_goes_on_with_the_same_chain(sampler, tmp_path):
+    path = str(tmp_path / "chain.weights.h5")
+    model = _model(sampler)
+    _fit(model, 3, [keras.callbacks.ModelCheckpoint(path, save_weights_only=True)])
+    reloaded = _model(sampler)
+    reloaded.load_weights(path)
+    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations)
+    assert reloaded.optimizer.step_size_value == model.optimizer.step_size_value
+    _fit(model, 1)
+    _fit(reloaded, 1)
+    for a, b in zip(model.get_weights(), reloaded.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_learning_rate_keras_logs_is_the_step_hmc_adapted():
+    model = _model("hmc")  # dual averaging over the first 3 transitions
+    _fit(model, 4)
+    h = model.optimizer.step_size_value
+    assert h != pytest.approx(0.01)  # adapted away from the initial step
+    assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == pytest.approx(h)
+
+
+def test_weights_saved_before_the_first_step_load_without_a_warning(tmp_path):
+    path = str(tmp_path / "initial.weights.h5")
+    _model("atmc").save_weights(path)
+    reloaded = _model("atmc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reloaded.load_weights(path)
+    assert not reloaded.optimizer.built
+
+
+def test_a_backup_within_epochs_warns_that_the_resumed_chain_differs(tmp_path):
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"), save_freq=1)
+    with pytest.warns(kb.MidEpochBackupWarning, match="save_freq='epoch'"):
+        _fit(_model("sgld"), 1, [backup])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.MidEpochBackupWarning)
+        _fit(_model("sgld"), 1, [keras.callbacks.BackupAndRestore(str(tmp_path / "epochs"))])
