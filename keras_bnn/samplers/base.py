@@ -8,9 +8,10 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import nonfinite
 from keras_bnn import schedules
+from keras_bnn.samplers.auto_step import AutoStepSize
 from keras_bnn.samplers.integrators import gradient_noise_update
 from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
-from keras_bnn.samplers.warmup import TARGET_NOISE_RATIO, AutoStepSize
+from keras_bnn.samplers.warmup import TARGET_NOISE_RATIO
 from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
 #: ``gradient_noise_ratio`` above which the samplers are measurably biased:
