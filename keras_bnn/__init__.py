@@ -36,6 +36,7 @@ _ATTRIBUTES = {
     "NotConvergedWarning": "keras_bnn.callbacks",
     "RestoredWeightsWarning": "keras_bnn.callbacks",
     "SequentialAsOneLayerWarning": "keras_bnn.bayesian",
+    "ShortWarmupWarning": "keras_bnn.samplers.warmup",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",

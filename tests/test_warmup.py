@@ -23,6 +23,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -356,6 +357,37 @@ def test_fit_retraces_the_step_without_the_warm_up_once_it_is_over(monkeypatch, 
     for a, b in zip(left.get_weights(), kept.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert left_history == kept_history
+
+
+def test_a_warm_up_too_short_to_climb_warns_with_the_steps_it_needs():
+    """Found 2026-11-28: ``warmup_steps=20`` froze h at 4e-8 (the climb from
+    1e-8 at most doubles every 10 steps), a chain that barely moves, and
+    nothing said why (with CollectSamples the run ended in a
+    NotConvergedWarning, whose advice is more epochs). At the warm-up length
+    the warning asks for, h reaches its target and nothing warns."""
+    with pytest.warns(warmup.ShortWarmupWarning) as caught:
+        model, _ = _small_fit("atmc", epochs=4, warmup_steps=20)
+    (message,) = [str(w.message) for w in caught if w.category is warmup.ShortWarmupWarning]
+    needed = int(re.search(r"Give `warmup_steps` at least (\d+)", message).group(1))
+    assert "warm-up's 20 steps ended with h = 4e-08 still climbing" in message
+    assert model.optimizer.step_size_value < 1e-7 and needed > 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", warmup.ShortWarmupWarning)
+        model, _ = _small_fit("atmc", epochs=needed // 8 + 2, warmup_steps=needed)
+    assert model.optimizer.step_size_value > 1e-4
+
+
+def test_the_climb_shortfall_rule():
+    """``climb_shortfall``: steps lacked only where h's mean ratio is below a
+    tenth of r* and h is below its stability ceiling."""
+    sizes, target = [10, 30], 0.05
+    # ā = 1 (ratio 1 at h = 1): h_r = √0.05 for k = 2.
+    missing, limited = warmup.climb_shortfall(1e-4, math.inf, [1.0, 1.0], sizes, target, 2)
+    assert limited == pytest.approx(math.sqrt(target))
+    assert missing == math.ceil(math.log(limited / 1e-4) / math.log(warmup.GROWTH_PER_STEP))
+    assert warmup.climb_shortfall(0.5 * limited, math.inf, [1.0, 1.0], sizes, target, 2)[0] == 0
+    assert warmup.climb_shortfall(1e-4, 1e-4, [1.0, 1.0], sizes, target, 2)[0] == 0  # capped
+    assert warmup.climb_shortfall(1e-4, math.inf, [0.0, 0.0], sizes, target, 2) == (0, math.inf)
 
 
 def test_only_a_finished_warm_up_is_left():

@@ -17,6 +17,7 @@ from keras_bnn.callbacks import (CollectSamples, MidEpochBackupWarning, Restored
                                  current_step, warmup_steps)
 from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
+from keras_bnn.samplers.warmup import ShortWarmupWarning
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import (argument_error, check_bool, check_fit_data,
                                   check_positive_int, warn_on_train_size)
@@ -185,12 +186,19 @@ class _LeaveWarmup(keras.callbacks.Callback):
 
     At the start of ``fit`` and after each epoch it asks the sampler
     (:meth:`keras_bnn.samplers.Sampler.leave_warmup`); the step traced
-    afterwards computes the same numbers with fewer operations.
+    afterwards computes the same numbers with fewer operations. Then it
+    warns with :class:`~keras_bnn.samplers.warmup.ShortWarmupWarning` if
+    the warm-up ended before h reached its noise target
+    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.short_warmup_message`).
     """
 
     def _leave(self):
-        if self.model.optimizer.leave_warmup():
+        sampler = self.model.optimizer
+        if sampler.leave_warmup():
             self.model.make_train_function(force=True)
+            message = sampler.short_warmup_message()
+            if message:
+                warnings.warn(message, ShortWarmupWarning, stacklevel=2)
 
     def on_train_begin(self, logs=None):
         self._leave()

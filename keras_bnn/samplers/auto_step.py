@@ -13,7 +13,7 @@ from keras import ops
 from keras_bnn import backend, schedules
 from keras_bnn.samplers.warmup import (ANCHOR_CONFIRM, ANCHOR_EVERY, INITIAL_STEP_SIZE,
                                        REMEASURE_TOLERANCE, TARGET_NOISE_RATIO,
-                                       StepSizeWarmup, auto_warmup_steps,
+                                       StepSizeWarmup, auto_warmup_steps, climb_shortfall,
                                        noise_limited_step_size)
 from keras_bnn.validation import argument_error
 
@@ -345,6 +345,37 @@ class AutoStepSize:
                for a, s in zip(anchors, snapshots)]
             + [lambda r=r: ops.where(blown_up, ops.zeros_like(r.value), r.value)
                for r in restarted])
+
+    def short_warmup_message(self):
+        """Why the warm-up's h is far below its noise target, or None.
+
+        :func:`~keras_bnn.samplers.warmup.climb_shortfall` of the frozen h,
+        read on the host once the warm-up is over (``fit`` asks when it
+        leaves the warm-up's code out of the step).
+
+        Returns:
+            A message naming ``warmup_steps`` and the steps the climb
+            lacked, or None (an explicit step, the warm-up not over, or h
+            at its target or ceiling).
+        """
+        if (self.warmup is None or not self.built
+                or int(backend.to_numpy(self.iterations)) < self.warmup.warmup_steps):
+            return None
+        count = max(float(backend.to_numpy(self.warmup.averaged)), 1.0)
+        step = float(backend.to_numpy(self.warmup.step_size))
+        missing, limited = climb_shortfall(
+            step, float(backend.to_numpy(self.warmup.ceiling)),
+            [float(backend.to_numpy(a)) / count for a in self.slots("noise_scale")],
+            self._sizes(), self.warmup.target_noise_ratio, self.noise_ratio_exponent)
+        if not missing:
+            return None
+        return (f"{type(self).__name__}: the warm-up's {self.warmup.warmup_steps} steps ended "
+                f"with h = {step:.3g} still climbing to its noise target (about {limited:.3g}; "
+                f"h starts at {INITIAL_STEP_SIZE:g} and at most doubles every 10 steps), so the "
+                "chain moves with a step far too small to reach equilibrium in a usual run. "
+                f"Give `warmup_steps` at least {2 * (self.warmup.warmup_steps + missing)} (the "
+                f"climb lacked about {missing} steps, and the warm-up's second half measures the "
+                "noise at the target), or leave it 'auto'.")
 
     def warmup_config(self):
         """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""

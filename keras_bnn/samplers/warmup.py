@@ -106,6 +106,8 @@ is a rate in units of 1/h and is carried across each change of h
 (:meth:`StepSizeWarmup.change`).
 """
 
+import math
+
 import keras
 from keras import ops
 
@@ -130,6 +132,16 @@ ANCHOR_EVERY = 25
 #: Steps without a blow-up after which a snapshot becomes the anchor a
 #: blow-up returns to (an instability needs a few steps to show in r̂).
 ANCHOR_CONFIRM = 5
+#: A frozen h whose mean ratio ``h^k·ā`` is below this fraction of r*, and
+#: below its stability ceiling, was still climbing when the warm-up ended
+#: (:func:`climb_shortfall`).
+SHORT_WARMUP_FRACTION = 0.1
+
+
+class ShortWarmupWarning(UserWarning):
+    """``step_size="auto"``'s warm-up ended while h was still climbing to its
+    noise target (``warmup_steps`` too few): the chain moves with a far
+    smaller step than the warm-up would choose (:func:`climb_shortfall`)."""
 
 
 def auto_warmup_steps(noise_estimate_decay):
@@ -163,6 +175,41 @@ def noise_limited_step_size(step_size, ratio, target, exponent):
     safe = ops.where(ratio > 0.0, ratio, 1.0)
     limited = step_size * ops.power(target / safe, 1.0 / exponent)
     return ops.where(ratio > 0.0, limited, float("inf"))
+
+
+def climb_shortfall(step_size, ceiling, scales, sizes, target, exponent):
+    """The steps the warm-up lacked to climb to its noise target, or 0.
+
+    h starts at ``INITIAL_STEP_SIZE`` and grows by at most
+    ``GROWTH_PER_STEP`` a step, so a warm-up of too few steps freezes an h
+    far below the noise-limited ``h_r = (r*/ā)^{1/k}`` (``ā`` as in
+    :func:`frozen_step_size`). It fell short when the frozen h gives a mean
+    ratio ``h^k·ā < SHORT_WARMUP_FRACTION·r*`` while below its stability
+    ceiling (a blow-up caps h on purpose); a warm-up that reached the target
+    ends at ``h^k·ā ≈ r*`` (the averaged noise varies by tens of percent, not
+    tenfold).
+
+    Args:
+        step_size: the frozen h (float).
+        ceiling: the stability ceiling (float, inf without a blow-up).
+        scales: the averaged noise scales ``a_v`` (floats).
+        sizes: the variables' sizes ``d_v``.
+        target: r*.
+        exponent: k.
+
+    Returns:
+        ``(missing_steps, noise_limited_step)``: ``log(h_r/h)/log(GROWTH_PER_STEP)``
+        rounded up, and ``h_r``; ``(0, h_r)`` where the warm-up reached it
+        (or nothing was measured: ``ā = 0``, ``h_r = inf``).
+    """
+    mean = sum(a * d for a, d in zip(scales, sizes)) / float(sum(sizes))
+    if mean <= 0.0:
+        return 0, math.inf
+    limited = (target / mean) ** (1.0 / exponent)
+    if step_size ** exponent * mean >= SHORT_WARMUP_FRACTION * target or (
+            step_size >= 0.99 * ceiling):
+        return 0, limited
+    return math.ceil(math.log(limited / step_size) / math.log(GROWTH_PER_STEP)), limited
 
 
 def frozen_step_size(scales, sizes, target, exponent, ceiling):
