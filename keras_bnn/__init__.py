@@ -34,6 +34,7 @@ _ATTRIBUTES = {
     "NoEnsembleWarning": "keras_bnn.callbacks",
     "NotConvergedWarning": "keras_bnn.callbacks",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
+    "TrainSizeWarning": "keras_bnn.validation",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",
     "prior_predictive": "keras_bnn.predictive_checks",

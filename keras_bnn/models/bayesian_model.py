@@ -477,6 +477,12 @@ class BayesianModel(keras.Model):
         (:class:`keras_bnn.samplers.HMC`) warns when a batch holds fewer than
         ``train_size`` examples (the chain is then not exact).
 
+        A :class:`keras_bnn.TrainSizeWarning` says when ``train_size``
+        differs from the number of examples ``fit`` trains on (arrays after
+        ``validation_split``, a dataset of known length), or when array
+        ``sample_weight`` / ``class_weight`` do not average 1
+        (:func:`keras_bnn.validation.warn_on_train_size`).
+
         Trainable weights without a prior get a
         :class:`keras_bnn.MissingPriorWarning` (unless
         ``compile(allow_flat_prior=True)``). Dropout, noise and
@@ -499,7 +505,7 @@ class BayesianModel(keras.Model):
             ValueError: for a model with dropout, noise or batch
                 normalisation sampled by HMC, for ``jit_compile=True``
                 under a ``tf.distribute`` strategy, for empty inputs, inputs of
-                another shape, or labels
+                another shape, a dataset of single examples (not batched), or labels
                 (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
@@ -509,11 +515,10 @@ class BayesianModel(keras.Model):
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        check_fit_data(self, args, kwargs, from_loss(self.loss))
+        first = check_fit_data(self, args, kwargs, from_loss(self.loss))
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
-        warn_on_train_size(self, args[0] if args else kwargs.get("x"),
-                           kwargs.get("validation_split") or 0.0)
+        warn_on_train_size(self, args, kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
             parts = (validation,) if hasattr(validation, "cardinality") else tuple(validation)[:2]
