@@ -6,7 +6,7 @@ n = ``train_size``: a dataset or ``PyDataset`` of another size than n, a
 average 1 change the posterior's width silently unless ``fit`` says so
 (:class:`keras_bnn.TrainSizeWarning`); a dataset of single examples must be
 refused with a message that says to batch it, not a shape error from inside
-the model."""
+the model; HMC must warn when a dataset's batches hold fewer than n rows."""
 
 import warnings
 
@@ -120,3 +120,13 @@ def test_a_dataset_of_single_examples_is_refused(call):
                                          r".*dataset.batch\(batch_size\); got single examples"):
         call(model)
     assert int(model.optimizer.iterations) == 0
+
+
+def test_hmc_warns_on_a_dataset_of_minibatches():
+    """HMC on a dataset's batches of 5 < n rows ran an inexact chain silently
+    (the batch size was read from the dataset's static shape, None here)."""
+    with pytest.warns(UserWarning, match="HMC on a minibatch of 5 < train_size=20"):
+        _model("hmc").fit(_dataset().batch(5), epochs=1, verbose=0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="HMC on a minibatch")
+        _model("hmc").fit(_dataset().batch(N), epochs=1, verbose=0)

@@ -16,8 +16,8 @@ from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
 from keras_bnn.likelihoods import check_logit_head, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import (check_bool, check_fit_data, check_positive_int,
-                                  warn_on_train_size)
+from keras_bnn.validation import (batch_length, check_bool, check_fit_data,
+                                  check_positive_int, warn_on_train_size)
 
 _TRACKED = (
     "nll",
@@ -530,7 +530,8 @@ class BayesianModel(keras.Model):
             callbacks.insert(0, nonfinite.StopOnNonFinite())
         self.transition_kernel.check_batch_size(  # fit(x, y, batch_size, ...)
             args[0] if args else kwargs.get("x"),
-            args[2] if len(args) > 2 else kwargs.get("batch_size"))
+            (args[2] if len(args) > 2 else kwargs.get("batch_size")) if first is None
+            else batch_length(first[0]))
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         if isinstance(self.optimizer, samplers_lib.Sampler):
