@@ -578,7 +578,9 @@ def warn_on_train_size(model, args, kwargs, first=None):
     size, within a batch (not with ``steps_per_epoch``, where an epoch need
     not be one pass over the data). Array ``sample_weight`` or
     ``class_weight`` whose mean over the training examples is not 1 (within
-    1 %) make the data weigh as ``mean·n`` examples, and warn too. A
+    1 %) make the data weigh as ``mean·n`` examples, and warn too, unless the
+    loss's reduction is ``"mean_with_sample_weight"``
+    (``n·Σ w_i·ℓ_i / Σ w_i``: the weights normalised in each batch). A
     generator's or an unknown-length dataset's size is the user's to give.
 
     Args:
@@ -599,7 +601,9 @@ def warn_on_train_size(model, args, kwargs, first=None):
             seen = f"{kept} examples" + (
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
-        weights = _weight_mean(args, kwargs, kept)
+        # reduction="mean_with_sample_weight" normalises the weights within each batch.
+        per_batch = getattr(model.loss, "reduction", None) == "mean_with_sample_weight"
+        weights = None if per_batch else _weight_mean(args, kwargs, kept)
         if weights is not None and abs(weights[1] - 1.0) > 0.01:
             name, mean = weights
             warnings.warn(
@@ -607,9 +611,10 @@ def warn_on_train_size(model, args, kwargs, first=None):
                 f"examples: the likelihood n·(1/b)·Σ w_i·ℓ_i weighs the data as "
                 f"{mean * n:.6g} examples (compile(train_size={n}) × {mean:.4g}) against the "
                 "prior, so the posterior is narrower (mean > 1) or wider (mean < 1) than "
-                "with weights of mean 1. Divide the weights by their mean to reweight the "
-                "examples among themselves; keep them only to temper the likelihood on "
-                "purpose.", TrainSizeWarning, stacklevel=3)
+                "with weights of mean 1. Divide the weights by their mean (or compile the "
+                "loss with reduction='mean_with_sample_weight') to reweight the examples "
+                "among themselves; keep them only to temper the likelihood on purpose.",
+                TrainSizeWarning, stacklevel=3)
     elif first is not None and _fit_argument(args, kwargs, 12, "steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
         if batches and size and not (batches - 1) * size < n < (batches + 1) * size:

@@ -130,3 +130,26 @@ def test_hmc_warns_on_a_dataset_of_minibatches():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="HMC on a minibatch")
         _model("hmc").fit(_dataset().batch(N), epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "none", None])
+def test_compile_refuses_a_loss_that_is_not_a_batch_mean(reduction):
+    """reduction="sum" sampled n·Σ_batch ℓ_i (the likelihood b times too
+    strong) while nll logged a sum per batch; "none" the same gradient while
+    nll logged the mean: a posterior far too narrow, silently."""
+    inputs = keras.Input((4,))
+    model = kb.BayesianModel(inputs, keras.layers.Dense(3)(inputs))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+    with pytest.raises(ValueError, match=r"`loss` must average over the batch, reduction one of "
+                                         r"'sum_over_batch_size', 'mean', "
+                                         r"'mean_with_sample_weight'.*; got .*reduction="):
+        model.compile(sampler="sgld", train_size=N, loss=loss)
+
+
+def test_weights_normalised_in_each_batch_do_not_warn():
+    x, y = _data()
+    model = _model()
+    model.compile(sampler="sgld", train_size=N, loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="mean_with_sample_weight"))
+    _no_train_size_warning(lambda: model.fit(x, y, batch_size=5, epochs=1, verbose=0,
+                                             class_weight={2: 4.0}))

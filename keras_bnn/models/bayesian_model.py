@@ -13,7 +13,7 @@ from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
-from keras_bnn.likelihoods import check_logit_head, from_loss
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import (batch_length, check_bool, check_fit_data,
@@ -264,7 +264,8 @@ class BayesianModel(keras.Model):
                 unknown sampler name, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
-                must output logits).
+                must output logits), or a loss whose reduction is not a
+                batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`).
         """
         if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
             sampler, optimizer = optimizer, None  # from compile_from_config
@@ -276,6 +277,7 @@ class BayesianModel(keras.Model):
             )
         self.train_size = _check_train_size(train_size)
         check_logit_head(self, loss)
+        check_loss_reduction(loss)
         self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
         if sampler is not None:
             sampler = samplers_lib.get(sampler)
