@@ -153,3 +153,19 @@ def test_weights_normalised_in_each_batch_do_not_warn():
         from_logits=True, reduction="mean_with_sample_weight"))
     _no_train_size_warning(lambda: model.fit(x, y, batch_size=5, epochs=1, verbose=0,
                                              class_weight={2: 4.0}))
+
+
+def test_validation_data_may_be_a_pydataset_or_a_generator():
+    """fit read validation_data as tuple(validation)[:2]: a PyDataset's first
+    two batches became (x, y) (NumPy's "inhomogeneous shape" error), and a
+    generator was drawn to its end before training (forever, if endless)."""
+    x, y = _data()
+
+    def batches():
+        for start in range(0, N, 5):
+            yield x[start:start + 5], y[start:start + 5]
+
+    for validation in (_Batches(), batches()):
+        history = _model().fit(x, y, batch_size=5, epochs=1, verbose=0,
+                               validation_data=validation, validation_steps=4).history
+        assert np.isfinite(history["val_nll"][0])

@@ -523,7 +523,9 @@ class BayesianModel(keras.Model):
         warn_on_train_size(self, args, kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
-            parts = (validation,) if hasattr(validation, "cardinality") else tuple(validation)[:2]
+            # (x, y[, w]) arrays, or one dataset, PyDataset or generator (not to be iterated)
+            parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
+                validation,)
             check_fit_data(self, parts, {}, from_loss(self.loss), owner="fit(validation_data)")
         callbacks = list(kwargs.get("callbacks") or [])
         if not getattr(self, "allow_flat_prior", False):
