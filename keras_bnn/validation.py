@@ -435,6 +435,29 @@ def check_example_shape(x, expected, owner=None):
                              owner, got=f"examples of shape {got}")
 
 
+def check_epoch_ends(data, steps, name, owner="fit"):
+    """Refuses an endless ``tf.data.Dataset`` (``dataset.repeat()``) without a step count.
+
+    Keras runs such an epoch forever: ``fit`` never reaches an epoch end,
+    where samples are collected and the equilibrium is tested, and never
+    returns; ``evaluate`` never returns.
+
+    Args:
+        data: the dataset (anything else passes).
+        steps: the steps argument that bounds it (``steps_per_epoch``,
+            ``validation_steps``, ``steps``), or None.
+        name, owner: that argument's name and its function, for the message.
+
+    Raises:
+        ValueError: naming ``name`` when ``data`` is endless and ``steps`` is None.
+    """
+    if steps is None and hasattr(data, "cardinality") and int(data.cardinality()) == -1:
+        raise argument_error(
+            name, "be given for an endless dataset (dataset.repeat()): without it the epoch "
+            "never ends (samples are collected and the equilibrium tested at epoch ends)",
+            steps, owner)
+
+
 def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
     """Checks the data of ``model.fit(*args, **kwargs)`` (or ``evaluate``'s) before any graph runs.
 

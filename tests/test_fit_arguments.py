@@ -169,3 +169,32 @@ def test_validation_data_may_be_a_pydataset_or_a_generator():
         history = _model().fit(x, y, batch_size=5, epochs=1, verbose=0,
                                validation_data=validation, validation_steps=4).history
         assert np.isfinite(history["val_nll"][0])
+
+
+class _StopAfter(keras.callbacks.Callback):
+    """Ends an endless epoch or evaluation (so that the old behaviour fails, not hangs)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.model.stop_training = batch >= 50
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.model.stop_evaluating = batch >= 50
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda model: model.fit(_dataset().batch(5).repeat(), epochs=1, verbose=0,
+                             callbacks=[_StopAfter()]), "fit: `steps_per_epoch`"),
+    (lambda model: model.fit(*_data(), epochs=1, verbose=0, callbacks=[_StopAfter()],
+                             validation_data=_dataset().batch(5).repeat()),
+     "fit: `validation_steps`"),
+    (lambda model: model.evaluate(_dataset().batch(5).repeat(), verbose=0,
+                                  callbacks=[_StopAfter()]), "evaluate: `steps`"),
+], ids=["fit", "validation_data", "evaluate"])
+def test_an_endless_dataset_needs_its_steps(call, name):
+    """fit(dataset.repeat()) ran one epoch forever: no epoch end, so no
+    sample and no equilibrium test, and fit never returned."""
+    with pytest.raises(ValueError, match=f"{name} must be given for an endless dataset"):
+        call(_model())
+    history = _model().fit(_dataset().batch(5).repeat(), epochs=1, steps_per_epoch=4,
+                           verbose=0).history
+    assert len(history["loss"]) == 1

@@ -16,8 +16,8 @@ from keras_bnn.callbacks import CollectSamples, current_step, warmup_steps
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import (batch_length, check_bool, check_fit_data,
-                                  check_positive_int, warn_on_train_size)
+from keras_bnn.validation import (batch_length, check_bool, check_epoch_ends,
+                                  check_fit_data, check_positive_int, warn_on_train_size)
 
 _TRACKED = (
     "nll",
@@ -459,10 +459,13 @@ class BayesianModel(keras.Model):
             ValueError: as :meth:`fit` (:func:`keras_bnn.validation.check_fit_data`):
                 labels the likelihood cannot score, or labels given to a
                 model compiled without a loss (nothing would score them: nll
-                would read 0).
+                would read 0); an endless dataset without ``steps``.
         """
         if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
             check_fit_data(self, args, kwargs, from_loss(self.loss), owner="evaluate")
+            check_epoch_ends(args[0] if args else kwargs.get("x"),
+                             args[5] if len(args) > 5 else kwargs.get("steps"), "steps",
+                             "evaluate")
         return super().evaluate(*args, **kwargs)
 
     def fit(self, *args, **kwargs):
@@ -507,7 +510,10 @@ class BayesianModel(keras.Model):
             ValueError: for a model with dropout, noise or batch
                 normalisation sampled by HMC, for ``jit_compile=True``
                 under a ``tf.distribute`` strategy, for empty inputs, inputs of
-                another shape, a dataset of single examples (not batched), or labels
+                another shape, a dataset of single examples (not batched), an
+                endless dataset without ``steps_per_epoch`` (or, as
+                ``validation_data``, ``validation_steps``;
+                :func:`keras_bnn.validation.check_epoch_ends`), or labels
                 (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
@@ -518,6 +524,9 @@ class BayesianModel(keras.Model):
                 to disk are untouched.
         """
         first = check_fit_data(self, args, kwargs, from_loss(self.loss))
+        check_epoch_ends(args[0] if args else kwargs.get("x"),
+                         args[12] if len(args) > 12 else kwargs.get("steps_per_epoch"),
+                         "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
         warn_on_train_size(self, args, kwargs, first)
@@ -527,6 +536,7 @@ class BayesianModel(keras.Model):
             parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
                 validation,)
             check_fit_data(self, parts, {}, from_loss(self.loss), owner="fit(validation_data)")
+            check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
         callbacks = list(kwargs.get("callbacks") or [])
         if not getattr(self, "allow_flat_prior", False):
             callbacks.insert(0, _WarnOnMissingPriors())
