@@ -332,7 +332,14 @@ def first_batch(data):
 
 
 def batch_length(inputs):
-    """The number of examples in a batch of inputs (its first leaf's first axis), or None."""
+    """The number of examples in a batch of inputs: its first leaf's first axis.
+
+    Args:
+        inputs: a batch's ``x`` (an array, a tensor, or a nest of them).
+
+    Returns:
+        int, or None where the first leaf has no leading axis of known size.
+    """
     import keras  # noqa: PLC0415 - this module is read before Keras is imported
 
     leaves = keras.tree.flatten(inputs)
