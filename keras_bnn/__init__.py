@@ -38,6 +38,7 @@ _ATTRIBUTES = {
     "SequentialAsOneLayerWarning": "keras_bnn.bayesian",
     "ShortWarmupWarning": "keras_bnn.samplers.warmup",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
+    "TrainSizeWarning": "keras_bnn.validation",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",
     "prior_predictive": "keras_bnn.predictive_checks",

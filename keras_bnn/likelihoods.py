@@ -199,6 +199,39 @@ def _output_layer(model):
     return operation
 
 
+#: Loss reductions that make the compiled loss the batch mean the potential needs.
+MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
+
+
+def check_loss_reduction(loss):
+    """Refuses a loss whose value on a batch is not a mean over its examples.
+
+    The potential is ``U(θ) = n·(batch mean of ℓ_i) − log p(θ)``: a loss with
+    ``reduction="sum"`` made it ``n·Σ_batch ℓ_i``, the likelihood b times too
+    strong for batches of b, and ``"none"`` (or None) a vector whose gradient
+    is that sum as well, while ``nll`` logged the mean: a posterior far too
+    narrow, silently. ``"mean_with_sample_weight"`` divides by the batch's sum
+    of weights (the weights normalised within each batch).
+
+    Args:
+        loss: the loss passed to ``compile`` (object, function, name, or a
+            structure of them), or None. Only objects with a ``reduction``
+            are read; Keras gives functions and names its default mean.
+
+    Raises:
+        ValueError: naming ``loss`` and the allowed reductions.
+    """
+    for item in keras.tree.flatten(loss):
+        reduction = getattr(item, "reduction", MEAN_REDUCTIONS[0])
+        if reduction not in MEAN_REDUCTIONS:
+            raise argument_error(
+                "loss", f"average over the batch, reduction one of "
+                f"{', '.join(map(repr, MEAN_REDUCTIONS))} (the potential is n·mean NLL of "
+                "the batch; a sum or an unreduced loss makes the likelihood batch-size times "
+                "too strong)", loss, "BayesianModel.compile",
+                got=f"{_loss_name(item)!r} with reduction={reduction!r}")
+
+
 def check_logit_head(model, loss):
     """Refuses a model that outputs probabilities, or a loss that expects them.
 

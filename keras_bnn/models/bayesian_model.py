@@ -15,12 +15,12 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import (CollectSamples, MidEpochBackupWarning, RestoredWeightsWarning,
                                  current_step, warmup_steps)
-from keras_bnn.likelihoods import check_logit_head, from_loss
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.samplers.warmup import ShortWarmupWarning
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import (argument_error, check_bool, check_fit_data,
-                                  check_positive_int, warn_on_train_size)
+from keras_bnn.validation import (argument_error, batch_length, check_bool, check_epoch_ends,
+                                  check_fit_data, check_positive_int, warn_on_train_size)
 
 _TRACKED = (
     "nll",
@@ -324,7 +324,8 @@ class BayesianModel(keras.Model):
                 ``"mixed_float16"`` on JAX, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
-                must output logits).
+                must output logits), or a loss whose reduction is not a
+                batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`).
         """
         if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
             sampler, optimizer = optimizer, None  # from compile_from_config
@@ -336,6 +337,7 @@ class BayesianModel(keras.Model):
             )
         self.train_size = _check_train_size(train_size)
         check_logit_head(self, loss)
+        check_loss_reduction(loss)
         self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
         if sampler is not None:
             sampler = samplers_lib.get(sampler)
@@ -520,10 +522,13 @@ class BayesianModel(keras.Model):
             ValueError: as :meth:`fit` (:func:`keras_bnn.validation.check_fit_data`):
                 labels the likelihood cannot score, or labels given to a
                 model compiled without a loss (nothing would score them: nll
-                would read 0).
+                would read 0); an endless dataset without ``steps``.
         """
         if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
             check_fit_data(self, args, kwargs, from_loss(self.loss), owner="evaluate")
+            check_epoch_ends(args[0] if args else kwargs.get("x"),
+                             args[5] if len(args) > 5 else kwargs.get("steps"), "steps",
+                             "evaluate")
         return super().evaluate(*args, **kwargs)
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
@@ -570,6 +575,12 @@ class BayesianModel(keras.Model):
         (:class:`keras_bnn.samplers.HMC`) warns when a batch holds fewer than
         ``train_size`` examples (the chain is then not exact).
 
+        A :class:`keras_bnn.TrainSizeWarning` says when ``train_size``
+        differs from the number of examples ``fit`` trains on (arrays after
+        ``validation_split``, a dataset of known length), or when array
+        ``sample_weight`` / ``class_weight`` do not average 1
+        (:func:`keras_bnn.validation.warn_on_train_size`).
+
         Trainable weights without a prior get a
         :class:`keras_bnn.MissingPriorWarning` (unless
         ``compile(allow_flat_prior=True)``). Dropout, noise and
@@ -592,7 +603,10 @@ class BayesianModel(keras.Model):
             ValueError: for a model with dropout, noise or batch
                 normalisation sampled by HMC, for ``jit_compile=True``
                 under a ``tf.distribute`` strategy, for empty inputs, inputs of
-                another shape, or labels
+                another shape, a dataset of single examples (not batched), an
+                endless dataset without ``steps_per_epoch`` (or, as
+                ``validation_data``, ``validation_steps``;
+                :func:`keras_bnn.validation.check_epoch_ends`), or labels
                 (``validation_data``'s too) that the likelihood
                 cannot score (:func:`keras_bnn.validation.check_fit_data`:
                 class indices in [0, K) for a categorical loss, 0/1 for a
@@ -604,15 +618,20 @@ class BayesianModel(keras.Model):
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        check_fit_data(self, args, kwargs, from_loss(self.loss))
+        first = check_fit_data(self, args, kwargs, from_loss(self.loss))
+        check_epoch_ends(args[0] if args else kwargs.get("x"),
+                         args[12] if len(args) > 12 else kwargs.get("steps_per_epoch"),
+                         "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
-        warn_on_train_size(self, args[0] if args else kwargs.get("x"),
-                           kwargs.get("validation_split") or 0.0)
+        warn_on_train_size(self, args, kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
-            parts = (validation,) if hasattr(validation, "cardinality") else tuple(validation)[:2]
+            # (x, y[, w]) arrays, or one dataset, PyDataset or generator (not to be iterated)
+            parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
+                validation,)
             check_fit_data(self, parts, {}, from_loss(self.loss), owner="fit(validation_data)")
+            check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
         callbacks = list(kwargs.get("callbacks") or [])
         if not getattr(self, "allow_flat_prior", False):
             callbacks.insert(0, _WarnOnMissingPriors())
@@ -620,7 +639,8 @@ class BayesianModel(keras.Model):
             callbacks.insert(0, nonfinite.StopOnNonFinite())
         self.transition_kernel.check_batch_size(  # fit(x, y, batch_size, ...)
             args[0] if args else kwargs.get("x"),
-            args[2] if len(args) > 2 else kwargs.get("batch_size"))
+            (args[2] if len(args) > 2 else kwargs.get("batch_size")) if first is None
+            else batch_length(first[0]))
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(_WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         if isinstance(self.optimizer, samplers_lib.Sampler):

@@ -137,8 +137,6 @@ def _train(config, verbose, resume, data):
     config.resolve_length(steps_per_epoch(config, info["num_train"]))  # stored with the run
     model = build_model(config, info)
     compile_model(model, config, info)
-    # HMC warns here for a minibatch: fit's pipeline has no static batch size.
-    model.transition_kernel.check_batch_size(batch_size=config.batch_size)
     collects = samplers.REGISTRY[config.sampler].collects
     backup = RunBackup(run.backup)
     callbacks = [backup]  # first: it sets the epoch the others start at

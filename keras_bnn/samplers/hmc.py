@@ -167,22 +167,18 @@ class HMC(Sampler):
         """Warns when a transition would see fewer than ``train_size`` examples.
 
         ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
-        (Keras' default batch is 32 for arrays); :meth:`transition` with the
-        traced batch size when it is static.
+        (Keras' default batch is 32 for arrays), or for a dataset with the
+        size of its first batch; :meth:`transition` with the traced batch
+        size when it is static.
 
         Args:
-            x: the training inputs (arrays, or a batched ``tf.data.Dataset``).
-            batch_size: ``fit``'s ``batch_size``, or the batch size itself
-                when ``x`` is None.
+            x: the training inputs, or None.
+            batch_size: ``fit``'s ``batch_size`` for arrays, else the batch
+                size itself (None: unknown).
         """
-        if x is not None:
-            spec = getattr(x, "element_spec", None)
-            if spec is not None:  # a dataset: its static batch size, if any
-                first = keras.tree.flatten(spec)[0]
-                batch_size = first.shape[0] if first.shape.rank else None
-            else:
-                count = array_examples(x)
-                batch_size = None if count is None else min(batch_size or 32, count)
+        count = None if x is None else array_examples(x)
+        if count is not None:
+            batch_size = min(batch_size or 32, count)
         if batch_size is not None and batch_size < self.train_size:
             warnings.warn(
                 f"HMC on a minibatch of {batch_size} < train_size={int(self.train_size)} "

@@ -104,14 +104,15 @@ class TransitionKernel(abc.ABC):
         """
 
     def check_batch_size(self, x=None, batch_size=None):
-        """Called by ``BayesianModel.fit`` with its ``x`` and ``batch_size``.
+        """Called by ``BayesianModel.fit`` with its ``x`` and the batch size.
 
         A minibatch kernel accepts any batch; a :attr:`full_batch` kernel
         warns here when a batch would hold fewer than all examples.
 
         Args:
             x: the training inputs.
-            batch_size: ``fit``'s ``batch_size``.
+            batch_size: ``fit``'s ``batch_size`` for arrays; for a dataset or
+                ``PyDataset`` the size of its first batch (None: unknown).
         """
         del x, batch_size
 

@@ -1,0 +1,200 @@
+"""``fit``'s arguments and input pipelines that change the sampled posterior.
+
+The potential is ``U(θ) = n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)`` with
+n = ``train_size``: a dataset or ``PyDataset`` of another size than n, a
+``validation_split`` that keeps fewer rows than n, or weights that do not
+average 1 change the posterior's width silently unless ``fit`` says so
+(:class:`keras_bnn.TrainSizeWarning`); a dataset of single examples must be
+refused with a message that says to batch it, not a shape error from inside
+the model; HMC must warn when a dataset's batches hold fewer than n rows."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from keras_bnn import priors
+
+N = 20
+
+
+def _model(sampler="sgld", train_size=N):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
+                                 bias_regularizer=priors.Normal(0, 1))(inputs)
+    model = kb.BayesianModel(inputs, outputs)
+    model.compile(sampler=sampler, train_size=train_size,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
+
+
+def _dataset():
+    return tf.data.Dataset.from_tensor_slices(_data())
+
+
+class _Batches(keras.utils.PyDataset):
+    def __init__(self, size=5):
+        super().__init__()
+        self.x, self.y = _data()
+        self.size = size
+
+    def __len__(self):
+        return -(-N // self.size)
+
+    def __getitem__(self, index):
+        rows = slice(index * self.size, (index + 1) * self.size)
+        return self.x[rows], self.y[rows]
+
+
+def _no_train_size_warning(fit):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.TrainSizeWarning)
+        fit()
+
+
+@pytest.mark.parametrize("inputs", [lambda: _dataset().batch(5), lambda: _Batches()],
+                         ids=["tf.data", "PyDataset"])
+def test_a_dataset_of_another_size_than_train_size_warns(inputs):
+    """compile(train_size=200) for a dataset of 4 batches of 5 rows sampled a
+    posterior ten times too narrow without a word (only arrays were counted)."""
+    with pytest.warns(kb.TrainSizeWarning, match=r"fit trains on 4 batches of 5 examples an "
+                                                  r"epoch .* compile\(train_size=200\)"):
+        _model(train_size=200).fit(inputs(), epochs=1, verbose=0)
+    _no_train_size_warning(lambda: _model().fit(inputs(), epochs=1, verbose=0))
+
+
+def test_a_dataset_is_counted_within_one_batch():
+    """A ragged or dropped last batch is still n examples; an epoch of
+    steps_per_epoch, or of unknown length, is not counted."""
+    _no_train_size_warning(lambda: _model().fit(_dataset().batch(6), epochs=1, verbose=0))
+    _no_train_size_warning(lambda: _model().fit(_dataset().batch(6, drop_remainder=True),
+                                                epochs=1, verbose=0))
+    _no_train_size_warning(lambda: _model().fit(_dataset().batch(5).repeat(3), epochs=1,
+                                                steps_per_epoch=4, verbose=0))
+    _no_train_size_warning(lambda: _model(train_size=200).fit(
+        _dataset().filter(lambda x, y: y >= 0).batch(5), epochs=1, verbose=0))
+
+
+def test_validation_split_names_what_it_holds_out():
+    x, y = _data()
+    with pytest.warns(kb.TrainSizeWarning, match=r"fit trains on 16 examples \(validation_split"
+                                                  r"=0.2 holds out 4 of 20\)"):
+        _model().fit(x, y, batch_size=4, epochs=1, validation_split=0.2, verbose=0)
+    _no_train_size_warning(lambda: _model(train_size=16).fit(
+        x, y, batch_size=4, epochs=1, validation_split=0.2, verbose=0))
+
+
+def test_weights_whose_mean_is_not_one_warn():
+    """class_weight={2: 4} made the data weigh as 1.9·n examples: a posterior
+    narrower than the unweighted one, silently."""
+    x, y = _data()
+    weights = np.where(y == 2, 4.0, 1.0)
+    with pytest.warns(kb.TrainSizeWarning, match=r"fit's class_weight has mean 1.9 over the 20 "
+                                                  r"training examples.* as 38 examples"):
+        _model().fit(x, y, batch_size=5, epochs=1, class_weight={2: 4.0}, verbose=0)
+    with pytest.warns(kb.TrainSizeWarning, match=r"fit's sample_weight has mean 1.9 over"):
+        _model().fit(x, y, batch_size=5, epochs=1, sample_weight=weights, verbose=0)
+    _no_train_size_warning(lambda: _model().fit(x, y, batch_size=5, epochs=1, verbose=0,
+                                                sample_weight=weights / weights.mean()))
+
+
+@pytest.mark.parametrize("call", [
+    lambda model: model.fit(_dataset(), epochs=1, verbose=0),
+    lambda model: model.fit(*_data(), epochs=1, verbose=0, validation_data=_dataset()),
+    lambda model: model.evaluate(_dataset(), verbose=0),
+], ids=["fit", "validation_data", "evaluate"])
+def test_a_dataset_of_single_examples_is_refused(call):
+    """An unbatched dataset raised Keras' "Invalid input shape ... (None, 4)"
+    from inside the model."""
+    model = _model()
+    with pytest.raises(ValueError, match=r"`x` must yield batches of examples of shape \(4,\) "
+                                         r".*dataset.batch\(batch_size\); got single examples"):
+        call(model)
+    assert int(model.optimizer.iterations) == 0
+
+
+def test_hmc_warns_on_a_dataset_of_minibatches():
+    """HMC on a dataset's batches of 5 < n rows ran an inexact chain silently
+    (the batch size was read from the dataset's static shape, None here)."""
+    with pytest.warns(UserWarning, match="HMC on a minibatch of 5 < train_size=20"):
+        _model("hmc").fit(_dataset().batch(5), epochs=1, verbose=0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="HMC on a minibatch")
+        _model("hmc").fit(_dataset().batch(N), epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "none", None])
+def test_compile_refuses_a_loss_that_is_not_a_batch_mean(reduction):
+    """reduction="sum" sampled n·Σ_batch ℓ_i (the likelihood b times too
+    strong) while nll logged a sum per batch; "none" the same gradient while
+    nll logged the mean: a posterior far too narrow, silently."""
+    inputs = keras.Input((4,))
+    model = kb.BayesianModel(inputs, keras.layers.Dense(3)(inputs))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+    with pytest.raises(ValueError, match=r"`loss` must average over the batch, reduction one of "
+                                         r"'sum_over_batch_size', 'mean', "
+                                         r"'mean_with_sample_weight'.*; got .*reduction="):
+        model.compile(sampler="sgld", train_size=N, loss=loss)
+
+
+def test_weights_normalised_in_each_batch_do_not_warn():
+    x, y = _data()
+    model = _model()
+    model.compile(sampler="sgld", train_size=N, loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="mean_with_sample_weight"))
+    _no_train_size_warning(lambda: model.fit(x, y, batch_size=5, epochs=1, verbose=0,
+                                             class_weight={2: 4.0}))
+
+
+def test_validation_data_may_be_a_pydataset_or_a_generator():
+    """fit read validation_data as tuple(validation)[:2]: a PyDataset's first
+    two batches became (x, y) (NumPy's "inhomogeneous shape" error), and a
+    generator was drawn to its end before training (forever, if endless)."""
+    x, y = _data()
+
+    def batches():
+        for start in range(0, N, 5):
+            yield x[start:start + 5], y[start:start + 5]
+
+    for validation in (_Batches(), batches()):
+        history = _model().fit(x, y, batch_size=5, epochs=1, verbose=0,
+                               validation_data=validation, validation_steps=4).history
+        assert np.isfinite(history["val_nll"][0])
+
+
+class _StopAfter(keras.callbacks.Callback):
+    """Ends an endless epoch or evaluation (so that the old behaviour fails, not hangs)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.model.stop_training = batch >= 50
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.model.stop_evaluating = batch >= 50
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda model: model.fit(_dataset().batch(5).repeat(), epochs=1, verbose=0,
+                             callbacks=[_StopAfter()]), "fit: `steps_per_epoch`"),
+    (lambda model: model.fit(*_data(), epochs=1, verbose=0, callbacks=[_StopAfter()],
+                             validation_data=_dataset().batch(5).repeat()),
+     "fit: `validation_steps`"),
+    (lambda model: model.evaluate(_dataset().batch(5).repeat(), verbose=0,
+                                  callbacks=[_StopAfter()]), "evaluate: `steps`"),
+], ids=["fit", "validation_data", "evaluate"])
+def test_an_endless_dataset_needs_its_steps(call, name):
+    """fit(dataset.repeat()) ran one epoch forever: no epoch end, so no
+    sample and no equilibrium test, and fit never returned."""
+    with pytest.raises(ValueError, match=f"{name} must be given for an endless dataset"):
+        call(_model())
+    history = _model().fit(_dataset().batch(5).repeat(), epochs=1, steps_per_epoch=4,
+                           verbose=0).history
+    assert len(history["loss"]) == 1
