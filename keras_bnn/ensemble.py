@@ -45,11 +45,12 @@ from keras_bnn import backend
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
+from keras_bnn.fit_data import check_example_shape
 from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
-from keras_bnn.validation import argument_error, check_choice, check_example_shape, check_int
+from keras_bnn.validation import argument_error, check_choice, check_int
 
 __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]

@@ -400,7 +400,7 @@ def _judge(ratios, steps_per_epoch=20, warmup_steps=0, variables=None, averaging
     for a sampler whose ``noise_averaging_steps()`` is ``averaging_steps``
     (200: 10 epochs of 20 steps), with a ``CollectSamples(start_epoch="auto")``
     that starts at ``collection_start`` if that is given."""
-    from keras_bnn.models.bayesian_model import _WarnOnGradientNoise
+    from keras_bnn.models.fit_callbacks import WarnOnGradientNoise
 
     optimizer = types.SimpleNamespace(iterations=0,
                                       noise_averaging_steps=lambda: averaging_steps)
@@ -408,7 +408,7 @@ def _judge(ratios, steps_per_epoch=20, warmup_steps=0, variables=None, averaging
         optimizer.warmup = types.SimpleNamespace(warmup_steps=warmup_steps)
     store = types.SimpleNamespace(append=None, metadata=None, check_model=None)  # never used
     collector = kb.callbacks.CollectSamples(store=store)
-    check = _WarnOnGradientNoise(kb.samplers.NOISE_RATIO_LIMIT,
+    check = WarnOnGradientNoise(kb.samplers.NOISE_RATIO_LIMIT,
                                  [] if collection_start is None else [collector])
     check.set_model(types.SimpleNamespace(optimizer=optimizer))
     with warnings.catch_warnings(record=True) as caught:

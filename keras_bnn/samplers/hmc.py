@@ -8,9 +8,10 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import nonfinite
+from keras_bnn.fit_data import array_examples
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.samplers.kernel import Transition
-from keras_bnn.validation import array_examples, check_fraction, check_int
+from keras_bnn.validation import check_fraction, check_int
 
 # Dual-averaging constants of Hoffman & Gelman (2014), Algorithm 5.
 _GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75

@@ -1,0 +1,369 @@
+"""Checks of the data given to ``BayesianModel.fit`` and ``evaluate``, before any graph runs.
+
+Arrays are checked whole; a ``tf.data.Dataset`` or ``keras.utils.PyDataset``
+by its first batch (:func:`first_batch`): batched, of the model's input
+shape, with labels the likelihood can score (:func:`check_fit_data`), and
+bounded (:func:`check_epoch_ends`). :func:`warn_on_train_size` compares the
+number of examples ``fit`` trains on, and the mean of its weights, with
+``train_size`` (:class:`TrainSizeWarning`). The messages follow
+:mod:`keras_bnn.validation`'s wording.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+
+from keras_bnn.validation import argument_error
+
+
+def _fit_argument(args, kwargs, position, name):
+    return args[position] if len(args) > position else kwargs.get(name)
+
+
+def first_batch(data):
+    """The first batch of a ``tf.data.Dataset`` or a ``keras.utils.PyDataset``.
+
+    Read once per ``fit`` (one ``take(1)``, or ``data[0]``), before any graph runs.
+
+    Args:
+        data: ``fit``'s ``x``.
+
+    Returns:
+        ``(x, y, sample_weight)`` of the first batch (``y`` and
+        ``sample_weight`` None where the batch has none), or None for arrays,
+        generators, and an empty dataset.
+    """
+    if hasattr(data, "element_spec"):
+        element = next(iter(data.take(1)), None)
+    elif isinstance(data, keras.utils.PyDataset) and data.num_batches != 0:
+        element = data[0]
+    else:
+        return None
+    if element is None:
+        return None
+    return keras.utils.unpack_x_y_sample_weight(
+        tuple(element) if isinstance(element, list) else element)
+
+
+def batch_length(inputs):
+    """The number of examples in a batch of inputs: its first leaf's first axis.
+
+    Args:
+        inputs: a batch's ``x`` (an array, a tensor, or a nest of them).
+
+    Returns:
+        int, or None where the first leaf has no leading axis of known size.
+    """
+    leaves = keras.tree.flatten(inputs)
+    shape = getattr(leaves[0], "shape", None) if leaves else None
+    return None if shape is None or not len(shape) or shape[0] is None else int(shape[0])
+
+
+def _check_batched(model, inputs, owner):
+    """Refuses a dataset whose elements are single examples of a one-input model."""
+    expected = getattr(model, "inputs", None)
+    leaves = keras.tree.flatten(inputs)
+    if not expected or len(expected) != 1 or len(leaves) != 1:
+        return
+    shape, expected = tuple(leaves[0].shape), tuple(expected[0].shape)
+    if len(shape) == len(expected) - 1 and all(
+            e is None or e == g for e, g in zip(expected[1:], shape)):
+        raise argument_error(
+            "x", f"yield batches of examples of shape {expected[1:]} (the model's input): "
+            "batch the dataset, dataset.batch(batch_size)", inputs, owner,
+            got=f"single examples of shape {shape}")
+
+
+def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
+    """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
+
+    Requirements: ``"categorical"`` with a sparse loss: integer class indices
+    in [0, K) in one column (K = ``classes``); ``"bernoulli"``: every label
+    0 or 1; ``"gaussian"``: every label finite.
+
+    Args:
+        labels: array-like of labels.
+        likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or None
+            (nothing to check).
+        classes: K, the model's output width, for ``"categorical"``.
+        owner: the caller, for the message.
+        sparse: False for a one-hot categorical loss (then only finiteness
+            is checked).
+
+    Raises:
+        ValueError: naming ``y`` and what it must be.
+    """
+    if likelihood is None:
+        return
+    labels = np.asarray(labels)
+    if labels.size == 0:
+        raise argument_error("y", "be at least one label", labels, owner, got="no labels")
+    if labels.dtype.kind not in "biuf":
+        raise argument_error("y", "be numeric labels", labels, owner,
+                             got=f"dtype {labels.dtype}")
+    finite = labels.dtype.kind != "f" or bool(np.all(np.isfinite(labels)))
+    if likelihood == "gaussian" or (likelihood == "categorical" and not sparse):
+        if not finite:
+            raise argument_error("y", f"be finite for a {likelihood} likelihood", labels,
+                                 owner, got="NaN or inf values")
+        return
+    if likelihood == "bernoulli":
+        outside = labels[~((labels == 0) | (labels == 1))]
+        if outside.size:
+            raise argument_error(
+                "y", "be 0 or 1 for a Bernoulli likelihood (one logit; K classes need a "
+                "categorical head and loss)", labels, owner,
+                got=f"values such as {np.unique(outside)[:3]}")
+        return
+    if labels.ndim > 1 and labels.shape[-1] > 1:
+        raise argument_error(
+            "y", "be class indices of shape [N] for a sparse categorical loss (one-hot "
+            "labels need keras.losses.CategoricalCrossentropy(from_logits=True))", labels,
+            owner, got=f"shape {labels.shape}")
+    integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
+    if not integral:
+        bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+        raise argument_error("y", "be integer class indices", labels, owner,
+                             got=f"values such as {bad[:3]}")
+    low, high = labels.min(), labels.max()
+    if classes is not None and (low < 0 or high >= classes):
+        raise argument_error(
+            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
+            labels, owner, got=f"class indices in [{low:g}, {high:g}]")
+
+
+def check_example_shape(x, expected, owner=None):
+    """Refuses an array ``x`` whose examples do not have the model's input shape.
+
+    Args:
+        x: the inputs; anything without a ``shape`` (a dataset, a list of
+            arrays) is left to Keras.
+        expected: one example's shape (None: any size along that axis).
+        owner: the function or class, for the message.
+
+    Raises:
+        ValueError: naming ``x``, the expected and the given example shape.
+    """
+    if not (hasattr(x, "shape") and len(x.shape) >= 1):
+        return
+    expected, got = tuple(expected), tuple(x.shape[1:])
+    if len(expected) != len(got) or any(e is not None and e != g for e, g in zip(expected, got)):
+        raise argument_error("x", f"hold examples of shape {expected} (the model's input)", x,
+                             owner, got=f"examples of shape {got}")
+
+
+def check_epoch_ends(data, steps, name, owner="fit"):
+    """Refuses an endless ``tf.data.Dataset`` (``dataset.repeat()``) without a step count.
+
+    Keras runs such an epoch forever: ``fit`` never reaches an epoch end,
+    where samples are collected and the equilibrium is tested, and never
+    returns; ``evaluate`` never returns.
+
+    Args:
+        data: the dataset (anything else passes).
+        steps: the steps argument that bounds it (``steps_per_epoch``,
+            ``validation_steps``, ``steps``), or None.
+        name, owner: that argument's name and its function, for the message.
+
+    Raises:
+        ValueError: naming ``name`` when ``data`` is endless and ``steps`` is None.
+    """
+    if steps is None and hasattr(data, "cardinality") and int(data.cardinality()) == -1:
+        raise argument_error(
+            name, "be given for an endless dataset (dataset.repeat()): without it the epoch "
+            "never ends (samples are collected and the equilibrium tested at epoch ends)",
+            steps, owner)
+
+
+def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
+    """Checks the data of ``model.fit(*args, **kwargs)`` (or ``evaluate``'s) before any graph runs.
+
+    Array inputs (numpy arrays, lists) are checked whole; a
+    ``tf.data.Dataset`` for being empty when its length is known, and a
+    dataset or ``keras.utils.PyDataset`` by its first batch
+    (:func:`first_batch`): batched, with labels the likelihood can score
+    (:func:`check_labels`).
+
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read).
+        args, kwargs: the positional and keyword arguments of ``fit``.
+        likelihood: the likelihood the model's loss implies
+            (:func:`keras_bnn.likelihoods.from_loss`), or None.
+        owner: ``"fit"`` or ``"evaluate"`` (their ``x`` and ``y`` take the
+            same places), for the messages.
+
+    Returns:
+        The first batch that was read (:func:`first_batch`), or None.
+
+    Raises:
+        ValueError: for a model not compiled, naming ``x`` for no examples,
+            examples of another shape than the model's input or a dataset of
+            single examples (not batched), ``y`` for
+            labels the likelihood cannot score, or ``loss`` for labels given
+            to a model compiled without one (they would be ignored).
+    """
+    if not getattr(model, "compiled", True):
+        raise ValueError(f"{owner}: the model is not compiled: call model.compile(sampler=..., "
+                         "train_size=n, loss=...) first.")
+    x = _fit_argument(args, kwargs, 0, "x")
+    y = _fit_argument(args, kwargs, 1, "y")
+    if hasattr(x, "cardinality") and int(x.cardinality()) == 0:  # else known, or -1/-2
+        raise argument_error("x", "be a dataset of at least one batch", x, owner,
+                             got="an empty dataset")
+    batch = first_batch(x)
+    if batch is not None:
+        _check_batched(model, batch[0], owner)
+        y = batch[1]
+    else:
+        first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
+        if (first is not None and hasattr(first, "shape") and len(first.shape)
+                and first.shape[0] == 0):
+            raise argument_error("x", "be at least one example", x, owner,
+                                 got=f"shape {tuple(first.shape)}")
+        inputs = getattr(model, "inputs", None)
+        if inputs and len(inputs) == 1:
+            check_example_shape(x, inputs[0].shape[1:], owner)
+    if y is None:
+        return batch
+    loss = getattr(model, "loss", None)
+    if loss is None:
+        raise argument_error(
+            "loss", f"be given to compile when {owner} has labels `y`: without it the "
+            "potential is the prior alone and the labels are ignored (nll logs 0; fit "
+            "samples the prior). Pass the per-example negative log-likelihood, e.g. "
+            "loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True) for class "
+            "indices, keras.losses.BinaryCrossentropy(from_logits=True) for 0/1 labels (the "
+            "kb.models builders output logits) or "
+            "kb.likelihoods.GaussianNLL() for regression; to sample the prior on purpose, "
+            "call fit without labels", loss, "compile")
+    loss_name = getattr(loss, "name", getattr(loss, "__name__", loss))
+    outputs = getattr(model, "outputs", None)
+    classes = outputs[0].shape[-1] if outputs else None
+    check_labels(y, likelihood, classes, owner,
+                 sparse=loss_name == "sparse_categorical_crossentropy")
+    return batch
+
+
+def array_examples(x):
+    """The number of examples in ``fit``'s ``x`` when it is arrays, else None.
+
+    Args:
+        x: ``fit``'s inputs: an array, a nested structure of arrays (the
+            first one's length counts), or a dataset or generator (None).
+
+    Returns:
+        int, or None for inputs whose length is not at hand.
+    """
+    if x is None or hasattr(x, "element_spec"):  # a tf.data.Dataset: its size is not read
+        return None
+    leaves = keras.tree.flatten(x)
+    shape = getattr(leaves[0], "shape", None) if leaves else None
+    return int(shape[0]) if shape is not None and len(shape) else None
+
+
+class TrainSizeWarning(UserWarning):
+    """The likelihood weighs the training data as another number of examples than it holds.
+
+    ``U(θ) = n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)`` with n = ``train_size``:
+    ``compile(train_size=...)`` differs from the number of examples ``fit``
+    trains on, or ``fit``'s ``sample_weight`` / ``class_weight`` do not
+    average 1 over them (the data then weigh as ``mean(w)·n`` examples).
+    """
+
+
+def _epoch_batches(x):
+    """The batches in one pass over a ``tf.data.Dataset`` or ``PyDataset``, or None if unknown."""
+    if hasattr(x, "cardinality"):
+        count = int(x.cardinality())  # -1: infinite, -2: unknown
+    else:
+        count = getattr(x, "num_batches", None)
+    return count if isinstance(count, int) and count > 0 else None
+
+
+def _class_weights(y, class_weight):
+    """Each example's weight from ``fit``'s ``class_weight`` (as Keras maps it)."""
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = np.argmax(labels, -1) if labels.shape[-1] != 1 else labels[..., 0]
+    labels = np.round(labels).astype("int64")
+    weights = np.ones(labels.shape, "float64")
+    for label, weight in class_weight.items():
+        weights[labels == int(label)] = weight
+    return weights
+
+
+def _weight_mean(args, kwargs, count):
+    """``(argument name, mean weight)`` of ``fit``'s array weights over the first
+    ``count`` examples, or None (no weights, or not arrays)."""
+    sample_weight = _fit_argument(args, kwargs, 10, "sample_weight")
+    class_weight = _fit_argument(args, kwargs, 9, "class_weight")
+    y = _fit_argument(args, kwargs, 1, "y")
+    if sample_weight is not None and array_examples(sample_weight) is not None:
+        return "sample_weight", float(np.mean(np.asarray(sample_weight, "float64")[:count]))
+    if class_weight and y is not None and array_examples(y) is not None:
+        return "class_weight", float(np.mean(_class_weights(y, class_weight)[:count]))
+    return None
+
+
+def warn_on_train_size(model, args, kwargs, first=None):
+    """Warns when ``fit`` trains on another number of examples than n = ``train_size``.
+
+    The potential is ``n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)``: with n below the
+    real N the data weigh N/n times too little against the prior (too wide a
+    posterior), above it too much. Counted: arrays, exactly (after Keras'
+    ``validation_split``); a ``tf.data.Dataset`` of known cardinality or a
+    ``PyDataset`` of known length, as its batches times the first batch's
+    size, within a batch (not with ``steps_per_epoch``, where an epoch need
+    not be one pass over the data). Array ``sample_weight`` or
+    ``class_weight`` whose mean over the training examples is not 1 (within
+    1 %) make the data weigh as ``mean·n`` examples, and warn too, unless the
+    loss's reduction is ``"mean_with_sample_weight"``
+    (``n·Σ w_i·ℓ_i / Σ w_i``: the weights normalised in each batch). A
+    generator's or an unknown-length dataset's size is the user's to give.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        args, kwargs: the positional and keyword arguments of ``fit``.
+        first: the first batch of a dataset (:func:`first_batch`), or None.
+
+    Warns:
+        TrainSizeWarning: naming ``train_size``, or the weights' argument.
+    """
+    n = model.train_size
+    x = _fit_argument(args, kwargs, 0, "x")
+    count, split = array_examples(x), _fit_argument(args, kwargs, 6, "validation_split")
+    seen = None
+    if count is not None:
+        kept = int(count * (1.0 - split)) if split else count  # Keras' split point
+        if kept != n:
+            seen = f"{kept} examples" + (
+                f" (validation_split={split} holds out {count - kept} of {count})" if split
+                else "")
+        # reduction="mean_with_sample_weight" normalises the weights within each batch.
+        per_batch = getattr(model.loss, "reduction", None) == "mean_with_sample_weight"
+        weights = None if per_batch else _weight_mean(args, kwargs, kept)
+        if weights is not None and abs(weights[1] - 1.0) > 0.01:
+            name, mean = weights
+            warnings.warn(
+                f"keras_bnn: fit's {name} has mean {mean:.4g} over the {kept} training "
+                f"examples: the likelihood n·(1/b)·Σ w_i·ℓ_i weighs the data as "
+                f"{mean * n:.6g} examples (compile(train_size={n}) × {mean:.4g}) against the "
+                "prior, so the posterior is narrower (mean > 1) or wider (mean < 1) than "
+                "with weights of mean 1. Divide the weights by their mean (or compile the "
+                "loss with reduction='mean_with_sample_weight') to reweight the examples "
+                "among themselves; keep them only to temper the likelihood on purpose.",
+                TrainSizeWarning, stacklevel=3)
+    elif first is not None and _fit_argument(args, kwargs, 12, "steps_per_epoch") is None:
+        batches, size = _epoch_batches(x), batch_length(first[0])
+        if batches and size and not (batches - 1) * size < n < (batches + 1) * size:
+            seen = (f"{batches} batches of {size} examples an epoch (about "
+                    f"{batches * size} examples)")
+    if seen is not None:
+        warnings.warn(
+            f"keras_bnn: fit trains on {seen} but compile(train_size={n}): the potential "
+            f"weighs the data as {n} examples, so the posterior is too wide (train_size too "
+            "small) or too narrow (too large). Pass train_size=the number of training "
+            "examples (for a dataset whose epoch passes over the data more than once, "
+            "dataset.repeat(k), pass fit's steps_per_epoch: this check then stays out).",
+            TrainSizeWarning, stacklevel=3)
