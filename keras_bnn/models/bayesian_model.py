@@ -339,8 +339,8 @@ class BayesianModel(keras.Model):
         mode) or at the end of its epoch (XLA and JAX, where the step is
         skipped and counted in ``nonfinite_steps``).
 
-        With an SG sampler, a :class:`~keras_bnn.models.fit_callbacks.GradientNoiseWarning` is issued (once)
-        when an epoch's ``gradient_noise_ratio`` exceeds
+        With an SG sampler, a
+        :class:`~keras_bnn.models.fit_callbacks.GradientNoiseWarning` is issued (once) when an epoch's ``gradient_noise_ratio`` exceeds
         :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`. A full-batch kernel
         (:class:`keras_bnn.samplers.HMC`) warns when a batch holds fewer than
         ``train_size`` examples (the chain is then not exact).
@@ -412,7 +412,8 @@ class BayesianModel(keras.Model):
             (args[2] if len(args) > 2 else kwargs.get("batch_size")) if first is None
             else batch_length(first[0]))
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
-            callbacks.append(fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
+            callbacks.append(
+                fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
         if isinstance(self.optimizer, samplers_lib.Sampler):
             fit_callbacks.check_keras_callbacks(callbacks)
             callbacks.append(fit_callbacks.LeaveWarmup())
