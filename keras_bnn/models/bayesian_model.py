@@ -340,7 +340,8 @@ class BayesianModel(keras.Model):
         skipped and counted in ``nonfinite_steps``).
 
         With an SG sampler, a
-        :class:`~keras_bnn.models.fit_callbacks.GradientNoiseWarning` is issued (once) when an epoch's ``gradient_noise_ratio`` exceeds
+        :class:`~keras_bnn.models.fit_callbacks.GradientNoiseWarning` is issued
+        (once) when an epoch's ``gradient_noise_ratio`` exceeds
         :data:`keras_bnn.samplers.NOISE_RATIO_LIMIT`. A full-batch kernel
         (:class:`keras_bnn.samplers.HMC`) warns when a batch holds fewer than
         ``train_size`` examples (the chain is then not exact).
