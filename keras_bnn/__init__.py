@@ -31,6 +31,7 @@ _ATTRIBUTES = {
     "bayesian": "keras_bnn.bayesian",
     "GradientNoiseWarning": "keras_bnn.models.fit_callbacks",
     "MidEpochBackupWarning": "keras_bnn.callbacks",
+    "MinibatchHMCWarning": "keras_bnn.samplers.hmc",
     "MissingPriorWarning": "keras_bnn.prior_guard",
     "NoEnsembleWarning": "keras_bnn.callbacks",
     "NotConvergedWarning": "keras_bnn.callbacks",

@@ -125,7 +125,7 @@ def test_a_dataset_of_single_examples_is_refused(call):
 def test_hmc_warns_on_a_dataset_of_minibatches():
     """HMC on a dataset's batches of 5 < n rows ran an inexact chain silently
     (the batch size was read from the dataset's static shape, None here)."""
-    with pytest.warns(UserWarning, match="HMC on a minibatch of 5 < train_size=20"):
+    with pytest.warns(kb.MinibatchHMCWarning, match="HMC on a minibatch of 5 < train_size=20"):
         _model("hmc").fit(_dataset().batch(5), epochs=1, verbose=0)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="HMC on a minibatch")

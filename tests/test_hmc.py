@@ -257,13 +257,14 @@ def test_bad_arguments_are_named(kwargs, match):
 
 
 def test_minibatch_warns_that_hmc_is_not_exact():
+    """With a warning class of its own (a plain UserWarning until 2026-11-28)."""
     x, y = hmc_runs.blr_data()
     model = hmc_runs.blr_model(kb.samplers.HMC(0.05, num_leapfrog_steps=2))
-    with pytest.warns(UserWarning, match="not exact"):
+    with pytest.warns(kb.MinibatchHMCWarning, match="not exact"):
         model.fit(x, y, batch_size=16, epochs=1, verbose=0)
-    with pytest.warns(UserWarning, match="not exact"):  # Keras' default batch of 32
+    with pytest.warns(kb.MinibatchHMCWarning, match="not exact"):  # Keras' default batch of 32
         model.fit(x, y, epochs=1, verbose=0)
-    with pytest.warns(UserWarning, match="not exact"):
+    with pytest.warns(kb.MinibatchHMCWarning, match="not exact"):
         model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True),
                   epochs=1, verbose=0)
     with warnings.catch_warnings():

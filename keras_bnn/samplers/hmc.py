@@ -41,6 +41,11 @@ def dual_averaging_update(log_step_avg, error_avg, accept_prob, count, log_step0
     return log_step, eta * log_step + (1.0 - eta) * log_step_avg, error_avg
 
 
+class MinibatchHMCWarning(UserWarning):
+    """HMC run on minibatches of fewer than ``train_size`` examples: each
+    transition targets that batch's posterior, so the chain is not exact."""
+
+
 @keras.saving.register_keras_serializable(package="keras_bnn")
 class HMC(Sampler):
     """Full-batch Hamiltonian Monte Carlo on ``p(θ) ∝ exp(-U(θ)/T)``.
@@ -176,6 +181,9 @@ class HMC(Sampler):
             x: the training inputs, or None.
             batch_size: ``fit``'s ``batch_size`` for arrays, else the batch
                 size itself (None: unknown).
+
+        Warns:
+            MinibatchHMCWarning: for a batch of fewer than ``train_size``.
         """
         count = None if x is None else array_examples(x)
         if count is not None:
@@ -186,7 +194,7 @@ class HMC(Sampler):
                 "examples is not exact: each transition targets that batch's posterior. "
                 "Use full batches (fit(..., batch_size=train_size); keras-bnn: --batch-size "
                 f"{int(self.train_size)}) for the exact chain.",
-                stacklevel=3,
+                MinibatchHMCWarning, stacklevel=3,
             )
 
     def _momenta(self, variables):
