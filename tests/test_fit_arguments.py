@@ -198,3 +198,19 @@ def test_an_endless_dataset_needs_its_steps(call, name):
     history = _model().fit(_dataset().batch(5).repeat(), epochs=1, steps_per_epoch=4,
                            verbose=0).history
     assert len(history["loss"]) == 1
+
+
+def test_callbacks_and_validation_data_given_by_position_are_used():
+    """Found 2026-11-28: ``fit`` read ``callbacks`` and ``validation_data`` by
+    keyword only. Given by position, the callbacks made Keras' "got multiple
+    values for argument 'callbacks'" TypeError, and validation labels the
+    likelihood cannot score went unchecked."""
+    x, y = _data()
+    seen = []
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: seen.append(epoch))
+    model = _model()
+    history = model.fit(x, y, 10, 2, 0, [record], 0.0, (x, y))
+    assert seen == [0, 1] and "val_nll" in history.history
+    with pytest.raises(ValueError, match="fit\\(validation_data\\)"):
+        _model().fit(x, y, 10, 1, 0, None, 0.0, (x, y + 3))
+

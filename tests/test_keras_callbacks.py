@@ -114,3 +114,22 @@ def test_a_backup_within_epochs_warns_that_the_resumed_chain_differs(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", kb.MidEpochBackupWarning)
         _fit(_model("sgld"), 1, [keras.callbacks.BackupAndRestore(str(tmp_path / "epochs"))])
+
+
+@pytest.mark.parametrize("monitor", ["val_nll", "nll"])
+def test_the_nll_monitored_with_mode_auto_is_lower_better(tmp_path, monitor):
+    """Found 2026-11-28: ``EarlyStopping(monitor="val_nll")``, the README's key
+    for early stopping, and ``ModelCheckpoint(save_best_only=True)`` stopped
+    at the first epoch end with Keras' ValueError asking for ``mode`` (Keras
+    infers a direction only for ``loss`` and its compiled metrics)."""
+    model = _model("sgld")
+    stop = keras.callbacks.EarlyStopping(monitor=monitor, patience=100)
+    best = keras.callbacks.ModelCheckpoint(str(tmp_path / "best.weights.h5"), monitor=monitor,
+                                           save_best_only=True, save_weights_only=True)
+    given = keras.callbacks.EarlyStopping(monitor=monitor, mode="max", patience=100)
+    history = _fit(model, 3, [stop, best, given])
+    assert (stop.mode, best.mode, given.mode) == ("min", "min", "max")
+    assert stop.best == min(history.history[monitor]) and given.best == max(
+        history.history[monitor])
+    assert (tmp_path / "best.weights.h5").exists()
+

@@ -1,6 +1,7 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
 import functools
+import inspect
 
 import keras
 from keras import ops
@@ -28,6 +29,21 @@ _TRACKED = (
     "gradient_noise_ratio",
     "acceptance_rate",
 )
+
+
+def _keywords(method, args, kwargs):
+    """The arguments of a call of Keras' ``method`` (``fit``, ``evaluate``) as keywords.
+
+    ``fit`` reads and extends them by name (``callbacks``, ``validation_data``):
+    given by position they were missed, or passed twice.
+
+    Raises:
+        TypeError: as the call itself would, for too many positional
+            arguments or one given twice.
+    """
+    bound = inspect.signature(method).bind_partial(None, *args, **kwargs).arguments
+    keywords = {name: value for name, value in bound.items() if name not in ("self", "kwargs")}
+    return {**keywords, **bound.get("kwargs", {})}
 
 
 def _check_train_size(train_size):
@@ -294,12 +310,11 @@ class BayesianModel(keras.Model):
                 model compiled without a loss (nothing would score them: nll
                 would read 0); an endless dataset without ``steps``.
         """
+        kwargs = _keywords(keras.Model.evaluate, args, kwargs)
         if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
-            check_fit_data(self, args, kwargs, from_loss(self.loss), owner="evaluate")
-            check_epoch_ends(args[0] if args else kwargs.get("x"),
-                             args[5] if len(args) > 5 else kwargs.get("steps"), "steps",
-                             "evaluate")
-        return super().evaluate(*args, **kwargs)
+            check_fit_data(self, (), kwargs, from_loss(self.loss), owner="evaluate")
+            check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
+        return super().evaluate(**kwargs)
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         """``keras.Model.load_weights``, the sampler's state included.
@@ -389,13 +404,12 @@ class BayesianModel(keras.Model):
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        first = check_fit_data(self, args, kwargs, from_loss(self.loss))
-        check_epoch_ends(args[0] if args else kwargs.get("x"),
-                         args[12] if len(args) > 12 else kwargs.get("steps_per_epoch"),
-                         "steps_per_epoch")
+        kwargs = _keywords(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
+        first = check_fit_data(self, (), kwargs, from_loss(self.loss))
+        check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
-        warn_on_train_size(self, args, kwargs, first)
+        warn_on_train_size(self, (), kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
             # (x, y[, w]) arrays, or one dataset, PyDataset or generator (not to be iterated)
@@ -404,14 +418,13 @@ class BayesianModel(keras.Model):
             check_fit_data(self, parts, {}, from_loss(self.loss), owner="fit(validation_data)")
             check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
         callbacks = list(kwargs.get("callbacks") or [])
+        fit_callbacks.set_lower_better_modes(callbacks)
         if not getattr(self, "allow_flat_prior", False):
             callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
         if self._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
             callbacks.insert(0, nonfinite.StopOnNonFinite())
-        self.transition_kernel.check_batch_size(  # fit(x, y, batch_size, ...)
-            args[0] if args else kwargs.get("x"),
-            (args[2] if len(args) > 2 else kwargs.get("batch_size")) if first is None
-            else batch_length(first[0]))
+        self.transition_kernel.check_batch_size(
+            kwargs.get("x"), kwargs.get("batch_size") if first is None else batch_length(first[0]))
         if "gradient_noise_ratio" in self.transition_kernel.metric_names:
             callbacks.append(
                 fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
@@ -421,7 +434,7 @@ class BayesianModel(keras.Model):
             check_stochastic_layers(self, self.transition_kernel.full_batch)
         kwargs["callbacks"] = callbacks
         try:
-            return super().fit(*args, **kwargs)
+            return super().fit(**kwargs)
         except Exception as error:  # the backend's own error types
             translated = nonfinite.translate(error, current_step(self.optimizer))
             if translated is None:

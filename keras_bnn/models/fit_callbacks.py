@@ -5,7 +5,8 @@
 :class:`~keras_bnn.samplers.warmup.ShortWarmupWarning`),
 :class:`WarnOnMissingPriors`, and :func:`check_keras_callbacks` (Keras' own
 callbacks that would change the step size, or restore weights or backups
-away from the chain).
+away from the chain), and :func:`set_lower_better_modes` (``val_nll`` is
+lower-better for Keras' monitoring callbacks).
 """
 
 import warnings
@@ -246,3 +247,29 @@ def check_keras_callbacks(callbacks):
                 "that epoch's first batches again (more steps than the uninterrupted chain, "
                 "samples at other steps). Use save_freq='epoch' to resume the same chain.",
                 MidEpochBackupWarning, stacklevel=3)
+
+
+#: The lower-better logs whose direction Keras cannot infer: it knows ``loss``
+#: and the metrics it compiled, and the model's ``nll`` tracker is neither.
+LOWER_BETTER = ("nll",)
+
+
+def set_lower_better_modes(callbacks):
+    """Gives ``mode="min"`` to Keras' monitoring callbacks that watch ``nll`` or
+    ``val_nll`` with ``mode="auto"``.
+
+    ``EarlyStopping(monitor="val_nll")``, the key the README advises for early
+    stopping, stopped at the first epoch end with Keras' ``ValueError`` asking
+    for ``mode`` (as ``ModelCheckpoint`` and ``ReduceLROnPlateau`` did). An
+    explicit ``mode`` is left as given.
+
+    Args:
+        callbacks: the list given to ``fit``.
+    """
+    monitoring = (keras.callbacks.EarlyStopping, keras.callbacks.ModelCheckpoint,
+                  keras.callbacks.ReduceLROnPlateau)
+    for callback in callbacks:
+        if (isinstance(callback, monitoring) and callback.mode == "auto"
+                and callback.monitor.removeprefix("val_") in LOWER_BETTER):
+            callback.mode = "min"
+
