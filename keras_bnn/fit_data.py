@@ -17,10 +17,6 @@ import numpy as np
 from keras_bnn.validation import argument_error
 
 
-def _fit_argument(args, kwargs, position, name):
-    return args[position] if len(args) > position else kwargs.get(name)
-
-
 def first_batch(data):
     """The first batch of a ``tf.data.Dataset`` or a ``keras.utils.PyDataset``.
 
@@ -176,8 +172,8 @@ def check_epoch_ends(data, steps, name, owner="fit"):
             steps, owner)
 
 
-def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
-    """Checks the data of ``model.fit(*args, **kwargs)`` (or ``evaluate``'s) before any graph runs.
+def check_fit_data(model, arguments, likelihood=None, owner="fit"):
+    """Checks the data of ``model.fit(**arguments)`` (or ``evaluate``'s) before any graph runs.
 
     Array inputs (numpy arrays, lists) are checked whole; a
     ``tf.data.Dataset`` for being empty when its length is known, and a
@@ -187,11 +183,11 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
 
     Args:
         model: the compiled model (its ``loss`` and ``outputs`` are read).
-        args, kwargs: the positional and keyword arguments of ``fit``.
+        arguments: the arguments of ``fit`` or ``evaluate`` by name (``x``,
+            ``y``; ``BayesianModel`` binds positional ones to their names).
         likelihood: the likelihood the model's loss implies
             (:func:`keras_bnn.likelihoods.from_loss`), or None.
-        owner: ``"fit"`` or ``"evaluate"`` (their ``x`` and ``y`` take the
-            same places), for the messages.
+        owner: ``"fit"`` or ``"evaluate"``, for the messages.
 
     Returns:
         The first batch that was read (:func:`first_batch`), or None.
@@ -206,8 +202,7 @@ def check_fit_data(model, args, kwargs, likelihood=None, owner="fit"):
     if not getattr(model, "compiled", True):
         raise ValueError(f"{owner}: the model is not compiled: call model.compile(sampler=..., "
                          "train_size=n, loss=...) first.")
-    x = _fit_argument(args, kwargs, 0, "x")
-    y = _fit_argument(args, kwargs, 1, "y")
+    x, y = arguments.get("x"), arguments.get("y")
     if hasattr(x, "cardinality") and int(x.cardinality()) == 0:  # else known, or -1/-2
         raise argument_error("x", "be a dataset of at least one batch", x, owner,
                              got="an empty dataset")
@@ -293,12 +288,11 @@ def _class_weights(y, class_weight):
     return weights
 
 
-def _weight_mean(args, kwargs, count):
+def _weight_mean(arguments, count):
     """``(argument name, mean weight)`` of ``fit``'s array weights over the first
     ``count`` examples, or None (no weights, or not arrays)."""
-    sample_weight = _fit_argument(args, kwargs, 10, "sample_weight")
-    class_weight = _fit_argument(args, kwargs, 9, "class_weight")
-    y = _fit_argument(args, kwargs, 1, "y")
+    sample_weight, class_weight, y = (arguments.get(name)
+                                      for name in ("sample_weight", "class_weight", "y"))
     if sample_weight is not None and array_examples(sample_weight) is not None:
         return "sample_weight", float(np.mean(np.asarray(sample_weight, "float64")[:count]))
     if class_weight and y is not None and array_examples(y) is not None:
@@ -306,7 +300,7 @@ def _weight_mean(args, kwargs, count):
     return None
 
 
-def warn_on_train_size(model, args, kwargs, first=None):
+def warn_on_train_size(model, arguments, first=None):
     """Warns when ``fit`` trains on another number of examples than n = ``train_size``.
 
     The potential is ``n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)``: with n below the
@@ -324,15 +318,15 @@ def warn_on_train_size(model, args, kwargs, first=None):
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
-        args, kwargs: the positional and keyword arguments of ``fit``.
+        arguments: ``fit``'s arguments by name.
         first: the first batch of a dataset (:func:`first_batch`), or None.
 
     Warns:
         TrainSizeWarning: naming ``train_size``, or the weights' argument.
     """
     n = model.train_size
-    x = _fit_argument(args, kwargs, 0, "x")
-    count, split = array_examples(x), _fit_argument(args, kwargs, 6, "validation_split")
+    x = arguments.get("x")
+    count, split = array_examples(x), arguments.get("validation_split")
     seen = None
     if count is not None:
         kept = int(count * (1.0 - split)) if split else count  # Keras' split point
@@ -342,7 +336,7 @@ def warn_on_train_size(model, args, kwargs, first=None):
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
         per_batch = getattr(model.loss, "reduction", None) == "mean_with_sample_weight"
-        weights = None if per_batch else _weight_mean(args, kwargs, kept)
+        weights = None if per_batch else _weight_mean(arguments, kept)
         if weights is not None and abs(weights[1] - 1.0) > 0.01:
             name, mean = weights
             warnings.warn(
@@ -354,7 +348,7 @@ def warn_on_train_size(model, args, kwargs, first=None):
                 "loss with reduction='mean_with_sample_weight') to reweight the examples "
                 "among themselves; keep them only to temper the likelihood on purpose.",
                 TrainSizeWarning, stacklevel=3)
-    elif first is not None and _fit_argument(args, kwargs, 12, "steps_per_epoch") is None:
+    elif first is not None and arguments.get("steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
         if batches and size and not (batches - 1) * size < n < (batches + 1) * size:
             seen = (f"{batches} batches of {size} examples an epoch (about "
