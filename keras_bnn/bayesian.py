@@ -155,8 +155,15 @@ def _einsum_fans(layer, variable):
     return fan_in, int(math.prod(variable.shape)) // fan_in
 
 
-def _attach(variable, layer, enclosing, prior):
-    """Sets the prior where the weight and its layer's config hold it.
+def _set(undo, target, attribute, value):
+    """``setattr(target, attribute, value)``, first appending the old value to ``undo``
+    (``bayesian`` puts it back if it fails part-way)."""
+    undo.append((target, attribute, getattr(target, attribute)))
+    setattr(target, attribute, value)
+
+
+def _attach(variable, layer, enclosing, prior, undo):
+    """Sets the prior where the weight and its layer's config hold it (recorded in ``undo``).
 
     The weight's regularizer; the layer's ``<weight>_regularizer`` attribute,
     where it has one; and the ``<weight>_prior`` argument of the innermost
@@ -169,20 +176,20 @@ def _attach(variable, layer, enclosing, prior):
         ``ResNetPPBlock`` passes its own to its convolutions:
         :func:`_record_in_composites` sets it there).
     """
-    variable.regularizer = prior
+    _set(undo, variable, "regularizer", prior)
     attribute = _REGULARIZER_ATTRIBUTES.get(variable.name, f"{variable.name}_regularizer")
     if hasattr(layer, attribute):
-        setattr(layer, attribute, prior)
+        _set(undo, layer, attribute, prior)
     holders = [holder for holder in (layer, *enclosing) if isinstance(holder, PriorAwareMixin)
                and holder.prior_argument_of(variable.name)]
     if not holders:
         return None, []
     argument = holders[0].prior_argument_of(variable.name)
-    setattr(holders[0], argument, prior)
+    _set(undo, holders[0], argument, prior)
     return argument, holders[1:]
 
 
-def _record_in_composites(passed):
+def _record_in_composites(passed, undo):
     """Sets a composite layer's prior argument to the prior its weights of that kind got.
 
     A ``kb.layers`` layer that builds sublayers (``ResNetPPBlock``) records one
@@ -193,6 +200,7 @@ def _record_in_composites(passed):
 
     Args:
         passed: ``{(id(layer), argument): (layer, argument, {path: prior})}``.
+        undo: the old values, as :func:`_set` records them.
 
     Returns:
         ``{path: layer name}`` for the weights whose prior a reload would not keep.
@@ -201,12 +209,66 @@ def _record_in_composites(passed):
     for layer, argument, given in passed.values():
         configs = [priors_lib.serialize(prior) for prior in given.values()]
         if all(config == configs[0] for config in configs):
-            setattr(layer, argument, next(iter(given.values())))
+            _set(undo, layer, argument, next(iter(given.values())))
             continue
         own = priors_lib.serialize(getattr(layer, argument))
         unrecorded.update({path: layer.name for path, config in zip(given, configs)
                            if config != own})
     return unrecorded
+
+
+def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
+    """Chooses and sets every trainable weight's prior, recording in ``undo`` what it changes
+    (see :func:`bayesian` for the arguments and the errors).
+
+    Returns:
+        ``(flat, replaced, unrecorded, activity)``: the paths of the weights left flat, of
+        those whose Keras regularizer was replaced, :func:`_record_in_composites`'s
+        weights, and the names of the layers whose activity regularizer was removed.
+    """
+    places = _places(model)
+    known = set()
+    replaced, flat, passed = [], [], {}
+    for variable in model.trainable_variables:
+        layer, enclosing = places.get(id(variable), (model, ()))
+        keys = _keys(variable, layer, enclosing)
+        known.update(keys)
+        prior, argument = _choose(variable, keys, priors, kernel_prior, bias_prior)
+        if prior is None and not allow_flat:
+            raise ValueError(
+                f"bayesian: `{argument}` is None, so weight {variable.path!r} would get no "
+                "prior (a flat, improper prior); pass allow_flat=True to mean it, or give it "
+                "a prior.")
+        if prior is None:
+            flat.append(variable.path)
+        else:
+            try:
+                prior.validate_shape(variable.shape, argument)
+            except ValueError as error:
+                raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
+                                 f"{variable.path!r}).") from None
+            fans = _einsum_fans(layer, variable)
+            if fans is not None and hasattr(prior, "with_fans"):  # a fan-scaled prior
+                prior = prior.with_fans(variable.shape, *fans)
+        if variable.regularizer is not None and not isinstance(
+                variable.regularizer, priors_lib.Prior) and not (
+                    argument or "").startswith("priors["):
+            replaced.append(variable.path)
+        kind, outer = _attach(variable, layer, enclosing, prior, undo)
+        for composite in outer:
+            passed.setdefault((id(composite), kind), (composite, kind, {}))[2][
+                variable.path] = prior
+    activity = []
+    for layer in model._flatten_layers(include_self=True):
+        if getattr(layer, "activity_regularizer", None) is not None:
+            activity.append(layer.name)
+            _set(undo, layer, "activity_regularizer", None)
+    unknown = sorted(set(priors) - known)
+    if unknown:
+        raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
+                         f"model: {unknown}; known weight paths: "
+                         f"{[v.path for v in model.trainable_variables][:20]}.")
+    return flat, replaced, _record_in_composites(passed, undo), activity
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
@@ -253,7 +315,9 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             (each naming the argument); for a model without a graph whose
             one input shape is unknown (naming ``input_shape``), or a
             Sequential that Keras can neither trace into a graph nor call
-            on a ``keras.Input`` (saying what to do).
+            on a ``keras.Input`` (saying what to do). After any error ``model``
+            is as it was: the priors set before it are taken off again, and
+            its regularizers and activity regularizers put back.
 
     Warns:
         SequentialAsOneLayerWarning: for a Sequential that Keras did not
@@ -279,53 +343,19 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     bias_prior = priors_lib.get(priors_lib.Normal() if bias_prior is _UNSET else bias_prior,
                                 "bias_prior")
     priors = dict(priors or {})
-    places = _places(model)
-    known = set()
-    replaced, flat, passed = [], [], {}
-    for variable in model.trainable_variables:
-        layer, enclosing = places.get(id(variable), (model, ()))
-        keys = _keys(variable, layer, enclosing)
-        known.update(keys)
-        prior, argument = _choose(variable, keys, priors, kernel_prior, bias_prior)
-        if prior is None and not allow_flat:
-            raise ValueError(
-                f"bayesian: `{argument}` is None, so weight {variable.path!r} would get no "
-                "prior (a flat, improper prior); pass allow_flat=True to mean it, or give it "
-                "a prior.")
-        if prior is None:
-            flat.append(variable.path)
-        else:
-            try:
-                prior.validate_shape(variable.shape, argument)
-            except ValueError as error:
-                raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
-                                 f"{variable.path!r}).") from None
-            fans = _einsum_fans(layer, variable)
-            if fans is not None and hasattr(prior, "with_fans"):  # a fan-scaled prior
-                prior = prior.with_fans(variable.shape, *fans)
-        if variable.regularizer is not None and not isinstance(
-                variable.regularizer, priors_lib.Prior) and not (
-                    argument or "").startswith("priors["):
-            replaced.append(variable.path)
-        kind, outer = _attach(variable, layer, enclosing, prior)
-        for composite in outer:
-            passed.setdefault((id(composite), kind), (composite, kind, {}))[2][
-                variable.path] = prior
-    activity = []
-    for layer in model._flatten_layers(include_self=True):
-        if getattr(layer, "activity_regularizer", None) is not None:
-            activity.append(layer.name)
-            layer.activity_regularizer = None
-    unknown = sorted(set(priors) - known)
-    if unknown:
-        raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
-                         f"model: {unknown}; known weight paths: "
-                         f"{[v.path for v in model.trainable_variables][:20]}.")
+    undo = []
+    try:
+        flat, replaced, unrecorded, activity = _set_priors(model, kernel_prior, bias_prior,
+                                                           priors, allow_flat, undo)
+        result = _as_bayesian_model(model, input_shape)
+    except BaseException:  # the caller's model as it was: no prior of a failed call stays
+        for target, attribute, value in reversed(undo):
+            setattr(target, attribute, value)
+        raise
     if replaced:
         warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
                       "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
-    unrecorded = _record_in_composites(passed)
     if unrecorded:
         warnings.warn(f"bayesian: the priors of {sorted(unrecorded)} hold in memory only: "
                       f"their enclosing layers {sorted(set(unrecorded.values()))} pass one "
@@ -338,7 +368,6 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                       "penalty on a layer's outputs depends on the data, so it is no prior (a "
                       "BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
-    result = _as_bayesian_model(model, input_shape)
     result.flat_prior_weights = flat
     return result
 

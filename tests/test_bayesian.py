@@ -999,3 +999,35 @@ def test_a_prior_shared_by_two_arguments_is_checked_as_each():
     prior = kb.priors.HeNormal()
     with pytest.raises(ValueError, match="`bias_prior`: HeNormal needs a weight of rank"):
         kb.layers.Dense(3, kernel_prior=prior, bias_prior=prior).build((None, 4))
+
+
+def _penalties(model):
+    return ([v.regularizer for v in model.trainable_variables],
+            [(layer.name, getattr(layer, "kernel_regularizer", None),
+              getattr(layer, "activity_regularizer", None)) for layer in model.layers])
+
+
+@pytest.mark.parametrize("failure", ["unknown_key", "bad_shape", "no_input_shape"])
+def test_a_failed_call_leaves_the_model_as_it_was(failure):
+    """A ``bayesian`` that raised used to leave the priors it had set by then on the
+    caller's model (and its L2 and activity regularizers removed): a retry read them
+    as the weights' own priors, and plain Keras training of that model was penalised."""
+    keras.utils.set_random_seed(0)
+    if failure == "no_input_shape":  # Keras built no graph, and has two input shapes
+        model = keras.Sequential([keras.layers.Concatenate(), keras.layers.Dense(
+            3, kernel_regularizer="l2", name="d")], name="two")
+        model([np.zeros((2, 4), "float32"), np.zeros((2, 3), "float32")])
+        arguments = {}
+    else:
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
+            8, kernel_regularizer="l2", activity_regularizer="l1", name="d1"),
+            keras.layers.Dense(3, name="d2")])
+        arguments = {"priors": {"no_such_layer": kb.priors.Normal(1.0)}
+                     if failure == "unknown_key" else {"d2/bias": kb.priors.GroupLaplace(axis=1)}}
+    before = _penalties(model)
+    with pytest.raises(ValueError, match="bayesian: "):
+        kb.bayesian(model, **arguments)
+    after = _penalties(model)
+    assert [id(r) for r in after[0]] == [id(r) for r in before[0]]
+    assert [(name, id(k), id(a)) for name, k, a in after[1]] == [
+        (name, id(k), id(a)) for name, k, a in before[1]]
