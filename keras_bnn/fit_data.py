@@ -9,6 +9,7 @@ number of examples ``fit`` trains on, and the mean of its weights, with
 :mod:`keras_bnn.validation`'s wording.
 """
 
+import inspect
 import warnings
 
 import keras
@@ -36,10 +37,39 @@ def first_batch(data):
         element = data[0]
     else:
         return None
-    if element is None:
-        return None
+    return None if element is None else _unpack(element)
+
+
+def _unpack(element):
+    """``(x, y, sample_weight)`` of one batch as a dataset or generator yields it."""
     return keras.utils.unpack_x_y_sample_weight(
         tuple(element) if isinstance(element, list) else element)
+
+
+def peek(data):
+    """``data``'s first batch, for a Python generator too, which cannot be read twice.
+
+    Args:
+        data: ``fit``'s or ``evaluate``'s ``x``, or a ``validation_data`` that
+            is not a tuple.
+
+    Returns:
+        ``(data, first)``: ``first`` as :func:`first_batch` gives it; ``data``
+        itself, or for a generator a generator that yields the batch read,
+        then the rest (what ``fit`` must be given instead).
+    """
+    if not inspect.isgenerator(data):
+        return data, first_batch(data)
+    try:
+        element = next(data)
+    except StopIteration:  # empty: Keras says so itself
+        return data, None
+    return _yield_again(element, data), _unpack(element)
+
+
+def _yield_again(element, rest):
+    yield element
+    yield from rest
 
 
 def batch_length(inputs):
@@ -177,8 +207,8 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
 
     Array inputs (numpy arrays, lists) are checked whole; a
     ``tf.data.Dataset`` for being empty when its length is known, and a
-    dataset or ``keras.utils.PyDataset`` by its first batch
-    (:func:`first_batch`): batched, with labels the likelihood can score
+    dataset, ``keras.utils.PyDataset`` or Python generator by its first batch
+    (:func:`peek`): batched, with labels the likelihood can score
     (:func:`check_labels`).
 
     Args:
@@ -190,7 +220,8 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         owner: ``"fit"`` or ``"evaluate"``, for the messages.
 
     Returns:
-        The first batch that was read (:func:`first_batch`), or None.
+        ``(x, first)``: the ``x`` to give Keras (a generator whose first batch
+        was read is replaced, :func:`peek`), and that first batch, or None.
 
     Raises:
         ValueError: for a model not compiled, naming ``x`` for no examples,
@@ -206,7 +237,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     if hasattr(x, "cardinality") and int(x.cardinality()) == 0:  # else known, or -1/-2
         raise argument_error("x", "be a dataset of at least one batch", x, owner,
                              got="an empty dataset")
-    batch = first_batch(x)
+    x, batch = peek(x)
     if batch is not None:
         _check_batched(model, batch[0], owner)
         y = batch[1]
@@ -220,7 +251,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         if inputs and len(inputs) == 1:
             check_example_shape(x, inputs[0].shape[1:], owner)
     if y is None:
-        return batch
+        return x, batch
     loss = getattr(model, "loss", None)
     if loss is None:
         raise argument_error(
@@ -237,7 +268,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     classes = outputs[0].shape[-1] if outputs else None
     check_labels(y, likelihood, classes, owner,
                  sparse=loss_name == "sparse_categorical_crossentropy")
-    return batch
+    return x, batch
 
 
 def array_examples(x):

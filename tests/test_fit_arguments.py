@@ -214,3 +214,37 @@ def test_callbacks_and_validation_data_given_by_position_are_used():
     with pytest.raises(ValueError, match="fit\\(validation_data\\)"):
         _model().fit(x, y, 10, 1, 0, None, 0.0, (x, y + 3))
 
+
+
+def _generator(labels=None):
+    x, y = _data()
+    y = y if labels is None else labels
+    for start in range(0, N, 5):
+        yield x[start:start + 5], y[start:start + 5]
+
+
+def test_a_generator_is_checked_by_its_first_batch_and_trained_on_whole():
+    """A Python generator's first batch was never read (it cannot be read twice):
+    HMC on its minibatches ran an inexact chain without MinibatchHMCWarning, and
+    labels no likelihood can score went unchecked. fit now reads that batch and
+    gives Keras a generator that yields it again: the chain is the one the same
+    batches make as a PyDataset, bit for bit."""
+    with pytest.warns(kb.MinibatchHMCWarning, match="HMC on a minibatch of 5 < train_size=20"):
+        _model("hmc").fit(_generator(), epochs=1, verbose=0)
+    for call in (lambda model: model.fit(_generator(np.full(N, 7)), epochs=1, verbose=0),
+                 lambda model: model.evaluate(_generator(np.full(N, 7)), verbose=0),
+                 lambda model: model.fit(*_data(), epochs=1, verbose=0,
+                                         validation_data=_generator(np.full(N, 7)))):
+        model = _model()
+        with pytest.raises(ValueError, match=r"`y` must be class indices in \[0, 2\]"):
+            call(model)
+        assert int(model.optimizer.iterations) == 0
+    generated, batches = (_model(kb.samplers.ATMC(step_size=0.01, seed=0)) for _ in "ab")
+    history = generated.fit(_generator(), epochs=1, verbose=0,
+                            validation_data=_generator()).history
+    batches.fit(_Batches(), epochs=1, verbose=0, shuffle=False)
+    assert int(generated.optimizer.iterations) == N // 5
+    for a, b in zip(generated.get_weights(), batches.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert history["val_nll"][0] == pytest.approx(
+        batches.evaluate(*_data(), verbose=0, return_dict=True)["nll"], rel=1e-5)

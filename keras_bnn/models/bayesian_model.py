@@ -312,7 +312,7 @@ class BayesianModel(keras.Model):
         """
         kwargs = _keywords(keras.Model.evaluate, args, kwargs)
         if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
-            check_fit_data(self, kwargs, from_loss(self.loss), owner="evaluate")
+            kwargs["x"], _ = check_fit_data(self, kwargs, from_loss(self.loss), owner="evaluate")
             check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
         return super().evaluate(**kwargs)
 
@@ -405,18 +405,20 @@ class BayesianModel(keras.Model):
                 to disk are untouched.
         """
         kwargs = _keywords(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
-        first = check_fit_data(self, kwargs, from_loss(self.loss))
+        kwargs["x"], first = check_fit_data(self, kwargs, from_loss(self.loss))
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
         warn_on_train_size(self, kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
-            # (x, y[, w]) arrays, or one dataset, PyDataset or generator (not to be iterated)
+            # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
             parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
                 validation,)
-            check_fit_data(self, dict(zip(("x", "y"), parts)), from_loss(self.loss),
-                           owner="fit(validation_data)")
+            checked, _ = check_fit_data(self, dict(zip(("x", "y"), parts)), from_loss(self.loss),
+                                        owner="fit(validation_data)")
+            if len(parts) == 1:
+                kwargs["validation_data"] = validation = checked
             check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
         callbacks = list(kwargs.get("callbacks") or [])
         fit_callbacks.set_lower_better_modes(callbacks)
