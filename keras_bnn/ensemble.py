@@ -50,7 +50,7 @@ from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
-from keras_bnn.validation import argument_error, check_choice, check_int
+from keras_bnn.validation import argument_error, bound_arguments, check_choice, check_int
 
 __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
@@ -101,6 +101,14 @@ def _stack_weight_sets(model, weight_sets):
         np.stack([np.asarray(weights[j], dtype=dtype) for weights in weight_sets])
         for j, (_, dtype) in enumerate(expected)
     ]
+
+
+def _nothing_to_train(method):
+    return TypeError(
+        f"PosteriorEnsemble.{method}: an ensemble of posterior samples has nothing to train "
+        "(its weights are the samples). Fit the BayesianModel with "
+        "kb.callbacks.CollectSamples, then build the ensemble from its store "
+        "(kb.PosteriorEnsemble.from_store).")
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -344,6 +352,68 @@ class PosteriorEnsemble(keras.Model):
         members, finite = self._members_and_finite_rows(inputs)
         return {name: uncertainty.nan_rows(value, finite)
                 for name, value in uncertainty.summary(members, self.likelihood).items()}
+
+    # ------------------------------------------------- compile, evaluate
+    def compile(self, *args, **kwargs):
+        """``keras.Model.compile``, for ``evaluate``: losses and metrics of probabilities.
+
+        ``evaluate`` scores :meth:`call`'s output: the predictive
+        probabilities p̄, not logits, so a ``from_logits=True`` loss or metric
+        (the one the member model was trained with) would score
+        log-softmax(p̄), a wrong NLL with no error. Use
+        ``"sparse_categorical_crossentropy"`` (``"binary_crossentropy"``): its
+        ``loss`` is then the posterior predictive's mean NLL,
+        ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble outputs the
+        mixture's ``[mean, log variance]``: only
+        :class:`keras_bnn.likelihoods.GaussianNLL` reads it (the NLL of that
+        moment-matched Gaussian; the mixture's own NLL is
+        ``kb.metrics.evaluate_members(ensemble.predict_members(x), y)``).
+
+        Args:
+            *args, **kwargs: as for ``keras.Model.compile``.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: naming ``loss`` or ``metrics`` for one with
+                ``from_logits=True``, and ``loss`` for a ``"gaussian"``
+                ensemble's loss that is not a ``GaussianNLL``.
+        """
+        arguments = bound_arguments(keras.Model.compile, args, kwargs)
+        for name in ("loss", "metrics", "weighted_metrics"):
+            for item in keras.tree.flatten(arguments.get(name)):
+                config = item.get_config() if hasattr(item, "get_config") else {}
+                if config.get("from_logits"):
+                    raise argument_error(
+                        name, "score the ensemble's output, the predictive probabilities "
+                        "p̄ (not logits): from_logits=False, e.g. "
+                        "'sparse_categorical_crossentropy'", item, "PosteriorEnsemble.compile",
+                        got=f"{type(item).__name__}(from_logits=True)")
+        loss = arguments.get("loss")
+        if self.likelihood == "gaussian" and loss is not None and not isinstance(
+                loss, likelihoods_lib.GaussianNLL):
+            raise argument_error(
+                "loss", "be kb.likelihoods.GaussianNLL() for a gaussian ensemble, whose "
+                "output is the mixture's [mean, log variance] (another loss would read the "
+                "log variances as predictions)", loss, "PosteriorEnsemble.compile")
+        super().compile(**arguments)
+
+    def fit(self, *args, **kwargs):
+        """Refused: an ensemble of posterior samples has nothing to train.
+
+        Raises:
+            TypeError: always, saying what to do instead.
+        """
+        raise _nothing_to_train("fit")
+
+    def train_on_batch(self, *args, **kwargs):
+        """Refused, as :meth:`fit`.
+
+        Raises:
+            TypeError: always, saying what to do instead.
+        """
+        raise _nothing_to_train("train_on_batch")
 
     # -------------------------------------------------------- prediction
     def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):

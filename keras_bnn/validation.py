@@ -23,6 +23,7 @@ refuse them.
 This module imports numpy only (no Keras, no TensorFlow).
 """
 
+import inspect
 import math
 import operator
 import os
@@ -31,6 +32,29 @@ import numpy as np
 
 _FLOAT32 = np.finfo(np.float32)
 _TINY, _MAX = float(_FLOAT32.tiny), float(_FLOAT32.max)
+
+
+def bound_arguments(method, args, kwargs):
+    """The arguments of a call of a Keras method (``fit``, ``evaluate``, ``compile``) by name.
+
+    A method that reads or extends some of them (``callbacks``, ``loss``)
+    must find them however they were given: by position they were missed,
+    or passed twice.
+
+    Args:
+        method: the unbound method whose signature binds them (``keras.Model.fit``).
+        args, kwargs: the call's positional (``self`` left out) and keyword arguments.
+
+    Returns:
+        dict of every argument given, by name (``**kwargs`` ones included).
+
+    Raises:
+        TypeError: as the call itself would, for too many positional
+            arguments or one given twice.
+    """
+    bound = inspect.signature(method).bind_partial(None, *args, **kwargs).arguments
+    keywords = {name: value for name, value in bound.items() if name not in ("self", "kwargs")}
+    return {**keywords, **bound.get("kwargs", {})}
 
 
 def argument_error(name, requirement, value, owner=None, *, got=None):

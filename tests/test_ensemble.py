@@ -416,3 +416,46 @@ def test_compile_jit_compile_reaches_the_prediction_graph():
     assert {key: graph.function_def.attr["_XlaMustCompile"].b
             for key, graph in graphs.items()} == {key: key[1] for key in graphs}
 
+
+
+def test_evaluate_scores_the_predictive_probabilities():
+    """Found by a user of ``ensemble.evaluate``: compiled with the members' own
+    ``SparseCategoricalCrossentropy(from_logits=True)``, it read p̄ as logits
+    and reported loss 1.043 where the posterior predictive's NLL was 0.954
+    (iris), with no error. Such a loss or metric is refused; a loss of
+    probabilities gives the mean NLL ``−(1/N)·Σ log p̄(y_i|x_i)``; ``fit``
+    and ``train_on_batch`` (nothing to train) are refused."""
+    ensemble = tiny_ensemble(3)
+    x = inputs(40)
+    y = np.arange(40) % ensemble.predict(x[:1], verbose=0).shape[-1]
+    logits = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for arguments, name in (({"loss": logits}, "loss"), ((logits,), "loss"),
+                            ({"loss": "sparse_categorical_crossentropy", "metrics": [
+                                keras.metrics.SparseCategoricalCrossentropy(from_logits=True)]},
+                             "metrics")):
+        args, kwargs = (arguments, {}) if isinstance(arguments, tuple) else ((), arguments)
+        with pytest.raises(ValueError, match=rf"PosteriorEnsemble.compile: `{name}` must score "
+                           r"the ensemble's output, the predictive probabilities .*got "
+                           r"SparseCategoricalCrossentropy\(from_logits=True\)"):
+            ensemble.compile("sgd", *args, **kwargs)
+    ensemble.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    scores = ensemble.evaluate(x, y, verbose=0, return_dict=True)
+    expected = metrics.evaluate_probs(ensemble.predict(x, verbose=0), y)
+    assert scores["loss"] == pytest.approx(expected["nll"], rel=1e-5)
+    assert scores["accuracy"] == pytest.approx(expected["accuracy"])
+    for method in ("fit", "train_on_batch"):
+        with pytest.raises(TypeError, match=rf"PosteriorEnsemble.{method}: .*nothing to train"):
+            getattr(ensemble, method)(x, y)
+    model = _gaussian_member(targets=1)
+    gaussian = kb.PosteriorEnsemble(model, weight_sets(model, 3), likelihood="gaussian")
+    with pytest.raises(ValueError, match=r"`loss` must be kb.likelihoods.GaussianNLL\(\) for a "
+                       r"gaussian ensemble.*; got 'mse'"):
+        gaussian.compile(loss="mse")  # would read the log variance as a prediction
+    gaussian.compile(loss=kb.likelihoods.GaussianNLL())
+    targets = np.linspace(-1.0, 1.0, 40, dtype="float32")
+    x = np.random.default_rng(2).normal(size=(40, 3)).astype("float32")
+    mean, log_variance = gaussian.predict(x, verbose=0).T.astype(np.float64)
+    moment_matched = 0.5 * (np.log(2 * np.pi) + log_variance
+                            + (targets - mean) ** 2 / np.exp(log_variance))
+    assert gaussian.evaluate(x, targets, verbose=0) == pytest.approx(moment_matched.mean(),
+                                                                     rel=1e-5)

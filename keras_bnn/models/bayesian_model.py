@@ -1,7 +1,6 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
 import functools
-import inspect
 
 import keras
 from keras import ops
@@ -18,7 +17,7 @@ from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_l
 from keras_bnn.models import fit_callbacks
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import check_bool, check_positive_int
+from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
 
 _TRACKED = (
     "nll",
@@ -29,21 +28,6 @@ _TRACKED = (
     "gradient_noise_ratio",
     "acceptance_rate",
 )
-
-
-def _keywords(method, args, kwargs):
-    """The arguments of a call of Keras' ``method`` (``fit``, ``evaluate``) as keywords.
-
-    ``fit`` reads and extends them by name (``callbacks``, ``validation_data``):
-    given by position they were missed, or passed twice.
-
-    Raises:
-        TypeError: as the call itself would, for too many positional
-            arguments or one given twice.
-    """
-    bound = inspect.signature(method).bind_partial(None, *args, **kwargs).arguments
-    keywords = {name: value for name, value in bound.items() if name not in ("self", "kwargs")}
-    return {**keywords, **bound.get("kwargs", {})}
 
 
 def _check_train_size(train_size):
@@ -310,7 +294,7 @@ class BayesianModel(keras.Model):
                 model compiled without a loss (nothing would score them: nll
                 would read 0); an endless dataset without ``steps``.
         """
-        kwargs = _keywords(keras.Model.evaluate, args, kwargs)
+        kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
         if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
             kwargs["x"], _ = check_fit_data(self, kwargs, from_loss(self.loss), owner="evaluate")
             check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
@@ -404,7 +388,7 @@ class BayesianModel(keras.Model):
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        kwargs = _keywords(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
+        kwargs = bound_arguments(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
         kwargs["x"], first = check_fit_data(self, kwargs, from_loss(self.loss))
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
