@@ -10,7 +10,9 @@ where ``fit`` evaluates the potential:
   ``recurrent_dropout`` of recurrent and attention layers) make ``U`` random:
   the chain samples the posterior of a noisy likelihood, not of the model
   that ``predict`` and the ensembles evaluate (without the noise);
-* **batch normalisation** computes each example's output from its batch's
+* **batch normalisation** (trainable: Keras runs a frozen one,
+  ``trainable=False``, on its fixed moving statistics, as in a pretrained
+  backbone under a sampled head) computes each example's output from its batch's
   statistics, so the likelihood is not a product over examples, and a
   sample's moving statistics are an average over the chain's recent past,
   not the statistics of the sampled θ (measured on digits: recomputing
@@ -57,7 +59,9 @@ def stochastic_layers(model):
     """The layers of ``model`` (nested ones too) that make the potential stochastic.
 
     A layer found is not searched further (an LSTM's cell, an attention
-    layer's own ``Dropout``).
+    layer's own ``Dropout``). A frozen batch normalisation
+    (``trainable=False``) is deterministic and not listed; frozen noise
+    layers still add noise and are.
 
     Args:
         model: a Keras model.
@@ -71,7 +75,8 @@ def stochastic_layers(model):
     def visit(parent):  # a layer found is named once, not again through its sublayers
         for layer in parent._flatten_layers(include_self=False, recursive=False):
             if isinstance(layer, keras.layers.BatchNormalization):
-                found["batch_norm"].append(layer.name)
+                if layer.trainable:  # frozen, Keras runs it on its moving statistics
+                    found["batch_norm"].append(layer.name)
             elif (noise := _noise(layer)) is not None:
                 found["noise"].append((layer.name, noise))
             else:

@@ -70,3 +70,31 @@ def test_hmc_refuses_them_and_sgd_or_a_clean_model_says_nothing():
         clean = _model()
         clean.compile(sampler="sgld", train_size=N, loss=LOSS)
         clean.fit(*_data(), batch_size=16, epochs=1, verbose=0)
+
+
+def test_a_frozen_batch_norm_is_deterministic_and_not_named():
+    """A pretrained backbone with BatchNormalization, frozen under a sampled head
+    (the "Bayesian last layer"), got a StochasticLayerWarning saying it computed
+    each example's output from its batch, and HMC refused it: Keras runs a
+    frozen BatchNormalization on its fixed moving statistics, training or not.
+    A frozen Dropout still drops, and is still named."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    features = keras.layers.BatchNormalization(name="bn")(keras.layers.Dense(8, name="d")(inputs))
+    backbone = keras.Model(inputs, features, name="backbone")
+    backbone.trainable = False
+    inputs = keras.Input((4,))
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3, name="out")(backbone(inputs))))
+    x, y = _data()
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(x, training=True)),
+                                  keras.ops.convert_to_numpy(model(x, training=False)))
+    assert stochastic_layers(model) == {"noise": [], "batch_norm": []}
+    model.compile(sampler=kb.samplers.HMC(step_size=0.01, num_leapfrog_steps=2), train_size=N,
+                  loss=LOSS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.StochasticLayerWarning)
+        model.fit(x, y, batch_size=N, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 1
+    frozen_dropout = keras.layers.Dropout(0.3, name="drop")
+    frozen_dropout.trainable = False
+    assert stochastic_layers(_model(frozen_dropout))["noise"] == [("drop", "rate 0.3")]
