@@ -366,8 +366,8 @@ class PosteriorEnsemble(keras.Model):
         ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble outputs the
         mixture's ``[mean, log variance]``: only
         :class:`keras_bnn.likelihoods.GaussianNLL` reads it (the NLL of that
-        moment-matched Gaussian; the mixture's own NLL is
-        ``kb.metrics.evaluate_members(ensemble.predict_members(x), y)``).
+        moment-matched Gaussian, the ``nll`` of
+        :func:`keras_bnn.metrics.evaluate_gaussian`).
 
         Args:
             *args, **kwargs: as for ``keras.Model.compile``.
