@@ -278,3 +278,55 @@ def check_logit_head(model, loss):
             f"twice; remove the activation of the output layer (activation=None) and use a "
             f"loss with from_logits=True", model, owner,
             got=f"output layer {layer.name!r} with activation {name!r}")
+
+
+#: Metric names that Keras resolves, for a one-unit output, to a 0.5 threshold.
+_BINARY_ACCURACY_NAMES = ("accuracy", "acc", "binary_accuracy")
+
+
+def logit_metrics(metrics, loss, owner="BayesianModel.compile"):
+    """``compile``'s metrics for a model that outputs logits (see :func:`check_logit_head`).
+
+    Keras reads a one-unit output's ``"accuracy"`` as ``BinaryAccuracy`` at a
+    threshold of 0.5, a probability: on a Bernoulli logit it counted
+    ``f > 0.5`` (p > 0.62) as class 1 (breast_cancer: 0.970 logged against a
+    true 0.982). Such a name becomes ``BinaryAccuracy(threshold=0.0)`` under
+    the same name (f > 0 ⇔ p > 0.5). A metric object configured for
+    probabilities (``from_logits=False``: ``AUC``, the cross-entropies), or
+    a Bernoulli model's ``BinaryAccuracy`` at another threshold than 0, is
+    refused: it would log wrong numbers without an error.
+
+    Args:
+        metrics: ``compile``'s ``metrics`` or ``weighted_metrics`` (a list,
+            or a dict of lists per output), or None.
+        loss: ``compile``'s loss (:func:`from_loss` reads the likelihood).
+        owner: the method, for the messages.
+
+    Returns:
+        ``metrics``, its accuracy names replaced for a Bernoulli model.
+
+    Raises:
+        ValueError: naming ``metrics`` for a metric that reads probabilities.
+    """
+    bernoulli = from_loss(loss) == "bernoulli"
+
+    def logit(metric):
+        if bernoulli and isinstance(metric, str) and metric in _BINARY_ACCURACY_NAMES:
+            return keras.metrics.BinaryAccuracy(name=metric, threshold=0.0)
+        config = metric.get_config() if hasattr(metric, "get_config") else {}
+        if config.get("from_logits") is False or (
+                bernoulli and isinstance(metric, keras.metrics.BinaryAccuracy)
+                and config.get("threshold") != 0.0):
+            raise argument_error(
+                "metrics", "read logits, as the model outputs them: from_logits=True, or "
+                "BinaryAccuracy(threshold=0.0) (p > 0.5); the ensembles' and kb.metrics' "
+                "scores read probabilities", metric, owner,
+                got=f"{type(metric).__name__}({config.get('name')!r}) of probabilities")
+        return metric
+
+    if isinstance(metrics, dict):
+        return {name: logit_metrics(value, loss, owner) for name, value in metrics.items()}
+    if isinstance(metrics, (list, tuple)):
+        return type(metrics)(logit_metrics(item, loss, owner) if isinstance(item, (list, tuple))
+                             else logit(item) for item in metrics)
+    return metrics if metrics is None else logit(metrics)

@@ -1031,3 +1031,35 @@ def test_a_failed_call_leaves_the_model_as_it_was(failure):
     assert [id(r) for r in after[0]] == [id(r) for r in before[0]]
     assert [(name, id(k), id(a)) for name, k, a in after[1]] == [
         (name, id(k), id(a)) for name, k, a in before[1]]
+
+
+def test_metrics_read_the_logits_the_model_outputs():
+    """A Bernoulli model's metrics=["accuracy"] became Keras' BinaryAccuracy at
+    threshold 0.5, applied to the logit: on breast_cancer it logged 0.970 where
+    the accuracy was 0.982 (f > 0.5 is p > 0.62), and AUC() (of probabilities)
+    0.987 for 0.995, with no error. The accuracy now thresholds the logit at 0;
+    a metric configured for probabilities is refused, naming `metrics`."""
+    x, y = _data()
+    y = (y == 1).astype("float32")
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    shifted = keras.initializers.Constant(0.3)  # logits near 0.5 as well as near 0
+    bnn = kb.bayesian(keras.Model(inputs, keras.layers.Dense(1, bias_initializer=shifted)(inputs)))
+    binary = keras.losses.BinaryCrossentropy(from_logits=True)
+    for metrics in ([keras.metrics.AUC()], {"dense": [keras.metrics.BinaryAccuracy()]},
+                    ["accuracy", keras.metrics.BinaryCrossentropy()]):
+        with pytest.raises(ValueError, match=r"BayesianModel.compile: `metrics` must read "
+                                             r"logits, .*of probabilities"):
+            bnn.compile(sampler="sgld", train_size=N, loss=binary, metrics=metrics)
+    bnn.compile(sampler="sgld", train_size=N, loss=binary,
+                metrics=["accuracy", keras.metrics.AUC(from_logits=True)],
+                weighted_metrics=["binary_accuracy"])
+    logits = keras.ops.convert_to_numpy(bnn(x))[:, 0]
+    assert np.mean((logits > 0) != (logits > 0.5)) > 0.05  # the two thresholds disagree here
+    scores = bnn.evaluate(x, y, verbose=0, return_dict=True)
+    assert scores["accuracy"] == pytest.approx(np.mean((logits > 0) == y))
+    assert scores["binary_accuracy"] == pytest.approx(np.mean((logits > 0) == y))
+    categorical = _compile(kb.bayesian(_functional()), metrics=["accuracy"])
+    logits = keras.ops.convert_to_numpy(categorical(x))
+    assert categorical.evaluate(x, _data()[1], verbose=0, return_dict=True)[
+        "accuracy"] == pytest.approx(np.mean(logits.argmax(1) == _data()[1]))

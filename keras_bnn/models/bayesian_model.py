@@ -13,7 +13,7 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss, logit_metrics
 from keras_bnn.models import fit_callbacks
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -94,8 +94,11 @@ class BayesianModel(keras.Model):
                 ``"mixed_float16"`` on JAX, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
-                must output logits), or a loss whose reduction is not a
-                batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`).
+                must output logits), a loss whose reduction is not a
+                batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`),
+                or ``metrics`` that read probabilities
+                (:func:`keras_bnn.likelihoods.logit_metrics`, which also makes a
+                Bernoulli model's ``"accuracy"`` threshold its logit at 0).
         """
         if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
             sampler, optimizer = optimizer, None  # from compile_from_config
@@ -129,6 +132,9 @@ class BayesianModel(keras.Model):
             self._sampling_trackers["nonfinite_steps"] = keras.metrics.Sum(
                 name="nonfinite_steps"
             )
+        for name in ("metrics", "weighted_metrics"):
+            if name in kwargs:
+                kwargs[name] = logit_metrics(kwargs[name], loss)
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
             loss=loss,
