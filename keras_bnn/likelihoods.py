@@ -284,17 +284,20 @@ def check_logit_head(model, loss):
 _BINARY_ACCURACY_NAMES = ("accuracy", "acc", "binary_accuracy")
 
 
-def logit_metrics(metrics, loss, owner="BayesianModel.compile"):
-    """``compile``'s metrics for a model that outputs logits (see :func:`check_logit_head`).
+def head_metrics(metrics, loss, owner="BayesianModel.compile"):
+    """``compile``'s metrics for a model that outputs its likelihood's parameters.
 
     Keras reads a one-unit output's ``"accuracy"`` as ``BinaryAccuracy`` at a
     threshold of 0.5, a probability: on a Bernoulli logit it counted
     ``f > 0.5`` (p > 0.62) as class 1 (breast_cancer: 0.970 logged against a
     true 0.982). Such a name becomes ``BinaryAccuracy(threshold=0.0)`` under
-    the same name (f > 0 ⇔ p > 0.5). A metric object configured for
-    probabilities (``from_logits=False``: ``AUC``, the cross-entropies), or
-    a Bernoulli model's ``BinaryAccuracy`` at another threshold than 0, is
-    refused: it would log wrong numbers without an error.
+    the same name (f > 0 ⇔ p > 0.5). Refused, since they would log wrong
+    numbers without an error: a metric configured for probabilities
+    (``from_logits=False``: ``AUC``, the cross-entropies), a Bernoulli
+    model's ``BinaryAccuracy`` at another threshold than 0, and any of
+    Keras' own metrics (``"mae"``, ``RootMeanSquaredError``) for a Gaussian
+    head, whose output ``[μ, log σ²]`` they would compare with ``y`` as a
+    whole (with ``y`` of shape [N, 1] they broadcast, log variances included).
 
     Args:
         metrics: ``compile``'s ``metrics`` or ``weighted_metrics`` (a list,
@@ -306,16 +309,23 @@ def logit_metrics(metrics, loss, owner="BayesianModel.compile"):
         ``metrics``, its accuracy names replaced for a Bernoulli model.
 
     Raises:
-        ValueError: naming ``metrics`` for a metric that reads probabilities.
+        ValueError: naming ``metrics`` for a metric that misreads the head.
     """
-    bernoulli = from_loss(loss) == "bernoulli"
+    likelihood = from_loss(loss)
 
-    def logit(metric):
-        if bernoulli and isinstance(metric, str) and metric in _BINARY_ACCURACY_NAMES:
+    def checked(metric):
+        if likelihood == "bernoulli" and metric in _BINARY_ACCURACY_NAMES:
             return keras.metrics.BinaryAccuracy(name=metric, threshold=0.0)
+        resolved = keras.metrics.get(metric) if isinstance(metric, str) else metric
+        if likelihood == "gaussian" and str(getattr(resolved, "__module__", "")).startswith(
+                "keras."):
+            raise argument_error(
+                "metrics", "score the Gaussian head's [mean, log variance] output: Keras' "
+                "own metrics compare y with all of it; score the ensemble with "
+                "kb.metrics.evaluate_gaussian, or pass a metric of your own", metric, owner)
         config = metric.get_config() if hasattr(metric, "get_config") else {}
         if config.get("from_logits") is False or (
-                bernoulli and isinstance(metric, keras.metrics.BinaryAccuracy)
+                likelihood == "bernoulli" and isinstance(metric, keras.metrics.BinaryAccuracy)
                 and config.get("threshold") != 0.0):
             raise argument_error(
                 "metrics", "read logits, as the model outputs them: from_logits=True, or "
@@ -325,8 +335,8 @@ def logit_metrics(metrics, loss, owner="BayesianModel.compile"):
         return metric
 
     if isinstance(metrics, dict):
-        return {name: logit_metrics(value, loss, owner) for name, value in metrics.items()}
+        return {name: head_metrics(value, loss, owner) for name, value in metrics.items()}
     if isinstance(metrics, (list, tuple)):
-        return type(metrics)(logit_metrics(item, loss, owner) if isinstance(item, (list, tuple))
-                             else logit(item) for item in metrics)
-    return metrics if metrics is None else logit(metrics)
+        return type(metrics)(head_metrics(item, loss, owner) if isinstance(item, (list, tuple))
+                             else checked(item) for item in metrics)
+    return metrics if metrics is None else checked(metrics)

@@ -1033,12 +1033,13 @@ def test_a_failed_call_leaves_the_model_as_it_was(failure):
         (name, id(k), id(a)) for name, k, a in before[1]]
 
 
-def test_metrics_read_the_logits_the_model_outputs():
+def test_metrics_read_the_head_the_model_outputs():
     """A Bernoulli model's metrics=["accuracy"] became Keras' BinaryAccuracy at
     threshold 0.5, applied to the logit: on breast_cancer it logged 0.970 where
     the accuracy was 0.982 (f > 0.5 is p > 0.62), and AUC() (of probabilities)
     0.987 for 0.995, with no error. The accuracy now thresholds the logit at 0;
-    a metric configured for probabilities is refused, naming `metrics`."""
+    a metric configured for probabilities is refused, naming `metrics`, as are
+    Keras' own metrics on a Gaussian head ("mae" compared y with [μ, log σ²])."""
     x, y = _data()
     y = (y == 1).astype("float32")
     keras.utils.set_random_seed(0)
@@ -1059,6 +1060,19 @@ def test_metrics_read_the_logits_the_model_outputs():
     scores = bnn.evaluate(x, y, verbose=0, return_dict=True)
     assert scores["accuracy"] == pytest.approx(np.mean((logits > 0) == y))
     assert scores["binary_accuracy"] == pytest.approx(np.mean((logits > 0) == y))
+    inputs = keras.Input((4,))
+    regression = kb.bayesian(keras.Model(inputs, keras.layers.Dense(2)(inputs)))
+    for metric in ("mae", keras.metrics.RootMeanSquaredError()):
+        with pytest.raises(ValueError, match=r"`metrics` must score the Gaussian head's "
+                                             r"\[mean, log variance\] output"):
+            regression.compile(sampler="sgld", train_size=N, loss=kb.likelihoods.GaussianNLL(),
+                               metrics=[metric])
+
+    def mean_error(y_true, y_pred):  # one of the user's own, which knows the head
+        return keras.ops.abs(y_true[:, 0] - y_pred[:, 0])
+
+    regression.compile(sampler="sgld", train_size=N, loss=kb.likelihoods.GaussianNLL(),
+                       metrics=[mean_error])
     categorical = _compile(kb.bayesian(_functional()), metrics=["accuracy"])
     logits = keras.ops.convert_to_numpy(categorical(x))
     assert categorical.evaluate(x, _data()[1], verbose=0, return_dict=True)[

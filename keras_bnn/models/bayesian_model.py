@@ -13,7 +13,7 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss, logit_metrics
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss, head_metrics
 from keras_bnn.models import fit_callbacks
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -96,8 +96,9 @@ class BayesianModel(keras.Model):
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
                 must output logits), a loss whose reduction is not a
                 batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`),
-                or ``metrics`` that read probabilities
-                (:func:`keras_bnn.likelihoods.logit_metrics`, which also makes a
+                or ``metrics`` that misread the head: of probabilities, or
+                Keras' own for a Gaussian one
+                (:func:`keras_bnn.likelihoods.head_metrics`, which also makes a
                 Bernoulli model's ``"accuracy"`` threshold its logit at 0).
         """
         if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
@@ -134,7 +135,7 @@ class BayesianModel(keras.Model):
             )
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
-                kwargs[name] = logit_metrics(kwargs[name], loss)
+                kwargs[name] = head_metrics(kwargs[name], loss)
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
             loss=loss,
