@@ -124,10 +124,13 @@ def from_loss(loss):
     Returns:
         ``"bernoulli"`` for binary cross-entropy, ``"categorical"`` for
         (sparse) categorical cross-entropy, ``"gaussian"`` for
-        :class:`GaussianNLL`, else None.
+        :class:`GaussianNLL`, else None (a multi-output model's list or dict
+        of several losses too: no one head).
     """
-    if loss is None:
+    leaves = _loss_leaves(loss)
+    if len(leaves) != 1:  # none, or one per output of a multi-output model
         return None
+    loss = leaves[0]
     if not isinstance(loss, (str, dict)):
         loss = keras.saving.serialize_keras_object(loss)
     text = str(loss).lower()
@@ -136,6 +139,15 @@ def from_loss(loss):
         if key in text:
             return likelihood
     return None
+
+
+def _loss_leaves(loss):
+    """The losses in ``compile``'s ``loss``: one, or a multi-output model's list or dict
+    of them (a serialized loss, a dict with a ``class_name``, is one); None left out."""
+    if isinstance(loss, (list, tuple)) or (isinstance(loss, dict) and "class_name" not in loss):
+        items = loss.values() if isinstance(loss, dict) else loss
+        return [leaf for item in items for leaf in _loss_leaves(item)]
+    return [] if loss is None else [loss]
 
 
 def _loss_name(loss):
@@ -187,16 +199,16 @@ def infer(units, loss=None):
 _SQUASHING = ("softmax", "sigmoid", "log_softmax")
 
 
-def _output_layer(model):
-    """The layer that computes a functional model's first output (inside nested
-    functional models and Sequentials), or None for a model without a graph."""
+def _output_layers(model):
+    """The layers that compute a functional model's outputs (inside nested functional
+    models and Sequentials); none for a model without a graph."""
     try:
-        operation = model.outputs[0]._keras_history.operation
-    except (AttributeError, IndexError, TypeError, ValueError):
-        return None
-    if isinstance(operation, keras.Model) and operation is not model:
-        return _output_layer(operation)
-    return operation
+        operations = [output._keras_history.operation for output in model.outputs]
+    except (AttributeError, TypeError, ValueError):
+        return []
+    return [layer for operation in operations for layer in (
+        _output_layers(operation) if isinstance(operation, keras.Model)
+        and operation is not model else [operation])]
 
 
 #: Loss reductions that make the compiled loss the batch mean the potential needs.
@@ -245,9 +257,10 @@ def check_logit_head(model, loss):
     probabilities.
 
     Args:
-        model: the model being compiled (its output layer is read when it
+        model: the model being compiled (its output layers are read when it
             has a graph: functional, Sequential, or either nested).
-        loss: the loss passed to ``compile`` (object, function, name), or None.
+        loss: the loss passed to ``compile`` (object, function, name, or a
+            multi-output model's list or dict of them), or None.
 
     Raises:
         ValueError: naming ``loss`` for a cross-entropy without
@@ -255,19 +268,26 @@ def check_logit_head(model, loss):
             activation is a softmax or sigmoid.
     """
     owner = "BayesianModel.compile"
-    if from_loss(loss) in ("categorical", "bernoulli"):
-        serialized = loss if isinstance(loss, (str, dict)) else \
-            keras.saving.serialize_keras_object(loss)
+    for leaf in _loss_leaves(loss):
+        if from_loss(leaf) not in ("categorical", "bernoulli"):
+            continue
+        serialized = leaf if isinstance(leaf, (str, dict)) else \
+            keras.saving.serialize_keras_object(leaf)
         config = serialized.get("config") if isinstance(serialized, dict) else None
         if not (isinstance(config, dict) and config.get("from_logits")):
-            fix = ("SparseCategoricalCrossentropy" if from_loss(loss) == "categorical"
+            fix = ("SparseCategoricalCrossentropy" if from_loss(leaf) == "categorical"
                    else "BinaryCrossentropy")
             raise argument_error(
                 "loss", f"take logits: keras_bnn models output logits (ensembles, metrics "
                 f"and exports apply the softmax or sigmoid themselves); use "
                 f"keras.losses.{fix}(from_logits=True) and an output layer without "
-                "activation", loss, owner, got=f"{_loss_name(loss)!r} (from_logits=False)")
-    layer = _output_layer(model)
+                "activation", leaf, owner, got=f"{_loss_name(leaf)!r} (from_logits=False)")
+    for layer in _output_layers(model):
+        _check_logit_layer(model, layer, owner)
+
+
+def _check_logit_layer(model, layer, owner):
+    """Refuses an output layer whose activation squashes logits (:func:`check_logit_head`)."""
     activation = getattr(layer, "activation", None)
     name = "softmax" if isinstance(layer, keras.layers.Softmax) else getattr(
         activation, "__name__", None)
@@ -301,8 +321,9 @@ def head_metrics(metrics, loss, owner="BayesianModel.compile"):
 
     Args:
         metrics: ``compile``'s ``metrics`` or ``weighted_metrics`` (a list,
-            or a dict of lists per output), or None.
-        loss: ``compile``'s loss (:func:`from_loss` reads the likelihood).
+            or a list or dict of lists per output), or None.
+        loss: ``compile``'s loss (:func:`from_loss` reads the likelihood of
+            each output's, paired with its metrics).
         owner: the method, for the messages.
 
     Returns:
@@ -334,9 +355,23 @@ def head_metrics(metrics, loss, owner="BayesianModel.compile"):
                 got=f"{type(metric).__name__}({config.get('name')!r}) of probabilities")
         return metric
 
-    if isinstance(metrics, dict):
-        return {name: head_metrics(value, loss, owner) for name, value in metrics.items()}
+    if isinstance(metrics, dict):  # per output name, as the losses
+        return {name: head_metrics(value, _output_loss(loss, name), owner)
+                for name, value in metrics.items()}
+    if isinstance(metrics, (list, tuple)) and metrics and all(
+            isinstance(item, (list, tuple, type(None))) for item in metrics):  # per output
+        return type(metrics)(head_metrics(item, _output_loss(loss, index), owner)
+                             for index, item in enumerate(metrics))
     if isinstance(metrics, (list, tuple)):
-        return type(metrics)(head_metrics(item, loss, owner) if isinstance(item, (list, tuple))
-                             else checked(item) for item in metrics)
+        return type(metrics)(checked(item) for item in metrics)
     return metrics if metrics is None else checked(metrics)
+
+
+def _output_loss(loss, key):
+    """The loss of one output (``key``: its name, or its index) in a multi-output
+    model's ``loss``; ``loss`` itself where it is one for all."""
+    if isinstance(loss, dict) and "class_name" not in loss:
+        return loss.get(key)
+    if isinstance(loss, (list, tuple)) and isinstance(key, int) and key < len(loss):
+        return loss[key]
+    return loss

@@ -1077,3 +1077,38 @@ def test_metrics_read_the_head_the_model_outputs():
     logits = keras.ops.convert_to_numpy(categorical(x))
     assert categorical.evaluate(x, _data()[1], verbose=0, return_dict=True)[
         "accuracy"] == pytest.approx(np.mean(logits.argmax(1) == _data()[1]))
+
+
+def test_a_multi_output_model_is_checked_output_by_output():
+    """A two-head model could not be compiled: the logit check read the list or dict
+    of losses as one (``loss` must take logits ... got 'None'``) even with
+    from_logits=True on both. Each output's loss, output layer and metrics are now
+    checked as a one-output model's: nll is the sum of the heads' NLLs."""
+    x, y = _data()
+    binary = (y == 1).astype("float32")
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(8, activation="tanh")(inputs)
+    bnn = kb.bayesian(keras.Model(inputs, [keras.layers.Dense(3, name="cls")(hidden),
+                                           keras.layers.Dense(1, name="bin")(hidden)]))
+    losses = [LOSS, keras.losses.BinaryCrossentropy(from_logits=True)]
+    with pytest.raises(ValueError, match=r"`loss` must take logits.*BinaryCrossentropy"):
+        bnn.compile(sampler="sgld", train_size=N,
+                    loss=[LOSS, keras.losses.BinaryCrossentropy()])
+    for loss, metrics, labels in (
+            (losses, [["accuracy"], ["accuracy"]], (y, binary)),
+            (dict(zip(("cls", "bin"), losses)), {"cls": ["accuracy"], "bin": ["accuracy"]},
+             {"cls": y, "bin": binary})):
+        bnn.compile(sampler=kb.samplers.SGLD(step_size=1e-3, seed=0), train_size=N, loss=loss,
+                    metrics=metrics)
+        history = bnn.fit(x, labels, batch_size=N, epochs=1, verbose=0).history
+        assert history["nll"][0] == pytest.approx(
+            history["cls_loss"][0] + history["bin_loss"][0], rel=1e-5)
+        scores = bnn.evaluate(x, labels, verbose=0, return_dict=True)
+        logits = keras.ops.convert_to_numpy(bnn(x)[1])[:, 0]
+        assert scores["bin_accuracy"] == pytest.approx(np.mean((logits > 0) == binary))
+    squashed = keras.Model(inputs, [keras.layers.Dense(3, name="c2")(hidden), keras.layers.Dense(
+        1, activation="sigmoid", name="b2")(hidden)])
+    with pytest.raises(ValueError, match=r"`model` must output logits.*'b2' with activation "
+                                         r"'sigmoid'"):
+        kb.bayesian(squashed).compile(sampler="sgld", train_size=N, loss=losses)
