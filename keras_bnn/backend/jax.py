@@ -86,11 +86,12 @@ def _potential_and_gradients(model, x, y, sample_weight):
     """``jax.value_and_grad`` of the batch's mean-form potential in the trainable values.
 
     The returned function maps trainable values to ``((loss, (y_pred,
-    prior_term, non_trainable_values)), gradients)``: a stateless forward
-    pass at those values (the non-trainable ones read now), and
-    :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
-    (1/n)·(-log p(θ))``. The compiled loss may update its own trackers:
-    those updates are dropped.
+    prior_term, non_trainable_values, metric_values)), gradients)``: a
+    stateless forward pass at those values (the non-trainable ones read
+    now), and :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
+    (1/n)·(-log p(θ))``. ``metric_values`` are ``model.metrics_variables``
+    after the compiled loss updated its trackers (a multi-output model's
+    per-output losses), for the caller to keep or drop.
     """
     non_trainable_values = [v.value for v in model.non_trainable_variables]
     metric_mapping = [(v, v.value) for v in model.metrics_variables]
@@ -98,9 +99,11 @@ def _potential_and_gradients(model, x, y, sample_weight):
     def potential(values):
         y_pred, new_values, losses = model.stateless_call(
             values, non_trainable_values, x, return_losses=True, training=True)
-        with keras.StatelessScope(state_mapping=metric_mapping):
+        with keras.StatelessScope(state_mapping=metric_mapping) as scope:
             nll, prior_term = model.potential_terms(y, y_pred, sample_weight, losses)
-        return nll + prior_term, (y_pred, prior_term, new_values)
+        metric_values = [old if (new := scope.get_current_value(v)) is None else new
+                         for v, old in metric_mapping]
+        return nll + prior_term, (y_pred, prior_term, new_values, metric_values)
 
     return jax.value_and_grad(potential, has_aux=True)
 
@@ -112,7 +115,9 @@ def value_and_gradients(model, x, y, sample_weight):
     ``StatelessScope`` in :func:`run_train_step`) and differentiates
     :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
     (1/n)·(-log p(θ))`` with ``jax.value_and_grad``; the forward pass's
-    non-trainable updates are assigned back.
+    non-trainable updates, and the compiled loss's tracker updates (a
+    multi-output model's per-output losses, as on TensorFlow), are assigned
+    back.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -121,9 +126,11 @@ def value_and_gradients(model, x, y, sample_weight):
     Returns:
         ``(y_pred, loss, prior_term, gradients)`` as on TensorFlow.
     """
-    (loss, (y_pred, prior_term, new_values)), gradients = _potential_and_gradients(
-        model, x, y, sample_weight)([v.value for v in model.trainable_variables])
-    for variable, value in zip(model.non_trainable_variables, new_values):
+    (loss, (y_pred, prior_term, new_values, metric_values)), gradients = \
+        _potential_and_gradients(model, x, y, sample_weight)(
+            [v.value for v in model.trainable_variables])
+    for variable, value in zip([*model.non_trainable_variables, *model.metrics_variables],
+                               [*new_values, *metric_values]):
         variable.assign(value)
     return y_pred, loss, prior_term, gradients
 
@@ -144,7 +151,7 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     Returns:
         ``(loss, gradients, (y_pred, loss, prior_term))`` as on TensorFlow.
     """
-    (loss, (y_pred, prior_term, _)), gradients = _potential_and_gradients(
+    (loss, (y_pred, prior_term, _, _)), gradients = _potential_and_gradients(
         model, x, y, sample_weight)(list(values))
     return loss, gradients, (y_pred, loss, prior_term)
 
