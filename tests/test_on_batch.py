@@ -1,7 +1,12 @@
 """Keras' methods other than fit on a BayesianModel: train_on_batch, test_on_batch,
 custom training loops (keras_bnn.models.on_batch)."""
 
+import json
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -147,3 +152,23 @@ def test_a_custom_loop_with_compute_loss_is_fits_step_and_hmc_refuses_gradients(
     with pytest.raises(TypeError, match="HMC.apply / apply_gradients.*train_on_batch"):
         model.optimizer.apply_gradients(zip([tf.zeros_like(v) for v in model.trainable_variables],
                                             model.trainable_variables))
+
+
+@pytest.mark.slow  # a JAX process: about 30 s
+def test_train_on_batch_under_jax():
+    """The checks above that differ by backend: JAX skips a NaN step instead of
+    raising (train_on_batch must raise after it), and leaves the warm-up."""
+    pytest.importorskip("jax")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" /
+                                               "jax_on_batch_check.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    assert result["max_difference_to_fit"] < 1e-6
+    assert result["warmup_left"] and result["short_warmup_warnings"] == 2  # fit's and ours
+    for name in ("atmc", "hmc"):
+        assert result[f"{name}_nonfinite"] == {"raised": "NonFiniteError", "iterations": 0,
+                                               "unchanged": True}
+    assert result["hmc_apply"].startswith("HMC.apply / apply_gradients")
