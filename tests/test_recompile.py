@@ -81,3 +81,32 @@ def test_a_chain_started_over_from_the_same_weights_is_not_stored_twice(tmp_path
         model.compile(sampler=kb.samplers.SGHMC(warmup_steps=8), train_size=N, loss=LOSS)
         _fit(model, store)
     assert _steps(store) == [(0, 4), (0, 8), (0, 12)]
+
+
+@pytest.mark.parametrize("sampler", [lambda: kb.samplers.ATMC(warmup_steps=20),
+                                     lambda: kb.samplers.SGHMC(warmup_steps=20),
+                                     lambda: kb.samplers.HMC(num_leapfrog_steps=2,
+                                                             num_adaptation_steps=20)],
+                         ids=["atmc", "sghmc", "hmc"])
+def test_a_model_saved_mid_warmup_goes_on_with_the_same_chain(sampler, tmp_path):
+    """keras.saving.load_model of a .keras file taken 12 steps into a 20-step
+    warm-up (adaptation for HMC), then fit: the chain of the unbroken run, with
+    its priors and its chosen step; clone_model keeps class and priors."""
+    x, y = _data()
+    model = _model()
+    model.compile(sampler=sampler(), train_size=N, loss=LOSS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short warm-up; HMC on minibatches
+        model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+        model.save(tmp_path / "model.keras")
+        loaded = keras.saving.load_model(tmp_path / "model.keras")
+        for each in (model, loaded):
+            each.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
+    assert type(loaded) is kb.BayesianModel
+    assert loaded.optimizer.step_size_value == model.optimizer.step_size_value
+    for a, b in zip(model.get_weights(), loaded.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    for copy in (loaded, keras.models.clone_model(model)):
+        assert type(copy) is kb.BayesianModel
+        assert ({v.path: type(v.regularizer).__name__ for v in copy.trainable_variables}
+                == {v.path: type(v.regularizer).__name__ for v in model.trainable_variables})
