@@ -172,3 +172,39 @@ def test_train_on_batch_under_jax():
         assert result[f"{name}_nonfinite"] == {"raised": "NonFiniteError", "iterations": 0,
                                                "unchanged": True}
     assert result["hmc_apply"].startswith("HMC.apply / apply_gradients")
+    assert result["subclassed_fit_steps"] == result["subclassed_train_on_batch_steps"] == 4
+
+
+
+def test_a_subclassed_bayesian_model_samples():
+    """Found 2026-11-28: fit and train_on_batch of a subclassed BayesianModel (the
+    README's "or by subclassing") failed at the first step with Keras'
+    "Unknown variable": the step handed the sampler the weights before its
+    forward pass made them. In a process of its own (see the worker)."""
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" /
+                                               "subclassed_fit.py")],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, KERAS_BACKEND="tensorflow"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    assert json.loads(line[len("RESULT "):]) == {
+        how: [4, 4, 4] for how in ("fit_arrays", "fit_dataset", "train_on_batch")}
+
+
+def test_a_subclass_made_after_a_functional_bayesian_model_is_refused_clearly():
+    """Keras puts Functional among BayesianModel's bases at the first functional one,
+    after which a subclass failed with "Functional.__init__() missing 2 required
+    positional arguments: 'inputs' and 'outputs'", naming no way out."""
+    _package_model()  # functional
+
+    class Late(kb.BayesianModel):
+        def __init__(self):
+            super().__init__()
+            self.out = kb.layers.Dense(2)
+
+        def call(self, inputs):
+            return self.out(inputs)
+
+    with pytest.raises(TypeError, match=r"Late: a subclass of kb.BayesianModel cannot be made "
+                                        r"after a functional BayesianModel.*kb.bayesian\(model\)"):
+        Late()

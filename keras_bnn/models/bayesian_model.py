@@ -68,8 +68,31 @@ class BayesianModel(keras.Model):
     samplers multiply its gradient by ``n`` themselves.
 
     Use it functionally (``BayesianModel(inputs, outputs)``; the builders in
-    :mod:`keras_bnn.models` return one) or by subclassing.
+    :mod:`keras_bnn.models` return one) or by subclassing (a subclass is
+    made before any functional one in its process: Keras then changes the
+    class's bases; else subclass ``keras.Model`` and apply
+    :func:`keras_bnn.bayesian`).
     """
+
+    def __init__(self, *args, **kwargs):
+        """``keras.Model.__init__``: functional (``inputs``, ``outputs``) or a subclass's.
+
+        Raises:
+            TypeError: for a subclass made after a functional
+                ``BayesianModel`` in the same process: Keras has then put
+                ``Functional`` among ``BayesianModel``'s bases, and would
+                fail with "missing 'inputs' and 'outputs'".
+        """
+        functional = (len(args) == 2 or (len(args) == 1 and "outputs" in kwargs)
+                      or {"inputs", "outputs"} <= set(kwargs))  # Keras' own test
+        if not functional and keras.Model not in BayesianModel.__bases__:
+            raise TypeError(
+                f"{type(self).__name__}: a subclass of kb.BayesianModel cannot be made after a "
+                "functional BayesianModel (kb.bayesian, kb.models builders) in the same process: "
+                "Keras has put keras.Functional among BayesianModel's bases. Subclass "
+                "keras.Model instead, call it on a batch and give it priors with "
+                "kb.bayesian(model), or make the subclass before any functional one.")
+        super().__init__(*args, **kwargs)
 
     def compile(
         self,
@@ -455,6 +478,8 @@ class BayesianModel(keras.Model):
         """
         kwargs = _keywords(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
         first = check_fit_data(self, kwargs, from_loss(self.loss))
+        on_batch.build_unbuilt(self, first or tuple(kwargs.get(k) for k in ("x", "y",
+                                                                            "sample_weight")))
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)

@@ -16,6 +16,8 @@ training set, and :class:`keras_bnn.callbacks.CollectSamples`.
 
 import weakref
 
+import keras
+
 from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import current_step
@@ -46,6 +48,27 @@ def _check_model(model, owner):
         _CHECKED[model] = model.optimizer
 
 
+def build_unbuilt(model, data_batch):
+    """Builds a model that is not built (a subclassed one) from a batch's shapes.
+
+    Without a ``tf.distribute`` strategy Keras' TensorFlow trainer builds the
+    model while it traces the train step, and the step hands the kernel
+    ``model.trainable_variables`` before its forward pass has made them: a
+    subclassed ``BayesianModel`` failed in ``fit`` and ``train_on_batch``
+    with Keras' "Unknown variable". Nothing is done for a built model, or
+    when the batch's shapes are unknown (a generator: build the model first).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        data_batch: ``(x, y, sample_weight)`` of a batch or of ``fit``'s
+            arrays, or None.
+    """
+    if model.built or data_batch is None or not all(
+            hasattr(v, "shape") for v in keras.tree.flatten(data_batch) if v is not None):
+        return
+    model._symbolic_build(data_batch=data_batch)  # what Keras does under a strategy
+
+
 def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
                    class_weight=None, return_dict=False):
     """One transition on a batch, with ``fit``'s checks and NaN/Inf policy.
@@ -69,6 +92,7 @@ def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
             NaN/Inf: the step changed nothing.
     """
     check_fit_data(model, {"x": x, "y": y}, from_loss(model.loss), owner="train_on_batch")
+    build_unbuilt(model, (x, y, sample_weight))
     _check_model(model, "train_on_batch")
     with nonfinite.translated(lambda: current_step(model.optimizer)):
         logs = keras_train_on_batch(x, y, sample_weight=sample_weight,

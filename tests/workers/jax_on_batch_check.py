@@ -36,6 +36,29 @@ def steps(model, count):
 
 
 result = {}
+# A subclassed BayesianModel (its weights made at the first call) samples. First: a
+# functional BayesianModel made before turns Keras' injection of Functional into its
+# bases on (keras.Model.__init__), and a subclass with no inputs can no longer be made.
+
+
+class Subclassed(kb.BayesianModel):
+    def __init__(self):
+        super().__init__()
+        self.hidden = kb.layers.Dense(8, activation="relu")
+        self.out = kb.layers.Dense(2)
+
+    def call(self, inputs):
+        return self.out(self.hidden(inputs))
+
+
+for how in ("fit", "train_on_batch"):
+    model = Subclassed()
+    model.compile(sampler="atmc", train_size=N, loss=LOSS)
+    if how == "fit":
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    else:
+        steps(model, 4)
+    result[f"subclassed_{how}_steps"] = int(np.asarray(model.optimizer.iterations))
 # The same chain as fit's over the same batches (16 steps, warm-up left after 10).
 by_fit, by_batch = wrapped(), wrapped()
 for model in (by_fit, by_batch):
