@@ -416,8 +416,8 @@ class CollectSamples(keras.callbacks.Callback):
         """
         if current_step(self.model.optimizer) != 0:
             return
-        start = [float(np.sum(np.square(np.asarray(w, np.float64))))
-                 for w in self.model.get_weights()]
+        start = [float(np.sum(np.square(np.asarray(backend.to_numpy(w), np.float64))))
+                 for w in self.model.weights]
         name = f"start-chain-{self.chain}"
         recorded = self.store.read_record(name)
         stored = any(m.get("chain", 0) == self.chain for m in self.store.metadata())
