@@ -3,6 +3,7 @@
 import warnings
 
 import keras
+import numpy as np
 
 from keras_bnn import backend
 from keras_bnn import distribute
@@ -144,7 +145,11 @@ class CollectSamples(keras.callbacks.Callback):
     written again, and a run resumed by ``keras.callbacks.BackupAndRestore``
     first takes the sample due at the restored step if the store lacks it, so
     a run killed at any point and resumed neither duplicates nor drops a
-    sample, whatever the order of the two callbacks.
+    sample, whatever the order of the two callbacks. So one id is one chain:
+    a ``fit`` that starts at step 0 (a new model, or ``compile`` with a new
+    sampler) from other weights than the chain whose samples the store
+    holds under that id is refused (its samples at the steps already stored
+    would be skipped, the later ones mixed into the other chain).
 
     When ``fit`` starts, a model that :class:`keras_bnn.PosteriorEnsemble`
     will refuse (several inputs or outputs, a variable-length input: the
@@ -189,8 +194,10 @@ class CollectSamples(keras.callbacks.Callback):
         ValueError: for a ``store`` that is not a sample store, a
             ``start_epoch`` other than ``"auto"`` or an int ≥ 0,
             a negative ``chain``, a non-positive ``every``, a bad ``window``
-            or ``false_alarm``, and (at train begin) when the store holds
-            another architecture.
+            or ``false_alarm``, (at train begin) when the store holds
+            another architecture, and (at the first epoch's begin) when a
+            chain that starts at step 0 would reuse the id of a stored chain
+            that started from other weights (:meth:`_check_chain_start`).
     """
 
     def __init__(self, store, start_epoch="auto", every=None, chain=0,
@@ -394,6 +401,38 @@ class CollectSamples(keras.callbacks.Callback):
         if steps and max(steps) <= current_step(self.model.optimizer):
             self.start_epoch = epoch
 
+    def _check_chain_start(self):
+        """Records where chain ``chain`` starts, or refuses another chain under its id.
+
+        At step 0 the weights' sums of squares (one per weight, float64) are
+        kept as the store's record ``start-chain-<chain>``. A later ``fit``
+        at step 0 with samples of the chain stored must start where it did:
+        a run started over (``keras-bnn train --resume`` without a readable
+        backup) regenerates the same chain, which ``_collect`` rightly does
+        not store twice; other weights are another chain under the same id.
+
+        Raises:
+            ValueError: naming ``chain``, for another chain's start.
+        """
+        if current_step(self.model.optimizer) != 0:
+            return
+        start = [float(np.sum(np.square(np.asarray(backend.to_numpy(w), np.float64))))
+                 for w in self.model.weights]
+        name = f"start-chain-{self.chain}"
+        recorded = self.store.read_record(name)
+        stored = any(m.get("chain", 0) == self.chain for m in self.store.metadata())
+        if stored and recorded is not None and not np.allclose(start, recorded, rtol=1e-6):
+            raise argument_error(
+                "chain", f"name a chain not in SampleStore {self.store.path!r}, or the chain "
+                "that started there: its samples of this id came from a chain that started "
+                "from other weights, and this fit starts a new chain at step 0 (a new model, "
+                "or compile with a new sampler), whose samples at the steps already stored "
+                "would be skipped and the later ones mixed into that chain. Pass "
+                "CollectSamples(..., chain=<an unused id>) or use a new store",
+                self.chain, "CollectSamples")
+        if not stored and distribute.is_chief(self.model):
+            self.store.write_record(name, start)
+
     def collect_restored(self, epoch):
         """Takes the sample due at the end of epoch ``epoch - 1`` if a kill cut
         it off, once a ``fit``: the sample of a run restored at ``epoch``
@@ -412,6 +451,7 @@ class CollectSamples(keras.callbacks.Callback):
         # by now: a resumed run starts at epoch > 0 with the weights of the
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
+            self._check_chain_start()
             self._go_on_collecting(epoch)
             self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)

@@ -21,6 +21,8 @@ When the stop happens depends on what the compiled step can do:
   raises at the end of that epoch, before any sample of it is collected.
 """
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -71,6 +73,45 @@ def translate(error, step):
     return None
 
 
+@contextlib.contextmanager
+def translated(step):
+    """Raises :class:`NonFiniteError` in place of a guarded step's backend error.
+
+    ``BayesianModel.fit`` and ``train_on_batch`` run Keras' loop inside it.
+
+    Args:
+        step: a function of no argument that returns the optimizer step
+            (Python int) at which the error happened; read only on an error.
+
+    Raises:
+        NonFiniteError: for an error from the step's finiteness guard
+            (:func:`translate`); any other error passes unchanged.
+    """
+    try:
+        yield
+    except Exception as error:  # the backend's own error types
+        stop = translate(error, step())
+        if stop is None:
+            raise
+        raise stop from error
+
+
+def raise_if_skipped(logs, where):
+    """Raises :class:`NonFiniteError` when ``logs`` count skipped steps.
+
+    Args:
+        logs: the logs of an epoch or of one ``train_on_batch`` (XLA, JAX:
+            their ``nonfinite_steps``).
+        where: what the steps were part of, for the message (``"epoch 3"``).
+
+    Raises:
+        NonFiniteError: when ``logs["nonfinite_steps"]`` is not 0.
+    """
+    skipped = int(round(float((logs or {}).get("nonfinite_steps", 0.0))))
+    if skipped:
+        raise NonFiniteError(_stop_message(f"{skipped} step(s) of {where} were skipped"))
+
+
 class StopOnNonFinite(keras.callbacks.Callback):
     """Raises :class:`NonFiniteError` after an epoch in which steps were skipped.
 
@@ -80,7 +121,4 @@ class StopOnNonFinite(keras.callbacks.Callback):
     """
 
     def on_epoch_end(self, epoch, logs=None):
-        skipped = int(round(float((logs or {}).get("nonfinite_steps", 0.0))))
-        if skipped:
-            raise NonFiniteError(_stop_message(
-                f"{skipped} step(s) of epoch {epoch} were skipped"))
+        raise_if_skipped(logs, f"epoch {epoch}")

@@ -86,13 +86,15 @@ def stochastic_layers(model):
     return found
 
 
-def check_stochastic_layers(model, full_batch):
+def check_stochastic_layers(model, full_batch, owner="fit"):
     """Warns of (SG-MCMC) or refuses (HMC) the layers of :func:`stochastic_layers`.
 
     Args:
         model: the model about to be sampled.
         full_batch: True for a kernel that is exact only on a deterministic
             potential (``TransitionKernel.full_batch``: HMC).
+        owner: the method that samples (``"fit"``, ``"train_on_batch"``), for
+            the error.
 
     Returns:
         The :func:`stochastic_layers` found.
@@ -117,7 +119,7 @@ def check_stochastic_layers(model, full_batch):
             "average takes dropout's place; keras_bnn.layers' ResNet++ blocks are "
             "weight-normalised and BatchNorm-free)")
     if full_batch:
-        raise ValueError(f"fit: HMC's Metropolis test is exact only for a potential that is a "
+        raise ValueError(f"{owner}: HMC's Metropolis test is exact only for a potential that is a "
                          f"fixed function of the weights, and the `model`'s {text}.")
     warnings.warn(f"keras_bnn: {text}, or silence this StochasticLayerWarning if that is "
                   "meant.", StochasticLayerWarning, stacklevel=3)

@@ -96,9 +96,12 @@ def _potential_and_gradients(model, x, y, sample_weight):
     non_trainable_values = [v.value for v in model.non_trainable_variables]
     metric_mapping = [(v, v.value) for v in model.metrics_variables]
 
+    # As Keras' JAX trainer: a subclass's `call` without `training` is not given it.
+    training = {"training": True} if model._call_has_training_arg else {}
+
     def potential(values):
         y_pred, new_values, losses = model.stateless_call(
-            values, non_trainable_values, x, return_losses=True, training=True)
+            values, non_trainable_values, x, return_losses=True, **training)
         with keras.StatelessScope(state_mapping=metric_mapping) as scope:
             nll, prior_term = model.potential_terms(y, y_pred, sample_weight, losses)
         metric_values = [old if (new := scope.get_current_value(v)) is None else new

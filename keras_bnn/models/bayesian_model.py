@@ -14,7 +14,7 @@ from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss, head_metrics
-from keras_bnn.models import fit_callbacks
+from keras_bnn.models import fit_callbacks, on_batch
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
@@ -52,8 +52,31 @@ class BayesianModel(keras.Model):
     samplers multiply its gradient by ``n`` themselves.
 
     Use it functionally (``BayesianModel(inputs, outputs)``; the builders in
-    :mod:`keras_bnn.models` return one) or by subclassing.
+    :mod:`keras_bnn.models` return one) or by subclassing (a subclass is
+    made before any functional one in its process: Keras then changes the
+    class's bases; else subclass ``keras.Model`` and apply
+    :func:`keras_bnn.bayesian`).
     """
+
+    def __init__(self, *args, **kwargs):
+        """``keras.Model.__init__``: functional (``inputs``, ``outputs``) or a subclass's.
+
+        Raises:
+            TypeError: for a subclass made after a functional
+                ``BayesianModel`` in the same process: Keras has then put
+                ``Functional`` among ``BayesianModel``'s bases, and would
+                fail with "missing 'inputs' and 'outputs'".
+        """
+        functional = (len(args) == 2 or (len(args) == 1 and "outputs" in kwargs)
+                      or {"inputs", "outputs"} <= set(kwargs))  # Keras' own test
+        if not functional and keras.Model not in BayesianModel.__bases__:
+            raise TypeError(
+                f"{type(self).__name__}: a subclass of kb.BayesianModel cannot be made after a "
+                "functional BayesianModel (kb.bayesian, kb.models builders) in the same process: "
+                "Keras has put keras.Functional among BayesianModel's bases. Subclass "
+                "keras.Model instead, call it on a batch and give it priors with "
+                "kb.bayesian(model), or make the subclass before any functional one.")
+        super().__init__(*args, **kwargs)
 
     def compile(
         self,
@@ -209,6 +232,12 @@ class BayesianModel(keras.Model):
         (:meth:`potential_terms`), what the kernel samples. ``training=False``
         (``evaluate``, validation): the mean NLL of the data given, without
         the training set's prior term, so that ``val_loss`` is a data loss.
+
+        A training loop of your own takes the gradient of this (``training=True``,
+        ``y_pred = model(x, training=True)``) and hands it to
+        ``model.optimizer.apply_gradients``: the compiled loss alone leaves the
+        prior out, ``loss + sum(model.losses)`` counts it n times, and the
+        sampler cannot tell.
         """
         del x
         if not training:
@@ -307,6 +336,49 @@ class BayesianModel(keras.Model):
             check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
         return super().evaluate(**kwargs)
 
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       return_dict=False):
+        """``keras.Model.train_on_batch``: one transition, with ``fit``'s checks.
+
+        The same step as ``fit``'s (warm-up, step counter, logs), and what
+        ``fit`` adds around it (:func:`keras_bnn.models.on_batch.train_on_batch`):
+        its data checks, the :class:`keras_bnn.MissingPriorWarning` and
+        :class:`keras_bnn.StochasticLayerWarning`, the NaN/Inf stop and, once
+        the warm-up is over, the step without its code and the
+        :class:`keras_bnn.ShortWarmupWarning`. The epoch-based checks
+        (``GradientNoiseWarning``, ``train_size``'s count) are ``fit``'s only.
+
+        Args:
+            x, y, sample_weight, class_weight, return_dict: as in Keras.
+
+        Returns:
+            The batch's logs, a dict with ``return_dict=True``.
+
+        Raises:
+            ValueError: as :meth:`fit`, for the batch's labels and inputs and
+                for HMC on a model with dropout, noise or batch normalisation.
+            keras_bnn.NonFiniteError: when the potential or a gradient is
+                NaN/Inf (at once, also under XLA and JAX); the step changed nothing.
+        """
+        return on_batch.train_on_batch(self, super().train_on_batch, x, y, sample_weight,
+                                       class_weight, return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        """``keras.Model.test_on_batch`` with :meth:`evaluate`'s data checks.
+
+        Args:
+            x, y, sample_weight, return_dict: as in Keras.
+
+        Returns:
+            ``loss`` = ``nll``, the batch's mean NLL (a dict with ``return_dict=True``).
+
+        Raises:
+            ValueError: as :meth:`evaluate` (labels without a loss, labels
+                the likelihood cannot score).
+        """
+        return on_batch.test_on_batch(self, super().test_on_batch, x, y, sample_weight,
+                                      return_dict)
+
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         """``keras.Model.load_weights``, the sampler's state included.
 
@@ -397,6 +469,8 @@ class BayesianModel(keras.Model):
         """
         kwargs = bound_arguments(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
         kwargs["x"], first = check_fit_data(self, kwargs, from_loss(self.loss))
+        on_batch.build_unbuilt(self, first or tuple(kwargs.get(k) for k in ("x", "y",
+                                                                            "sample_weight")))
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
@@ -427,13 +501,8 @@ class BayesianModel(keras.Model):
             callbacks.append(fit_callbacks.LeaveWarmup())
             check_stochastic_layers(self, self.transition_kernel.full_batch)
         kwargs["callbacks"] = callbacks
-        try:
+        with nonfinite.translated(lambda: current_step(self.optimizer)):
             return super().fit(**kwargs)
-        except Exception as error:  # the backend's own error types
-            translated = nonfinite.translate(error, current_step(self.optimizer))
-            if translated is None:
-                raise
-            raise translated from error
 
 
 prior_guard.install_compile_guard(BayesianModel, samplers_lib.Sampler)

@@ -170,30 +170,35 @@ class WarnOnGradientNoise(keras.callbacks.Callback):
         )
 
 
-class LeaveWarmup(keras.callbacks.Callback):
-    """Retraces the training step without the warm-up's code once it is over.
+def leave_warmup(model):
+    """Retraces ``model``'s training step without the warm-up's code once it is over.
 
-    At the start of ``fit`` and after each epoch it asks the sampler
-    (:meth:`keras_bnn.samplers.Sampler.leave_warmup`); the step traced
-    afterwards computes the same numbers with fewer operations. Then it
-    warns with :class:`~keras_bnn.samplers.warmup.ShortWarmupWarning` if
-    the warm-up ended before h reached its noise target
+    Asks the sampler (:meth:`keras_bnn.samplers.Sampler.leave_warmup`: a host
+    read of the step counter while the step still carries the warm-up); the
+    step traced afterwards computes the same numbers with fewer operations.
+    Then it warns with :class:`~keras_bnn.samplers.warmup.ShortWarmupWarning`
+    if the warm-up ended before h reached its noise target
     (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.short_warmup_message`).
-    """
 
-    def _leave(self):
-        sampler = self.model.optimizer
-        if sampler.leave_warmup():
-            self.model.make_train_function(force=True)
-            message = sampler.short_warmup_message()
-            if message:
-                warnings.warn(message, ShortWarmupWarning, stacklevel=2)
+    Args:
+        model: a :class:`keras_bnn.BayesianModel` compiled with a sampler.
+    """
+    sampler = model.optimizer
+    if sampler.leave_warmup():
+        model.make_train_function(force=True)
+        message = sampler.short_warmup_message()
+        if message:
+            warnings.warn(message, ShortWarmupWarning, stacklevel=3)
+
+
+class LeaveWarmup(keras.callbacks.Callback):
+    """Runs :func:`leave_warmup` at the start of ``fit`` and after each epoch."""
 
     def on_train_begin(self, logs=None):
-        self._leave()
+        leave_warmup(self.model)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._leave()
+        leave_warmup(self.model)
 
 
 class WarnOnMissingPriors(keras.callbacks.Callback):

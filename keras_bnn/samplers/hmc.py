@@ -169,6 +169,24 @@ class HMC(Sampler):
             return super()._get_current_learning_rate()
         return self.step_size()
 
+    def apply(self, grads, trainable_variables=None):
+        """Refused: an HMC transition is not a step from one gradient.
+
+        It evaluates the potential along a leapfrog trajectory and accepts or
+        rejects, so it needs the potential as a function of the weights
+        (:meth:`transition`), which ``BayesianModel.fit`` and
+        ``train_on_batch`` hand it. ``apply_gradients`` calls this too.
+
+        Raises:
+            TypeError: always, saying what to use instead.
+        """
+        raise TypeError(
+            "HMC.apply / apply_gradients: an HMC transition cannot step from gradients: it "
+            "evaluates the potential along a leapfrog trajectory and accepts or rejects. Run "
+            "it with model.fit(...) or model.train_on_batch(x, y) of a kb.BayesianModel "
+            "compiled with sampler=HMC(...) (one transition per batch); for a step from "
+            "gradients in a custom loop use an SG sampler (SGHMC, ATMC, SGLD, SGNHT).")
+
     def check_batch_size(self, x=None, batch_size=None):
         """Warns when a transition would see fewer than ``train_size`` examples.
 
