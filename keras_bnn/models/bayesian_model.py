@@ -410,7 +410,7 @@ class BayesianModel(keras.Model):
             optimizer.build_on_load = None
 
     def fit(self, *args, **kwargs):
-        """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.nonfinite.NonFiniteError`.
+        """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.NonFiniteError`.
 
         The NaN/Inf policy is :mod:`keras_bnn.nonfinite`'s: the failing step
         changes nothing, and training stops at that step (TensorFlow graph
