@@ -76,8 +76,8 @@ class HMC(Sampler):
     i is ``stateless_normal(seed, i, iterations)`` and the accept uniform is
     ``Φ(z)`` with ``z = stateless_normal(seed, num_variables, iterations)``
     (a reserved index), so a resumed run continues the same chain. Energies
-    are summed in ``backend.WIDE_FLOAT`` (float64; under JAX float32 unless
-    ``jax_enable_x64``).
+    are summed in ``backend.wide_float()`` (float64; under JAX float32 unless
+    ``jax_enable_x64``, read when the step is traced).
 
     Step size: constant h (the ``step_size``), or, with
     ``num_adaptation_steps > 0``, dual averaging (Hoffman & Gelman 2014)
@@ -259,7 +259,7 @@ class HMC(Sampler):
         u0, grads0, (y_pred, loss, prior_term) = potential.at(theta0)
         p0 = self._momenta(variables)
         theta1, p1, u1 = self._trajectory(potential, theta0, p0, u0, grads0, h, n / temperature)
-        wide = backend.WIDE_FLOAT
+        wide = backend.wide_float()
 
         def energy(u, momenta):  # H = U/T + ½‖p‖²
             kinetic = sum(ops.sum(ops.square(ops.cast(q, wide))) for q in momenta)
