@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 import keras_bnn as kb
-from keras_bnn import backend
 
 assert keras.backend.backend() == "jax", keras.backend.backend()
 OUT_DIR = sys.argv[1]
@@ -141,6 +140,49 @@ def _():
             "iterations": [int(straight.optimizer.iterations), int(resumed.optimizer.iterations)],
             "max_difference": max(float(np.max(np.abs(a - b))) for a, b in
                                   zip(weights(straight), weights(resumed)))}
+
+
+class EpochEnds(keras.callbacks.Callback):
+    """The weights and step counter at each epoch end, as a user's callback reads them."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seen[epoch] = (int(self.model.optimizer.iterations), weights(self.model))
+
+
+@record("collected_at_epoch_ends")
+def _():
+    # Keras' JAX trainer keeps the state outside the variables within an epoch: each sample
+    # must be the chain at its epoch's end, not a stale or purged value.
+    store = kb.SampleStore(path("samples"))
+    ends = EpochEnds()
+    fit(model("atmc"), 5, [kb.callbacks.CollectSamples(store, start_epoch=2), ends])
+    return [{"epoch": sample.metadata["epoch"], "step": sample.metadata["step"],
+             "end_step": ends.seen[sample.metadata["epoch"]][0],
+             "max_difference": max(float(np.max(np.abs(a - b))) for a, b in
+                                   zip(sample.weights, ends.seen[sample.metadata["epoch"]][1]))}
+            for sample in store]
+
+
+@record("mid_epoch_checkpoint")
+def _():
+    # A callback that reads the model after every step (ModelCheckpoint(save_freq=1)) makes
+    # Keras' JAX trainer put the state back each step: the chain must not change.
+    plain, checkpointed = model("atmc"), model("atmc")
+    fit(plain, 2)
+    file = path("every_step.weights.h5")
+    fit(checkpointed, 2, [keras.callbacks.ModelCheckpoint(file, save_weights_only=True,
+                                                          save_freq=1)])
+    reloaded = model("atmc")
+    reloaded.load_weights(file)
+    return {"chain": max(float(np.max(np.abs(a - b))) for a, b in
+                         zip(weights(plain), weights(checkpointed))),
+            "file": max(float(np.max(np.abs(a - b))) for a, b in
+                        zip(weights(reloaded), weights(checkpointed))),
+            "file_step": int(reloaded.optimizer.iterations)}
 
 
 @record("reduce_lr_refused")
@@ -385,10 +427,13 @@ def _():
     jax.config.update("jax_enable_x64", True)  # as compile's refusal of float64 advises
     keras.config.set_dtype_policy("float64")
     try:
-        built = model("hmc")
-        history = fit(built, 2)
-        return {"energies": backend.wide_float(),
-                "weights": sorted({str(v.dtype) for v in built.trainable_variables}),
+        # n = 2^20: the energies H = n·u/T + ½‖p‖² ≈ 7e5 (u ≈ 0.7, the mean-form
+        # potential) lie in [2^19, 2^20), where
+        # float32's spacing is 1/16; h = 1e-5 makes |ΔH| ≲ 1 (measured up to 0.15).
+        sampler = kb.samplers.HMC(step_size=1e-5, num_leapfrog_steps=2, num_adaptation_steps=0)
+        built = model(sampler, train_size=2**20)
+        history = fit(built, 6, validation_data=None)  # 6 transitions on the 32 rows
+        return {"weights": sorted({str(v.dtype) for v in built.trainable_variables}),
                 "acceptance_rate": history.history["acceptance_rate"]}
     finally:
         keras.config.set_dtype_policy("float32")
