@@ -144,8 +144,14 @@ def test_a_dataset_of_another_size_than_train_size_warns_under_jax(jax_run, name
                "compile(train_size=64)" in m for m in result["messages"])
 
 
-def test_hmc_warns_on_minibatches_only_under_jax(jax_run):
-    assert "MinibatchHMCWarning" in jax_run["hmc_minibatches"]["warnings"]
+@pytest.mark.parametrize("name", ["tf_data", "pydataset", "generator", "arrays"])
+def test_hmc_warns_once_a_fit_on_minibatches_under_jax(jax_run, name):
+    """Found 2026-11-28: under JAX each traced batch shape warned again (fit's
+    check, then the trace of the first batch and of a smaller last one): 2–3
+    identical MinibatchHMCWarnings a fit."""
+    result = jax_run[f"hmc_minibatches_{name}"]
+    assert "error" not in result, result
+    assert sum(m.startswith("HMC on a minibatch of") for m in result["messages"]) == 1
     assert "MinibatchHMCWarning" not in jax_run["hmc_full_batch"]["warnings"]
 
 
@@ -174,7 +180,7 @@ def test_the_ensemble_predicts_and_scores_every_input_pipeline_alike_under_jax(j
 def test_tensorboard_writes_its_logs_under_jax(jax_run):
     if jax_run["tensorboard"].get("error") == "TBNotInstalledError":
         pytest.skip("the tensorboard package is not installed")
-    assert _value(jax_run, "tensorboard") == ["train", "validation"]
+    assert _value(jax_run, "tensorboard") == ["train"]
 
 
 def test_steps_per_execution_runs_the_same_chain_under_jax(jax_run):

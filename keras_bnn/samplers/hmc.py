@@ -119,6 +119,7 @@ class HMC(Sampler):
         self.num_adaptation_steps = adaptation_steps
         self.target_accept_rate = target
         self._log_step0 = math.log(self.initial_step_size)  # read eagerly, not in a trace
+        self._minibatch_warned = False  # in this fit (check_batch_size)
 
     def get_config(self):
         config = super().get_config()
@@ -175,20 +176,27 @@ class HMC(Sampler):
         ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
         (Keras' default batch is 32 for arrays), or for a dataset with the
         size of its first batch; :meth:`transition` with the traced batch
-        size when it is static.
+        size when it is static (a generator's, which ``fit`` does not
+        read), where it warns only if ``fit``'s call did not: once per
+        ``fit``, not again at each trace (under JAX every batch shape is
+        traced: the first and a smaller last one).
 
         Args:
-            x: the training inputs, or None.
+            x: the training inputs (``fit``'s call), or None (a trace's).
             batch_size: ``fit``'s ``batch_size`` for arrays, else the batch
                 size itself (None: unknown).
 
         Warns:
             MinibatchHMCWarning: for a batch of fewer than ``train_size``.
         """
+        if x is not None:  # fit's call: a new fit
+            self._minibatch_warned = False
         count = None if x is None else array_examples(x)
         if count is not None:
             batch_size = min(batch_size or 32, count)
-        if batch_size is not None and batch_size < self.train_size:
+        if (batch_size is not None and batch_size < self.train_size
+                and not self._minibatch_warned):
+            self._minibatch_warned = True
             warnings.warn(
                 f"HMC on a minibatch of {batch_size} < train_size={int(self.train_size)} "
                 "examples is not exact: each transition targets that batch's posterior. "

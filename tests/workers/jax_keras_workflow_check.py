@@ -12,6 +12,7 @@ to judge.
 import json
 import os
 import sys
+import time
 import traceback
 import warnings
 
@@ -38,6 +39,7 @@ RESULT = {}
 def record(name):
     """Runs the decorated check now; stores its value, or its error, under ``name``."""
     def run(check):
+        began = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -45,6 +47,7 @@ def record(name):
             except Exception as error:  # recorded for the test to judge
                 value = {"error": type(error).__name__, "message": str(error)[:600],
                          "trace": traceback.format_exc()[-1500:]}
+        value["seconds"] = round(time.perf_counter() - began, 1)
         value["warnings"] = sorted({w.category.__name__ for w in caught})
         value["messages"] = [str(w.message)[:300] for w in caught
                              if w.category.__module__.startswith("keras_bnn")]
@@ -71,7 +74,6 @@ def model(sampler="atmc", train_size=N):
 def fit(built, epochs, callbacks=(), **kwargs):
     x, y = data()
     full = isinstance(built.optimizer, kb.samplers.HMC)
-    kwargs.setdefault("validation_data", (x, y))
     return built.fit(x, y, batch_size=N if full else 16, epochs=epochs, shuffle=False,
                      callbacks=list(callbacks), verbose=0, **kwargs)
 
@@ -89,7 +91,7 @@ def path(name):
 @record("early_stopping")
 def _():
     stop = keras.callbacks.EarlyStopping(monitor="val_nll", patience=100)
-    history = fit(model("sgld"), 3, [stop])
+    history = fit(model("sgld"), 3, [stop], validation_data=data())
     return {"mode": stop.mode, "best": float(stop.best),
             "min": float(min(history.history["val_nll"]))}
 
@@ -97,7 +99,7 @@ def _():
 @record("early_stopping_stops")
 def _():
     stop = keras.callbacks.EarlyStopping(monitor="val_nll", mode="max", patience=0)
-    history = fit(model("sgld"), 6, [stop])
+    history = fit(model("sgld"), 6, [stop], validation_data=data())
     return len(history.history["loss"])
 
 
@@ -202,7 +204,7 @@ def _():
 
 @record("csv_logger")
 def _():
-    fit(model("atmc"), 2, [keras.callbacks.CSVLogger(path("log.csv"))])
+    fit(model("atmc"), 2, [keras.callbacks.CSVLogger(path("log.csv"))], validation_data=data())
     with open(path("log.csv")) as lines:
         return lines.read().splitlines()[0].split(",")
 
@@ -327,9 +329,16 @@ def _():
     model("sgld", train_size=2 * N).fit(Batches(), epochs=1, verbose=0)
 
 
-@record("hmc_minibatches")
-def _():
-    model("hmc").fit(dataset().batch(8), epochs=1, verbose=0)
+HMC_MINIBATCHES = {
+    "tf_data": lambda: dict(x=dataset().batch(8)),
+    "pydataset": lambda: dict(x=Batches()),
+    "generator": lambda: dict(x=generator(), steps_per_epoch=4),
+    "arrays": lambda: dict(x=data()[0], y=data()[1], batch_size=12),  # 12, 12, 8: 2 traces
+}
+for _name, _make in HMC_MINIBATCHES.items():
+    @record(f"hmc_minibatches_{_name}")
+    def _(make=_make):
+        model("hmc").fit(epochs=2, verbose=0, **make())
 
 
 @record("hmc_full_batch")
@@ -432,7 +441,7 @@ def _():
         # float32's spacing is 1/16; h = 1e-5 makes |ΔH| ≲ 1 (measured up to 0.15).
         sampler = kb.samplers.HMC(step_size=1e-5, num_leapfrog_steps=2, num_adaptation_steps=0)
         built = model(sampler, train_size=2**20)
-        history = fit(built, 6, validation_data=None)  # 6 transitions on the 32 rows
+        history = fit(built, 6)  # 6 transitions on the 32 rows
         return {"weights": sorted({str(v.dtype) for v in built.trainable_variables}),
                 "acceptance_rate": history.history["acceptance_rate"]}
     finally:
