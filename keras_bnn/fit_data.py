@@ -1,7 +1,7 @@
 """Checks of the data given to ``BayesianModel.fit`` and ``evaluate``, before any graph runs.
 
-Arrays are checked whole; a ``tf.data.Dataset`` or ``keras.utils.PyDataset``
-by its first batch (:func:`first_batch`): batched, of the model's input
+Arrays are checked whole; a ``tf.data.Dataset``, ``keras.utils.PyDataset``
+or generator by its first batch (:func:`first_batch`, :func:`read_generator`): batched, of the model's input
 shape, with labels the likelihood can score (:func:`check_fit_data`), and
 bounded (:func:`check_epoch_ends`). :func:`warn_on_train_size` compares the
 number of examples ``fit`` trains on, and the mean of its weights, with
@@ -9,6 +9,7 @@ number of examples ``fit`` trains on, and the mean of its weights, with
 :mod:`keras_bnn.validation`'s wording.
 """
 
+import inspect
 import warnings
 
 import keras
@@ -40,6 +41,38 @@ def first_batch(data):
         return None
     return keras.utils.unpack_x_y_sample_weight(
         tuple(element) if isinstance(element, list) else element)
+
+
+def read_generator(arguments):
+    """The first batch of a generator ``x``, which is put back: ``arguments["x"]``
+    becomes a generator that yields that batch, then the rest.
+
+    Without it a generator went unchecked (labels, batching), and HMC on its
+    minibatches ran an inexact chain silently under TensorFlow (whose traced
+    batch size is unknown).
+
+    Args:
+        arguments: the arguments by name (``fit``'s, ``evaluate``'s, or
+            ``{"x": validation_data}``); changed in place.
+
+    Returns:
+        ``(x, y, sample_weight)`` of the first batch, or None when ``x`` is
+        not a generator or yields nothing.
+    """
+    data = arguments.get("x")
+    if not inspect.isgenerator(data):
+        return None
+    element = next(data, None)
+    if element is None:
+        return None
+    arguments["x"] = _yield_first(element, data)
+    return keras.utils.unpack_x_y_sample_weight(
+        tuple(element) if isinstance(element, list) else element)
+
+
+def _yield_first(element, rest):
+    yield element
+    yield from rest
 
 
 def batch_length(inputs):
@@ -177,8 +210,9 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
 
     Array inputs (numpy arrays, lists) are checked whole; a
     ``tf.data.Dataset`` for being empty when its length is known, and a
-    dataset or ``keras.utils.PyDataset`` by its first batch
-    (:func:`first_batch`): batched, with labels the likelihood can score
+    dataset, ``keras.utils.PyDataset`` or generator by its first batch
+    (:func:`first_batch`; a generator's is put back, :func:`read_generator`,
+    so ``arguments["x"]`` is then another generator): batched, with labels the likelihood can score
     (:func:`check_labels`).
 
     Args:
@@ -206,7 +240,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     if hasattr(x, "cardinality") and int(x.cardinality()) == 0:  # else known, or -1/-2
         raise argument_error("x", "be a dataset of at least one batch", x, owner,
                              got="an empty dataset")
-    batch = first_batch(x)
+    batch = first_batch(x) or read_generator(arguments)
     if batch is not None:
         _check_batched(model, batch[0], owner)
         y = batch[1]

@@ -8,6 +8,7 @@ average 1 change the posterior's width silently unless ``fit`` says so
 refused with a message that says to batch it, not a shape error from inside
 the model; HMC must warn when a dataset's batches hold fewer than n rows."""
 
+import itertools
 import warnings
 
 import keras
@@ -226,3 +227,30 @@ def test_callbacks_and_validation_data_given_by_position_are_used():
     with pytest.raises(ValueError, match="fit\\(validation_data\\)"):
         _model().fit(x, y, 10, 1, 0, None, 0.0, (x, y + 3))
 
+
+
+def _generator(labels=None, cycles=None):
+    x, y = _data()
+    y = y if labels is None else labels
+    for _ in range(cycles) if cycles else itertools.count():  # endless unless cycles
+        for start in range(0, N, 5):
+            yield x[start:start + 5], y[start:start + 5]
+
+
+def test_a_generator_is_checked_by_its_first_batch_which_is_put_back():
+    """Found 2026-11-28: fit did not read a generator: HMC on its minibatches
+    ran an inexact chain without a MinibatchHMCWarning under TensorFlow (the
+    traced batch size is unknown; JAX warned), and its labels went unchecked."""
+    with pytest.warns(kb.MinibatchHMCWarning, match="HMC on a minibatch of 5 < train_size=20"):
+        _model("hmc").fit(_generator(), steps_per_epoch=4, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="`y`"):
+        _model().fit(_generator(np.full(N, 7, "int32")), steps_per_epoch=4, epochs=1,
+                     verbose=0)
+    # The batch read is put back: one pass over a generator of 4 batches is 4 steps, and a
+    # validation generator's 4 batches give the arrays' val_nll (3 batches would not).
+    model = _model()
+    history = model.fit(_generator(cycles=1), epochs=1, verbose=0,
+                        validation_data=_generator(cycles=1)).history
+    assert int(model.optimizer.iterations) == 4
+    assert history["val_nll"][0] == pytest.approx(model.evaluate(*_data(), verbose=0)[0],
+                                                  rel=1e-6)

@@ -415,8 +415,10 @@ class BayesianModel(keras.Model):
             # (x, y[, w]) arrays, or one dataset, PyDataset or generator (not to be iterated)
             parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
                 validation,)
-            check_fit_data(self, dict(zip(("x", "y"), parts)), from_loss(self.loss),
-                           owner="fit(validation_data)")
+            checked = dict(zip(("x", "y"), parts))
+            check_fit_data(self, checked, from_loss(self.loss), owner="fit(validation_data)")
+            if len(parts) == 1:  # a generator's first batch, read, is put back
+                kwargs["validation_data"] = validation = checked["x"]
             check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
         callbacks = list(kwargs.get("callbacks") or [])
         fit_callbacks.set_lower_better_modes(callbacks)
