@@ -132,6 +132,18 @@ def test_hmc_warns_on_a_dataset_of_minibatches():
         _model("hmc").fit(_dataset().batch(N), epochs=1, verbose=0)
 
 
+def test_hmc_warns_once_a_fit():
+    """Found 2026-11-28: fit's check and the trace of the step each warned:
+    two identical MinibatchHMCWarnings a fit of arrays."""
+    x, y = _data()
+    model = _model("hmc")
+    for _ in range(2):  # and again in the next fit
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.fit(x, y, batch_size=5, epochs=2, verbose=0)  # 4 whole batches: static
+        assert [type(w.message) for w in caught].count(kb.MinibatchHMCWarning) == 1
+
+
 @pytest.mark.parametrize("reduction", ["sum", "none", None])
 def test_compile_refuses_a_loss_that_is_not_a_batch_mean(reduction):
     """reduction="sum" sampled n·Σ_batch ℓ_i (the likelihood b times too

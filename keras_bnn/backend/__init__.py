@@ -28,17 +28,17 @@ offer portably lives here, with the same names on every backend:
   strategy current at build time, not at construction;
 * ``to_numpy``: a value read on the host, mirrored variables inside a
   ``tf.distribute`` scope included;
-* ``WIDE_FLOAT``: the widest float dtype available (HMC's energies).
+* ``wide_float``: the widest float dtype available now (HMC's energies).
 """
 
 import importlib
 
 import keras
 
-__all__ = ["WIDE_FLOAT", "adopt_current_strategy", "apply_if_finite", "assign_replicated",
-           "assign_where", "batch_gradients", "finite_guard", "fused", "num_replicas",
+__all__ = ["adopt_current_strategy", "apply_if_finite", "assign_replicated", "assign_where",
+           "batch_gradients", "finite_guard", "fused", "num_replicas",
            "potential_and_gradients", "predict_graph", "run_train_step", "stateless_normal",
-           "to_numpy", "value_and_gradients"]
+           "to_numpy", "value_and_gradients", "wide_float"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

@@ -8,9 +8,18 @@ import keras
 
 from keras_bnn import nonfinite
 
-#: The widest float dtype (HMC's energies are summed in it): float64 only
-#: with ``jax_enable_x64``.
-WIDE_FLOAT = "float64" if jax.config.jax_enable_x64 else "float32"
+
+def wide_float():
+    """The widest float dtype (HMC's energies are summed in it).
+
+    float64 only with 64-bit arrays enabled, read at each call: enabling
+    them after import (``jax.config.update("jax_enable_x64", True)``)
+    counts too.
+
+    Returns:
+        ``"float64"`` or ``"float32"``.
+    """
+    return "float64" if jax.config.read("jax_enable_x64") else "float32"
 
 
 def stateless_normal(shape, seed, index, step, dtype):

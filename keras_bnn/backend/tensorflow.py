@@ -10,8 +10,14 @@ from keras_bnn import nonfinite
 from keras_bnn.backend import threefry
 
 
-#: The widest float dtype (HMC's energies are summed in it).
-WIDE_FLOAT = "float64"
+def wide_float():
+    """The widest float dtype (HMC's energies are summed in it).
+
+    Returns:
+        ``"float64"``.
+    """
+    return "float64"
+
 
 # Trace-time flag: set while `apply_if_finite` traces an update whose
 # gradients it has already found finite (thread-local: traces may run in

@@ -76,8 +76,8 @@ class HMC(Sampler):
     i is ``stateless_normal(seed, i, iterations)`` and the accept uniform is
     ``Φ(z)`` with ``z = stateless_normal(seed, num_variables, iterations)``
     (a reserved index), so a resumed run continues the same chain. Energies
-    are summed in ``backend.WIDE_FLOAT`` (float64; under JAX float32 unless
-    ``jax_enable_x64``).
+    are summed in ``backend.wide_float()`` (float64; under JAX float32 unless
+    ``jax_enable_x64``, read when the step is traced).
 
     Step size: constant h (the ``step_size``), or, with
     ``num_adaptation_steps > 0``, dual averaging (Hoffman & Gelman 2014)
@@ -119,6 +119,7 @@ class HMC(Sampler):
         self.num_adaptation_steps = adaptation_steps
         self.target_accept_rate = target
         self._log_step0 = math.log(self.initial_step_size)  # read eagerly, not in a trace
+        self._minibatch_warned = False  # in this fit (check_batch_size)
 
     def get_config(self):
         config = super().get_config()
@@ -193,20 +194,27 @@ class HMC(Sampler):
         ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
         (Keras' default batch is 32 for arrays), or for a dataset with the
         size of its first batch; :meth:`transition` with the traced batch
-        size when it is static.
+        size when it is static (a generator's, which ``fit`` does not
+        read), where it warns only if ``fit``'s call did not: once per
+        ``fit``, not again at each trace (under JAX every batch shape is
+        traced: the first and a smaller last one).
 
         Args:
-            x: the training inputs, or None.
+            x: the training inputs (``fit``'s call), or None (a trace's).
             batch_size: ``fit``'s ``batch_size`` for arrays, else the batch
                 size itself (None: unknown).
 
         Warns:
             MinibatchHMCWarning: for a batch of fewer than ``train_size``.
         """
+        if x is not None:  # fit's call: a new fit
+            self._minibatch_warned = False
         count = None if x is None else array_examples(x)
         if count is not None:
             batch_size = min(batch_size or 32, count)
-        if batch_size is not None and batch_size < self.train_size:
+        if (batch_size is not None and batch_size < self.train_size
+                and not self._minibatch_warned):
+            self._minibatch_warned = True
             warnings.warn(
                 f"HMC on a minibatch of {batch_size} < train_size={int(self.train_size)} "
                 "examples is not exact: each transition targets that batch's posterior. "
@@ -277,7 +285,7 @@ class HMC(Sampler):
         u0, grads0, (y_pred, loss, prior_term) = potential.at(theta0)
         p0 = self._momenta(variables)
         theta1, p1, u1 = self._trajectory(potential, theta0, p0, u0, grads0, h, n / temperature)
-        wide = backend.WIDE_FLOAT
+        wide = backend.wide_float()
 
         def energy(u, momenta):  # H = U/T + ½‖p‖²
             kinetic = sum(ops.sum(ops.square(ops.cast(q, wide))) for q in momenta)
