@@ -47,7 +47,7 @@ from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
 from keras_bnn.fit_data import check_example_shape
 from keras_bnn.likelihoods import LIKELIHOODS
-from keras_bnn.member_model import check_ensemble_model
+from keras_bnn.member_model import check_ensemble_model, derived_state_layers
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
 from keras_bnn.validation import argument_error, bound_arguments, check_choice, check_int
@@ -206,8 +206,7 @@ class PosteriorEnsemble(keras.Model):
         non-trainable, the same in every sample.
         """
         member = self._member.value
-        layers = [layer for layer in member._flatten_layers()
-                  if callable(getattr(layer, "finalize_state", None)) and layer.weights]
+        layers = derived_state_layers(member)
         position = {id(w): j for j, w in enumerate(member.weights)}
         for layer in layers:
             for weight in layer.weights:

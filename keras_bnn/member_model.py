@@ -62,3 +62,20 @@ def check_ensemble_model(model):
             f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
         )
     return input_shape, inputs[0].dtype, output_shape[-1]
+
+
+def derived_state_layers(model):
+    """The layers whose call reads state that Keras derives from their weights.
+
+    ``finalize_state`` derives it (an adapted ``Normalization``'s mean and
+    variance, a lookup's table) when Keras loads the layer's weights, but
+    not on ``set_weights`` or in ``stateless_call``: after either, call it.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        list of layers (nested ones included) with a ``finalize_state`` and weights.
+    """
+    return [layer for layer in model._flatten_layers()
+            if callable(getattr(layer, "finalize_state", None)) and layer.weights]

@@ -15,6 +15,7 @@ import numpy as np
 from keras_bnn import backend, durable
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
+from keras_bnn.member_model import derived_state_layers
 from keras_bnn.validation import argument_error, check_directory_path
 
 _MANIFEST = "store.json"
@@ -298,7 +299,13 @@ class SampleStore:
         return from_loss(self.loss())
 
     def build_model(self):
-        """Rebuilds the model that wrote the store (weights not loaded).
+        """Rebuilds the model that wrote the store, with its first sample's weights.
+
+        The weights are set so that the layers that derive call-time state
+        from them (:func:`keras_bnn.member_model.derived_state_layers`: an
+        adapted ``Normalization``) derive it: ``set_weights`` alone does not
+        (a model rebuilt and given a sample's weights normalised with 0 and
+        1). That state is non-trainable, the same in every sample.
 
         Returns:
             A Keras model.
@@ -318,6 +325,10 @@ class SampleStore:
         if _fingerprint_as_stored(model, stored) != stored["fingerprint"]:
             raise ValueError(f"SampleStore {self.path!r}: the model config in {_MANIFEST} "
                              "does not match its fingerprint (the file was altered).")
+        if len(self):
+            model.set_weights(self[0].weights)
+            for layer in derived_state_layers(model):
+                layer.finalize_state()
         return model
 
     # ---------------------------------------------------------------- samples

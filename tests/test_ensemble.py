@@ -486,3 +486,9 @@ def test_a_rebuilt_member_normalises_with_the_samples_statistics(tmp_path):
     ensemble.save(tmp_path / "normalised.keras")
     loaded = keras.saving.load_model(tmp_path / "normalised.keras")
     np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-6)
+    store = kb.SampleStore(tmp_path / "samples")  # store.build_model + set_weights too
+    store.append(model, step=0)
+    rebuilt = store.build_model()
+    rebuilt.set_weights(store[0].weights)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(rebuilt(x)),
+                               keras.ops.convert_to_numpy(model(x)), rtol=1e-5, atol=1e-6)
