@@ -299,13 +299,15 @@ class SampleStore:
         return from_loss(self.loss())
 
     def build_model(self):
-        """Rebuilds the model that wrote the store, with its first sample's weights.
+        """Rebuilds the model that wrote the store.
 
-        The weights are set so that the layers that derive call-time state
-        from them (:func:`keras_bnn.member_model.derived_state_layers`: an
-        adapted ``Normalization``) derive it: ``set_weights`` alone does not
-        (a model rebuilt and given a sample's weights normalised with 0 and
-        1). That state is non-trainable, the same in every sample.
+        A model with layers that derive call-time state from their weights
+        (:func:`keras_bnn.member_model.derived_state_layers`: an adapted
+        ``Normalization``) gets its first sample's weights, and those layers
+        derive it: ``set_weights`` alone does not (a model rebuilt and given a
+        sample's weights normalised with 0 and 1). That state is
+        non-trainable, the same in every sample. Other models' weights are
+        not loaded.
 
         Returns:
             A Keras model.
@@ -325,9 +327,10 @@ class SampleStore:
         if _fingerprint_as_stored(model, stored) != stored["fingerprint"]:
             raise ValueError(f"SampleStore {self.path!r}: the model config in {_MANIFEST} "
                              "does not match its fingerprint (the file was altered).")
-        if len(self):
+        layers = derived_state_layers(model)
+        if layers and len(self):
             model.set_weights(self[0].weights)
-            for layer in derived_state_layers(model):
+            for layer in layers:
                 layer.finalize_state()
         return model
 
