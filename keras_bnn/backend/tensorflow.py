@@ -103,10 +103,28 @@ def adopt_current_strategy(optimizer):
     Keras' TensorFlow optimizer records the strategy current when it is
     constructed and creates its slots under that one, so a sampler made
     before ``strategy.scope()`` and compiled inside it failed at its first
-    step ("Mixing different tf.distribute.Strategy objects"). Called when the
-    sampler builds its state, inside the model's strategy scope.
+    step ("Mixing different tf.distribute.Strategy objects"). Its step counter
+    and learning-rate variable, made with it, were plain variables that each
+    replica updated: on 2 replicas ``iterations`` went up by 2 a step (the
+    noise keys skipped every other step, the warm-up lasted half its steps).
+    They are made again under the current strategy, keeping their values and
+    their places among the optimizer's variables (its checkpoint order).
+    Called when the sampler builds its state, inside the model's strategy scope.
     """
-    optimizer._distribution_strategy = tf.distribute.get_strategy()
+    strategy = tf.distribute.get_strategy()
+    if optimizer._distribution_strategy is strategy:
+        return
+    optimizer._distribution_strategy = strategy
+    for attribute in ("_iterations", "_learning_rate"):
+        old = getattr(optimizer, attribute)
+        if not isinstance(old, keras.Variable):  # a schedule or a callable
+            continue
+        with keras.name_scope(optimizer.name, caller=optimizer):
+            new = keras.Variable(old.numpy(), dtype=old.dtype, trainable=False,
+                                 aggregation="only_first_replica", name=old.name)
+        variables = [new if v is old else v for v in optimizer._variables]
+        setattr(optimizer, attribute, new)  # Keras' tracker appends it
+        optimizer._variables[:] = variables
 
 
 def to_numpy(value):

@@ -1,0 +1,94 @@
+"""``fit`` and ``evaluate`` under MirroredStrategy (2 logical CPUs, tests/conftest.py)
+as a user calls them, against the same calls on one device.
+
+The sampler's noise is keyed on (seed, variable, step), so a chain under
+the strategy must equal the single-device chain to float round-off; the
+logged metrics and the checks of the data must read the global batch.
+"""
+
+import contextlib
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from keras_bnn import priors
+
+N = 20
+
+
+def _strategy():
+    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def _model(sampler, train_size=N, strategy=None):
+    keras.utils.set_random_seed(0)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        inputs = keras.Input((4,))
+        outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
+                                     bias_regularizer=priors.Normal(0, 1))(inputs)
+        model = kb.BayesianModel(inputs, outputs)
+        model.compile(sampler=sampler, train_size=train_size,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
+
+
+def test_a_sampler_made_outside_the_scope_takes_the_single_device_chain():
+    """Its step counter was a plain variable that each replica incremented:
+    2 a step on 2 replicas, so the noise keys skipped every other step (and
+    the warm-up lasted half its steps: h froze at 2e-8 instead of 4e-8 for
+    warmup_steps=20)."""
+    x, y = _data()
+    runs = []
+    for strategy in (None, _strategy()):
+        sampler = kb.samplers.SGLD(step_size=1e-2, seed=1)  # made before the scope
+        model = _model(sampler, strategy=strategy)
+        model.fit(x, y, batch_size=10, epochs=2, shuffle=False, verbose=0)
+        assert int(model.optimizer.iterations.numpy()) == 4  # was 8 under the strategy
+        runs.append(model.get_weights())
+    # The noise of a step has sd sqrt(2h/n) ~ 0.03; float32 round-off of 4
+    # steps on weights of order 1 is ~1e-7.
+    for single, mirrored in zip(*runs):
+        np.testing.assert_allclose(mirrored, single, rtol=0, atol=1e-5)
+
+
+def test_a_distributed_dataset_is_counted_as_its_global_batches():
+    """``fit(strategy.experimental_distribute_dataset(ds))``, which Keras
+    takes, raised "'numpy.int64' object is not callable" (its cardinality is
+    a property); its batches are counted whole, not per replica."""
+    strategy = _strategy()
+    dataset = tf.data.Dataset.from_tensor_slices(_data()).batch(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.TrainSizeWarning)
+        _model("sgld", strategy=strategy).fit(
+            strategy.experimental_distribute_dataset(dataset), epochs=1, verbose=0)
+    with pytest.warns(kb.TrainSizeWarning, match=r"2 batches of 10 examples .* "
+                                                 r"compile\(train_size=40\)"):
+        _model("sgld", 2 * N, strategy).fit(
+            strategy.experimental_distribute_dataset(dataset), epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("batch_size", [7, 3])
+def test_evaluate_and_val_nll_average_every_example_once(batch_size):
+    """A batch that splits unevenly over the replicas (7: 4 + 3) gave the
+    mean of the two replicas' means (nll 1.0301 for 1.0262 on one device)."""
+    x, y = _data()
+    single = _model("sgld")
+    mirrored = _model("sgld", strategy=_strategy())
+    mirrored.set_weights(single.get_weights())
+    expected = single.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["nll"]
+    got = mirrored.evaluate(x, y, batch_size=batch_size, verbose=0, return_dict=True)
+    assert got["nll"] == pytest.approx(expected, rel=1e-6)  # float32 sums in another order
+    assert got["loss"] == got["nll"]
+    history = mirrored.fit(x, y, batch_size=N, epochs=1, verbose=0,
+                           validation_data=(x, y), validation_batch_size=batch_size)
+    assert history.history["val_nll"][0] == pytest.approx(
+        mirrored.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["nll"], rel=1e-6)
