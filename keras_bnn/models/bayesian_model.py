@@ -282,6 +282,16 @@ class BayesianModel(keras.Model):
         logs["nll"] = logs["loss"]
         return logs
 
+    def _get_metrics_result_or_logs(self, logs):
+        # Keras reads the epoch's logs from the metrics (totals summed over
+        # replicas) only when a step's keys are those of `metrics`; evaluation's
+        # differ (nll in, the sampler's trackers out), and it kept the last
+        # step's mean of per-replica means: wrong for a batch that splits unevenly.
+        evaluation = self._evaluation_logs(self.get_metrics_result())
+        if isinstance(logs, dict) and set(logs) == set(evaluation):
+            return evaluation
+        return super()._get_metrics_result_or_logs(logs)
+
     def _multi_worker(self):
         return (keras.backend.backend() == "tensorflow"
                 and distribute.is_multi_worker(self.distribute_strategy))
