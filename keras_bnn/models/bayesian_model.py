@@ -1,5 +1,6 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
+import contextlib
 import functools
 import inspect
 
@@ -336,7 +337,8 @@ class BayesianModel(keras.Model):
         is built; a freshly compiled model's sampler is not, and Keras would
         skip them, so a later ``fit`` would restart the chain (warm-up
         included). Here an unbuilt sampler is built when the file holds a
-        built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`),
+        built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`;
+        under ``tf.distribute`` in the model's strategy, inside its scope or not),
         and the chain goes on exactly where the file left it.
 
         Args:
@@ -350,7 +352,16 @@ class BayesianModel(keras.Model):
         optimizer = getattr(self, "optimizer", None)
         if not isinstance(optimizer, samplers_lib.Sampler) or not self.built:
             return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
-        optimizer.build_on_load = lambda: optimizer.build(self.trainable_variables)
+        # Under tf.distribute the state is made in the model's strategy, wherever
+        # load_weights is called (built outside it, plain variables were
+        # updated by each replica: the loaded chain did not go on).
+        strategy = getattr(self, "_distribute_strategy", None)  # TensorFlow only
+
+        def build():
+            with strategy.scope() if strategy is not None else contextlib.nullcontext():
+                optimizer.build(self.trainable_variables)
+
+        optimizer.build_on_load = build
         try:
             return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
         finally:
