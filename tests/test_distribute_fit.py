@@ -117,3 +117,29 @@ def test_a_checkpoint_loaded_outside_the_scope_goes_on_with_the_chain(tmp_path):
     fit(resumed)
     for a, b in zip(straight.get_weights(), resumed.get_weights()):
         np.testing.assert_array_equal(b, a)  # the same graph on the same values
+
+
+@pytest.mark.parametrize("inside", [
+    "bayesian_compile_fit", "compile_fit", "build"])
+def test_weights_made_under_another_strategy_are_refused_by_name(inside):
+    """kb.bayesian shares the Keras model's weights: built on one side of
+    ``strategy.scope()`` and trained on the other, fit failed inside
+    TensorFlow ("`colocate_vars_with` must only be passed a variable created
+    in this tf.distribute.Strategy.scope()", or a TypeError)."""
+    strategy = _strategy()
+
+    def scope(step):
+        return strategy.scope() if step in inside else contextlib.nullcontext()
+
+    with scope("build"):
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, keras.layers.Dense(3, name="out")(inputs))
+    with scope("bayesian"):
+        model = kb.bayesian(model)
+    with scope("compile"):
+        model.compile(sampler=kb.samplers.SGLD(step_size=1e-2), train_size=N,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with scope("fit"):
+        with pytest.raises(ValueError, match="fit: the model's weights must be made under the "
+                                             "strategy it trains in .*'out/kernel'.*scope"):
+            model.fit(*_data(), batch_size=10, epochs=1, verbose=0)

@@ -409,7 +409,9 @@ class BayesianModel(keras.Model):
         Raises:
             ValueError: for a model with dropout, noise or batch
                 normalisation sampled by HMC, for ``jit_compile=True``
-                under a ``tf.distribute`` strategy, for empty inputs, inputs of
+                under a ``tf.distribute`` strategy or weights made under
+                another strategy than the model's
+                (:func:`keras_bnn.distribute.check_variables`), for empty inputs, inputs of
                 another shape, a dataset of single examples (not batched), an
                 endless dataset without ``steps_per_epoch`` (or, as
                 ``validation_data``, ``validation_steps``;
@@ -430,6 +432,7 @@ class BayesianModel(keras.Model):
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
+            distribute.check_variables(self)
         warn_on_train_size(self, kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
