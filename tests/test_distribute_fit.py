@@ -143,3 +143,23 @@ def test_weights_made_under_another_strategy_are_refused_by_name(inside):
         with pytest.raises(ValueError, match="fit: the model's weights must be made under the "
                                              "strategy it trains in .*'out/kernel'.*scope"):
             model.fit(*_data(), batch_size=10, epochs=1, verbose=0)
+
+
+def test_hmc_on_a_batch_that_splits_unevenly_gives_the_single_device_chain():
+    """Keras weighs each replica's mean NLL 1/R: full-batch HMC on 15
+    examples (shards of 8 and 7) sampled another posterior than on one
+    device (each example weighed 15/16 or 15/14): weights 0.32 apart after
+    3 steps."""
+    x, y = (a[:15] for a in _data())
+    runs = []
+    for strategy in (None, _strategy()):
+        model = _model(kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1),
+                       train_size=15, strategy=strategy)
+        history = model.fit(x, y, batch_size=15, epochs=3, shuffle=False, verbose=0)
+        runs.append((model.get_weights(), history.history))
+    (single, logs), (mirrored, mirrored_logs) = runs
+    # Float32 sums in another order over 3 steps on weights of order 1.
+    for a, b in zip(single, mirrored):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+    for key in ("loss", "nll", "prior", "acceptance_rate"):
+        np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)

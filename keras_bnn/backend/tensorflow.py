@@ -284,9 +284,9 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     leapfrog trajectory of :class:`keras_bnn.samplers.HMC` moves tensors,
     and only its end point (or the old state) is ever assigned.
 
-    Under ``tf.distribute`` the loss and gradients are summed over replicas
-    (Keras divides each replica's loss by the replica count), so every
-    replica gets the global-batch value ``mean NLL + (1/n)·(-log p(θ))``.
+    Under ``tf.distribute`` the loss and gradients are summed over replicas,
+    each weighted by its share of the batch, so every replica gets the
+    global-batch value ``mean NLL + (1/n)·(-log p(θ))``, evenly split or not.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -307,12 +307,19 @@ def potential_and_gradients(model, values, x, y, sample_weight):
             scaled = nll + prior_term
     gradients = tape.gradient(scaled, values)
     replicas = num_replicas()
+    scaled_sum = scaled
     if replicas > 1:
-        scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, [scaled, *gradients]
-        )
-    else:
-        scaled_sum = scaled
+        # Keras divides each replica's mean by R, which weighs the examples of a
+        # smaller shard more (15 on 2: 8 + 7, each weighed 15/16 or 15/14: HMC
+        # sampled another posterior). Weighted by R·b_r and divided by B = Σ b_r,
+        # reduced in the same call, the sum is the global batch's.
+        shard = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], scaled.dtype)
+        weight = float(replicas) * shard
+        batch, scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM,
+            [shard, scaled * weight, *(g * tf.cast(weight, g.dtype) for g in gradients)])
+        scaled_sum = scaled_sum / batch
+        gradients = [g / tf.cast(batch, g.dtype) for g in gradients]
     return scaled_sum, gradients, (y_pred, scaled * float(replicas),
                                    prior_term * float(replicas))
 
