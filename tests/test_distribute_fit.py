@@ -7,6 +7,7 @@ logged metrics and the checks of the data must read the global batch.
 """
 
 import contextlib
+import itertools
 import warnings
 
 import keras
@@ -20,8 +21,23 @@ from keras_bnn import priors
 N = 20
 
 
-def _strategy():
-    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+_KEY_BASES = itertools.count(20000, 1000)
+
+
+@pytest.fixture
+def new_strategy(monkeypatch):
+    """Makes MirroredStrategies over the 2 logical CPUs, each with collective keys of its own.
+
+    TensorFlow caches collective instances per (group key, instance key) for
+    the process and every MirroredStrategy starts at group key 1: a later
+    strategy all-reducing other shapes (the other files' tests) would hit
+    these tests' cached shapes (tests/test_hmc.py does the same).
+    """
+    def make():
+        monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base",
+                            next(_KEY_BASES))
+        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    return make
 
 
 def _model(sampler, train_size=N, strategy=None):
@@ -41,14 +57,14 @@ def _data():
     return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
 
 
-def test_a_sampler_made_outside_the_scope_takes_the_single_device_chain():
+def test_a_sampler_made_outside_the_scope_takes_the_single_device_chain(new_strategy):
     """Its step counter was a plain variable that each replica incremented:
     2 a step on 2 replicas, so the noise keys skipped every other step (and
     the warm-up lasted half its steps: h froze at 2e-8 instead of 4e-8 for
     warmup_steps=20)."""
     x, y = _data()
     runs = []
-    for strategy in (None, _strategy()):
+    for strategy in (None, new_strategy()):
         sampler = kb.samplers.SGLD(step_size=1e-2, seed=1)  # made before the scope
         model = _model(sampler, strategy=strategy)
         model.fit(x, y, batch_size=10, epochs=2, shuffle=False, verbose=0)
@@ -60,11 +76,11 @@ def test_a_sampler_made_outside_the_scope_takes_the_single_device_chain():
         np.testing.assert_allclose(mirrored, single, rtol=0, atol=1e-5)
 
 
-def test_a_distributed_dataset_is_counted_as_its_global_batches():
+def test_a_distributed_dataset_is_counted_as_its_global_batches(new_strategy):
     """``fit(strategy.experimental_distribute_dataset(ds))``, which Keras
     takes, raised "'numpy.int64' object is not callable" (its cardinality is
     a property); its batches are counted whole, not per replica."""
-    strategy = _strategy()
+    strategy = new_strategy()
     dataset = tf.data.Dataset.from_tensor_slices(_data()).batch(10)
     with warnings.catch_warnings():
         warnings.simplefilter("error", kb.TrainSizeWarning)
@@ -77,12 +93,12 @@ def test_a_distributed_dataset_is_counted_as_its_global_batches():
 
 
 @pytest.mark.parametrize("batch_size", [7, 3])
-def test_evaluate_and_val_nll_average_every_example_once(batch_size):
+def test_evaluate_and_val_nll_average_every_example_once(batch_size, new_strategy):
     """A batch that splits unevenly over the replicas (7: 4 + 3) gave the
     mean of the two replicas' means (nll 1.0301 for 1.0262 on one device)."""
     x, y = _data()
     single = _model("sgld")
-    mirrored = _model("sgld", strategy=_strategy())
+    mirrored = _model("sgld", strategy=new_strategy())
     mirrored.set_weights(single.get_weights())
     expected = single.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["nll"]
     got = mirrored.evaluate(x, y, batch_size=batch_size, verbose=0, return_dict=True)
@@ -94,12 +110,12 @@ def test_evaluate_and_val_nll_average_every_example_once(batch_size):
         mirrored.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["nll"], rel=1e-6)
 
 
-def test_a_checkpoint_loaded_outside_the_scope_goes_on_with_the_chain(tmp_path):
+def test_a_checkpoint_loaded_outside_the_scope_goes_on_with_the_chain(tmp_path, new_strategy):
     """``load_weights`` of a ModelCheckpoint(save_weights_only=True) file, called
     outside ``strategy.scope()`` as Keras allows, built the sampler's state as
     plain variables that each replica updated (weights 0.013 off the
     straight run after one epoch)."""
-    strategy, (x, y), path = _strategy(), _data(), str(tmp_path / "chain.weights.h5")
+    strategy, (x, y), path = new_strategy(), _data(), str(tmp_path / "chain.weights.h5")
 
     def fit(model, callbacks=()):
         model.fit(x, y, batch_size=10, epochs=1, shuffle=False, verbose=0,
@@ -121,12 +137,12 @@ def test_a_checkpoint_loaded_outside_the_scope_goes_on_with_the_chain(tmp_path):
 
 @pytest.mark.parametrize("inside", [
     "bayesian_compile_fit", "compile_fit", "build"])
-def test_weights_made_under_another_strategy_are_refused_by_name(inside):
+def test_weights_made_under_another_strategy_are_refused_by_name(inside, new_strategy):
     """kb.bayesian shares the Keras model's weights: built on one side of
     ``strategy.scope()`` and trained on the other, fit failed inside
     TensorFlow ("`colocate_vars_with` must only be passed a variable created
     in this tf.distribute.Strategy.scope()", or a TypeError)."""
-    strategy = _strategy()
+    strategy = new_strategy()
 
     def scope(step):
         return strategy.scope() if step in inside else contextlib.nullcontext()
@@ -145,14 +161,14 @@ def test_weights_made_under_another_strategy_are_refused_by_name(inside):
             model.fit(*_data(), batch_size=10, epochs=1, verbose=0)
 
 
-def test_hmc_on_a_batch_that_splits_unevenly_gives_the_single_device_chain():
+def test_hmc_on_a_batch_that_splits_unevenly_gives_the_single_device_chain(new_strategy):
     """Keras weighs each replica's mean NLL 1/R: full-batch HMC on 15
     examples (shards of 8 and 7) sampled another posterior than on one
     device (each example weighed 15/16 or 15/14): weights 0.32 apart after
     3 steps."""
     x, y = (a[:15] for a in _data())
     runs = []
-    for strategy in (None, _strategy()):
+    for strategy in (None, new_strategy()):
         model = _model(kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1),
                        train_size=15, strategy=strategy)
         history = model.fit(x, y, batch_size=15, epochs=3, shuffle=False, verbose=0)
