@@ -161,21 +161,26 @@ def test_weights_made_under_another_strategy_are_refused_by_name(inside, new_str
             model.fit(*_data(), batch_size=10, epochs=1, verbose=0)
 
 
-def test_hmc_on_a_batch_that_splits_unevenly_gives_the_single_device_chain(new_strategy):
+@pytest.mark.parametrize("sampler, batch_size", [
+    (lambda: kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1), 15),
+    (lambda: kb.samplers.SGLD(step_size=1e-2, seed=1), 7),
+], ids=["HMC-15-on-8+7", "SGLD-7-on-4+3"])
+def test_a_batch_that_splits_unevenly_gives_the_single_device_chain(
+        sampler, batch_size, new_strategy):
     """Keras weighs each replica's mean NLL 1/R: full-batch HMC on 15
     examples (shards of 8 and 7) sampled another posterior than on one
-    device (each example weighed 15/16 or 15/14): weights 0.32 apart after
-    3 steps."""
+    device (each example weighed 15/16 or 15/14; weights 0.32 apart after 3
+    steps), and a batch of 7 (4 + 3) made an SG step 24 % off the
+    single-device step."""
     x, y = (a[:15] for a in _data())
     runs = []
     for strategy in (None, new_strategy()):
-        model = _model(kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1),
-                       train_size=15, strategy=strategy)
-        history = model.fit(x, y, batch_size=15, epochs=3, shuffle=False, verbose=0)
+        model = _model(sampler(), train_size=15, strategy=strategy)
+        history = model.fit(x, y, batch_size=batch_size, epochs=3, shuffle=False, verbose=0)
         runs.append((model.get_weights(), history.history))
     (single, logs), (mirrored, mirrored_logs) = runs
-    # Float32 sums in another order over 3 steps on weights of order 1.
+    # Float32 sums in another order over 3-9 steps on weights of order 1.
     for a, b in zip(single, mirrored):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
-    for key in ("loss", "nll", "prior", "acceptance_rate"):
+    for key in ("loss", "nll", "prior"):
         np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)

@@ -151,7 +151,9 @@ def value_and_gradients(model, x, y, sample_weight):
     for the ``LossScaleOptimizer`` Keras wraps a baseline optimizer in under
     ``"mixed_float16"``, which unscales them. Under ``tf.distribute`` Keras
     divides each replica's terms by the replica count and the optimizer
-    SUM-reduces gradients, so the applied gradient is the global batch's.
+    SUM-reduces gradients; each replica's loss is weighted by its share of
+    the batch (:func:`_shard_weight`), so the applied gradient is the global
+    batch's, evenly split or not.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -167,7 +169,8 @@ def value_and_gradients(model, x, y, sample_weight):
         y_pred = model(x, training=True)
         nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
         loss = tf.debugging.check_numerics(nll + prior_term, nonfinite.MARKER)
-        scaled = model.optimizer.scale_loss(loss)  # `loss` itself but for a LossScaleOptimizer
+        # `loss` itself but for a LossScaleOptimizer
+        scaled = model.optimizer.scale_loss(loss * _shard_weight(y_pred, loss.dtype))
     gradients = tape.gradient(scaled, model.trainable_variables)
     replicas = float(num_replicas())
     return y_pred, loss * replicas, prior_term * replicas, gradients
@@ -275,6 +278,27 @@ def apply_if_finite(optimizer, loss, gradients, variables):
     return tf.cond(finite, apply, lambda: tf.constant(1.0))
 
 
+def _shard_size(y_pred, dtype):
+    """This replica's number of examples b_r (the first axis of its predictions)."""
+    return tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], dtype)
+
+
+def _shard_weight(y_pred, dtype):
+    """``R·b_r/B``: the weight that makes a replica's loss (Keras' mean over
+    its b_r examples, divided by R) its share of the global batch's mean.
+
+    Keras' own 1/R weighs the examples of a smaller shard more: a batch of 7
+    on 2 replicas (4 + 3) made an SG step 24 % off the single-device step.
+    One scalar all-reduce for B = Σ b_r; 1 without a strategy of several
+    replicas."""
+    replicas = num_replicas()
+    if replicas == 1:
+        return tf.constant(1.0, dtype)
+    shard = _shard_size(y_pred, dtype)
+    batch = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, shard)
+    return float(replicas) * shard / batch
+
+
 def potential_and_gradients(model, values, x, y, sample_weight):
     """Mean-form potential and its gradients at weights ``values`` (not assigned).
 
@@ -313,7 +337,7 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         # smaller shard more (15 on 2: 8 + 7, each weighed 15/16 or 15/14: HMC
         # sampled another posterior). Weighted by R·b_r and divided by B = Σ b_r,
         # reduced in the same call, the sum is the global batch's.
-        shard = tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], scaled.dtype)
+        shard = _shard_size(y_pred, scaled.dtype)
         weight = float(replicas) * shard
         batch, scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM,
