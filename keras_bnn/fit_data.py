@@ -20,7 +20,9 @@ from keras_bnn.validation import argument_error
 def first_batch(data):
     """The first batch of a ``tf.data.Dataset`` or a ``keras.utils.PyDataset``.
 
-    Read once per ``fit`` (one ``take(1)``, or ``data[0]``), before any graph runs.
+    Read once per ``fit`` (one ``take(1)``, or ``data[0]``), before any graph
+    runs; of a ``tf.distribute`` dataset, the global batch (its replicas'
+    shards concatenated).
 
     Args:
         data: ``fit``'s ``x``.
