@@ -143,3 +143,29 @@ def check_jit_compile(model):
             "the optimizer's cross-replica update, which TensorFlow cannot compile inside a "
             "conditional; got jit_compile=True (compile without it; XLA on several devices: "
             "the JAX backend with keras.distribution.DataParallel).")
+
+
+def check_variables(model):
+    """Refuses a model whose weights were made under another strategy than ``fit`` runs in.
+
+    ``kb.bayesian`` shares the Keras model's weights: a model built outside
+    ``strategy.scope()`` and made Bayesian or compiled inside it (or built
+    inside and compiled outside) failed at the sampler's first step with
+    TensorFlow's "`colocate_vars_with` must only be passed a variable
+    created in this tf.distribute.Strategy.scope()".
+
+    Args:
+        model: a compiled Keras model (TensorFlow backend).
+
+    Raises:
+        ValueError: naming the weights and the strategy.
+    """
+    strategy = model.distribute_strategy
+    outside = [v.path for v in model.trainable_variables
+               if not strategy.extended.variable_created_in_scope(v.value)]
+    if outside:
+        raise ValueError(
+            f"fit: the model's weights must be made under the strategy it trains in "
+            f"({type(strategy).__name__}); got {len(outside)} made under another, such as "
+            f"{outside[0]!r}. Build the Keras model, call kb.bayesian and compile all inside "
+            "`with strategy.scope():` (or all outside it, on one device).")

@@ -21,7 +21,9 @@ from keras_bnn.validation import argument_error
 def first_batch(data):
     """The first batch of a ``tf.data.Dataset`` or a ``keras.utils.PyDataset``.
 
-    Read once per ``fit`` (one ``take(1)``, or ``data[0]``), before any graph runs.
+    Read once per ``fit`` (one ``take(1)``, or ``data[0]``), before any graph
+    runs; of a ``tf.distribute`` dataset, the global batch (its replicas'
+    shards concatenated).
 
     Args:
         data: ``fit``'s ``x``.
@@ -31,6 +33,8 @@ def first_batch(data):
         ``sample_weight`` None where the batch has none), or None for arrays,
         generators, and an empty dataset.
     """
+    if hasattr(data, "element_spec") and not hasattr(data, "take"):  # a tf.distribute one
+        return _global_batch(next(iter(data), None))
     if hasattr(data, "element_spec"):
         element = next(iter(data.take(1)), None)
     elif isinstance(data, keras.utils.PyDataset) and data.num_batches != 0:
@@ -70,6 +74,35 @@ def peek(data):
 def _yield_again(element, rest):
     yield element
     yield from rest
+
+
+def _global_batch(element):
+    """A ``tf.distribute`` dataset's batch: each value's replicas' shards, concatenated.
+
+    ``strategy.experimental_distribute_dataset(dataset.batch(b))`` yields
+    the global batch of b split over the replicas; counted per replica,
+    ``train_size`` would be checked against half the data on 2 replicas.
+    (Under ``MultiWorkerMirroredStrategy`` this is the worker's share.)
+    """
+    if element is None:
+        return None
+    import tensorflow as tf  # a distributed dataset exists only on TensorFlow
+
+    element = tf.nest.map_structure(
+        lambda value: tf.concat(value.values, 0) if hasattr(value, "values") else value, element)
+    return _unpack(element)
+
+
+def _cardinality(data):
+    """A dataset's number of batches (-1: endless, -2: unknown), or None for other data.
+
+    ``tf.data.Dataset.cardinality`` is a method, a ``tf.distribute``
+    dataset's a property.
+    """
+    count = getattr(data, "cardinality", None)
+    if count is None:
+        return None
+    return int(count() if callable(count) else count)
 
 
 def batch_length(inputs):
@@ -195,7 +228,7 @@ def check_epoch_ends(data, steps, name, owner="fit"):
     Raises:
         ValueError: naming ``name`` when ``data`` is endless and ``steps`` is None.
     """
-    if steps is None and hasattr(data, "cardinality") and int(data.cardinality()) == -1:
+    if steps is None and _cardinality(data) == -1:
         raise argument_error(
             name, "be given for an endless dataset (dataset.repeat()): without it the epoch "
             "never ends (samples are collected and the equilibrium tested at epoch ends)",
@@ -234,7 +267,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         raise ValueError(f"{owner}: the model is not compiled: call model.compile(sampler=..., "
                          "train_size=n, loss=...) first.")
     x, y = arguments.get("x"), arguments.get("y")
-    if hasattr(x, "cardinality") and int(x.cardinality()) == 0:  # else known, or -1/-2
+    if _cardinality(x) == 0:  # else known, or -1/-2
         raise argument_error("x", "be a dataset of at least one batch", x, owner,
                              got="an empty dataset")
     x, batch = peek(x)
@@ -300,9 +333,8 @@ class TrainSizeWarning(UserWarning):
 
 def _epoch_batches(x):
     """The batches in one pass over a ``tf.data.Dataset`` or ``PyDataset``, or None if unknown."""
-    if hasattr(x, "cardinality"):
-        count = int(x.cardinality())  # -1: infinite, -2: unknown
-    else:
+    count = _cardinality(x)  # -1: infinite, -2: unknown
+    if count is None:
         count = getattr(x, "num_batches", None)
     return count if isinstance(count, int) and count > 0 else None
 

@@ -109,10 +109,28 @@ def adopt_current_strategy(optimizer):
     Keras' TensorFlow optimizer records the strategy current when it is
     constructed and creates its slots under that one, so a sampler made
     before ``strategy.scope()`` and compiled inside it failed at its first
-    step ("Mixing different tf.distribute.Strategy objects"). Called when the
-    sampler builds its state, inside the model's strategy scope.
+    step ("Mixing different tf.distribute.Strategy objects"). Its step counter
+    and learning-rate variable, made with it, were plain variables that each
+    replica updated: on 2 replicas ``iterations`` went up by 2 a step (the
+    noise keys skipped every other step, the warm-up lasted half its steps).
+    They are made again under the current strategy, keeping their values and
+    their places among the optimizer's variables (its checkpoint order).
+    Called when the sampler builds its state, inside the model's strategy scope.
     """
-    optimizer._distribution_strategy = tf.distribute.get_strategy()
+    strategy = tf.distribute.get_strategy()
+    if optimizer._distribution_strategy is strategy:
+        return
+    optimizer._distribution_strategy = strategy
+    for attribute in ("_iterations", "_learning_rate"):
+        old = getattr(optimizer, attribute)
+        if not isinstance(old, keras.Variable):  # a schedule or a callable
+            continue
+        with keras.name_scope(optimizer.name, caller=optimizer):
+            new = keras.Variable(old.numpy(), dtype=old.dtype, trainable=False,
+                                 aggregation="only_first_replica", name=old.name)
+        variables = [new if v is old else v for v in optimizer._variables]
+        setattr(optimizer, attribute, new)  # Keras' tracker appends it
+        optimizer._variables[:] = variables
 
 
 def to_numpy(value):
@@ -139,7 +157,9 @@ def value_and_gradients(model, x, y, sample_weight):
     for the ``LossScaleOptimizer`` Keras wraps a baseline optimizer in under
     ``"mixed_float16"``, which unscales them. Under ``tf.distribute`` Keras
     divides each replica's terms by the replica count and the optimizer
-    SUM-reduces gradients, so the applied gradient is the global batch's.
+    SUM-reduces gradients; each replica's loss is weighted by its share of
+    the batch (:func:`_shard_weight`), so the applied gradient is the global
+    batch's, evenly split or not.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -155,7 +175,8 @@ def value_and_gradients(model, x, y, sample_weight):
         y_pred = model(x, training=True)
         nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
         loss = tf.debugging.check_numerics(nll + prior_term, nonfinite.MARKER)
-        scaled = model.optimizer.scale_loss(loss)  # `loss` itself but for a LossScaleOptimizer
+        # `loss` itself but for a LossScaleOptimizer
+        scaled = model.optimizer.scale_loss(loss * _shard_weight(y_pred, loss.dtype))
     gradients = tape.gradient(scaled, model.trainable_variables)
     replicas = float(num_replicas())
     return y_pred, loss * replicas, prior_term * replicas, gradients
@@ -263,6 +284,27 @@ def apply_if_finite(optimizer, loss, gradients, variables):
     return tf.cond(finite, apply, lambda: tf.constant(1.0))
 
 
+def _shard_size(y_pred, dtype):
+    """This replica's number of examples b_r (the first axis of its predictions)."""
+    return tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], dtype)
+
+
+def _shard_weight(y_pred, dtype):
+    """``R·b_r/B``: the weight that makes a replica's loss (Keras' mean over
+    its b_r examples, divided by R) its share of the global batch's mean.
+
+    Keras' own 1/R weighs the examples of a smaller shard more: a batch of 7
+    on 2 replicas (4 + 3) made an SG step 24 % off the single-device step.
+    One scalar all-reduce for B = Σ b_r; 1 without a strategy of several
+    replicas."""
+    replicas = num_replicas()
+    if replicas == 1:
+        return tf.constant(1.0, dtype)
+    shard = _shard_size(y_pred, dtype)
+    batch = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, shard)
+    return float(replicas) * shard / batch
+
+
 def potential_and_gradients(model, values, x, y, sample_weight):
     """Mean-form potential and its gradients at weights ``values`` (not assigned).
 
@@ -272,9 +314,9 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     leapfrog trajectory of :class:`keras_bnn.samplers.HMC` moves tensors,
     and only its end point (or the old state) is ever assigned.
 
-    Under ``tf.distribute`` the loss and gradients are summed over replicas
-    (Keras divides each replica's loss by the replica count), so every
-    replica gets the global-batch value ``mean NLL + (1/n)·(-log p(θ))``.
+    Under ``tf.distribute`` the loss and gradients are summed over replicas,
+    each weighted by its share of the batch, so every replica gets the
+    global-batch value ``mean NLL + (1/n)·(-log p(θ))``, evenly split or not.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -295,12 +337,19 @@ def potential_and_gradients(model, values, x, y, sample_weight):
             scaled = nll + prior_term
     gradients = tape.gradient(scaled, values)
     replicas = num_replicas()
+    scaled_sum = scaled
     if replicas > 1:
-        scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, [scaled, *gradients]
-        )
-    else:
-        scaled_sum = scaled
+        # Keras divides each replica's mean by R, which weighs the examples of a
+        # smaller shard more (15 on 2: 8 + 7, each weighed 15/16 or 15/14: HMC
+        # sampled another posterior). Weighted by R·b_r and divided by B = Σ b_r,
+        # reduced in the same call, the sum is the global batch's.
+        shard = _shard_size(y_pred, scaled.dtype)
+        weight = float(replicas) * shard
+        batch, scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM,
+            [shard, scaled * weight, *(g * tf.cast(weight, g.dtype) for g in gradients)])
+        scaled_sum = scaled_sum / batch
+        gradients = [g / tf.cast(batch, g.dtype) for g in gradients]
     return scaled_sum, gradients, (y_pred, scaled * float(replicas),
                                    prior_term * float(replicas))
 

@@ -1,5 +1,6 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
+import contextlib
 import functools
 
 import keras
@@ -302,6 +303,16 @@ class BayesianModel(keras.Model):
         logs["nll"] = logs["loss"]
         return logs
 
+    def _get_metrics_result_or_logs(self, logs):
+        # Keras reads the epoch's logs from the metrics (totals summed over
+        # replicas) only when a step's keys are those of `metrics`; evaluation's
+        # differ (nll in, the sampler's trackers out), and it kept the last
+        # step's mean of per-replica means: wrong for a batch that splits unevenly.
+        evaluation = self._evaluation_logs(self.get_metrics_result())
+        if isinstance(logs, dict) and set(logs) == set(evaluation):
+            return evaluation
+        return super()._get_metrics_result_or_logs(logs)
+
     def _multi_worker(self):
         return (keras.backend.backend() == "tensorflow"
                 and distribute.is_multi_worker(self.distribute_strategy))
@@ -389,7 +400,8 @@ class BayesianModel(keras.Model):
         is built; a freshly compiled model's sampler is not, and Keras would
         skip them, so a later ``fit`` would restart the chain (warm-up
         included). Here an unbuilt sampler is built when the file holds a
-        built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`),
+        built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`;
+        under ``tf.distribute`` in the model's strategy, inside its scope or not),
         and the chain goes on exactly where the file left it.
 
         Args:
@@ -403,7 +415,16 @@ class BayesianModel(keras.Model):
         optimizer = getattr(self, "optimizer", None)
         if not isinstance(optimizer, samplers_lib.Sampler) or not self.built:
             return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
-        optimizer.build_on_load = lambda: optimizer.build(self.trainable_variables)
+        # Under tf.distribute the state is made in the model's strategy, wherever
+        # load_weights is called (built outside it, plain variables were
+        # updated by each replica: the loaded chain did not go on).
+        strategy = getattr(self, "_distribute_strategy", None)  # TensorFlow only
+
+        def build():
+            with strategy.scope() if strategy is not None else contextlib.nullcontext():
+                optimizer.build(self.trainable_variables)
+
+        optimizer.build_on_load = build
         try:
             return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
         finally:
@@ -451,7 +472,9 @@ class BayesianModel(keras.Model):
         Raises:
             ValueError: for a model with dropout, noise or batch
                 normalisation sampled by HMC, for ``jit_compile=True``
-                under a ``tf.distribute`` strategy, for empty inputs, inputs of
+                under a ``tf.distribute`` strategy or weights made under
+                another strategy than the model's
+                (:func:`keras_bnn.distribute.check_variables`), for empty inputs, inputs of
                 another shape, a dataset of single examples (not batched), an
                 endless dataset without ``steps_per_epoch`` (or, as
                 ``validation_data``, ``validation_steps``;
@@ -474,6 +497,7 @@ class BayesianModel(keras.Model):
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
         if keras.backend.backend() == "tensorflow":
             distribute.check_jit_compile(self)
+            distribute.check_variables(self)
         warn_on_train_size(self, kwargs, first)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too

@@ -1,0 +1,186 @@
+"""``fit`` and ``evaluate`` under MirroredStrategy (2 logical CPUs, tests/conftest.py)
+as a user calls them, against the same calls on one device.
+
+The sampler's noise is keyed on (seed, variable, step), so a chain under
+the strategy must equal the single-device chain to float round-off; the
+logged metrics and the checks of the data must read the global batch.
+"""
+
+import contextlib
+import itertools
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from keras_bnn import priors
+
+N = 20
+
+
+_KEY_BASES = itertools.count(20000, 1000)
+
+
+@pytest.fixture
+def new_strategy(monkeypatch):
+    """Makes MirroredStrategies over the 2 logical CPUs, each with collective keys of its own.
+
+    TensorFlow caches collective instances per (group key, instance key) for
+    the process and every MirroredStrategy starts at group key 1: a later
+    strategy all-reducing other shapes (the other files' tests) would hit
+    these tests' cached shapes (tests/test_hmc.py does the same).
+    """
+    def make():
+        monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base",
+                            next(_KEY_BASES))
+        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    return make
+
+
+def _model(sampler, train_size=N, strategy=None):
+    keras.utils.set_random_seed(0)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        inputs = keras.Input((4,))
+        outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
+                                     bias_regularizer=priors.Normal(0, 1))(inputs)
+        model = kb.BayesianModel(inputs, outputs)
+        model.compile(sampler=sampler, train_size=train_size,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
+
+
+def test_a_sampler_made_outside_the_scope_takes_the_single_device_chain(new_strategy):
+    """Its step counter was a plain variable that each replica incremented:
+    2 a step on 2 replicas, so the noise keys skipped every other step (and
+    the warm-up lasted half its steps: h froze at 2e-8 instead of 4e-8 for
+    warmup_steps=20)."""
+    x, y = _data()
+    runs = []
+    for strategy in (None, new_strategy()):
+        sampler = kb.samplers.SGLD(step_size=1e-2, seed=1)  # made before the scope
+        model = _model(sampler, strategy=strategy)
+        model.fit(x, y, batch_size=10, epochs=2, shuffle=False, verbose=0)
+        assert int(model.optimizer.iterations.numpy()) == 4  # was 8 under the strategy
+        runs.append(model.get_weights())
+    # The noise of a step has sd sqrt(2h/n) ~ 0.03; float32 round-off of 4
+    # steps on weights of order 1 is ~1e-7.
+    for single, mirrored in zip(*runs):
+        np.testing.assert_allclose(mirrored, single, rtol=0, atol=1e-5)
+
+
+def test_a_distributed_dataset_is_counted_as_its_global_batches(new_strategy):
+    """``fit(strategy.experimental_distribute_dataset(ds))``, which Keras
+    takes, raised "'numpy.int64' object is not callable" (its cardinality is
+    a property); its batches are counted whole, not per replica."""
+    strategy = new_strategy()
+    dataset = tf.data.Dataset.from_tensor_slices(_data()).batch(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.TrainSizeWarning)
+        _model("sgld", strategy=strategy).fit(
+            strategy.experimental_distribute_dataset(dataset), epochs=1, verbose=0)
+    with pytest.warns(kb.TrainSizeWarning, match=r"2 batches of 10 examples .* "
+                                                 r"compile\(train_size=40\)"):
+        _model("sgld", 2 * N, strategy).fit(
+            strategy.experimental_distribute_dataset(dataset), epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("batch_size", [7, 3])
+def test_evaluate_and_val_nll_average_every_example_once(batch_size, new_strategy):
+    """A batch that splits unevenly over the replicas (7: 4 + 3) gave the
+    mean of the two replicas' means (nll 1.0301 for 1.0262 on one device)."""
+    x, y = _data()
+    single = _model("sgld")
+    mirrored = _model("sgld", strategy=new_strategy())
+    mirrored.set_weights(single.get_weights())
+    expected = single.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["nll"]
+    got = mirrored.evaluate(x, y, batch_size=batch_size, verbose=0, return_dict=True)
+    assert got["nll"] == pytest.approx(expected, rel=1e-6)  # float32 sums in another order
+    assert got["loss"] == got["nll"]
+    history = mirrored.fit(x, y, batch_size=N, epochs=1, verbose=0,
+                           validation_data=(x, y), validation_batch_size=batch_size)
+    assert history.history["val_nll"][0] == pytest.approx(
+        mirrored.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["nll"], rel=1e-6)
+
+
+def test_a_checkpoint_loaded_outside_the_scope_goes_on_with_the_chain(tmp_path, new_strategy):
+    """``load_weights`` of a ModelCheckpoint(save_weights_only=True) file, called
+    outside ``strategy.scope()`` as Keras allows, built the sampler's state as
+    plain variables that each replica updated (weights 0.013 off the
+    straight run after one epoch)."""
+    strategy, (x, y), path = new_strategy(), _data(), str(tmp_path / "chain.weights.h5")
+
+    def fit(model, callbacks=()):
+        model.fit(x, y, batch_size=10, epochs=1, shuffle=False, verbose=0,
+                  callbacks=list(callbacks))
+
+    def new_model():
+        return _model(kb.samplers.SGHMC(step_size=1e-2, seed=2), strategy=strategy)
+
+    straight = new_model()
+    fit(straight)
+    fit(straight)
+    fit(new_model(), [keras.callbacks.ModelCheckpoint(path, save_weights_only=True)])
+    resumed = new_model()
+    resumed.load_weights(path)
+    fit(resumed)
+    for a, b in zip(straight.get_weights(), resumed.get_weights()):
+        np.testing.assert_array_equal(b, a)  # the same graph on the same values
+
+
+@pytest.mark.parametrize("inside", [
+    "bayesian_compile_fit", "compile_fit", "build"])
+def test_weights_made_under_another_strategy_are_refused_by_name(inside, new_strategy):
+    """kb.bayesian shares the Keras model's weights: built on one side of
+    ``strategy.scope()`` and trained on the other, fit failed inside
+    TensorFlow ("`colocate_vars_with` must only be passed a variable created
+    in this tf.distribute.Strategy.scope()", or a TypeError)."""
+    strategy = new_strategy()
+
+    def scope(step):
+        return strategy.scope() if step in inside else contextlib.nullcontext()
+
+    with scope("build"):
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, keras.layers.Dense(3, name="out")(inputs))
+    with scope("bayesian"):
+        model = kb.bayesian(model)
+    with scope("compile"):
+        model.compile(sampler=kb.samplers.SGLD(step_size=1e-2), train_size=N,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with scope("fit"):
+        with pytest.raises(ValueError, match="fit: the model's weights must be made under the "
+                                             "strategy it trains in .*'out/kernel'.*scope"):
+            model.fit(*_data(), batch_size=10, epochs=1, verbose=0)
+
+
+@pytest.mark.parametrize("sampler, batch_size", [
+    (lambda: kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1), 15),
+    (lambda: kb.samplers.SGLD(step_size=1e-2, seed=1), 7),
+], ids=["HMC-15-on-8+7", "SGLD-7-on-4+3"])
+def test_a_batch_that_splits_unevenly_gives_the_single_device_chain(
+        sampler, batch_size, new_strategy):
+    """Keras weighs each replica's mean NLL 1/R: full-batch HMC on 15
+    examples (shards of 8 and 7) sampled another posterior than on one
+    device (each example weighed 15/16 or 15/14; weights 0.32 apart after 3
+    steps), and a batch of 7 (4 + 3) made an SG step 24 % off the
+    single-device step."""
+    x, y = (a[:15] for a in _data())
+    runs = []
+    for strategy in (None, new_strategy()):
+        model = _model(sampler(), train_size=15, strategy=strategy)
+        history = model.fit(x, y, batch_size=batch_size, epochs=3, shuffle=False, verbose=0)
+        runs.append((model.get_weights(), history.history))
+    (single, logs), (mirrored, mirrored_logs) = runs
+    # Float32 sums in another order over 3-9 steps on weights of order 1.
+    for a, b in zip(single, mirrored):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+    for key in ("loss", "nll", "prior"):
+        np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)
