@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from keras_bnn import priors
+from fit_helpers import softmax_regression, three_class_rows
 
 N = 20
 
@@ -41,20 +41,11 @@ def new_strategy(monkeypatch):
 
 
 def _model(sampler, train_size=N, strategy=None):
-    keras.utils.set_random_seed(0)
-    with strategy.scope() if strategy else contextlib.nullcontext():
-        inputs = keras.Input((4,))
-        outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
-                                     bias_regularizer=priors.Normal(0, 1))(inputs)
-        model = kb.BayesianModel(inputs, outputs)
-        model.compile(sampler=sampler, train_size=train_size,
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+    return softmax_regression(sampler, train_size, strategy)
 
 
 def _data():
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
+    return three_class_rows(N)
 
 
 def test_a_sampler_made_outside_the_scope_takes_the_single_device_chain(new_strategy):

@@ -16,43 +16,25 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from keras_bnn import priors
+from fit_helpers import Batches, softmax_regression, three_class_rows
 
 N = 20
 
 
 def _model(sampler="sgld", train_size=N):
-    keras.utils.set_random_seed(0)
-    inputs = keras.Input((4,))
-    outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
-                                 bias_regularizer=priors.Normal(0, 1))(inputs)
-    model = kb.BayesianModel(inputs, outputs)
-    model.compile(sampler=sampler, train_size=train_size,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+    return softmax_regression(sampler, train_size)
 
 
 def _data():
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
+    return three_class_rows(N)
 
 
 def _dataset():
     return tf.data.Dataset.from_tensor_slices(_data())
 
 
-class _Batches(keras.utils.PyDataset):
-    def __init__(self, size=5):
-        super().__init__()
-        self.x, self.y = _data()
-        self.size = size
-
-    def __len__(self):
-        return -(-N // self.size)
-
-    def __getitem__(self, index):
-        rows = slice(index * self.size, (index + 1) * self.size)
-        return self.x[rows], self.y[rows]
+def _Batches(size=5):
+    return Batches(*_data(), size)
 
 
 def _no_train_size_warning(fit):

@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
+from fit_helpers import LOSS, sign_rows
 
 N = 64
-LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 def _data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, 4)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int32")
+    return sign_rows(N)
 
 
 def _model():

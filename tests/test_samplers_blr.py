@@ -31,7 +31,6 @@ two-sided null probability 6.8e-6 each, so the 160 checks of this file fail
 by chance with probability ≤ 1.1e-3 (Bonferroni).
 """
 
-import math
 
 import numpy as np
 import pytest

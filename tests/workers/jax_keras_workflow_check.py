@@ -22,6 +22,9 @@ import tensorflow as tf
 
 import keras_bnn as kb
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import fit_helpers  # noqa: E402
+
 assert keras.backend.backend() == "jax", keras.backend.backend()
 OUT_DIR = sys.argv[1]
 N = 32
@@ -57,9 +60,7 @@ def record(name):
 
 
 def data(n=N):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(n, 3)).astype("float32")
-    return x, (x[:, 0] > 0).astype("int32")
+    return fit_helpers.sign_rows(n, 3)
 
 
 def model(sampler="atmc", train_size=N):
@@ -245,18 +246,8 @@ def _():
     return float(history.history["val_nll"][0])
 
 
-class Batches(keras.utils.PyDataset):
-    def __init__(self, size=8):
-        super().__init__()
-        self.x, self.y = data()
-        self.size = size
-
-    def __len__(self):
-        return -(-N // self.size)
-
-    def __getitem__(self, index):
-        rows = slice(index * self.size, (index + 1) * self.size)
-        return self.x[rows], self.y[rows]
+def pydataset(size=8):
+    return fit_helpers.Batches(*data(), size)
 
 
 def generator(size=8):
@@ -273,7 +264,7 @@ def dataset():
 VALIDATION = {
     "arrays": lambda: dict(validation_data=data()),
     "tf_data": lambda: dict(validation_data=dataset().batch(8)),
-    "pydataset": lambda: dict(validation_data=Batches()),
+    "pydataset": lambda: dict(validation_data=pydataset()),
     "generator": lambda: dict(validation_data=generator(), validation_steps=4),
 }
 for _name, _make in VALIDATION.items():
@@ -286,7 +277,7 @@ for _name, _make in VALIDATION.items():
 
 TRAINING = {
     "tf_data": lambda: dict(x=dataset().batch(8)),
-    "pydataset": lambda: dict(x=Batches()),
+    "pydataset": lambda: dict(x=pydataset()),
     "generator": lambda: dict(x=generator(), steps_per_epoch=4),
     "repeat_with_steps": lambda: dict(x=dataset().batch(8).repeat(), steps_per_epoch=4),
 }
@@ -326,12 +317,12 @@ def _():
 
 @record("train_size_pydataset")
 def _():
-    model("sgld", train_size=2 * N).fit(Batches(), epochs=1, verbose=0)
+    model("sgld", train_size=2 * N).fit(pydataset(), epochs=1, verbose=0)
 
 
 HMC_MINIBATCHES = {
     "tf_data": lambda: dict(x=dataset().batch(8)),
-    "pydataset": lambda: dict(x=Batches()),
+    "pydataset": lambda: dict(x=pydataset()),
     "generator": lambda: dict(x=generator(), steps_per_epoch=4),
     "arrays": lambda: dict(x=data()[0], y=data()[1], batch_size=12),  # 12, 12, 8: 2 traces
 }
@@ -398,7 +389,7 @@ for _name, _make in KINDS.items():
 ENSEMBLE_INPUTS = {
     "arrays": lambda: data()[0],
     "tf_data": lambda: dataset().map(lambda x, y: x).batch(8),
-    "pydataset": lambda: Batches(),
+    "pydataset": lambda: pydataset(),
 }
 
 

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 
 import keras_bnn as kb
+from subclassed_model import Subclassed
 
 assert keras.backend.backend() == "jax", keras.backend.backend()
 N = 64
@@ -39,18 +40,6 @@ result = {}
 # A subclassed BayesianModel (its weights made at the first call) samples. First: a
 # functional BayesianModel made before turns Keras' injection of Functional into its
 # bases on (keras.Model.__init__), and a subclass with no inputs can no longer be made.
-
-
-class Subclassed(kb.BayesianModel):
-    def __init__(self):
-        super().__init__()
-        self.hidden = kb.layers.Dense(8, activation="relu")
-        self.out = kb.layers.Dense(2)
-
-    def call(self, inputs):
-        return self.out(self.hidden(inputs))
-
-
 for how in ("fit", "train_on_batch"):
     model = Subclassed()
     model.compile(sampler="atmc", train_size=N, loss=LOSS)

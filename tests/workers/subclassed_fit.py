@@ -14,27 +14,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import keras_bnn as kb
+from subclassed_model import Subclassed
 
 N = 64
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 rng = np.random.default_rng(0)
 x = rng.normal(size=(N, 4)).astype("float32")
 y = (x[:, 0] > 0).astype("int32")
-
-
-class Subclassed(kb.BayesianModel):
-    """Its layers make their weights at the first call."""
-
-    def __init__(self):
-        super().__init__()
-        self.hidden = kb.layers.Dense(8, activation="relu")
-        self.out = kb.layers.Dense(2)
-
-    def call(self, inputs):
-        return self.out(self.hidden(inputs))
-
-
 result = {}
 for how in ("fit_arrays", "fit_dataset", "train_on_batch"):
     keras.utils.set_random_seed(0)

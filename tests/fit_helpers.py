@@ -1,0 +1,56 @@
+"""Small models and data shared by the tests of ``fit`` and its worker processes.
+
+Importable from ``tests/`` (pytest puts it on the path) and from a worker in
+``tests/workers/`` after ``sys.path.insert(0, <tests>)``: Keras and NumPy only.
+"""
+
+import contextlib
+
+import keras
+import numpy as np
+
+import keras_bnn as kb
+from keras_bnn import priors
+
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def three_class_rows(n):
+    """``n`` rows of 4 standard-normal features, labels ``0, 1, 2, 0, ...``."""
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 4)).astype("float32"), np.arange(n, dtype="int32") % 3
+
+
+def sign_rows(n, features=4):
+    """``n`` rows of standard-normal features, label 1 where the first is positive."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, features)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32")
+
+
+def softmax_regression(sampler, train_size, strategy=None):
+    """A 4→3 softmax regression with N(0, 1) priors, compiled with ``sampler``
+    (made, with the model, in ``strategy``'s scope when one is given)."""
+    keras.utils.set_random_seed(0)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        inputs = keras.Input((4,))
+        outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
+                                     bias_regularizer=priors.Normal(0, 1))(inputs)
+        model = kb.BayesianModel(inputs, outputs)
+        model.compile(sampler=sampler, train_size=train_size, loss=LOSS)
+    return model
+
+
+class Batches(keras.utils.PyDataset):
+    """A ``PyDataset`` of ``(x, y)`` in batches of ``size``, in order."""
+
+    def __init__(self, x, y, size):
+        super().__init__()
+        self.x, self.y, self.size = x, y, size
+
+    def __len__(self):
+        return -(-len(self.x) // self.size)
+
+    def __getitem__(self, index):
+        rows = slice(index * self.size, (index + 1) * self.size)
+        return self.x[rows], self.y[rows]
