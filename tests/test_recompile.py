@@ -108,3 +108,19 @@ def test_a_model_saved_mid_warmup_goes_on_with_the_same_chain(sampler, tmp_path)
         assert type(copy) is kb.BayesianModel
         assert ({v.path: type(v.regularizer).__name__ for v in copy.trainable_variables}
                 == {v.path: type(v.regularizer).__name__ for v in model.trainable_variables})
+
+
+def test_a_model_saved_before_its_first_step_reloads_without_a_skipped_state(tmp_path):
+    """A model saved after compile, before any step, reloaded with Keras' "Skipping
+    variable loading for optimizer 'atmc', because it has 22 variables whereas the
+    saved optimizer has 1": the words of a lost chain, for a chain that had not
+    begun. The reloaded sampler (built by compile) has that state already."""
+    model = _model()
+    model.compile(sampler=kb.samplers.ATMC(seed=0), train_size=N, loss=LOSS)
+    model.save(tmp_path / "fresh.keras")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Skipping variable loading")
+        loaded = keras.saving.load_model(tmp_path / "fresh.keras")
+    assert int(loaded.optimizer.iterations.numpy()) == 0
+    loaded.fit(*_data(), batch_size=16, epochs=1, verbose=0)
+    assert int(loaded.optimizer.iterations.numpy()) == N // 16

@@ -3,6 +3,7 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_bnn import backend
@@ -45,15 +46,13 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
 
     Args:
         step_size: ``"auto"``, or exactly this h > 0: float or ``LearningRateSchedule``.
-        temperature: T > 0 (``BayesianModel.compile(temperature=...)`` can
-            override it).
+        temperature: T > 0 (``BayesianModel.compile(temperature=...)`` can override it).
         train_size: n, the number of training examples; required before the
             first step (``BayesianModel.compile(train_size=...)`` sets it).
         seed: int; the noise of a run is fully determined by it.
-        noise_estimate_decay: ρ in (0, 1) of the online per-parameter
-            estimate ``V̂`` of the minibatch gradient-noise variance (see
-            :func:`~keras_bnn.samplers.integrators.gradient_noise_update`);
-            it averages over ~1/(1-ρ) steps.
+        noise_estimate_decay: ρ in (0, 1) of the online per-parameter estimate ``V̂`` of
+            the minibatch gradient-noise variance, an average over ~1/(1-ρ) steps
+            (:func:`~keras_bnn.samplers.integrators.gradient_noise_update`).
         warmup_steps, target_noise_ratio: of ``step_size="auto"``
             (:class:`~keras_bnn.samplers.warmup.StepSizeWarmup`).
         name: optimizer name.
@@ -272,10 +271,11 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
     def load_own_variables(self, store):
         """Keras' loading of the optimizer's state (``model.load_weights``).
 
-        An unbuilt sampler handed a built one's state (more variables than
-        it has) first calls :attr:`build_on_load` if it is set (a function of
-        no argument that builds it on the model's variables), so the chain's
-        state is restored, not skipped as Keras skips an unbuilt optimizer's.
+        An unbuilt sampler handed a built one's state (more variables than it has) first
+        calls :attr:`build_on_load` if it is set (a function of no argument that builds it
+        on the model's variables): the chain's state is restored, not skipped as Keras
+        skips an unbuilt optimizer's. A built sampler handed an unbuilt one's state at
+        step 0 (saved before any step) has it already: no "Skipping variable loading".
 
         Args:
             store: Keras' store of the optimizer's variables.
@@ -283,7 +283,10 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         if (not self.built and self.build_on_load is not None
                 and len(store.keys()) > len(self.variables)):
             self.build_on_load()
-        super().load_own_variables(store)
+        keys = list(store.keys())  # "0": the step counter of a saved optimizer
+        if not (self.built and len(keys) < len(self.variables)
+                and ("0" not in keys or not np.any(np.asarray(store["0"])))):
+            super().load_own_variables(store)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
         """Declares the per-variable state ``name``: one optimizer variable per variable.
@@ -313,12 +316,10 @@ class Sampler(AutoStepSize, TransitionKernel, keras.optimizers.Optimizer):
         """The state variables named ``name``, one per trainable variable, in order.
 
         Args:
-            name: one of the names the sampler declared (``"momentum"``,
-                ``"thermostat"``, ``"mass"``, ``"second_moment"``,
-                ``"gradient_noise"``, ``"previous_gradient"``, ``"virial"``,
-                ``"virial_total"``,
-                ``"noise_ratio"``, ``"kinetic"``, and with ``step_size="auto"``
-                ``"anchor"``, ``"snapshot"``, ``"noise_scale"`` and
+            name: one of the names the sampler declared (``"momentum"``, ``"thermostat"``,
+                ``"mass"``, ``"second_moment"``, ``"gradient_noise"``, ``"previous_gradient"``,
+                ``"virial"``, ``"virial_total"``, ``"noise_ratio"``, ``"kinetic"``, and with
+                ``step_size="auto"`` ``"anchor"``, ``"snapshot"``, ``"noise_scale"`` and
                 ``"step_factor"``, as it has them).
 
         Returns:
