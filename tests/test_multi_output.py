@@ -1,10 +1,11 @@
 """A model of several outputs, sampled on both backends (tests/workers/multi_output_fit.py).
 
 Its potential is ``n·Σ_heads mean NLL − log p(θ)``: the logged ``nll`` must
-be the sum of the heads' logged losses, on TensorFlow and under JAX (whose
-step dropped the compiled loss's tracker updates: ``cls_loss`` and
-``bin_loss`` logged 0.0). Both are epoch means of the same batches, so they
-agree to float32 rounding (rel 1e-5).
+be the sum of the heads' logged losses, on TensorFlow and under JAX, for an
+SG sampler and for HMC. ``cls_loss`` and ``bin_loss`` logged 0.0 where the
+potential was evaluated statelessly: the JAX step, and HMC's on both
+backends. Both are epoch means of the same batches, so they agree to
+float32 rounding (rel 1e-5).
 """
 
 import json
@@ -28,8 +29,9 @@ def _check(logs):
     assert 0.0 <= logs["bin_accuracy"] <= 1.0
 
 
-def test_the_heads_losses_add_up_to_nll_on_tensorflow():
-    _check(multi_output_fit.logs())
+@pytest.mark.parametrize("sampler", ["sgld", "hmc"])
+def test_the_heads_losses_add_up_to_nll_on_tensorflow(sampler):
+    _check(multi_output_fit.logs(sampler))
 
 
 @pytest.mark.slow  # a JAX process: ~30 s
@@ -44,4 +46,5 @@ def test_the_heads_losses_add_up_to_nll_under_jax():
     result = json.loads(next(line for line in done.stdout.splitlines()
                              if line.startswith("RESULT "))[len("RESULT "):])
     assert result["backend"] == "jax"
-    _check(result["logs"])
+    for logs in result["logs"].values():
+        _check(logs)

@@ -283,6 +283,10 @@ class BayesianModel(keras.Model):
         trackers["prior"].update_state(step.prior_term * float(self.train_size))
         for name, value in step.logs.items():
             trackers[name].update_state(value)
+        if self.transition_kernel.full_batch and self._compile_loss is not None:
+            # HMC's potential is evaluated statelessly: the heads' loss trackers of a
+            # model of several outputs are updated here, on the logged state's outputs.
+            self._compile_loss(y, step.y_pred, sample_weight)
         return self._reducible(self.compute_metrics(x, y, step.y_pred, sample_weight=sample_weight))
 
     def test_step(self, *args):

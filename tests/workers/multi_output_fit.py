@@ -1,4 +1,4 @@
-"""One epoch of a two-head model sampled by SGLD; prints RESULT <json> of its logs.
+"""One epoch of a two-head model sampled by SGLD and by HMC; prints RESULT <json> of the logs.
 
 Usage: python multi_output_fit.py (under the KERAS_BACKEND the caller sets).
 
@@ -15,8 +15,9 @@ import numpy as np
 import keras_bnn as kb
 
 
-def logs():
-    """The epoch's logs of the two-head fit (last value of each key)."""
+def logs(sampler):
+    """The epoch's logs of the two-head fit by ``"sgld"`` (batches of 10) or ``"hmc"``
+    (the full batch of 40), the last value of each key."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 4)).astype("float32")
     labels = {"cls": np.arange(40) % 3, "bin": (x[:, 0] > 0).astype("float32")}
@@ -25,13 +26,17 @@ def logs():
     hidden = keras.layers.Dense(8, activation="tanh")(inputs)
     model = kb.bayesian(keras.Model(inputs, [keras.layers.Dense(3, name="cls")(hidden),
                                              keras.layers.Dense(1, name="bin")(hidden)]))
-    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3, seed=0), train_size=40,
+    hmc = sampler == "hmc"
+    model.compile(sampler=kb.samplers.HMC(step_size=1e-3, seed=0) if hmc else
+                  kb.samplers.SGLD(step_size=1e-3, seed=0), train_size=40,
                   loss={"cls": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                         "bin": keras.losses.BinaryCrossentropy(from_logits=True)},
                   metrics={"cls": ["accuracy"], "bin": ["accuracy"]})
-    history = model.fit(x, labels, batch_size=10, epochs=1, shuffle=False, verbose=0).history
+    history = model.fit(x, labels, batch_size=40 if hmc else 10, epochs=1, shuffle=False,
+                        verbose=0).history
     return {key: float(values[-1]) for key, values in history.items()}
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps({"backend": keras.backend.backend(), "logs": logs()}))
+    print("RESULT " + json.dumps({"backend": keras.backend.backend(),
+                                  "logs": {name: logs(name) for name in ("sgld", "hmc")}}))
