@@ -192,12 +192,12 @@ class HMC(Sampler):
         """Warns when a transition would see fewer than ``train_size`` examples.
 
         ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
-        (Keras' default batch is 32 for arrays), or for a dataset with the
-        size of its first batch; :meth:`transition` with the traced batch
-        size when it is static (a generator's, which ``fit`` does not
-        read), where it warns only if ``fit``'s call did not: once per
-        ``fit``, not again at each trace (under JAX every batch shape is
-        traced: the first and a smaller last one).
+        (Keras' default batch is 32 for arrays), or for a dataset or
+        generator with the size of its first batch; :meth:`transition` with
+        the traced batch size when it is static (``train_on_batch``, which
+        no ``fit`` checked), where it warns only if ``fit``'s call did not:
+        once per ``fit``, not again at each trace (under JAX every batch
+        shape is traced: the first and a smaller last one).
 
         Args:
             x: the training inputs (``fit``'s call), or None (a trace's).
