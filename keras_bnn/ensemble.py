@@ -418,8 +418,7 @@ class PosteriorEnsemble(keras.Model):
         arguments = bound_arguments(keras.Model.compile, args, kwargs)
         for name in ("loss", "metrics", "weighted_metrics"):
             for item in keras.tree.flatten(arguments.get(name)):
-                config = item.get_config() if hasattr(item, "get_config") else {}
-                if config.get("from_logits"):
+                if likelihoods_lib.configured_from_logits(item):
                     raise argument_error(
                         name, "score the ensemble's output, the predictive probabilities "
                         "p̄ (not logits): from_logits=False, e.g. "

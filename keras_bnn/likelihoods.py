@@ -141,6 +141,22 @@ def from_loss(loss):
     return None
 
 
+def configured_from_logits(item):
+    """The ``from_logits`` a loss or metric is configured with.
+
+    Args:
+        item: a loss or metric object, or its serialized dict (a compile config's).
+
+    Returns:
+        True or False, or None for one without that setting (a name, a function).
+    """
+    if isinstance(item, dict):
+        config = item.get("config")
+    else:
+        config = item.get_config() if hasattr(item, "get_config") else None
+    return config.get("from_logits") if isinstance(config, dict) else None
+
+
 def _loss_leaves(loss):
     """The losses in ``compile``'s ``loss``: one, or a multi-output model's list or dict
     of them (a serialized loss, a dict with a ``class_name``, is one); None left out."""
@@ -271,10 +287,7 @@ def check_logit_head(model, loss):
     for leaf in _loss_leaves(loss):
         if from_loss(leaf) not in ("categorical", "bernoulli"):
             continue
-        serialized = leaf if isinstance(leaf, (str, dict)) else \
-            keras.saving.serialize_keras_object(leaf)
-        config = serialized.get("config") if isinstance(serialized, dict) else None
-        if not (isinstance(config, dict) and config.get("from_logits")):
+        if not configured_from_logits(leaf):
             fix = ("SparseCategoricalCrossentropy" if from_loss(leaf) == "categorical"
                    else "BinaryCrossentropy")
             raise argument_error(
@@ -345,7 +358,7 @@ def head_metrics(metrics, loss, owner="BayesianModel.compile"):
                 "own metrics compare y with all of it; score the ensemble with "
                 "kb.metrics.evaluate_gaussian, or pass a metric of your own", metric, owner)
         config = metric.get_config() if hasattr(metric, "get_config") else {}
-        if config.get("from_logits") is False or (
+        if configured_from_logits(metric) is False or (
                 likelihood == "bernoulli" and isinstance(metric, keras.metrics.BinaryAccuracy)
                 and config.get("threshold") != 0.0):
             raise argument_error(

@@ -283,7 +283,8 @@ class BayesianModel(keras.Model):
         trackers["prior"].update_state(step.prior_term * float(self.train_size))
         for name, value in step.logs.items():
             trackers[name].update_state(value)
-        if self.transition_kernel.full_batch and self._compile_loss is not None:
+        if (self.transition_kernel.full_batch and self._compile_loss is not None
+                and len(keras.tree.flatten(step.y_pred)) > 1):
             # HMC's potential is evaluated statelessly: the heads' loss trackers of a
             # model of several outputs are updated here, on the logged state's outputs.
             self._compile_loss(y, step.y_pred, sample_weight)
