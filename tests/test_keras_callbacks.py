@@ -1,5 +1,6 @@
 """Keras' stock callbacks with a sampled model: they work, or they are refused by name."""
 
+import os
 import warnings
 
 import keras
@@ -133,3 +134,51 @@ def test_the_nll_monitored_with_mode_auto_is_lower_better(tmp_path, monitor):
         history.history[monitor])
     assert (tmp_path / "best.weights.h5").exists()
 
+
+
+def _tensorboard_scalars(log_dir):
+    """{tag: [value per epoch]} of the ``epoch_*`` scalars in a TensorBoard run directory."""
+    import tensorflow as tf
+
+    scalars = {}
+    for name in sorted(os.listdir(log_dir)):
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(log_dir, name)):
+            for value in event.summary.value:
+                if value.tag.startswith("epoch_"):
+                    scalars.setdefault(value.tag[len("epoch_"):], []).append(
+                        float(tf.make_ndarray(value.tensor)))
+    return scalars
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_the_logging_callbacks_record_the_chains_logs_beside_collect_samples(
+        sampler, tmp_path, capsys):
+    """TensorBoard, CSVLogger, LambdaCallback and the progress bar, together with
+    CollectSamples: each records what ``fit``'s history holds, epoch by epoch, and
+    TensorBoard's ``learning_rate`` is the step of the next update."""
+    model = _model(sampler)
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    seen = []
+    callbacks = [
+        keras.callbacks.TensorBoard(str(tmp_path / "tb")),
+        keras.callbacks.CSVLogger(str(tmp_path / "log.csv")),
+        keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: seen.append(dict(logs))),
+        kb.callbacks.CollectSamples(store, start_epoch=1),
+    ]
+    x, y = _data()
+    full = isinstance(model.optimizer, kb.samplers.HMC)
+    history = model.fit(x, y, batch_size=32 if full else 16, epochs=3, validation_data=(x, y),
+                        callbacks=callbacks, verbose=1).history
+    assert "nll" in capsys.readouterr().out  # the progress bar shows the chain's logs
+    assert len(store) == 2 and [s.metadata["epoch"] for s in store] == [1, 2]
+    for key in ("loss", "nll", "prior", "step_size", "val_nll"):
+        np.testing.assert_allclose([logs[key] for logs in seen], history[key], rtol=1e-6)
+    rows = np.genfromtxt(tmp_path / "log.csv", delimiter=",", names=True)
+    for key in ("loss", "nll", "prior", "val_nll"):
+        np.testing.assert_allclose(rows[key], history[key], rtol=1e-6)
+    train = _tensorboard_scalars(tmp_path / "tb" / "train")
+    for key in ("loss", "nll", "prior", "step_size"):
+        np.testing.assert_allclose(train[key], history[key], rtol=1e-6)
+    np.testing.assert_allclose(_tensorboard_scalars(tmp_path / "tb" / "validation")["nll"],
+                               history["val_nll"], rtol=1e-6)
+    assert train["learning_rate"][-1] == pytest.approx(model.optimizer.step_size_value, rel=1e-6)
