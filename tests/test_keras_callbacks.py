@@ -182,3 +182,18 @@ def test_the_logging_callbacks_record_the_chains_logs_beside_collect_samples(
     np.testing.assert_allclose(_tensorboard_scalars(tmp_path / "tb" / "validation")["nll"],
                                history["val_nll"], rtol=1e-6)
     assert train["learning_rate"][-1] == pytest.approx(model.optimizer.step_size_value, rel=1e-6)
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "hmc"])
+def test_terminate_on_nan_beside_a_sampler_leaves_the_stop_to_non_finite_error(sampler):
+    """A NaN potential raises kb.NonFiniteError (the weights keep their last finite
+    values) before TerminateOnNaN could end the fit quietly."""
+    model = _model(sampler)
+    before = model.get_weights()
+    x, y = _data()
+    x[0, 0] = np.nan
+    with pytest.raises(kb.NonFiniteError, match="NaN/Inf"):
+        model.fit(x, y, batch_size=32, epochs=2, callbacks=[keras.callbacks.TerminateOnNaN()],
+                  verbose=0)
+    for a, b in zip(model.get_weights(), before):
+        np.testing.assert_array_equal(a, b)
