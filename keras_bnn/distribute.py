@@ -145,27 +145,36 @@ def check_jit_compile(model):
             "the JAX backend with keras.distribution.DataParallel).")
 
 
-def check_variables(model):
-    """Refuses a model whose weights were made under another strategy than ``fit`` runs in.
+def check_variables(model, owner="fit"):
+    """Refuses a model whose weights were made under another strategy than it runs in.
 
     ``kb.bayesian`` shares the Keras model's weights: a model built outside
     ``strategy.scope()`` and made Bayesian or compiled inside it (or built
     inside and compiled outside) failed at the sampler's first step with
     TensorFlow's "`colocate_vars_with` must only be passed a variable
-    created in this tf.distribute.Strategy.scope()".
+    created in this tf.distribute.Strategy.scope()", and one built outside,
+    compiled inside and fit outside with "DistributedVariable.numpy() is only
+    available when eager execution is enabled" (plain Keras: an
+    ``AssertionError``). ``compile`` in a strategy's scope checks against
+    that strategy, ``fit`` against the model's.
 
     Args:
-        model: a compiled Keras model (TensorFlow backend).
+        model: a Keras model (TensorFlow backend).
+        owner: the method checking (``"fit"``, ``"compile"``), for the message.
 
     Raises:
         ValueError: naming the weights and the strategy.
     """
-    strategy = model.distribute_strategy
+    import tensorflow as tf
+
+    if owner != "fit" and not tf.distribute.has_strategy():
+        return  # compiled outside any scope: fit checks against the model's strategy
+    strategy = model.distribute_strategy if owner == "fit" else tf.distribute.get_strategy()
     outside = [v.path for v in model.trainable_variables
                if not strategy.extended.variable_created_in_scope(v.value)]
     if outside:
         raise ValueError(
-            f"fit: the model's weights must be made under the strategy it trains in "
+            f"{owner}: the model's weights must be made under the strategy it trains in "
             f"({type(strategy).__name__}); got {len(outside)} made under another, such as "
             f"{outside[0]!r}. Build the Keras model, call kb.bayesian and compile all inside "
             "`with strategy.scope():` (or all outside it, on one device).")

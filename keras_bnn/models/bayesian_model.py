@@ -120,7 +120,8 @@ class BayesianModel(keras.Model):
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
                 must output logits), a loss whose reduction is not a
                 batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`),
-                or ``metrics`` that misread the head: of probabilities, or
+                in a ``tf.distribute`` scope for weights made outside it
+                (:func:`keras_bnn.distribute.check_variables`), or ``metrics`` that misread the head: of probabilities, or
                 Keras' own for a Gaussian one
                 (:func:`keras_bnn.likelihoods.head_metrics`, which also makes a
                 Bernoulli model's ``"accuracy"`` threshold its logit at 0).
@@ -134,6 +135,8 @@ class BayesianModel(keras.Model):
                 f"and optimizer={optimizer!r}."
             )
         self.train_size = _check_train_size(train_size)
+        if keras.backend.backend() == "tensorflow":
+            distribute.check_variables(self, "compile")
         check_logit_head(self, loss)
         check_loss_reduction(loss)
         self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
