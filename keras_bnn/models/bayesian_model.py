@@ -14,7 +14,8 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss, head_metrics
+from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, from_loss,
+                                   head_metrics, normalises_weights)
 from keras_bnn.models import fit_callbacks, on_batch
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -209,7 +210,9 @@ class BayesianModel(keras.Model):
         ``ℓ_k`` are the layer losses (each prior's ``-log p(w)``). Under
         ``tf.distribute`` both terms are divided by the replica count, as
         Keras does, so that summing gradients over replicas gives the
-        global-batch gradient.
+        global-batch gradient; a loss of reduction
+        ``"mean_with_sample_weight"`` is rescaled to its share of the global
+        batch (:func:`keras_bnn.backend.tensorflow.weighted_mean_as_shard`).
 
         Args:
             y, y_pred, sample_weight: the batch's targets, predictions and
@@ -221,6 +224,9 @@ class BayesianModel(keras.Model):
         """
         nll = self._compile_loss(y, y_pred, sample_weight) if self._compile_loss else None
         nll = ops.zeros(()) if nll is None else nll
+        if (sample_weight is not None and not keras.tree.is_nested(sample_weight)
+                and normalises_weights(self.loss)):
+            nll = backend.weighted_mean_as_shard(nll, y_pred, sample_weight)
         if not losses:
             return nll, ops.zeros((), dtype=nll.dtype)
         prior = ops.sum(ops.stack([self._aggregate_additional_loss(l) for l in losses]))
