@@ -204,3 +204,14 @@ def test_weights_on_a_batch_that_splits_unevenly_give_the_single_device_step(
     assert mirrored_evaluated == pytest.approx(evaluated, rel=1e-6)
     for key in ("loss", "nll", "prior", "val_nll"):
         np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)
+
+
+def test_weights_in_a_dataset_are_counted_over_the_replicas(new_strategy):
+    """fit's count of a dataset's weights is per replica, summed when read: a
+    batch of 7 splits 4 + 3, and the mean is still the 20 weights'."""
+    x, y = _data()
+    weights = np.linspace(1.0, 5.0, N).astype("float32")  # mean 3
+    dataset = tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(7)
+    with pytest.warns(kb.TrainSizeWarning, match=r"the sample_weight in fit's data has mean 3 "
+                                                 r"over the first epoch's 20 weights"):
+        _model("sgld", strategy=new_strategy()).fit(dataset, epochs=1, verbose=0)

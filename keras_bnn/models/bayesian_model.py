@@ -13,10 +13,12 @@ from keras_bnn import precision
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
-from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
+from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
+                                warn_on_train_size)
 from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, from_loss,
                                    head_metrics, normalises_weights)
 from keras_bnn.models import fit_callbacks, on_batch
+from keras_bnn.models.weight_mean import WarnOnWeightMean, WeightTotals
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
@@ -158,6 +160,7 @@ class BayesianModel(keras.Model):
             self._sampling_trackers["nonfinite_steps"] = keras.metrics.Sum(
                 name="nonfinite_steps"
             )
+            self._sampling_trackers["weight_totals"] = WeightTotals()  # logs nothing
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
@@ -184,7 +187,7 @@ class BayesianModel(keras.Model):
     def metrics(self):
         metrics = super().metrics
         trackers = getattr(self, "_sampling_trackers", {})
-        wanted = ["nll", "prior"]
+        wanted = ["nll", "prior", "weight_totals"]
         if self.compiled:
             wanted += self.transition_kernel.metric_names
         if self.compiled and self._skips_nonfinite_steps():
@@ -287,6 +290,8 @@ class BayesianModel(keras.Model):
         self._loss_tracker.update_state(step.loss, sample_weight=batch_size)
         trackers["nll"].update_state(step.loss - step.prior_term, sample_weight=batch_size)
         trackers["prior"].update_state(step.prior_term * float(self.train_size))
+        if sample_weight is not None:  # for fit's WarnOnWeightMean
+            trackers["weight_totals"].update_state(sample_weight)
         for name, value in step.logs.items():
             trackers[name].update_state(value)
         if (self.transition_kernel.full_batch and self._compile_loss is not None
@@ -460,7 +465,10 @@ class BayesianModel(keras.Model):
         differs from the number of examples ``fit`` trains on (arrays after
         ``validation_split``, a dataset of known length), or when array
         ``sample_weight`` / ``class_weight`` do not average 1
-        (:func:`keras_bnn.fit_data.warn_on_train_size`).
+        (:func:`keras_bnn.fit_data.warn_on_train_size`); after the first
+        epoch, when the weights a dataset, ``PyDataset`` or generator yields
+        (or ``class_weight`` with one) do not
+        (:mod:`keras_bnn.models.weight_mean`: the step counts them).
 
         Trainable weights without a prior get a
         :class:`keras_bnn.MissingPriorWarning` (unless
@@ -510,6 +518,14 @@ class BayesianModel(keras.Model):
             distribute.check_jit_compile(self)
             distribute.check_variables(self)
         warn_on_train_size(self, kwargs, first)
+        callbacks = list(kwargs.get("callbacks") or [])
+        if array_examples(kwargs.get("x")) is None and not normalises_weights(self.loss):
+            # a dataset's or generator's weights: counted by the step (arrays' are checked)
+            callbacks.append(WarnOnWeightMean(
+                self._sampling_trackers["weight_totals"],
+                "fit's class_weight" if kwargs.get("class_weight") else
+                "the sample_weight in fit's data", self.train_size,
+                one_pass=kwargs.get("steps_per_epoch") is None))
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
             # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
@@ -520,7 +536,6 @@ class BayesianModel(keras.Model):
             if len(parts) == 1:
                 kwargs["validation_data"] = validation = checked
             check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
-        callbacks = list(kwargs.get("callbacks") or [])
         fit_callbacks.set_lower_better_modes(callbacks)
         if not getattr(self, "allow_flat_prior", False):
             callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
