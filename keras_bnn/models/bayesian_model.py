@@ -373,7 +373,11 @@ class BayesianModel(keras.Model):
         :class:`keras_bnn.StochasticLayerWarning`, the NaN/Inf stop and, once
         the warm-up is over, the step without its code and the
         :class:`keras_bnn.ShortWarmupWarning`. The epoch-based checks
-        (``GradientNoiseWarning``, ``train_size``'s count) are ``fit``'s only.
+        (``GradientNoiseWarning``, ``train_size``'s count, the weights' mean)
+        are ``fit``'s only: one batch cannot tell the classes' frequencies,
+        so ``class_weight`` is the caller's to give a mean of 1 over the
+        training rows (balanced weights ``N/(K·N_c)`` do; their mean over
+        the classes is above 1, so the dict's values prove nothing).
 
         Args:
             x, y, sample_weight, class_weight, return_dict: as in Keras.
