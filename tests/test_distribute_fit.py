@@ -177,20 +177,26 @@ def test_a_batch_that_splits_unevenly_gives_the_single_device_chain(
         np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)
 
 
-@pytest.mark.parametrize("reduction", ["mean_with_sample_weight", "sum_over_batch_size"])
+@pytest.mark.parametrize("sampler, reduction", [
+    (lambda: kb.samplers.SGLD(step_size=1e-2, seed=1), "mean_with_sample_weight"),
+    (lambda: kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1),
+     "mean_with_sample_weight"),
+    (lambda: kb.samplers.SGLD(step_size=1e-2, seed=1), "sum_over_batch_size"),
+], ids=["SGLD", "HMC", "SGLD-plain-mean"])
 def test_weights_on_a_batch_that_splits_unevenly_give_the_single_device_step(
-        reduction, new_strategy):
+        sampler, reduction, new_strategy):
     """A loss of reduction "mean_with_sample_weight" is ``Σ_r w·ℓ / Σ_r w`` on
     each replica, and the step weighed it as a plain mean (``R·b_r/B``): one
     SG step on a batch of 7 (4 + 3) with uneven weights had its drift 34 %
     off the single-device step, and ``nll`` read 0.8218 for 0.8065 in
-    training, ``evaluate`` and ``val_nll``. The plain mean is a guard."""
+    training, ``evaluate`` and ``val_nll``; one HMC transition (its own
+    all-reduce) left weights 0.0034 apart. The plain mean is a guard."""
     x, y = (a[:7] for a in _data())
     weights = np.array([1.0, 2.0, 3.0, 0.5, 4.0, 1.0, 1.5], "float32") / 1.857  # mean ~1
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
     runs = []
     for strategy in (None, new_strategy()):
-        model = _model(kb.samplers.SGLD(step_size=1e-2, seed=1), 7, strategy, loss)
+        model = _model(sampler(), 7, strategy, loss)
         evaluated = model.evaluate(x, y, sample_weight=weights, batch_size=7, verbose=0,
                                    return_dict=True)["nll"]
         logs = model.fit(x, y, sample_weight=weights, batch_size=7, epochs=1, shuffle=False,
@@ -198,7 +204,7 @@ def test_weights_on_a_batch_that_splits_unevenly_give_the_single_device_step(
                          validation_batch_size=7).history
         runs.append((model.get_weights(), evaluated, logs))
     (single, evaluated, logs), (mirrored, mirrored_evaluated, mirrored_logs) = runs
-    # The step's drift is ~0.02 (weights were 0.003 apart); float32 round-off ~1e-7.
+    # SGLD's drift is ~0.02 (weights were 0.003 apart); float32 round-off ~1e-7.
     for a, b in zip(single, mirrored):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
     assert mirrored_evaluated == pytest.approx(evaluated, rel=1e-6)
