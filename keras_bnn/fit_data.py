@@ -15,6 +15,7 @@ import warnings
 import keras
 import numpy as np
 
+from keras_bnn.likelihoods import normalises_weights
 from keras_bnn.validation import argument_error
 
 
@@ -331,6 +332,37 @@ class TrainSizeWarning(UserWarning):
     """
 
 
+#: How far from 1 the mean of ``fit``'s weights may be before :class:`TrainSizeWarning`
+#: names it: weights divided by their mean read 1 to float round-off, far
+#: inside it; weights that make the data weigh as 1 % more or fewer examples
+#: are let through.
+WEIGHT_MEAN_TOLERANCE = 0.01
+
+
+def warn_on_weight_mean(name, mean, seen, n, stacklevel=2):
+    """Issues the :class:`TrainSizeWarning` of weights whose mean is not 1.
+
+    Args:
+        name: the weights, as the message names them (``"fit's class_weight"``).
+        mean: their mean over ``seen``.
+        seen: what the mean is over (``"the 20 training examples"``).
+        n: ``train_size``.
+        stacklevel: as ``warnings.warn``'s.
+
+    Warns:
+        TrainSizeWarning: naming the weights, their mean and the number of
+            examples the data weigh as.
+    """
+    warnings.warn(
+        f"keras_bnn: {name} has mean {mean:.4g} over {seen}: the likelihood "
+        f"n·(1/b)·Σ w_i·ℓ_i weighs the data as {mean * n:.6g} examples "
+        f"(compile(train_size={n}) × {mean:.4g}) against the prior, so the posterior is "
+        "narrower (mean > 1) or wider (mean < 1) than with weights of mean 1. Divide the "
+        "weights by their mean (or compile the loss with reduction='mean_with_sample_weight') "
+        "to reweight the examples among themselves; keep them only to temper the likelihood "
+        "on purpose.", TrainSizeWarning, stacklevel=stacklevel)
+
+
 def _epoch_batches(x):
     """The batches in one pass over a ``tf.data.Dataset`` or ``PyDataset``, or None if unknown."""
     count = _cardinality(x)  # -1: infinite, -2: unknown
@@ -377,7 +409,9 @@ def warn_on_train_size(model, arguments, first=None):
     1 %) make the data weigh as ``mean·n`` examples, and warn too, unless the
     loss's reduction is ``"mean_with_sample_weight"``
     (``n·Σ w_i·ℓ_i / Σ w_i``: the weights normalised in each batch). A
-    generator's or an unknown-length dataset's size is the user's to give.
+    generator's or an unknown-length dataset's size is the user's to give;
+    the weights a dataset or generator yields are summed by the train step
+    and checked after the first epoch (:mod:`keras_bnn.models.weight_mean`).
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -398,19 +432,11 @@ def warn_on_train_size(model, arguments, first=None):
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
-        per_batch = getattr(model.loss, "reduction", None) == "mean_with_sample_weight"
-        weights = None if per_batch else _weight_mean(arguments, kept)
-        if weights is not None and abs(weights[1] - 1.0) > 0.01:
+        weights = None if normalises_weights(model.loss) else _weight_mean(arguments, kept)
+        if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
-            warnings.warn(
-                f"keras_bnn: fit's {name} has mean {mean:.4g} over the {kept} training "
-                f"examples: the likelihood n·(1/b)·Σ w_i·ℓ_i weighs the data as "
-                f"{mean * n:.6g} examples (compile(train_size={n}) × {mean:.4g}) against the "
-                "prior, so the posterior is narrower (mean > 1) or wider (mean < 1) than "
-                "with weights of mean 1. Divide the weights by their mean (or compile the "
-                "loss with reduction='mean_with_sample_weight') to reweight the examples "
-                "among themselves; keep them only to temper the likelihood on purpose.",
-                TrainSizeWarning, stacklevel=3)
+            warn_on_weight_mean(f"fit's {name}", mean, f"the {kept} training examples", n,
+                                stacklevel=4)
     elif first is not None and arguments.get("steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
         if batches and size and not (batches - 1) * size < n < (batches + 1) * size:

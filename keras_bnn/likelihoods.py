@@ -260,6 +260,23 @@ def check_loss_reduction(loss):
                 got=f"{_loss_name(item)!r} with reduction={reduction!r}")
 
 
+def normalises_weights(loss):
+    """Whether ``loss`` divides a batch's weighted sum by its sum of weights.
+
+    ``reduction="mean_with_sample_weight"``: ``Σ_batch w_i·ℓ_i / Σ_batch w_i``,
+    the weights normalised within each batch (their mean does not scale the
+    likelihood).
+
+    Args:
+        loss: the loss passed to ``compile`` (``model.loss``). A structure
+            of losses (one per output) reads False.
+
+    Returns:
+        bool.
+    """
+    return getattr(loss, "reduction", None) == "mean_with_sample_weight"
+
+
 def check_logit_head(model, loss):
     """Refuses a model that outputs probabilities, or a loss that expects them.
 

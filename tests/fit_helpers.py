@@ -28,16 +28,16 @@ def sign_rows(n, features=4):
     return x, (x[:, 0] > 0).astype("int32")
 
 
-def softmax_regression(sampler, train_size, strategy=None):
+def softmax_regression(sampler, train_size, strategy=None, loss=LOSS):
     """A 4→3 softmax regression with N(0, 1) priors, compiled with ``sampler``
-    (made, with the model, in ``strategy``'s scope when one is given)."""
+    and ``loss`` (made, with the model, in ``strategy``'s scope when one is given)."""
     keras.utils.set_random_seed(0)
     with strategy.scope() if strategy else contextlib.nullcontext():
         inputs = keras.Input((4,))
         outputs = keras.layers.Dense(3, kernel_regularizer=priors.Normal(0, 1),
                                      bias_regularizer=priors.Normal(0, 1))(inputs)
         model = kb.BayesianModel(inputs, outputs)
-        model.compile(sampler=sampler, train_size=train_size, loss=LOSS)
+        model.compile(sampler=sampler, train_size=train_size, loss=loss)
     return model
 
 

@@ -107,6 +107,19 @@ def test_weights_whose_mean_is_not_one_warn_under_jax(jax_run, name):
     assert any(f"fit's {name} has mean 2.406" in m for m in result["messages"])
 
 
+@pytest.mark.parametrize("name, named", [
+    ("dataset_sample_weight", "the sample_weight in fit's data"),
+    ("dataset_class_weight", "fit's class_weight")])
+def test_weights_in_a_dataset_whose_mean_is_not_one_warn_under_jax(jax_run, name, named):
+    """The step's totals are metric state, passed in and out of JAX's compiled
+    step; they outlive validation's reset."""
+    result = jax_run[name]
+    assert "error" not in result, result.get("trace", result)
+    means = [m for m in result["messages"] if "has mean" in m]
+    assert len(means) == 1 and means[0].startswith(
+        f"keras_bnn: {named} has mean 2.406 over the first epoch's 32 weights"), means
+
+
 def test_validation_split_warns_and_validates_under_jax(jax_run):
     result = jax_run["validation_split"]
     assert "TrainSizeWarning" in result["warnings"]

@@ -191,6 +191,22 @@ def batch_gradients(model):
     return gradients
 
 
+def weighted_mean_as_shard(loss, y_pred, sample_weight):
+    """``loss``: under ``keras.distribution`` the batch is one global array, so a
+    ``"mean_with_sample_weight"`` loss is already the global batch's (see the
+    TensorFlow version).
+
+    Args:
+        loss: the compiled loss.
+        y_pred, sample_weight: unused.
+
+    Returns:
+        ``loss``.
+    """
+    del y_pred, sample_weight
+    return loss
+
+
 def predict_graph(function, example_shape, dtype, jit_compile):
     """``function`` itself: Keras' predict loop compiles its step (``jax.jit``,
     the variables passed as arguments; the calling model's ``jit_compile``),

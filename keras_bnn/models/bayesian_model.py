@@ -13,9 +13,12 @@ from keras_bnn import precision
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
-from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss, head_metrics
+from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
+                                warn_on_train_size)
+from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, from_loss,
+                                   head_metrics, normalises_weights)
 from keras_bnn.models import fit_callbacks, on_batch
+from keras_bnn.models.weight_mean import WarnOnWeightMean, WeightTotals
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
@@ -160,6 +163,7 @@ class BayesianModel(keras.Model):
             self._sampling_trackers["nonfinite_steps"] = keras.metrics.Sum(
                 name="nonfinite_steps"
             )
+            self._sampling_trackers["weight_totals"] = WeightTotals()  # logs nothing
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
@@ -186,7 +190,7 @@ class BayesianModel(keras.Model):
     def metrics(self):
         metrics = super().metrics
         trackers = getattr(self, "_sampling_trackers", {})
-        wanted = ["nll", "prior"]
+        wanted = ["nll", "prior", "weight_totals"]
         if self.compiled:
             wanted += self.transition_kernel.metric_names
         if self.compiled and self._skips_nonfinite_steps():
@@ -212,7 +216,9 @@ class BayesianModel(keras.Model):
         ``ℓ_k`` are the layer losses (each prior's ``-log p(w)``). Under
         ``tf.distribute`` both terms are divided by the replica count, as
         Keras does, so that summing gradients over replicas gives the
-        global-batch gradient.
+        global-batch gradient; a loss of reduction
+        ``"mean_with_sample_weight"`` is rescaled to its share of the global
+        batch (:func:`keras_bnn.backend.tensorflow.weighted_mean_as_shard`).
 
         Args:
             y, y_pred, sample_weight: the batch's targets, predictions and
@@ -224,6 +230,9 @@ class BayesianModel(keras.Model):
         """
         nll = self._compile_loss(y, y_pred, sample_weight) if self._compile_loss else None
         nll = ops.zeros(()) if nll is None else nll
+        if (sample_weight is not None and not keras.tree.is_nested(sample_weight)
+                and normalises_weights(self.loss)):
+            nll = backend.weighted_mean_as_shard(nll, y_pred, sample_weight)
         if not losses:
             return nll, ops.zeros((), dtype=nll.dtype)
         prior = ops.sum(ops.stack([self._aggregate_additional_loss(l) for l in losses]))
@@ -284,6 +293,8 @@ class BayesianModel(keras.Model):
         self._loss_tracker.update_state(step.loss, sample_weight=batch_size)
         trackers["nll"].update_state(step.loss - step.prior_term, sample_weight=batch_size)
         trackers["prior"].update_state(step.prior_term * float(self.train_size))
+        if sample_weight is not None:  # for fit's WarnOnWeightMean
+            trackers["weight_totals"].update_state(sample_weight)
         for name, value in step.logs.items():
             trackers[name].update_state(value)
         if (self.transition_kernel.full_batch and self._compile_loss is not None
@@ -365,7 +376,11 @@ class BayesianModel(keras.Model):
         :class:`keras_bnn.StochasticLayerWarning`, the NaN/Inf stop and, once
         the warm-up is over, the step without its code and the
         :class:`keras_bnn.ShortWarmupWarning`. The epoch-based checks
-        (``GradientNoiseWarning``, ``train_size``'s count) are ``fit``'s only.
+        (``GradientNoiseWarning``, ``train_size``'s count, the weights' mean)
+        are ``fit``'s only: one batch cannot tell the classes' frequencies,
+        so ``class_weight`` is the caller's to give a mean of 1 over the
+        training rows (balanced weights ``N/(K·N_c)`` do; their mean over
+        the classes is above 1, so the dict's values prove nothing).
 
         Args:
             x, y, sample_weight, class_weight, return_dict: as in Keras.
@@ -457,7 +472,10 @@ class BayesianModel(keras.Model):
         differs from the number of examples ``fit`` trains on (arrays after
         ``validation_split``, a dataset of known length), or when array
         ``sample_weight`` / ``class_weight`` do not average 1
-        (:func:`keras_bnn.fit_data.warn_on_train_size`).
+        (:func:`keras_bnn.fit_data.warn_on_train_size`); after the first
+        epoch, when the weights a dataset, ``PyDataset`` or generator yields
+        (or ``class_weight`` with one) do not
+        (:mod:`keras_bnn.models.weight_mean`: the step counts them).
 
         Trainable weights without a prior get a
         :class:`keras_bnn.MissingPriorWarning` (unless
@@ -507,6 +525,14 @@ class BayesianModel(keras.Model):
             distribute.check_jit_compile(self)
             distribute.check_variables(self)
         warn_on_train_size(self, kwargs, first)
+        callbacks = list(kwargs.get("callbacks") or [])
+        if array_examples(kwargs.get("x")) is None and not normalises_weights(self.loss):
+            # a dataset's or generator's weights: counted by the step (arrays' are checked)
+            callbacks.append(WarnOnWeightMean(
+                self._sampling_trackers["weight_totals"],
+                "fit's class_weight" if kwargs.get("class_weight") else
+                "the sample_weight in fit's data", self.train_size,
+                one_pass=kwargs.get("steps_per_epoch") is None))
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
             # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
@@ -517,7 +543,6 @@ class BayesianModel(keras.Model):
             if len(parts) == 1:
                 kwargs["validation_data"] = validation = checked
             check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
-        callbacks = list(kwargs.get("callbacks") or [])
         fit_callbacks.set_lower_better_modes(callbacks)
         if not getattr(self, "allow_flat_prior", False):
             callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())

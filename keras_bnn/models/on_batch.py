@@ -11,7 +11,9 @@ the skipped step of XLA and JAX raises at once) and the end of the warm-up
 :class:`keras_bnn.ShortWarmupWarning`). Nothing that needs epochs runs:
 the :class:`keras_bnn.GradientNoiseWarning` (read
 ``model.optimizer.gradient_noise_ratios()``), ``train_size``'s count of the
-training set, and :class:`keras_bnn.callbacks.CollectSamples`. A model
+training set, the mean of the weights over it (``sample_weight``,
+``class_weight``: a batch cannot tell the classes' frequencies), and
+:class:`keras_bnn.callbacks.CollectSamples`. A model
 not yet built (a subclass) is built from the batch's shapes first
 (:func:`build_unbuilt`, which ``fit`` uses too).
 """

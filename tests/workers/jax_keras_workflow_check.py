@@ -225,6 +225,21 @@ def _():
                       verbose=0)
 
 
+@record("dataset_sample_weight")
+def _():
+    x, y = data()
+    weights = np.where(y == 1, 4.0, 1.0).astype("float32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y, weights)).batch(8)
+    model("sgld").fit(dataset, epochs=1, verbose=0, validation_data=dataset)
+
+
+@record("dataset_class_weight")
+def _():
+    x, y = data()
+    model("sgld").fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1,
+                      class_weight={1: 4.0}, verbose=0)
+
+
 @record("steps_per_execution")
 def _():
     chains = []

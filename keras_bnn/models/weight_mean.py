@@ -1,0 +1,125 @@
+"""The mean of the weights a dataset gives ``fit``, counted by the train step.
+
+``fit`` checks array ``sample_weight`` and ``class_weight`` before training
+(:func:`keras_bnn.fit_data.warn_on_train_size`); the weights of a
+``tf.data.Dataset``, ``PyDataset`` or generator that yields ``(x, y, w)``,
+and ``class_weight`` with one (Keras maps it into per-example weights), are
+only seen batch by batch. The train step adds each batch's weights to
+:class:`WeightTotals` (three scalars, summed over replicas: no host work,
+no second pass over the data), and :class:`WarnOnWeightMean` reads them
+once, after the first epoch, and issues the
+:class:`keras_bnn.TrainSizeWarning` of the array check when their mean is
+not 1.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_bnn import backend
+from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, warn_on_weight_mean
+
+#: Standard errors of the mean a first epoch that is not one pass over the
+#: data (``steps_per_epoch``) may differ by from the data's mean: a
+#: two-sided normal tail of 6e-5, a false warning in one fit of ~16 000.
+STANDARD_ERRORS = 4.0
+
+
+class WeightTotals(keras.metrics.Metric):
+    """Σw, Σw² and the number of weights the train step has seen since :meth:`clear`.
+
+    A Keras metric so that its state is the step's on every backend (JAX
+    passes it in and out of the compiled step; ``tf.distribute`` keeps a
+    copy per replica, summed when read). Keras resets every metric at each
+    epoch and at ``evaluate`` (validation included): :meth:`reset_state`
+    does nothing, so the first epoch's totals last until
+    :class:`WarnOnWeightMean` reads them. Its ``result()`` is empty: it
+    logs nothing.
+    """
+
+    def __init__(self, name="weight_totals", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.totals = [self.add_variable(shape=(), initializer="zeros", name=part,
+                                         aggregation="sum")
+                       for part in ("total", "squares", "count")]
+
+    def update_state(self, sample_weight):
+        """Adds a batch's weights (one tensor, or a structure of them: every leaf counts).
+
+        Args:
+            sample_weight: the batch's ``sample_weight`` as the step unpacks it.
+        """
+        leaves = [ops.reshape(ops.cast(w, self.dtype), (-1,))
+                  for w in keras.tree.flatten(sample_weight)]
+        weights = ops.concatenate(leaves) if len(leaves) > 1 else leaves[0]
+        for variable, value in zip(self.totals, (ops.sum(weights), ops.sum(weights * weights),
+                                                 ops.cast(ops.size(weights), self.dtype))):
+            variable.assign_add(value)
+
+    def reset_state(self):
+        """Nothing: the totals last across Keras' resets (see :meth:`clear`)."""
+
+    def clear(self):
+        """Sets the totals to 0 (``fit``'s start)."""
+        for variable in self.totals:
+            variable.assign(ops.zeros((), self.dtype))
+
+    def result(self):
+        """``{}``: nothing logged."""
+        return {}
+
+    def read(self):
+        """``(mean, standard deviation, count)`` of the weights seen, on the host.
+
+        Returns:
+            Floats; ``(nan, nan, 0.0)`` when no weight was seen.
+        """
+        total, squares, count = (float(backend.to_numpy(v)) for v in self.totals)
+        if count == 0:
+            return math.nan, math.nan, 0.0
+        mean = total / count
+        return mean, math.sqrt(max(squares / count - mean * mean, 0.0)), count
+
+
+class WarnOnWeightMean(keras.callbacks.Callback):
+    """Warns after ``fit``'s first epoch when the weights it trained on do not average 1.
+
+    ``U(θ) = n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)``: weights of mean m weigh
+    the data as m·n examples. An epoch that is one pass over the data (no
+    ``steps_per_epoch``) saw every weight once, so its mean is the data's,
+    held to the array check's :data:`keras_bnn.fit_data.WEIGHT_MEAN_TOLERANCE`;
+    with ``steps_per_epoch`` the epoch's m weights are a sample of them
+    (or more than one pass), allowed ``STANDARD_ERRORS·s/√m`` more
+    (s: their standard deviation). Nothing is read before the end of the
+    first epoch, nor after it.
+
+    Args:
+        totals: the model's :class:`WeightTotals`.
+        name: the weights, as the warning names them.
+        train_size: the model's n.
+        one_pass: whether an epoch is one pass over the data.
+    """
+
+    def __init__(self, totals, name, train_size, one_pass):
+        super().__init__()
+        self.totals, self.name, self.train_size, self.one_pass = (totals, name, train_size,
+                                                                  one_pass)
+        self.done = False
+
+    def on_train_begin(self, logs=None):
+        self.totals.clear()
+        self.done = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.done:
+            return
+        self.done = True
+        mean, spread, count = self.totals.read()
+        if count == 0:  # no weights in the data
+            return
+        allowed = WEIGHT_MEAN_TOLERANCE + (
+            0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))
+        if abs(mean - 1.0) > allowed:
+            warn_on_weight_mean(self.name, mean, f"the first epoch's {count:.0f} weights",
+                                self.train_size)
