@@ -70,8 +70,8 @@ import warnings
 import keras
 
 from keras_bnn import priors as priors_lib
-from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.prior_attachment import attach, places, set_recorded
 from keras_bnn.validation import argument_error, check_bool
 
 #: Default priors by weight name, ahead of the kernel/bias rule (see module doc).
@@ -79,30 +79,12 @@ NAMED_DEFAULTS = {
     "embeddings": lambda: priors_lib.Normal(0.0, 1.0),
     "gamma": lambda: priors_lib.Normal(1.0, 1.0),
 }
-#: Weight names whose layer attribute is not ``<name>_regularizer``.
-_REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
 _UNSET = object()
 
 
 class SequentialAsOneLayerWarning(UserWarning):
     """``kb.bayesian`` got a Sequential that Keras could not trace into a graph of its
     layers: the ``BayesianModel`` has the Sequential as its one layer."""
-
-
-def _places(model):
-    """``{id(variable): (layer, enclosing)}`` for each trainable weight: the layer
-    that created it and the layers around that one, innermost first (``model``
-    itself left out)."""
-    places = {}
-
-    def visit(layer, chain):  # chain: the layer and those around it, innermost first
-        for variable in layer._trainable_variables:  # the layer's own weights
-            places.setdefault(id(variable), (layer, chain[1:]))
-        for child in layer._flatten_layers(include_self=False, recursive=False):
-            visit(child, (child, *chain))
-
-    visit(model, ())
-    return places
 
 
 def _keys(variable, layer, enclosing):
@@ -155,66 +137,25 @@ def _einsum_fans(layer, variable):
     return fan_in, int(math.prod(variable.shape)) // fan_in
 
 
-def _set(undo, target, attribute, value):
-    """``setattr(target, attribute, value)``, first appending the old value to ``undo``
-    (``bayesian`` puts it back if it fails part-way)."""
-    undo.append((target, attribute, getattr(target, attribute)))
-    setattr(target, attribute, value)
-
-
-def _attach(variable, layer, enclosing, prior, undo):
-    """Sets the prior where the weight and its layer's config hold it (recorded in ``undo``).
-
-    The weight's regularizer; the layer's ``<weight>_regularizer`` attribute,
-    where it has one; and the ``<weight>_prior`` argument of the innermost
-    ``kb.layers`` layer that has one (the weight's own layer, or the LSTM
-    around a Keras cell), so that its ``get_config`` records the prior.
-
-    Returns:
-        ``(argument, outer)``: that argument's name and the ``kb.layers``
-        layers further out that have it too, innermost first (a
-        ``ResNetPPBlock`` passes its own to its convolutions:
-        :func:`_record_in_composites` sets it there).
-    """
-    _set(undo, variable, "regularizer", prior)
-    attribute = _REGULARIZER_ATTRIBUTES.get(variable.name, f"{variable.name}_regularizer")
-    if hasattr(layer, attribute):
-        _set(undo, layer, attribute, prior)
-    holders = [holder for holder in (layer, *enclosing) if isinstance(holder, PriorAwareMixin)
-               and holder.prior_argument_of(variable.name)]
-    if not holders:
-        return None, []
-    argument = holders[0].prior_argument_of(variable.name)
-    _set(undo, holders[0], argument, prior)
-    return argument, holders[1:]
-
-
 def _record_in_composites(passed, undo):
-    """Sets a composite layer's prior argument to the prior its weights of that kind got.
+    """Sets a composite layer's prior argument to the prior all its weights of that kind got.
 
     A ``kb.layers`` layer that builds sublayers (``ResNetPPBlock``) records one
-    prior of each kind and passes it to all of them on a reload. Where all
-    its weights of a kind got one prior, it becomes the layer's; where they
-    got several, the weights whose prior differs from the layer's hold
-    theirs in memory only.
+    prior of each kind, which it passes to all of them when rebuilt. Where
+    all its weights of a kind got one prior, it becomes the layer's, so that
+    the layer's config alone rebuilds them; where they got several, the
+    layer's is left as it was and the ``BayesianModel``'s config keeps each
+    weight's (:mod:`keras_bnn.prior_attachment`).
 
     Args:
         passed: ``{(id(layer), argument): (layer, argument, {path: prior})}``.
-        undo: the old values, as :func:`_set` records them.
-
-    Returns:
-        ``{path: layer name}`` for the weights whose prior a reload would not keep.
+        undo: the old values, as :func:`keras_bnn.prior_attachment.set_recorded`
+            records them.
     """
-    unrecorded = {}
     for layer, argument, given in passed.values():
         configs = [priors_lib.serialize(prior) for prior in given.values()]
         if all(config == configs[0] for config in configs):
-            _set(undo, layer, argument, next(iter(given.values())))
-            continue
-        own = priors_lib.serialize(getattr(layer, argument))
-        unrecorded.update({path: layer.name for path, config in zip(given, configs)
-                           if config != own})
-    return unrecorded
+            set_recorded(undo, layer, argument, next(iter(given.values())))
 
 
 def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
@@ -222,15 +163,15 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
     (see :func:`bayesian` for the arguments and the errors).
 
     Returns:
-        ``(flat, replaced, unrecorded, activity)``: the paths of the weights left flat, of
-        those whose Keras regularizer was replaced, :func:`_record_in_composites`'s
-        weights, and the names of the layers whose activity regularizer was removed.
+        ``(flat, replaced, activity)``: the paths of the weights left flat and of those
+        whose Keras regularizer was replaced, and the names of the layers whose activity
+        regularizer was removed.
     """
-    places = _places(model)
+    found = places(model)
     known = set()
     replaced, flat, passed = [], [], {}
     for variable in model.trainable_variables:
-        layer, enclosing = places.get(id(variable), (model, ()))
+        layer, enclosing = found.get(id(variable), (model, ()))
         keys = _keys(variable, layer, enclosing)
         known.update(keys)
         prior, argument = _choose(variable, keys, priors, kernel_prior, bias_prior)
@@ -254,7 +195,7 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
                 variable.regularizer, priors_lib.Prior) and not (
                     argument or "").startswith("priors["):
             replaced.append(variable.path)
-        kind, outer = _attach(variable, layer, enclosing, prior, undo)
+        kind, outer = attach(variable, layer, enclosing, prior, undo)
         for composite in outer:
             passed.setdefault((id(composite), kind), (composite, kind, {}))[2][
                 variable.path] = prior
@@ -262,13 +203,14 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
     for layer in model._flatten_layers(include_self=True):
         if getattr(layer, "activity_regularizer", None) is not None:
             activity.append(layer.name)
-            _set(undo, layer, "activity_regularizer", None)
+            set_recorded(undo, layer, "activity_regularizer", None)
     unknown = sorted(set(priors) - known)
     if unknown:
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
                          f"model: {unknown}; known weight paths: "
                          f"{[v.path for v in model.trainable_variables][:20]}.")
-    return flat, replaced, _record_in_composites(passed, undo), activity
+    _record_in_composites(passed, undo)
+    return flat, replaced, activity
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
@@ -345,8 +287,8 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     priors = dict(priors or {})
     undo = []
     try:
-        flat, replaced, unrecorded, activity = _set_priors(model, kernel_prior, bias_prior,
-                                                           priors, allow_flat, undo)
+        flat, replaced, activity = _set_priors(model, kernel_prior, bias_prior, priors,
+                                               allow_flat, undo)
         result = _as_bayesian_model(model, input_shape)
     except BaseException:  # the caller's model as it was: no prior of a failed call stays
         for target, attribute, value in reversed(undo):
@@ -356,13 +298,6 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
         warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
                       "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
-    if unrecorded:
-        warnings.warn(f"bayesian: the priors of {sorted(unrecorded)} hold in memory only: "
-                      f"their enclosing layers {sorted(set(unrecorded.values()))} pass one "
-                      "prior of each kind to all their sublayers, and a saved model is "
-                      "rebuilt with those (give all of them one prior: `priors={layer "
-                      "name: prior}` or `{\"layer/weight name\": prior}`).", UserWarning,
-                      stacklevel=2)
     if activity:
         warnings.warn(f"bayesian: removed the activity regularizers of layers {activity}: a "
                       "penalty on a layer's outputs depends on the data, so it is no prior (a "
