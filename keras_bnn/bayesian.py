@@ -37,22 +37,29 @@ of equation ``"abc,cde->abde"`` sum over ``c`` only, so their fan-in is
 with the equation's fans as arguments (the prior passed in is left as it
 is): ``fan_in``, the product of the kernel's axes whose letters are in the
 input and not in the output; ``fan_out``, that of the others (as Keras's
-``EinsumDense`` tells its initializer). A fan given to the prior is kept.
+``EinsumDense`` tells its initializer). A depthwise kernel ``(*k, in,
+multiplier)`` (``DepthwiseConv2D``, a ``SeparableConv2D``'s first) gets
+``fan_in = prod(k)``: each output channel sums over one input channel, not
+``prod(k)·in`` as its shape reads (σ was sqrt(in) times too tight). A fan
+given to the prior is kept.
 
 Each prior becomes the weight's regularizer (so it enters ``layer.losses``),
 the ``<weight>_prior`` argument of the innermost ``kb.layers`` layer that
-has one (whose ``get_config`` records it; a composite such as
-``ResNetPPBlock``, which passes one prior of each kind to all its
-sublayers, records a prior given to all its weights of that kind, and one
-given to some of them is kept in memory only, with a warning) and,
-where the layer has the matching ``<weight>_regularizer`` attribute
+has one (a composite such as ``ResNetPPBlock``, which passes one prior of
+each kind to all its sublayers, records a prior given to all its weights of
+that kind) and, where the layer has the matching regularizer attribute
 (``kernel_regularizer``, ``bias_regularizer``, ``embeddings_regularizer``,
-``gamma_regularizer``, an LSTM cell's ``recurrent_regularizer``, ...), that
-attribute too, so ``get_config`` records it: ``keras.saving`` and
-:meth:`keras_bnn.SampleStore.build_model` rebuild the priors. A weight whose
-layer has no such attribute (a custom layer's ``add_weight``) keeps its prior
-in memory only; after a reload, ``fit`` names it in a
-:class:`keras_bnn.MissingPriorWarning` (apply ``kb.bayesian`` again).
+``gamma_regularizer``, an LSTM cell's ``recurrent_regularizer``, a depthwise
+kernel's ``depthwise_regularizer``, ...), that attribute too, so that the
+layer's ``get_config`` records it. The ``BayesianModel``'s own config
+records every trainable weight's prior as well
+(:mod:`keras_bnn.prior_attachment`), so ``model.save``,
+``keras.saving.load_model`` and :meth:`keras_bnn.SampleStore.build_model`
+rebuild all of them, also where no layer config records one: the
+projections of a ``MultiHeadAttention``, the layers of a subclassed model,
+a custom layer's ``add_weight``, a ``ResNetPPBlock``'s convolution given a
+prior of its own. A prior that a reload could not rebuild (its class not
+registered with Keras) raises at ``save``.
 
 A plain Keras regularizer already on a weight (``l2``) is replaced, with a
 ``UserWarning``: in a ``BayesianModel`` every layer loss is a ``-log p(w)``
@@ -122,12 +129,24 @@ def _choose(variable, keys, priors, kernel_prior, bias_prior):
     return bias_prior, "bias_prior"
 
 
-def _einsum_fans(layer, variable):
-    """``(fan_in, fan_out)`` of an ``EinsumDense`` kernel from its equation (see module doc).
+def _true_fans(layer, variable):
+    """``(fan_in, fan_out)`` of a kernel whose shape does not tell its fans (see module doc).
+
+    An ``EinsumDense`` kernel's from its equation; a depthwise kernel's
+    ``(*k, in, multiplier)`` (``DepthwiseConv1D/2D``'s ``kernel``,
+    ``SeparableConv1D/2D``'s ``depthwise_kernel``), whose output channels
+    each sum over one input channel: ``prod(k)`` and ``prod(k)·multiplier``.
 
     Returns:
         None for another weight.
     """
+    depthwise = ((variable.name == "kernel" and isinstance(layer, (
+        keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D))) or (
+            variable.name == "depthwise_kernel" and isinstance(layer, (
+                keras.layers.SeparableConv1D, keras.layers.SeparableConv2D))))
+    if depthwise:
+        field = math.prod(int(n) for n in variable.shape[:-2])
+        return field, field * int(variable.shape[-1])
     if not isinstance(layer, keras.layers.EinsumDense) or variable.name != "kernel":
         return None
     input_spec, rest = layer.equation.split(",")
@@ -188,7 +207,7 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
             except ValueError as error:
                 raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
                                  f"{variable.path!r}).") from None
-            fans = _einsum_fans(layer, variable)
+            fans = _true_fans(layer, variable)
             if fans is not None and hasattr(prior, "with_fans"):  # a fan-scaled prior
                 prior = prior.with_fans(variable.shape, *fans)
         if variable.regularizer is not None and not isinstance(

@@ -99,6 +99,27 @@ class BayesianModel(keras.Model):
             config[prior_attachment.CONFIG_KEY] = prior_attachment.record(self)
         return config
 
+    def save(self, filepath, *args, **kwargs):
+        """``keras.Model.save``, once every prior is known to be savable.
+
+        Keras opens the file before it serializes the model: a prior that
+        :meth:`get_config` refuses would leave it empty (an existing file
+        emptied). It is checked first.
+
+        Args:
+            filepath, *args, **kwargs: as in ``keras.Model.save``.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: for a prior that a reload could not rebuild, naming
+                the weight, before the file is touched.
+        """
+        if hasattr(self, "inputs"):  # functional: get_config records the priors
+            prior_attachment.record(self)
+        return super().save(filepath, *args, **kwargs)
+
     @classmethod
     def from_config(cls, config, custom_objects=None):
         """Rebuilds the model from :meth:`get_config`, its weights' priors included.
