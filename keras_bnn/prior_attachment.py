@@ -14,14 +14,15 @@ projections of a ``MultiHeadAttention`` are rebuilt from the attention's own
 ``ResNetPPBlock`` passes one prior of each kind to all its convolutions. So a
 functional ``BayesianModel`` records the regularizer of each of its
 trainable weights in its own config (:func:`record`, ``"weight_priors"``),
-and a reload sets them again (:func:`restore`): the one with the priors that
-the model sampled with. Each entry is
+and a reload sets them again over what the layer configs gave
+(:func:`restore`): the reloaded model has the priors the saved one sampled
+with. Each entry is
 ``[index, path, shape, serialized prior or None]``: the weight's index in
 ``model.trainable_variables`` (its order follows the layers of the config,
 while the path can differ after a reload: a nested Sequential's
 ``"seq/d/kernel"`` reloads as ``"d/kernel"``, and a subclassed model's
-layers are numbered per process), its path and shape (checked at the
-reload), and its prior; None for a weight made flat on purpose
+layers are numbered per process), its path (for the reader) and shape
+(checked at the reload), and its prior; None for a weight made flat on purpose
 (``kb.bayesian(..., allow_flat=True)``, the model's ``flat_prior_weights``).
 """
 
