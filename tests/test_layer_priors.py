@@ -191,3 +191,16 @@ def test_a_depthwise_kernel_gets_the_fan_in_of_one_channel(layer, weight):
     assert float(variable.regularizer.log_prob(variable.value)) == pytest.approx(expected,
                                                                                  rel=1e-5)
     assert any(v is variable for v in model.trainable_variables)
+
+
+def test_a_config_written_before_the_priors_were_recorded_still_loads():
+    """A config without ``weight_priors`` (a store's manifest or a file written
+    before) rebuilds the model with the priors its layer configs record, as it
+    did: a regression guard (it passes on the code before the record too)."""
+    model = case("multi_head_attention")[0]
+    config = model.get_config()
+    config.pop("weight_priors", None)  # absent before it was recorded
+    rebuilt = kb.BayesianModel.from_config(config)
+    recorded = {v.path: v.regularizer for v in rebuilt.trainable_variables}
+    assert recorded["logits/kernel"].get_config() == KERNEL_PRIOR.get_config()
+    assert recorded["mha/query/kernel"] is None  # MultiHeadAttention's config holds none
