@@ -40,8 +40,11 @@ input and not in the output; ``fan_out``, that of the others (as Keras's
 ``EinsumDense`` tells its initializer). A depthwise kernel ``(*k, in,
 multiplier)`` (``DepthwiseConv2D``, a ``SeparableConv2D``'s first) gets
 ``fan_in = prod(k)``: each output channel sums over one input channel, not
-``prod(k)·in`` as its shape reads (σ was sqrt(in) times too tight). A fan
-given to the prior is kept.
+``prod(k)·in`` as its shape reads (σ was sqrt(in) times too tight). A
+transposed convolution's kernel ``(*k, out, in)`` gets ``fan_in =
+prod(k)·in/prod(strides)``, the terms each output sums on average (its
+shape reads ``prod(k)·out``), and ``fan_out = prod(k)·out``. A fan given to
+the prior is kept.
 
 Each prior becomes the weight's regularizer (so it enters ``layer.losses``),
 the ``<weight>_prior`` argument of the innermost ``kb.layers`` layer that
@@ -87,6 +90,8 @@ NAMED_DEFAULTS = {
     "gamma": lambda: priors_lib.Normal(1.0, 1.0),
 }
 _UNSET = object()
+_TRANSPOSED = (keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose,
+               keras.layers.Conv3DTranspose)
 
 
 class SequentialAsOneLayerWarning(UserWarning):
@@ -135,18 +140,24 @@ def _true_fans(layer, variable):
     An ``EinsumDense`` kernel's from its equation; a depthwise kernel's
     ``(*k, in, multiplier)`` (``DepthwiseConv1D/2D``'s ``kernel``,
     ``SeparableConv1D/2D``'s ``depthwise_kernel``), whose output channels
-    each sum over one input channel: ``prod(k)`` and ``prod(k)·multiplier``.
+    each sum over one input channel: ``prod(k)`` and ``prod(k)·multiplier``;
+    a transposed convolution's ``(*k, out, in)``, whose outputs each sum over
+    ``prod(k)/prod(strides)`` taps of every input channel on average:
+    ``prod(k)·in/prod(strides)`` (rounded, at least 1) and ``prod(k)·out``.
 
     Returns:
         None for another weight.
     """
+    field = math.prod(int(n) for n in variable.shape[:-2])
     depthwise = ((variable.name == "kernel" and isinstance(layer, (
         keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D))) or (
             variable.name == "depthwise_kernel" and isinstance(layer, (
                 keras.layers.SeparableConv1D, keras.layers.SeparableConv2D))))
     if depthwise:
-        field = math.prod(int(n) for n in variable.shape[:-2])
         return field, field * int(variable.shape[-1])
+    if variable.name == "kernel" and isinstance(layer, _TRANSPOSED):
+        taps = field * int(variable.shape[-1]) / math.prod(layer.strides)
+        return max(1, round(taps)), field * int(variable.shape[-2])
     if not isinstance(layer, keras.layers.EinsumDense) or variable.name != "kernel":
         return None
     input_spec, rest = layer.equation.split(",")

@@ -173,24 +173,30 @@ def test_a_config_whose_priors_do_not_fit_the_model_is_refused():
         kb.BayesianModel.from_config(config)
 
 
-@pytest.mark.parametrize("layer, weight", [
-    (keras.layers.DepthwiseConv2D(3, depth_multiplier=2), "kernel"),
-    (keras.layers.SeparableConv2D(3, 3), "depthwise_kernel"),
-], ids=["DepthwiseConv2D", "SeparableConv2D"])
-def test_a_depthwise_kernel_gets_the_fan_in_of_one_channel(layer, weight):
-    """A depthwise kernel (3, 3, 5, 2): each output channel sums over 3·3 inputs of
-    one channel; He's σ read 3·3·5 from the shape, sqrt(5) too tight."""
+@pytest.mark.parametrize("layer, weight, attribute, fan_in", [
+    (keras.layers.DepthwiseConv2D(3, depth_multiplier=2), "kernel", "depthwise_regularizer", 9),
+    (keras.layers.SeparableConv2D(3, 3), "depthwise_kernel", "depthwise_regularizer", 9),
+    (keras.layers.Conv2DTranspose(3, 3), "kernel", "kernel_regularizer", 45),
+    (keras.layers.Conv2DTranspose(3, 3, strides=2), "kernel", "kernel_regularizer", 11),
+], ids=["DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Conv2DTranspose-strides2"])
+def test_a_kernel_whose_shape_misreads_its_fan_in_gets_the_true_one(layer, weight, attribute,
+                                                                     fan_in):
+    """On 5 input channels. A depthwise kernel (3, 3, 5, 2): each output channel sums
+    over 3·3 inputs of one channel; He's σ read 3·3·5 from the shape, sqrt(5) too
+    tight. A transposed convolution's kernel (3, 3, 3, 5) is (k, k, out, in): each
+    output sums over 3·3·5 terms (45), or 45/4 on average with strides 2 (11);
+    the shape read 3·3·3. The prior is in the layer's config too."""
     inputs = keras.Input((6, 6, 5))
     model = kb.bayesian(keras.Model(inputs, layer(inputs)))
     variable = getattr(layer, weight)
-    assert variable.regularizer.get_config() == {"scale": 1.0, "fan_in": 9}
-    assert getattr(layer, "depthwise_regularizer") is variable.regularizer
+    assert any(v is variable for v in model.trainable_variables)
+    assert variable.regularizer.get_config() == {"scale": 1.0, "fan_in": fan_in}
+    assert getattr(layer, attribute) is variable.regularizer
     w = keras.ops.convert_to_numpy(variable.value).astype("float64")
-    sigma = math.sqrt(2 / 9)
+    sigma = math.sqrt(2 / fan_in)
     expected = np.sum(-0.5 * (w / sigma) ** 2 - math.log(sigma) - 0.5 * math.log(2 * math.pi))
     assert float(variable.regularizer.log_prob(variable.value)) == pytest.approx(expected,
                                                                                  rel=1e-5)
-    assert any(v is variable for v in model.trainable_variables)
 
 
 def test_a_config_written_before_the_priors_were_recorded_still_loads():
