@@ -102,9 +102,8 @@ class BayesianModel(keras.Model):
     def save(self, filepath, *args, **kwargs):
         """``keras.Model.save``, once every prior is known to be savable.
 
-        Keras opens the file before it serializes the model: a prior that
-        :meth:`get_config` refuses would leave it empty (an existing file
-        emptied). It is checked first.
+        Keras opens the file before it serializes the model, so a prior that
+        :meth:`get_config` refuses would leave it empty: the priors go first.
 
         Args:
             filepath, *args, **kwargs: as in ``keras.Model.save``.
