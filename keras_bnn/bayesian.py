@@ -37,22 +37,32 @@ of equation ``"abc,cde->abde"`` sum over ``c`` only, so their fan-in is
 with the equation's fans as arguments (the prior passed in is left as it
 is): ``fan_in``, the product of the kernel's axes whose letters are in the
 input and not in the output; ``fan_out``, that of the others (as Keras's
-``EinsumDense`` tells its initializer). A fan given to the prior is kept.
+``EinsumDense`` tells its initializer). A depthwise kernel ``(*k, in,
+multiplier)`` (``DepthwiseConv2D``, a ``SeparableConv2D``'s first) gets
+``fan_in = prod(k)``: each output channel sums over one input channel, not
+``prod(k)·in`` as its shape reads (σ was sqrt(in) times too tight). A
+transposed convolution's kernel ``(*k, out, in)`` gets ``fan_in =
+prod(k)·in/prod(strides)``, the terms each output sums on average (its
+shape reads ``prod(k)·out``), and ``fan_out = prod(k)·out``. A fan given to
+the prior is kept.
 
 Each prior becomes the weight's regularizer (so it enters ``layer.losses``),
 the ``<weight>_prior`` argument of the innermost ``kb.layers`` layer that
-has one (whose ``get_config`` records it; a composite such as
-``ResNetPPBlock``, which passes one prior of each kind to all its
-sublayers, records a prior given to all its weights of that kind, and one
-given to some of them is kept in memory only, with a warning) and,
-where the layer has the matching ``<weight>_regularizer`` attribute
+has one (a composite such as ``ResNetPPBlock``, which passes one prior of
+each kind to all its sublayers, records a prior given to all its weights of
+that kind) and, where the layer has the matching regularizer attribute
 (``kernel_regularizer``, ``bias_regularizer``, ``embeddings_regularizer``,
-``gamma_regularizer``, an LSTM cell's ``recurrent_regularizer``, ...), that
-attribute too, so ``get_config`` records it: ``keras.saving`` and
-:meth:`keras_bnn.SampleStore.build_model` rebuild the priors. A weight whose
-layer has no such attribute (a custom layer's ``add_weight``) keeps its prior
-in memory only; after a reload, ``fit`` names it in a
-:class:`keras_bnn.MissingPriorWarning` (apply ``kb.bayesian`` again).
+``gamma_regularizer``, an LSTM cell's ``recurrent_regularizer``, a depthwise
+kernel's ``depthwise_regularizer``, ...), that attribute too, so that the
+layer's ``get_config`` records it. The ``BayesianModel``'s own config
+records every trainable weight's prior as well
+(:mod:`keras_bnn.prior_attachment`), so ``model.save``,
+``keras.saving.load_model`` and :meth:`keras_bnn.SampleStore.build_model`
+rebuild all of them, also where no layer config records one: the
+projections of a ``MultiHeadAttention``, the layers of a subclassed model,
+a custom layer's ``add_weight``, a ``ResNetPPBlock``'s convolution given a
+prior of its own. A prior that a reload could not rebuild (its class not
+registered with Keras) raises at ``save``.
 
 A plain Keras regularizer already on a weight (``l2``) is replaced, with a
 ``UserWarning``: in a ``BayesianModel`` every layer loss is a ``-log p(w)``
@@ -70,8 +80,8 @@ import warnings
 import keras
 
 from keras_bnn import priors as priors_lib
-from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.models.bayesian_model import BayesianModel
+from keras_bnn.prior_attachment import attach, places, set_recorded
 from keras_bnn.validation import argument_error, check_bool
 
 #: Default priors by weight name, ahead of the kernel/bias rule (see module doc).
@@ -79,30 +89,14 @@ NAMED_DEFAULTS = {
     "embeddings": lambda: priors_lib.Normal(0.0, 1.0),
     "gamma": lambda: priors_lib.Normal(1.0, 1.0),
 }
-#: Weight names whose layer attribute is not ``<name>_regularizer``.
-_REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer"}
 _UNSET = object()
+_TRANSPOSED = (keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose,
+               keras.layers.Conv3DTranspose)
 
 
 class SequentialAsOneLayerWarning(UserWarning):
     """``kb.bayesian`` got a Sequential that Keras could not trace into a graph of its
     layers: the ``BayesianModel`` has the Sequential as its one layer."""
-
-
-def _places(model):
-    """``{id(variable): (layer, enclosing)}`` for each trainable weight: the layer
-    that created it and the layers around that one, innermost first (``model``
-    itself left out)."""
-    places = {}
-
-    def visit(layer, chain):  # chain: the layer and those around it, innermost first
-        for variable in layer._trainable_variables:  # the layer's own weights
-            places.setdefault(id(variable), (layer, chain[1:]))
-        for child in layer._flatten_layers(include_self=False, recursive=False):
-            visit(child, (child, *chain))
-
-    visit(model, ())
-    return places
 
 
 def _keys(variable, layer, enclosing):
@@ -140,12 +134,30 @@ def _choose(variable, keys, priors, kernel_prior, bias_prior):
     return bias_prior, "bias_prior"
 
 
-def _einsum_fans(layer, variable):
-    """``(fan_in, fan_out)`` of an ``EinsumDense`` kernel from its equation (see module doc).
+def _true_fans(layer, variable):
+    """``(fan_in, fan_out)`` of a kernel whose shape does not tell its fans (see module doc).
+
+    An ``EinsumDense`` kernel's from its equation; a depthwise kernel's
+    ``(*k, in, multiplier)`` (``DepthwiseConv1D/2D``'s ``kernel``,
+    ``SeparableConv1D/2D``'s ``depthwise_kernel``), whose output channels
+    each sum over one input channel: ``prod(k)`` and ``prod(k)·multiplier``;
+    a transposed convolution's ``(*k, out, in)``, whose outputs each sum over
+    ``prod(k)/prod(strides)`` taps of every input channel on average:
+    ``prod(k)·in/prod(strides)`` (rounded, at least 1) and ``prod(k)·out``.
 
     Returns:
         None for another weight.
     """
+    field = math.prod(int(n) for n in variable.shape[:-2])
+    depthwise = ((variable.name == "kernel" and isinstance(layer, (
+        keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D))) or (
+            variable.name == "depthwise_kernel" and isinstance(layer, (
+                keras.layers.SeparableConv1D, keras.layers.SeparableConv2D))))
+    if depthwise:
+        return field, field * int(variable.shape[-1])
+    if variable.name == "kernel" and isinstance(layer, _TRANSPOSED):
+        taps = field * int(variable.shape[-1]) / math.prod(layer.strides)
+        return max(1, round(taps)), field * int(variable.shape[-2])
     if not isinstance(layer, keras.layers.EinsumDense) or variable.name != "kernel":
         return None
     input_spec, rest = layer.equation.split(",")
@@ -155,66 +167,25 @@ def _einsum_fans(layer, variable):
     return fan_in, int(math.prod(variable.shape)) // fan_in
 
 
-def _set(undo, target, attribute, value):
-    """``setattr(target, attribute, value)``, first appending the old value to ``undo``
-    (``bayesian`` puts it back if it fails part-way)."""
-    undo.append((target, attribute, getattr(target, attribute)))
-    setattr(target, attribute, value)
-
-
-def _attach(variable, layer, enclosing, prior, undo):
-    """Sets the prior where the weight and its layer's config hold it (recorded in ``undo``).
-
-    The weight's regularizer; the layer's ``<weight>_regularizer`` attribute,
-    where it has one; and the ``<weight>_prior`` argument of the innermost
-    ``kb.layers`` layer that has one (the weight's own layer, or the LSTM
-    around a Keras cell), so that its ``get_config`` records the prior.
-
-    Returns:
-        ``(argument, outer)``: that argument's name and the ``kb.layers``
-        layers further out that have it too, innermost first (a
-        ``ResNetPPBlock`` passes its own to its convolutions:
-        :func:`_record_in_composites` sets it there).
-    """
-    _set(undo, variable, "regularizer", prior)
-    attribute = _REGULARIZER_ATTRIBUTES.get(variable.name, f"{variable.name}_regularizer")
-    if hasattr(layer, attribute):
-        _set(undo, layer, attribute, prior)
-    holders = [holder for holder in (layer, *enclosing) if isinstance(holder, PriorAwareMixin)
-               and holder.prior_argument_of(variable.name)]
-    if not holders:
-        return None, []
-    argument = holders[0].prior_argument_of(variable.name)
-    _set(undo, holders[0], argument, prior)
-    return argument, holders[1:]
-
-
 def _record_in_composites(passed, undo):
-    """Sets a composite layer's prior argument to the prior its weights of that kind got.
+    """Sets a composite layer's prior argument to the prior all its weights of that kind got.
 
     A ``kb.layers`` layer that builds sublayers (``ResNetPPBlock``) records one
-    prior of each kind and passes it to all of them on a reload. Where all
-    its weights of a kind got one prior, it becomes the layer's; where they
-    got several, the weights whose prior differs from the layer's hold
-    theirs in memory only.
+    prior of each kind, which it passes to all of them when rebuilt. Where
+    all its weights of a kind got one prior, it becomes the layer's, so that
+    the layer's config alone rebuilds them; where they got several, the
+    layer's is left as it was and the ``BayesianModel``'s config keeps each
+    weight's (:mod:`keras_bnn.prior_attachment`).
 
     Args:
         passed: ``{(id(layer), argument): (layer, argument, {path: prior})}``.
-        undo: the old values, as :func:`_set` records them.
-
-    Returns:
-        ``{path: layer name}`` for the weights whose prior a reload would not keep.
+        undo: the old values, as :func:`keras_bnn.prior_attachment.set_recorded`
+            records them.
     """
-    unrecorded = {}
     for layer, argument, given in passed.values():
         configs = [priors_lib.serialize(prior) for prior in given.values()]
         if all(config == configs[0] for config in configs):
-            _set(undo, layer, argument, next(iter(given.values())))
-            continue
-        own = priors_lib.serialize(getattr(layer, argument))
-        unrecorded.update({path: layer.name for path, config in zip(given, configs)
-                           if config != own})
-    return unrecorded
+            set_recorded(undo, layer, argument, next(iter(given.values())))
 
 
 def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
@@ -222,15 +193,15 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
     (see :func:`bayesian` for the arguments and the errors).
 
     Returns:
-        ``(flat, replaced, unrecorded, activity)``: the paths of the weights left flat, of
-        those whose Keras regularizer was replaced, :func:`_record_in_composites`'s
-        weights, and the names of the layers whose activity regularizer was removed.
+        ``(flat, replaced, activity)``: the paths of the weights left flat and of those
+        whose Keras regularizer was replaced, and the names of the layers whose activity
+        regularizer was removed.
     """
-    places = _places(model)
+    found = places(model)
     known = set()
     replaced, flat, passed = [], [], {}
     for variable in model.trainable_variables:
-        layer, enclosing = places.get(id(variable), (model, ()))
+        layer, enclosing = found.get(id(variable), (model, ()))
         keys = _keys(variable, layer, enclosing)
         known.update(keys)
         prior, argument = _choose(variable, keys, priors, kernel_prior, bias_prior)
@@ -247,14 +218,14 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
             except ValueError as error:
                 raise ValueError(f"bayesian: {str(error).rstrip('.')} (weight "
                                  f"{variable.path!r}).") from None
-            fans = _einsum_fans(layer, variable)
+            fans = _true_fans(layer, variable)
             if fans is not None and hasattr(prior, "with_fans"):  # a fan-scaled prior
                 prior = prior.with_fans(variable.shape, *fans)
         if variable.regularizer is not None and not isinstance(
                 variable.regularizer, priors_lib.Prior) and not (
                     argument or "").startswith("priors["):
             replaced.append(variable.path)
-        kind, outer = _attach(variable, layer, enclosing, prior, undo)
+        kind, outer = attach(variable, layer, enclosing, prior, undo)
         for composite in outer:
             passed.setdefault((id(composite), kind), (composite, kind, {}))[2][
                 variable.path] = prior
@@ -262,13 +233,14 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
     for layer in model._flatten_layers(include_self=True):
         if getattr(layer, "activity_regularizer", None) is not None:
             activity.append(layer.name)
-            _set(undo, layer, "activity_regularizer", None)
+            set_recorded(undo, layer, "activity_regularizer", None)
     unknown = sorted(set(priors) - known)
     if unknown:
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
                          f"model: {unknown}; known weight paths: "
                          f"{[v.path for v in model.trainable_variables][:20]}.")
-    return flat, replaced, _record_in_composites(passed, undo), activity
+    _record_in_composites(passed, undo)
+    return flat, replaced, activity
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
@@ -345,8 +317,8 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     priors = dict(priors or {})
     undo = []
     try:
-        flat, replaced, unrecorded, activity = _set_priors(model, kernel_prior, bias_prior,
-                                                           priors, allow_flat, undo)
+        flat, replaced, activity = _set_priors(model, kernel_prior, bias_prior, priors,
+                                               allow_flat, undo)
         result = _as_bayesian_model(model, input_shape)
     except BaseException:  # the caller's model as it was: no prior of a failed call stays
         for target, attribute, value in reversed(undo):
@@ -356,13 +328,6 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
         warnings.warn(f"bayesian: replaced the Keras regularizers of {replaced} by priors "
                       "(a BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
-    if unrecorded:
-        warnings.warn(f"bayesian: the priors of {sorted(unrecorded)} hold in memory only: "
-                      f"their enclosing layers {sorted(set(unrecorded.values()))} pass one "
-                      "prior of each kind to all their sublayers, and a saved model is "
-                      "rebuilt with those (give all of them one prior: `priors={layer "
-                      "name: prior}` or `{\"layer/weight name\": prior}`).", UserWarning,
-                      stacklevel=2)
     if activity:
         warnings.warn(f"bayesian: removed the activity regularizers of layers {activity}: a "
                       "penalty on a layer's outputs depends on the data, so it is no prior (a "

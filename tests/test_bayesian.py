@@ -906,7 +906,8 @@ def test_a_fan_in_given_to_an_attention_prior_is_kept():
 
 def test_a_saved_attention_model_keeps_its_fan_in(tmp_path):
     """An EinsumDense's config records its prior with the fan_in; a
-    MultiHeadAttention's projections keep theirs in memory only (README), and
+    MultiHeadAttention's projections, which its config does not record, are
+    given theirs by the model's config (they used to be lost), and
     ``kb.bayesian`` on the reloaded model gives them the same again."""
     keras.utils.set_random_seed(0)
     inputs = keras.Input((5, 16))
@@ -918,6 +919,7 @@ def test_a_saved_attention_model_keeps_its_fan_in(tmp_path):
     bnn.save(tmp_path / "attention.keras")
     loaded = keras.saving.load_model(tmp_path / "attention.keras")
     assert _prior_of(loaded, "heads/kernel").get_config() == {"scale": 1.0, "fan_in": 16}
+    assert _regularizers(loaded) == _regularizers(bnn)
     again = kb.bayesian(loaded)
     assert {v.path: v.regularizer.get_config() for v in again.trainable_variables} == \
         {v.path: v.regularizer.get_config() for v in bnn.trainable_variables}
@@ -962,24 +964,23 @@ def _block_model():
     return keras.Model(inputs, keras.layers.Dense(3, name="head")(h))
 
 
-def test_a_block_records_a_prior_given_to_all_its_weights_and_warns_for_some(tmp_path):
+def test_a_block_records_a_prior_given_to_all_its_weights_and_one_given_to_some(tmp_path):
     """A ``ResNetPPBlock`` passes one prior of each kind to its convolutions:
     a prior given to all of them (by the block's name) is recorded as the
-    block's; one given to a single convolution holds in memory only, and
-    ``kb.bayesian`` says which weights a reload would give the block's."""
+    block's; one given to a single convolution used to hold in memory only
+    (a reload gave it the block's, with a warning): the model's config
+    records it now, and the reload keeps it."""
     normal = kb.priors.Normal(0.0, 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         whole = kb.bayesian(_block_model(), priors={"blk": normal})
+        one = kb.bayesian(_block_model(), priors={"blk/conv1/direction": normal})
     whole.save(tmp_path / "whole.keras")
     assert _regularizers(keras.saving.load_model(tmp_path / "whole.keras")) == \
         _regularizers(whole)
-    with pytest.warns(UserWarning, match=r"\['blk/conv1/direction'\] hold in memory only"):
-        one = kb.bayesian(_block_model(), priors={"blk/conv1/direction": normal})
+    assert _regularizers(one)["blk/conv1/direction"] == ("Normal", {"mean": 0.0, "stddev": 1.0})
     one.save(tmp_path / "one.keras")
-    before, after = _regularizers(one), _regularizers(keras.saving.load_model(
-        tmp_path / "one.keras"))
-    assert [path for path in before if before[path] != after[path]] == ["blk/conv1/direction"]
+    assert _regularizers(keras.saving.load_model(tmp_path / "one.keras")) == _regularizers(one)
 
 
 def test_an_enclosing_layer_s_name_is_a_priors_key():

@@ -10,6 +10,7 @@ from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn import precision
+from keras_bnn import prior_attachment
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
@@ -81,6 +82,68 @@ class BayesianModel(keras.Model):
                 "keras.Model instead, call it on a batch and give it priors with "
                 "kb.bayesian(model), or make the subclass before any functional one.")
         super().__init__(*args, **kwargs)
+
+    def get_config(self):
+        """Keras' config and, for a functional model, every trainable weight's prior.
+
+        The priors are those the weights carry (their regularizers), under
+        ``"weight_priors"``: a reload sets them again, also where no layer
+        config records them (:mod:`keras_bnn.prior_attachment`).
+
+        Returns:
+            The config dict.
+
+        Raises:
+            ValueError: for a prior that a reload could not rebuild (its class
+                not registered with Keras), naming the weight.
+        """
+        config = super().get_config()
+        if {"layers", "input_layers", "output_layers"} <= set(config):  # functional
+            config[prior_attachment.CONFIG_KEY] = prior_attachment.record(self)
+        return config
+
+    def save(self, filepath, *args, **kwargs):
+        """``keras.Model.save``, once every prior is known to be savable.
+
+        Keras opens the file before it serializes the model, so a prior that
+        :meth:`get_config` refuses would leave it empty: the priors go first.
+
+        Args:
+            filepath, *args, **kwargs: as in ``keras.Model.save``.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: for a prior that a reload could not rebuild, naming
+                the weight, before the file is touched.
+        """
+        if hasattr(self, "inputs"):  # functional: get_config records the priors
+            prior_attachment.record(self)
+        return super().save(filepath, *args, **kwargs)
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """Rebuilds the model from :meth:`get_config`, its weights' priors included.
+
+        Args:
+            config: the dict :meth:`get_config` returned.
+            custom_objects: as in ``keras.Model.from_config``.
+
+        Returns:
+            The model, its priors set as they were saved (a config written
+            before they were recorded gives those its layer configs record).
+
+        Raises:
+            ValueError: where the recorded priors do not fit the rebuilt
+                model's weights (an altered config).
+        """
+        config = dict(config)
+        recorded = config.pop(prior_attachment.CONFIG_KEY, None)
+        model = super().from_config(config, custom_objects=custom_objects)
+        if recorded is not None:
+            prior_attachment.restore(model, recorded)
+        return model
 
     def compile(
         self,

@@ -1,0 +1,190 @@
+"""Where a weight's prior is set, and how a ``BayesianModel``'s config keeps every one.
+
+:func:`attach` sets a prior where Keras and ``kb.layers`` look for it: the
+weight's regularizer (what ``layer.losses`` reads), the layer's
+``<weight>_regularizer`` attribute and a ``kb.layers`` layer's
+``<weight>_prior`` argument (what their ``get_config`` records).
+:func:`keras_bnn.bayesian` uses it to give priors, and
+:meth:`keras_bnn.BayesianModel.from_config` to give them back.
+
+Not every weight's prior is in a layer config: the four ``EinsumDense``
+projections of a ``MultiHeadAttention`` are rebuilt from the attention's own
+``kernel_regularizer``, the layers of a subclassed model from its
+``__init__``, a custom layer's ``add_weight`` from nothing, and a
+``ResNetPPBlock`` passes one prior of each kind to all its convolutions. So a
+functional ``BayesianModel`` records the regularizer of each of its
+trainable weights in its own config (:func:`record`, ``"weight_priors"``),
+and a reload sets them again over what the layer configs gave
+(:func:`restore`): the reloaded model has the priors the saved one sampled
+with. Each entry is
+``[index, path, shape, serialized prior or None]``: the weight's index in
+``model.trainable_variables`` (its order follows the layers of the config,
+while the path can differ after a reload: a nested Sequential's
+``"seq/d/kernel"`` reloads as ``"d/kernel"``, and a subclassed model's
+layers are numbered per process), its path (for the reader) and shape
+(checked at the reload), and its prior; None for a weight made flat on purpose
+(``kb.bayesian(..., allow_flat=True)``, the model's ``flat_prior_weights``).
+"""
+
+import keras
+
+from keras_bnn.layers.prior_aware import PriorAwareMixin
+
+#: The key of a functional ``BayesianModel``'s config that records the priors.
+CONFIG_KEY = "weight_priors"
+#: Weight names whose layer attribute is not ``<name>_regularizer``.
+_REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer",
+                           "depthwise_kernel": "depthwise_regularizer",
+                           "pointwise_kernel": "pointwise_regularizer"}
+_DEPTHWISE = (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)
+
+
+def places(model):
+    """``{id(variable): (layer, enclosing)}`` for each trainable weight: the layer
+    that created it and the layers around that one, innermost first (``model``
+    itself left out)."""
+    found = {}
+
+    def visit(layer, chain):  # chain: the layer and those around it, innermost first
+        for variable in layer._trainable_variables:  # the layer's own weights
+            found.setdefault(id(variable), (layer, chain[1:]))
+        for child in layer._flatten_layers(include_self=False, recursive=False):
+            visit(child, (child, *chain))
+
+    visit(model, ())
+    return found
+
+
+def set_recorded(undo, target, attribute, value):
+    """``setattr(target, attribute, value)``, first appending the old value to ``undo``
+    (``bayesian`` puts it back if it fails part-way)."""
+    undo.append((target, attribute, getattr(target, attribute)))
+    setattr(target, attribute, value)
+
+
+def regularizer_attribute(layer, name):
+    """The name of ``layer``'s attribute that holds weight ``name``'s regularizer.
+
+    ``<name>_regularizer``, but ``recurrent_regularizer`` for a recurrent
+    kernel, ``depthwise_regularizer`` and ``pointwise_regularizer`` for a
+    separable convolution's kernels and ``depthwise_regularizer`` for a
+    depthwise convolution's ``kernel``.
+
+    Returns:
+        The attribute's name, or None where the layer has no such attribute
+        (a custom layer's ``add_weight``).
+    """
+    if name == "kernel" and isinstance(layer, _DEPTHWISE):
+        attribute = "depthwise_regularizer"
+    else:
+        attribute = _REGULARIZER_ATTRIBUTES.get(name, f"{name}_regularizer")
+    return attribute if hasattr(layer, attribute) else None
+
+
+def attach(variable, layer, enclosing, prior, undo):
+    """Sets the prior where the weight and its layer's config hold it (recorded in ``undo``).
+
+    The weight's regularizer; the layer's regularizer attribute
+    (:func:`regularizer_attribute`), where it has one; and the
+    ``<weight>_prior`` argument of the innermost ``kb.layers`` layer that
+    has one (the weight's own layer, or the LSTM around a Keras cell), so
+    that its ``get_config`` records the prior.
+
+    Returns:
+        ``(argument, outer)``: that argument's name and the ``kb.layers``
+        layers further out that have it too, innermost first (a
+        ``ResNetPPBlock`` passes its own to its convolutions).
+    """
+    set_recorded(undo, variable, "regularizer", prior)
+    attribute = regularizer_attribute(layer, variable.name)
+    if attribute is not None:
+        set_recorded(undo, layer, attribute, prior)
+    holders = [holder for holder in (layer, *enclosing) if isinstance(holder, PriorAwareMixin)
+               and holder.prior_argument_of(variable.name)]
+    if not holders:
+        return None, []
+    argument = holders[0].prior_argument_of(variable.name)
+    set_recorded(undo, holders[0], argument, prior)
+    return argument, holders[1:]
+
+
+def _serialized(variable):
+    """The weight's regularizer as a config that rebuilds it.
+
+    Raises:
+        ValueError: naming the weight, where Keras cannot rebuild it from that
+            config in this process, or its class is defined in ``__main__``
+            without being registered (a new process could not find it).
+    """
+    regularizer = variable.regularizer
+    kind = type(regularizer)
+    config, reason = None, None
+    try:
+        config = keras.saving.serialize_keras_object(regularizer)
+        again = keras.saving.deserialize_keras_object(config)
+        if type(again) is not kind or again.get_config() != regularizer.get_config():
+            reason = "its config does not rebuild it"
+    except Exception as error:  # Keras raises many types for what it cannot (de)serialize
+        reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    if reason is None and kind.__module__ == "__main__" and (
+            keras.saving.get_registered_object(keras.saving.get_registered_name(kind)) is None):
+        reason = "its class is defined in __main__ and not registered"
+    if reason is not None:
+        raise ValueError(
+            f"BayesianModel.get_config: the prior of weight {variable.path!r} "
+            f"({kind.__name__}) cannot be saved ({reason}); a reload would lose it. Give "
+            "its class a get_config and register it with "
+            "@keras.saving.register_keras_serializable().")
+    return config
+
+
+def record(model):
+    """The ``"weight_priors"`` entries of a model's config (see module doc).
+
+    Args:
+        model: a built functional ``BayesianModel``.
+
+    Returns:
+        ``[[index, path, shape, serialized prior or None], ...]`` for the
+        trainable weights with a regularizer, or made flat on purpose.
+
+    Raises:
+        ValueError: for a prior that cannot be saved, naming the weight.
+    """
+    flat = set(getattr(model, "flat_prior_weights", ()))
+    return [[index, variable.path, list(variable.shape),
+             None if variable.regularizer is None else _serialized(variable)]
+            for index, variable in enumerate(model.trainable_variables)
+            if variable.regularizer is not None or variable.path in flat]
+
+
+def restore(model, entries):
+    """Sets the priors that :func:`record` recorded on a rebuilt model.
+
+    Args:
+        model: the functional ``BayesianModel`` that Keras rebuilt from the config.
+        entries: the config's ``"weight_priors"``.
+
+    Raises:
+        ValueError: naming ``weight_priors`` where an entry does not fit the
+            rebuilt model's trainable weights (another architecture).
+    """
+    variables = model.trainable_variables
+    found = places(model)
+    flat = []
+    for index, path, shape, config in entries:
+        if index >= len(variables) or list(variables[index].shape) != list(shape):
+            got = tuple(variables[index].shape) if index < len(variables) else "no weight"
+            raise ValueError(
+                f"BayesianModel.from_config: `{CONFIG_KEY}` gives weight {index} ({path!r}) "
+                f"of shape {tuple(shape)} a prior, but the rebuilt model has {got} there "
+                f"({len(variables)} trainable weights): the config was altered.")
+        variable = variables[index]
+        layer, enclosing = found.get(id(variable), (model, ()))
+        prior = None if config is None else keras.saving.deserialize_keras_object(config)
+        attach(variable, layer, enclosing, prior, [])
+        if prior is None:
+            flat.append(variable.path)
+    if flat:
+        model.flat_prior_weights = flat
+
