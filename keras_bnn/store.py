@@ -123,7 +123,9 @@ class Sample:
 
     Attributes:
         index: position in the store.
-        weights: list of numpy arrays, in ``model.weights`` order.
+        weights: list of numpy arrays, in ``model.weights`` order; those read
+            from the store's ``shared.npz`` are read-only arrays, the same
+            objects in every sample of the store (copy one to change it).
         metadata: dict (``step``, ``epoch``, ``temperature``, ``time``, ...).
     """
 
@@ -139,11 +141,16 @@ class Sample:
 class SampleStore:
     """An append-only directory of posterior samples.
 
-    Layout: ``store.json`` (architecture of the model that wrote the store)
-    and one ``sample-<index>.npz`` per sample (at least six digits; weights
-    ``w0, w1, ...`` in ``model.weights`` order, its metadata as JSON, and
-    the architecture fingerprint of the model that wrote it), and the small
-    JSON records of :meth:`write_record`. Other files are ignored.
+    Layout: ``store.json`` (architecture of the model that wrote the store),
+    ``shared.npz`` (the model's non-trainable weights, written once: see
+    :mod:`keras_bnn.shared_weights`), one ``sample-<index>.npz`` per
+    sample (at least six digits; weights ``w<i>``, ``i`` their position in
+    ``model.weights``: the trainable ones and each non-trainable one that
+    differs from the shared copy, with the indices and digest of those it
+    takes from ``shared.npz``; its metadata as JSON, and the architecture
+    fingerprint of the model that wrote it), and the small JSON records of
+    :meth:`write_record`. Other files are ignored. Stores written before
+    ``shared.npz`` (every weight in every sample) read as before.
 
     Guarantees (see the README's "Guarantees"):
 
@@ -161,7 +168,9 @@ class SampleStore:
       written by a model of another architecture (a sample carries its
       fingerprint), anything but a regular file (a named pipe never blocks
       a reader), and non-finite weights, with a ValueError naming the file
-      (nothing is unpickled);
+      (nothing is unpickled); the same for ``shared.npz``, and a sample is
+      never completed from another ``shared.npz`` than the one it was
+      written against (it names its digest);
     * :meth:`snapshot` fixes the list of samples, so a reader sees one
       consistent set while a writer appends.
 
@@ -353,6 +362,9 @@ class SampleStore:
 
     def append(self, model, **metadata):
         """Writes ``model``'s current weights as a new sample.
+
+        Non-trainable weights equal to the store's shared copy are not
+        written again (the first append that has any writes ``shared.npz``).
 
         The index is claimed atomically (see the class docstring): an
         existing sample is never replaced.
