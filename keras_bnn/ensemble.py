@@ -19,7 +19,10 @@ non-trainable variables of shape [S, *weight.shape] (one per member weight
 that differs between members; a weight the same in every member, such as a
 frozen backbone's, is one variable of its own shape, see
 :mod:`keras_bnn.ensemble_weights`) and each member is the member model's
-``stateless_call`` on a slice. The
+``stateless_call`` on a slice. A Functional or Sequential member's frozen
+trunk (the layers whose weights are all held once, fed by the input
+through such layers only) runs once per call, and only the rest runs per
+member (:mod:`keras_bnn.ensemble_trunk`). The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
@@ -45,7 +48,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn import ensemble_weights
+from keras_bnn import ensemble_trunk, ensemble_weights
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
@@ -167,12 +170,11 @@ class PosteriorEnsemble(keras.Model):
             )
             variable.assign(value)
             self._stacks.append(variable)
-        # Where each of the member's variables (in stateless_call order) comes
-        # from: an index into the stacks, or None for state that is not a
-        # weight (seed-generator or metric state), which all members share.
-        position = {id(w): j for j, w in enumerate(model.weights)}
-        self._trainable_slots = [position.get(id(v)) for v in model.trainable_variables]
-        self._non_trainable_slots = [position.get(id(v)) for v in model.non_trainable_variables]
+        # The member's frozen trunk, run once per call (None: the whole member
+        # runs per member), and the part run per member.
+        parts = ensemble_trunk.split(model, self._shared)
+        self._trunk = _Untracked(parts and parts[0])
+        self._per_member = _Untracked(parts[1] if parts else model)
         self.input_spec = keras.InputSpec(shape=(None, *self.member_input_shape))
         self._views = {}
         self.built = True
@@ -302,19 +304,19 @@ class PosteriorEnsemble(keras.Model):
         return cls(model, [zeros] * config.pop("num_members"), **config)
 
     # ----------------------------------------------------------- the graph
-    def _member_call(self, inputs, weights):
-        """f(inputs; θ) for one weight set ``weights`` (``model.weights`` order)."""
-        model = self._member.value
+    def _run(self, part, inputs, weights):
+        """``part`` (the member model or a part of it) on ``inputs`` with the
+        weights ``weights`` (a full list, in the member's ``weights`` order)."""
+        position = {id(w): j for j, w in enumerate(self._member.value.weights)}
 
-        def values(slots, variables):
-            return [v if j is None else weights[j] for j, v in zip(slots, variables)]
+        def values(variables):
+            # A variable that is not a weight (seed-generator or metric
+            # state) is the member's own, the same in every member.
+            return [weights[position[id(v)]] if id(v) in position else v for v in variables]
 
-        outputs, _ = model.stateless_call(
-            values(self._trainable_slots, model.trainable_variables),
-            values(self._non_trainable_slots, model.non_trainable_variables),
-            inputs,
-            training=False,
-        )
+        outputs, _ = part.stateless_call(values(part.trainable_variables),
+                                         values(part.non_trainable_variables),
+                                         inputs, training=False)
         return outputs
 
     def _members_and_finite_rows(self, inputs):
@@ -323,15 +325,20 @@ class PosteriorEnsemble(keras.Model):
         values = [v.value for v in self._stacks]
         stacked = [j for j in range(len(values)) if j not in self._shared]
 
+        # The frozen trunk's output, the same in every member, computed once.
+        head_inputs = inputs if self._trunk.value is None else self._run(
+            self._trunk.value, inputs, values)
+
         def member(slices):  # one member's slices of the stacks, in `stacked` order
             weights = list(values)  # a weight held once is every member's
             for j, weight in zip(stacked, slices):
                 weights[j] = weight
-            return self._member_call(inputs, weights)
+            return self._run(self._per_member.value, head_inputs, weights)
 
         stacks = [values[j] for j in stacked]
         if not stacked:  # every member the same
-            outputs = ops.stack([member([])] * self.num_members)
+            outputs = ops.stack([self._run(self._member.value, inputs, values)]
+                                * self.num_members)
         elif self.member_loop == "unroll":
             members = zip(*[ops.unstack(stack, axis=0) for stack in stacks])
             outputs = ops.stack([member(list(w)) for w in members])

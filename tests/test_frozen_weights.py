@@ -232,6 +232,7 @@ def test_the_ensemble_holds_frozen_weights_once_and_predicts_as_its_members(
     ensemble = kb.PosteriorEnsemble.from_store(store, member_loop=member_loop)
     assert ensemble.num_members == len(store) == 3
     assert ensemble._shared == tuple(frozen)
+    assert {layer.name for layer in ensemble._trunk.value.layers[1:]} == set(FROZEN)
     sizes = [w.numpy().nbytes for w in model.weights]
     assert _variable_bytes(ensemble) == sum(
         size * (1 if i in frozen else 3) for i, size in enumerate(sizes))
@@ -291,3 +292,47 @@ def test_keras_round_trip_and_export_keep_one_copy(frozen_run, tmp_path):
     for i in frozen:  # each frozen weight once, unstacked
         assert shapes.count(tuple(model.weights[i].shape)) >= 1
     assert (3, *model.weights[frozen[0]].shape) not in shapes
+
+
+def _head_sampled(model, count=3):
+    """``count`` weight sets differing in the trainable weights only."""
+    rng = np.random.default_rng(1)
+    trainable = {id(w) for w in model.trainable_weights}
+    return [[w.numpy() + (rng.normal(size=w.shape).astype(w.dtype) if id(w) in trainable else 0)
+             for w in model.weights] for _ in range(count)]
+
+
+def _skip_model():
+    """The input feeds both a frozen trunk and, beside it, the sampled head."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    trunk = keras.layers.Dense(8, activation="tanh", name="trunk", trainable=False)(inputs)
+    return keras.Model(inputs, keras.layers.Add()([keras.layers.Dense(3, name="head")(trunk),
+                                                   keras.layers.Dense(3, name="skip")(inputs)]))
+
+
+def _sequential_model():
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((4,)),
+                             keras.layers.Dense(8, activation="relu", trainable=False),
+                             keras.layers.Dense(8, activation="relu", trainable=False),
+                             keras.layers.Dense(3)])
+
+
+@pytest.mark.parametrize("build, trunk_layers", [(_skip_model, 2), (_sequential_model, 3)])
+@pytest.mark.parametrize("member_loop", ["unroll", "map", "vectorized_map"])
+def test_the_frozen_trunk_runs_once_and_the_members_are_unchanged(build, trunk_layers,
+                                                                   member_loop):
+    model = build()
+    sets = _head_sampled(model)
+    ensemble = kb.PosteriorEnsemble(model, sets, member_loop=member_loop)
+    trunk = ensemble._trunk.value
+    assert trunk is not None and len(trunk.layers) == trunk_layers  # input layer included
+    assert not {id(w) for w in trunk.weights} & {id(w) for w in model.trainable_weights}
+    x, _ = _data()
+    expected = []
+    for weights in sets:
+        model.set_weights(weights)
+        expected.append(keras.ops.convert_to_numpy(keras.ops.softmax(model(x))))
+    np.testing.assert_allclose(ensemble.predict_members(x), np.array(expected),
+                               rtol=RTOL, atol=ATOL)
