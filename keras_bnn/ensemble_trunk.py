@@ -21,7 +21,8 @@ def _trunk_tensors(model, shared_ids):
         for node in model._nodes_by_depth[depth]:
             if node.is_input:
                 continue
-            if all(id(w) in shared_ids for w in node.operation.weights) and all(
+            weights = getattr(node.operation, "weights", ())  # a keras.ops call has none
+            if all(id(w) in shared_ids for w in weights) and all(
                     id(t) in same for t in node.arguments.keras_tensors):
                 same.update(id(t) for t in node.outputs)
     return same

@@ -311,6 +311,15 @@ def _skip_model():
                                                    keras.layers.Dense(3, name="skip")(inputs)]))
 
 
+def _ops_model():
+    """keras.ops calls (operations without weights) in the trunk and after it."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    trunk = keras.ops.tanh(keras.layers.Dense(8, name="trunk", trainable=False)(inputs)) * 2.0
+    both = keras.ops.concatenate([trunk, inputs], axis=-1)
+    return keras.Model(inputs, keras.layers.Dense(3, name="head")(both))
+
+
 def _sequential_model():
     keras.utils.set_random_seed(0)
     return keras.Sequential([keras.Input((4,)),
@@ -319,7 +328,8 @@ def _sequential_model():
                              keras.layers.Dense(3)])
 
 
-@pytest.mark.parametrize("build, trunk_layers", [(_skip_model, 2), (_sequential_model, 3)])
+@pytest.mark.parametrize("build, trunk_layers", [
+    (_skip_model, 2), (_ops_model, 2), (_sequential_model, 3)])
 @pytest.mark.parametrize("member_loop", ["unroll", "map", "vectorized_map"])
 def test_the_frozen_trunk_runs_once_and_the_members_are_unchanged(build, trunk_layers,
                                                                    member_loop):
