@@ -125,10 +125,13 @@ class PosteriorEnsemble(keras.Model):
             and export time do not grow with S (prefer it for large S), and
             ``"vectorized_map"`` was slowest.
         shared_weights: indices (in ``model.weights``) of the weights held
-            once, not stacked: None (default) holds so every weight whose
-            value is the same, bit for bit, in all S sets (a frozen
-            backbone's, which a :class:`keras_bnn.SampleStore` stores once);
-            :meth:`from_config` passes the saved ensemble's.
+            once, not stacked; None (default): every weight whose value is
+            the same, bit for bit, in all S sets (a frozen backbone's, which
+            a :class:`keras_bnn.SampleStore` stores once); ``()`` stacks
+            every weight. :meth:`from_config` passes the saved ensemble's.
+            The member's layers whose weights are all held once and whose
+            inputs come from the model's input through such layers only (a
+            frozen trunk) run once per call, not once per member.
         **kwargs: ``keras.Model`` arguments (``name``, ...).
 
     Attributes:
