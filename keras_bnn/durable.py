@@ -5,6 +5,9 @@ Samples, ``store.json``, the run's JSON and CSV files, export versions and
 power loss after the fsync) leaves either the old state or the complete new
 file, never a partial one.
 
+:func:`open_regular` is the readers' counterpart: it opens a file only if
+it is a regular one, without blocking on a named pipe.
+
 Temporary names are ``.tmp-<host>-<pid>-<random>``: :func:`remove_stale`
 deletes those whose writer (same host, dead pid) can no longer finish them,
 and never touches a live writer's.
@@ -17,6 +20,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 
 TEMP_PREFIX = ".tmp-"
 _HOST = socket.gethostname().replace("-", "_").replace(os.sep, "_") or "host"
@@ -170,6 +174,30 @@ def create_first_free(paths, write):
         return None
     finally:
         _remove_quietly(tmp)
+
+
+def open_regular(path):
+    """Opens ``path`` for reading if it is a regular file, without blocking.
+
+    ``O_NONBLOCK`` makes opening a named pipe return at once instead of
+    waiting for a writer; a non-regular file is then refused.
+
+    Args:
+        path: the file.
+
+    Returns:
+        A binary file object.
+
+    Raises:
+        ValueError: if ``path`` is not a regular file (pipe, device, socket,
+            directory).
+        OSError: if it cannot be opened.
+    """
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(handle).st_mode):
+        os.close(handle)
+        raise ValueError("it is not a regular file")
+    return os.fdopen(handle, "rb")
 
 
 def publish_directory(staging, target):

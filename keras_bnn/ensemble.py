@@ -15,8 +15,14 @@ mixture's ``[mean, log variance]`` [N, 2D] (``"gaussian"``: the member
 outputs ``[μ, log σ²]``).
 
 All members run inside one traced graph: the S weight sets are stored as
-non-trainable variables of shape [S, *weight.shape] (one per member weight)
-and each member is the member model's ``stateless_call`` on a slice. The
+non-trainable variables of shape [S, *weight.shape] (one per member weight
+that differs between members; a weight the same in every member, such as a
+frozen backbone's, is one variable of its own shape, see
+:mod:`keras_bnn.ensemble_weights`) and each member is the member model's
+``stateless_call`` on a slice. A Functional or Sequential member's frozen
+trunk (the layers whose weights are all held once, fed by the input
+through such layers only) runs once per call, and only the rest runs per
+member (:mod:`keras_bnn.ensemble_trunk`). The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
@@ -33,8 +39,8 @@ Serving version directory whose ``serving_default`` outputs are
 :data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
 Serving's REST API.
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
-/ ``keras.saving.load_model`` (the member architecture is in the config, the
-stacked weights in the weights file).
+/ ``keras.saving.load_model`` (the member architecture and which weights are
+held once are in the config, the weights in the weights file).
 """
 
 import keras
@@ -42,6 +48,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import backend
+from keras_bnn import ensemble_trunk, ensemble_weights
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
@@ -73,34 +80,6 @@ def _is_empty_batch(x):
     """True for an array or tensor of 0 examples (not for a dataset)."""
     shape = getattr(x, "shape", None)
     return shape is not None and len(shape) > 0 and shape[0] == 0
-
-
-def _stack_weight_sets(model, weight_sets):
-    """Checks S weight sets against ``model.weights``; returns the [S, ...] stacks."""
-    weight_sets = [list(weights) for weights in weight_sets]
-    if not weight_sets:
-        raise ValueError("`weight_sets` must hold at least one weight set; got none.")
-    expected = [(tuple(w.shape), w.dtype) for w in model.weights]
-    for s, weights in enumerate(weight_sets):
-        if len(weights) != len(expected):
-            raise ValueError(
-                f"`weight_sets[{s}]` has {len(weights)} arrays; `model` has "
-                f"{len(expected)} weights (pass them in `model.weights` order)."
-            )
-        for j, (array, (shape, _)) in enumerate(zip(weights, expected)):
-            if tuple(np.shape(array)) != shape:
-                raise ValueError(
-                    f"`weight_sets[{s}][{j}]` has shape {tuple(np.shape(array))}; "
-                    f"`model.weights[{j}]` ({model.weights[j].path}) has shape {shape}."
-                )
-            if not np.all(np.isfinite(np.asarray(array, dtype=np.float64))):
-                raise ValueError(f"`weight_sets[{s}][{j}]` ({model.weights[j].path}) holds "
-                                 "NaN or inf: a member must be a finite sample (the store "
-                                 "refuses such samples too).")
-    return [
-        np.stack([np.asarray(weights[j], dtype=dtype) for weights in weight_sets])
-        for j, (_, dtype) in enumerate(expected)
-    ]
 
 
 def _nothing_to_train(method):
@@ -145,6 +124,14 @@ class PosteriorEnsemble(keras.Model):
             ``"unroll"`` was fastest or tied with ``"map"``, whose graph size
             and export time do not grow with S (prefer it for large S), and
             ``"vectorized_map"`` was slowest.
+        shared_weights: indices (in ``model.weights``) of the weights held
+            once, not stacked; None (default): every weight whose value is
+            the same, bit for bit, in all S sets (a frozen backbone's, which
+            a :class:`keras_bnn.SampleStore` stores once); ``()`` stacks
+            every weight. :meth:`from_config` passes the saved ensemble's.
+            The member's layers whose weights are all held once and whose
+            inputs come from the model's input through such layers only (a
+            frozen trunk) run once per call, not once per member.
         **kwargs: ``keras.Model`` arguments (``name``, ...).
 
     Attributes:
@@ -157,38 +144,40 @@ class PosteriorEnsemble(keras.Model):
         ValueError: if ``model`` is not a built single-input, single-output
             model, if ``weight_sets`` is empty or does not match
             ``model.weights``, for an unknown ``likelihood``/``member_loop``,
-            or for a head that does not fit ``likelihood`` (categorical with
+            for a head that does not fit ``likelihood`` (categorical with
             one logit, bernoulli with more than one, gaussian with an odd
-            number of outputs).
+            number of outputs), or naming ``shared_weights`` for an index of
+            a weight that differs between the sets.
     """
 
-    def __init__(
-        self, model, weight_sets, likelihood="categorical", member_loop="unroll", **kwargs
-    ):
+    def __init__(self, model, weight_sets, likelihood="categorical", member_loop="unroll",
+                 shared_weights=None, **kwargs):
         super().__init__(**kwargs)
         self.likelihood = check_choice(likelihood, "likelihood", LIKELIHOODS)
         self.member_loop = check_choice(member_loop, "member_loop", MEMBER_LOOPS)
         self.member_input_shape, self.member_input_dtype, units = check_ensemble_model(model)
         likelihoods_lib.check_units(likelihood, units)
-        stacks = _stack_weight_sets(model, weight_sets)
+        values, self._shared, self._num_members = ensemble_weights.arrange(
+            model, weight_sets, shared_weights)
         self._member = _Untracked(model)
+        # One variable per member weight: its [S, ...] stack, or the weight
+        # itself for one held once (an index in self._shared).
         self._stacks = []
-        for j, (weight, stack) in enumerate(zip(model.weights, stacks)):
+        for j, (weight, value) in enumerate(zip(model.weights, values)):
             variable = self.add_weight(
-                shape=stack.shape,
+                shape=value.shape,
                 dtype=weight.dtype,
                 initializer="zeros",
                 trainable=False,
-                name=f"members_{j}_{weight.name}",
+                name=f"{'shared' if j in self._shared else 'members'}_{j}_{weight.name}",
             )
-            variable.assign(stack)
+            variable.assign(value)
             self._stacks.append(variable)
-        # Where each of the member's variables (in stateless_call order) comes
-        # from: an index into the stacks, or None for state that is not a
-        # weight (seed-generator or metric state), which all members share.
-        position = {id(w): j for j, w in enumerate(model.weights)}
-        self._trainable_slots = [position.get(id(v)) for v in model.trainable_variables]
-        self._non_trainable_slots = [position.get(id(v)) for v in model.non_trainable_variables]
+        # The member's frozen trunk, run once per call (None: the whole member
+        # runs per member), and the part run per member.
+        parts = ensemble_trunk.split(model, self._shared)
+        self._trunk = _Untracked(parts and parts[0])
+        self._per_member = _Untracked(parts[1] if parts else model)
         self.input_spec = keras.InputSpec(shape=(None, *self.member_input_shape))
         self._views = {}
         self.built = True
@@ -210,7 +199,8 @@ class PosteriorEnsemble(keras.Model):
         position = {id(w): j for j, w in enumerate(member.weights)}
         for layer in layers:
             for weight in layer.weights:
-                weight.assign(self._stacks[position[id(weight)]][0])
+                j = position[id(weight)]
+                weight.assign(self._stacks[j] if j in self._shared else self._stacks[j][0])
             layer.finalize_state()
         if layers:
             self._views = {}  # graphs traced with the old state
@@ -278,10 +268,11 @@ class PosteriorEnsemble(keras.Model):
     @property
     def num_members(self):
         """The number S of posterior samples."""
-        return int(self._stacks[0].shape[0])
+        return self._num_members
 
     def get_config(self):
-        """The member architecture, S, likelihood and member loop (weights apart).
+        """The member architecture, S, likelihood, member loop and the weights
+        held once (weights apart).
 
         Returns:
             dict for :meth:`from_config`.
@@ -292,14 +283,16 @@ class PosteriorEnsemble(keras.Model):
             "num_members": self.num_members,
             "likelihood": self.likelihood,
             "member_loop": self.member_loop,
+            "shared_weights": list(self._shared),
         }
 
     @classmethod
     def from_config(cls, config):
         """Rebuilds an ensemble of ``num_members`` zero weight sets.
 
-        Keras' loading (``keras.saving.load_model``) then restores the stacked
-        weights.
+        Keras' loading (``keras.saving.load_model``) then restores the
+        weights. A config saved before weights were held once (no
+        ``shared_weights``) stacks every weight, as that ensemble did.
 
         Args:
             config: dict from :meth:`get_config`.
@@ -310,35 +303,52 @@ class PosteriorEnsemble(keras.Model):
         config = dict(config)
         model = keras.saving.deserialize_keras_object(config.pop("model"))
         zeros = [np.zeros(w.shape, w.dtype) for w in model.weights]
+        config["shared_weights"] = config.get("shared_weights", ())
         return cls(model, [zeros] * config.pop("num_members"), **config)
 
     # ----------------------------------------------------------- the graph
-    def _member_call(self, inputs, weights):
-        """f(inputs; θ) for one weight set ``weights`` (``model.weights`` order)."""
-        model = self._member.value
+    def _run(self, part, inputs, weights):
+        """``part`` (the member model or a part of it) on ``inputs`` with the
+        weights ``weights`` (a full list, in the member's ``weights`` order)."""
+        position = {id(w): j for j, w in enumerate(self._member.value.weights)}
 
-        def values(slots, variables):
-            return [v if j is None else weights[j] for j, v in zip(slots, variables)]
+        def values(variables):
+            # A variable that is not a weight (seed-generator or metric
+            # state) is the member's own, the same in every member.
+            return [weights[position[id(v)]] if id(v) in position else v for v in variables]
 
-        outputs, _ = model.stateless_call(
-            values(self._trainable_slots, model.trainable_variables),
-            values(self._non_trainable_slots, model.non_trainable_variables),
-            inputs,
-            training=False,
-        )
+        outputs, _ = part.stateless_call(values(part.trainable_variables),
+                                         values(part.non_trainable_variables),
+                                         inputs, training=False)
         return outputs
 
     def _members_and_finite_rows(self, inputs):
         """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
-        stacks = [v.value for v in self._stacks]
-        if self.member_loop == "unroll":
+        values = [v.value for v in self._stacks]
+        stacked = [j for j in range(len(values)) if j not in self._shared]
+
+        # The frozen trunk's output, the same in every member, computed once.
+        head_inputs = inputs if self._trunk.value is None else self._run(
+            self._trunk.value, inputs, values)
+
+        def member(slices):  # one member's slices of the stacks, in `stacked` order
+            weights = list(values)  # a weight held once is every member's
+            for j, weight in zip(stacked, slices):
+                weights[j] = weight
+            return self._run(self._per_member.value, head_inputs, weights)
+
+        stacks = [values[j] for j in stacked]
+        if not stacked:  # every member the same
+            outputs = ops.stack([self._run(self._member.value, inputs, values)]
+                                * self.num_members)
+        elif self.member_loop == "unroll":
             members = zip(*[ops.unstack(stack, axis=0) for stack in stacks])
-            outputs = ops.stack([self._member_call(inputs, list(w)) for w in members])
+            outputs = ops.stack([member(list(w)) for w in members])
         elif self.member_loop == "map":
-            outputs = ops.map(lambda w: self._member_call(inputs, w), stacks)
+            outputs = ops.map(member, stacks)
         else:
-            outputs = ops.vectorized_map(lambda w: self._member_call(inputs, w), stacks)
+            outputs = ops.vectorized_map(member, stacks)
         if keras.backend.standardize_dtype(outputs.dtype) in ("float16", "bfloat16"):
             # Mixed precision: the members compute in low precision, the average,
             # entropies and std (differences of nearly equal numbers) in float32.
@@ -535,9 +545,13 @@ class PosteriorEnsemble(keras.Model):
         Returns:
             List of numpy arrays ``[S, *weight.shape]`` in the member model's
             ``weights`` order: ``member_weights()[j][s]`` is weight j of
-            sample s (as stored; no store is read again).
+            sample s (as stored; no store is read again). A weight held once
+            (the same in every member) is a read-only view broadcast over
+            the S members, not S copies.
         """
-        return [keras.ops.convert_to_numpy(stack.value) for stack in self._stacks]
+        return ensemble_weights.as_stacks(
+            [keras.ops.convert_to_numpy(v.value) for v in self._stacks], self._shared,
+            self.num_members)
 
     # ------------------------------------------------------------ export
     def export(self, model_dir, version=None, verbose=False):

@@ -5,7 +5,6 @@ import itertools
 import json
 import os
 import re
-import stat
 import time
 import zipfile
 
@@ -13,6 +12,7 @@ import keras
 import numpy as np
 
 from keras_bnn import backend, durable
+from keras_bnn import shared_weights as shared_lib
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.member_model import derived_state_layers
@@ -21,6 +21,7 @@ from keras_bnn.validation import argument_error, check_directory_path
 _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
+_WEIGHT = re.compile(r"^w(0|[1-9][0-9]*)$")
 _RECORD = re.compile(r"^[A-Za-z0-9_-]+$")
 # Keys that Keras numbers per session or per object, not part of an architecture.
 _VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
@@ -122,7 +123,9 @@ class Sample:
 
     Attributes:
         index: position in the store.
-        weights: list of numpy arrays, in ``model.weights`` order.
+        weights: list of numpy arrays, in ``model.weights`` order; those read
+            from the store's ``shared.npz`` are read-only arrays, the same
+            objects in every sample of the store (copy one to change it).
         metadata: dict (``step``, ``epoch``, ``temperature``, ``time``, ...).
     """
 
@@ -138,11 +141,16 @@ class Sample:
 class SampleStore:
     """An append-only directory of posterior samples.
 
-    Layout: ``store.json`` (architecture of the model that wrote the store)
-    and one ``sample-<index>.npz`` per sample (at least six digits; weights
-    ``w0, w1, ...`` in ``model.weights`` order, its metadata as JSON, and
-    the architecture fingerprint of the model that wrote it), and the small
-    JSON records of :meth:`write_record`. Other files are ignored.
+    Layout: ``store.json`` (architecture of the model that wrote the store),
+    ``shared.npz`` (the model's non-trainable weights, written once: see
+    :mod:`keras_bnn.shared_weights`), one ``sample-<index>.npz`` per
+    sample (at least six digits; weights ``w<i>``, ``i`` their position in
+    ``model.weights``: the trainable ones and each non-trainable one that
+    differs from the shared copy, with the indices and digest of those it
+    takes from ``shared.npz``; its metadata as JSON, and the architecture
+    fingerprint of the model that wrote it), and the small JSON records of
+    :meth:`write_record`. Other files are ignored. Stores written before
+    ``shared.npz`` (every weight in every sample) read as before.
 
     Guarantees (see the README's "Guarantees"):
 
@@ -160,7 +168,9 @@ class SampleStore:
       written by a model of another architecture (a sample carries its
       fingerprint), anything but a regular file (a named pipe never blocks
       a reader), and non-finite weights, with a ValueError naming the file
-      (nothing is unpickled);
+      (nothing is unpickled); the same for ``shared.npz``, and a sample is
+      never completed from another ``shared.npz`` than the one it was
+      written against (it names its digest);
     * :meth:`snapshot` fixes the list of samples, so a reader sees one
       consistent set while a writer appends.
 
@@ -186,6 +196,7 @@ class SampleStore:
         durable.remove_stale(self.path)
         self._metadata_cache = {}
         self._frozen = None
+        self._shared = shared_lib.SharedFile(self.path)
 
     @staticmethod
     def is_store(path):
@@ -352,6 +363,9 @@ class SampleStore:
     def append(self, model, **metadata):
         """Writes ``model``'s current weights as a new sample.
 
+        Non-trainable weights equal to the store's shared copy are not
+        written again (the first append that has any writes ``shared.npz``).
+
         The index is claimed atomically (see the class docstring): an
         existing sample is never replaced.
 
@@ -378,8 +392,11 @@ class SampleStore:
         except (TypeError, ValueError) as error:
             raise ValueError(f"`metadata` must be JSON-serialisable finite values ({error}); "
                              f"got {metadata!r}.") from None
-        arrays = {f"w{i}": backend.to_numpy(w) for i, w in enumerate(model.weights)}
-        _check_finite(arrays, f"the weights of model {model.name!r}")
+        weights = [backend.to_numpy(w) for w in model.weights]
+        shared_lib.check_finite({f"w{i}": w for i, w in enumerate(weights)},
+                                f"the weights of model {model.name!r}")
+        candidates = shared_lib.non_trainable_indices(model)
+        arrays = self._shared.sample_entries(weights, candidates, self.architecture)
         arrays["metadata"] = np.array(text)
         arrays[_FINGERPRINT] = np.array(self.architecture["fingerprint"])
         files = self._files()
@@ -393,18 +410,23 @@ class SampleStore:
     def _read(self, path, weights=True):
         """(weights or None, metadata) of one sample file, checked."""
         try:
-            with _open_regular(path) as handle, np.load(handle, allow_pickle=False) as data:
+            with durable.open_regular(path) as handle, \
+                    np.load(handle, allow_pickle=False) as data:
                 names = set(data.files)
                 fingerprint = str(data[_FINGERPRINT]) if _FINGERPRINT in names else None
-                count = len(names - {_FINGERPRINT}) - 1
-                expected = {"metadata", *(f"w{i}" for i in range(count))}
-                if names - {_FINGERPRINT} != expected:
-                    raise ValueError("unexpected entries "
-                                     f"{sorted((names - {_FINGERPRINT}) ^ expected)}")
+                entries = names - {_FINGERPRINT, shared_lib.INDICES, shared_lib.DIGEST}
+                own = {int(m.group(1)) for m in map(_WEIGHT.match, entries) if m}
+                unexpected = entries - {"metadata", *(f"w{i}" for i in own)}
+                if unexpected or "metadata" not in names or (
+                        (shared_lib.INDICES in names) != (shared_lib.DIGEST in names)):
+                    raise ValueError(f"unexpected entries {sorted(unexpected)} or missing ones")
+                taken = shared_lib.check_indices(
+                    data[shared_lib.INDICES] if shared_lib.INDICES in names else None, own)
+                digest = str(data[shared_lib.DIGEST]) if taken else None
                 metadata = json.loads(str(data["metadata"]))
                 if not isinstance(metadata, dict):
                     raise ValueError("metadata is not a JSON object")
-                arrays = {f"w{i}": data[f"w{i}"] for i in range(count)} if weights else None
+                arrays = {i: data[f"w{i}"] for i in sorted(own)} if weights else None
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile,
                 RecursionError) as error:
             # numpy's message for object arrays suggests unsafe loading.
@@ -420,13 +442,17 @@ class SampleStore:
                              "differs); it was copied from another store.")
         if arrays is None:
             return None, metadata
-        shapes = [[list(a.shape), str(a.dtype)] for a in arrays.values()]
+        own_arrays = {f"w{i}": a for i, a in arrays.items()}  # the shared file's are checked
+        if taken:
+            arrays.update(self._shared.taken(path, taken, digest, stored))
+        arrays = [arrays[i] for i in range(len(arrays))]
+        shapes = [[list(a.shape), str(a.dtype)] for a in arrays]
         if stored is not None and shapes != stored["weights"]:
             raise ValueError(f"SampleStore {self.path!r}: sample file {path} does not match "
                              f"the store's architecture (weights {shapes[:3]}..., expected "
                              f"{stored['weights'][:3]}...).")
-        _check_finite(arrays, f"sample file {path}")
-        return list(arrays.values()), metadata
+        shared_lib.check_finite(own_arrays, f"sample file {path}")
+        return arrays, metadata
 
     def _load(self, index, path):
         weights, metadata = self._read(path)
@@ -533,28 +559,3 @@ class SampleStore:
 
     def __repr__(self):
         return f"SampleStore({self.path!r}, samples={len(self)})"
-
-
-def _open_regular(path):
-    """Opens ``path`` for reading if it is a regular file, without blocking.
-
-    ``O_NONBLOCK`` makes opening a named pipe return at once instead of
-    waiting for a writer; a non-regular file is then refused.
-
-    Raises:
-        ValueError: if ``path`` is not a regular file (pipe, device, socket,
-            directory).
-        OSError: if it cannot be opened.
-    """
-    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(handle).st_mode):
-        os.close(handle)
-        raise ValueError("it is not a regular file")
-    return os.fdopen(handle, "rb")
-
-
-def _check_finite(arrays, what):
-    for name, array in arrays.items():
-        if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
-            raise ValueError(f"{what}: {name} holds non-finite values (NaN/Inf); a sample "
-                             "must be finite.")

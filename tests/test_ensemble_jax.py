@@ -18,8 +18,8 @@ import pytest
 pytest.importorskip("jax")
 WORKER = Path(__file__).parent / "workers" / "jax_ensemble_check.py"
 SERVING_PATH = ["keras_bnn." + m for m in (
-    "durable", "store", "runs.rundir", "export", "ensemble", "serving", "predictive_checks",
-    "cli")]
+    "durable", "shared_weights", "store", "runs.rundir", "export", "ensemble_weights",
+    "ensemble", "serving", "predictive_checks", "cli")]
 RUNS = ["keras_bnn.runs." + m for m in ("config", "build", "training", "evaluation", "sweeps")]
 # Modules of the serving/runs layer: none of them may be the one that
 # imports TensorFlow (other modules still may, until they are made TF-free).
@@ -96,11 +96,12 @@ def test_serving_path_modules_import_no_tensorflow_under_jax(jax_run):
 @pytest.mark.parametrize("likelihood", sorted(REFERENCES))
 @pytest.mark.parametrize("loop", ["unroll", "map", "vectorized_map"])
 def test_ensemble_predicts_the_numpy_reference_under_jax(jax_run, likelihood, loop):
-    _, saved = jax_run
+    result, saved = jax_run
     predictive, members, summary = REFERENCES[likelihood](_reference(saved, likelihood))
     finite = np.isfinite(saved["x"]).all(-1)
     assert not finite.all()  # the worker put a NaN in one row
     key = f"{likelihood}/{loop}"
+    assert result[f"{key}/shared"] == [0, 1]  # the frozen trunk, held once
     for name in ("call", "predict"):
         got = saved[f"{key}/{name}"]
         np.testing.assert_allclose(got[finite], predictive[finite], rtol=RTOL, atol=ATOL)
@@ -117,6 +118,10 @@ def test_store_written_under_jax_gives_the_same_ensemble(jax_run, likelihood):
     result, saved = jax_run
     np.testing.assert_array_equal(saved[f"{likelihood}/from_store"],
                                   saved[f"{likelihood}/unroll/predict"])
+    # The frozen trunk is in the store's shared file, not in the samples.
+    assert result[f"{likelihood}/sample_entries"] == [
+        "fingerprint", "metadata", "shared", "shared_digest", "w2", "w3"]
+    assert result[f"{likelihood}/from_store_shared"] == [0, 1]
     assert "needs KERAS_BACKEND=tensorflow" in result[f"export_{likelihood}"]
     # compile(jit_compile=False) reaches Keras' predict step (a second view).
     assert result[f"views_{likelihood}"] == [["predict", False, False], ["predict", True, True]]

@@ -28,8 +28,8 @@ import traceback
 import types
 
 OUT_DIR = sys.argv[1]
-SERVING_PATH = ("durable", "store", "runs.rundir", "export", "ensemble", "serving",
-                "predictive_checks", "cli")
+SERVING_PATH = ("durable", "shared_weights", "store", "runs.rundir", "export",
+                "ensemble_weights", "ensemble", "serving", "predictive_checks", "cli")
 OTHERS = ("plots", "runs.config", "runs.build", "runs.training", "runs.evaluation",
           "runs.sweeps", "experiment")
 first_import = {}
@@ -82,8 +82,10 @@ saved = {"x": x}
 
 
 def member(units):
+    """A frozen Dense(8) trunk (the same weights in every set: stored and held
+    once) under a Dense(units) head."""
     inputs = keras.Input((5,))
-    hidden = keras.layers.Dense(8, activation="relu")(inputs)
+    hidden = keras.layers.Dense(8, activation="relu", trainable=False)(inputs)
     return keras.Model(inputs, keras.layers.Dense(units)(hidden))
 
 
@@ -93,12 +95,15 @@ for likelihood, units in UNITS.items():
     sets = weight_sets[likelihood] = [
         [rng.normal(size=w.shape).astype("float32") for w in model.weights]
         for _ in range(MEMBERS)]
+    for weights in sets:
+        weights[:2] = sets[0][:2]  # the frozen trunk
     for j in range(len(sets[0])):
         saved[f"{likelihood}/w{j}"] = np.stack([s[j] for s in sets])
     for loop in ensemble_lib.MEMBER_LOOPS:
         ensemble = ensemble_lib.PosteriorEnsemble(model, sets, likelihood=likelihood,
                                                   member_loop=loop)
         key = f"{likelihood}/{loop}"
+        result[f"{key}/shared"] = list(ensemble._shared)
         saved[f"{key}/call"] = keras.ops.convert_to_numpy(ensemble(x))
         saved[f"{key}/predict"] = ensemble.predict(x, batch_size=4, verbose=0)
         saved[f"{key}/members"] = ensemble.predict_members(x, batch_size=4)
@@ -114,7 +119,10 @@ for likelihood, model in models.items():
     for step, weights in enumerate(sets):
         model.set_weights(weights)
         store.append(model, chain=0, step=step)
+    with np.load(os.path.join(store.path, "sample-000001.npz")) as data:
+        result[f"{likelihood}/sample_entries"] = sorted(data.files)
     from_store = ensemble_lib.PosteriorEnsemble.from_store(store, likelihood=likelihood)
+    result[f"{likelihood}/from_store_shared"] = list(from_store._shared)
     saved[f"{likelihood}/from_store"] = from_store.predict(x, batch_size=4, verbose=0)
     from_store.compile(jit_compile=False)  # Keras' predict step runs JAX op by op
     saved[f"{likelihood}/eager"] = from_store.predict(x, batch_size=4, verbose=0)
