@@ -14,12 +14,10 @@ from keras_bnn import prior_attachment
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.callbacks import current_step
-from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
-                                warn_on_train_size)
+from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
 from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, from_loss,
                                    head_metrics, normalises_weights)
-from keras_bnn.models import fit_callbacks, on_batch
-from keras_bnn.models.weight_mean import WarnOnWeightMean, WeightTotals
+from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
@@ -226,7 +224,7 @@ class BayesianModel(keras.Model):
             self._sampling_trackers["nonfinite_steps"] = keras.metrics.Sum(
                 name="nonfinite_steps"
             )
-            self._sampling_trackers["weight_totals"] = WeightTotals()  # logs nothing
+            self._sampling_trackers["weight_totals"] = weight_mean.WeightTotals()  # logs nothing
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
@@ -589,13 +587,9 @@ class BayesianModel(keras.Model):
             distribute.check_variables(self)
         warn_on_train_size(self, kwargs, first)
         callbacks = list(kwargs.get("callbacks") or [])
-        if array_examples(kwargs.get("x")) is None and not normalises_weights(self.loss):
-            # a dataset's or generator's weights: counted by the step (arrays' are checked)
-            callbacks.append(WarnOnWeightMean(
-                self._sampling_trackers["weight_totals"],
-                "fit's class_weight" if kwargs.get("class_weight") else
-                "the sample_weight in fit's data", self.train_size,
-                one_pass=kwargs.get("steps_per_epoch") is None))
+        weights_check = weight_mean.for_fit(self, kwargs)  # a dataset's or generator's weights
+        if weights_check is not None:
+            callbacks.append(weights_check)
         validation = kwargs.get("validation_data")
         if validation is not None:  # val_nll is the early-stopping key: check its labels too
             # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)

@@ -18,7 +18,8 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, warn_on_weight_mean
+from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, array_examples, warn_on_weight_mean
+from keras_bnn.likelihoods import normalises_weights
 
 #: Standard errors of the mean a first epoch that is not one pass over the
 #: data (``steps_per_epoch``) may differ by from the data's mean: a
@@ -123,3 +124,25 @@ class WarnOnWeightMean(keras.callbacks.Callback):
         if abs(mean - 1.0) > allowed:
             warn_on_weight_mean(self.name, mean, f"the first epoch's {count:.0f} weights",
                                 self.train_size)
+
+
+def for_fit(model, arguments):
+    """The :class:`WarnOnWeightMean` of ``model.fit(**arguments)``, or None where it has none.
+
+    Arrays' weights are checked before training
+    (:func:`keras_bnn.fit_data.warn_on_train_size`), and a loss of reduction
+    ``"mean_with_sample_weight"`` normalises them in each batch.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        arguments: ``fit``'s arguments by name.
+
+    Returns:
+        The callback, or None.
+    """
+    if array_examples(arguments.get("x")) is not None or normalises_weights(model.loss):
+        return None
+    name = ("fit's class_weight" if arguments.get("class_weight") else
+            "the sample_weight in fit's data")
+    return WarnOnWeightMean(model._sampling_trackers["weight_totals"], name, model.train_size,
+                            one_pass=arguments.get("steps_per_epoch") is None)
