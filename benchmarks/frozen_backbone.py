@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import keras_bnn as kb  # noqa: E402
+from ensemble_latency import best_seconds  # noqa: E402  (this script's directory)
 from keras_bnn.cli import int_at_least  # noqa: E402
 
 
@@ -54,18 +55,6 @@ def frozen_backbone_model():
     bnn.compile(sampler=kb.samplers.SGLD(step_size=1e-4, seed=0), train_size=64,
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return bnn
-
-
-def best_ms(functions, x, repeats, warmup=2):
-    """Fastest wall time, in ms, of each ``function(x)``, called in turn."""
-    times = [[] for _ in functions]
-    for round_ in range(warmup + repeats):
-        for function, record in zip(functions, times):
-            start = time.perf_counter()
-            tf.nest.map_structure(np.asarray, function(x))
-            if round_ >= warmup:
-                record.append(time.perf_counter() - start)
-    return [1e3 * min(record) for record in times]
 
 
 def variable_mb(ensemble):
@@ -95,8 +84,9 @@ def main():
             disk = sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path))
             stacked = kb.PosteriorEnsemble.from_store(store, shared_weights=())
             shared = kb.PosteriorEnsemble.from_store(store)
-        ms = best_ms([member, tf.function(stacked.predictive_summary),
-                      tf.function(shared.predictive_summary)], x, args.repeats)
+        functions = [member, tf.function(stacked.predictive_summary),
+                     tf.function(shared.predictive_summary)]
+        ms = 1e3 * np.array(best_seconds(functions, x, args.repeats))
         print(f"| {count} | {disk / 1e6:.1f} | {count * model_mb:.1f} | "
               f"{variable_mb(stacked):.1f} | {variable_mb(shared):.1f} | {ms[0]:.1f} | "
               f"{ms[1]:.1f} | {ms[2]:.1f} |")
