@@ -20,11 +20,11 @@ that differs between members; a weight the same in every member, such as a
 frozen backbone's, is one variable of its own shape, see
 :mod:`keras_bnn.ensemble_weights`) and each member is the member model's
 ``stateless_call`` on a slice. A Functional or Sequential member's frozen
-trunk (the layers whose weights are all held once, fed by the input through
-such layers only) runs once per call, and only the rest runs per member
-(:mod:`keras_bnn.ensemble_trunk`). The slices are evaluated by a trace-time
-unrolled loop by default (``member_loop``; see :class:`PosteriorEnsemble`
-and ``benchmarks/ensemble_latency.py`` for why).
+trunk (the layers whose weights are all held once, fed by the input
+through such layers only) runs once per call, and only the rest runs per
+member (:mod:`keras_bnn.ensemble_trunk`). The
+slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
+see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
 This module runs under any Keras backend (``keras.ops``; no TensorFlow
 import of its own). ``predict``, ``predict_uncertainty`` and ``predict_members`` each run
