@@ -98,7 +98,7 @@ def test_the_ensemble_gives_the_varying_weights_without_the_trunk(frozen):
     assert len(ensemble.member_weights()) == 4  # every weight by default
 
 
-def test_a_summary_of_no_varying_weight_is_nan(frozen):
+def test_a_summary_of_no_varying_weight_is_nan():
     summary = diagnostics.convergence_summary(np.zeros((2, DRAWS, 0)), "weights")
     assert summary["num_components"] == summary["num_constant"] == summary["num_scored"] == 0
     assert np.isnan(summary["median"]) and np.isnan(summary["ess_bulk_min"])
