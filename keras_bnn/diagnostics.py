@@ -45,6 +45,7 @@ from scipy import stats
 
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.ensemble import PosteriorEnsemble
+from keras_bnn.ensemble_weights import same_in_every_set
 from keras_bnn.likelihoods import LIKELIHOODS, infer
 from keras_bnn.validation import (argument_error, check_choice, check_fraction, check_int,
                                   check_positive)
@@ -60,7 +61,9 @@ MAX_COMPONENTS = 1000
 def _as_chains(states, name, shape_text, ndim=None):
     """``states`` as a float64 ``[C, S, ...]`` array with enough draws, or a ValueError."""
     x = np.asarray(states, dtype=np.float64)
-    if (x.ndim < 2 if ndim is None else x.ndim != ndim) or 0 in x.shape:
+    # Components may be none ([C, S, 0]: no weight varies); predictions may not.
+    empty = 0 in (x.shape[:2] if ndim is None else x.shape)
+    if (x.ndim < 2 if ndim is None else x.ndim != ndim) or empty:
         raise argument_error(name, f"be an array of shape {shape_text} without empty axes",
                              states, got=f"shape {x.shape}")
     if x.shape[1] < 4:
@@ -86,7 +89,7 @@ def _scores(chains, max_components, estimators=("rhat", "bulk", "tail")):
     """
     import arviz as az  # noqa: PLC0415 - heavy import, only needed here
 
-    flat = chains.reshape(chains.shape[0], chains.shape[1], -1)
+    flat = chains.reshape(*chains.shape[:2], int(np.prod(chains.shape[2:])))
     varying = np.ptp(flat, axis=(0, 1)) > 0
     flat = flat[:, :, varying]
     counts = {"num_components": int(flat.shape[-1]), "num_constant": int(np.sum(~varying))}
@@ -153,11 +156,11 @@ def convergence_summary(chains, name="chains", max_components=MAX_COMPONENTS):
         ``num_scored`` (of them), ``num_constant`` (left out),
         ``num_rhat_undefined`` (scored components whose R-hat is 0/0, left
         out of the R-hat statistics; present when R-hat is computed). Statistics are
-        NaN when every component is constant.
+        NaN when every component is constant, or there is none (``[C, S, 0]``).
 
     Raises:
-        ValueError: naming ``name`` if ``chains`` has fewer than 2 axes,
-            fewer than 4 draws per chain or non-finite values, or naming
+        ValueError: naming ``name`` if ``chains`` has fewer than 2 axes, no
+            chains, fewer than 4 draws per chain or non-finite values, or naming
             ``max_components`` for anything but None or an int ≥ 1.
     """
     if max_components is not None:
@@ -407,18 +410,25 @@ def _common_draws(stores):
 
 
 def chain_weights(stores):
-    """Weights of every chain, ``[C, S, D]`` (all weights flattened, in order).
+    """The weights that vary between draws, per chain: ``[C, S, D]`` (flattened, in order).
 
-    Chains of different lengths are cut to the last S draws, S the shortest.
+    A weight the same, bit for bit, in every draw (a frozen backbone's, which
+    a store reads once from its shared file) is left out: it would be S·C
+    copies of constant components, which :func:`convergence_summary` leaves
+    out anyway, so its R-hat and ESS are those of every weight. Chains of
+    different lengths are cut to the last S draws, S the shortest.
 
     Args:
         stores: list of :class:`keras_bnn.SampleStore`, one per chain.
 
     Returns:
-        float64 array.
+        float64 array (D = 0 when no weight varies).
     """
-    return np.array([[np.concatenate([np.ravel(w) for w in sample.weights]) for sample in chain]
-                     for chain in _common_draws(stores)], dtype=np.float64)
+    draws = _common_draws(stores)
+    every = [sample.weights for chain in draws for sample in chain]
+    varying = [j for j in range(len(every[0])) if not same_in_every_set(every, j)]
+    return np.array([[np.concatenate([np.ravel(sample.weights[j]) for j in varying] or [[]])
+                      for sample in chain] for chain in draws], dtype=np.float64)
 
 
 def _likelihood(stores, model, likelihood):
@@ -455,8 +465,10 @@ def chain_predictions(stores, x, likelihood=None):
 def to_inference_data(source, x=None, likelihood=None):
     """The chains of a run as an ``arviz.InferenceData``.
 
-    ``posterior`` holds every weight of the model (one variable per weight,
-    named after its path, dims ``(chain, draw, *shape)``);
+    ``posterior`` holds every weight of the model that varies between draws
+    (one variable per weight, named after its path, dims ``(chain, draw,
+    *shape)``), ``constant_data`` once each weight the same in every draw (a
+    frozen backbone's; no chain × draw copies);
     ``posterior_predictive`` (when ``x`` is given) holds the predictions of
     every draw on ``x`` (``"probabilities"``, or ``"outputs"`` ``[μ, log σ²]``
     for a Gaussian head). ``az.summary``, ``az.plot_trace``, ``az.plot_rank`` and
@@ -485,11 +497,13 @@ def to_inference_data(source, x=None, likelihood=None):
     likelihood = _likelihood(stores, model, likelihood)
     names = [w.path.replace("/", "_") for w in model.weights]
     draws = _common_draws(stores)
-    posterior = {
+    every = [sample.weights for chain in draws for sample in chain]
+    held = {j for j in range(len(names)) if same_in_every_set(every, j)}
+    groups = {"posterior": {
         name: np.array([[sample.weights[j] for sample in chain] for chain in draws])
-        for j, name in enumerate(names)
-    }
-    groups = {"posterior": posterior}
+        for j, name in enumerate(names) if j not in held}}
+    if held:
+        groups["constant_data"] = {names[j]: every[0][j] for j in sorted(held)}
     if x is not None:
         key = "outputs" if likelihood == "gaussian" else "probabilities"
         groups["posterior_predictive"] = {key: chain_predictions(stores, x, likelihood)}

@@ -271,11 +271,10 @@ class PosteriorEnsemble(keras.Model):
         return self._num_members
 
     def get_config(self):
-        """The member architecture, S, likelihood, member loop and the weights
-        held once (weights apart).
+        """The member architecture, S, likelihood, member loop and weights held once.
 
         Returns:
-            dict for :meth:`from_config`.
+            dict for :meth:`from_config` (the weights apart).
         """
         return {
             "name": self.name,
@@ -539,19 +538,21 @@ class PosteriorEnsemble(keras.Model):
         outputs = self._predict_with("predict_members", batch_first, x, batch_size, steps, verbose)
         return np.transpose(outputs, (1, 0, 2))
 
-    def member_weights(self):
+    def member_weights(self, held_once=True):
         """The stacked weight sets, one array per member weight.
+
+        Args:
+            held_once: False leaves out the weights held once (the same in every
+                member, e.g. a frozen backbone's), as weight-space diagnostics do.
 
         Returns:
             List of numpy arrays ``[S, *weight.shape]`` in the member model's
-            ``weights`` order: ``member_weights()[j][s]`` is weight j of
-            sample s (as stored; no store is read again). A weight held once
-            (the same in every member) is a read-only view broadcast over
-            the S members, not S copies.
+            ``weights`` order (``[j][s]``: weight j of sample s, as stored); a
+            weight held once is a read-only view broadcast over the S members.
         """
-        return ensemble_weights.as_stacks(
-            [keras.ops.convert_to_numpy(v.value) for v in self._stacks], self._shared,
-            self.num_members)
+        kept = [v.value for j, v in enumerate(self._stacks) if held_once or j not in self._shared]
+        return ensemble_weights.as_stacks([ops.convert_to_numpy(v) for v in kept],
+                                          self._shared if held_once else (), self.num_members)
 
     # ------------------------------------------------------------ export
     def export(self, model_dir, version=None, verbose=False):

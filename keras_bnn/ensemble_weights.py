@@ -44,7 +44,16 @@ def _checked(model, weight_sets):
             for weights in weight_sets]
 
 
-def _same_in_every_set(weight_sets, j):
+def same_in_every_set(weight_sets, j):
+    """Whether weight ``j`` is the same, bit for bit, in every weight set.
+
+    Args:
+        weight_sets: lists of arrays, one list per set (member, draw).
+        j: the weight's index.
+
+    Returns:
+        bool; True at once for one array shared by every set (a store's shared file).
+    """
     first = weight_sets[0][j]
     return all(same_bytes(weights[j], first) for weights in weight_sets[1:])
 
@@ -71,12 +80,12 @@ def arrange(model, weight_sets, shared_weights=None):
     weight_sets = _checked(model, weight_sets)
     count = len(model.weights)
     if shared_weights is None:
-        shared = tuple(j for j in range(count) if _same_in_every_set(weight_sets, j))
+        shared = tuple(j for j in range(count) if same_in_every_set(weight_sets, j))
     else:
         requested = list(shared_weights)
         wrong = [j for j in requested if not isinstance(j, (int, np.integer))
                  or isinstance(j, bool) or not 0 <= j < count
-                 or not _same_in_every_set(weight_sets, j)]
+                 or not same_in_every_set(weight_sets, j)]
         shared = tuple(sorted({int(j) for j in requested})) if not wrong else ()
         if wrong:
             raise argument_error(

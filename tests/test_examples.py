@@ -10,6 +10,7 @@ import types
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import keras_bnn as kb
@@ -109,11 +110,39 @@ def test_a_sweep_that_could_not_load_its_data_can_be_run_again(tmp_path, capsys)
         assert "error: tensorflow-datasets dataset 'imdb_reviews/plain_text' is not prepared" in err
 
 
-def test_there_are_six_examples():
+def test_there_are_seven_examples():
     assert {p.stem for p in EXAMPLES} == {
-        "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_fit",
+        "bayesian_last_layer", "cifar10_resnet_pp_atmc", "fashion_mnist", "fashion_mnist_fit",
         "fashion_mnist_weight_growth",
         "imdb_cnn_lstm_sweep", "synthetic_temperature_sweep"}
+
+
+def test_the_bayesian_last_layer_example_samples_the_head_only(tmp_path, capsys):
+    """examples/bayesian_last_layer.py at a tiny size, as a user runs it: the
+    frozen trunk is written once (shared.npz), each sample file holds the head
+    only, both heads beat chance on the 500 test images and the ensemble is
+    exported."""
+    module = _load(next(p for p in EXAMPLES if p.stem == "bayesian_last_layer"))
+    out = tmp_path / "out"
+    # 32 steps an epoch: the sampler's 1000-step warm-up ends in epoch 31.
+    module.main(["--out", str(out), "--train-subset", "256", "--batch-size", "8",
+                 "--pretrain-epochs", "5", "--map-epochs", "5", "--epochs", "36",
+                 "--burn-in-epochs", "32"])
+    result = json.load(open(out / "results.json"))
+    map_row, bayes_row = result["rows"]
+    assert (map_row["samples"], bayes_row["samples"]) == (1, 4)  # epochs 32..35
+    for row in (map_row, bayes_row):
+        # Chance is accuracy 0.1 (sd 0.013 on 500 images) and NLL log 10 = 2.30.
+        assert row["accuracy"] > 0.3 and 0 < row["nll"] < np.log(10)
+        assert 0 <= row["ece"] <= 1
+    assert (result["frozen_weights"], result["head_weights"]) == (64 * 128 + 128 + 128 * 64 + 64,
+                                                                  64 * 10 + 10)
+    store = result["store"]
+    assert (out / "samples" / "shared.npz").exists()
+    assert store["shared_bytes"] > 4 * result["frozen_weights"]  # the trunk, float32
+    assert store["sample_bytes_each"] < 4 * result["head_weights"] + 4096  # the head only
+    assert os.path.exists(os.path.join(result["export"], "saved_model.pb"))
+    assert "| Bayesian head (ATMC) | 4 |" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -11,8 +11,10 @@ equilibrium test and the second noise measurement were done: it collected no
 sample and ``PosteriorEnsemble.from_store`` raised.
 """
 
+import importlib.util
 import json
 import re
+import types
 import warnings
 from pathlib import Path
 
@@ -21,14 +23,17 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
+from keras_bnn.datasets.bundled import bundled_arrays
 
 README = Path(__file__).parent.parent / "README.md"
 
 
-def readme_block(heading):
-    """The first ```python block under the README's heading ``heading`` (``## …``, ``### …``)."""
+def readme_block(heading, after=None):
+    """The first ```python block under the README's heading ``heading`` (``## …``, ``### …``),
+    or after the text ``after`` in that section."""
     text = README.read_text()
     section = text[re.search(rf"^#+ {re.escape(heading)}$", text, re.M).start():]
+    section = section[section.index(after):] if after else section
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -67,6 +72,33 @@ def test_the_own_model_example_samples_a_functional_model(tmp_path, monkeypatch)
     # A posterior on digits, not a broken one: chance is 0.1 and NLL log(10) = 2.3.
     assert float(np.mean(np.argmax(probs, axis=1) == y_val)) > 0.8
     assert kb.metrics.evaluate_probs(probs, y_val)["nll"] < 1.0
+
+
+@pytest.mark.slow  # 17 s (2 cores): 150 epochs and an export
+def test_the_bayesian_last_layer_samples_the_head_on_a_frozen_trunk(tmp_path, monkeypatch):
+    """The "A Bayesian last layer" block, on the trunk and data of
+    examples/bayesian_last_layer.py (the names the block leaves to the user)."""
+    spec = importlib.util.spec_from_file_location(
+        "bayesian_last_layer", README.parent / "examples" / "bayesian_last_layer.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    (x_train, y_train), (x_test, y_test), _ = bundled_arrays("digits")
+    trunk = example.pretrained_trunk(x_train, y_train, types.SimpleNamespace(
+        seed=0, batch_size=64, pretrain_epochs=30))
+    frozen = [w.numpy().copy() for layer in trunk for w in layer.weights]
+    ns, warned = run_block(
+        readme_block("Your own model", after="**A Bayesian last layer.**"), tmp_path,
+        monkeypatch, {"pretrained_trunk": trunk, "x_train": x_train, "y_train": y_train,
+                      "x_test": x_test, "y_test": y_test})
+    assert kb.NotConvergedWarning not in warned and kb.MissingPriorWarning not in warned
+    assert len(ns["store"]) > 0 and (tmp_path / "runs" / "bll" / "samples" / "shared.npz").exists()
+    # The trunk is not sampled: its weights are the pretrained ones, bit for bit.
+    assert all(np.array_equal(w.numpy(), f)
+               for w, f in zip((w for layer in trunk for w in layer.weights), frozen))
+    # Chance is accuracy 0.1 and NLL log 10 = 2.3 on the 500 test images.
+    assert float(np.mean(np.argmax(ns["probs"], axis=1) == y_test)) > 0.8
+    assert kb.metrics.evaluate_probs(ns["probs"], y_test)["nll"] < 1.0
+    assert list((tmp_path / "saved_models" / "bll").glob("*/saved_model.pb"))
 
 
 def test_the_prior_predictive_check_shows_the_confident_prior(tmp_path, monkeypatch):

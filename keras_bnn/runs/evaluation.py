@@ -147,8 +147,10 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     members = ensemble.predict_members(test_ds)  # chain by chain
     num_samples = len(members)
     chain_ends = np.cumsum([len(s) for s in stores])[:-1]
-    weights = np.concatenate(
-        [np.reshape(w, (num_samples, -1)) for w in ensemble.member_weights()], axis=1)
+    # Weight space is the weights that vary: one held once (a frozen
+    # backbone's) would be num_samples copies of constant columns.
+    varying = [np.reshape(w, (num_samples, -1)) for w in ensemble.member_weights(held_once=False)]
+    weights = np.concatenate(varying, axis=1) if varying else np.zeros((num_samples, 0))
     result = {"sampler": config.sampler, "temperature": config.temperature,
               "likelihood": ensemble.likelihood, "num_chains": len(stores),
               "num_samples": num_samples}
@@ -254,13 +256,14 @@ def chain_rhat(chain_probs, chain_weights):
     :func:`keras_bnn.diagnostics.convergence_summary` of the members'
     predictions on the test inputs (``"function"``: class probabilities
     p(k|x_n), or the raw ``[μ, log σ²]`` of a Gaussian head)
-    and of every weight (``"weight"``), over the last S draws of each chain
+    and of every weight that varies (``"weight"``), over the last S draws of each chain
     (S the shortest chain). With one chain its halves are compared.
 
     Args:
         chain_probs: per chain, the ``[S_k, N, units]`` predictions of its samples.
         chain_weights: per chain, the ``[S_k, D]`` flattened weights of its
-            samples (all weights, in ``model.weights`` order).
+            samples (those that vary between samples, in ``model.weights``
+            order: see :func:`keras_bnn.diagnostics.chain_weights`).
 
     Returns:
         ``{"function": {...}, "weight": {...}}`` (keys ``median``, ``max``,
