@@ -210,3 +210,18 @@ def test_a_config_written_before_the_priors_were_recorded_still_loads():
     recorded = {v.path: v.regularizer for v in rebuilt.trainable_variables}
     assert recorded["logits/kernel"].get_config() == KERNEL_PRIOR.get_config()
     assert recorded["mha/query/kernel"] is None  # MultiHeadAttention's config holds none
+
+
+def test_clone_model_loses_unrecorded_priors_and_from_config_keeps_them():
+    """``keras.models.clone_model`` rebuilds each layer from its config, so a
+    MultiHeadAttention clone's projections come without priors (``fit`` names
+    them); ``BayesianModel.from_config(get_config())``, the README's copy, keeps
+    every one."""
+    model, x, y = case("multi_head_attention")
+    clone = keras.models.clone_model(model)
+    lost = [v.path for v in clone.trainable_variables if v.regularizer is None]
+    assert lost  # Keras' clone: only the layer configs' priors
+    with pytest.warns(kb.MissingPriorWarning, match=lost[0].split("/")[-1]):
+        _compile(clone).fit(x, y, batch_size=4, epochs=1, verbose=0)
+    copy = kb.BayesianModel.from_config(model.get_config())
+    assert prior_configs(copy) == prior_configs(model)
