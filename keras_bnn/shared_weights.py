@@ -28,7 +28,7 @@ SHARED_FILE = "shared.npz"
 INDICES = "shared"  # a sample's entry: the weights it takes from the shared file
 DIGEST = "shared_digest"  # a sample's entry: the shared file's digest
 _FINGERPRINT = "fingerprint"
-_WEIGHT = re.compile(r"^w(0|[1-9][0-9]*)$")
+WEIGHT_ENTRY = re.compile(r"^w(0|[1-9][0-9]*)$")  # a file's entry w<i>: weight i
 
 
 def non_trainable_indices(model):
@@ -122,7 +122,7 @@ def read(path, fingerprint, expected):
     try:
         with durable.open_regular(path) as handle, np.load(handle, allow_pickle=False) as data:
             names = set(data.files)
-            indices = {n: _WEIGHT.match(n) for n in names - {_FINGERPRINT}}
+            indices = {n: WEIGHT_ENTRY.match(n) for n in names - {_FINGERPRINT}}
             if _FINGERPRINT not in names or not all(indices.values()):
                 raise ValueError(f"unexpected entries {sorted(names)}")
             stored_fingerprint = str(data[_FINGERPRINT])

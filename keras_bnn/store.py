@@ -21,7 +21,6 @@ from keras_bnn.validation import argument_error, check_directory_path
 _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
-_WEIGHT = re.compile(r"^w(0|[1-9][0-9]*)$")
 _RECORD = re.compile(r"^[A-Za-z0-9_-]+$")
 # Keys that Keras numbers per session or per object, not part of an architecture.
 _VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
@@ -415,7 +414,7 @@ class SampleStore:
                 names = set(data.files)
                 fingerprint = str(data[_FINGERPRINT]) if _FINGERPRINT in names else None
                 entries = names - {_FINGERPRINT, shared_lib.INDICES, shared_lib.DIGEST}
-                own = {int(m.group(1)) for m in map(_WEIGHT.match, entries) if m}
+                own = {int(m.group(1)) for m in map(shared_lib.WEIGHT_ENTRY.match, entries) if m}
                 unexpected = entries - {"metadata", *(f"w{i}" for i in own)}
                 if unexpected or "metadata" not in names or (
                         (shared_lib.INDICES in names) != (shared_lib.DIGEST in names)):

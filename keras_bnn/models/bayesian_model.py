@@ -185,7 +185,8 @@ class BayesianModel(keras.Model):
                 must output logits), a loss whose reduction is not a
                 batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`),
                 in a ``tf.distribute`` scope for weights made outside it
-                (:func:`keras_bnn.distribute.check_variables`), or ``metrics`` that misread the head: of probabilities, or
+                (:func:`keras_bnn.distribute.check_variables`), or
+                ``metrics`` that misread the head: of probabilities, or
                 Keras' own for a Gaussian one
                 (:func:`keras_bnn.likelihoods.head_metrics`, which also makes a
                 Bernoulli model's ``"accuracy"`` threshold its logit at 0).
