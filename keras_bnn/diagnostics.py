@@ -47,6 +47,7 @@ from keras_bnn.runs.rundir import stores_of
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.ensemble_weights import same_in_every_set
 from keras_bnn.likelihoods import LIKELIHOODS, infer
+from keras_bnn.shared_weights import non_trainable_indices
 from keras_bnn.validation import (argument_error, check_choice, check_fraction, check_int,
                                   check_positive)
 
@@ -465,10 +466,10 @@ def chain_predictions(stores, x, likelihood=None):
 def to_inference_data(source, x=None, likelihood=None):
     """The chains of a run as an ``arviz.InferenceData``.
 
-    ``posterior`` holds every weight of the model that varies between draws
-    (one variable per weight, named after its path, dims ``(chain, draw,
-    *shape)``), ``constant_data`` once each weight the same in every draw (a
-    frozen backbone's; no chain × draw copies);
+    ``posterior`` holds every sampled weight of the model (one variable per
+    weight, named after its path, dims ``(chain, draw, *shape)``),
+    ``constant_data`` once each non-trainable weight that is the same in
+    every draw (a frozen backbone's; no chain × draw copies);
     ``posterior_predictive`` (when ``x`` is given) holds the predictions of
     every draw on ``x`` (``"probabilities"``, or ``"outputs"`` ``[μ, log σ²]``
     for a Gaussian head). ``az.summary``, ``az.plot_trace``, ``az.plot_rank`` and
@@ -498,7 +499,7 @@ def to_inference_data(source, x=None, likelihood=None):
     names = [w.path.replace("/", "_") for w in model.weights]
     draws = _common_draws(stores)
     every = [sample.weights for chain in draws for sample in chain]
-    held = {j for j in range(len(names)) if same_in_every_set(every, j)}
+    held = {j for j in non_trainable_indices(model) if same_in_every_set(every, j)}
     groups = {"posterior": {
         name: np.array([[sample.weights[j] for sample in chain] for chain in draws])
         for j, name in enumerate(names) if j not in held}}

@@ -113,3 +113,15 @@ def test_inference_data_holds_the_trunk_once(frozen):
     assert sorted(idata.constant_data.data_vars) == ["trunk_bias", "trunk_kernel"]
     np.testing.assert_array_equal(idata.constant_data["trunk_kernel"].values,
                                   frozen[0][0].weights[0])
+
+
+def test_inference_data_of_one_draw_holds_every_sampled_weight(tmp_path):
+    """A sampled weight stays in ``posterior`` even where the draws cannot show it
+    varies (one draw): only non-trainable weights go to ``constant_data``."""
+    inputs = keras.Input((3,))
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(2, name="head")(inputs)))
+    store = kb.SampleStore(str(tmp_path / "one"))
+    store.append(model, chain=0, step=0)
+    idata = diagnostics.to_inference_data(store)
+    assert sorted(idata.posterior.data_vars) == ["head_bias", "head_kernel"]
+    assert "constant_data" not in idata.groups()
