@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_bnn import backend, durable
 from keras_bnn import shared_weights as shared_lib
+from keras_bnn import trainable_flags
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.member_model import derived_state_layers
@@ -330,7 +331,7 @@ class SampleStore:
         if stored is None:
             raise ValueError(f"SampleStore {self.path!r} is empty: no architecture yet.")
         try:
-            model = keras.saving.deserialize_keras_object(stored["model"])
+            model = trainable_flags.deserialize(stored["model"])
         except Exception as error:  # Keras raises many types for a bad config
             raise ValueError(f"SampleStore {self.path!r}: the model in {_MANIFEST} cannot "
                              f"be rebuilt ({type(error).__name__}: {error}).") from None
