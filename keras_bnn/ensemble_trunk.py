@@ -5,7 +5,8 @@ A member model whose first layers have only weights held once by the
 pretrained backbone) computes the same tensors in every member up to the
 layers that read a sampled weight. :func:`split` finds that trunk in a
 Functional member: the layer calls whose weights are all held once and
-whose inputs come from the model's inputs through such calls only. The
+whose inputs come from the model's inputs through such calls only (of a
+layer called in the trunk and after it, none: Keras cannot cut there). The
 ensemble runs the trunk once and, per member, only the rest (the *head*, a
 Functional built from the trunk's output tensors, which Keras makes its
 inputs), so S members cost one backbone and S heads.
