@@ -48,7 +48,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn import ensemble_trunk, ensemble_weights
+from keras_bnn import ensemble_trunk, ensemble_weights, trainable_flags
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
@@ -300,7 +300,7 @@ class PosteriorEnsemble(keras.Model):
             A :class:`PosteriorEnsemble`.
         """
         config = dict(config)
-        model = keras.saving.deserialize_keras_object(config.pop("model"))
+        model = trainable_flags.deserialize(config.pop("model"))
         zeros = [np.zeros(w.shape, w.dtype) for w in model.weights]
         config["shared_weights"] = config.get("shared_weights", ())
         return cls(model, [zeros] * config.pop("num_members"), **config)

@@ -5,7 +5,8 @@ A member model whose first layers have only weights held once by the
 pretrained backbone) computes the same tensors in every member up to the
 layers that read a sampled weight. :func:`split` finds that trunk in a
 Functional member: the layer calls whose weights are all held once and
-whose inputs come from the model's inputs through such calls only. The
+whose inputs come from the model's inputs through such calls only (of a
+layer called in the trunk and after it, none: Keras cannot cut there). The
 ensemble runs the trunk once and, per member, only the rest (the *head*, a
 Functional built from the trunk's output tensors, which Keras makes its
 inputs), so S members cost one backbone and S heads.
@@ -15,17 +16,30 @@ import keras
 
 
 def _trunk_tensors(model, shared_ids):
-    """ids of the KerasTensors that every member computes alike."""
-    same = {id(t) for t in model.inputs}
-    for depth in sorted(model._nodes_by_depth, reverse=True):  # from the inputs on
-        for node in model._nodes_by_depth[depth]:
-            if node.is_input:
-                continue
-            weights = getattr(node.operation, "weights", ())  # a keras.ops call has none
-            if all(id(w) in shared_ids for w in weights) and all(
-                    id(t) in same for t in node.arguments.keras_tensors):
-                same.update(id(t) for t in node.outputs)
-    return same
+    """ids of the KerasTensors that every member computes alike.
+
+    A layer called both in the trunk and after a sampled layer (a frozen
+    layer used twice) stays out of the trunk: Keras cannot build a head
+    whose input is the output of a layer the head calls again ("Output ...
+    is not connected to `inputs`").
+    """
+    excluded = set()  # ids of the operations kept out of the trunk
+    while True:
+        same, outside = {id(t) for t in model.inputs}, set()
+        for depth in sorted(model._nodes_by_depth, reverse=True):  # from the inputs on
+            for node in model._nodes_by_depth[depth]:
+                if node.is_input:
+                    continue
+                weights = getattr(node.operation, "weights", ())  # a keras.ops call has none
+                if id(node.operation) not in excluded and all(
+                        id(w) in shared_ids for w in weights) and all(
+                        id(t) in same for t in node.arguments.keras_tensors):
+                    same.update(id(t) for t in node.outputs)
+                else:
+                    outside.add(id(node.operation))
+        if outside <= excluded:  # no operation both in the trunk and out of it
+            return same
+        excluded |= outside
 
 
 def split(model, shared):

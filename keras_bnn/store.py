@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_bnn import backend, durable
 from keras_bnn import shared_weights as shared_lib
+from keras_bnn import trainable_flags
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.member_model import derived_state_layers
@@ -108,13 +109,26 @@ def _first_difference(stored, mine):
             for key in ("class", "weights"):
                 if a.get(key) != b.get(key):
                     return f"layer {i}: {key} {a.get(key)} in the store, {b.get(key)} in the model"
-            config_a, config_b = a.get("config") or {}, b.get("config") or {}
-            keys = sorted(set(config_a) | set(config_b), key=str)
-            diff = [k for k in keys if config_a.get(k) != config_b.get(k)]
-            first = diff[0] if diff else "config"
-            return (f"layer {i} ({b['class'].rsplit('.', 1)[-1]}): {first}="
-                    f"{config_a.get(first)!r} in the store, {config_b.get(first)!r} in the model")
+            return (f"layer {i} ({b['class'].rsplit('.', 1)[-1]}): "
+                    + _config_difference(a.get("config") or {}, b.get("config") or {}))
     return "weights " + ("differ" if stored.get("weights") != mine["weights"] else "match")
+
+
+def _config_difference(theirs, ours):
+    """The first key where two layer configs differ, as ``key=<store's> in the store,
+    <model's> in the model``; for a nested model's ``layers``, the key of the
+    first nested layer that differs (not the whole list)."""
+    keys = sorted(set(theirs) | set(ours), key=str)
+    first = next((k for k in keys if theirs.get(k) != ours.get(k)), "config")
+    a, b = theirs.get(first), ours.get(first)
+    if first == "layers" and isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (layer_a, layer_b) in enumerate(zip(a, b)):
+            inner_a, inner_b = (layer.get("config") if isinstance(layer, dict) else None
+                                for layer in (layer_a, layer_b))
+            if isinstance(inner_a, dict) and isinstance(inner_b, dict) and inner_a != inner_b:
+                return (f"its layer {i} ({layer_b.get('class_name')}): "
+                        + _config_difference(inner_a, inner_b))
+    return f"{first}={a!r} in the store, {b!r} in the model"
 
 
 class Sample:
@@ -330,7 +344,7 @@ class SampleStore:
         if stored is None:
             raise ValueError(f"SampleStore {self.path!r} is empty: no architecture yet.")
         try:
-            model = keras.saving.deserialize_keras_object(stored["model"])
+            model = trainable_flags.deserialize(stored["model"])
         except Exception as error:  # Keras raises many types for a bad config
             raise ValueError(f"SampleStore {self.path!r}: the model in {_MANIFEST} cannot "
                              f"be rebuilt ({type(error).__name__}: {error}).") from None

@@ -13,6 +13,7 @@ from keras_bnn import precision
 from keras_bnn import prior_attachment
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
+from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
 from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, from_loss,
@@ -136,9 +137,10 @@ class BayesianModel(keras.Model):
             ValueError: where the recorded priors do not fit the rebuilt
                 model's weights (an altered config).
         """
-        config = dict(config)
-        recorded = config.pop(prior_attachment.CONFIG_KEY, None)
-        model = super().from_config(config, custom_objects=custom_objects)
+        recorded = config.get(prior_attachment.CONFIG_KEY)
+        keras_config = {k: v for k, v in config.items() if k != prior_attachment.CONFIG_KEY}
+        model = super().from_config(keras_config, custom_objects=custom_objects)
+        trainable_flags.restore(model, config)  # a nested Sequential's, which Keras drops
         if recorded is not None:
             prior_attachment.restore(model, recorded)
         return model
