@@ -1,6 +1,7 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
 import contextlib
+import copy
 import functools
 
 import keras
@@ -138,7 +139,8 @@ class BayesianModel(keras.Model):
                 model's weights (an altered config).
         """
         recorded = config.get(prior_attachment.CONFIG_KEY)
-        keras_config = {k: v for k, v in config.items() if k != prior_attachment.CONFIG_KEY}
+        keras_config = copy.deepcopy(  # Keras pops keys of the configs it is given
+            {k: v for k, v in config.items() if k != prior_attachment.CONFIG_KEY})
         model = super().from_config(keras_config, custom_objects=custom_objects)
         trainable_flags.restore(model, config)  # a nested Sequential's, which Keras drops
         if recorded is not None:
