@@ -26,7 +26,6 @@ Prints a Markdown table.
 import argparse
 import os
 import tempfile
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -54,3 +54,34 @@ class Batches(keras.utils.PyDataset):
     def __getitem__(self, index):
         rows = slice(index * self.size, (index + 1) * self.size)
         return self.x[rows], self.y[rows]
+
+
+class _EpochWeights(keras.callbacks.Callback):
+    """The model's weights at each epoch's end (where CollectSamples takes a sample)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weights = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.weights.append(self.model.get_weights())
+
+
+def fit_collecting(model, store, x, y, epochs=3):
+    """``model.fit`` (batch 16) collecting a sample every epoch from the first into ``store``.
+
+    Returns:
+        The model's weights at each epoch's end, in order: what each sample must hold.
+    """
+    snapshots = _EpochWeights()
+    model.fit(x, y, batch_size=16, epochs=epochs, verbose=0,
+              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0), snapshots])
+    return snapshots.weights
+
+
+def assert_samples_are(store, snapshots):
+    """Every sample's weights are, bit for bit and dtype for dtype, the snapshots', in order."""
+    assert len(store) == len(snapshots)
+    for sample, expected in zip(store, snapshots):
+        assert [(w.dtype, w.tobytes()) for w in sample.weights] == [
+            (w.dtype, w.tobytes()) for w in expected]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
+from fit_helpers import assert_samples_are, fit_collecting
 
 N = 48
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -40,34 +41,11 @@ def _data():
     return rng.normal(size=(N, 4)).astype("float32"), np.arange(N, dtype="int32") % 3
 
 
-class _Snapshots(keras.callbacks.Callback):
-    """The model's weights at each epoch's end (where CollectSamples takes a sample)."""
-
-    def __init__(self):
-        super().__init__()
-        self.weights = {}
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.weights[epoch] = self.model.get_weights()
-
-
 def _collect(model, path, epochs=3):
     store = kb.SampleStore(path)
-    snapshots = _Snapshots()
-    x, y = _data()
-    model.fit(x, y, batch_size=16, epochs=epochs, verbose=0,
-              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0), snapshots])
+    snapshots = fit_collecting(model, store, *_data(), epochs=epochs)
     assert len(store) == epochs
-    return store, snapshots.weights
-
-
-def _assert_exact(store, snapshots):
-    """Every sample's weights are, bit for bit, the model's at its collection."""
-    for sample in store:
-        expected = snapshots[sample.metadata["epoch"]]
-        assert len(sample.weights) == len(expected)
-        for got, want in zip(sample.weights, expected):
-            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    return store, snapshots
 
 
 def _indices(model, names):
@@ -97,7 +75,7 @@ def test_frozen_weights_are_written_once_and_read_back_exactly(frozen_run):
         # The head's kernel and bias only, and which weights the shared file completes.
         assert {e for e in _entries(path) if e.startswith("w")} == {f"w{i}" for i in head}
         assert {"shared", "shared_digest"} <= _entries(path)
-    _assert_exact(store, snapshots)
+    assert_samples_are(store, snapshots)
     for i in frozen:  # frozen: every sample holds the values the trunk started with
         assert np.array_equal(store[0].weights[i], model.weights[i].numpy())
     rebuilt = store.build_model()
@@ -117,10 +95,10 @@ def test_a_store_written_before_shared_files_still_reads_and_extends(frozen_run,
                      fingerprint=data["fingerprint"],
                      **{f"w{i}": w for i, w in enumerate(sample.weights)})
     old_store = kb.SampleStore(old)
-    _assert_exact(old_store, snapshots)
+    assert_samples_are(old_store, snapshots)
     old_store.append(model, epoch=2)  # the new code extends it: the frozen weights once
     assert len(_entries(old / "shared.npz")) == 7
-    _assert_exact(old_store, snapshots)
+    assert_samples_are(old_store, [*snapshots, snapshots[2]])  # the model as at epoch 2
 
 
 def test_changing_non_trainable_state_is_stored_exactly(tmp_path):
@@ -133,7 +111,7 @@ def test_changing_non_trainable_state_is_stored_exactly(tmp_path):
     files = [path for _, path in store._files()]
     assert not {f"w{i}" for i in moving} & _entries(files[0])
     assert all({f"w{i}" for i in moving} <= _entries(path) for path in files[1:])
-    _assert_exact(store, snapshots)
+    assert_samples_are(store, snapshots)
 
 
 def test_concurrent_appenders_of_different_frozen_values_keep_their_own(tmp_path):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
+from fit_helpers import assert_samples_are, fit_collecting
 
 N = 32
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -68,30 +69,8 @@ def _data():
     return rng.normal(size=(N, 6)).astype("float32"), np.arange(N, dtype="int32") % 3
 
 
-class _Snapshots(keras.callbacks.Callback):
-    """The model's weights at each epoch's end (where CollectSamples takes a sample)."""
-
-    def __init__(self):
-        super().__init__()
-        self.weights = []
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.weights.append(self.model.get_weights())
-
-
 def _fit(model, store, epochs=3):
-    snapshots = _Snapshots()
-    x, y = _data()
-    model.fit(x, y, batch_size=16, epochs=epochs, verbose=0,
-              callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0), snapshots])
-    return snapshots.weights
-
-
-def _assert_exact(store, snapshots):
-    """Every sample's weights are, bit for bit, the model's at its collection."""
-    assert len(store) == len(snapshots)
-    for sample, expected in zip(store, snapshots):
-        assert [w.tobytes() for w in sample.weights] == [w.tobytes() for w in expected]
+    return fit_collecting(model, store, *_data(), epochs=epochs)
 
 
 def _members_one_by_one(store, x):
@@ -111,7 +90,7 @@ def test_a_frozen_backbone_model_as_one_layer_end_to_end(tmp_path, kind, batch_n
     # the store could not rebuild its model ("does not match its fingerprint").
     model = _transfer_model(kind, batch_norm)
     store = kb.SampleStore(tmp_path / "samples")
-    _assert_exact(store, _fit(model, store))
+    assert_samples_are(store, _fit(model, store))
     backbone = {id(w) for w in model.get_layer("backbone").weights}
     frozen = [f"w{i}" for i, w in enumerate(model.weights) if id(w) in backbone]
     assert len(frozen) == (6 if batch_norm else 2)
@@ -165,7 +144,7 @@ def test_a_reloaded_model_keeps_its_frozen_sequential_and_appends_to_its_store(
     np.testing.assert_allclose([float(v) for v in loaded.losses],
                                [float(v) for v in model.losses], rtol=1e-6)
     snapshots += _fit(loaded, store, epochs=1)  # the same store, one more sample
-    _assert_exact(store, snapshots)
+    assert_samples_are(store, snapshots)
 
 
 def _head_sampled(model, count=3):
@@ -265,7 +244,7 @@ def test_unfreezing_or_freezing_into_the_same_store_is_refused_and_the_store_kep
     assert f"another architecture (layer 1 (Functional): its layer 1 (Dense): trainable=" \
            f"{not start_frozen} in the store, {start_frozen} in the model)" in str(refused.value)
     assert len(str(refused.value)) < 300
-    _assert_exact(store, snapshots)
+    assert_samples_are(store, snapshots)
     x, _ = _data()
     np.testing.assert_allclose(kb.PosteriorEnsemble.from_store(store).predict_members(x),
                                _members_one_by_one(store, x), rtol=RTOL, atol=ATOL)
