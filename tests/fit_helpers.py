@@ -85,3 +85,25 @@ def assert_samples_are(store, snapshots):
     for sample, expected in zip(store, snapshots):
         assert [(w.dtype, w.tobytes()) for w in sample.weights] == [
             (w.dtype, w.tobytes()) for w in expected]
+
+
+def members_one_by_one(store, x):
+    """softmax f(x; θ_s) for each sample s: the store's model given each sample's weights."""
+    return weight_sets_one_by_one(store.build_model(), [sample.weights for sample in store], x)
+
+
+def weight_sets_one_by_one(model, weight_sets, x):
+    """softmax f(x; θ_s) for each weight set θ_s, set on ``model`` in turn: [S, N, K]."""
+    outputs = []
+    for weights in weight_sets:
+        model.set_weights(weights)
+        outputs.append(keras.ops.convert_to_numpy(keras.ops.softmax(model(x))))
+    return np.array(outputs)
+
+
+def head_sampled(model, count=3):
+    """``count`` weight sets of ``model`` that differ in its trainable weights only."""
+    rng = np.random.default_rng(1)
+    trainable = {id(w) for w in model.trainable_weights}
+    return [[w.numpy() + (rng.normal(size=w.shape).astype(w.dtype) if id(w) in trainable else 0)
+             for w in model.weights] for _ in range(count)]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
-from fit_helpers import assert_samples_are, fit_collecting
+from fit_helpers import (assert_samples_are, fit_collecting, head_sampled,
+                         members_one_by_one, weight_sets_one_by_one)
 
 N = 48
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -182,17 +183,6 @@ def test_a_damaged_shared_file_or_entry_is_named(frozen_run, tmp_path, damage, s
 
 
 # ------------------------------------------------------------------ the ensemble
-def _members_one_by_one(store, x):
-    """softmax f(x; θ_s) per sample: the member model given each sample's weights."""
-    model = store.build_model()
-    outputs = []
-    for sample in store:
-        model.set_weights(sample.weights)
-        outputs.append(keras.ops.convert_to_numpy(
-            keras.ops.softmax(model.predict(x, verbose=0))))
-    return np.array(outputs)
-
-
 def _variable_bytes(ensemble):
     return sum(keras.ops.convert_to_numpy(v).nbytes for v in ensemble.weights)
 
@@ -215,7 +205,7 @@ def test_the_ensemble_holds_frozen_weights_once_and_predicts_as_its_members(
     assert _variable_bytes(ensemble) == sum(
         size * (1 if i in frozen else 3) for i, size in enumerate(sizes))
     x, _ = _data()
-    expected = _members_one_by_one(store, x)
+    expected = members_one_by_one(store, x)
     np.testing.assert_allclose(ensemble.predict_members(x), expected, rtol=RTOL, atol=ATOL)
     stacked = kb.PosteriorEnsemble.from_store(store, member_loop=member_loop,
                                               shared_weights=())  # the old layout
@@ -234,7 +224,7 @@ def test_identical_members_and_a_wrong_shared_weights_argument(frozen_run):
     same = kb.PosteriorEnsemble(store.build_model(), [weights, weights])
     assert same._shared == tuple(range(len(weights)))  # every weight held once
     x, _ = _data()
-    np.testing.assert_allclose(same.predict_members(x), _members_one_by_one(store, x)[[0, 0]],
+    np.testing.assert_allclose(same.predict_members(x), members_one_by_one(store, x)[[0, 0]],
                                rtol=RTOL, atol=ATOL)
     head = _indices(model, ("head",))[0]
     with pytest.raises(ValueError, match=r"`shared_weights` must list indices in \[0, 8\) of "
@@ -272,14 +262,6 @@ def test_keras_round_trip_and_export_keep_one_copy(frozen_run, tmp_path):
     assert (3, *model.weights[frozen[0]].shape) not in shapes
 
 
-def _head_sampled(model, count=3):
-    """``count`` weight sets differing in the trainable weights only."""
-    rng = np.random.default_rng(1)
-    trainable = {id(w) for w in model.trainable_weights}
-    return [[w.numpy() + (rng.normal(size=w.shape).astype(w.dtype) if id(w) in trainable else 0)
-             for w in model.weights] for _ in range(count)]
-
-
 def _skip_model():
     """The input feeds both a frozen trunk and, beside it, the sampled head."""
     keras.utils.set_random_seed(0)
@@ -312,15 +294,11 @@ def _sequential_model():
 def test_the_frozen_trunk_runs_once_and_the_members_are_unchanged(build, trunk_layers,
                                                                    member_loop):
     model = build()
-    sets = _head_sampled(model)
+    sets = head_sampled(model)
     ensemble = kb.PosteriorEnsemble(model, sets, member_loop=member_loop)
     trunk = ensemble._trunk.value
     assert trunk is not None and len(trunk.layers) == trunk_layers  # input layer included
     assert not {id(w) for w in trunk.weights} & {id(w) for w in model.trainable_weights}
     x, _ = _data()
-    expected = []
-    for weights in sets:
-        model.set_weights(weights)
-        expected.append(keras.ops.convert_to_numpy(keras.ops.softmax(model(x))))
-    np.testing.assert_allclose(ensemble.predict_members(x), np.array(expected),
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ensemble.predict_members(x),
+                               weight_sets_one_by_one(model, sets, x), rtol=RTOL, atol=ATOL)

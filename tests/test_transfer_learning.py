@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
-from fit_helpers import assert_samples_are, fit_collecting
+from fit_helpers import (assert_samples_are, fit_collecting, head_sampled,
+                         members_one_by_one, weight_sets_one_by_one)
 
 N = 32
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -73,16 +74,6 @@ def _fit(model, store, epochs=3):
     return fit_collecting(model, store, *_data(), epochs=epochs)
 
 
-def _members_one_by_one(store, x):
-    """softmax f(x; θ_s) per sample: the rebuilt member given each sample's weights."""
-    model = store.build_model()
-    outputs = []
-    for sample in store:
-        model.set_weights(sample.weights)
-        outputs.append(keras.ops.convert_to_numpy(keras.ops.softmax(model(x))))
-    return np.array(outputs)
-
-
 @pytest.mark.parametrize("kind, batch_norm", [
     ("functional", False), ("functional", True), ("sequential", False), ("sequential", True)])
 def test_a_frozen_backbone_model_as_one_layer_end_to_end(tmp_path, kind, batch_norm):
@@ -102,7 +93,7 @@ def test_a_frozen_backbone_model_as_one_layer_end_to_end(tmp_path, kind, batch_n
     assert [layer.name for layer in ensemble._trunk.value.layers[1:]] == ["backbone"]
     x, _ = _data()
     expected = ensemble.predict(x, verbose=0)
-    np.testing.assert_allclose(ensemble.predict_members(x), _members_one_by_one(store, x),
+    np.testing.assert_allclose(ensemble.predict_members(x), members_one_by_one(store, x),
                                rtol=RTOL, atol=ATOL)
     ensemble.save(tmp_path / "e.keras")
     loaded = keras.saving.load_model(tmp_path / "e.keras")
@@ -145,14 +136,6 @@ def test_a_reloaded_model_keeps_its_frozen_sequential_and_appends_to_its_store(
                                [float(v) for v in model.losses], rtol=1e-6)
     snapshots += _fit(loaded, store, epochs=1)  # the same store, one more sample
     assert_samples_are(store, snapshots)
-
-
-def _head_sampled(model, count=3):
-    """``count`` weight sets differing in the trainable weights only."""
-    rng = np.random.default_rng(1)
-    trainable = {id(w) for w in model.trainable_weights}
-    return [[w.numpy() + (rng.normal(size=w.shape).astype(w.dtype) if id(w) in trainable else 0)
-             for w in model.weights] for _ in range(count)]
 
 
 def _frozen_used_in_and_after_the_trunk():
@@ -208,17 +191,13 @@ def test_frozen_layers_that_are_not_a_prefix_keep_the_ensemble_exact(build):
     # the constructor fail ("Output with path `0` is not connected to `inputs`").
     keras.utils.set_random_seed(0)
     model, trunk = build()
-    sets = _head_sampled(model)
+    sets = head_sampled(model)
     ensemble = kb.PosteriorEnsemble(model, sets, member_loop="vectorized_map")
     split = ensemble._trunk.value  # None: the whole member runs per member
     assert (split and [layer.name for layer in split.layers[1:]]) == trunk
     x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
-    expected = []
-    for weights in sets:
-        model.set_weights(weights)
-        expected.append(keras.ops.convert_to_numpy(keras.ops.softmax(model(x))))
-    np.testing.assert_allclose(ensemble.predict_members(x), np.array(expected),
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ensemble.predict_members(x),
+                               weight_sets_one_by_one(model, sets, x), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("start_frozen", [True, False])
@@ -247,7 +226,7 @@ def test_unfreezing_or_freezing_into_the_same_store_is_refused_and_the_store_kep
     assert_samples_are(store, snapshots)
     x, _ = _data()
     np.testing.assert_allclose(kb.PosteriorEnsemble.from_store(store).predict_members(x),
-                               _members_one_by_one(store, x), rtol=RTOL, atol=ATOL)
+                               members_one_by_one(store, x), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.slow  # ~17 s on 2 cores: MobileNetV2's 262 weights, its export
@@ -274,7 +253,7 @@ def test_a_keras_applications_backbone_without_weights(tmp_path):
     assert len(ensemble._shared) == shared == 260
     assert [layer.name for layer in ensemble._trunk.value.layers[1:]] == [backbone.name, "pool"]
     expected = ensemble.predict(x, verbose=0)
-    np.testing.assert_allclose(ensemble.predict_members(x), _members_one_by_one(store, x),
+    np.testing.assert_allclose(ensemble.predict_members(x), members_one_by_one(store, x),
                                rtol=1e-5, atol=1e-6)
     if keras.backend.backend() != "tensorflow":
         return
