@@ -295,6 +295,7 @@ print("warnings", Count.seen)
 """
 
 
+@pytest.mark.slow  # for the default suite's 20 minutes on 2 cores
 def test_a_command_does_not_print_tensorflow_s_retracing_warning():
     # Eight Keras models, each predicting once, in one process: TensorFlow warns
     # of retracing from the sixth on (the models share the traced code). The

@@ -59,8 +59,10 @@ def _train_size_warnings(fit):
     return [str(w.message) for w in caught if issubclass(w.category, kb.TrainSizeWarning)]
 
 
-@pytest.mark.parametrize("data", [_dataset, _WeightedBatches, _generator],
-                         ids=["tf.data", "PyDataset", "generator"])
+@pytest.mark.parametrize("data", [  # one kind in the default suite (its 20 minutes)
+    pytest.param(_dataset, id="tf.data"),
+    pytest.param(_WeightedBatches, id="PyDataset", marks=pytest.mark.slow),
+    pytest.param(_generator, id="generator", marks=pytest.mark.slow)])
 def test_weights_in_the_data_whose_mean_is_not_one_warn(data):
     """Weights of mean 3 yielded with the data: no warning (a posterior as if
     the training set were 3 times larger); divided by their mean, none is due."""

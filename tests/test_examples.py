@@ -117,6 +117,7 @@ def test_there_are_seven_examples():
         "imdb_cnn_lstm_sweep", "synthetic_temperature_sweep"}
 
 
+@pytest.mark.slow  # for the default suite's 20 minutes on 2 cores
 def test_the_bayesian_last_layer_example_samples_the_head_only(tmp_path, capsys):
     """examples/bayesian_last_layer.py at a tiny size, as a user runs it: the
     frozen trunk is written once (shared.npz), each sample file holds the head

@@ -19,6 +19,11 @@ SAMPLERS = {
 }
 
 
+#: Every sampler, SGLD and HMC in the default suite, the others in the slow one (its 20 minutes).
+EVERY_SAMPLER = [name if name in ("sgld", "hmc") else pytest.param(name, marks=pytest.mark.slow)
+                 for name in SAMPLERS]
+
+
 def _data():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(32, 3)).astype("float32")
@@ -75,7 +80,7 @@ def test_early_stopping_that_restores_weights_warns_that_the_chain_jumps_back():
         _fit(_model("atmc"), 1, [keras.callbacks.EarlyStopping(monitor="val_nll", mode="min")])
 
 
-@pytest.mark.parametrize("sampler", list(SAMPLERS))
+@pytest.mark.parametrize("sampler", EVERY_SAMPLER)
 def test_a_weights_checkpoint_reloaded_goes_on_with_the_same_chain(sampler, tmp_path):
     path = str(tmp_path / "chain.weights.h5")
     model = _model(sampler)
@@ -150,7 +155,7 @@ def _tensorboard_scalars(log_dir):
     return scalars
 
 
-@pytest.mark.parametrize("sampler", list(SAMPLERS))
+@pytest.mark.parametrize("sampler", EVERY_SAMPLER)
 def test_the_logging_callbacks_record_the_chains_logs_beside_collect_samples(
         sampler, tmp_path, capsys):
     """TensorBoard, CSVLogger, LambdaCallback and the progress bar, together with

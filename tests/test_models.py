@@ -111,6 +111,7 @@ print("OK")
 """
 
 
+@pytest.mark.slow  # for the default suite's 20 minutes on 2 cores
 def test_resnets_of_any_height_and_width_build_under_jax():
     """``input_shape=(None, None, 3)`` (the builders' message: "height and width may
     be None") failed under JAX: tracing a stride-2 ResNetPPBlock gave the branch

@@ -74,8 +74,9 @@ def _fit(model, store, epochs=3):
     return fit_collecting(model, store, *_data(), epochs=epochs)
 
 
-@pytest.mark.parametrize("kind, batch_norm", [
-    ("functional", False), ("functional", True), ("sequential", False), ("sequential", True)])
+@pytest.mark.parametrize("kind, batch_norm", [  # two in the default suite (its 20 minutes)
+    ("functional", False), pytest.param("functional", True, marks=pytest.mark.slow),
+    pytest.param("sequential", False, marks=pytest.mark.slow), ("sequential", True)])
 def test_a_frozen_backbone_model_as_one_layer_end_to_end(tmp_path, kind, batch_norm):
     # Keras' Sequential.from_config drops the Sequential's own trainable=False:
     # the store could not rebuild its model ("does not match its fingerprint").
