@@ -10,7 +10,8 @@ p(y=1|x_i) (what a ``likelihood="bernoulli"`` ensemble outputs) with labels
 in {0, 1}: every function reads them as the two-class rows [1 − p, p]
 (confidence max(p, 1 − p) for the ECE), except that ``brier`` is the usual
 binary Brier score (1/N) Σ_i (p_i − y_i)², half the two-class sum.
-Regression: :func:`evaluate_gaussian` (NLL, RMSE, interval coverage).
+Regression: :func:`evaluate_gaussian` (NLL, RMSE, interval coverage) of one
+Gaussian, :func:`evaluate_gaussian_members` of an ensemble's Gaussian mixture.
 
 * accuracy  = (1/N) Σ_i 1[argmax_k p_ik = y_i]
 * nll       = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR)
@@ -21,9 +22,10 @@ where bin b holds the examples whose confidence c_i = max_k p_ik falls in
 [b/B, (b+1)/B) (the last bin also holds c_i = 1), acc_b is their accuracy and
 conf_b their mean confidence.
 
-``nll_per_example`` / ``gaussian_nll_per_example`` give the terms of the
-NLL, and ``paired_difference`` compares two models on the same examples
-(mean difference and its standard error).
+``nll_per_example`` / ``gaussian_nll_per_example`` /
+``gaussian_mixture_nll_per_example`` give the terms of the NLL, and
+``paired_difference`` compares two models on the same examples (mean
+difference and its standard error).
 
 ``evaluate_members`` scores the S members of a posterior ensemble one by one,
 their average (the posterior predictive), and the running average of the first
@@ -34,7 +36,7 @@ no TensorFlow, on any Keras backend.
 """
 
 import numpy as np
-import scipy.stats
+import scipy.special
 
 from keras_bnn.validation import argument_error, check_fraction, check_int
 
@@ -100,8 +102,20 @@ def _check_labels(labels, num_examples, num_classes):
     return y
 
 
-def _two_class(probs, name="probs"):
-    """[..., 1] probabilities p(y=1) as [..., 2] rows [1 − p, p]; others unchanged."""
+def two_class(probs, name="probs"):
+    """Binary probabilities as two-class rows; any other array unchanged.
+
+    Args:
+      probs: [..., 1] probabilities p(y=1) (a Bernoulli head's), or [..., K].
+      name: the argument's name, for errors.
+
+    Returns:
+      float64 numpy array: [..., 2] rows [1 − p, p] for [..., 1] input,
+      else ``probs`` as it is.
+
+    Raises:
+      ValueError: naming ``name`` if ``probs`` is not an array of numbers.
+    """
     p = _numbers(probs, name)
     if p.ndim >= 2 and p.shape[-1] == 1:
         return np.concatenate([1.0 - p, p], axis=-1)
@@ -109,7 +123,7 @@ def _two_class(probs, name="probs"):
 
 
 def _check(probs, labels):
-    p = check_probabilities(_two_class(probs))
+    p = check_probabilities(two_class(probs))
     if p.ndim != 2:
         raise argument_error("probs", "be an array of shape [N, K]", probs, got=f"shape {p.shape}")
     return p, _check_labels(labels, p.shape[0], p.shape[1])
@@ -355,7 +369,7 @@ def evaluate_members(member_probs, labels, num_bins=15):
         `ece`.
     """
     probs = _numbers(member_probs, "member_probs")
-    check_probabilities(_two_class(probs), name="member_probs")
+    check_probabilities(two_class(probs), name="member_probs")
     if probs.ndim != 3:
         raise argument_error("member_probs", "be an array of shape [S, N, K]", member_probs,
                              got=f"shape {probs.shape}")
@@ -385,9 +399,9 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
       μ_id ± z·σ_id, z = Φ⁻¹((1 + level)/2) (z = 1.645 for level 0.9); a
       calibrated predictive gives ≈ level.
 
-    For a posterior ensemble, pass the moment-matched mixture of
-    :class:`keras_bnn.PosteriorEnsemble` (``predict_uncertainty``'s
-    ``mean`` and ``variance``).
+    For a posterior ensemble, whose predictive is a mixture of Gaussians,
+    use :func:`evaluate_gaussian_members` (this function scores one
+    Gaussian, e.g. the moment-matched one of ``predict_uncertainty``).
 
     Args:
       mean, variance: [N] or [N, D] predictive means and variances (> 0).
@@ -403,21 +417,33 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
         is not positive or a level is outside (0, 1).
     """
     mu, var, y = _check_gaussian(mean, variance, targets)
-    levels = [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
-    error = y - mu
-    result = {
-        "nll": float(np.mean(_gaussian_nll(mu, var, y))),
-        "rmse": float(np.sqrt(np.mean(error**2))),
-    }
+    return _regression_scores(-_gaussian_nll(mu, var, y), mu,
+                              scipy.special.ndtr((y - mu) / np.sqrt(var)), y, _levels(levels))
+
+
+def _levels(levels):
+    return [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
+
+
+def _regression_scores(log_likelihood, mean, cdf, y, levels):
+    """The metrics of :func:`evaluate_gaussian` from the predictive's per-example
+    log-likelihood [N], mean [N, D] and CDF at the targets F(y) [N, D].
+
+    y lies in the central interval of probability L of a continuous
+    predictive, [F⁻¹((1 − L)/2), F⁻¹((1 + L)/2)], exactly when
+    |F(y) − ½| ≤ L/2: no quantile has to be solved for.
+    """
+    result = {"nll": float(-np.mean(log_likelihood)),
+              "rmse": float(np.sqrt(np.mean((y - mean) ** 2)))}
     for level in levels:
-        z = scipy.stats.norm.ppf(0.5 + level / 2)
-        result[f"coverage_{level:g}"] = float(np.mean(np.abs(error) <= z * np.sqrt(var)))
+        result[f"coverage_{level:g}"] = float(np.mean(np.abs(cdf - 0.5) <= level / 2))
     return result
 
 
-def _check_gaussian(mean, variance, targets):
-    """``(mean, variance, targets)`` as checked float64 [N, D] arrays (:func:`evaluate_gaussian`)."""
-    mu, var, y = (_numbers(v, name) for v, name in ((mean, "mean"), (variance, "variance"),
+def _check_gaussian(mean, variance, targets, names=("mean", "variance")):
+    """``(mean, variance, targets)`` as checked float64 [N, D] arrays (:func:`evaluate_gaussian`);
+    errors name the first two ``names``."""
+    mu, var, y = (_numbers(v, name) for v, name in ((mean, names[0]), (variance, names[1]),
                                                      (targets, "targets")))
     if mu.ndim == 1:
         mu, var = mu[:, None], var[:, None]
@@ -425,18 +451,19 @@ def _check_gaussian(mean, variance, targets):
         y = y[:, None]
     if not mu.shape == var.shape == y.shape or mu.size == 0:
         raise argument_error(
-            "targets", "be non-empty and of the shape [N] or [N, D] of `mean` and `variance`",
+            "targets", "be non-empty and of the shape [N] or [N, D] of `{}` and `{}`".format(
+                *names),
             targets, got=f"shapes {np.shape(mean)}, {np.shape(variance)}, {np.shape(targets)}")
-    for name, values in (("mean", mu), ("variance", var), ("targets", y)):
+    for name, values in ((names[0], mu), (names[1], var), ("targets", y)):
         if not np.all(np.isfinite(values)):
             raise argument_error(name, "be finite", values, got="NaN or inf values")
     if var.min() <= 0:
-        raise argument_error("variance", "be positive", variance, got=f"minimum {var.min():.4g}")
+        raise argument_error(names[1], "be positive", variance, got=f"minimum {var.min():.4g}")
     return mu, var, y
 
 
 def _gaussian_nll(mu, var, y):
-    return np.sum(0.5 * (np.log(2 * np.pi * var) + (y - mu) ** 2 / var), axis=1)
+    return np.sum(0.5 * (np.log(2 * np.pi * var) + (y - mu) ** 2 / var), axis=-1)
 
 
 def gaussian_nll_per_example(mean, variance, targets):
@@ -455,3 +482,92 @@ def gaussian_nll_per_example(mean, variance, targets):
       ValueError: as for :func:`evaluate_gaussian`.
     """
     return _gaussian_nll(*_check_gaussian(mean, variance, targets))
+
+
+def _check_members(member_means, member_variances, targets):
+    """The S members' ``(means, variances)`` [S, N, D] and ``targets`` [N, D], checked."""
+    mu, var = _numbers(member_means, "member_means"), _numbers(member_variances,
+                                                               "member_variances")
+    if mu.ndim not in (2, 3) or mu.shape != var.shape or 0 in mu.shape:
+        raise argument_error("member_variances", "be non-empty arrays of the same shape "
+                             "[S, N] or [S, N, D] as `member_means`", member_variances,
+                             got=f"shapes {mu.shape} and {var.shape}")
+    names = ("member_means", "member_variances")
+    checked = [_check_gaussian(m, v, targets, names) for m, v in zip(mu, var)]
+    return (np.stack([m for m, _, _ in checked]), np.stack([v for _, v, _ in checked]),
+            checked[0][2])
+
+
+def gaussian_mixture_nll_per_example(member_means, member_variances, targets):
+    """Each example's NLL under the equal-weight mixture of S Gaussians.
+
+    nll_i = −log (1/S) Σ_s Π_d N(y_id; μ_sid, σ²_sid), a log-sum-exp of
+    the members' log-densities (finite wherever each member's is): the
+    posterior predictive of a Gaussian ensemble, as :func:`nll_per_example`
+    of the mean probabilities is a classifier's.
+
+    Args:
+      member_means, member_variances: [S, N] or [S, N, D] means and
+        variances (> 0) of S members.
+      targets: [N] or [N, D] observed values.
+
+    Returns:
+      float64 numpy array [N].
+
+    Raises:
+      ValueError: as for :func:`evaluate_gaussian`, naming the members'
+        arrays when their shapes differ.
+    """
+    mu, var, y = _check_members(member_means, member_variances, targets)
+    return np.log(len(mu)) - scipy.special.logsumexp(-_gaussian_nll(mu, var, y), axis=0)
+
+
+def evaluate_gaussian_members(member_means, member_variances, targets,
+                              levels=(0.5, 0.9, 0.95)):
+    """Scores each Gaussian member, their mixture, and the mixture as members are added.
+
+    The predictive of S members is the mixture p(y) = (1/S) Σ_s N(y; μ_s, σ²_s)
+    (the regression counterpart of :func:`evaluate_members`), scored exactly:
+
+    * nll: :func:`gaussian_mixture_nll_per_example`, averaged;
+    * rmse: of the mixture mean (1/S) Σ_s μ_s;
+    * coverage_<level>: fraction of y_id inside the mixture's central
+      interval of probability ``level`` (per target d), i.e. with
+      |F(y_id) − ½| ≤ level/2 for the mixture CDF
+      F(y) = (1/S) Σ_s Φ((y − μ_sd)/σ_sd).
+
+    A mixture is not its moment-matched Gaussian: the Gaussian of the same
+    mean and variance scores another NLL and other intervals (two members at
+    ±3 with unit variance: its 50 % interval covers 10 % of the mixture's
+    draws, not 50 %). For S = 1 the numbers are :func:`evaluate_gaussian`'s.
+
+    Args:
+      member_means, member_variances: [S, N] or [S, N, D] means and
+        variances (> 0) of S members on the same N examples.
+      targets: [N] or [N, D] observed values.
+      levels: central-interval probabilities in (0, 1).
+
+    Returns:
+      dict with "members" (S dicts of :func:`evaluate_gaussian`),
+      "ensemble" (the S-member mixture's "nll", "rmse", "coverage_<level>")
+      and "metric_vs_num_samples" (dict of lists: "num_samples" = [1..S] and
+      each metric of the mixture of the first s members).
+
+    Raises:
+      ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for a
+        level outside (0, 1).
+    """
+    mu, var, y = _check_members(member_means, member_variances, targets)
+    levels = _levels(levels)
+    count = np.arange(1, len(mu) + 1)
+    log_density = -_gaussian_nll(mu, var, y)  # [S, N]
+    cdf = scipy.special.ndtr((y - mu) / np.sqrt(var))  # [S, N, D]
+    running_log = np.logaddexp.accumulate(log_density, axis=0) - np.log(count)[:, None]
+    running_mean = np.cumsum(mu, axis=0) / count[:, None, None]
+    running_cdf = np.cumsum(cdf, axis=0) / count[:, None, None]
+    rows = [_regression_scores(*row, y, levels)
+            for row in zip(running_log, running_mean, running_cdf)]
+    curve = {"num_samples": count.tolist()}
+    curve.update({name: [row[name] for row in rows] for name in rows[0]})
+    members = [_regression_scores(*row, y, levels) for row in zip(log_density, mu, cdf)]
+    return {"members": members, "ensemble": rows[-1], "metric_vs_num_samples": curve}

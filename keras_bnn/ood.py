@@ -28,7 +28,7 @@ import numpy as np
 import scipy.ndimage
 import scipy.stats
 
-from keras_bnn.metrics import check_probabilities
+from keras_bnn.metrics import check_probabilities, two_class
 from keras_bnn.validation import argument_error
 
 #: The keys of :func:`ood_auroc`'s result.
@@ -56,7 +56,8 @@ def uncertainty_scores(member_probs):
 
     Args:
         member_probs: ``[S, N, K]`` class probabilities of S members (or
-            ``[N, K]`` for one network).
+            ``[N, K]`` for one network); K = 1 is a Bernoulli head's p(y=1),
+            read as the rows [1 − p, p] (the numbers of a two-class softmax).
 
     Returns:
         dict ``{"entropy": [N], "mutual_information": [N]}`` (float64; the
@@ -66,7 +67,7 @@ def uncertainty_scores(member_probs):
         ValueError: if ``member_probs`` is not of rank 2 or 3, or not rows of
             probabilities.
     """
-    probs = check_probabilities(member_probs, "member_probs")
+    probs = check_probabilities(two_class(member_probs, "member_probs"), "member_probs")
     if probs.ndim == 2:
         probs = probs[None]
     if probs.ndim != 3:
@@ -108,7 +109,8 @@ def ood_auroc(in_member_probs, out_member_probs):
 
     Args:
         in_member_probs: ``[S, N_in, K]`` member probabilities on the
-            in-distribution test set.
+            in-distribution test set (K = 1: binary p(y=1), as for
+            :func:`uncertainty_scores`).
         out_member_probs: ``[S, N_ood, K]`` on the OOD set.
 
     Returns:
@@ -119,7 +121,7 @@ def ood_auroc(in_member_probs, out_member_probs):
         ValueError: naming the argument, for arrays that are not rows of
             probabilities, or two sets with different numbers of classes.
     """
-    classes = [check_probabilities(probs, name).shape[-1] for name, probs in (
+    classes = [check_probabilities(two_class(probs, name), name).shape[-1] for name, probs in (
         ("in_member_probs", in_member_probs), ("out_member_probs", out_member_probs))]
     if classes[0] != classes[1]:
         raise argument_error("out_member_probs", f"have the K = {classes[0]} classes of "

@@ -73,24 +73,20 @@ def load_chains(run_dir):
 
 
 def _gaussian_curve(members, targets):
-    """Regression metrics of the first s members' moment-matched mixture, s = 1..S.
+    """Regression metrics of the Gaussian members and of their mixture.
 
-    ``members`` is [S, N, 2D] raw ``[μ, log σ²]``; the mixture of s members
-    has mean (1/s) Σ μ_r and variance (1/s) Σ (σ²_r + μ_r²) − mean².
-    Returns ``(last member's metrics, the S-member mixture's metrics, the
-    curve, the S-member mixture's per-example NLL)``.
+    ``members`` is [S, N, 2D] raw ``[μ, log σ²]``, scored in float64 by
+    :func:`keras_bnn.metrics.evaluate_gaussian_members` (the exact mixture
+    (1/s) Σ_r N(μ_r, σ²_r) of the first s members, s = 1..S). Returns
+    ``(last member's metrics, the S-member mixture's metrics, the curve,
+    the S-member mixture's per-example NLL)``.
     """
+    members = np.asarray(members, dtype=np.float64)
     units = members.shape[-1] // 2
     means, variances = members[..., :units], np.exp(members[..., units:])
-    count = np.arange(1, len(members) + 1)[:, None, None]
-    mean = np.cumsum(means, axis=0) / count
-    variance = np.cumsum(variances + means**2, axis=0) / count - mean**2
-    rows = [metrics_lib.evaluate_gaussian(m, v, targets) for m, v in zip(mean, variance)]
-    curve = {"num_samples": count.ravel().tolist()}
-    curve.update({name: [row[name] for row in rows] for name in rows[0]})
-    single = metrics_lib.evaluate_gaussian(means[-1], variances[-1], targets)
-    return single, rows[-1], curve, metrics_lib.gaussian_nll_per_example(mean[-1], variance[-1],
-                                                                       targets)
+    scored = metrics_lib.evaluate_gaussian_members(means, variances, targets)
+    return (scored["members"][-1], scored["ensemble"], scored["metric_vs_num_samples"],
+            metrics_lib.gaussian_mixture_nll_per_example(means, variances, targets))
 
 
 def evaluate(run_dir, num_bins=15, baseline=None, data=None):
@@ -99,9 +95,9 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     The ensemble is :meth:`PosteriorEnsemble.from_store` (its likelihood read
     from the store). Classification and binary runs are scored with
     :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier);
-    regression runs with :func:`keras_bnn.metrics.evaluate_gaussian` (NLL,
-    RMSE, coverage of the central 50/90/95 % intervals) on the moment-matched
-    mixture. Writes ``metrics.json``, ``reliability.png`` (classification)
+    regression runs with :func:`keras_bnn.metrics.evaluate_gaussian_members`
+    (NLL, RMSE, coverage of the central 50/90/95 % intervals) of the
+    members' Gaussian mixture. Writes ``metrics.json``, ``reliability.png`` (classification)
     and ``metric_vs_samples.png`` into ``run_dir``.
 
     Args:
