@@ -93,12 +93,15 @@ def auroc(in_scores, out_scores):
         float in [0, 1].
 
     Raises:
-        ValueError: if either set is empty.
+        ValueError: naming the set if it is empty or a score is not finite
+            (NaN has no rank).
     """
     in_scores, out_scores = np.ravel(in_scores), np.ravel(out_scores)
     for name, values in (("in_scores", in_scores), ("out_scores", out_scores)):
         if values.size == 0:
             raise argument_error(name, "be non-empty", None, "auroc", got="an empty array")
+        if not np.all(np.isfinite(values)):
+            raise argument_error(name, "be finite", None, "auroc", got="NaN or inf scores")
     ranks = scipy.stats.rankdata(np.concatenate([in_scores, out_scores]))
     n_in, n_out = in_scores.size, out_scores.size
     return float((ranks[n_in:].sum() - n_out * (n_out + 1) / 2.0) / (n_in * n_out))
