@@ -307,3 +307,35 @@ def test_constant_predictions_are_counted_where_arviz_gives_nan():
     summary = diagnostics.convergence_summary(draws)
     assert summary["num_constant"] == 2 and summary["num_scored"] == 1
     assert summary["max"] == pytest.approx(_arviz(draws[..., :1], "rhat")[0], rel=1e-12)
+
+
+# ---------------------------------------------------------------- temperatures
+@pytest.mark.parametrize("integrator", ["symplectic_euler", "baoab"])
+def test_configurational_and_kinetic_temperatures_by_hand(integrator):
+    """Regression guard: after one full-batch SGHMC step of the 4→3 softmax
+    regression with N(0, 1) priors, the logged configurational temperature
+    is Σ θ·∇U(θ)/d at the step's starting weights, ∇U = Σ_i x_iᵀ(softmax_i −
+    onehot_i) + θ (by hand, numpy), and each variable's kinetic temperature
+    is mean(m_k²/M) of the integrator's kinetic momentum m_k: the half-step
+    (m_old + m_new)/2 of symplectic Euler, the new m of BAOAB. float32
+    steps: relative tolerance 1e-4."""
+    import keras_bnn as kb  # noqa: PLC0415
+
+    n, mass = 24, 2.0
+    x, y = fit_helpers.three_class_rows(n)
+    sampler = kb.samplers.SGHMC(step_size=1e-2, mass=mass, integrator=integrator, seed=0)
+    model = fit_helpers.softmax_regression(sampler, train_size=n)
+    model.fit(x, y, batch_size=n, epochs=1, shuffle=False, verbose=0)  # momenta not all 0
+    kernel, bias = (np.asarray(w, np.float64) for w in model.get_weights())
+    old = [np.asarray(sampler.state(v)["momentum"]) for v in model.trainable_variables]
+    model.fit(x, y, batch_size=n, epochs=1, shuffle=False, verbose=0)
+    new = [np.asarray(sampler.state(v)["momentum"]) for v in model.trainable_variables]
+
+    residual = scipy.special.softmax(x @ kernel + bias, axis=1) - np.eye(3)[y]
+    gradients = (x.T @ residual + kernel, residual.sum(axis=0) + bias)
+    virial = sum(np.sum(w * g) for w, g in zip((kernel, bias), gradients))
+    assert float(sampler.configurational_temperature()) == pytest.approx(virial / 15, rel=1e-4)
+    for (_, t_kin, d), m_old, m_new in zip(sampler.kinetic_temperatures(), old, new):
+        kinetic = 0.5 * (m_old + m_new) if integrator == "symplectic_euler" else m_new
+        assert float(t_kin) == pytest.approx(np.mean(kinetic**2 / mass), rel=1e-4)
+        assert d == m_new.size
