@@ -405,8 +405,8 @@ class PosteriorEnsemble(keras.Model):
         probabilities p̄, not logits, so a ``from_logits=True`` loss or metric
         (the one the member model was trained with) would score
         log-softmax(p̄), a wrong NLL with no error. Use
-        ``"sparse_categorical_crossentropy"`` (``"binary_crossentropy"``): its
-        ``loss`` is then the posterior predictive's mean NLL,
+        :class:`keras_bnn.likelihoods.PredictiveNLL` (Keras' cross-entropies
+        clip p̄ at 1e-7): ``loss`` is then :func:`keras_bnn.metrics.nll`,
         ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble outputs the
         mixture's ``[mean, log variance]``: only
         :class:`keras_bnn.likelihoods.GaussianNLL` reads it (the NLL of that

@@ -19,6 +19,7 @@ import math
 import keras
 from keras import ops
 
+from keras_bnn.metrics import PROB_FLOOR
 from keras_bnn.validation import argument_error, check_choice
 
 LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
@@ -44,6 +45,37 @@ class GaussianNLL(keras.losses.Loss):
         y_true = ops.reshape(ops.cast(y_true, y_pred.dtype), ops.shape(mean))
         squared = ops.square(y_true - mean) * ops.exp(-log_variance)
         return 0.5 * ops.sum(_LOG_2PI + log_variance + squared, axis=-1)
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction}
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class PredictiveNLL(keras.losses.Loss):
+    """Negative log-likelihood of predicted probabilities, as ``kb.metrics.nll`` scores it.
+
+    The loss for :meth:`keras_bnn.PosteriorEnsemble.evaluate`, whose output
+    is the predictive p̄ (probabilities, not logits): per example
+    ``−log max(p̄_y, PROB_FLOOR)`` with :data:`keras_bnn.metrics.PROB_FLOOR`
+    (float32 ``tiny``: at most 87.3 nats), for ``y_pred`` ``[N, K]`` class
+    probabilities and integer labels, or ``[N, 1]`` p(y=1) and labels 0/1.
+    Keras' ``"sparse_categorical_crossentropy"`` and
+    ``"binary_crossentropy"`` clip p̄ to [ε, 1 − ε] (``keras.config.epsilon()``
+    = 1e-7), so they charge at most 16.1 nats: a confidently wrong
+    prediction costs less than ``kb.metrics`` and ``keras-bnn evaluate`` say.
+    """
+
+    def __init__(self, name="predictive_nll", reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        labels = ops.reshape(y_true, ops.shape(y_pred)[:-1])
+        if y_pred.shape[-1] == 1:
+            p = ops.where(ops.cast(labels, "bool"), y_pred[..., 0], 1.0 - y_pred[..., 0])
+        else:
+            labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
+            p = ops.take_along_axis(y_pred, labels, axis=-1)[..., 0]
+        return -ops.log(ops.maximum(p, PROB_FLOOR))
 
     def get_config(self):
         return {"name": self.name, "reduction": self.reduction}
