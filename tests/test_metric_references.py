@@ -275,6 +275,32 @@ def test_entropy_and_information_are_scipy_s_and_binary_reads_as_two_classes():
     assert ood.ood_auroc(p[:, :15], p[:, 15:]) == ood.ood_auroc(rows[:, :15], rows[:, 15:])
 
 
+
+@pytest.mark.parametrize("units", [3, 1])
+def test_predict_uncertainty_and_the_ood_scores_are_one_decomposition(units):
+    """Regression guard: the ensemble's ``predict_uncertainty`` (log space,
+    float32, as served) and ``kb.ood.uncertainty_scores`` of its members
+    (float64) give the same entropy and mutual information, for a softmax
+    and a Bernoulli head. float32 logs of O(1) values: atol 1e-5."""
+    import keras  # noqa: PLC0415
+
+    import keras_bnn as kb  # noqa: PLC0415
+
+    x, _ = fit_helpers.three_class_rows(20)
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(units)(inputs))
+    rng = np.random.default_rng(11)
+    ensemble = kb.PosteriorEnsemble(
+        model, [[rng.standard_normal((4, units)).astype("float32"),
+                 np.zeros(units, "float32")] for _ in range(4)],
+        likelihood="categorical" if units > 1 else "bernoulli")
+    served = ensemble.predict_uncertainty(x)
+    scores = ood.uncertainty_scores(ensemble.predict_members(x))  # probabilities, p(y=1)
+    np.testing.assert_allclose(served["predictive_entropy"], scores["entropy"], atol=1e-5)
+    np.testing.assert_allclose(served["mutual_information"], scores["mutual_information"],
+                               atol=1e-5)
+
+
 # ---------------------------------------------------------------- diagnostics
 def _arviz(draws, method):
     """ArviZ's rank R-hat or ESS of [C, S, M] draws, per component."""
