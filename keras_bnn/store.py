@@ -167,9 +167,9 @@ class SampleStore:
     differs from the shared copy, with the indices and digest of those it
     takes from ``shared.npz``; its metadata as JSON, the architecture
     fingerprint of the model that wrote it and the digest of its priors), and
-    the small JSON records of
-    :meth:`write_record`. Other files are ignored. Stores written before
-    ``shared.npz`` (every weight in every sample) read as before.
+    the small JSON records of :meth:`write_record`. Other files are ignored.
+    Stores written before ``shared.npz`` (every weight in every sample), or
+    before the priors were recorded, read as before.
 
     Guarantees (see the README's "Guarantees"):
 
@@ -187,8 +187,8 @@ class SampleStore:
       priors were recorded), gets a ValueError;
     * loading refuses foreign, truncated or corrupt sample files, files
       written by a model of another architecture or priors (a sample carries
-      its fingerprint and priors digest), anything but a regular file (a named pipe never blocks
-      a reader), and non-finite weights, with a ValueError naming the file
+      its fingerprint and priors digest), anything but a regular file (a
+      named pipe never blocks a reader), and non-finite weights, with a ValueError naming the file
       (nothing is unpickled); the same for ``shared.npz``, and a sample is
       never completed from another ``shared.npz`` than the one it was
       written against (it names its digest);
@@ -424,8 +424,9 @@ class SampleStore:
         arrays = self._shared.sample_entries(weights, candidates, stored)
         arrays["metadata"] = np.array(text)
         arrays[_FINGERPRINT] = np.array(stored["fingerprint"])
-        if store_priors.digest_of(stored) is not None:  # None: a store written before
-            arrays[store_priors.ENTRY] = np.array(store_priors.digest_of(stored))
+        priors = store_priors.digest_of(stored)
+        if priors is not None:  # None: a store written before priors were recorded
+            arrays[store_priors.ENTRY] = np.array(priors)
         files = self._files()
         start = files[-1][0] + 1 if files else 0
         path = durable.create_first_free(

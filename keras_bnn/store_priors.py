@@ -31,10 +31,23 @@ ENTRY = "priors_digest"
 
 
 def _serialized(regularizer):
-    """A weight's prior as JSON-comparable data (None for none)."""
+    """A weight's prior as JSON-comparable data (None for none).
+
+    A Keras regularizer (every ``kb.priors`` prior) as Keras serializes it;
+    a function or another callable, and a regularizer without a config, by
+    the name of its function or class (serializing a lambda, Keras warns).
+    """
     if regularizer is None:
         return None
-    config = keras.saving.serialize_keras_object(regularizer)
+    config = None
+    if isinstance(regularizer, keras.regularizers.Regularizer):
+        try:
+            config = keras.saving.serialize_keras_object(regularizer)
+        except (NotImplementedError, TypeError, ValueError):  # no get_config: its name
+            config = None
+    if config is None:
+        named = regularizer if hasattr(regularizer, "__qualname__") else type(regularizer)
+        config = {"class_name": f"{named.__module__}.{named.__qualname__}", "config": {}}
     return json.loads(json.dumps(config, sort_keys=True, default=repr))
 
 

@@ -5,6 +5,7 @@ other priors is refused, and stores written before the record keep working."""
 import json
 import os
 import threading
+import warnings
 
 import keras
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 import keras_bnn as kb
 from keras_bnn import store as store_lib
-from layer_models import CASES
+from layer_models import CASES, Scale
 
 #: The cases whose priors are in no layer config, each with the ``priors`` key that
 #: names the weights given another prior: the query projection of a
@@ -135,3 +136,29 @@ def test_a_corrupt_record_of_priors_is_reported(tmp_path):
     (path / "store.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="store.json is corrupt"):
         kb.SampleStore(path).append(_model("custom_weight", 0.7))
+
+
+def _square(w):
+    return keras.ops.sum(w * w)
+
+
+def test_a_regularizer_keras_cannot_serialize_is_recorded_by_name(tmp_path):
+    """A function (a lambda included) as a custom weight's regularizer: recorded by
+    its name, without Keras' warning about serializing a lambda, and told apart
+    from a Keras regularizer."""
+    inputs = keras.Input((4,))
+    layer = Scale()
+    model = keras.Model(inputs, layer(inputs))
+    store = kb.SampleStore(tmp_path / "samples")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Keras warns when it serializes a lambda
+        layer.w.regularizer = _square
+        store.append(model)
+        layer.w.regularizer = lambda w: _square(w)
+        with pytest.raises(ValueError, match="'scale.*/w': test_store_priors._square\\(\\) "
+                           "in the store, .*<lambda>\\(\\) in the model"):
+            store.append(model)
+    layer.w.regularizer = keras.regularizers.L2(0.5)
+    with pytest.raises(ValueError, match="_square\\(\\) in the store, L2\\(l2=0.5\\) in"):
+        store.append(model)
+    assert len(store) == 1
