@@ -10,6 +10,7 @@ number of examples ``fit`` trains on, and the mean of its weights, with
 """
 
 import inspect
+import sys
 import warnings
 
 import keras
@@ -339,28 +340,59 @@ class TrainSizeWarning(UserWarning):
 WEIGHT_MEAN_TOLERANCE = 0.01
 
 
-def warn_on_weight_mean(name, mean, seen, n, stacklevel=2):
+def call_site(stacklevel):
+    """The line a warning issued here with ``stacklevel`` would name (for
+    :func:`warn_on_weight_mean`'s ``where``: ``fit``'s caller, read at its start).
+
+    Args:
+        stacklevel: as ``warnings.warn``'s, counted from the function that
+            calls this one (1: that function's line, 2: its caller's, ...).
+
+    Returns:
+        ``(filename, line number, the module's globals)``.
+    """
+    frame = sys._getframe(stacklevel)  # what warnings.warn's stacklevel reads
+    return frame.f_code.co_filename, frame.f_lineno, frame.f_globals
+
+
+def warn_on_weight_mean(name, mean, seen, n, stacklevel=2, where=None):
     """Issues the :class:`TrainSizeWarning` of weights whose mean is not 1.
+
+    Each ``fit`` checks the weights it is given and warns about them; the
+    warning names the line that called ``fit`` (``stacklevel`` or ``where``),
+    so that Python's warning filters decide whether a later ``fit`` shows it
+    again (the default filter: once per line and message), as for any warning.
 
     Args:
         name: the weights, as the message names them (``"fit's class_weight"``).
         mean: their mean over ``seen``.
         seen: what the mean is over (``"the 20 training examples"``).
         n: ``train_size``.
-        stacklevel: as ``warnings.warn``'s.
+        stacklevel: as ``warnings.warn``'s, where ``where`` is None.
+        where: ``(filename, line number, module globals)`` of the line the
+            warning names (:func:`call_site` at ``fit``'s start, for a
+            check made later, from a callback), or None.
 
     Warns:
         TrainSizeWarning: naming the weights, their mean and the number of
             examples the data weigh as.
     """
-    warnings.warn(
+    message = (
         f"keras_bnn: {name} has mean {mean:.4g} over {seen}: the likelihood "
         f"n·(1/b)·Σ w_i·ℓ_i weighs the data as {mean * n:.6g} examples "
         f"(compile(train_size={n}) × {mean:.4g}) against the prior, so the posterior is "
         "narrower (mean > 1) or wider (mean < 1) than with weights of mean 1. Divide the "
         "weights by their mean (or compile the loss with reduction='mean_with_sample_weight') "
         "to reweight the examples among themselves; keep them only to temper the likelihood "
-        "on purpose.", TrainSizeWarning, stacklevel=stacklevel)
+        "on purpose.")
+    if where is None:
+        warnings.warn(message, TrainSizeWarning, stacklevel=stacklevel)
+        return
+    filename, line, module_globals = where
+    warnings.warn_explicit(message, TrainSizeWarning, filename, line,
+                           module=module_globals.get("__name__", "<string>"),
+                           registry=module_globals.setdefault("__warningregistry__", {}),
+                           module_globals=module_globals)
 
 
 def _epoch_batches(x):

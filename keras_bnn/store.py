@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_bnn import backend, durable
 from keras_bnn import shared_weights as shared_lib
+from keras_bnn import store_priors
 from keras_bnn import trainable_flags
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
@@ -68,8 +69,10 @@ def architecture_of(model):
         config, activations, priors and initialisers included, and the
         ordered weight shapes/dtypes; layer names are left out, since Keras
         numbers them per session), ``layers`` (those configs), ``weights``
-        (``[shape, dtype]`` per weight) and ``model`` (the serialized model,
-        used to rebuild it).
+        (``[shape, dtype]`` per weight), ``model`` (the serialized model,
+        used to rebuild it) and ``priors`` (each trainable weight's prior and
+        their digest, :func:`keras_bnn.store_priors.record_of`: not in the
+        fingerprint, so that stores written before keep theirs).
     """
     weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
     layers = _layer_configs(model)
@@ -78,6 +81,7 @@ def architecture_of(model):
         "layers": layers,
         "weights": weights,
         "model": keras.saving.serialize_keras_object(model),
+        store_priors.MANIFEST_KEY: store_priors.record_of(model),
     }
 
 
@@ -154,16 +158,18 @@ class Sample:
 class SampleStore:
     """An append-only directory of posterior samples.
 
-    Layout: ``store.json`` (architecture of the model that wrote the store),
+    Layout: ``store.json`` (architecture of the model that wrote the store,
+    and the priors of its trainable weights),
     ``shared.npz`` (the model's non-trainable weights, written once: see
     :mod:`keras_bnn.shared_weights`), one ``sample-<index>.npz`` per
     sample (at least six digits; weights ``w<i>``, ``i`` their position in
     ``model.weights``: the trainable ones and each non-trainable one that
     differs from the shared copy, with the indices and digest of those it
-    takes from ``shared.npz``; its metadata as JSON, and the architecture
-    fingerprint of the model that wrote it), and the small JSON records of
-    :meth:`write_record`. Other files are ignored. Stores written before
-    ``shared.npz`` (every weight in every sample) read as before.
+    takes from ``shared.npz``; its metadata as JSON, the architecture
+    fingerprint of the model that wrote it and the digest of its priors), and
+    the small JSON records of :meth:`write_record`. Other files are ignored.
+    Stores written before ``shared.npz`` (every weight in every sample), or
+    before the priors were recorded, read as before.
 
     Guarantees (see the README's "Guarantees"):
 
@@ -176,11 +182,13 @@ class SampleStore:
       processes, one host or a shared POSIX filesystem) all keep their
       samples;
     * the first model bound to the store wins (``store.json`` is created
-      exclusively); a model of another architecture gets a ValueError;
+      exclusively); a model of another architecture, or of other priors
+      (:mod:`keras_bnn.store_priors`; not checked in a store written before
+      priors were recorded), gets a ValueError;
     * loading refuses foreign, truncated or corrupt sample files, files
-      written by a model of another architecture (a sample carries its
-      fingerprint), anything but a regular file (a named pipe never blocks
-      a reader), and non-finite weights, with a ValueError naming the file
+      written by a model of another architecture or priors (a sample carries
+      its fingerprint and priors digest), anything but a regular file (a
+      named pipe never blocks a reader), and non-finite weights, with a ValueError naming the file
       (nothing is unpickled); the same for ``shared.npz``, and a sample is
       never completed from another ``shared.npz`` than the one it was
       written against (it names its digest);
@@ -267,7 +275,8 @@ class SampleStore:
         except (ValueError, UnicodeDecodeError, RecursionError) as error:
             raise ValueError(f"SampleStore {self.path!r}: {manifest} is corrupt ({error}).") from None
         if not isinstance(stored, dict) or not isinstance(stored.get("fingerprint"), str) \
-                or not isinstance(stored.get("weights"), list) or "model" not in stored:
+                or not isinstance(stored.get("weights"), list) or "model" not in stored \
+                or not store_priors.well_formed(stored):
             raise ValueError(f"SampleStore {self.path!r}: {manifest} is corrupt (not a "
                              "store manifest).")
         return stored
@@ -283,7 +292,8 @@ class SampleStore:
 
         Raises:
             ValueError: for a ``model`` that is not a Keras model, or if the
-                store holds samples of another architecture.
+                store holds samples of another architecture, or drawn under
+                other priors (naming the weights whose prior differs).
         """
         if not isinstance(model, keras.Model):
             raise argument_error("model", "be a keras.Model", model, "SampleStore",
@@ -299,6 +309,7 @@ class SampleStore:
                 f"SampleStore {self.path!r} holds samples of another architecture "
                 f"({_first_difference(stored, mine)}). Use a new store path."
             )
+        store_priors.check(self.path, stored, mine[store_priors.MANIFEST_KEY])
 
     def loss(self):
         """The loss the storing model was compiled with, serialized.
@@ -392,8 +403,8 @@ class SampleStore:
             samples were deleted).
 
         Raises:
-            ValueError: if the model's architecture differs from the store's,
-                or its weights are not finite.
+            ValueError: if the model's architecture or priors differ from the
+                store's, or its weights are not finite.
         """
         if self._frozen is not None:
             raise ValueError(f"SampleStore {self.path!r}: a snapshot is read-only; append "
@@ -409,9 +420,13 @@ class SampleStore:
         shared_lib.check_finite({f"w{i}": w for i, w in enumerate(weights)},
                                 f"the weights of model {model.name!r}")
         candidates = shared_lib.non_trainable_indices(model)
-        arrays = self._shared.sample_entries(weights, candidates, self.architecture)
+        stored = self.architecture
+        arrays = self._shared.sample_entries(weights, candidates, stored)
         arrays["metadata"] = np.array(text)
-        arrays[_FINGERPRINT] = np.array(self.architecture["fingerprint"])
+        arrays[_FINGERPRINT] = np.array(stored["fingerprint"])
+        priors = store_priors.digest_of(stored)
+        if priors is not None:  # None: a store written before priors were recorded
+            arrays[store_priors.ENTRY] = np.array(priors)
         files = self._files()
         start = files[-1][0] + 1 if files else 0
         path = durable.create_first_free(
@@ -427,7 +442,9 @@ class SampleStore:
                     np.load(handle, allow_pickle=False) as data:
                 names = set(data.files)
                 fingerprint = str(data[_FINGERPRINT]) if _FINGERPRINT in names else None
-                entries = names - {_FINGERPRINT, shared_lib.INDICES, shared_lib.DIGEST}
+                priors = str(data[store_priors.ENTRY]) if store_priors.ENTRY in names else None
+                entries = names - {_FINGERPRINT, shared_lib.INDICES, shared_lib.DIGEST,
+                                   store_priors.ENTRY}
                 own = {int(m.group(1)) for m in map(shared_lib.WEIGHT_ENTRY.match, entries) if m}
                 unexpected = entries - {"metadata", *(f"w{i}" for i in own)}
                 if unexpected or "metadata" not in names or (
@@ -453,6 +470,7 @@ class SampleStore:
             raise ValueError(f"SampleStore {self.path!r}: sample file {path} was written by a "
                              "model of another architecture than the store's (its fingerprint "
                              "differs); it was copied from another store.")
+        store_priors.check_sample(self.path, stored, path, priors)
         if arrays is None:
             return None, metadata
         own_arrays = {f"w{i}": a for i, a in arrays.items()}  # the shared file's are checked

@@ -128,3 +128,40 @@ def test_the_count_logs_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kb.TrainSizeWarning)
         assert keys(HEAVY) == keys(None)
+
+
+def _fits_warned(calls):
+    """``[(line, message)]`` of the TrainSizeWarnings of ``calls()`` under the default filter."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        calls()
+    return [(w.lineno, str(w.message)) for w in caught
+            if issubclass(w.category, kb.TrainSizeWarning) and w.filename == __file__]
+
+
+def test_a_later_fit_warns_as_the_array_check_does():
+    """Each ``fit`` checks the weights it is given (a later one may be given other
+    weights), and both checks name the line that called ``fit``, so that Python's
+    filters treat them alike: the default filter shows a message once per calling
+    line (a loop of fits: once), ``"always"`` at every fit. Before, the dataset
+    check named a line of ``weight_mean.py``: one message in the whole process,
+    another model's fit from another line (its own run) was not warned."""
+    model = _model()
+
+    def loop():
+        for _ in range(2):
+            model.fit(_dataset(HEAVY), epochs=1, verbose=0)  # DATASET_LINE
+            model.fit(X, Y, sample_weight=HEAVY, batch_size=5, epochs=1, verbose=0)  # ARRAY
+        _model().fit(_dataset(HEAVY), epochs=1, verbose=0)  # ANOTHER_MODEL
+
+    source = open(__file__, encoding="utf-8").read().splitlines()
+    line = {tag: next(i + 1 for i, text in enumerate(source) if text.endswith(f"# {tag}"))
+            for tag in ("DATASET_LINE", "ARRAY", "ANOTHER_MODEL")}
+    warned = _fits_warned(loop)
+    assert [at for at, _ in warned] == [line["DATASET_LINE"], line["ARRAY"],
+                                        line["ANOTHER_MODEL"]], warned
+    assert "in fit's data has mean 3" in warned[0][1] and warned[2][1] == warned[0][1]
+    # A guard (as before): under "always", every fit warns about its data.
+    messages = _train_size_warnings(lambda: [model.fit(_dataset(HEAVY), epochs=1, verbose=0)
+                                             for _ in range(2)])
+    assert len(messages) == 2 and messages[0] == messages[1]

@@ -120,7 +120,7 @@ def test_store_written_under_jax_gives_the_same_ensemble(jax_run, likelihood):
                                   saved[f"{likelihood}/unroll/predict"])
     # The frozen trunk is in the store's shared file, not in the samples.
     assert result[f"{likelihood}/sample_entries"] == [
-        "fingerprint", "metadata", "shared", "shared_digest", "w2", "w3"]
+        "fingerprint", "metadata", "priors_digest", "shared", "shared_digest", "w2", "w3"]
     assert result[f"{likelihood}/from_store_shared"] == [0, 1]
     assert "needs KERAS_BACKEND=tensorflow" in result[f"export_{likelihood}"]
     # compile(jit_compile=False) reaches Keras' predict step (a second view).

@@ -9,7 +9,10 @@ only seen batch by batch. The train step adds each batch's weights to
 no second pass over the data), and :class:`WarnOnWeightMean` reads them
 once, after the first epoch, and issues the
 :class:`keras_bnn.TrainSizeWarning` of the array check when their mean is
-not 1.
+not 1. Like the array check, each ``fit`` checks its own data and its
+warning names the line that called ``fit`` (not this module's), so that
+Python's warning filters treat both alike: the default filter shows a
+message once per calling line, ``"always"`` at every ``fit``.
 """
 
 import math
@@ -18,7 +21,8 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, array_examples, warn_on_weight_mean
+from keras_bnn.fit_data import (WEIGHT_MEAN_TOLERANCE, array_examples, call_site,
+                                warn_on_weight_mean)
 from keras_bnn.likelihoods import normalises_weights
 
 #: Standard errors of the mean a first epoch that is not one pass over the
@@ -100,12 +104,15 @@ class WarnOnWeightMean(keras.callbacks.Callback):
         name: the weights, as the warning names them.
         train_size: the model's n.
         one_pass: whether an epoch is one pass over the data.
+        where: the line that called ``fit``, which the warning names
+            (:func:`keras_bnn.fit_data.call_site`).
     """
 
-    def __init__(self, totals, name, train_size, one_pass):
+    def __init__(self, totals, name, train_size, one_pass, where):
         super().__init__()
         self.totals, self.name, self.train_size, self.one_pass = (totals, name, train_size,
                                                                   one_pass)
+        self.where = where
         self.done = False
 
     def on_train_begin(self, logs=None):
@@ -123,7 +130,7 @@ class WarnOnWeightMean(keras.callbacks.Callback):
             0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))
         if abs(mean - 1.0) > allowed:
             warn_on_weight_mean(self.name, mean, f"the first epoch's {count:.0f} weights",
-                                self.train_size)
+                                self.train_size, where=self.where)
 
 
 def for_fit(model, arguments):
@@ -132,6 +139,8 @@ def for_fit(model, arguments):
     Arrays' weights are checked before training
     (:func:`keras_bnn.fit_data.warn_on_train_size`), and a loss of reduction
     ``"mean_with_sample_weight"`` normalises them in each batch.
+
+    Called by ``fit`` itself: the warning names the line that called ``fit``.
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -145,4 +154,5 @@ def for_fit(model, arguments):
     name = ("fit's class_weight" if arguments.get("class_weight") else
             "the sample_weight in fit's data")
     return WarnOnWeightMean(model._sampling_trackers["weight_totals"], name, model.train_size,
-                            one_pass=arguments.get("steps_per_epoch") is None)
+                            one_pass=arguments.get("steps_per_epoch") is None,
+                            where=call_site(3))  # for_fit, fit, fit's caller

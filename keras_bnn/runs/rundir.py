@@ -263,8 +263,9 @@ def stores_of(source):
     Raises:
         ValueError: if ``source`` is of another type, holds no store or one
             store twice, a store is empty, or the stores hold samples of
-            different architectures (the error names the first store that
-            differs).
+            different architectures or drawn under different priors (the
+            error names the first store that differs; a store written before
+            priors were recorded is not compared by its priors).
         FileNotFoundError: for a path that does not exist.
     """
     if isinstance(source, Chains):
@@ -297,11 +298,21 @@ def stores_of(source):
                 "4000, and up to 8000 until it has samples: 1000 of warm-up, then the "
                 "equilibrium test and the step factors' second noise measurement; "
                 "--epochs, --max-epochs).")
-    reference = stores[0].architecture["fingerprint"]
+    store_priors = importlib.import_module("keras_bnn.store_priors")  # Keras, as the stores
+    reference = stores[0].architecture
     for store in stores[1:]:
-        if store.architecture["fingerprint"] != reference:
+        if store.architecture["fingerprint"] != reference["fingerprint"]:
             raise ValueError(
                 f"The chains are of different architectures: {store.path!r} holds samples "
                 f"of another model than {stores[0].path!r}; pool only chains of one model."
             )
+        digests = {store_priors.digest_of(reference), store_priors.digest_of(store.architecture)}
+        if None not in digests and len(digests) == 2:  # None: a store written before
+            listed = store_priors.differences(reference[store_priors.MANIFEST_KEY],
+                                              store.architecture[store_priors.MANIFEST_KEY],
+                                              ("in the first", "in this one"))
+            raise ValueError(
+                f"The chains were sampled under different priors: {store.path!r} holds samples "
+                f"of another posterior than {stores[0].path!r} ({listed}); pool only chains "
+                "sampled under the same priors.")
     return Chains(stores)
