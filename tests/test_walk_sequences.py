@@ -89,3 +89,62 @@ def test_a_compiled_ensemble_reloads_compiled(tmp_path):
         loaded = keras.saving.load_model(tmp_path / "ensemble.keras")
     assert loaded.compiled
     assert loaded.evaluate(x, y, verbose=0) == pytest.approx(expected, rel=1e-6)
+
+
+@keras.saving.register_keras_serializable(package="walk_sequences")
+class TokenGRU(keras.Model):
+    """A subclassed classifier of token sequences: Embedding(mask_zero) → GRU → Dense(2)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.embed = L.Embedding(VOCAB, 3, mask_zero=True)
+        self.rnn = L.GRU(4)
+        self.logits = L.Dense(2)
+
+    def call(self, inputs):
+        return self.logits(self.rnn(self.embed(inputs)))
+
+
+def test_subclassed_token_model_serves_token_ids(tmp_path):
+    """A subclassed model of token ids, sampled, collected, ensembled and exported,
+    takes int32 token ids in its ``serving_default`` signature (``input_dtype``).
+
+    Before, ``kb.bayesian`` put every subclassed model on a float32
+    ``keras.Input``: the SavedModel refused int32 token ids ("expected to be
+    a float tensor but is a int32 tensor"). The ensemble's predictions are
+    the mean of its members' (each store sample set on the model in turn),
+    and the export's equal them, for a batch of 1 too.
+    """
+    import tensorflow as tf
+
+    from fit_helpers import members_one_by_one
+
+    x, y = token_sequences(32, 6)
+    keras.utils.set_random_seed(0)
+    net = TokenGRU()
+    net(x[:2])
+    bnn = kb.bayesian(net, input_dtype="int32")
+    bnn.compile(sampler=kb.samplers.SGHMC(), train_size=len(x), loss=LOSS)
+    store = kb.SampleStore(tmp_path / "samples")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.WarmupSampleWarning)  # samples from step 2 on
+        bnn.fit(x, y, batch_size=16, epochs=3, verbose=0,
+                callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    ensemble = kb.PosteriorEnsemble.from_store(store)
+    x_test, _ = token_sequences(9, 6, seed=2)
+    probabilities = ensemble.predict(x_test, verbose=0)
+    np.testing.assert_allclose(probabilities, members_one_by_one(store, x_test).mean(axis=0),
+                               atol=1e-6)
+    served = tf.saved_model.load(ensemble.export(tmp_path / "served")).signatures[
+        "serving_default"]
+    assert served.structured_input_signature[1]["inputs"].dtype == tf.int32
+    for rows in (slice(None), slice(0, 1)):
+        np.testing.assert_allclose(served(inputs=tf.constant(x_test[rows]))["probabilities"],
+                                   probabilities[rows], atol=1e-6)
+
+
+def test_input_dtype_must_be_a_keras_dtype():
+    net = TokenGRU()
+    net(np.ones((1, 4), "int32"))
+    with pytest.raises(ValueError, match="input_dtype.*'int32'"):
+        kb.bayesian(net, input_dtype="integer")
