@@ -290,7 +290,8 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             unknown prior, or a prior that does not fit its weight's shape
             (each naming the argument); for a model without a graph whose
             one input shape is unknown (naming ``input_shape``), for an
-            ``input_dtype`` that is not a Keras dtype, or a
+            ``input_dtype`` that is not a Keras dtype or is given for a
+            model with a graph (whose ``keras.Input`` sets it), or a
             Sequential that Keras can neither trace into a graph nor call
             on a ``keras.Input`` (saying what to do). After any error ``model``
             is as it was: the priors set before it are taken off again, and
@@ -346,9 +347,10 @@ def _as_bayesian_model(model, input_shape, input_dtype):
     """A functional ``BayesianModel`` on ``model``'s graph or its (Sequential) layers, or
     around it as one layer (subclassed, or a Sequential that Keras did not trace)."""
     if isinstance(model, BayesianModel):
-        return model
+        return _with_own_input_dtype(model, input_dtype)
     sequential = isinstance(model, keras.Sequential)
     if sequential and model._functional is not None:
+        _with_own_input_dtype(model, input_dtype)
         # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer,
         # whose batch size is kept (a stateful RNN's), as keras.models.clone_model does.
         spec = model.inputs[0]
@@ -363,7 +365,20 @@ def _as_bayesian_model(model, input_shape, input_dtype):
     if inputs is None:
         inputs = _input_of(model, input_shape, input_dtype)
         outputs = _sequential_as_one_layer(model, inputs) if sequential else model(inputs)
+    else:
+        _with_own_input_dtype(model, input_dtype)
     return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
+
+
+def _with_own_input_dtype(model, input_dtype):
+    """``model`` (which has a graph, so a ``keras.Input`` of its own), refusing an
+    ``input_dtype``: it would not change that input's dtype."""
+    if input_dtype is not None:
+        raise argument_error(
+            "input_dtype", "be None for a model with a graph, whose keras.Input sets the "
+            f"dtype ({model.inputs[0].dtype} here; input_dtype is for a subclassed model)",
+            input_dtype, "bayesian")
+    return model
 
 
 def _sequential_as_one_layer(model, inputs):

@@ -143,8 +143,12 @@ def test_subclassed_token_model_serves_token_ids(tmp_path):
                                    probabilities[rows], atol=1e-6)
 
 
-def test_input_dtype_must_be_a_keras_dtype():
+def test_input_dtype_must_be_a_keras_dtype_for_a_model_without_a_graph():
+    """``input_dtype`` names a Keras dtype, and only a subclassed model takes one
+    (a functional model's ``keras.Input`` sets its dtype)."""
     net = TokenGRU()
     net(np.ones((1, 4), "int32"))
     with pytest.raises(ValueError, match="input_dtype.*'int32'"):
         kb.bayesian(net, input_dtype="integer")
+    with pytest.raises(ValueError, match="input_dtype.*keras.Input.*float32"):
+        kb.bayesian(keras.Sequential([keras.Input((3,)), L.Dense(2)]), input_dtype="int32")
