@@ -152,3 +152,23 @@ def test_input_dtype_must_be_a_keras_dtype_for_a_model_without_a_graph():
         kb.bayesian(net, input_dtype="integer")
     with pytest.raises(ValueError, match="input_dtype.*keras.Input.*float32"):
         kb.bayesian(keras.Sequential([keras.Input((3,)), L.Dense(2)]), input_dtype="int32")
+
+
+def test_a_frozen_masking_embedding_as_the_trunk_keeps_its_mask():
+    """Regression guard: a frozen ``Embedding(mask_zero=True)`` is the ensemble's
+    trunk (run once per call, cut from the per-member LSTM and Dense): the mask
+    still reaches the LSTM, so the ensemble is the mean of its members run
+    whole, one by one, as it is with every weight stacked (no trunk)."""
+    from fit_helpers import head_sampled, weight_sets_one_by_one
+
+    embedding = L.Embedding(VOCAB, 3, mask_zero=True, trainable=False)
+    keras.utils.set_random_seed(0)
+    bnn = kb.bayesian(keras.Sequential([keras.Input((6,), dtype="int32"), embedding,
+                                        L.LSTM(4), L.Dense(2)]))
+    weight_sets = head_sampled(bnn)
+    x, _ = token_sequences(7, 6, shortest=2)
+    expected = weight_sets_one_by_one(bnn, weight_sets, x).mean(axis=0)
+    for shared, has_trunk in ((None, True), ((), False)):
+        ensemble = kb.PosteriorEnsemble(bnn, weight_sets, shared_weights=shared)
+        assert (ensemble._trunk.value is not None) == has_trunk
+        np.testing.assert_allclose(ensemble.predict(x, verbose=0), expected, atol=1e-6)
