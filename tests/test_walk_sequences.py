@@ -172,3 +172,48 @@ def test_a_frozen_masking_embedding_as_the_trunk_keeps_its_mask():
         ensemble = kb.PosteriorEnsemble(bnn, weight_sets, shared_weights=shared)
         assert (ensemble._trunk.value is not None) == has_trunk
         np.testing.assert_allclose(ensemble.predict(x, verbose=0), expected, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", [
+    "atmc",
+    # Found by this walk, not fixed: the embeddings' and the LSTM bias's noise
+    # ratios swing 0.01 -> 0.30 -> 0.05 over epochs 170-290, the equilibrium test
+    # (temperatures, prior, nll) starts collection at 249 and the mean over
+    # 249-299 is 0.145 and 0.117: a GradientNoiseWarning on a chain not yet stationary.
+    pytest.param("sgld", marks=pytest.mark.xfail(
+        reason="per-variable noise ratio not stationary at collection", strict=False)),
+])
+def test_an_lstm_at_the_defaults_samples_from_equilibrium(sampler, tmp_path):
+    """Regression guard, the walk end to end: an LSTM over padded sequences at
+    the sampler's defaults (``step_size="auto"``), 300 epochs of 8 batches
+    (2400 steps; ~40 s on 2 cores), warms up with no ``NonFiniteError`` and no
+    ``GradientNoiseWarning``, collects from equilibrium (no ``NotConvergedWarning``), and its ensemble (the mean of its
+    members) is scored by ``evaluate`` and exported: the SavedModel's
+    probabilities are the ensemble's, for a batch of one too."""
+    import tensorflow as tf
+
+    from fit_helpers import members_one_by_one
+
+    x, y = token_sequences(256, 10)
+    bnn = masked_rnn("lstm", 10, kb.samplers.get(sampler), train_size=len(x))
+    store = kb.SampleStore(tmp_path / "samples")
+    collect = kb.callbacks.CollectSamples(store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.GradientNoiseWarning)
+        warnings.simplefilter("error", kb.NotConvergedWarning)
+        bnn.fit(x, y, batch_size=32, epochs=300, verbose=0, callbacks=[collect])
+    assert collect.started_epoch is not None and len(store) >= 10
+    ensemble = kb.PosteriorEnsemble.from_store(store)
+    x_test, y_test = token_sequences(64, 10, seed=1)
+    probabilities = ensemble.predict(x_test, verbose=0)
+    np.testing.assert_allclose(probabilities, members_one_by_one(store, x_test).mean(axis=0),
+                               atol=1e-5)
+    ensemble.compile(loss="sparse_categorical_crossentropy")
+    assert ensemble.evaluate(x_test, y_test, verbose=0) == pytest.approx(
+        kb.metrics.nll(probabilities, y_test), rel=1e-4)
+    served = tf.saved_model.load(ensemble.export(tmp_path / "served")).signatures[
+        "serving_default"]
+    for rows in (slice(None), slice(0, 1)):
+        np.testing.assert_allclose(served(inputs=tf.constant(x_test[rows]))["probabilities"],
+                                   probabilities[rows], atol=1e-6)
