@@ -188,9 +188,10 @@ def test_an_lstm_at_the_defaults_samples_from_equilibrium(sampler, tmp_path):
     """Regression guard, the walk end to end: an LSTM over padded sequences at
     the sampler's defaults (``step_size="auto"``), 300 epochs of 8 batches
     (2400 steps; ~40 s on 2 cores), warms up with no ``NonFiniteError`` and no
-    ``GradientNoiseWarning``, collects from equilibrium (no ``NotConvergedWarning``), and its ensemble (the mean of its
-    members) is scored by ``evaluate`` and exported: the SavedModel's
-    probabilities are the ensemble's, for a batch of one too."""
+    ``GradientNoiseWarning``, collects from equilibrium (no
+    ``NotConvergedWarning``), and its ensemble (the mean of its members) is
+    scored by ``evaluate`` and exported: the SavedModel's probabilities are
+    the ensemble's, for a batch of one too."""
     import tensorflow as tf
 
     from fit_helpers import members_one_by_one
