@@ -244,7 +244,7 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
-             input_shape=None):
+             input_shape=None, input_dtype=None):
     """Turns a Keras model into a :class:`keras_bnn.BayesianModel` with a prior on every weight.
 
     The result shares ``model``'s layers and weights (``model`` itself now
@@ -267,6 +267,10 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             it, a ``None`` raises.
         input_shape: for a subclassed model whose input shape Keras did not
             record: one example's shape (without the batch axis).
+        input_dtype: for a subclassed model (Keras records no input dtype):
+            its input's dtype, ``"int32"`` for token ids fed to an
+            ``Embedding``; None: ``"float32"`` (Keras' ``keras.Input`` default).
+            It becomes the serving signature's input dtype.
 
     Returns:
         A functional ``BayesianModel``: on the model's own graph
@@ -285,7 +289,9 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             weight or layer, a ``None`` prior without ``allow_flat``, an
             unknown prior, or a prior that does not fit its weight's shape
             (each naming the argument); for a model without a graph whose
-            one input shape is unknown (naming ``input_shape``), or a
+            one input shape is unknown (naming ``input_shape``), for an
+            ``input_dtype`` that is not a Keras dtype or is given for a
+            model with a graph (whose ``keras.Input`` sets it), or a
             Sequential that Keras can neither trace into a graph nor call
             on a ``keras.Input`` (saying what to do). After any error ``model``
             is as it was: the priors set before it are taken off again, and
@@ -319,7 +325,7 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     try:
         flat, replaced, activity = _set_priors(model, kernel_prior, bias_prior, priors,
                                                allow_flat, undo)
-        result = _as_bayesian_model(model, input_shape)
+        result = _as_bayesian_model(model, input_shape, input_dtype)
     except BaseException:  # the caller's model as it was: no prior of a failed call stays
         for target, attribute, value in reversed(undo):
             setattr(target, attribute, value)
@@ -337,13 +343,14 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     return result
 
 
-def _as_bayesian_model(model, input_shape):
+def _as_bayesian_model(model, input_shape, input_dtype):
     """A functional ``BayesianModel`` on ``model``'s graph or its (Sequential) layers, or
     around it as one layer (subclassed, or a Sequential that Keras did not trace)."""
     if isinstance(model, BayesianModel):
-        return model
+        return _with_own_input_dtype(model, input_dtype)
     sequential = isinstance(model, keras.Sequential)
     if sequential and model._functional is not None:
+        _with_own_input_dtype(model, input_dtype)
         # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer,
         # whose batch size is kept (a stateful RNN's), as keras.models.clone_model does.
         spec = model.inputs[0]
@@ -356,9 +363,22 @@ def _as_bayesian_model(model, input_shape):
     except (AttributeError, ValueError):  # a subclassed model has no graph
         inputs = outputs = None
     if inputs is None:
-        inputs = _input_of(model, input_shape)
+        inputs = _input_of(model, input_shape, input_dtype)
         outputs = _sequential_as_one_layer(model, inputs) if sequential else model(inputs)
+    else:
+        _with_own_input_dtype(model, input_dtype)
     return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
+
+
+def _with_own_input_dtype(model, input_dtype):
+    """``model`` (which has a graph, so a ``keras.Input`` of its own), refusing an
+    ``input_dtype``: it would not change that input's dtype."""
+    if input_dtype is not None:
+        raise argument_error(
+            "input_dtype", "be None for a model with a graph, whose keras.Input sets the "
+            f"dtype ({model.inputs[0].dtype} here; input_dtype is for a subclassed model)",
+            input_dtype, "bayesian")
+    return model
 
 
 def _sequential_as_one_layer(model, inputs):
@@ -393,12 +413,13 @@ def _sequential_as_one_layer(model, inputs):
     return outputs
 
 
-def _input_of(model, input_shape):
-    """A new ``keras.Input`` for a model without a graph: of ``input_shape`` or, if None,
-    of the one input shape the model was built with.
+def _input_of(model, input_shape, input_dtype):
+    """A new ``keras.Input`` of ``input_dtype`` for a model without a graph: of
+    ``input_shape`` or, if None, of the one input shape the model was built with.
 
     Raises:
-        ValueError: where that shape is unknown or is several shapes, naming ``input_shape``.
+        ValueError: where that shape is unknown or is several shapes, naming
+            ``input_shape``; for an ``input_dtype`` that Keras does not know.
     """
     shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
     if input_shape is None and len(shapes) == 1 and isinstance(shapes[0], (tuple, list)) and all(
@@ -411,4 +432,9 @@ def _input_of(model, input_shape):
             f"{shapes[0] if len(shapes) == 1 else shapes}); pass `input_shape=` (one "
             "example's shape, without the batch axis), or for several inputs write it as a "
             "functional model.")
-    return keras.Input(tuple(input_shape))
+    try:
+        dtype = keras.backend.standardize_dtype(input_dtype or "float32")
+    except ValueError as error:
+        raise argument_error("input_dtype", "be a Keras dtype such as 'float32' or 'int32'",
+                             input_dtype, "bayesian") from error
+    return keras.Input(tuple(input_shape), dtype=dtype)

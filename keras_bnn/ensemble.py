@@ -425,22 +425,17 @@ class PosteriorEnsemble(keras.Model):
                 ensemble's loss that is not a ``GaussianNLL``.
         """
         arguments = bound_arguments(keras.Model.compile, args, kwargs)
-        for name in ("loss", "metrics", "weighted_metrics"):
-            for item in keras.tree.flatten(arguments.get(name)):
-                if likelihoods_lib.configured_from_logits(item):
-                    raise argument_error(
-                        name, "score the ensemble's output, the predictive probabilities "
-                        "p̄ (not logits): from_logits=False, e.g. "
-                        "'sparse_categorical_crossentropy'", item, "PosteriorEnsemble.compile",
-                        got=f"{type(item).__name__}(from_logits=True)")
-        loss = arguments.get("loss")
-        if self.likelihood == "gaussian" and loss is not None and not isinstance(
-                loss, likelihoods_lib.GaussianNLL):
-            raise argument_error(
-                "loss", "be kb.likelihoods.GaussianNLL() for a gaussian ensemble, whose "
-                "output is the mixture's [mean, log variance] (another loss would read the "
-                "log variances as predictions)", loss, "PosteriorEnsemble.compile")
+        likelihoods_lib.check_ensemble_scoring(arguments, self.likelihood)
         super().compile(**arguments)
+
+    def compile_from_config(self, config):
+        """Compiles a loaded ensemble as it was saved (Keras' own skips an overridden
+        ``compile``, warning, and left a reloaded ensemble uncompiled).
+
+        Args:
+            config: the dict :meth:`get_compile_config` saved with the ensemble.
+        """
+        self.compile(**keras.saving.deserialize_keras_object(config))
 
     def fit(self, *args, **kwargs):
         """Refused: an ensemble of posterior samples has nothing to train.

@@ -309,6 +309,38 @@ def normalises_weights(loss):
     return getattr(loss, "reduction", None) == "mean_with_sample_weight"
 
 
+def check_ensemble_scoring(arguments, likelihood):
+    """Refuses ``compile`` arguments that would misread a posterior ensemble's output.
+
+    A :class:`keras_bnn.PosteriorEnsemble` outputs the predictive
+    probabilities p̄ (not logits) or, for ``"gaussian"``, the mixture's
+    ``[mean, log variance]``, which only :class:`GaussianNLL` reads.
+
+    Args:
+        arguments: the ensemble's ``compile`` arguments by name.
+        likelihood: the ensemble's likelihood, one of :data:`LIKELIHOODS`.
+
+    Raises:
+        ValueError: naming ``loss``, ``metrics`` or ``weighted_metrics`` for
+            one with ``from_logits=True``, and ``loss`` for a ``"gaussian"``
+            ensemble's loss that is not a :class:`GaussianNLL`.
+    """
+    for name in ("loss", "metrics", "weighted_metrics"):
+        for item in keras.tree.flatten(arguments.get(name)):
+            if configured_from_logits(item):
+                raise argument_error(
+                    name, "score the ensemble's output, the predictive probabilities "
+                    "p̄ (not logits): from_logits=False, e.g. "
+                    "'sparse_categorical_crossentropy'", item, "PosteriorEnsemble.compile",
+                    got=f"{type(item).__name__}(from_logits=True)")
+    loss = arguments.get("loss")
+    if likelihood == "gaussian" and loss is not None and not isinstance(loss, GaussianNLL):
+        raise argument_error(
+            "loss", "be kb.likelihoods.GaussianNLL() for a gaussian ensemble, whose "
+            "output is the mixture's [mean, log variance] (another loss would read the "
+            "log variances as predictions)", loss, "PosteriorEnsemble.compile")
+
+
 def check_logit_head(model, loss):
     """Refuses a model that outputs probabilities, or a loss that expects them.
 
