@@ -204,3 +204,18 @@ def test_integrator_argument_is_checked_and_serialised():
         samplers.SGHMC(step_size=0.01, integrator="leapfrog")
     with pytest.raises(ValueError, match="friction"):  # h·γ = 0.5·... ≥ 1 for Euler only
         samplers.SGHMC(step_size=0.01, friction=150.0)
+
+
+def test_a_ratio_just_above_the_limit_is_printed_above_it():
+    """The walk's ATMC chain on a heteroscedastic task warned
+    "dense_1/kernel = 0.1 ... is above 0.1" for a ratio of 0.10004 (``:.4g``):
+    the printed value must read above the limit."""
+    from keras_bnn.models.fit_callbacks import WarnOnGradientNoise, above_limit
+
+    assert above_limit(0.10004, 0.1) == "0.10004"
+    assert above_limit(0.1234567, 0.1) == "0.1235"
+    callback = WarnOnGradientNoise(limit=0.1)
+    with pytest.warns(kb.GradientNoiseWarning) as caught:
+        callback._warn(0.05, {"dense_1/kernel": 0.100004}, "in epoch 3")
+    message = str(caught[0].message)
+    assert "dense_1/kernel = 0.100004 in epoch 3 is above 0.1" in message, message

@@ -26,6 +26,24 @@ class GradientNoiseWarning(UserWarning):
     """Minibatch gradient noise is large enough to bias the sampled posterior."""
 
 
+def above_limit(ratio, limit):
+    """``ratio`` (> ``limit``) printed with as few digits (at least 4
+    significant) as show it above ``limit``: 0.10004 against 0.1 reads
+    0.10004, not 0.1.
+
+    Args:
+      ratio, limit: floats, ``ratio > limit``.
+
+    Returns:
+      str.
+    """
+    for digits in range(4, 18):
+        text = f"{ratio:.{digits}g}"
+        if float(text) > limit:
+            return text
+    return repr(ratio)
+
+
 class WarnOnGradientNoise(keras.callbacks.Callback):
     """Warns once per ``fit`` when the steady-state ``gradient_noise_ratio`` exceeds the limit.
 
@@ -148,10 +166,11 @@ class WarnOnGradientNoise(keras.callbacks.Callback):
             return
         self.warned = True
         if ratio > self.limit:
-            what = f"gradient_noise_ratio = {ratio:.4g} {where} is above {self.limit}"
+            what = (f"gradient_noise_ratio = {above_limit(ratio, self.limit)} {where} "
+                    f"is above {self.limit}")
         else:
-            what = (f"gradient_noise_ratio of "
-                    f"{', '.join(f'{name} = {r:.4g}' for name, r in above.items())} {where} "
+            named = (f"{name} = {above_limit(r, self.limit)}" for name, r in above.items())
+            what = (f"gradient_noise_ratio of {', '.join(named)} {where} "
                     f"is above {self.limit} (all variables together: {ratio:.4g})")
         warnings.warn(
             f"keras_bnn: {what}: minibatch gradient noise is a large share of the sampler's "
