@@ -15,7 +15,7 @@ def _module_name(path):
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported(node, module, is_package, modules):
+def _imported(node, module, modules):
     """The keras_bnn modules an import statement names (module- or function-level).
 
     ``from a import b`` names the module ``a.b`` when there is one, else
@@ -24,11 +24,8 @@ def _imported(node, module, is_package, modules):
     """
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names if alias.name in modules}
-    base = node.module or ""
-    if node.level:  # relative: from the module's package up
-        package = module.split(".") if is_package else module.split(".")[:-1]
-        package = package[:len(package) - node.level + 1]
-        base = ".".join(package + ([base] if base else []))
+    assert node.level == 0, f"{module}: a relative import (the package imports absolutely)"
+    base = node.module
     found = {f"{base}.{alias.name}" for alias in node.names
              if f"{base}.{alias.name}" in modules}
     if len(found) < len(node.names) and base in modules:
@@ -44,7 +41,7 @@ def import_graph():
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
         graph[module] = set().union(*(
-            _imported(node, module, path.name == "__init__.py", modules)
+            _imported(node, module, modules)
             for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
         ) - {module}
     return graph
