@@ -12,7 +12,7 @@ in the README, on the library's Fashion-MNIST arrays
   follows ``keras-bnn train``: at least ``--epochs`` (default
   :func:`keras_bnn.runs.config.default_epochs`), then on until it has
   sampled :data:`keras_bnn.runs.MIN_SAMPLED_SHARE` of them from
-  equilibrium (:class:`keras_bnn.runs.training.EndWhenSampled`), up to
+  equilibrium (:class:`keras_bnn.runs.fitting.EndWhenSampled`), up to
   ``--max-epochs``. ``--time-limit`` ends it at the epoch end nearest
   that many seconds (the row says so).
 * ``ensemble``: a deep ensemble of ``--k`` SGD/MAP nets under the same
@@ -114,7 +114,7 @@ def run_chain(args, data, info):
     """One ATMC chain at the library defaults; returns its row."""
     import keras_bnn as kb  # noqa: PLC0415
     from keras_bnn.runs.config import MIN_SAMPLED_SHARE, default_epochs  # noqa: PLC0415
-    from keras_bnn.runs.training import EndWhenSampled  # noqa: PLC0415
+    from keras_bnn.runs.fitting import EndWhenSampled  # noqa: PLC0415
 
     (x, y), (x_test, y_test), x_ood = data
     steps = math.ceil(len(y) / args.batch_size)

@@ -138,14 +138,14 @@ def test_candidates_that_collect_nothing_are_not_scored(tmp_path):
 
 def test_a_candidate_that_collects_nothing_loses_to_one_that_does(tmp_path, monkeypatch):
     # Student-t's run waits for equilibrium (burn-in auto: 4 epochs are all warm-up).
-    train = selection.training.train
+    fit_run = selection.fitting.fit_run
 
-    def student_t_waits(candidate, **kwargs):
+    def student_t_waits(run, candidate, *args, **kwargs):
         if candidate.prior == "student_t":
             candidate = dataclasses.replace(candidate, burn_in_epochs="auto")
-        return train(candidate, **kwargs)
+        return fit_run(run, candidate, *args, **kwargs)
 
-    monkeypatch.setattr(selection.training, "train", student_t_waits)
+    monkeypatch.setattr(selection.fitting, "fit_run", student_t_waits)
     config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT).validate()
     resolved = selection.resolve_prior(config)
     report = json.load(open(runs.RunDir(config.output_dir).prior_selection))

@@ -1,6 +1,5 @@
 """The Keras model that trains by sampling the tempered posterior."""
 
-import contextlib
 import copy
 import functools
 
@@ -16,13 +15,11 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
-from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
-from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, from_loss,
-                                   head_metrics, normalises_weights)
-from keras_bnn.models import fit_callbacks, on_batch, weight_mean
+from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, head_metrics,
+                                   normalises_weights)
+from keras_bnn.models import entry_points, on_batch, weight_mean
 from keras_bnn.samplers import kernel as kernel_lib
-from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
+from keras_bnn.validation import check_bool, check_positive_int
 
 _TRACKED = (
     "nll",
@@ -426,10 +423,7 @@ class BayesianModel(keras.Model):
                 model compiled without a loss (nothing would score them: nll
                 would read 0); an endless dataset without ``steps``.
         """
-        kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
-        if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
-            kwargs["x"], _ = check_fit_data(self, kwargs, from_loss(self.loss), owner="evaluate")
-            check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
+        kwargs = entry_points.evaluate_arguments(self, args, kwargs)
         return super().evaluate(**kwargs)
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
@@ -501,23 +495,8 @@ class BayesianModel(keras.Model):
         Returns:
             None.
         """
-        optimizer = getattr(self, "optimizer", None)
-        if not isinstance(optimizer, samplers_lib.Sampler) or not self.built:
+        with entry_points.sampler_state_on_load(self):
             return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
-        # Under tf.distribute the state is made in the model's strategy, wherever
-        # load_weights is called (built outside it, plain variables were
-        # updated by each replica: the loaded chain did not go on).
-        strategy = getattr(self, "_distribute_strategy", None)  # TensorFlow only
-
-        def build():
-            with strategy.scope() if strategy is not None else contextlib.nullcontext():
-                optimizer.build(self.trainable_variables)
-
-        optimizer.build_on_load = build
-        try:
-            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
-        finally:
-            optimizer.build_on_load = None
 
     def fit(self, *args, **kwargs):
         """``keras.Model.fit``; a NaN/Inf potential raises :class:`keras_bnn.NonFiniteError`.
@@ -582,44 +561,7 @@ class BayesianModel(keras.Model):
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        kwargs = bound_arguments(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
-        kwargs["x"], first = check_fit_data(self, kwargs, from_loss(self.loss))
-        on_batch.build_unbuilt(self, first or tuple(kwargs.get(k) for k in ("x", "y",
-                                                                            "sample_weight")))
-        check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
-        if keras.backend.backend() == "tensorflow":
-            distribute.check_jit_compile(self)
-            distribute.check_variables(self)
-        warn_on_train_size(self, kwargs, first)
-        callbacks = list(kwargs.get("callbacks") or [])
-        weights_check = weight_mean.for_fit(self, kwargs)  # a dataset's or generator's weights
-        if weights_check is not None:
-            callbacks.append(weights_check)
-        validation = kwargs.get("validation_data")
-        if validation is not None:  # val_nll is the early-stopping key: check its labels too
-            # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
-            parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
-                validation,)
-            checked, _ = check_fit_data(self, dict(zip(("x", "y"), parts)), from_loss(self.loss),
-                                        owner="fit(validation_data)")
-            if len(parts) == 1:
-                kwargs["validation_data"] = validation = checked
-            check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
-        fit_callbacks.set_lower_better_modes(callbacks)
-        if not getattr(self, "allow_flat_prior", False):
-            callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
-        if self._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
-            callbacks.insert(0, nonfinite.StopOnNonFinite())
-        self.transition_kernel.check_batch_size(
-            kwargs.get("x"), kwargs.get("batch_size") if first is None else batch_length(first[0]))
-        if "gradient_noise_ratio" in self.transition_kernel.metric_names:
-            callbacks.append(
-                fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
-        if isinstance(self.optimizer, samplers_lib.Sampler):
-            fit_callbacks.check_keras_callbacks(callbacks)
-            callbacks.append(fit_callbacks.LeaveWarmup())
-            check_stochastic_layers(self, self.transition_kernel.full_batch)
-        kwargs["callbacks"] = callbacks
+        kwargs = entry_points.fit_arguments(self, args, kwargs)
         with nonfinite.translated(lambda: current_step(self.optimizer)):
             return super().fit(**kwargs)
 

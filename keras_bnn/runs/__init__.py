@@ -12,7 +12,10 @@ One module per job:
   optimizer from :data:`keras_bnn.samplers.REGISTRY`);
 * :mod:`~keras_bnn.runs.checkpoints`: :class:`RunBackup`, the durable
   backup (after an epoch, at most every 10 s) a killed run resumes from;
-* :mod:`~keras_bnn.runs.training`: train, resume, several chains;
+* :mod:`~keras_bnn.runs.fitting`: one run's ``fit``, its prior named: the
+  run directory claimed, the callbacks, the run's length and reports;
+* :mod:`~keras_bnn.runs.training`: train, resume, several chains
+  (``prior="auto"`` resolved first);
 * :mod:`~keras_bnn.runs.evaluation`: metrics, plots, R-hat across chains,
   export;
 * :mod:`~keras_bnn.runs.selection`: ``prior="auto"``, the prior chosen
@@ -36,8 +39,8 @@ _EXPORTS = {
               "compile_model", "epoch_data", "likelihood_of", "load_data", "load_info",
               "split_data", "steps_per_epoch", "validation_arrays"),
     "checkpoints": ("BackupError", "RunBackup"),
-    "training": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows",
-                 "run_chains", "train"),
+    "fitting": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows"),
+    "training": ("run_chains", "train"),
     "evaluation": ("chain_rhat", "evaluate", "evaluate_sampled", "export", "load_chains",
                    "load_run"),
     "selection": ("resolve_prior", "select_prior"),

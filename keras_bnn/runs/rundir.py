@@ -95,7 +95,8 @@ class RunDir:
 
     @property
     def directional_noise(self):
-        """Path of ``directional_noise.json`` (:func:`keras_bnn.runs.training.directional_noise_report`)."""
+        """Path of ``directional_noise.json``
+        (:func:`keras_bnn.runs.fitting.directional_noise_report`)."""
         return self._file("directional_noise.json")
 
     @property

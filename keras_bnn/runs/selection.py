@@ -23,7 +23,7 @@ import dataclasses
 import shutil
 
 from keras_bnn import data as data_lib
-from keras_bnn.runs import evaluation, training
+from keras_bnn.runs import evaluation, fitting
 from keras_bnn.runs.build import split_data, steps_per_epoch
 from keras_bnn.runs.config import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
 from keras_bnn.runs.rundir import RunDir
@@ -79,7 +79,8 @@ def select_prior(config, verbose=0):
         stored = dataclasses.asdict(dataclasses.replace(candidate).resolve_length(steps))
         if not run.complete or run.holds_other_config(stored):  # another run's candidate
             shutil.rmtree(run.path, ignore_errors=True)
-            training.train(candidate, verbose=verbose, data=data)
+            with fitting.claim(candidate, data=data) as candidate_run:
+                fitting.fit_run(candidate_run, candidate, verbose, data=data)
         row = {"prior": prior, "prior_scale": scale, "validation_nll": None}
         result = evaluation.evaluate_sampled(run.path, data=data)
         if result is None:

@@ -1,0 +1,132 @@
+"""What ``BayesianModel.fit``, ``evaluate`` and ``load_weights`` add to Keras' methods.
+
+The model's methods keep Keras' signatures and their documentation; the
+work they do before calling Keras' own is here: :func:`fit_arguments` (the
+checks of ``fit``'s data and arguments, and the callbacks it adds),
+:func:`evaluate_arguments` (the same data checks) and
+:func:`sampler_state_on_load` (the sampler built when a weights file holds
+its state). ``train_on_batch`` and ``test_on_batch``:
+:mod:`keras_bnn.models.on_batch`.
+"""
+
+import contextlib
+
+import keras
+
+from keras_bnn import distribute
+from keras_bnn import nonfinite
+from keras_bnn import samplers as samplers_lib
+from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
+from keras_bnn.likelihoods import from_loss
+from keras_bnn.models import fit_callbacks, on_batch, weight_mean
+from keras_bnn.stochastic_layers import check_stochastic_layers
+from keras_bnn.validation import bound_arguments
+
+
+def fit_arguments(model, args, kwargs):
+    """``fit``'s arguments, checked, with the callbacks ``BayesianModel.fit`` adds.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        args, kwargs: the arguments given to ``fit``.
+
+    Returns:
+        dict: the keyword arguments for ``keras.Model.fit``.
+
+    Raises:
+        ValueError: as :meth:`keras_bnn.BayesianModel.fit`.
+    """
+    kwargs = bound_arguments(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
+    kwargs["x"], first = check_fit_data(model, kwargs, from_loss(model.loss))
+    on_batch.build_unbuilt(
+        model, first or tuple(kwargs.get(k) for k in ("x", "y", "sample_weight")))
+    check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
+    if keras.backend.backend() == "tensorflow":
+        distribute.check_jit_compile(model)
+        distribute.check_variables(model)
+    warn_on_train_size(model, kwargs, first)
+    callbacks = list(kwargs.get("callbacks") or [])
+    weights_check = weight_mean.for_fit(model, kwargs)  # a dataset's or generator's weights
+    if weights_check is not None:
+        callbacks.append(weights_check)
+    validation = kwargs.get("validation_data")
+    if validation is not None:  # val_nll is the early-stopping key: check its labels too
+        # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
+        parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
+            validation,)
+        checked, _ = check_fit_data(model, dict(zip(("x", "y"), parts)), from_loss(model.loss),
+                                    owner="fit(validation_data)")
+        if len(parts) == 1:
+            kwargs["validation_data"] = validation = checked
+        check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
+    fit_callbacks.set_lower_better_modes(callbacks)
+    if not getattr(model, "allow_flat_prior", False):
+        callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
+    if model._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
+        callbacks.insert(0, nonfinite.StopOnNonFinite())
+    model.transition_kernel.check_batch_size(
+        kwargs.get("x"), kwargs.get("batch_size") if first is None else batch_length(first[0]))
+    if "gradient_noise_ratio" in model.transition_kernel.metric_names:
+        callbacks.append(
+            fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
+    if isinstance(model.optimizer, samplers_lib.Sampler):
+        fit_callbacks.check_keras_callbacks(callbacks)
+        callbacks.append(fit_callbacks.LeaveWarmup())
+        check_stochastic_layers(model, model.transition_kernel.full_batch)
+    kwargs["callbacks"] = callbacks
+    return kwargs
+
+
+def evaluate_arguments(model, args, kwargs):
+    """``evaluate``'s arguments, checked (not those of ``fit``'s validation).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        args, kwargs: the arguments given to ``evaluate``.
+
+    Returns:
+        dict: the keyword arguments for ``keras.Model.evaluate``.
+
+    Raises:
+        ValueError: as :meth:`keras_bnn.BayesianModel.evaluate`.
+    """
+    kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
+    if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
+        kwargs["x"], _ = check_fit_data(model, kwargs, from_loss(model.loss), owner="evaluate")
+        check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
+    return kwargs
+
+
+@contextlib.contextmanager
+def sampler_state_on_load(model):
+    """Lets ``keras.Model.load_weights`` restore an unbuilt sampler's state.
+
+    Inside the block a sampler that is not built is built when the file
+    holds a built one's state (:meth:`keras_bnn.samplers.Sampler.load_own_variables`;
+    under ``tf.distribute`` in the model's strategy). Nothing changes for a
+    model without a sampler, or not built.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel` whose weights are loaded.
+
+    Yields:
+        None.
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if not isinstance(optimizer, samplers_lib.Sampler) or not model.built:
+        yield
+        return
+    # Under tf.distribute the state is made in the model's strategy, wherever
+    # load_weights is called (built outside it, plain variables were
+    # updated by each replica: the loaded chain did not go on).
+    strategy = getattr(model, "_distribute_strategy", None)  # TensorFlow only
+
+    def build():
+        with strategy.scope() if strategy is not None else contextlib.nullcontext():
+            optimizer.build(model.trainable_variables)
+
+    optimizer.build_on_load = build
+    try:
+        yield
+    finally:
+        optimizer.build_on_load = None
