@@ -71,7 +71,8 @@ def main():
         for count, mib in record.rows:
             print(f"| {count} | {mib:.0f} |")
         print(f"\nReading all samples back: RSS {read_start:.0f} → {read_end:.0f} MiB; "
-              f"peak RSS of the process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB.")
+              f"peak RSS of the process "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB.")
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)

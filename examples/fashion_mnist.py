@@ -201,7 +201,8 @@ def table(args):
         for name in metrics:  # an SGD row, or one run before the column existed: blank
             values = np.array([r.get(name, np.nan) for r in members], dtype=float)
             line[name] = ("" if np.isnan(values).any() else f"{values.mean():.4g}"
-                          if len(values) == 1 else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}")
+                          if len(values) == 1
+                          else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}")
         summary.append(line)
     compared = [r for r in summary if r["temperature"] is None]
     swept = sorted((r for r in summary if r["temperature"] is not None),

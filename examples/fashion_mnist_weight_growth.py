@@ -56,7 +56,8 @@ def main(argv=None):
         info["num_train"] = len(y)
     config = kb.runs.RunConfig(
         dataset="fashion_mnist", model="mlp", model_args={"hidden": [256, 256]},
-        sampler=args.sampler, sampler_args=args.sampler_args, epochs=args.epochs, batch_size=128, seed=args.seed,
+        sampler=args.sampler, sampler_args=args.sampler_args, epochs=args.epochs, batch_size=128,
+        seed=args.seed,
         prior=args.prior, prior_scale=args.prior_scale, output_dir="unused").validate()
     keras.utils.set_random_seed(chain_seed(config))
     model = build_model(config, info)

@@ -297,8 +297,8 @@ def _load_array(path, flag):
     try:
         loaded = np.load(path, allow_pickle=False)
     except OSError as error:
-        raise type(error)(error.errno, f"{flag} {path!r} cannot be read ({error.strerror or error})") \
-            from None
+        reason = error.strerror or error
+        raise type(error)(error.errno, f"{flag} {path!r} cannot be read ({reason})") from None
     except ValueError as error:  # an object array (it would need pickle) or not a .npy
         raise ValueError(f"{flag} {path!r} must be a .npy file of numbers ({error})") from None
     if not isinstance(loaded, np.ndarray):

@@ -14,10 +14,11 @@ per step over the injected one). The bias laws that the warm-up's target
 potential)`` of a batch of b drawn without replacement from n, and
 ``S = Σ_i (∇ℓ_i - ∇ℓ̄)(∇ℓ_i - ∇ℓ̄)ᵀ/(n - 1)`` the covariance over the
 training examples of their gradients ``∇ℓ_i`` (the variance of a sum of b
-draws without replacement is ``b·(n - b)/n·S``). The mean of R's diagonal is the per-parameter ratio; R's largest
-eigenvalue is the ratio of the noisiest direction. On a network the noise
-is concentrated in a few tens of directions (per-example gradients share
-those the data determine: the Fisher information), so the top eigenvalue
+draws without replacement is ``b·(n - b)/n·S``). The mean of R's diagonal is
+the per-parameter ratio; R's largest eigenvalue is the ratio of the noisiest
+direction. On a network the noise is concentrated in a few tens of
+directions (per-example gradients share those the data determine: the Fisher
+information), so the top eigenvalue
 can be thousands of times the mean: on the CLI's breast_cancer seed-0
 chain (13 301 weights, batch 100 of 400) at its last sample, a mean of
 0.005 and a top direction at 25 (README, "Noise by direction"). Along a

@@ -273,7 +273,8 @@ class SampleStore:
                 ) from None
             return None
         except (ValueError, UnicodeDecodeError, RecursionError) as error:
-            raise ValueError(f"SampleStore {self.path!r}: {manifest} is corrupt ({error}).") from None
+            raise ValueError(
+                f"SampleStore {self.path!r}: {manifest} is corrupt ({error}).") from None
         if not isinstance(stored, dict) or not isinstance(stored.get("fingerprint"), str) \
                 or not isinstance(stored.get("weights"), list) or "model" not in stored \
                 or not store_priors.well_formed(stored):

@@ -352,7 +352,8 @@ def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
     assert bool(result.directional_noise) == (sampler != "sgd")
     if sampler != "sgd":
         report = result.directional_noise
-        assert (report["num_examples"], report["batch_size"], report["train_size"]) == (100, 50, 100)
+        sizes = (report["num_examples"], report["batch_size"], report["train_size"])
+        assert sizes == (100, 50, 100)
         assert report["top"] == sorted(report["top"], reverse=True) and len(report["top"]) == 3
         assert report["top"][0] >= report["mean"] > 0
         assert report["above_limit"] == (report["top"][0] > 0.1)

@@ -95,7 +95,8 @@ def _write_config(tmp_path, text):
     ('{"step_size": 1e-300}', "`step_size` must lie in float32's normal range"),
     ('{"temperature": 1e-320}', "`temperature` must lie in float32's normal range"),
     ('{"epochs": 30, "collect_every": 40}', "`collect_every` (40) must be at most"),
-    ('{"epochs": 30, "burn_in_epochs": 10, "cycle_epochs": 30}', "`cycle_epochs` (30) must be at most"),
+    ('{"epochs": 30, "burn_in_epochs": 10, "cycle_epochs": 30}',
+     "`cycle_epochs` (30) must be at most"),
     ("\xff\xfe", "is not valid JSON"),
 ])
 def test_bad_configs_exit_2_with_one_line(tmp_path, capsys, content, reason):

@@ -72,9 +72,10 @@ def _expected_rank_rhat(means, draws_per_split_chain):
 
 
 # Iid chains: with m (split) chains of n draws of normal scores,
-# R̂² − 1 ≈ (1/n)[((m+1)/m) χ²_{m-1}/(m-1) − 1], so R-hat − 1 is about half of that. For C=4 chains of S=1000 (m=8,
-# n=500), R-hat > 1.01 needs χ²_7 > 68, probability ~1e-11 per component and
-# estimator (bulk and folded): every component must be within 0.01 of 1.
+# R̂² − 1 ≈ (1/n)[((m+1)/m) χ²_{m-1}/(m-1) − 1], so R-hat − 1 is about half
+# of that. For C=4 chains of S=1000 (m=8, n=500), R-hat > 1.01 needs χ²_7 >
+# 68, probability ~1e-11 per component and estimator (bulk and folded):
+# every component must be within 0.01 of 1.
 def test_weight_rhat_is_one_for_iid_chains():
     rng = np.random.default_rng(0)
     result = diagnostics.weight_rhat(rng.standard_normal((4, 1000, 50)))

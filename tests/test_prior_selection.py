@@ -59,7 +59,8 @@ def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
         assert (stored.prior, stored.prior_scale, stored.epochs) == (prior, scale, 4)
         assert candidate.complete
     # A restarted selection scores the finished candidates again, not retrains them.
-    samples = runs.RunDir(config.output_dir).prior_candidate(*config_lib.PRIOR_CANDIDATES[0]).samples
+    candidate = runs.RunDir(config.output_dir).prior_candidate(*config_lib.PRIOR_CANDIDATES[0])
+    samples = candidate.samples
 
     def mtimes():
         return {name: os.path.getmtime(os.path.join(samples, name))

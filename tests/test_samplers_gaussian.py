@@ -43,7 +43,8 @@ def _sghmc_stationary_cov(precision, h, gamma, temperature, noise_var):
     k = precision.shape[0]
     eye = np.eye(k)
     transition = np.block(
-        [[(1 - h * gamma) * eye, -h * precision], [h * (1 - h * gamma) * eye, eye - h * h * precision]]
+        [[(1 - h * gamma) * eye, -h * precision],
+         [h * (1 - h * gamma) * eye, eye - h * h * precision]]
     )
     kick = np.block([[eye], [h * eye]])
     noise = (2 * gamma * h * temperature + h * h * noise_var) * (kick @ kick.T)

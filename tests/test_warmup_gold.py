@@ -27,10 +27,11 @@ the momentum samplers at their default friction and 1/(hλ) for SGLD. The
 chosen h shrinks as T falls (r ∝ h²/T, resp. h/T), so the runs grow as ~1/T.
 On breast_cancer (noisier: n/B = 9) at T = 1 (h ≈ 0.014, SGLD 0.0016) that
 time is ~600 steps, at T = 0.01 ~30k–60k; on wine (n/B = 2.8, h ≈ 0.045,
-SGLD 0.014 at T = 1) ~50 steps at T = 1 and ~1.2k at T = 0.01. Chains start from draws of the Laplace approximation (this tests
-the stationary law; burn-in from a far start is the warm-up's other test),
-K = 256 chains run as one [K, d] variable, the first fifth of each run
-(≥ the 1000 warm-up steps) is discarded, and the step counts below were
+SGLD 0.014 at T = 1) ~50 steps at T = 1 and ~1.2k at T = 0.01. Chains start
+from draws of the Laplace approximation (this tests the stationary law;
+burn-in from a far start is the warm-up's other test), K = 256 chains run as
+one [K, d] variable, the first fifth of each run (≥ the 1000 warm-up steps)
+is discarded, and the step counts below were
 chosen to put the median relative error of sd at 0.004–0.015 (measured).
 Measured on the shared 2-core machine: 13.5 minutes for breast_cancer, 7
 for wine (18 runs of 5k–50k steps and six NUTS references of ~20 s).

@@ -282,7 +282,8 @@ class RunConfig:
                 check_positive(value, name, "RunConfig")
         for name in ("dataset", "model", "sampler", "output_dir", "data_dir"):
             value = getattr(self, name)
-            if not (isinstance(value, str) and value) and not (name == "data_dir" and value is None):
+            unset_data_dir = name == "data_dir" and value is None
+            if not (isinstance(value, str) and value) and not unset_data_dir:
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
         if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
             raise argument_error("output_dir", "be a directory (or a path to create one)",

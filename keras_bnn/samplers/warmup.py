@@ -57,10 +57,11 @@ at or below a target ``r*`` at the current T:
   direction of SGLD is wide there (variance ``1/(1 - h·λ/2)``): for full
   batches HMC is the exact choice.
 
-The frozen steps (:func:`frozen_step_size`, :func:`variable_step_factor`). The per-step rule above follows
-``V̂``'s last ~100 steps, and the ratio is a mean over all parameters; both
-hide bias. The ratio of a chain wanders with the region it visits (wine,
-13-100-100-3 MLP: 100-step means of r from 0.03 to 0.14 around a long-run
+The frozen steps (:func:`frozen_step_size`, :func:`variable_step_factor`).
+The per-step rule above follows ``V̂``'s last ~100 steps, and the ratio is a
+mean over all parameters; both hide bias. The ratio of a chain wanders with
+the region it visits (wine, 13-100-100-3 MLP: 100-step means of r from 0.03
+to 0.14 around a long-run
 0.07 after the warm-up froze h at r̂ = 0.05), and the mean over parameters
 is carried by the largest layer: on the CLI's MLPs the output layer read
 r = 0.25–4.2 (wine, breast_cancer, diabetes; Fashion-MNIST 0.5–2.4) while

@@ -28,8 +28,10 @@ dataset = dataset.with_options(options)
 with strategy.scope():
     keras.utils.set_random_seed(1)
     inputs = keras.Input((5,))
-    hidden = keras.layers.Dense(16, activation="relu", kernel_regularizer=kb.priors.Normal())(inputs)
-    model = kb.BayesianModel(inputs, keras.layers.Dense(2, kernel_regularizer=kb.priors.Normal())(hidden))
+    hidden = keras.layers.Dense(16, activation="relu",
+                                kernel_regularizer=kb.priors.Normal())(inputs)
+    outputs = keras.layers.Dense(2, kernel_regularizer=kb.priors.Normal())(hidden)
+    model = kb.BayesianModel(inputs, outputs)
     model.compile(
         sampler=kb.samplers.ATMC(1e-3, seed=3),
         train_size=256,
