@@ -5,6 +5,7 @@ Importable from ``tests/`` (pytest puts it on the path) and from a worker in
 """
 
 import contextlib
+import threading
 
 import keras
 import numpy as np
@@ -107,3 +108,28 @@ def head_sampled(model, count=3):
     trainable = {id(w) for w in model.trainable_weights}
     return [[w.numpy() + (rng.normal(size=w.shape).astype(w.dtype) if id(w) in trainable else 0)
              for w in model.weights] for _ in range(count)]
+
+
+def append_at_once(store, models):
+    """Each model appended to ``store`` by its own thread, all released at once.
+
+    Returns:
+      list: per model, its index if its append succeeded, else the ValueError's message.
+    """
+    outcomes = [None] * len(models)
+    barrier = threading.Barrier(len(models))
+
+    def bind(i):
+        barrier.wait()
+        try:
+            store.append(models[i])
+            outcomes[i] = i
+        except ValueError as error:
+            outcomes[i] = str(error)
+
+    threads = [threading.Thread(target=bind, args=(i,)) for i in range(len(models))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes

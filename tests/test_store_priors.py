@@ -4,7 +4,6 @@ other priors is refused, and stores written before the record keep working."""
 
 import json
 import os
-import threading
 import warnings
 
 import keras
@@ -14,6 +13,7 @@ import pytest
 import keras_bnn as kb
 from keras_bnn import store as store_lib
 from layer_models import CASES, Scale
+from fit_helpers import append_at_once
 
 #: The cases whose priors are in no layer config, each with the ``priors`` key that
 #: names the weights given another prior: the query projection of a
@@ -81,25 +81,10 @@ def test_threads_binding_other_priors_one_wins(tmp_path):
     the priors, is created exclusively); the others are refused."""
     store = kb.SampleStore(tmp_path / "samples")
     models = [_model("custom_weight", 0.7), _model("custom_weight", 0.1)] * 3
-    outcomes = [None] * len(models)
-    barrier = threading.Barrier(len(models))
-
-    def bind(i):
-        barrier.wait()
-        try:
-            store.append(models[i])
-            outcomes[i] = i % 2
-        except ValueError as error:
-            outcomes[i] = str(error)
-
-    threads = [threading.Thread(target=bind, args=(i,)) for i in range(len(models))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    winners = {o for o in outcomes if o in (0, 1)}
+    outcomes = append_at_once(store, models)
+    winners = {o % 2 for o in outcomes if isinstance(o, int)}
     assert len(winners) == 1
-    losers = [o for o in outcomes if o not in (0, 1)]
+    losers = [o for o in outcomes if isinstance(o, str)]
     assert len(losers) == 3 and all("other priors" in o for o in losers)
     assert len(store) == 3
 

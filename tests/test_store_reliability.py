@@ -17,6 +17,7 @@ import pytest
 
 import keras_bnn as kb
 from keras_bnn import durable
+from fit_helpers import append_at_once
 
 WORKER = os.path.join(os.path.dirname(__file__), "workers", "store_appender.py")
 
@@ -89,25 +90,10 @@ def test_threads_binding_different_architectures_one_wins(tmp_path):
     """Item 1: of first binders with different architectures exactly one wins."""
     store = kb.SampleStore(tmp_path / "samples")
     models = [_model("relu"), _model("tanh")] * 4
-    outcomes = [None] * len(models)
-    barrier = threading.Barrier(len(models))
-
-    def bind(i):
-        barrier.wait()
-        try:
-            store.append(models[i])
-            outcomes[i] = models[i].layers[-1].activation.__name__
-        except ValueError as error:
-            outcomes[i] = str(error)
-
-    threads = [threading.Thread(target=bind, args=(i,)) for i in range(len(models))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    winners = {o for o in outcomes if o in ("relu", "tanh")}
+    outcomes = append_at_once(store, models)
+    winners = {models[o].layers[-1].activation.__name__ for o in outcomes if isinstance(o, int)}
     assert len(winners) == 1
-    losers = [o for o in outcomes if o not in ("relu", "tanh")]
+    losers = [o for o in outcomes if isinstance(o, str)]
     assert len(losers) == 4 and all("another architecture" in o for o in losers)
     assert len(store) == 4
 
