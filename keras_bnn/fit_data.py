@@ -355,11 +355,11 @@ def call_site(stacklevel):
     return frame.f_code.co_filename, frame.f_lineno, frame.f_globals
 
 
-def warn_on_weight_mean(name, mean, seen, n, stacklevel=2, where=None):
+def warn_on_weight_mean(name, mean, seen, n, where):
     """Issues the :class:`TrainSizeWarning` of weights whose mean is not 1.
 
     Each ``fit`` checks the weights it is given and warns about them; the
-    warning names the line that called ``fit`` (``stacklevel`` or ``where``),
+    warning names the line that called ``fit`` (``where``),
     so that Python's warning filters decide whether a later ``fit`` shows it
     again (the default filter: once per line and message), as for any warning.
 
@@ -368,10 +368,8 @@ def warn_on_weight_mean(name, mean, seen, n, stacklevel=2, where=None):
         mean: their mean over ``seen``.
         seen: what the mean is over (``"the 20 training examples"``).
         n: ``train_size``.
-        stacklevel: as ``warnings.warn``'s, where ``where`` is None.
         where: ``(filename, line number, module globals)`` of the line the
-            warning names (:func:`call_site` at ``fit``'s start, for a
-            check made later, from a callback), or None.
+            warning names (:func:`call_site` at ``fit``'s start).
 
     Warns:
         TrainSizeWarning: naming the weights, their mean and the number of
@@ -385,11 +383,19 @@ def warn_on_weight_mean(name, mean, seen, n, stacklevel=2, where=None):
         "weights by their mean (or compile the loss with reduction='mean_with_sample_weight') "
         "to reweight the examples among themselves; keep them only to temper the likelihood "
         "on purpose.")
-    if where is None:
-        warnings.warn(message, TrainSizeWarning, stacklevel=stacklevel)
-        return
+    warn_at(message, TrainSizeWarning, where)
+
+
+def warn_at(message, category, where):
+    """``warnings.warn`` of ``message`` as if issued at ``where`` (:func:`call_site`).
+
+    Args:
+        message: the warning's text.
+        category: its Warning class.
+        where: ``(filename, line number, module globals)``.
+    """
     filename, line, module_globals = where
-    warnings.warn_explicit(message, TrainSizeWarning, filename, line,
+    warnings.warn_explicit(message, category, filename, line,
                            module=module_globals.get("__name__", "<string>"),
                            registry=module_globals.setdefault("__warningregistry__", {}),
                            module_globals=module_globals)
@@ -427,7 +433,7 @@ def _weight_mean(arguments, count):
     return None
 
 
-def warn_on_train_size(model, arguments, first=None):
+def warn_on_train_size(model, arguments, first, where):
     """Warns when ``fit`` trains on another number of examples than n = ``train_size``.
 
     The potential is ``n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)``: with n below the
@@ -449,6 +455,8 @@ def warn_on_train_size(model, arguments, first=None):
         model: the compiled :class:`keras_bnn.BayesianModel`.
         arguments: ``fit``'s arguments by name.
         first: the first batch of a dataset (:func:`first_batch`), or None.
+        where: the line that called ``fit`` (:func:`call_site`), which the
+            warnings name.
 
     Warns:
         TrainSizeWarning: naming ``train_size``, or the weights' argument.
@@ -468,17 +476,17 @@ def warn_on_train_size(model, arguments, first=None):
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
             warn_on_weight_mean(f"fit's {name}", mean, f"the {kept} training examples", n,
-                                stacklevel=4)
+                                where)
     elif first is not None and arguments.get("steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
         if batches and size and not (batches - 1) * size < n < (batches + 1) * size:
             seen = (f"{batches} batches of {size} examples an epoch (about "
                     f"{batches * size} examples)")
     if seen is not None:
-        warnings.warn(
+        warn_at(
             f"keras_bnn: fit trains on {seen} but compile(train_size={n}): the potential "
             f"weighs the data as {n} examples, so the posterior is too wide (train_size too "
             "small) or too narrow (too large). Pass train_size=the number of training "
             "examples (for a dataset whose epoch passes over the data more than once, "
             "dataset.repeat(k), pass fit's steps_per_epoch: this check then stays out).",
-            TrainSizeWarning, stacklevel=3)
+            TrainSizeWarning, where)

@@ -165,3 +165,20 @@ def test_a_later_fit_warns_as_the_array_check_does():
     messages = _train_size_warnings(lambda: [model.fit(_dataset(HEAVY), epochs=1, verbose=0)
                                              for _ in range(2)])
     assert len(messages) == 2 and messages[0] == messages[1]
+
+
+def test_a_train_size_warning_names_the_line_that_called_fit():
+    """Every TrainSizeWarning names the user's line, however many of keras_bnn's own
+    frames ``fit`` passes through: when fit's checks moved to
+    ``models/entry_points.py`` (2026-11-29) the stacklevels counted from the old
+    depth and named ``bayesian_model.py``'s line instead."""
+    model = _model()
+
+    def fits():
+        model.fit(X[:N // 2], Y[:N // 2], batch_size=5, epochs=1, verbose=0)  # HALF_THE_DATA
+
+    source = open(__file__, encoding="utf-8").read().splitlines()
+    line = next(i + 1 for i, text in enumerate(source) if text.endswith("# HALF_THE_DATA"))
+    warned = _fits_warned(fits)
+    assert [at for at, _ in warned] == [line], warned
+    assert f"fit trains on {N // 2} examples but compile(train_size={N})" in warned[0][1]

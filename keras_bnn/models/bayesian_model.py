@@ -15,6 +15,7 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
+from keras_bnn.fit_data import call_site
 from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, head_metrics,
                                    normalises_weights)
 from keras_bnn.models import entry_points, on_batch, weight_mean
@@ -561,7 +562,7 @@ class BayesianModel(keras.Model):
                 keep their last finite values, and samples already collected
                 to disk are untouched.
         """
-        kwargs = entry_points.fit_arguments(self, args, kwargs)
+        kwargs = entry_points.fit_arguments(self, args, kwargs, call_site(2))  # fit's caller
         with nonfinite.translated(lambda: current_step(self.optimizer)):
             return super().fit(**kwargs)
 

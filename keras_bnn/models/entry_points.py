@@ -23,12 +23,14 @@ from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments
 
 
-def fit_arguments(model, args, kwargs):
+def fit_arguments(model, args, kwargs, where):
     """``fit``'s arguments, checked, with the callbacks ``BayesianModel.fit`` adds.
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
         args, kwargs: the arguments given to ``fit``.
+        where: the line that called ``fit``
+            (:func:`keras_bnn.fit_data.call_site`), which its warnings name.
 
     Returns:
         dict: the keyword arguments for ``keras.Model.fit``.
@@ -44,9 +46,9 @@ def fit_arguments(model, args, kwargs):
     if keras.backend.backend() == "tensorflow":
         distribute.check_jit_compile(model)
         distribute.check_variables(model)
-    warn_on_train_size(model, kwargs, first)
+    warn_on_train_size(model, kwargs, first, where)
     callbacks = list(kwargs.get("callbacks") or [])
-    weights_check = weight_mean.for_fit(model, kwargs)  # a dataset's or generator's weights
+    weights_check = weight_mean.for_fit(model, kwargs, where)  # a dataset's or generator's weights
     if weights_check is not None:
         callbacks.append(weights_check)
     validation = kwargs.get("validation_data")

@@ -21,8 +21,7 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn.fit_data import (WEIGHT_MEAN_TOLERANCE, array_examples, call_site,
-                                warn_on_weight_mean)
+from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, array_examples, warn_on_weight_mean
 from keras_bnn.likelihoods import normalises_weights
 
 #: Standard errors of the mean a first epoch that is not one pass over the
@@ -133,18 +132,18 @@ class WarnOnWeightMean(keras.callbacks.Callback):
                                 self.train_size, where=self.where)
 
 
-def for_fit(model, arguments):
+def for_fit(model, arguments, where):
     """The :class:`WarnOnWeightMean` of ``model.fit(**arguments)``, or None where it has none.
 
     Arrays' weights are checked before training
     (:func:`keras_bnn.fit_data.warn_on_train_size`), and a loss of reduction
     ``"mean_with_sample_weight"`` normalises them in each batch.
 
-    Called by ``fit`` itself: the warning names the line that called ``fit``.
-
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
         arguments: ``fit``'s arguments by name.
+        where: the line that called ``fit``, which the warning names
+            (:func:`keras_bnn.fit_data.call_site`).
 
     Returns:
         The callback, or None.
@@ -155,4 +154,4 @@ def for_fit(model, arguments):
             "the sample_weight in fit's data")
     return WarnOnWeightMean(model._sampling_trackers["weight_totals"], name, model.train_size,
                             one_pass=arguments.get("steps_per_epoch") is None,
-                            where=call_site(3))  # for_fit, fit, fit's caller
+                            where=where)
