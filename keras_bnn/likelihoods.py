@@ -330,8 +330,8 @@ def check_ensemble_scoring(arguments, likelihood):
             if configured_from_logits(item):
                 raise argument_error(
                     name, "score the ensemble's output, the predictive probabilities "
-                    "p̄ (not logits): from_logits=False, e.g. "
-                    "'sparse_categorical_crossentropy'", item, "PosteriorEnsemble.compile",
+                    "p̄ (not logits): from_logits=False, e.g. kb.likelihoods.PredictiveNLL()",
+                    item, "PosteriorEnsemble.compile",
                     got=f"{type(item).__name__}(from_logits=True)")
     loss = arguments.get("loss")
     if likelihood == "gaussian" and loss is not None and not isinstance(loss, GaussianNLL):

@@ -435,7 +435,8 @@ def test_evaluate_scores_the_predictive_probabilities():
                              "metrics")):
         args, kwargs = (arguments, {}) if isinstance(arguments, tuple) else ((), arguments)
         with pytest.raises(ValueError, match=rf"PosteriorEnsemble.compile: `{name}` must score "
-                           r"the ensemble's output, the predictive probabilities .*got "
+                           r"the ensemble's output, the predictive probabilities .*"
+                           r"kb\.likelihoods\.PredictiveNLL\(\).*got "
                            r"SparseCategoricalCrossentropy\(from_logits=True\)"):
             ensemble.compile("sgd", *args, **kwargs)
     ensemble.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
