@@ -143,6 +143,7 @@ def test_train_evaluate_export_on_mock_cifar10(tmp_path, capsys):
     _check_export(os.path.join(export_dir, "7"), (32, 32, 3), 10)
 
 
+@pytest.mark.slow  # 8 s: the default suite's 20 minutes
 def test_sweep_temperature_writes_csv_and_plot(tmp_path, capsys):
     root = str(tmp_path / "sweep")
     code, out, err = _run(["sweep-temperature", *SMALL, "--epochs", "3",

@@ -315,7 +315,8 @@ def test_builder_prior_arguments_reach_every_layer():
     assert {(type(v.regularizer), v.regularizer.scale) for v in biases} == {(priors.Laplace, 0.5)}
 
 
-@pytest.mark.parametrize("order", ["keras_bnn first", "keras first"])
+@pytest.mark.parametrize("order", ["keras_bnn first",
+                                   pytest.param("keras first", marks=pytest.mark.slow)])
 def test_a_saved_model_loads_in_a_fresh_process_after_import_keras_bnn(order, tmp_path):
     """``import keras_bnn`` imports no Keras (the CLI answers without
     TensorFlow), yet the package's classes must be registered by the time

@@ -38,7 +38,7 @@ def _package_model():
     return kb.models.mlp((4,), 2, hidden=(8,))
 
 
-@pytest.mark.parametrize("make", [_wrapped, _package_model])
+@pytest.mark.parametrize("make", [_wrapped, pytest.param(_package_model, marks=pytest.mark.slow)])
 def test_train_on_batch_is_fits_step(make):
     """The same warm-up, step counter, logs and chain as fit over the same batches."""
     x, y = _data()

@@ -81,7 +81,8 @@ def test_a_chain_started_over_from_the_same_weights_is_not_stored_twice(tmp_path
     assert _steps(store) == [(0, 4), (0, 8), (0, 12)]
 
 
-@pytest.mark.parametrize("sampler", [lambda: kb.samplers.ATMC(warmup_steps=20),
+@pytest.mark.parametrize("sampler", [pytest.param(lambda: kb.samplers.ATMC(warmup_steps=20),
+                                                  marks=pytest.mark.slow),  # 11 s
                                      lambda: kb.samplers.SGHMC(warmup_steps=20),
                                      lambda: kb.samplers.HMC(num_leapfrog_steps=2,
                                                              num_adaptation_steps=20)],

@@ -103,6 +103,7 @@ def test_run_config_has_one_set_of_defaults_for_every_dataset():
 
 
 
+@pytest.mark.slow  # 7 s: the default suite's 20 minutes
 def test_a_run_that_collects_nothing_is_a_nan_row_and_the_sweep_goes_on(
         tmp_path, monkeypatch, capsys):
     """``keras-bnn sweep-temperature`` at its default temperatures stopped at

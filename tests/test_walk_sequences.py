@@ -47,7 +47,9 @@ def masked_rnn(kind, length, sampler=None, train_size=8):
     return bnn
 
 
-@pytest.mark.parametrize("kind", sorted(RECURRENT))
+@pytest.mark.parametrize("kind", [  # one in the default suite (its 20 minutes), 7 s each
+    pytest.param(kind, marks=[pytest.mark.slow] if kind != "lstm" else [])
+    for kind in sorted(RECURRENT)])
 def test_padding_changes_neither_the_potential_nor_the_chain(kind):
     """Regression guard: the masked positions are outside the potential.
 

@@ -327,7 +327,8 @@ def _small_fit(name, strategy=None, epochs=4, warmup_steps=20):
 
 
 @pytest.mark.parametrize("name", ["sgld", pytest.param("sghmc", marks=pytest.mark.slow),  # 28 s
-                                  "sgnht", "atmc"])
+                                  pytest.param("sgnht", marks=pytest.mark.slow),  # 6 s each
+                                  pytest.param("atmc", marks=pytest.mark.slow)])
 def test_fit_retraces_the_step_without_the_warm_up_once_it_is_over(monkeypatch, name):
     # 8 steps an epoch, 20 warm-up steps: after epoch 3 (24 steps > 20) fit
     # retraces the step without the warm-up's code; epochs 4-6 run that step.
@@ -481,7 +482,8 @@ def _check_excursion(out):
     assert 0.5 * out["ceiling"] <= out["step_size"] <= out["ceiling"]
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmc", "atmc"])
+@pytest.mark.parametrize("name", ["sgld", pytest.param("sghmc", marks=pytest.mark.slow),  # 16 s
+                                  "atmc"])
 def test_a_warmup_blow_up_returns_the_chain_to_its_anchor(name):
     """Without the recovery the chain stays where the unstable step threw it
     (measured: a 13-128-128-128 Gaussian-head MLP on diabetes went from
