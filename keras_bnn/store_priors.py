@@ -128,6 +128,26 @@ def differences(theirs, mine, where=("in the store", "in the model")):
     return "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
 
 
+def mismatch(manifest, other, where=("in the store", "in the model")):
+    """The weights whose prior differs between two manifests' records, or None.
+
+    Args:
+        manifest, other: manifests (or :func:`record_of`'s records under
+            :data:`MANIFEST_KEY`); one without a record is not compared.
+        where: how the message names the two.
+
+    Returns:
+        None where both record the same priors or either records none, else
+        :func:`differences`' text (``'its record of priors was altered'``
+        where no weight differs but the digests do).
+    """
+    digests = digest_of(manifest), digest_of(other)
+    if None in digests or digests[0] == digests[1]:
+        return None
+    return (differences(manifest[MANIFEST_KEY], other[MANIFEST_KEY], where)
+            or "its record of priors was altered")
+
+
 def check(store_path, manifest, mine):
     """Refuses a model whose priors differ from those the store's samples were drawn under.
 
@@ -140,14 +160,12 @@ def check(store_path, manifest, mine):
         ValueError: naming the store, the weights whose prior differs (path,
             the store's prior and the model's) and what to do (a new store).
     """
-    stored = digest_of(manifest)
-    if stored is None or stored == mine["digest"]:
-        return
-    listed = differences(manifest[MANIFEST_KEY], mine)
-    raise ValueError(
-        f"SampleStore {store_path!r} holds samples drawn under other priors than the model's "
-        f"(same architecture; {listed or 'its record of priors was altered'}). Samples of "
-        "two posteriors must not be mixed: use a new store path for this model.")
+    listed = mismatch(manifest, {MANIFEST_KEY: mine})
+    if listed is not None:
+        raise ValueError(
+            f"SampleStore {store_path!r} holds samples drawn under other priors than the "
+            f"model's (same architecture; {listed}). Samples of two posteriors must not be "
+            "mixed: use a new store path for this model.")
 
 
 def check_sample(store_path, manifest, sample_path, digest):

@@ -307,11 +307,9 @@ def stores_of(source):
                 f"The chains are of different architectures: {store.path!r} holds samples "
                 f"of another model than {stores[0].path!r}; pool only chains of one model."
             )
-        digests = {store_priors.digest_of(reference), store_priors.digest_of(store.architecture)}
-        if None not in digests and len(digests) == 2:  # None: a store written before
-            listed = store_priors.differences(reference[store_priors.MANIFEST_KEY],
-                                              store.architecture[store_priors.MANIFEST_KEY],
-                                              ("in the first", "in this one"))
+        listed = store_priors.mismatch(reference, store.architecture,
+                                       ("in the first", "in this one"))
+        if listed is not None:  # (a store written before priors were recorded: not compared)
             raise ValueError(
                 f"The chains were sampled under different priors: {store.path!r} holds samples "
                 f"of another posterior than {stores[0].path!r} ({listed}); pool only chains "
