@@ -84,10 +84,11 @@ def _fit_without_missing_prior_warning(model, x, y):
         model.fit(x, y, batch_size=4, epochs=1, verbose=0)
 
 
-@pytest.mark.parametrize("name", ["custom_weight"])
+@pytest.mark.parametrize("name", ["custom_weight", "subclassed"])
 def test_clone_model_keeps_the_priors_no_layer_config_records(name):
     """Keras clones a functional model layer by layer from their configs: a custom
-    layer's ``add_weight`` came without a prior (``fit`` warned; a
+    layer's ``add_weight`` came without a prior, a ``keras.Model`` subclass given
+    priors by ``kb.bayesian`` with none of its 4 (``fit`` warned; a
     MultiHeadAttention's projections: ``tests/test_layer_priors.py``). The clone's
     -log p(θ) at the original's weights is the original's."""
     model, x, y = case(name)
