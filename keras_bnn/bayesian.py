@@ -61,8 +61,9 @@ records every trainable weight's prior as well
 rebuild all of them, also where no layer config records one: the
 projections of a ``MultiHeadAttention``, the layers of a subclassed model,
 a custom layer's ``add_weight``, a ``ResNetPPBlock``'s convolution given a
-prior of its own. A prior that a reload could not rebuild (its class not
-registered with Keras) raises at ``save``.
+prior of its own; ``keras.models.clone_model`` gives the clone's weights
+them too (:mod:`keras_bnn.clone_priors`). A prior that a reload could not
+rebuild (its class not registered with Keras) raises at ``save``.
 
 A plain Keras regularizer already on a weight (``l2``) is replaced, with a
 ``UserWarning``: in a ``BayesianModel`` every layer loss is a ``-log p(w)``

@@ -24,14 +24,30 @@ while the path can differ after a reload: a nested Sequential's
 layers are numbered per process), its path (for the reader) and shape
 (checked at the reload), and its prior; None for a weight made flat on purpose
 (``kb.bayesian(..., allow_flat=True)``, the model's ``flat_prior_weights``).
+
+A subclassed ``BayesianModel`` records them too (:func:`config_entries`),
+with the input shape it was built on (``"weight_priors_build"``, its Keras
+build config): Keras rebuilds it by calling its class, whose ``__init__``
+makes its layers with the priors its code gives (none, for those that
+``kb.bayesian`` or a constructor argument its config leaves out gave), and
+its weights exist only once it is built. ``BayesianModel.from_config``
+builds it on that shape and sets the priors (:func:`restore_built`), as
+``BayesianModel.build_from_config`` does where a subclass's own
+``from_config`` made it (its ``__init__`` keeps the record,
+:func:`take_recorded`). Until 2026-11-29 a reload gave such weights no
+prior (a flat one) or the code's.
 """
+
+import warnings
 
 import keras
 
 from keras_bnn.layers.prior_aware import PriorAwareMixin
 
-#: The key of a functional ``BayesianModel``'s config that records the priors.
+#: The key of a ``BayesianModel``'s config that records the priors.
 CONFIG_KEY = "weight_priors"
+#: The key of a subclassed ``BayesianModel``'s config that records its build config.
+BUILD_KEY = "weight_priors_build"
 #: Weight names whose layer attribute is not ``<name>_regularizer``.
 _REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer",
                            "depthwise_kernel": "depthwise_regularizer",
@@ -142,7 +158,7 @@ def record(model):
     """The ``"weight_priors"`` entries of a model's config (see module doc).
 
     Args:
-        model: a built functional ``BayesianModel``.
+        model: a built ``BayesianModel``.
 
     Returns:
         ``[[index, path, shape, serialized prior or None], ...]`` for the
@@ -159,15 +175,16 @@ def record(model):
 
 
 def restore(model, entries):
-    """Sets the priors that :func:`record` recorded on a rebuilt model.
+    """Sets the priors that :func:`record` recorded on a rebuilt, built model.
 
     Args:
-        model: the functional ``BayesianModel`` that Keras rebuilt from the config.
+        model: the ``BayesianModel`` that Keras rebuilt from the config.
         entries: the config's ``"weight_priors"``.
 
     Raises:
         ValueError: naming ``weight_priors`` where an entry does not fit the
-            rebuilt model's trainable weights (another architecture).
+            rebuilt model's trainable weights (another architecture: an
+            altered config, or a subclass whose code changed since the save).
     """
     variables = model.trainable_variables
     found = places(model)
@@ -178,7 +195,8 @@ def restore(model, entries):
             raise ValueError(
                 f"BayesianModel.from_config: `{CONFIG_KEY}` gives weight {index} ({path!r}) "
                 f"of shape {tuple(shape)} a prior, but the rebuilt model has {got} there "
-                f"({len(variables)} trainable weights): the config was altered.")
+                f"({len(variables)} trainable weights): the config was altered, or the "
+                f"class {type(model).__name__} makes other weights than when it was saved.")
         variable = variables[index]
         layer, enclosing = found.get(id(variable), (model, ()))
         prior = None if config is None else keras.saving.deserialize_keras_object(config)
@@ -188,3 +206,96 @@ def restore(model, entries):
     if flat:
         model.flat_prior_weights = flat
 
+
+
+def config_entries(model, keras_config):
+    """What a ``BayesianModel``'s config adds to Keras' to keep its priors (see module doc).
+
+    Args:
+        model: a ``BayesianModel``.
+        keras_config: Keras' config of it (a functional one has ``"layers"``).
+
+    Returns:
+        dict: ``{"weight_priors": record(model)}`` for a functional model;
+        with ``"weight_priors_build"`` (its Keras build config) for a built
+        subclassed one; empty for an unbuilt subclassed one (no weights yet).
+
+    Raises:
+        ValueError: for a prior that cannot be saved, naming the weight.
+    """
+    if {"layers", "input_layers", "output_layers"} <= set(keras_config):  # functional
+        return {CONFIG_KEY: record(model)}
+    if not has_weights(model):
+        return {}
+    return {CONFIG_KEY: record(model), BUILD_KEY: model.get_build_config()}
+
+
+def has_weights(model):
+    """Whether ``model`` has made its weights: built, or (a subclassed model that Keras
+    built from its build config by a symbolic call) not marked built but with weights."""
+    return model.built or bool(model.weights)
+
+
+def take_recorded(config):
+    """Pops the record :func:`config_entries` added from a config.
+
+    Args:
+        config: a ``BayesianModel``'s config, or the keyword arguments that
+            a subclass's own ``from_config`` passed on to ``__init__``.
+
+    Returns:
+        ``(entries, build)``: the ``"weight_priors"`` entries and the build
+        config, None where absent.
+    """
+    return config.pop(CONFIG_KEY, None), config.pop(BUILD_KEY, None)
+
+
+class _Pending:
+    """Priors recorded for a model not yet built (a plain object: Keras tracks no lists in it)."""
+
+    def __init__(self, entries):
+        self.entries = entries
+
+
+def keep_for_build(model, entries):
+    """Holds ``entries`` until :func:`restore_built` can set them (``model`` is not built yet)."""
+    model._keras_bnn_pending_priors = None if entries is None else _Pending(entries)
+
+
+def restore_built(model, build=None):
+    """Sets the priors held by :func:`keep_for_build` once the model is built.
+
+    Builds ``model`` on ``build`` (its Keras build config) first where it
+    is not built.
+
+    Args:
+        model: a rebuilt ``BayesianModel``.
+        build: its build config, or None.
+
+    Raises:
+        ValueError: as :func:`restore`, where the record does not fit.
+
+    Warns:
+        UserWarning: naming the weights whose recorded prior could not be
+            set, where the model could not be built (no build config, or
+            Keras could not build it): they would be sampled under the
+            priors the class's code gives them, or none.
+    """
+    pending = getattr(model, "_keras_bnn_pending_priors", None)
+    if pending is None or not pending.entries:
+        return
+    if not has_weights(model) and build:
+        model.build_from_config(build)  # a BayesianModel's: it calls this again once built
+        return
+    if not has_weights(model):
+        shown = [entry[1] for entry in pending.entries]
+        warnings.warn(
+            f"{type(model).__name__}: the priors its config records for weights "
+            f"{shown[:8]}{' and more' if len(shown) > 8 else ''} could not be set: the model "
+            "is not built (Keras could not build it on the input shape its config records, or "
+            "there is none). Build it with model.build_from_config({'input_shape': ...}) to "
+            "set them; else they are sampled under the priors its code gives, or none.",
+            UserWarning, stacklevel=3)
+        return
+    model._keras_bnn_pending_priors = None
+    restore(model, pending.entries)

@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_bnn import backend
+from keras_bnn import clone_priors
 from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn import precision
@@ -79,14 +80,17 @@ class BayesianModel(keras.Model):
                 "Keras has put keras.Functional among BayesianModel's bases. Subclass "
                 "keras.Model instead, call it on a batch and give it priors with "
                 "kb.bayesian(model), or make the subclass before any functional one.")
+        recorded, _ = prior_attachment.take_recorded(kwargs)  # from a subclass's from_config
         super().__init__(*args, **kwargs)
+        prior_attachment.keep_for_build(self, recorded)  # set by build_from_config
 
     def get_config(self):
-        """Keras' config and, for a functional model, every trainable weight's prior.
+        """Keras' config and every trainable weight's prior.
 
         The priors are those the weights carry (their regularizers), under
-        ``"weight_priors"``: a reload sets them again, also where no layer
-        config records them (:mod:`keras_bnn.prior_attachment`).
+        ``"weight_priors"``, and for a built subclassed model its build
+        config: a reload sets them again, also where no layer config (or
+        subclass's code) gives them (:mod:`keras_bnn.prior_attachment`).
 
         Returns:
             The config dict.
@@ -96,8 +100,7 @@ class BayesianModel(keras.Model):
                 not registered with Keras), naming the weight.
         """
         config = super().get_config()
-        if {"layers", "input_layers", "output_layers"} <= set(config):  # functional
-            config[prior_attachment.CONFIG_KEY] = prior_attachment.record(self)
+        config.update(prior_attachment.config_entries(self, config))
         return config
 
     def save(self, filepath, *args, **kwargs):
@@ -116,7 +119,7 @@ class BayesianModel(keras.Model):
             ValueError: for a prior that a reload could not rebuild, naming
                 the weight, before the file is touched.
         """
-        if hasattr(self, "inputs"):  # functional: get_config records the priors
+        if prior_attachment.has_weights(self):  # get_config records their priors
             prior_attachment.record(self)
         return super().save(filepath, *args, **kwargs)
 
@@ -130,20 +133,39 @@ class BayesianModel(keras.Model):
 
         Returns:
             The model, its priors set as they were saved (a config written
-            before they were recorded gives those its layer configs record).
+            before they were recorded gives those its layer configs record);
+            a subclassed one built on the input shape it was saved with.
 
         Raises:
             ValueError: where the recorded priors do not fit the rebuilt
-                model's weights (an altered config).
+                model's weights (an altered config, a subclass's changed code).
         """
-        recorded = config.get(prior_attachment.CONFIG_KEY)
-        keras_config = copy.deepcopy(  # Keras pops keys of the configs it is given
-            {k: v for k, v in config.items() if k != prior_attachment.CONFIG_KEY})
+        keras_config = copy.deepcopy(config)  # Keras pops keys of the configs it is given
+        recorded, build = prior_attachment.take_recorded(keras_config)
         model = super().from_config(keras_config, custom_objects=custom_objects)
         trainable_flags.restore(model, config)  # a nested Sequential's, which Keras drops
-        if recorded is not None:
-            prior_attachment.restore(model, recorded)
+        prior_attachment.keep_for_build(model, recorded)
+        prior_attachment.restore_built(model, build)
         return model
+
+    def build_from_config(self, config):
+        """``keras.Model.build_from_config``, then the priors the config recorded.
+
+        Keras calls it on a subclassed model rebuilt by a subclass's own
+        ``from_config`` (:mod:`keras_bnn.prior_attachment`).
+
+        Args:
+            config: the build config, as in Keras.
+
+        Raises:
+            ValueError: where the recorded priors do not fit the built weights.
+        """
+        super().build_from_config(config)
+        prior_attachment.restore_built(self)
+
+    def _run_through_graph(self, *args, **kwargs):
+        # keras.models.clone_model runs the graph on new layers: they get the priors.
+        return clone_priors.run_through_graph(super()._run_through_graph, args, kwargs)
 
     def compile(
         self,

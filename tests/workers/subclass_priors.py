@@ -1,0 +1,149 @@
+"""A subclassed BayesianModel's priors through save, load, copy and clone; prints ``RESULT <json>``.
+
+Run by ``tests/test_subclass_priors.py`` in a process of its own: a subclass
+of ``kb.BayesianModel`` must be made before any functional one in its
+process (see ``subclassed_fit.py``). The model's priors are in no config:
+its ``Scale`` layer's weight gets the prior passed to the model's
+constructor (which Keras' config of a ``BayesianModel`` subclass leaves
+out), and ``kb.bayesian`` gives its ``Dense`` layer's weights theirs.
+
+Usage: python subclass_priors.py DIR (KERAS_BACKEND as the caller sets it).
+"""
+
+import copy
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import keras
+import numpy as np
+
+import keras_bnn as kb
+
+N = 16
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+@keras.saving.register_keras_serializable(package="subclass_priors")
+class Scale(keras.layers.Layer):
+    """A custom layer whose weight's prior is a constructor argument its config leaves out."""
+
+    def __init__(self, prior=None, **kwargs):
+        super().__init__(**kwargs)
+        self.prior = prior
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(int(input_shape[-1]),), initializer="ones", name="w",
+                                 regularizer=self.prior)
+
+    def call(self, inputs):
+        return inputs * self.w
+
+    def get_config(self):
+        return super().get_config()
+
+
+@keras.saving.register_keras_serializable(package="subclass_priors")
+class Net(kb.BayesianModel):
+    """Its priors: ``scale_prior`` on the Scale's weight; none in code on the Dense's."""
+
+    def __init__(self, scale_prior=None, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = Scale(scale_prior, name="scale")
+        self.out = keras.layers.Dense(2, name="out")
+
+    def call(self, inputs):
+        return self.out(self.scale(inputs))
+
+
+@keras.saving.register_keras_serializable(package="subclass_priors")
+class OwnFromConfig(Net):
+    """A subclass with its own ``from_config`` (``cls(**config)``): Keras builds it after."""
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
+
+
+def priors(model):
+    """Each trainable weight's prior: ``[class name, config]`` (``[None, None]`` for none)."""
+    return [[type(v.regularizer).__name__, v.regularizer.get_config()]
+            if v.regularizer is not None else [None, None] for v in model.trainable_variables]
+
+
+def minus_log_prior(model):
+    return -float(keras.ops.convert_to_numpy(kb.priors.log_prior(model)))
+
+
+def trained(cls, tmp):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, 3)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    keras.utils.set_random_seed(0)
+    net = cls(scale_prior=kb.priors.Laplace(0.05))
+    net.compile(sampler=kb.samplers.SGLD(step_size=1e-4, seed=0), train_size=N, loss=LOSS)
+    net(x)  # built (after compile: Keras adds no state to a built model)
+    net = kb.bayesian(net, priors={"out/bias": kb.priors.Normal(0.0, 0.5)})
+    store = kb.SampleStore(tmp / f"{cls.__name__}-samples")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NoEnsembleWarning: a subclassed model
+        net.fit(x, y, batch_size=8, epochs=1, verbose=0,
+                callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
+    return net, store
+
+
+def reloaded(net, path):
+    """The model saved to ``path`` and loaded again, and the warnings of the load."""
+    net.save(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = keras.saving.load_model(path)
+    return loaded, [f"{type(w.message).__name__}: {w.message}" for w in caught]
+
+
+def main(tmp):
+    result, nets = {}, {}
+    for cls in (Net, OwnFromConfig):
+        net, store = trained(cls, tmp)
+        nets[cls] = net
+        loaded, caught = reloaded(net, tmp / f"{cls.__name__}.keras")
+        try:
+            store.append(loaded)
+            appended = "appended"
+        except ValueError as error:
+            appended = str(error)
+        try:
+            rebuilt = priors(store.build_model())
+        except ValueError as error:
+            rebuilt = str(error)
+        result[cls.__name__] = {
+            "priors": priors(net), "minus_log_prior": minus_log_prior(net),
+            "loaded_priors": priors(loaded), "loaded_minus_log_prior": minus_log_prior(loaded),
+            "loaded_flat": list(getattr(loaded, "flat_prior_weights", [])),
+            "warnings": caught, "store": appended,
+            "rebuilt_priors": rebuilt,
+        }
+    net = nets[Net]
+    result["copy_priors"] = priors(Net.from_config(net.get_config()))
+    result["clone_priors"] = priors(keras.models.clone_model(net))
+    config = net.get_config()
+    result["recorded"] = "weight_priors" in config and "weight_priors_build" in config
+    if result["recorded"]:
+        altered = copy.deepcopy(config)
+        altered["weight_priors"][0][2] = [99]  # the Scale's weight, of shape (3,)
+        try:
+            Net.from_config(altered)
+            result["altered"] = "loaded"
+        except ValueError as error:
+            result["altered"] = str(error)
+        del config["weight_priors_build"]  # nothing to build it on
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            Net.from_config(config)
+        result["unbuilt_warnings"] = [str(w.message) for w in caught]
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
