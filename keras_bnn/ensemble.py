@@ -38,6 +38,8 @@ Serving version directory whose ``serving_default`` outputs are
 :data:`CATEGORICAL_OUTPUTS`, :data:`BERNOULLI_OUTPUTS` or
 :data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
 Serving's REST API.
+Scoring: ``compile`` and ``evaluate`` are :mod:`keras_bnn.ensemble_scoring`'s
+(a Gaussian ensemble's loss is its mixture's NLL, read from the members).
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
 / ``keras.saving.load_model`` (the member architecture and which weights are
 held once are in the config, the weights in the weights file).
@@ -48,7 +50,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn import ensemble_trunk, ensemble_weights, trainable_flags
+from keras_bnn import ensemble_scoring, ensemble_trunk, ensemble_weights, trainable_flags
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
@@ -57,7 +59,7 @@ from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.member_model import check_ensemble_model, derived_state_layers
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
-from keras_bnn.validation import argument_error, bound_arguments, check_choice, check_int
+from keras_bnn.validation import argument_error, check_choice, check_int
 
 __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
@@ -82,16 +84,8 @@ def _is_empty_batch(x):
     return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
-def _nothing_to_train(method):
-    return TypeError(
-        f"PosteriorEnsemble.{method}: an ensemble of posterior samples has nothing to train "
-        "(its weights are the samples). Fit the BayesianModel with "
-        "kb.callbacks.CollectSamples, then build the ensemble from its store "
-        "(kb.PosteriorEnsemble.from_store).")
-
-
 @keras.saving.register_keras_serializable(package="keras_bnn")
-class PosteriorEnsemble(keras.Model):
+class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
     """Posterior predictive average of S weight sets of one member model.
 
     See :mod:`keras_bnn.uncertainty` for the formulas. ``ensemble(x)`` and
@@ -374,6 +368,13 @@ class PosteriorEnsemble(keras.Model):
         members, finite = self._members_and_finite_rows(inputs)
         return uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
 
+    def _batch_first_members(self, inputs):
+        """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`)
+        on ``inputs``, [N, S, units], NaN in the rows of a non-finite input."""
+        members, finite = self._members_and_finite_rows(inputs)
+        predictions = uncertainty.member_predictions(members, self.likelihood)
+        return uncertainty.nan_rows(ops.transpose(predictions, (1, 0, 2)), finite)
+
     def predictive_summary(self, inputs):
         """The posterior predictive and its uncertainty decomposition.
 
@@ -396,62 +397,6 @@ class PosteriorEnsemble(keras.Model):
         members, finite = self._members_and_finite_rows(inputs)
         return {name: uncertainty.nan_rows(value, finite)
                 for name, value in uncertainty.summary(members, self.likelihood).items()}
-
-    # ------------------------------------------------- compile, evaluate
-    def compile(self, *args, **kwargs):
-        """``keras.Model.compile``, for ``evaluate``: losses and metrics of probabilities.
-
-        ``evaluate`` scores :meth:`call`'s output: the predictive
-        probabilities p̄, not logits, so a ``from_logits=True`` loss or metric
-        (the one the member model was trained with) would score
-        log-softmax(p̄), a wrong NLL with no error. Use
-        :class:`keras_bnn.likelihoods.PredictiveNLL` (Keras' cross-entropies
-        clip p̄ at 1e-7): ``loss`` is then :func:`keras_bnn.metrics.nll`,
-        ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble outputs the
-        mixture's ``[mean, log variance]``: only
-        :class:`keras_bnn.likelihoods.GaussianNLL` reads it (the NLL of that
-        moment-matched Gaussian, the ``nll`` of
-        :func:`keras_bnn.metrics.evaluate_gaussian`).
-
-        Args:
-            *args, **kwargs: as for ``keras.Model.compile``.
-
-        Returns:
-            None.
-
-        Raises:
-            ValueError: naming ``loss`` or ``metrics`` for one with
-                ``from_logits=True``, and ``loss`` for a ``"gaussian"``
-                ensemble's loss that is not a ``GaussianNLL``.
-        """
-        arguments = bound_arguments(keras.Model.compile, args, kwargs)
-        likelihoods_lib.check_ensemble_scoring(arguments, self.likelihood)
-        super().compile(**arguments)
-
-    def compile_from_config(self, config):
-        """Compiles a loaded ensemble as it was saved (Keras' own skips an overridden
-        ``compile``, warning, and left a reloaded ensemble uncompiled).
-
-        Args:
-            config: the dict :meth:`get_compile_config` saved with the ensemble.
-        """
-        self.compile(**keras.saving.deserialize_keras_object(config))
-
-    def fit(self, *args, **kwargs):
-        """Refused: an ensemble of posterior samples has nothing to train.
-
-        Raises:
-            TypeError: always, saying what to do instead.
-        """
-        raise _nothing_to_train("fit")
-
-    def train_on_batch(self, *args, **kwargs):
-        """Refused, as :meth:`fit`.
-
-        Raises:
-            TypeError: always, saying what to do instead.
-        """
-        raise _nothing_to_train("train_on_batch")
 
     # -------------------------------------------------------- prediction
     def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):
@@ -524,13 +469,8 @@ class PosteriorEnsemble(keras.Model):
             units = 1) or the raw ``[mean, log variance]``
             (``"gaussian"``).
         """
-
-        def batch_first(inputs):
-            members, finite = self._members_and_finite_rows(inputs)
-            predictions = uncertainty.member_predictions(members, self.likelihood)
-            return uncertainty.nan_rows(ops.transpose(predictions, (1, 0, 2)), finite)
-
-        outputs = self._predict_with("predict_members", batch_first, x, batch_size, steps, verbose)
+        outputs = self._predict_with("predict_members", self._batch_first_members, x,
+                                     batch_size, steps, verbose)
         return np.transpose(outputs, (1, 0, 2))
 
     def member_weights(self, held_once=True):

@@ -7,7 +7,8 @@ A keras_bnn model outputs the parameters of p(y|x,θ) (never probabilities):
 * ``"bernoulli"``: one logit, p(y=1|x,θ) = sigmoid(f(x;θ)); loss
   ``BinaryCrossentropy(from_logits=True)`` (labels 0/1).
 * ``"gaussian"``: ``[μ, log σ²]`` (2D units for D targets),
-  p(y|x,θ) = N(y; μ, σ²); loss :class:`GaussianNLL`.
+  p(y|x,θ) = N(y; μ, σ²); loss :class:`GaussianNLL` (a posterior ensemble's
+  mixture of S such heads: :class:`PredictiveGaussianNLL`).
 
 :func:`infer` reads the likelihood from a compiled model's loss (or from the
 loss recorded in a :class:`keras_bnn.SampleStore`), so that
@@ -20,6 +21,7 @@ import keras
 from keras import ops
 
 from keras_bnn.metrics import PROB_FLOOR
+from keras_bnn.uncertainty import log_mean_exp
 from keras_bnn.validation import argument_error, check_choice
 
 LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
@@ -42,9 +44,60 @@ class GaussianNLL(keras.losses.Loss):
     def call(self, y_true, y_pred):
         units = y_pred.shape[-1] // 2
         mean, log_variance = y_pred[..., :units], y_pred[..., units:]
-        y_true = ops.reshape(ops.cast(y_true, y_pred.dtype), ops.shape(mean))
-        squared = ops.square(y_true - mean) * ops.exp(-log_variance)
-        return 0.5 * ops.sum(_LOG_2PI + log_variance + squared, axis=-1)
+        return _gaussian_nll(ops.reshape(ops.cast(y_true, y_pred.dtype), ops.shape(mean)),
+                             mean, log_variance)
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction}
+
+
+def _gaussian_nll(y, mean, log_variance):
+    """½ Σ_d [log 2π + log σ²_d + (y_d − μ_d)²/σ²_d] over the last axis (broadcast)."""
+    squared = ops.square(y - mean) * ops.exp(-log_variance)
+    return 0.5 * ops.sum(_LOG_2PI + log_variance + squared, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="keras_bnn")
+class PredictiveGaussianNLL(keras.losses.Loss):
+    """Negative log-likelihood of the mixture of S Gaussian members, as ``kb.metrics`` scores it.
+
+    The loss of a ``"gaussian"`` :class:`keras_bnn.PosteriorEnsemble`'s
+    ``evaluate``, which feeds it the members' outputs: the posterior
+    predictive p(y|x) = (1/S) Σ_s N(y; μ_s, σ²_s), per example
+
+        −log p(y|x) = log S − logsumexp_s(−½ Σ_d [log 2π + log σ²_sd + (y_d − μ_sd)²/σ²_sd]),
+
+    :func:`keras_bnn.metrics.gaussian_mixture_nll_per_example` (float64
+    there, ``y_pred``'s dtype here). Not the NLL of the mixture's
+    moment-matched Gaussian (the ensemble's output, which :class:`GaussianNLL`
+    reads): two members at ±3 with unit variance score 2.12 against its 2.57
+    on draws from the mixture. For S = 1 it is :class:`GaussianNLL`.
+
+    Call arguments: ``y_pred`` ``[N, S, 2D]``, each member's ``[μ, log σ²]``
+    (means first, as a Gaussian head outputs them), and ``y_true`` ``[N, D]``
+    (or ``[N]`` for D = 1). Keras averages the result over the batch
+    (``sample_weight`` per example).
+
+    Raises:
+        ValueError: naming ``y_pred`` when it is not of rank 3 (a single
+            Gaussian's ``[N, 2D]`` is :class:`GaussianNLL`'s).
+    """
+
+    def __init__(self, name="predictive_gaussian_nll", reduction="sum_over_batch_size",
+                 dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        if len(y_pred.shape) != 3:
+            raise argument_error(
+                "y_pred", "be the members' outputs [N, S, 2D] (a PosteriorEnsemble's "
+                "evaluate feeds them; a single Gaussian [N, 2D] is GaussianNLL's)",
+                y_pred, "PredictiveGaussianNLL", got=f"shape {tuple(y_pred.shape)}")
+        units = y_pred.shape[-1] // 2
+        mean, log_variance = y_pred[..., :units], y_pred[..., units:]
+        y_true = ops.reshape(ops.cast(y_true, y_pred.dtype), ops.shape(mean[:, 0]))
+        log_density = -_gaussian_nll(y_true[:, None], mean, log_variance)  # [N, S]
+        return -log_mean_exp(log_density, axis=1)
 
     def get_config(self):
         return {"name": self.name, "reduction": self.reduction}
@@ -309,36 +362,73 @@ def normalises_weights(loss):
     return getattr(loss, "reduction", None) == "mean_with_sample_weight"
 
 
+#: The losses of a Gaussian head: a model's, and an ensemble's mixture.
+_GAUSSIAN_LOSSES = (GaussianNLL, PredictiveGaussianNLL)
+
+
 def check_ensemble_scoring(arguments, likelihood):
     """Refuses ``compile`` arguments that would misread a posterior ensemble's output.
 
     A :class:`keras_bnn.PosteriorEnsemble` outputs the predictive
-    probabilities p̄ (not logits) or, for ``"gaussian"``, the mixture's
-    ``[mean, log variance]``, which only :class:`GaussianNLL` reads.
+    probabilities p̄ (not logits) or, for ``"gaussian"``, the moment-matched
+    ``[mean, log variance]`` of its mixture, while its ``evaluate`` feeds a
+    ``"gaussian"`` ensemble's loss the members' ``[N, S, 2D]`` outputs
+    (:class:`PredictiveGaussianNLL`: the mixture's NLL). A
+    :class:`GaussianNLL` loss is replaced by a :class:`PredictiveGaussianNLL`
+    of its name and reduction (until 2026-11-29 it scored the moment-matched
+    Gaussian). A ``"gaussian"`` ensemble's metrics read its output: Keras'
+    own compare ``y`` with all of ``[mean, log variance]``, and a Gaussian
+    NLL there would score the moment-matched Gaussian, not the mixture.
 
     Args:
         arguments: the ensemble's ``compile`` arguments by name.
         likelihood: the ensemble's likelihood, one of :data:`LIKELIHOODS`.
 
+    Returns:
+        ``arguments``, a ``"gaussian"`` ensemble's ``GaussianNLL`` loss replaced.
+
     Raises:
         ValueError: naming ``loss``, ``metrics`` or ``weighted_metrics`` for
-            one with ``from_logits=True``, and ``loss`` for a ``"gaussian"``
-            ensemble's loss that is not a :class:`GaussianNLL`.
+            one with ``from_logits=True``; ``loss`` for a ``"gaussian"``
+            ensemble's loss that is not a Gaussian NLL, and for a Gaussian NLL
+            of another ensemble; ``metrics`` or ``weighted_metrics`` for a
+            ``"gaussian"`` ensemble's Keras metric or Gaussian NLL.
     """
+    owner = "PosteriorEnsemble.compile"
     for name in ("loss", "metrics", "weighted_metrics"):
         for item in keras.tree.flatten(arguments.get(name)):
             if configured_from_logits(item):
                 raise argument_error(
                     name, "score the ensemble's output, the predictive probabilities "
                     "p̄ (not logits): from_logits=False, e.g. kb.likelihoods.PredictiveNLL()",
-                    item, "PosteriorEnsemble.compile",
-                    got=f"{type(item).__name__}(from_logits=True)")
+                    item, owner, got=f"{type(item).__name__}(from_logits=True)")
+            if name != "loss" and likelihood == "gaussian" and (
+                    isinstance(item, _GAUSSIAN_LOSSES) or _keras_own(item)):
+                raise argument_error(
+                    name, "be metrics of your own for a gaussian ensemble: they read its "
+                    "output, the moment-matched [mean, log variance] (Keras' metrics compare y "
+                    "with all of it; the mixture's NLL is the loss, "
+                    "kb.likelihoods.PredictiveGaussianNLL())", item, owner)
     loss = arguments.get("loss")
-    if likelihood == "gaussian" and loss is not None and not isinstance(loss, GaussianNLL):
+    if likelihood != "gaussian" and isinstance(loss, _GAUSSIAN_LOSSES):
         raise argument_error(
-            "loss", "be kb.likelihoods.GaussianNLL() for a gaussian ensemble, whose "
-            "output is the mixture's [mean, log variance] (another loss would read the "
-            "log variances as predictions)", loss, "PosteriorEnsemble.compile")
+            "loss", f"score a {likelihood} ensemble's predictive probabilities, e.g. "
+            "kb.likelihoods.PredictiveNLL() (a Gaussian NLL is a gaussian ensemble's)",
+            loss, owner)
+    if likelihood == "gaussian" and loss is not None and not isinstance(loss, _GAUSSIAN_LOSSES):
+        raise argument_error(
+            "loss", "be kb.likelihoods.PredictiveGaussianNLL() (or GaussianNLL(), which "
+            "it replaces) for a gaussian ensemble: the NLL of the members' mixture (another "
+            "loss would read the log variances as predictions)", loss, owner)
+    if type(loss) is GaussianNLL:
+        arguments = dict(arguments, loss=PredictiveGaussianNLL(**loss.get_config()))
+    return arguments
+
+
+def _keras_own(metric):
+    """Whether a metric (object, function or name) is one of Keras' own."""
+    resolved = keras.metrics.get(metric) if isinstance(metric, str) else metric
+    return str(getattr(resolved, "__module__", "")).startswith("keras.")
 
 
 def check_logit_head(model, loss):
@@ -431,9 +521,7 @@ def head_metrics(metrics, loss, owner="BayesianModel.compile"):
     def checked(metric):
         if likelihood == "bernoulli" and metric in _BINARY_ACCURACY_NAMES:
             return keras.metrics.BinaryAccuracy(name=metric, threshold=0.0)
-        resolved = keras.metrics.get(metric) if isinstance(metric, str) else metric
-        if likelihood == "gaussian" and str(getattr(resolved, "__module__", "")).startswith(
-                "keras."):
+        if likelihood == "gaussian" and _keras_own(metric):
             raise argument_error(
                 "metrics", "score the Gaussian head's [mean, log variance] output: Keras' "
                 "own metrics compare y with all of it; score the ensemble with "

@@ -449,17 +449,17 @@ def test_evaluate_scores_the_predictive_probabilities():
             getattr(ensemble, method)(x, y)
     model = _gaussian_member(targets=1)
     gaussian = kb.PosteriorEnsemble(model, weight_sets(model, 3), likelihood="gaussian")
-    with pytest.raises(ValueError, match=r"`loss` must be kb.likelihoods.GaussianNLL\(\) for a "
-                       r"gaussian ensemble.*; got 'mse'"):
+    with pytest.raises(ValueError, match=r"`loss` must be kb.likelihoods.PredictiveGaussianNLL"
+                       r"\(\) \(or GaussianNLL\(\), which it replaces\) for a gaussian "
+                       r"ensemble.*; got 'mse'"):
         gaussian.compile(loss="mse")  # would read the log variance as a prediction
     gaussian.compile(loss=kb.likelihoods.GaussianNLL())
     targets = np.linspace(-1.0, 1.0, 40, dtype="float32")
     x = np.random.default_rng(2).normal(size=(40, 3)).astype("float32")
-    mean, log_variance = gaussian.predict(x, verbose=0).T.astype(np.float64)
-    moment_matched = 0.5 * (np.log(2 * np.pi) + log_variance
-                            + (targets - mean) ** 2 / np.exp(log_variance))
-    assert gaussian.evaluate(x, targets, verbose=0) == pytest.approx(moment_matched.mean(),
-                                                                     rel=1e-5)
+    members = gaussian.predict_members(x).astype(np.float64)
+    mixture = metrics.gaussian_mixture_nll_per_example(
+        members[..., 0], np.exp(members[..., 1]), targets)
+    assert gaussian.evaluate(x, targets, verbose=0) == pytest.approx(mixture.mean(), rel=1e-5)
 
 
 def test_a_rebuilt_member_normalises_with_the_samples_statistics(tmp_path):

@@ -177,6 +177,49 @@ def test_a_regression_run_is_scored_on_its_gaussian_mixture():
     assert curve["num_samples"] == [1, 2] and curve["nll"][-1] == ensemble["nll"]
 
 
+def _two_member_ensemble():
+    """A Gaussian ensemble of two members at ±3 with unit variance ([μ, log σ²] = [±3, 0]
+    whatever the input)."""
+    import keras  # noqa: PLC0415
+
+    import keras_bnn as kb  # noqa: PLC0415
+
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    kernel = np.zeros((1, 2), "float32")
+    return kb.PosteriorEnsemble(model, [[kernel, np.array([mu, 0.0], "float32")]
+                                        for mu in (3.0, -3.0)], likelihood="gaussian")
+
+
+@pytest.mark.parametrize("loss", ["GaussianNLL", "PredictiveGaussianNLL"])
+def test_ensemble_evaluate_of_a_gaussian_ensemble_is_the_mixture_nll(loss):
+    """``PosteriorEnsemble.evaluate`` of two members at ±3 with unit variance,
+    on 4000 targets drawn from their mixture, reports the mixture's NLL by
+    scipy's densities (2.12), not the moment-matched N(0, 10)'s (2.57, what
+    it reported until 2026-11-29), with the loss the README recommended then
+    and the mixture's own; weighted per example as Keras averages:
+    Σ_i w_i·nll_i / N. float32: the terms (y − μ)²/2 reach 9× the mean NLL,
+    each rounded at 2⁻²⁴ relative, and 4000-term sums: relative tolerance 2e-6."""
+    import keras_bnn as kb  # noqa: PLC0415
+
+    n, rng = 4000, np.random.default_rng(3)
+    y = (rng.choice([-3.0, 3.0], size=n) + rng.standard_normal(n)).astype("float32")
+    weights = rng.uniform(0.0, 2.0, size=n).astype("float32")
+    x = np.zeros((n, 1), "float32")
+    means = np.stack([np.full(n, 3.0), np.full(n, -3.0)])
+    reference = _mixture_reference(means, np.ones((2, n)), y.astype(np.float64))
+    moment_matched = -scipy.stats.norm.logpdf(y.astype(np.float64), 0.0, np.sqrt(10.0))
+    ensemble = _two_member_ensemble()
+    ensemble.compile(loss=getattr(kb.likelihoods, loss)())
+    scored = ensemble.evaluate(x, y, verbose=0)
+    assert scored == pytest.approx(reference.mean(), rel=2e-6)
+    assert moment_matched.mean() - scored > 0.4
+    weighted = ensemble.evaluate(x, y, sample_weight=weights, verbose=0)
+    assert weighted == pytest.approx(np.sum(weights * reference) / n, rel=2e-6)
+    np.testing.assert_allclose(ensemble.predict(x[:3], verbose=0),
+                               [[0.0, np.log(10.0)]] * 3, rtol=1e-6)  # output unchanged
+
+
 def test_mixture_interval_is_the_monte_carlo_central_interval():
     """The interval behind ``coverage_<level>`` is the mixture's central one:
     on a 40-point grid of targets, inside (|F(y) − ½| <= L/2) is exactly

@@ -17,8 +17,10 @@ import keras_bnn as kb
 
 @pytest.fixture(scope="module")
 def diabetes_ensemble(tmp_path_factory):
-    """An SGLD chain (defaults, ``step_size="auto"``) on diabetes, 4 samples, its
-    ensemble compiled with ``GaussianNLL``, and the test split."""
+    """An SGLD chain (defaults, ``step_size="auto"``) on diabetes, 20 epochs, the
+    ensemble of 4 of its samples (evenly spaced: members that differ, where 4
+    epochs' differed by 1e-6 of the variance) compiled with ``GaussianNLL``, and
+    the test split."""
     (x, y), (x_test, y_test), _ = kb.data.bundled_arrays("diabetes")
     keras.utils.set_random_seed(0)
     inputs = keras.Input((x.shape[1],))
@@ -28,27 +30,34 @@ def diabetes_ensemble(tmp_path_factory):
     store = kb.SampleStore(tmp_path_factory.mktemp("diabetes") / "samples")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kb.WarmupSampleWarning)  # a short chain, on purpose
-        bnn.fit(x, y, batch_size=64, epochs=4, verbose=0,
+        bnn.fit(x, y, batch_size=64, epochs=20, verbose=0,
                 callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
-    ensemble = kb.PosteriorEnsemble.from_store(store)
+    ensemble = kb.PosteriorEnsemble.from_store(store, max_samples=4)
     ensemble.compile(loss=kb.likelihoods.GaussianNLL())
     return ensemble, x_test, y_test
 
 
-def test_evaluate_is_the_moment_matched_nll_of_the_members(diabetes_ensemble):
-    """Regression guard: ``evaluate``'s loss is, as documented, the NLL of the
-    Gaussian of the mixture's mean and variance, computed here by scipy from
-    each member's ``[mean, log variance]``; ``evaluate_gaussian`` agrees, and
-    reports the intervals' coverage."""
+def test_evaluate_is_the_mixture_nll_of_the_members(diabetes_ensemble):
+    """``evaluate``'s loss is the NLL of the members' mixture, the number
+    ``keras-bnn evaluate`` reports (``kb.metrics.evaluate_gaussian_members``,
+    float64, from each member's ``[mean, log variance]``; float32 there:
+    relative 1e-5); until 2026-11-29 it was the NLL of the Gaussian of the
+    mixture's mean and variance (scipy here), another number, which
+    ``evaluate_gaussian`` reports with the intervals' coverage."""
     ensemble, x, y = diabetes_ensemble
-    members = ensemble.predict_members(x)
+    members = ensemble.predict_members(x).astype(np.float64)
     assert members.shape == (ensemble.num_members, len(x), 2)
-    mean = members[..., 0].mean(axis=0)
-    variance = np.exp(members[..., 1]).mean(axis=0) + members[..., 0].var(axis=0)
-    by_hand = -scipy.stats.norm.logpdf(y, mean, np.sqrt(variance)).mean()
-    assert ensemble.evaluate(x, y, verbose=0) == pytest.approx(by_hand, rel=1e-5)
+    means, variances = members[..., 0], np.exp(members[..., 1])
+    mixture = kb.metrics.evaluate_gaussian_members(means, variances, y)["ensemble"]["nll"]
+    assert mixture == pytest.approx(
+        kb.metrics.gaussian_mixture_nll_per_example(means, variances, y).mean(), rel=1e-12)
+    scored = ensemble.evaluate(x, y, verbose=0)
+    assert scored == pytest.approx(mixture, rel=1e-5)
+    mean, variance = means.mean(axis=0), variances.mean(axis=0) + means.var(axis=0)
+    moment_matched = -scipy.stats.norm.logpdf(y, mean, np.sqrt(variance)).mean()
+    assert abs(scored - moment_matched) > 100 * 1e-5 * scored  # tells them apart
     scores = kb.metrics.evaluate_gaussian(mean, variance, y)
-    assert scores["nll"] == pytest.approx(by_hand, rel=1e-6)
+    assert scores["nll"] == pytest.approx(moment_matched, rel=1e-6)
     assert {"coverage_0.5", "coverage_0.9", "coverage_0.95"} <= set(scores)
 
 
@@ -69,12 +78,13 @@ def test_export_outputs_equal_the_ensemble(diabetes_ensemble, tmp_path):
 
 
 def test_a_compiled_gaussian_ensemble_reloads_compiled(diabetes_ensemble, tmp_path):
-    """``.keras`` save and load keep the ``GaussianNLL`` compile (before: Keras
+    """``.keras`` save and load keep the compile, the mixture's loss (before: Keras
     warned that ``compile()`` was not called, and ``evaluate`` raised)."""
     ensemble, x, y = diabetes_ensemble
     ensemble.save(tmp_path / "ensemble.keras")
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*compile.*")
         loaded = keras.saving.load_model(tmp_path / "ensemble.keras")
+    assert type(loaded.loss) is kb.likelihoods.PredictiveGaussianNLL
     assert loaded.evaluate(x, y, verbose=0) == pytest.approx(
         ensemble.evaluate(x, y, verbose=0), rel=1e-6)

@@ -1,0 +1,107 @@
+"""What a :class:`keras_bnn.PosteriorEnsemble` scores: ``compile``, ``evaluate``'s loss.
+
+:class:`Scoring` is the ensemble's ``keras.Model`` methods of scoring: its
+``compile`` refuses losses and metrics that would misread the ensemble's
+output (:func:`keras_bnn.likelihoods.check_ensemble_scoring`), a reloaded
+ensemble compiles as it was saved, ``fit`` is refused (nothing to train),
+and ``evaluate``'s loss of a ``"gaussian"`` ensemble reads the members'
+outputs, not the ensemble's (``compute_loss``): the NLL of the posterior
+predictive, the mixture (1/S) Σ_s N(μ_s, σ²_s), as ``keras-bnn evaluate``
+scores it, where the ensemble outputs its moment-matched Gaussian.
+"""
+
+import keras
+
+from keras_bnn import likelihoods as likelihoods_lib
+from keras_bnn.validation import bound_arguments
+
+
+def _nothing_to_train(method):
+    return TypeError(
+        f"PosteriorEnsemble.{method}: an ensemble of posterior samples has nothing to train "
+        "(its weights are the samples). Fit the BayesianModel with "
+        "kb.callbacks.CollectSamples, then build the ensemble from its store "
+        "(kb.PosteriorEnsemble.from_store).")
+
+
+class Scoring:
+    """The scoring methods of :class:`keras_bnn.PosteriorEnsemble` (mixed into it).
+
+    Reads the ensemble's ``likelihood`` and its ``_batch_first_members``
+    (each member's raw output, ``[N, S, units]``, NaN in the rows of a
+    non-finite input).
+    """
+
+    def compile(self, *args, **kwargs):
+        """``keras.Model.compile``, for ``evaluate``: losses and metrics of the predictive.
+
+        ``evaluate`` scores :meth:`call`'s output: the predictive
+        probabilities p̄, not logits, so a ``from_logits=True`` loss or metric
+        (the one the member model was trained with) would score
+        log-softmax(p̄), a wrong NLL with no error. Use
+        :class:`keras_bnn.likelihoods.PredictiveNLL` (Keras' cross-entropies
+        clip p̄ at 1e-7): ``loss`` is then :func:`keras_bnn.metrics.nll`,
+        ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble's loss is
+        :class:`keras_bnn.likelihoods.PredictiveGaussianNLL` (a
+        ``GaussianNLL`` is replaced by one), fed the members' outputs: the
+        mixture's NLL ``(1/N)·Σ_i [log S − logsumexp_s log N(y_i; μ_si, σ²_si)]``,
+        the ``nll`` of :func:`keras_bnn.metrics.evaluate_gaussian_members`;
+        its metrics (your own) read the output ``[mean, log variance]``.
+
+        Args:
+            *args, **kwargs: as for ``keras.Model.compile``.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: as :func:`keras_bnn.likelihoods.check_ensemble_scoring`
+                (naming ``loss``, ``metrics`` or ``weighted_metrics``).
+        """
+        arguments = bound_arguments(keras.Model.compile, args, kwargs)
+        super().compile(**likelihoods_lib.check_ensemble_scoring(arguments, self.likelihood))
+
+    def compile_from_config(self, config):
+        """Compiles a loaded ensemble as it was saved (Keras' own skips an overridden
+        ``compile``, warning, and left a reloaded ensemble uncompiled).
+
+        Args:
+            config: the dict :meth:`get_compile_config` saved with the ensemble.
+        """
+        self.compile(**keras.saving.deserialize_keras_object(config))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """``keras.Model.compute_loss``; a ``"gaussian"`` ensemble's loss reads the members.
+
+        The ``"gaussian"`` ensemble's output ``y_pred`` is the mixture's
+        moment-matched ``[mean, log variance]``, which cannot give the
+        mixture's NLL: its loss (a
+        :class:`keras_bnn.likelihoods.PredictiveGaussianNLL`) is given the
+        members' outputs on ``x``, ``[N, S, 2D]``, computed in the same
+        traced step. The categorical and Bernoulli losses read ``y_pred``.
+
+        Args:
+            x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
+
+        Returns:
+            The loss, a scalar tensor.
+        """
+        if self.likelihood == "gaussian" and self.loss is not None and x is not None:
+            y_pred = self._batch_first_members(x)
+        return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+
+    def fit(self, *args, **kwargs):
+        """Refused: an ensemble of posterior samples has nothing to train.
+
+        Raises:
+            TypeError: always, saying what to do instead.
+        """
+        raise _nothing_to_train("fit")
+
+    def train_on_batch(self, *args, **kwargs):
+        """Refused, as :meth:`fit`.
+
+        Raises:
+            TypeError: always, saying what to do instead.
+        """
+        raise _nothing_to_train("train_on_batch")
