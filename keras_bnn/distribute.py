@@ -120,6 +120,42 @@ def reducible_logs(logs):
     }
 
 
+def global_logs(model, logs):
+    """A step's logs read from the metrics' totals over every replica.
+
+    Keras returns each replica's metric results (its own totals: for a mean,
+    its shard's running sum over its running count) and averages them over
+    the replicas, so the logs a callback's ``on_train_batch_end`` and
+    ``on_test_batch_end`` receive weighed each replica's examples by
+    ``1/(R·count_r)``: ``evaluate`` on 20 rows in batches of 7 (shards of
+    4 + 3) logged ``loss`` 1.2384 after its second batch for the data's
+    1.2323, and training's ``nll`` 1.2166 for 1.2042. The metrics'
+    variables are summed over the replicas (one all-reduce, as Keras sums
+    them to read the epoch's logs) and every log that is a metric's result
+    is read from the sums, ``result(Σ_r state_r)``, the same on every
+    replica; Keras' mean of equal values is that value. ``logs`` itself
+    with one replica or outside a replica context.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel` whose step made ``logs``.
+        logs: dict of the step's results, read from ``model.metrics``.
+
+    Returns:
+        dict: ``logs`` with each metric's result over the global batches.
+    """
+    import keras
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if model.distribute_strategy.num_replicas_in_sync == 1 or context is None:
+        return logs
+    variables = [variable for metric in model.metrics for variable in metric.variables]
+    totals = context.all_reduce(tf.distribute.ReduceOp.SUM, [v.value for v in variables])
+    with keras.StatelessScope(state_mapping=list(zip(variables, totals))):
+        read = model.get_metrics_result()
+    return {name: read.get(name, value) for name, value in logs.items()}
+
+
 def check_jit_compile(model):
     """Refuses ``jit_compile=True`` for a model made under a ``tf.distribute`` strategy.
 

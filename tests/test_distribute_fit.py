@@ -305,3 +305,38 @@ def test_each_output_weighs_by_its_share_of_a_batch_that_splits_unevenly(
     for key in ("loss", "nll", "prior"):
         np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)
 
+
+class _BatchLogs(keras.callbacks.Callback):
+    """Records the logs of every training and test batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.logs = {"train": [], "test": []}
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs["train"].append({k: float(v) for k, v in logs.items()})
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.logs["test"].append({k: float(v) for k, v in logs.items()})
+
+
+def test_batch_logs_are_the_global_batches(new_strategy):
+    """Keras averaged each replica's running means into a batch's logs:
+    on 20 rows in batches of 7 (shards of 4 + 3), ``evaluate``'s (and the
+    validation's: the same test step) ``loss`` read 1.2384 after the second batch for the data's
+    1.2323, and training's ``nll`` 1.2166 for 1.2042 (the epoch's logs
+    were right: Keras reads them from the metrics)."""
+    x, y = _data()
+    runs = []
+    for strategy in (None, new_strategy()):
+        model = _model(kb.samplers.SGLD(step_size=1e-2, seed=1), strategy=strategy)
+        recorded = _BatchLogs()
+        model.fit(x, y, batch_size=7, epochs=1, shuffle=False, verbose=0, callbacks=[recorded])
+        model.evaluate(x, y, batch_size=7, verbose=0, callbacks=[recorded])
+        runs.append(recorded.logs)
+    single, mirrored = runs
+    for kind, keys in (("train", ("loss", "nll", "prior")), ("test", ("loss", "nll"))):
+        assert len(mirrored[kind]) == len(single[kind]) == 3
+        for a, b in zip(single[kind], mirrored[kind]):
+            for key in keys:  # float32 sums in another order
+                assert b[key] == pytest.approx(a[key], rel=1e-5), (kind, key)

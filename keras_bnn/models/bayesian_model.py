@@ -375,7 +375,7 @@ class BayesianModel(keras.Model):
         result = super().test_step(*args)
         if isinstance(result, tuple):  # JAX: (logs, state)
             return self._evaluation_logs(result[0]), result[1]
-        return self._reducible(self._evaluation_logs(result))
+        return self._evaluation_logs(self._reducible(result))
 
     def _evaluation_logs(self, logs):
         trackers = getattr(self, "_sampling_trackers", {})
@@ -398,7 +398,10 @@ class BayesianModel(keras.Model):
                 and distribute.is_multi_worker(self.distribute_strategy))
 
     def _reducible(self, logs):
-        # keras#20585 workaround 2 (see keras_bnn.distribute).
+        # A step's logs under tf.distribute: the global batches' (distribute.global_logs),
+        # reducible (keras#20585 workaround 2, see keras_bnn.distribute).
+        if keras.backend.backend() == "tensorflow":
+            logs = distribute.global_logs(self, logs)
         return distribute.reducible_logs(logs) if self._multi_worker() else logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
