@@ -54,6 +54,25 @@ def needs_local_batch(strategy):
     return is_multi_worker(strategy) or strategy.num_replicas_in_sync > 1
 
 
+def workers_per_batch(strategy):
+    """How many workers' shares make one global batch of a distributed dataset.
+
+    Under ``MultiWorkerMirroredStrategy`` a worker's
+    ``strategy.experimental_distribute_dataset`` yields only its own
+    replicas' shards of each global batch: the global batch is that share
+    times ``num_replicas_in_sync`` over this worker's replica count.
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        int: the number of workers (1 without a multi-worker strategy).
+    """
+    if not is_multi_worker(strategy):
+        return 1
+    return strategy.num_replicas_in_sync // len(strategy.extended.worker_devices)
+
+
 def is_chief(model):
     """Whether this process should write ``model``'s files (samples, exports).
 
@@ -150,7 +169,10 @@ def global_logs(model, logs):
     if model.distribute_strategy.num_replicas_in_sync == 1 or context is None:
         return logs
     variables = [variable for metric in model.metrics for variable in metric.variables]
-    totals = context.all_reduce(tf.distribute.ReduceOp.SUM, [v.value for v in variables])
+    # This replica's values, on its device: a read is colocated with its variable,
+    # with no device of its own, and a multi-worker all-reduce needs one.
+    local = [tf.identity(tf.convert_to_tensor(variable.value)) for variable in variables]
+    totals = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
     with keras.StatelessScope(state_mapping=list(zip(variables, totals))):
         read = model.get_metrics_result()
     return {name: read.get(name, value) for name, value in logs.items()}
