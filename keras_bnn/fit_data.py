@@ -16,6 +16,7 @@ import warnings
 import keras
 import numpy as np
 
+from keras_bnn import distribute
 from keras_bnn.likelihoods import normalises_weights
 from keras_bnn.validation import argument_error
 
@@ -35,7 +36,7 @@ def first_batch(data):
         ``sample_weight`` None where the batch has none), or None for arrays,
         generators, and an empty dataset.
     """
-    if hasattr(data, "element_spec") and not hasattr(data, "take"):  # a tf.distribute one
+    if _is_distributed(data):
         return _global_batch(next(iter(data), None))
     if hasattr(data, "element_spec"):
         element = next(iter(data.take(1)), None)
@@ -44,6 +45,11 @@ def first_batch(data):
     else:
         return None
     return None if element is None else _unpack(element)
+
+
+def _is_distributed(data):
+    """Whether ``data`` is a ``tf.distribute`` dataset (an element spec, no ``take``)."""
+    return hasattr(data, "element_spec") and not hasattr(data, "take")
 
 
 def _unpack(element):
@@ -84,7 +90,8 @@ def _global_batch(element):
     ``strategy.experimental_distribute_dataset(dataset.batch(b))`` yields
     the global batch of b split over the replicas; counted per replica,
     ``train_size`` would be checked against half the data on 2 replicas.
-    (Under ``MultiWorkerMirroredStrategy`` this is the worker's share.)
+    (Under ``MultiWorkerMirroredStrategy`` this is the worker's share:
+    :func:`keras_bnn.distribute.workers_per_batch`.)
     """
     if element is None:
         return None
@@ -442,7 +449,8 @@ def warn_on_train_size(model, arguments, first, where):
     ``validation_split``); a ``tf.data.Dataset`` of known cardinality or a
     ``PyDataset`` of known length, as its batches times the first batch's
     size, within a batch (not with ``steps_per_epoch``, where an epoch need
-    not be one pass over the data). Array ``sample_weight`` or
+    not be one pass over the data); a ``tf.distribute`` dataset's batch is
+    the global one, its replicas' shards on every worker. Array ``sample_weight`` or
     ``class_weight`` whose mean over the training examples is not 1 (within
     1 %) make the data weigh as ``mean·n`` examples, and warn too, unless the
     loss's reduction is ``"mean_with_sample_weight"``
@@ -479,6 +487,8 @@ def warn_on_train_size(model, arguments, first, where):
                                 where)
     elif first is not None and arguments.get("steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
+        if size and _is_distributed(x):  # a worker's share of the global batch
+            size *= distribute.workers_per_batch(model.distribute_strategy)
         if batches and size and not (batches - 1) * size < n < (batches + 1) * size:
             seen = (f"{batches} batches of {size} examples an epoch (about "
                     f"{batches * size} examples)")

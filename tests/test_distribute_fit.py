@@ -227,3 +227,116 @@ def test_weights_in_a_dataset_are_counted_over_the_replicas(new_strategy):
     with pytest.warns(kb.TrainSizeWarning, match=r"the sample_weight in fit's data has mean 3 "
                                                  r"over the first epoch's 20 weights"):
         _model("sgld", strategy=new_strategy()).fit(dataset, epochs=1, verbose=0)
+
+
+def _masked_sequence_model(sampler, strategy, n):
+    """Embedding(mask_zero=True) → a per-timestep Gaussian head (Keras masks its loss)."""
+    keras.utils.set_random_seed(0)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        inputs = keras.Input((6,), dtype="int32")
+        hidden = keras.layers.Embedding(10, 4, mask_zero=True,
+                                        embeddings_regularizer=kb.priors.Normal(0, 1))(inputs)
+        outputs = keras.layers.Dense(1, kernel_regularizer=kb.priors.Normal(0, 1),
+                                     bias_regularizer=kb.priors.Normal(0, 1))(hidden)
+        model = kb.BayesianModel(inputs, outputs)
+        model.compile(sampler=sampler, train_size=n, loss="mse")
+    return model
+
+
+def _two_head_model(sampler, strategy, n):
+    """A softmax head and a Gaussian head, both losses "mean_with_sample_weight"."""
+    keras.utils.set_random_seed(0)
+    regularized = {"kernel_regularizer": kb.priors.Normal(0, 1),
+                   "bias_regularizer": kb.priors.Normal(0, 1)}
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        inputs = keras.Input((4,))
+        heads = [keras.layers.Dense(3, **regularized)(inputs),
+                 keras.layers.Dense(1, **regularized)(inputs)]
+        model = kb.BayesianModel(inputs, heads)
+        model.compile(sampler=sampler, train_size=n, loss_weights=[1.0, 0.5], loss=[
+            keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, reduction="mean_with_sample_weight"),
+            keras.losses.MeanSquaredError(reduction="mean_with_sample_weight")])
+    return model
+
+
+def _masked_sequences(n):
+    """17 sequences of 6 tokens, then ``n - 17`` of one (the rest padding 0)."""
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1, 10, size=(n, 6)).astype("int32")
+    tokens[np.arange(n) >= 17, 1:] = 0
+    return tokens, rng.normal(size=(n, 6, 1)).astype("float32"), None
+
+
+def _two_head_rows(n):
+    x, y = three_class_rows(n)
+    return x, [y, np.cos(x[:, :1])], np.linspace(0.2, 3.0, n).astype("float32")
+
+
+@pytest.mark.parametrize("make_model, make_data", [
+    (_masked_sequence_model, _masked_sequences),
+    pytest.param(_two_head_model, _two_head_rows, marks=pytest.mark.slow),  # 37 s on 2 cores
+], ids=["masked-timesteps", "two-heads-weighted"])
+def test_each_output_weighs_by_its_share_of_a_batch_that_splits_unevenly(
+        make_model, make_data, new_strategy):
+    """Each replica's loss divides by its own denominator: its unmasked
+    timesteps, or (per output) its sum of weights. The step weighed it by
+    the replica's examples (b_r/B): on a batch of 33 (17 + 16), a masked
+    per-timestep loss (17 full sequences, 16 of one timestep) made an SGLD
+    step's drift 14 % off the single-device step and nll read 1.0756 for
+    1.0305; two "mean_with_sample_weight" heads with weights, 11 % and
+    1.9782 for 2.0510 (the single-output rescaling missed a list of losses)."""
+    n = 33
+    x, y, weights = make_data(n)
+    runs = []
+    for strategy in (None, new_strategy()):
+        model = make_model(kb.samplers.SGLD(step_size=1e-2, seed=1), strategy, n)
+        start = model.get_weights()
+        evaluated = model.evaluate(x, y, sample_weight=weights, batch_size=n, verbose=0,
+                                   return_dict=True)["nll"]
+        logs = model.fit(x, y, sample_weight=weights, batch_size=n, epochs=1, shuffle=False,
+                         verbose=0).history
+        runs.append(([b - a for a, b in zip(start, model.get_weights())], evaluated, logs))
+    (single, evaluated, logs), (mirrored, mirrored_evaluated, mirrored_logs) = runs
+    # the drift of one step; float32 round-off of sums in another order ~1e-7 relative
+    for a, b in zip(single, mirrored):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-5 * np.abs(a).max())
+    assert mirrored_evaluated == pytest.approx(evaluated, rel=1e-6)
+    for key in ("loss", "nll", "prior"):
+        np.testing.assert_allclose(mirrored_logs[key], logs[key], rtol=1e-5)
+
+
+class _BatchLogs(keras.callbacks.Callback):
+    """Records the logs of every training and test batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.logs = {"train": [], "test": []}
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs["train"].append({k: float(v) for k, v in logs.items()})
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.logs["test"].append({k: float(v) for k, v in logs.items()})
+
+
+def test_batch_logs_are_the_global_batches(new_strategy):
+    """Keras averaged each replica's running means into a batch's logs:
+    on 20 rows in batches of 7 (shards of 4 + 3), ``evaluate``'s (and the
+    validation's: the same test step) ``loss`` read 1.2384 after the second batch for the data's
+    1.2323, and training's ``nll`` 1.2166 for 1.2042 (the epoch's logs
+    were right: Keras reads them from the metrics)."""
+    x, y = _data()
+    runs = []
+    for strategy in (None, new_strategy()):
+        model = _model(kb.samplers.SGLD(step_size=1e-2, seed=1), strategy=strategy)
+        recorded = _BatchLogs()
+        model.fit(x, y, batch_size=7, epochs=1, shuffle=False, verbose=0, callbacks=[recorded])
+        model.evaluate(x, y, batch_size=7, verbose=0, callbacks=[recorded])
+        runs.append(recorded.logs)
+    single, mirrored = runs
+    for kind, keys in (("train", ("loss", "nll", "prior")), ("test", ("loss", "nll"))):
+        assert len(mirrored[kind]) == len(single[kind]) == 3
+        for a, b in zip(single[kind], mirrored[kind]):
+            for key in keys:  # float32 sums in another order
+                assert b[key] == pytest.approx(a[key], rel=1e-5), (kind, key)

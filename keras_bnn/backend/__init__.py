@@ -20,8 +20,9 @@ offer portably lives here, with the same names on every backend:
 * ``run_train_step``: runs the model's stateful step in the form the
   backend's trainer calls it (TensorFlow: directly; JAX: purely, on the
   state);
-* ``weighted_mean_as_shard``: a replica's loss normalised by its own sum
-  of weights, rescaled to its share of the global batch's;
+* ``loss_as_shard``: one output's loss on a replica, normalised by its
+  shard's own denominator (masked timesteps, weights), rescaled to its
+  share of the global batch's;
 * ``num_replicas``, ``assign_replicated``, ``assign_where``: the replica
   count, one assignment of the same values on every replica (HMC's new
   state), and one that happens only where a scalar condition holds (the
@@ -38,9 +39,9 @@ import importlib
 import keras
 
 __all__ = ["adopt_current_strategy", "apply_if_finite", "assign_replicated", "assign_where",
-           "batch_gradients", "finite_guard", "fused", "num_replicas",
+           "batch_gradients", "finite_guard", "fused", "loss_as_shard", "num_replicas",
            "potential_and_gradients", "predict_graph", "run_train_step", "stateless_normal",
-           "to_numpy", "value_and_gradients", "weighted_mean_as_shard", "wide_float"]
+           "to_numpy", "value_and_gradients", "wide_float"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

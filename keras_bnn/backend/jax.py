@@ -191,20 +191,20 @@ def batch_gradients(model):
     return gradients
 
 
-def weighted_mean_as_shard(loss, y_pred, sample_weight):
-    """``loss``: under ``keras.distribution`` the batch is one global array, so a
-    ``"mean_with_sample_weight"`` loss is already the global batch's (see the
-    TensorFlow version).
+def loss_as_shard(value, y_pred, sample_weight, reduction):
+    """``value``: under ``keras.distribution`` the batch is one global array, so
+    each output's loss is already the global batch's (see the TensorFlow
+    version).
 
     Args:
-        loss: the compiled loss.
-        y_pred, sample_weight: unused.
+        value: one output's compiled loss.
+        y_pred, sample_weight, reduction: unused.
 
     Returns:
-        ``loss``.
+        ``value``.
     """
-    del y_pred, sample_weight
-    return loss
+    del y_pred, sample_weight, reduction
+    return value
 
 
 def predict_graph(function, example_shape, dtype, jit_compile):

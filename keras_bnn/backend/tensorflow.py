@@ -305,35 +305,55 @@ def _shard_weight(y_pred, dtype):
     return float(replicas) * shard / batch
 
 
-def weighted_mean_as_shard(loss, y_pred, sample_weight):
-    """A replica's ``"mean_with_sample_weight"`` loss, rescaled to weigh as a plain mean.
+def loss_as_shard(value, y_pred, sample_weight, reduction):
+    """One output's loss on a replica, rescaled to weigh as a plain mean of its shard.
 
-    Such a loss is ``Σ_r w_i·ℓ_i / Σ_r w_i`` over this replica's shard, so
-    its share of the global batch's ``Σ w_i·ℓ_i / Σ w_i`` is ``Σ_r w / Σ w``,
-    not the ``b_r/B`` of a plain mean that the step weighs each replica's
-    loss by (:func:`_shard_weight`, and Keras' logged ``loss``, weighted by
-    ``b_r``): a batch of 7 with uneven weights on 2 replicas (4 + 3) made an
-    SG step's drift 34 % off the single-device step, and the logged and
-    evaluated ``nll`` 1.9 % off (0.8218 for 0.8065); one HMC transition left
-    weights 0.0034 apart. Multiplied by ``(Σ_r w / Σ w)·(B / b_r)`` it weighs
-    right in all of them. One all-reduce of two scalars; ``loss`` itself
-    without a strategy of several replicas or outside a replica context.
+    Keras divides a batch loss by its denominator ``d_r`` on this replica's
+    shard: the number of loss values for a plain mean, the number of unmasked
+    ones under a Keras mask (``Embedding(mask_zero=True)``: a per-timestep
+    loss is a mean over the real timesteps), ``Σ_r w`` (times the mask) for
+    ``"mean_with_sample_weight"``. The global batch's loss divides by
+    ``D = Σ_r d_r``, so this replica's share of it is ``d_r/D``, not the
+    ``b_r/B`` of a plain mean that the step weighs each replica's loss by
+    (:func:`_shard_weight`, and Keras' logged ``loss``, weighted by ``b_r``).
+    Multiplied by ``(d_r/D)·(B/b_r)`` it weighs right in all of them, for
+    each output of a model of several (each has its own denominator).
+    Measured on a batch of 33 over 2 replicas (17 + 16), one SGLD step: a
+    masked per-timestep loss (17 full sequences, 16 of one timestep) had its
+    drift 14 % off the single-device step and ``nll`` read 1.0756 for
+    1.0305; ``"mean_with_sample_weight"`` losses on two outputs with weights
+    11 % and 1.9782 for 2.0510. One all-reduce of two scalars where ``d_r``
+    is not a fixed multiple of ``b_r``; ``value`` itself otherwise, without a
+    strategy of several replicas or outside a replica context.
 
     Args:
-        loss: this replica's compiled loss (Keras' mean divided by R).
-        y_pred: this replica's predictions (their first axis counts b_r).
-        sample_weight: this replica's weights, one tensor.
+        value: this output's loss on this replica (Keras' reduction of it,
+            divided by the replica count R).
+        y_pred: this output's predictions (their first axis counts b_r;
+            their Keras mask, if any, is the loss's).
+        sample_weight: this output's weights, or None.
+        reduction: the loss's reduction (one of
+            :data:`keras_bnn.likelihoods.MEAN_REDUCTIONS`).
 
     Returns:
-        The rescaled loss (0 for an empty shard or weights summing to 0).
+        The rescaled loss (0 for an empty shard or a denominator of 0).
     """
     context = tf.distribute.get_replica_context()
-    if num_replicas() == 1 or context is None:
-        return loss
-    local = tf.stack([tf.reduce_sum(tf.cast(sample_weight, loss.dtype)),
-                      _shard_size(y_pred, loss.dtype)])
+    mask = getattr(y_pred, "_keras_mask", None)  # Keras' TensorFlow tensors carry it so
+    weighted = reduction == "mean_with_sample_weight" and sample_weight is not None
+    if num_replicas() == 1 or context is None or (mask is None and not weighted):
+        return value
+    counted = tf.ones((), value.dtype) if mask is None else tf.cast(mask, value.dtype)
+    if weighted:  # ranks matched as Keras' squeeze_or_expand_to_same_rank does
+        weights = tf.cast(sample_weight, value.dtype)
+        while weights.shape.rank < counted.shape.rank:
+            weights = weights[..., None]
+        while weights.shape.rank > max(counted.shape.rank, 1):
+            weights = tf.squeeze(weights, -1)
+        counted = counted * weights
+    local = tf.stack([tf.reduce_sum(counted), _shard_size(y_pred, value.dtype)])
     total = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
-    return loss * tf.math.divide_no_nan(local[0] * total[1], total[0] * local[1])
+    return value * tf.math.divide_no_nan(local[0] * total[1], total[0] * local[1])
 
 
 def potential_and_gradients(model, values, x, y, sample_weight):

@@ -9,6 +9,7 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import clone_priors
 from keras_bnn import distribute
+from keras_bnn import loss_shares
 from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import prior_attachment
@@ -17,8 +18,7 @@ from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import call_site
-from keras_bnn.likelihoods import (check_logit_head, check_loss_reduction, head_metrics,
-                                   normalises_weights)
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, head_metrics
 from keras_bnn.models import entry_points, on_batch, weight_mean
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.validation import check_bool, check_positive_int
@@ -259,6 +259,7 @@ class BayesianModel(keras.Model):
             **kwargs,
         )
         self._compile_config.config.update(train_size=self.train_size)
+        loss_shares.weigh_by_share(self._compile_loss)
         if self.allow_flat_prior:
             self._compile_config.config.update(allow_flat_prior=True)
 
@@ -302,9 +303,8 @@ class BayesianModel(keras.Model):
         ``ℓ_k`` are the layer losses (each prior's ``-log p(w)``). Under
         ``tf.distribute`` both terms are divided by the replica count, as
         Keras does, so that summing gradients over replicas gives the
-        global-batch gradient; a loss of reduction
-        ``"mean_with_sample_weight"`` is rescaled to its share of the global
-        batch (:func:`keras_bnn.backend.tensorflow.weighted_mean_as_shard`).
+        global-batch gradient; each output's loss is rescaled to its share of
+        the global batch's (masks, weights: :mod:`keras_bnn.loss_shares`).
 
         Args:
             y, y_pred, sample_weight: the batch's targets, predictions and
@@ -316,9 +316,6 @@ class BayesianModel(keras.Model):
         """
         nll = self._compile_loss(y, y_pred, sample_weight) if self._compile_loss else None
         nll = ops.zeros(()) if nll is None else nll
-        if (sample_weight is not None and not keras.tree.is_nested(sample_weight)
-                and normalises_weights(self.loss)):
-            nll = backend.weighted_mean_as_shard(nll, y_pred, sample_weight)
         if not losses:
             return nll, ops.zeros((), dtype=nll.dtype)
         prior = ops.sum(ops.stack([self._aggregate_additional_loss(l) for l in losses]))
@@ -400,7 +397,7 @@ class BayesianModel(keras.Model):
         result = super().test_step(*args)
         if isinstance(result, tuple):  # JAX: (logs, state)
             return self._evaluation_logs(result[0]), result[1]
-        return self._reducible(self._evaluation_logs(result))
+        return self._evaluation_logs(self._reducible(result))
 
     def _evaluation_logs(self, logs):
         trackers = getattr(self, "_sampling_trackers", {})
@@ -423,7 +420,10 @@ class BayesianModel(keras.Model):
                 and distribute.is_multi_worker(self.distribute_strategy))
 
     def _reducible(self, logs):
-        # keras#20585 workaround 2 (see keras_bnn.distribute).
+        # A step's logs under tf.distribute: the global batches' (distribute.global_logs),
+        # reducible (keras#20585 workaround 2, see keras_bnn.distribute).
+        if keras.backend.backend() == "tensorflow":
+            logs = distribute.global_logs(self, logs)
         return distribute.reducible_logs(logs) if self._multi_worker() else logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
