@@ -139,7 +139,8 @@ class CollectSamples(keras.callbacks.Callback):
     gradient-noise ratio, averaged over the last w epoch-end readings, at or
     below :data:`~keras_bnn.samplers.NOISE_RATIO_LIMIT`, the level
     :class:`~keras_bnn.GradientNoiseWarning` judges the collected epochs by:
-    ``r̄_v = (1/w) Σ_{e'=e−w+1..e} r_v(e') ≤ limit``. A stationary epoch
+    ``r̄_v = (1/w) Σ_{e'=e−w+1..e} r_v(e') ≤ limit`` (unless the warm-up's
+    target is at or above the limit). A stationary epoch
     where some ``r̄_v`` is above it lowers every factor by one ratio,
     ``s_v ← s_v·(r*/max_u r̄_u)^{1/k}``
     (:meth:`~keras_bnn.samplers.Sampler.lower_noisy_step_factors`: noise

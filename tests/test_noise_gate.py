@@ -85,6 +85,18 @@ def test_an_explicit_step_size_is_not_lowered(tmp_path, monkeypatch):
     assert bnn.optimizer.lower_noisy_step_factors({kernel: 1.0}, NOISE_RATIO_LIMIT) == {}
 
 
+def test_a_target_above_the_limit_is_not_lowered_to_it(tmp_path, monkeypatch):
+    """``target_noise_ratio=0.3`` asks for noise above the limit: readings
+    above both (0.4) start collection at the first stationary epoch, as
+    before the rule, with no factor lowered (GradientNoiseWarning judges)."""
+    bnn, collect = _sampled(kb.samplers.SGLD(seed=0, warmup_steps=20,
+                                             target_noise_ratio=0.3), tmp_path)
+    kernel, bias = (v.path for v in bnn.trainable_variables)
+    _epochs(collect, 0, 2 * WINDOW, {kernel: 0.4, bias: 0.01}, monkeypatch)
+    assert collect.started_epoch == 2 * WINDOW - 1 and collect.noise_lowerings == []
+    assert bnn.optimizer.step_size_factors()[kernel] == 1.0
+
+
 def test_lower_noisy_step_factors_refuses_unknown_names(tmp_path):
     bnn, _ = _sampled(kb.samplers.SGLD(seed=0, warmup_steps=20), tmp_path)
     with pytest.raises(ValueError, match="lower_noisy_step_factors: `ratios` must name.*nope"):

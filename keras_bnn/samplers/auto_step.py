@@ -275,7 +275,8 @@ class AutoStepSize:
         kernel at 0.005 on average read 5.5 in a burst that threw the chain
         out, NLL 0.02 → 1.45, after only the noisy variables were lowered),
         and one factor for all keeps the relative steps the measurements set.
-        Factors are never raised.
+        Factors are never raised, and nothing is lowered for a target
+        ``r* ≥ limit``: the target asked for the noise above the limit.
 
         Args:
             ratios: dict variable path → ``r̄_v ≥ 0``.
@@ -283,8 +284,8 @@ class AutoStepSize:
 
         Returns:
             Dict path → ``(old s_v, new s_v)``, every variable, when the
-            largest ratio is above ``limit``; else, for an explicit step size
-            and during the warm-up, empty.
+            largest ratio is above ``limit``; else, for an explicit step size,
+            during the warm-up and for ``r* ≥ limit``, empty.
 
         Raises:
             ValueError: for a path that names none of the sampler's variables, or
@@ -296,10 +297,11 @@ class AutoStepSize:
             return {}
         variables = self._variables_named(ratios, "lower_noisy_step_factors")
         worst = max(map(float, ratios.values()), default=0.0)
-        if worst <= limit:
+        target = self.warmup.target_noise_ratio
+        if worst <= limit or target >= limit:
             return {}
         scale = float(backend.to_numpy(noise_limited_step_size(
-            1.0, worst, self.warmup.target_noise_ratio, self.noise_ratio_exponent)))
+            1.0, worst, target, self.noise_ratio_exponent)))
         return self._lower_to({name: scale * float(backend.to_numpy(self.step_factor(v)))
                                for name, v in variables.items()}, variables)
 
