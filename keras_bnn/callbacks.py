@@ -9,7 +9,7 @@ from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
 from keras_bnn.member_model import check_ensemble_model
-from keras_bnn.samplers.base import Sampler
+from keras_bnn.samplers.base import NOISE_RATIO_LIMIT, Sampler
 from keras_bnn.validation import argument_error, check_fraction, check_int, check_positive
 
 
@@ -134,7 +134,20 @@ class CollectSamples(keras.callbacks.Callback):
     (:meth:`~keras_bnn.samplers.Sampler.lower_step_factors`: the noise
     changes as the chain leaves its initialisation); if a factor was
     lowered, the chain is a new kernel and the test restarts on the epochs
-    after it (:attr:`remeasurement` says what changed). From then
+    after it (:attr:`remeasurement` says what changed). With
+    ``step_size="auto"``, collection also needs every variable's
+    gradient-noise ratio, averaged over the last w epoch-end readings, at or
+    below :data:`~keras_bnn.samplers.NOISE_RATIO_LIMIT`, the level
+    :class:`~keras_bnn.GradientNoiseWarning` judges the collected epochs by:
+    ``r̄_v = (1/w) Σ_{e'=e−w+1..e} r_v(e') ≤ limit`` (unless the warm-up's
+    target is at or above the limit). A stationary epoch
+    where some ``r̄_v`` is above it lowers every factor by one ratio,
+    ``s_v ← s_v·(r*/max_u r̄_u)^{1/k}``
+    (:meth:`~keras_bnn.samplers.Sampler.lower_noisy_step_factors`: noise
+    that comes in bursts, longer than the second measurement and through
+    several variables at once), and the test restarts on the epochs after
+    it (:attr:`noise_lowerings`).
+    From then
     on (0-based, counted at epoch ends), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
@@ -229,7 +242,12 @@ class CollectSamples(keras.callbacks.Callback):
         #: (the averaged epochs are ``first_epoch``…``epoch``), or None. Kept in the
         #: store (:meth:`keras_bnn.SampleStore.write_record`), so a resumed run has it.
         self.remeasurement = None
-        self._series = {}
+        #: The factors lowered at stationary epochs where a variable's mean ratio over
+        #: the last ``window`` epochs was above the limit, oldest first:
+        #: ``[{"epoch", "ratios", "lowered"}]`` (every variable's mean ratio and
+        #: ``[old, new]`` factor, by path).
+        self.noise_lowerings = []
+        self._series, self._noise_readings = {}, []
         self._ratios, self._measured_from = [], None
         self._resumed_checked = False
         self._epoch_start_step = 0
@@ -257,6 +275,13 @@ class CollectSamples(keras.callbacks.Callback):
             return "the run ended in warm-up"
         if self.start_epoch is not None:
             return self.verdict.reason
+        if self.noise_lowerings:
+            last = self.noise_lowerings[-1]
+            named = ", ".join(f"{name} {r:.3g}" for name, r in last["ratios"].items()
+                              if r > NOISE_RATIO_LIMIT)
+            return (f"the step factors were lowered at epoch {last['epoch']} (gradient-noise "
+                    f"ratio over the last {self.window} epochs above {NOISE_RATIO_LIMIT}: "
+                    f"{named}) and the test restarted: {self.verdict.reason}")
         if self._measured_from is None:
             lowered = self.remeasurement and self.remeasurement["lowered"]
             return (f"the step factors were lowered at epoch {self.remeasurement['epoch']} "
@@ -282,6 +307,7 @@ class CollectSamples(keras.callbacks.Callback):
             self.store.check_model(self.model)
         if self.auto:
             self._series, self._ratios, self._measured_from = {}, [], None
+            self._noise_readings, self.noise_lowerings = [], []
             epochs = [m.get("epoch") for m in self.store.metadata()
                       if m.get("chain") == self.chain and m.get("epoch") is not None]
             # The first sample is due at the end of start_epoch + every - 1 (_due).
@@ -304,20 +330,39 @@ class CollectSamples(keras.callbacks.Callback):
         self.verdict = equilibrium.stationarity_test(
             self._series, getattr(optimizer, "temperature", 1.0),
             window=self.window, false_alarm=self.false_alarm)
+        if getattr(optimizer, "warmup", None) is not None:  # step_size="auto"
+            self._noise_readings = self._noise_readings[1 - self.window:] + [{
+                name: float(backend.to_numpy(r))
+                for name, r, _ in optimizer.gradient_noise_ratios()}]
         if self._remeasures():
             self.remeasurement = None  # a record in the store is another chain's
             self._measure(epoch)
         elif self.verdict.stationary:
+            self._start(epoch)
+
+    def _start(self, epoch):
+        """Starts collecting at the stationary epoch ``epoch``, or, where a
+        variable's mean noise ratio over the last ``window`` readings is
+        above the limit, lowers every factor and restarts the test."""
+        readings = self._noise_readings
+        means = {name: sum(row[name] for row in readings) / len(readings)
+                 for name in (readings[0] if readings else ())}
+        lowered = means and self.model.optimizer.lower_noisy_step_factors(
+            means, NOISE_RATIO_LIMIT)
+        if not lowered:
             self.start_epoch = epoch
+            return
+        self.noise_lowerings.append({
+            "epoch": epoch, "ratios": means,
+            "lowered": {name: list(pair) for name, pair in lowered.items()}})
+        self._series, self._noise_readings = {}, []  # a new kernel
 
     def _measure(self, epoch):
         """The second noise measurement: from the first stationary window on,
         over at least ``noise_averaging_steps()`` steps; then the factors
         are lowered where needed, and a lowered one restarts the test."""
         optimizer = self.model.optimizer
-        self._ratios.append((self._epoch_start_step, {
-            name: float(backend.to_numpy(r))
-            for name, r, _ in optimizer.gradient_noise_ratios()}))
+        self._ratios.append((self._epoch_start_step, self._noise_readings[-1]))
         if self._measured_from is None:
             if not self.verdict.stationary:
                 del self._ratios[:-2 * self.window]
@@ -336,9 +381,9 @@ class CollectSamples(keras.callbacks.Callback):
             self.store.write_record(self._record_name, self.remeasurement)
         self._ratios, self._measured_from = [], None
         if lowered:  # a new kernel: its equilibrium is tested afresh
-            self._series = {}
+            self._series, self._noise_readings = {}, []
         elif self.verdict.stationary:
-            self.start_epoch = epoch
+            self._start(epoch)
 
     def _remeasures(self):
         """Whether the sampler's step factors are still to be re-measured at equilibrium."""

@@ -4,7 +4,9 @@ A mixin of :class:`keras_bnn.samplers.Sampler` that resolves the
 ``step_size`` argument, holds the warm-up (:class:`keras_bnn.samplers.warmup.StepSizeWarmup`,
 whose module says how h is chosen and why), gives each variable its step
 ``h·s_v`` and its change across a step, takes the second noise measurement
-(:meth:`AutoStepSize.lower_step_factors`) and undoes a warm-up blow-up
+(:meth:`AutoStepSize.lower_step_factors`), lowers the factors of a chain whose
+noise at equilibrium is above the limit (:meth:`AutoStepSize.lower_noisy_step_factors`)
+and undoes a warm-up blow-up
 (:meth:`AutoStepSize.recover_after_step`).
 """
 
@@ -15,7 +17,7 @@ from keras_bnn.samplers.warmup import (ANCHOR_CONFIRM, ANCHOR_EVERY, INITIAL_STE
                                        REMEASURE_TOLERANCE, TARGET_NOISE_RATIO,
                                        StepSizeWarmup, auto_warmup_steps, climb_shortfall,
                                        noise_limited_step_size)
-from keras_bnn.validation import argument_error
+from keras_bnn.validation import argument_error, check_positive
 
 
 class AutoStepSize:
@@ -239,20 +241,85 @@ class AutoStepSize:
         if (not self.remeasure_pending()
                 or int(backend.to_numpy(self.iterations)) < self.warmup.warmup_steps):
             return {}
+        variables = self._variables_named(ratios, "lower_step_factors")
+        self.warmup.remeasured.assign(1.0)
+        target = self.warmup.target_noise_ratio
+        return self._lower_to({
+            name: float(backend.to_numpy(noise_limited_step_size(
+                float(backend.to_numpy(self.step_factor(variables[name]))), float(ratio), target,
+                self.noise_ratio_exponent)))
+            for name, ratio in ratios.items() if float(ratio) > REMEASURE_TOLERANCE * target},
+            variables)
+
+    def lower_noisy_step_factors(self, ratios, limit):
+        """Lowers every ``s_v`` by one factor where a stationary chain's ratio
+        is above ``limit``, after the second noise measurement (any number of
+        times).
+
+        The gradient noise of some chains comes in bursts, longer than the
+        second measurement's 1000 steps, that hit several variables at once
+        (measured on an SGLD LSTM over padded sequences: the embeddings',
+        LSTM kernel's and LSTM bias's ratios rise and fall together, 400-step
+        means 0.015–0.45; over 5200 steps the embeddings and the bias average
+        0.099 and 0.135, after a second measurement of 0.050 and 0.054 over a
+        quiet stretch). So :class:`keras_bnn.callbacks.CollectSamples` calls
+        this with the means over its recent window ``r̄_v``, and where the
+        largest is above the limit that :class:`~keras_bnn.GradientNoiseWarning`
+        judges samples by,
+
+            s_v ← s_v·(r*/max_u r̄_u)^{1/k}   for every variable v
+
+        (:func:`noise_limited_step_size`: the noisiest variable back at r*).
+        Every variable, not only the noisy ones: a variable's own mean says
+        nothing of its kick in the next burst (measured: an LSTM recurrent
+        kernel at 0.005 on average read 5.5 in a burst that threw the chain
+        out, NLL 0.02 → 1.45, after only the noisy variables were lowered),
+        and one factor for all keeps the relative steps the measurements set.
+        Factors are never raised, and nothing is lowered for a target
+        ``r* ≥ limit``: the target asked for the noise above the limit.
+
+        Args:
+            ratios: dict variable path → ``r̄_v ≥ 0``.
+            limit: the level above which the factors are lowered, > 0.
+
+        Returns:
+            Dict path → ``(old s_v, new s_v)``, every variable, when the
+            largest ratio is above ``limit``; else, for an explicit step size,
+            during the warm-up and for ``r* ≥ limit``, empty.
+
+        Raises:
+            ValueError: for a path that names none of the sampler's variables, or
+                a ``limit`` that is not > 0.
+        """
+        limit = check_positive(limit, "limit", f"{type(self).__name__}.lower_noisy_step_factors")
+        if (self.warmup is None or not self.built
+                or int(backend.to_numpy(self.iterations)) < self.warmup.warmup_steps):
+            return {}
+        variables = self._variables_named(ratios, "lower_noisy_step_factors")
+        worst = max(map(float, ratios.values()), default=0.0)
+        target = self.warmup.target_noise_ratio
+        if worst <= limit or target >= limit:
+            return {}
+        scale = float(backend.to_numpy(noise_limited_step_size(
+            1.0, worst, target, self.noise_ratio_exponent)))
+        return self._lower_to({name: scale * float(backend.to_numpy(self.step_factor(v)))
+                               for name, v in variables.items()}, variables)
+
+    def _variables_named(self, ratios, method):
+        """``{path: variable}``; raises ValueError naming ``ratios`` for an unknown path."""
         variables = {getattr(v, "path", v.name): v for v in self._trainable_variables}
         unknown = sorted(set(ratios) - set(variables))
         if unknown:
             raise argument_error("ratios", f"name the sampler's variables {sorted(variables)}",
-                                 unknown, f"{type(self).__name__}.lower_step_factors")
-        self.warmup.remeasured.assign(1.0)
+                                 unknown, f"{type(self).__name__}.{method}")
+        return variables
+
+    def _lower_to(self, factors, variables):
+        """Sets ``s_v`` to ``factors[v]`` where that is lower, carrying the
+        state across (:meth:`carry_step_change`); returns path → (old, new)."""
         lowered = {}
-        target = self.warmup.target_noise_ratio
-        for name, ratio in ratios.items():
-            if float(ratio) <= REMEASURE_TOLERANCE * target:
-                continue
+        for name, new in factors.items():
             old = float(backend.to_numpy(self.step_factor(variables[name])))
-            new = float(backend.to_numpy(noise_limited_step_size(
-                old, float(ratio), target, self.noise_ratio_exponent)))
             if new < old:
                 self.state(variables[name])["step_factor"].assign(new)
                 self.carry_step_change(variables[name], old / new)
