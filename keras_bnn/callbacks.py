@@ -245,7 +245,7 @@ class CollectSamples(keras.callbacks.Callback):
         #: The factors lowered at stationary epochs where a variable's mean ratio over
         #: the last ``window`` epochs was above the limit, oldest first:
         #: ``[{"epoch", "ratios", "lowered"}]`` (every variable's mean ratio and
-        #: ``[old, new]`` factor, by path).
+        #: ``[old, new]`` factor, by path). Kept in the store, as ``remeasurement``.
         self.noise_lowerings = []
         self._series, self._noise_readings = {}, []
         self._ratios, self._measured_from = [], None
@@ -307,16 +307,17 @@ class CollectSamples(keras.callbacks.Callback):
             self.store.check_model(self.model)
         if self.auto:
             self._series, self._ratios, self._measured_from = {}, [], None
-            self._noise_readings, self.noise_lowerings = [], []
+            self._noise_readings = []
             epochs = [m.get("epoch") for m in self.store.metadata()
                       if m.get("chain") == self.chain and m.get("epoch") is not None]
             # The first sample is due at the end of start_epoch + every - 1 (_due).
             self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
-            self.remeasurement = self.store.read_record(self._record_name)
+            self.remeasurement = self.store.read_record(self._record("remeasurement"))
+            self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
 
-    @property
-    def _record_name(self):
-        return f"remeasurement-chain-{self.chain}"
+    def _record(self, kind):
+        """The store record's name of this chain's ``kind`` (a resumed run reads it)."""
+        return f"{kind}-chain-{self.chain}"
 
     def _watch(self, epoch, logs):
         """Adds an epoch's logs to the series and starts collecting at equilibrium."""
@@ -335,7 +336,8 @@ class CollectSamples(keras.callbacks.Callback):
                 name: float(backend.to_numpy(r))
                 for name, r, _ in optimizer.gradient_noise_ratios()}]
         if self._remeasures():
-            self.remeasurement = None  # a record in the store is another chain's
+            # records in the store are another chain's
+            self.remeasurement, self.noise_lowerings = None, []
             self._measure(epoch)
         elif self.verdict.stationary:
             self._start(epoch)
@@ -355,6 +357,8 @@ class CollectSamples(keras.callbacks.Callback):
         self.noise_lowerings.append({
             "epoch": epoch, "ratios": means,
             "lowered": {name: list(pair) for name, pair in lowered.items()}})
+        if distribute.is_chief(self.model):  # a resumed run reports them too
+            self.store.write_record(self._record("noise-lowerings"), self.noise_lowerings)
         self._series, self._noise_readings = {}, []  # a new kernel
 
     def _measure(self, epoch):
@@ -378,7 +382,7 @@ class CollectSamples(keras.callbacks.Callback):
                               "ratios": ratios,
                               "lowered": {name: list(pair) for name, pair in lowered.items()}}
         if distribute.is_chief(self.model):  # a resumed run reports it too
-            self.store.write_record(self._record_name, self.remeasurement)
+            self.store.write_record(self._record("remeasurement"), self.remeasurement)
         self._ratios, self._measured_from = [], None
         if lowered:  # a new kernel: its equilibrium is tested afresh
             self._series, self._noise_readings = {}, []

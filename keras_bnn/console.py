@@ -144,6 +144,7 @@ def print_train_result(result, output_dir):
         if collection["lengthened"]:
             print(f"run length: {collection['lengthened']}")
         _print_remeasurement(collection["remeasurement"])
+        _print_noise_lowerings(collection.get("noise_lowerings"))  # older runs have none
     print(f"run directory: {output_dir}")
 
 
@@ -176,6 +177,19 @@ def _print_remeasurement(remeasurement):
                             "target")
     print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
           f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
+
+
+def _print_noise_lowerings(lowerings):
+    """One line per lowering of every step factor at equilibrium, if there was one."""
+    from keras_bnn.samplers import NOISE_RATIO_LIMIT
+
+    for lowering in lowerings or ():
+        noisy = ", ".join(f"{name} {ratio:.3g}" for name, ratio in lowering["ratios"].items()
+                          if ratio > NOISE_RATIO_LIMIT)
+        old, new = next(iter(lowering["lowered"].values()))
+        print(f"step factors lowered at epoch {lowering['epoch']}, every one x{new / old:.3g}: "
+              f"gradient-noise ratio over the equilibrium window above {NOISE_RATIO_LIMIT:g} "
+              f"({noisy})")
 
 
 def print_vs_baseline(result):

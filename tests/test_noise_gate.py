@@ -103,3 +103,30 @@ def test_lower_noisy_step_factors_refuses_unknown_names(tmp_path):
         bnn.optimizer.lower_noisy_step_factors({"nope": 1.0}, NOISE_RATIO_LIMIT)
     with pytest.raises(ValueError, match="lower_noisy_step_factors.*`limit`"):
         bnn.optimizer.lower_noisy_step_factors({}, 0.0)
+
+
+def test_a_lowering_is_kept_for_a_resumed_run_and_reported(tmp_path, monkeypatch, capsys):
+    """The lowering is written to the store (``record-noise-lowerings-chain-0.json``),
+    so the callback of a resumed run on the same store has it, and the run
+    report prints one line for it (the ``collection.json`` entry
+    ``noise_lowerings``); a run that appends a new chain 0 (second
+    measurement pending again) starts with none."""
+    from keras_bnn import console
+    from keras_bnn.runs import fitting
+
+    bnn, collect = _sampled(kb.samplers.SGLD(seed=0, warmup_steps=20), tmp_path)
+    kernel, bias = (v.path for v in bnn.trainable_variables)
+    _epochs(collect, 0, 2 * WINDOW, {kernel: 0.2, bias: 0.01}, monkeypatch)
+    resumed = kb.callbacks.CollectSamples(collect.store, window=WINDOW)
+    resumed.set_model(bnn)
+    resumed.on_train_begin()
+    assert resumed.noise_lowerings == collect.noise_lowerings != []
+    report = fitting.collection_report(bnn, resumed)
+    assert report["noise_lowerings"] == collect.noise_lowerings
+    console._print_noise_lowerings(report["noise_lowerings"])
+    assert capsys.readouterr().out == (
+        "step factors lowered at epoch 7, every one x0.25: gradient-noise ratio over the "
+        f"equilibrium window above 0.1 ({kernel} 0.2)\n")
+    bnn.optimizer.warmup.remeasured.assign(0.0)  # a new chain's measurement is pending
+    _epochs(resumed, 0, 1, {kernel: 0.2, bias: 0.01}, monkeypatch)
+    assert resumed.noise_lowerings == []

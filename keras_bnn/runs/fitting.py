@@ -315,13 +315,16 @@ def collection_report(model, collector):
         ``remeasurement`` (the step factors' second noise measurement at the
         first equilibrium: ``epoch``, the averaged ``ratios`` and the
         ``lowered`` factors ``[old, new]``; None when there was none, see
-        :attr:`keras_bnn.callbacks.CollectSamples.remeasurement`).
+        :attr:`keras_bnn.callbacks.CollectSamples.remeasurement`),
+        ``noise_lowerings`` (the factors lowered at equilibrium for a
+        variable's noise above the limit, oldest first:
+        :attr:`keras_bnn.callbacks.CollectSamples.noise_lowerings`).
     """
     sampler = model.optimizer
     if collector is None or not isinstance(sampler, samplers.Sampler):
         return {"step_size": None, "warmup_steps": 0, "steps": None, "start_epoch": None,
                 "reason": "no collection: the SGD/MAP baseline stores its last point",
-                "variable_temperatures": [], "remeasurement": None}
+                "variable_temperatures": [], "remeasurement": None, "noise_lowerings": []}
     if collector.auto:
         reason = collector.reason
     else:
@@ -335,7 +338,8 @@ def collection_report(model, collector):
             "start_epoch": collector.started_epoch, "reason": reason,
             "variable_temperatures": [{"name": name, "d": d, "t_conf": t}
                                       for name, t, d in collector.variable_temperatures],
-            "remeasurement": collector.remeasurement}
+            "remeasurement": collector.remeasurement,
+            "noise_lowerings": collector.noise_lowerings}
 
 
 class DataEpoch(keras.callbacks.Callback):
