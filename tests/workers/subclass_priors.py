@@ -141,9 +141,9 @@ def sized_reloaded(x, path):
                                              keras.ops.convert_to_numpy(loaded(x))))}
 
 
-def compiled_once_built(x, y, sampler, times):
-    """A ``Sized`` built (``summary()``), then compiled ``times`` times and fit: its logs'
-    keys and whether each metric is listed once."""
+def compiled_once_built(x, y, sampler, times, fit):
+    """A ``Sized`` built (``summary()``), then compiled ``times`` times: its metrics'
+    names and, with ``fit``, the keys of one step's logs."""
     keras.utils.set_random_seed(0)
     net = Sized()
     net(x)
@@ -151,9 +151,10 @@ def compiled_once_built(x, y, sampler, times):
     net = kb.bayesian(net)
     for _ in range(times):
         net.compile(sampler=sampler, train_size=N, loss=LOSS)
-    history = net.fit(x, y, batch_size=8, epochs=1, verbose=0)
-    names = [metric.name for metric in net.metrics]
-    return {"logs": sorted(history.history), "once": len(names) == len(set(names))}
+    got = {"metrics": [metric.name for metric in net.metrics]}
+    if fit:  # one step (the trace takes the time)
+        got["logs"] = sorted(net.fit(x, y, batch_size=N, epochs=1, verbose=0).history)
+    return got
 
 
 def main(tmp):
@@ -161,9 +162,9 @@ def main(tmp):
     x = rng.normal(size=(N, 3)).astype("float32")
     y = (x[:, 0] > 0).astype("int32")
     result = {"sized": outcome(lambda: sized_reloaded(x, tmp / "sized.keras")),
-              "built_compile": {f"{sampler}-{times}": outcome(
-                  lambda: compiled_once_built(x, y, sampler, times))
-                  for sampler in ("sgld", "sghmc") for times in (1, 2)}}
+              "built_compile": {sampler: outcome(
+                  lambda: compiled_once_built(x, y, sampler, times, fit))
+                  for sampler, times, fit in (("sgld", 1, False), ("sghmc", 2, True))}}
     nets = {}
     for cls in (Net, OwnFromConfig):
         net, store = trained(cls, tmp)
