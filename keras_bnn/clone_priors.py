@@ -75,7 +75,7 @@ def keep_flat(model):
         model.flat_prior_weights = flat
 
 
-def carry(original, clone, flat=()):
+def carry(original, clone, flat):
     """Gives each trainable weight of ``clone`` the prior of ``original``'s at its position.
 
     Args:

@@ -23,6 +23,7 @@ from keras_bnn.models import entry_points, on_batch, subclassing
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.validation import check_bool, check_positive_int
 
+
 def _check_train_size(train_size):
     if train_size is None:
         raise ValueError(

@@ -14,11 +14,11 @@ holds ``__init__``'s defaults (measured: ``Plain(units=8)``'s config says
 ``units=4``). ``BayesianModel.__new__`` has the record made from the
 arguments given (positional ones too), and ``BayesianModel.get_config``
 adds it (:func:`init_arguments`); a functional model's config is Keras'
-graph, as before. Where an
-argument is of another type (a prior object) Keras makes no record, and
-the config has no argument, as before: a prior given so comes back from
-the config's record of every weight's prior; for any other such argument,
-give the class a ``get_config`` (and ``from_config``).
+graph, as before. Where an argument is of another type (a prior object)
+Keras makes no record, and the config has no argument, as before: a prior
+given so comes back from the config's record of every weight's prior; for
+any other such argument, give the class a ``get_config`` (and
+``from_config``).
 
 State of a built model. Keras locks a built subclassed model's state (no
 new metric, layer or variable), and ``BayesianModel.compile`` makes its
