@@ -15,10 +15,14 @@ prior of the original's weight at its position
 regularizer attribute and ``kb.layers`` argument). A clone layer whose weights
 differ from its original's in number or shapes (a ``clone_function`` of
 your own that changed it) gets none of them, with a ``UserWarning`` naming
-its weights. Weights made flat on purpose (``flat_prior_weights``) stay
-without a prior, and the clone's ``fit`` names them in a
-:class:`keras_bnn.MissingPriorWarning`. A model's own call runs the same
-graph with ``operation_fn`` returning functions, not layers: nothing is noted.
+its weights. Weights made flat on purpose (the original's
+``flat_prior_weights``) stay without a prior and are marked
+(:data:`FLAT_MARK`); the clone ``BayesianModel`` lists them in its own
+``flat_prior_weights`` (:func:`keep_flat`), so that its ``fit`` warns of
+no other weight than the original's (until 2026-11-29 the clone's ``fit``
+named them in a :class:`keras_bnn.MissingPriorWarning`). A model's own call
+runs the same graph with ``operation_fn`` returning functions, not layers:
+nothing is noted.
 """
 
 import warnings
@@ -26,6 +30,9 @@ import warnings
 import keras
 
 from keras_bnn.prior_attachment import attach, places
+
+#: The attribute that marks a clone's weight whose original was made flat on purpose.
+FLAT_MARK = "_keras_bnn_flat_on_purpose"
 
 
 def run_through_graph(run, args, kwargs):
@@ -51,17 +58,31 @@ def run_through_graph(run, args, kwargs):
         return new
 
     outputs = run(*args, **dict(kwargs, operation_fn=noted))
+    flat = set(getattr(run.__self__, "flat_prior_weights", ()))
     for original, clone in made:
-        carry(original, clone)
+        carry(original, clone, flat)
     return outputs
 
 
-def carry(original, clone):
+def keep_flat(model):
+    """Sets ``model.flat_prior_weights`` to its weights marked flat by :func:`carry`, if any.
+
+    Args:
+        model: a functional ``BayesianModel``, just made (a clone's).
+    """
+    flat = [v.path for v in model.trainable_variables if getattr(v, FLAT_MARK, False)]
+    if flat:
+        model.flat_prior_weights = flat
+
+
+def carry(original, clone, flat):
     """Gives each trainable weight of ``clone`` the prior of ``original``'s at its position.
 
     Args:
         original: a layer of the cloned model.
         clone: the layer made from it (built).
+        flat: the paths of the cloned model's weights made flat on purpose:
+            their clones are marked (:data:`FLAT_MARK`).
 
     Warns:
         UserWarning: naming ``clone``'s weights without a prior, where its
@@ -81,6 +102,8 @@ def carry(original, clone):
         return
     found = places(clone)
     for before, after in zip(theirs, mine):
+        if before.path in flat and after.regularizer is None:
+            setattr(after, FLAT_MARK, True)
         if before.regularizer is not None and after.regularizer is not before.regularizer:
             layer, enclosing = found.get(id(after), (clone, ()))
             attach(after, layer, enclosing, before.regularizer, [])

@@ -128,3 +128,69 @@ def test_clone_model_with_a_clone_function_that_changes_a_layer_warns_naming_its
                                                                           False]
     rng = np.random.default_rng(0)
     assert clone(rng.normal(size=(2, 4)).astype("float32")).shape == (2, 2)
+
+
+def test_a_subclassed_models_constructor_arguments_survive_a_reload(subclassed):
+    """``BayesianModel.get_config`` (it records the priors) turned off Keras' config of a
+    subclass's ``__init__`` arguments: ``Sized(units=8, activation="tanh")`` had
+    neither in its config, and ``load_model`` made ``Sized()`` (4 relu units), which
+    the record of its (3, 8) kernel's prior refused."""
+    assert subclassed["sized"] == {"config": [8, "tanh"], "loaded": [8, "tanh"],
+                                   "shapes": [[3, 8], [8], [8, 2], [2]],
+                                   "same_outputs": True}
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "sghmc"])
+def test_a_subclassed_model_built_before_compile_compiles_and_samples(subclassed, sampler):
+    """``net(x)`` (or ``summary()``) before ``compile``: ``compile`` raised Keras' "You
+    cannot add new elements of state" (its diagnostics' metrics, on a built model).
+    Compiled (SGHMC twice, then one ``fit`` step), each metric is listed once, and
+    ``fit`` logs the sampler's diagnostics."""
+    got = subclassed["built_compile"][sampler]
+    assert isinstance(got, dict), got
+    names = got["metrics"]
+    assert len(names) == len(set(names))
+    wanted = {"loss", "nll", "prior", "step_size", "configurational_temperature",
+              "gradient_noise_ratio"}
+    assert wanted <= set(names)
+    assert ("kinetic_temperature" in names) == (sampler == "sghmc")
+    if sampler == "sghmc":
+        assert wanted | {"kinetic_temperature"} <= set(got["logs"])
+
+
+def _functional(seed=0):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(3, name="hidden")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden))
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "sghmc"])
+def test_a_functional_model_compiled_twice_logs_each_diagnostic_once(sampler):
+    """The trackers ``compile`` makes on a built subclassed model are made once per
+    model, as on a functional one (which Keras does not lock): a second ``compile``
+    adds none, and ``fit`` logs the sampler's diagnostics."""
+    model = kb.bayesian(_functional())
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    y = np.arange(16, dtype="int32") % 3
+    trackers = []
+    for _ in range(2):
+        model.compile(sampler=sampler, train_size=len(x), loss=LOSS)
+        trackers.append(dict(model._sampling_trackers))
+    assert trackers[0] == trackers[1]
+    history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    names = [metric.name for metric in model.metrics]
+    assert len(names) == len(set(names))
+    assert {"nll", "prior", "step_size"} <= set(history.history)
+
+
+def test_clone_model_keeps_the_weights_made_flat_on_purpose():
+    """``kb.bayesian(..., allow_flat=True)``'s flat weights came back from
+    ``clone_model`` as weights without a prior, not listed in ``flat_prior_weights``:
+    the clone's ``fit`` warned of them (``from_config`` kept them)."""
+    model = kb.bayesian(_functional(), priors={"logits/bias": None}, allow_flat=True)
+    clone = keras.models.clone_model(model)
+    assert clone.flat_prior_weights == model.flat_prior_weights == ["logits/bias"]
+    assert prior_configs(clone) == prior_configs(model)
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    _fit_without_missing_prior_warning(clone, x, np.arange(16, dtype="int32") % 3)

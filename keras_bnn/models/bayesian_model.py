@@ -19,19 +19,9 @@ from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import call_site
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, head_metrics
-from keras_bnn.models import entry_points, on_batch, weight_mean
+from keras_bnn.models import entry_points, on_batch, subclassing
 from keras_bnn.samplers import kernel as kernel_lib
 from keras_bnn.validation import check_bool, check_positive_int
-
-_TRACKED = (
-    "nll",
-    "prior",
-    "step_size",
-    "kinetic_temperature",
-    "configurational_temperature",
-    "gradient_noise_ratio",
-    "acceptance_rate",
-)
 
 
 def _check_train_size(train_size):
@@ -62,6 +52,11 @@ class BayesianModel(keras.Model):
     :func:`keras_bnn.bayesian`).
     """
 
+    def __new__(cls, *args, **kwargs):
+        # keras.Model.__new__ (and Functional's) call Layer.__new__ without the arguments:
+        # Keras' record of a subclass's __init__ arguments got its defaults (subclassing).
+        return keras.Layer.__new__(cls, *args, **kwargs)
+
     def __init__(self, *args, **kwargs):
         """``keras.Model.__init__``: functional (``inputs``, ``outputs``) or a subclass's.
 
@@ -71,8 +66,7 @@ class BayesianModel(keras.Model):
                 ``Functional`` among ``BayesianModel``'s bases, and would
                 fail with "missing 'inputs' and 'outputs'".
         """
-        functional = (len(args) == 2 or (len(args) == 1 and "outputs" in kwargs)
-                      or {"inputs", "outputs"} <= set(kwargs))  # Keras' own test
+        functional = subclassing.functional_arguments(args, kwargs)
         if not functional and keras.Model not in BayesianModel.__bases__:
             raise TypeError(
                 f"{type(self).__name__}: a subclass of kb.BayesianModel cannot be made after a "
@@ -83,10 +77,17 @@ class BayesianModel(keras.Model):
         recorded, _ = prior_attachment.take_recorded(kwargs)  # from a subclass's from_config
         super().__init__(*args, **kwargs)
         prior_attachment.keep_for_build(self, recorded)  # set by build_from_config
+        if functional:
+            clone_priors.keep_flat(self)  # a clone's weights made flat on purpose
 
     def get_config(self):
         """Keras' config and every trainable weight's prior.
 
+        For a subclass that does not override it, Keras' config holds the
+        arguments its ``__init__`` was called with, where all are of basic
+        types, as for a ``keras.Model`` subclass
+        (:mod:`keras_bnn.models.subclassing`): ``load_model`` calls
+        ``Net(units=8)`` again, not ``Net()``.
         The priors are those the weights carry (their regularizers), under
         ``"weight_priors"``, and for a built subclassed model its build
         config: a reload sets them again, also where no layer config (or
@@ -99,7 +100,8 @@ class BayesianModel(keras.Model):
             ValueError: for a prior that a reload could not rebuild (its class
                 not registered with Keras), naming the weight.
         """
-        config = super().get_config()
+        config = {**subclassing.init_arguments(self, BayesianModel.get_config),
+                  **super().get_config()}  # Keras' order: its own keys win
         config.update(prior_attachment.config_entries(self, config))
         return config
 
@@ -243,13 +245,7 @@ class BayesianModel(keras.Model):
             precision.check_baseline_policy(self)
         self.sampler = sampler
         if not hasattr(self, "_sampling_trackers"):
-            self._sampling_trackers = {
-                name: keras.metrics.Mean(name=name) for name in _TRACKED
-            }
-            self._sampling_trackers["nonfinite_steps"] = keras.metrics.Sum(
-                name="nonfinite_steps"
-            )
-            self._sampling_trackers["weight_totals"] = weight_mean.WeightTotals()  # logs nothing
+            subclassing.make_sampling_trackers(self)  # also on a built subclassed model
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)

@@ -1,4 +1,5 @@
-"""A subclassed BayesianModel's priors through save, load, copy and clone; prints ``RESULT <json>``.
+"""A subclassed BayesianModel's priors through save, load, copy and clone, its constructor
+arguments through a reload, and its compile once built; prints ``RESULT <json>``.
 
 Run by ``tests/test_subclass_priors.py`` in a process of its own: a subclass
 of ``kb.BayesianModel`` must be made before any functional one in its
@@ -66,6 +67,20 @@ class OwnFromConfig(Net):
         return cls(**config)
 
 
+@keras.saving.register_keras_serializable(package="subclass_priors")
+class Sized(kb.BayesianModel):
+    """A subclass whose constructor arguments are of basic types (Keras' config records them)."""
+
+    def __init__(self, units=4, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        self.units, self.activation = units, activation
+        self.hidden = keras.layers.Dense(units, activation=activation, name="hidden")
+        self.out = keras.layers.Dense(2, name="out")
+
+    def call(self, inputs):
+        return self.out(self.hidden(inputs))
+
+
 def priors(model):
     """Each trainable weight's prior: ``[class name, config]`` (``[None, None]`` for none)."""
     return [[type(v.regularizer).__name__, v.regularizer.get_config()]
@@ -83,7 +98,7 @@ def trained(cls, tmp):
     keras.utils.set_random_seed(0)
     net = cls(scale_prior=kb.priors.Laplace(0.05))
     net.compile(sampler=kb.samplers.SGLD(step_size=1e-4, seed=0), train_size=N, loss=LOSS)
-    net(x)  # built (after compile: Keras adds no state to a built model)
+    net(x)  # built after compile (before it too since 2026-11-29: compiled_once_built)
     net = kb.bayesian(net, priors={"out/bias": kb.priors.Normal(0.0, 0.5)})
     store = kb.SampleStore(tmp / f"{cls.__name__}-samples")
     with warnings.catch_warnings():
@@ -102,8 +117,55 @@ def reloaded(net, path):
     return loaded, [f"{type(w.message).__name__}: {w.message}" for w in caught]
 
 
+def outcome(run):
+    """``run()``'s result, or its error as ``"<type>: <message>"`` (the caller compares)."""
+    try:
+        return run()
+    except Exception as error:  # what main's code raised, reported to the test
+        return f"{type(error).__name__}: {str(error)[:300]}"
+
+
+def sized_reloaded(x, path):
+    """``Sized(8, activation="tanh")`` saved and loaded: its config's arguments, the
+    loaded model's arguments and weight shapes, and whether it gives the same outputs."""
+    keras.utils.set_random_seed(0)
+    net = Sized(8, activation="tanh")  # a positional argument too
+    net(x)
+    net = kb.bayesian(net)
+    config = net.get_config()
+    loaded = reloaded(net, path)[0]
+    return {"config": [config.get("units"), config.get("activation")],
+            "loaded": [loaded.units, loaded.activation],
+            "shapes": [list(v.shape) for v in loaded.trainable_variables],
+            "same_outputs": bool(np.allclose(keras.ops.convert_to_numpy(net(x)),
+                                             keras.ops.convert_to_numpy(loaded(x))))}
+
+
+def compiled_once_built(x, y, sampler, times, fit):
+    """A ``Sized`` built (``summary()``), then compiled ``times`` times: its metrics'
+    names and, with ``fit``, the keys of one step's logs."""
+    keras.utils.set_random_seed(0)
+    net = Sized()
+    net(x)
+    net.summary(print_fn=lambda *args, **kwargs: None)
+    net = kb.bayesian(net)
+    for _ in range(times):
+        net.compile(sampler=sampler, train_size=N, loss=LOSS)
+    got = {"metrics": [metric.name for metric in net.metrics]}
+    if fit:  # one step (the trace takes the time)
+        got["logs"] = sorted(net.fit(x, y, batch_size=N, epochs=1, verbose=0).history)
+    return got
+
+
 def main(tmp):
-    result, nets = {}, {}
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(N, 3)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    result = {"sized": outcome(lambda: sized_reloaded(x, tmp / "sized.keras")),
+              "built_compile": {sampler: outcome(
+                  lambda: compiled_once_built(x, y, sampler, times, fit))
+                  for sampler, times, fit in (("sgld", 1, False), ("sghmc", 2, True))}}
+    nets = {}
     for cls in (Net, OwnFromConfig):
         net, store = trained(cls, tmp)
         nets[cls] = net
