@@ -112,21 +112,25 @@ def test_train_size_counting_sequences_warns_naming_both_numbers(head):
 
 def test_unmasked_timesteps_count_every_position():
     """Without a mask every timestep is a term: N·T; a validation split counts the rows kept."""
+    from keras_bnn import loss_terms
+
     x, tags = tagged_sequences()
     bnn = tagger("categorical", N * T, mask_zero=False)
     assert train_size_warnings(bnn, x, tags, batch_size=8, epochs=1) == []
-    assert kb.loss_terms.training_terms(bnn, x, tags, 12) == (12 * T, T)
+    assert loss_terms.training_terms(bnn, x, tags, 12) == (12 * T, T)
     messages = train_size_warnings(bnn, x, tags, batch_size=8, epochs=1, validation_split=0.25)
     assert len(messages) == 1 and "12 sequences (examples) of 72 loss terms" in messages[0]
 
 
 def test_masked_terms_are_counted_chunk_by_chunk(monkeypatch):
     """The count over chunks of rows is the number of unmasked timesteps of those rows."""
+    from keras_bnn import loss_terms
+
     x, tags = tagged_sequences(n=23)
     bnn = tagger("categorical", 1)
-    monkeypatch.setattr(kb.loss_terms, "CHUNK", 5)
+    monkeypatch.setattr(loss_terms, "CHUNK", 5)
     for rows in (23, 20, 7, 1):
-        assert kb.loss_terms.training_terms(bnn, x, tags, rows) == (
+        assert loss_terms.training_terms(bnn, x, tags, rows) == (
             float((x[:rows] != 0).sum()), T)
 
 
@@ -138,11 +142,13 @@ def test_token_train_size_gives_the_exact_posterior_gradient(head):
     measured 175.9 against 359.5 (categorical, 32 sequences of 199 tokens): the
     likelihood tempered by 199/32 = 6.2 and a gradient 81 % off.
     """
+    from keras_bnn import loss_terms
+
     x, tags = tagged_sequences(n=32, length=10)
     labels = HEADS[head][2](tags)
     tokens = int((x != 0).sum())
     bnn = tagger(head, 1, length=10, recurrent=True)
-    terms, _ = kb.loss_terms.training_terms(bnn, x, labels, len(x))
+    terms, _ = loss_terms.training_terms(bnn, x, labels, len(x))
     assert terms == tokens
     bnn = tagger(head, int(terms), length=10, recurrent=True)
     unreduced = HEADS[head][0]()
