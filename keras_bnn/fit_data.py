@@ -17,6 +17,7 @@ import keras
 import numpy as np
 
 from keras_bnn import distribute
+from keras_bnn import loss_terms
 from keras_bnn.likelihoods import normalises_weights
 from keras_bnn.validation import argument_error
 
@@ -143,12 +144,16 @@ def _check_batched(model, inputs, owner):
             got=f"single examples of shape {shape}")
 
 
-def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
+def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
+                 output_shape=None):
     """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
 
     Requirements: ``"categorical"`` with a sparse loss: integer class indices
-    in [0, K) in one column (K = ``classes``); ``"bernoulli"``: every label
-    0 or 1; ``"gaussian"``: every label finite.
+    in [0, K) (K = ``classes``), one per output row: ``[N]`` (or ``[N, 1]``)
+    for an output ``[N, K]``, ``[N, T]`` (or ``[N, T, 1]``) for a
+    per-timestep output ``[N, T, K]`` (a tagger: ``y_nt`` scored by
+    ``softmax(f(x_n)_t)``); ``"bernoulli"``: every label 0 or 1;
+    ``"gaussian"``: every label finite.
 
     Args:
         labels: array-like of labels.
@@ -158,6 +163,9 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
         owner: the caller, for the message.
         sparse: False for a one-hot categorical loss (then only finiteness
             is checked).
+        output_shape: the model's output shape (batch axis first, None for
+            a size not known), or None: then only ``[N]`` or ``[N, 1]``
+            sparse labels pass.
 
     Raises:
         ValueError: naming ``y`` and what it must be.
@@ -184,11 +192,7 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
                 "categorical head and loss)", labels, owner,
                 got=f"values such as {np.unique(outside)[:3]}")
         return
-    if labels.ndim > 1 and labels.shape[-1] > 1:
-        raise argument_error(
-            "y", "be class indices of shape [N] for a sparse categorical loss (one-hot "
-            "labels need keras.losses.CategoricalCrossentropy(from_logits=True))", labels,
-            owner, got=f"shape {labels.shape}")
+    _check_sparse_shape(labels, output_shape, owner)
     integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
     if not integral:
         bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
@@ -199,6 +203,31 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True):
         raise argument_error(
             "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
             labels, owner, got=f"class indices in [{low:g}, {high:g}]")
+
+
+def _check_sparse_shape(labels, output_shape, owner):
+    """Refuses sparse labels that are not one class index per row of the output's logits.
+
+    The output ``[N, ..., K]`` has rows ``[N, ...]``; the labels must have
+    that shape, with a trailing axis of 1 allowed.
+    """
+    rows = None if output_shape is None else tuple(output_shape)[1:-1]
+    shape = labels.shape[1:]
+    if shape and shape[-1] == 1 and len(shape) == (len(rows) + 1 if rows is not None else 1):
+        shape = shape[:-1]
+    if rows is None:
+        fits = len(shape) == 0
+    else:
+        fits = len(shape) == len(rows) and all(r is None or r == g for r, g in zip(rows, shape))
+    if not fits:
+        expected = "[N" + "".join(f", {r or 'T'}" for r in (rows or ())) + "]"
+        outputs = (f" (the model outputs {tuple(output_shape)}: one class index per row of "
+                   "logits)" if output_shape is not None else "")
+        raise argument_error(
+            "y", f"be class indices of shape {expected} for a sparse categorical loss"
+            f"{outputs}; one-hot labels need "
+            "keras.losses.CategoricalCrossentropy(from_logits=True)", labels, owner,
+            got=f"shape {labels.shape}")
 
 
 def check_example_shape(x, expected, owner=None):
@@ -309,7 +338,8 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     outputs = getattr(model, "outputs", None)
     classes = outputs[0].shape[-1] if outputs else None
     check_labels(y, likelihood, classes, owner,
-                 sparse=loss_name == "sparse_categorical_crossentropy")
+                 sparse=loss_name == "sparse_categorical_crossentropy",
+                 output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None)
     return x, batch
 
 
@@ -458,6 +488,11 @@ def warn_on_train_size(model, arguments, first, where):
     generator's or an unknown-length dataset's size is the user's to give;
     the weights a dataset or generator yields are summed by the train step
     and checked after the first epoch (:mod:`keras_bnn.models.weight_mean`).
+    For a per-timestep output (``[N, T, K]``, a tagger) n counts the terms
+    the loss averages over, the (unmasked) timesteps
+    (:func:`keras_bnn.loss_terms.training_terms`): arrays' exactly; a
+    dataset's only against n counting its examples (the first batch's
+    terms an example, times its examples, are named).
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -475,7 +510,11 @@ def warn_on_train_size(model, arguments, first, where):
     seen = None
     if count is not None:
         kept = int(count * (1.0 - split)) if split else count  # Keras' split point
-        if kept != n:
+        terms = loss_terms.training_terms(model, x, arguments.get("y"), kept)
+        if terms is not None and terms[0] != kept:  # a per-timestep loss: n counts its terms
+            if terms[0] != n:
+                _warn_on_terms(n, kept, f"{terms[0]:.0f}", where)
+        elif kept != n:
             seen = f"{kept} examples" + (
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
@@ -489,7 +528,13 @@ def warn_on_train_size(model, arguments, first, where):
         batches, size = _epoch_batches(x), batch_length(first[0])
         if size and _is_distributed(x):  # a worker's share of the global batch
             size *= distribute.workers_per_batch(model.distribute_strategy)
-        if batches and size and not (batches - 1) * size < n < (batches + 1) * size:
+        terms = loss_terms.batch_terms(model, first[0], first[1])
+        if terms is not None and terms[0] != batch_length(first[0]):  # a per-timestep loss
+            if batches and size and (batches - 1) * size < n < (batches + 1) * size:
+                share = terms[0] / batch_length(first[0])  # the first batch's terms an example
+                _warn_on_terms(n, f"about {batches * size}", f"about {batches * size * share:.0f}",
+                               where)
+        elif batches and size and not (batches - 1) * size < n < (batches + 1) * size:
             seen = (f"{batches} batches of {size} examples an epoch (about "
                     f"{batches * size} examples)")
     if seen is not None:
@@ -500,3 +545,16 @@ def warn_on_train_size(model, arguments, first, where):
             "examples (for a dataset whose epoch passes over the data more than once, "
             "dataset.repeat(k), pass fit's steps_per_epoch: this check then stays out).",
             TrainSizeWarning, where)
+
+
+def _warn_on_terms(n, examples, terms, where):
+    """The :class:`TrainSizeWarning` of a per-timestep loss whose terms ``train_size``
+    does not count (``examples``, ``terms``: the numbers the message names)."""
+    warn_at(
+        f"keras_bnn: fit trains on {examples} sequences (examples) of {terms} loss terms "
+        f"(their unmasked timesteps: the per-timestep loss is a mean over them) but "
+        f"compile(train_size={n}): the potential n·mean(ℓ) weighs the data as {n} terms, "
+        f"not their sum over every timestep of every sequence, so the posterior is too wide "
+        "(train_size too small) or too narrow (too large). Pass train_size=the number of "
+        f"loss terms ({terms}; keras_bnn.loss_terms.training_terms counts them).",
+        TrainSizeWarning, where)

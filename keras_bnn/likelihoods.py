@@ -212,7 +212,7 @@ def from_loss(loss):
         :class:`GaussianNLL`, else None (a multi-output model's list or dict
         of several losses too: no one head).
     """
-    leaves = _loss_leaves(loss)
+    leaves = loss_leaves(loss)
     if len(leaves) != 1:  # none, or one per output of a multi-output model
         return None
     loss = leaves[0]
@@ -242,12 +242,19 @@ def configured_from_logits(item):
     return config.get("from_logits") if isinstance(config, dict) else None
 
 
-def _loss_leaves(loss):
-    """The losses in ``compile``'s ``loss``: one, or a multi-output model's list or dict
-    of them (a serialized loss, a dict with a ``class_name``, is one); None left out."""
+def loss_leaves(loss):
+    """The losses in ``compile``'s ``loss``: one, or a multi-output model's list or dict.
+
+    Args:
+        loss: ``compile``'s ``loss`` (a serialized loss, a dict with a
+            ``class_name``, is one loss).
+
+    Returns:
+        list of the losses, None left out.
+    """
     if isinstance(loss, (list, tuple)) or (isinstance(loss, dict) and "class_name" not in loss):
         items = loss.values() if isinstance(loss, dict) else loss
-        return [leaf for item in items for leaf in _loss_leaves(item)]
+        return [leaf for item in items for leaf in loss_leaves(item)]
     return [] if loss is None else [loss]
 
 
@@ -455,7 +462,7 @@ def check_logit_head(model, loss):
             activation is a softmax or sigmoid.
     """
     owner = "BayesianModel.compile"
-    for leaf in _loss_leaves(loss):
+    for leaf in loss_leaves(loss):
         if from_loss(leaf) not in ("categorical", "bernoulli"):
             continue
         if not configured_from_logits(leaf):

@@ -1,0 +1,165 @@
+"""Sequence models with one output per timestep: labels, and what ``train_size`` counts.
+
+A tagger (``[N, T]`` sparse labels, ``[N, T, K]`` logits) and a sequence
+regression (``GaussianNLL`` or MSE per timestep), over padded token sequences
+under ``Embedding(mask_zero=True)``. Keras' loss is the mean over the batch's
+unmasked timesteps, so the potential ``n·mean(ℓ) − log p(θ)`` is the data's
+``Σ_tokens ℓ − log p(θ)`` only with n = the number of unmasked timesteps.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+
+L = keras.layers
+N, T, VOCAB, K = 16, 6, 12, 3
+
+
+def tagged_sequences(n=N, length=T, seed=0):
+    """Token sequences padded with 0 at the end (2..length tokens); a token's tag: its id mod K."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, length), "int32")
+    for row, size in zip(x, rng.integers(2, length + 1, n)):
+        row[:size] = rng.integers(1, VOCAB, size)
+    return x, (x % K).astype("int32")
+
+
+HEADS = {  # loss, output units, the labels made from the tags
+    "categorical": (lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True), K,
+                    lambda tags: tags),
+    "gaussian": (kb.likelihoods.GaussianNLL, 2, lambda tags: tags.astype("float32")),
+    "mse": (keras.losses.MeanSquaredError, 1, lambda tags: tags[..., None].astype("float32")),
+}
+
+
+def tagger(head, train_size, mask_zero=True, length=T, recurrent=False):
+    """Embedding(mask_zero) → LSTM(return_sequences) (or Dense) → Dense per timestep,
+    under kb.bayesian (the mask passes through every layer)."""
+    loss, units, _ = HEADS[head]
+    keras.utils.set_random_seed(0)
+    hidden = L.LSTM(4, return_sequences=True) if recurrent else L.Dense(4, activation="tanh")
+    model = keras.Sequential([keras.Input((length,), dtype="int32"),
+                              L.Embedding(VOCAB, 3, mask_zero=mask_zero), hidden,
+                              L.Dense(units)])
+    bnn = kb.bayesian(model)
+    bnn.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=train_size, loss=loss())
+    return bnn
+
+
+def train_size_warnings(bnn, *args, **kwargs):
+    """The TrainSizeWarning messages of ``bnn.fit(*args, **kwargs)``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bnn.fit(*args, verbose=0, **kwargs)
+    return [str(w.message) for w in caught if issubclass(w.category, kb.TrainSizeWarning)]
+
+
+@pytest.mark.parametrize("trailing_axis", [False, True])
+def test_per_timestep_sparse_labels_fit_and_evaluate(trailing_axis):
+    """Labels of the output's leading dims ``[N, T]`` (or ``[N, T, 1]``) pass ``fit`` and
+    ``evaluate``; until 2026-11-29 ``check_labels`` refused every sparse label not of
+    shape ``[N]`` ("must be class indices of shape [N]; got shape (16, 6)")."""
+    x, tags = tagged_sequences()
+    labels = tags[..., None] if trailing_axis else tags
+    bnn = tagger("categorical", int((x != 0).sum()), recurrent=True)
+    history = bnn.fit(x, labels, batch_size=8, epochs=1, verbose=0)
+    assert np.isfinite(history.history["nll"][0])
+    assert np.isfinite(bnn.evaluate(x, labels, verbose=0)[0])
+
+
+def test_labels_that_are_not_the_output_rows_are_refused():
+    """Sparse labels of another shape than the logits' rows name ``y`` and the output."""
+    x, tags = tagged_sequences()
+    bnn = tagger("categorical", int((x != 0).sum()))
+    for labels in (tags[:, :-1], tags[:, 0], tags[..., None].repeat(2, -1)):
+        with pytest.raises(ValueError, match=r"`y` must be class indices of shape \[N, 6\] "
+                                             r"for a sparse categorical loss \(the model "
+                                             r"outputs \(None, 6, 3\)"):
+            bnn.fit(x, labels, batch_size=8, epochs=1, verbose=0)
+        with pytest.raises(ValueError, match=r"evaluate: `y` must be class indices"):
+            bnn.evaluate(x, labels, verbose=0)
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_train_size_counting_sequences_warns_naming_both_numbers(head):
+    """A per-timestep loss with ``train_size`` = the number of sequences warns, naming
+    the sequences and their unmasked timesteps (arrays: exact; a dataset: its first
+    batch's timesteps an example); ``train_size`` = the timesteps does not warn.
+
+    Until 2026-11-29 nothing warned (and sparse labels were refused): the likelihood
+    weighed as 16 examples for the 66 terms of the data, 4.1 times too little.
+    """
+    x, tags = tagged_sequences()
+    labels = HEADS[head][2](tags)
+    tokens = int((x != 0).sum())
+    assert tokens == 66  # the data of the numbers below
+    messages = train_size_warnings(tagger(head, N), x, labels, batch_size=8, epochs=1)
+    assert len(messages) == 1 and "16 sequences (examples) of 66 loss terms" in messages[0]
+    assert "compile(train_size=16)" in messages[0]
+    dataset = tf.data.Dataset.from_tensor_slices((x, labels)).batch(8)
+    first_batch_tokens = int((x[:8] != 0).sum())
+    messages = train_size_warnings(tagger(head, N), dataset, epochs=1)
+    assert len(messages) == 1
+    assert f"about 16 sequences (examples) of about {2 * first_batch_tokens} loss" in messages[0]
+    assert train_size_warnings(tagger(head, tokens), x, labels, batch_size=8, epochs=1) == []
+    assert train_size_warnings(tagger(head, tokens), dataset, epochs=1) == []
+
+
+def test_unmasked_timesteps_count_every_position():
+    """Without a mask every timestep is a term: N·T; a validation split counts the rows kept."""
+    from keras_bnn import loss_terms
+
+    x, tags = tagged_sequences()
+    bnn = tagger("categorical", N * T, mask_zero=False)
+    assert train_size_warnings(bnn, x, tags, batch_size=8, epochs=1) == []
+    assert loss_terms.training_terms(bnn, x, tags, 12) == (12 * T, T)
+    messages = train_size_warnings(bnn, x, tags, batch_size=8, epochs=1, validation_split=0.25)
+    assert len(messages) == 1 and "12 sequences (examples) of 72 loss terms" in messages[0]
+
+
+def test_masked_terms_are_counted_chunk_by_chunk(monkeypatch):
+    """The count over chunks of rows is the number of unmasked timesteps of those rows."""
+    from keras_bnn import loss_terms
+
+    x, tags = tagged_sequences(n=23)
+    bnn = tagger("categorical", 1)
+    monkeypatch.setattr(loss_terms, "CHUNK", 5)
+    for rows in (23, 20, 7, 1):
+        assert loss_terms.training_terms(bnn, x, tags, rows) == (
+            float((x[:rows] != 0).sum()), T)
+
+
+@pytest.mark.parametrize("head", ["categorical", "gaussian"])
+def test_token_train_size_gives_the_exact_posterior_gradient(head):
+    """With n = the unmasked timesteps, n·(the model's loss) on the full batch is the
+    data's sum over tokens of −log p(y_t|x,θ), plus −log p(θ), and so are its gradients
+    (autodiff of that sum, to float32 round-off). With n = the sequences the potential
+    measured 175.9 against 359.5 (categorical, 32 sequences of 199 tokens): the
+    likelihood tempered by 199/32 = 6.2 and a gradient 81 % off.
+    """
+    from keras_bnn import loss_terms
+
+    x, tags = tagged_sequences(n=32, length=10)
+    labels = HEADS[head][2](tags)
+    tokens = int((x != 0).sum())
+    bnn = tagger(head, 1, length=10, recurrent=True)
+    terms, _ = loss_terms.training_terms(bnn, x, labels, len(x))
+    assert terms == tokens
+    bnn = tagger(head, int(terms), length=10, recurrent=True)
+    unreduced = HEADS[head][0]()
+    unreduced.reduction = "none"
+    with tf.GradientTape(persistent=True) as tape:
+        predictions = bnn(x, training=True)
+        potential = terms * bnn.compute_loss(x, labels, predictions, training=True)
+        log_likelihood = -tf.reduce_sum(unreduced.call(tf.constant(labels), predictions)
+                                        * tf.cast(x != 0, predictions.dtype))
+        exact = -log_likelihood + tf.add_n(bnn.losses)
+    np.testing.assert_allclose(float(potential), float(exact), rtol=1e-5)
+    for ours, theirs in zip(tape.gradient(potential, bnn.trainable_variables),
+                            tape.gradient(exact, bnn.trainable_variables)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
