@@ -239,7 +239,8 @@ def _masked_sequence_model(sampler, strategy, n):
         outputs = keras.layers.Dense(1, kernel_regularizer=kb.priors.Normal(0, 1),
                                      bias_regularizer=kb.priors.Normal(0, 1))(hidden)
         model = kb.BayesianModel(inputs, outputs)
-        model.compile(sampler=sampler, train_size=n, loss="mse")
+        # train_size counts the loss's terms, the unmasked timesteps (_masked_sequences)
+        model.compile(sampler=sampler, train_size=17 * 6 + (n - 17), loss="mse")
     return model
 
 
