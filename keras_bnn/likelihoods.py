@@ -357,16 +357,18 @@ def normalises_weights(loss):
 
     ``reduction="mean_with_sample_weight"``: ``Σ_batch w_i·ℓ_i / Σ_batch w_i``,
     the weights normalised within each batch (their mean does not scale the
-    likelihood).
+    likelihood). A multi-output model's losses do when each of them does.
 
     Args:
-        loss: the loss passed to ``compile`` (``model.loss``). A structure
-            of losses (one per output) reads False.
+        loss: the loss passed to ``compile`` (``model.loss``): one, or a
+            list or dict of them (:func:`loss_leaves`).
 
     Returns:
         bool.
     """
-    return getattr(loss, "reduction", None) == "mean_with_sample_weight"
+    leaves = loss_leaves(loss)
+    return bool(leaves) and all(
+        getattr(leaf, "reduction", None) == "mean_with_sample_weight" for leaf in leaves)
 
 
 #: The losses of a Gaussian head: a model's, and an ensemble's mixture.

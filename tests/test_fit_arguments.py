@@ -149,6 +149,36 @@ def test_weights_normalised_in_each_batch_do_not_warn():
                                              class_weight={2: 4.0}))
 
 
+@pytest.mark.parametrize("second, warns", [("mean_with_sample_weight", False),
+                                            ("sum_over_batch_size", True)])
+def test_weights_normalised_by_every_output_do_not_warn(second, warns):
+    """Two heads whose losses both normalise the weights in each batch: their
+    mean (2.5 here) does not scale the likelihood, so nothing warns (until
+    2026-11-29 a list of losses read as not normalising, and fit warned);
+    where one head's loss does not normalise, it warns as for one head."""
+    x, y = _data()
+    inputs = keras.Input((4,))
+    heads = [keras.layers.Dense(3, kernel_regularizer=kb.priors.Normal(0, 1),
+                                bias_regularizer=kb.priors.Normal(0, 1))(inputs),
+             keras.layers.Dense(1, kernel_regularizer=kb.priors.Normal(0, 1),
+                                bias_regularizer=kb.priors.Normal(0, 1))(inputs)]
+    model = kb.BayesianModel(inputs, heads)
+    model.compile(sampler="sgld", train_size=N, loss=[
+        keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight"),
+        keras.losses.MeanSquaredError(reduction=second)])
+
+    def fit():
+        model.fit(x, [y, x[:, :1]], sample_weight=np.full(N, 2.5, "float32"), batch_size=5,
+                  epochs=1, verbose=0)
+
+    if warns:
+        with pytest.warns(kb.TrainSizeWarning, match="sample_weight has mean 2.5"):
+            fit()
+    else:
+        _no_train_size_warning(fit)
+
+
 def test_validation_data_may_be_a_pydataset_or_a_generator():
     """fit read validation_data as tuple(validation)[:2]: a PyDataset's first
     two batches became (x, y) (NumPy's "inhomogeneous shape" error), and a
