@@ -207,7 +207,6 @@ def restore(model, entries):
         model.flat_prior_weights = flat
 
 
-
 def config_entries(model, keras_config):
     """What a ``BayesianModel``'s config adds to Keras' to keep its priors (see module doc).
 

@@ -417,7 +417,6 @@ def test_compile_jit_compile_reaches_the_prediction_graph():
             for key, graph in graphs.items()} == {key: key[1] for key in graphs}
 
 
-
 def test_evaluate_scores_the_predictive_probabilities():
     """Found by a user of ``ensemble.evaluate``: compiled with the members' own
     ``SparseCategoricalCrossentropy(from_logits=True)``, it read p̄ as logits

@@ -239,7 +239,6 @@ def test_callbacks_and_validation_data_given_by_position_are_used():
         _model().fit(x, y, 10, 1, 0, None, 0.0, (x, y + 3))
 
 
-
 def _generator(labels=None):
     x, y = _data()
     y = y if labels is None else labels

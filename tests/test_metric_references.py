@@ -113,7 +113,6 @@ def test_paired_difference_is_scipy_s_paired_t_test(data):
                                                       rel=1e-9)
 
 
-
 @pytest.mark.parametrize("units", [3, 1])
 def test_ensemble_evaluate_loss_is_the_metrics_nll(units):
     """``PosteriorEnsemble.evaluate`` compiled with ``PredictiveNLL`` reports
@@ -318,7 +317,6 @@ def test_entropy_and_information_are_scipy_s_and_binary_reads_as_two_classes():
     for name in ood.OOD_SCORES:
         np.testing.assert_allclose(binary[name], scores[name], rtol=1e-12)
     assert ood.ood_auroc(p[:, :15], p[:, 15:]) == ood.ood_auroc(rows[:, :15], rows[:, 15:])
-
 
 
 @pytest.mark.parametrize("units", [3, 1])

@@ -184,6 +184,7 @@ def fit_run(run, config, verbose=1, resume=False, data=None):
     shutil.rmtree(run.backup, ignore_errors=True)
     return result
 
+
 class EndWhenSampled(keras.callbacks.Callback):
     """Ends a run at ``epochs``, or later, once its chain has sampled long enough.
 
@@ -358,8 +359,6 @@ class DataEpoch(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.variable.assign(epoch)
-
-
 
 
 def kinetic_temperature_rows(model, config):
