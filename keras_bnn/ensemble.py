@@ -50,11 +50,11 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn import ensemble_scoring, ensemble_trunk, ensemble_weights, trainable_flags
+from keras_bnn import ensemble_inputs, ensemble_scoring, ensemble_trunk, ensemble_weights
+from keras_bnn import trainable_flags
 from keras_bnn import export as export_lib
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
-from keras_bnn.fit_data import check_example_shape
 from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.member_model import check_ensemble_model, derived_state_layers
 from keras_bnn.runs.rundir import stores_of
@@ -79,8 +79,9 @@ class _Untracked:
 
 
 def _is_empty_batch(x):
-    """True for an array or tensor of 0 examples (not for a dataset)."""
-    shape = getattr(x, "shape", None)
+    """True for an array or tensor of 0 examples, or a list or dict of them (not for a
+    dataset)."""
+    shape = getattr(ensemble_inputs.first_leaf(x), "shape", None)
     return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
@@ -95,9 +96,10 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
     decomposition and :meth:`predict_members` the members' own predictions.
 
     Args:
-        model: the member model: a built Functional/Sequential Keras model with
-            one input and one [batch, units] output (the models of
-            :mod:`keras_bnn.models` qualify). Its own weights are not used and
+        model: the member model: a built Keras model (Functional,
+            Sequential or subclassed) with one input, or a list or dict of
+            inputs (:mod:`keras_bnn.ensemble_inputs`), and one [batch, units]
+            output (the models of :mod:`keras_bnn.models` qualify). Its own weights are not used and
             not modified, but for those of layers whose call reads state that
             Keras derives from their weights (``finalize_state``: an adapted
             ``Normalization``, lookups), which get the first weight set's
@@ -132,11 +134,14 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         num_members: S.
         likelihood, member_loop: as given.
         member_input_shape, member_input_dtype: one example's shape (no batch
-            axis) and dtype, from the member model: the serving signature.
+            axis) and dtype, from the member model: the serving signature
+            (lists or dicts of them for several inputs).
+        member_input_names: the serving names of the inputs
+            (:func:`keras_bnn.ensemble_inputs.names`).
 
     Raises:
-        ValueError: if ``model`` is not a built single-input, single-output
-            model, if ``weight_sets`` is empty or does not match
+        ValueError: if ``model`` is not a built single-output model whose
+            input shapes are known, if ``weight_sets`` is empty or does not match
             ``model.weights``, for an unknown ``likelihood``/``member_loop``,
             for a head that does not fit ``likelihood`` (categorical with
             one logit, bernoulli with more than one, gaussian with an odd
@@ -172,7 +177,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         parts = ensemble_trunk.split(model, self._shared)
         self._trunk = _Untracked(parts and parts[0])
         self._per_member = _Untracked(parts[1] if parts else model)
-        self.input_spec = keras.InputSpec(shape=(None, *self.member_input_shape))
+        self.member_input_names = ensemble_inputs.names(model)
+        self.input_spec = ensemble_inputs.input_spec(self.member_input_shape)
         self._views = {}
         self.built = True
         self._finalize_member_state()
@@ -254,7 +260,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             indices = np.round(
                 np.linspace(0, len(pooled) - 1, min(max_samples, len(pooled)))).astype(int)
         if "likelihood" not in kwargs:
-            kwargs["likelihood"] = likelihoods_lib.infer(model.outputs[0].shape[-1],
+            kwargs["likelihood"] = likelihoods_lib.infer(check_ensemble_model(model)[2],
                                                          stores[0].loss())
         chosen = (pooled[int(i)] for i in indices)
         return cls(model, (chain[j].weights for chain, j in chosen), **kwargs)
@@ -310,14 +316,18 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             # state) is the member's own, the same in every member.
             return [weights[position[id(v)]] if id(v) in position else v for v in variables]
 
+        # A subclassed member's call may take no `training` (Keras' own call then
+        # leaves it out; stateless_call passes what it is given).
+        training = {"training": False} if getattr(part, "_call_has_training_arg", True) else {}
         outputs, _ = part.stateless_call(values(part.trainable_variables),
                                          values(part.non_trainable_variables),
-                                         inputs, training=False)
+                                         inputs, **training)
         return outputs
 
     def _members_and_finite_rows(self, inputs):
         """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
-        inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
+        inputs = ensemble_inputs.convert(inputs, self.member_input_shape,
+                                         self.member_input_dtype)
         values = [v.value for v in self._stacks]
         stacked = [j for j in range(len(values)) if j not in self._shared]
 
@@ -346,17 +356,14 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             # Mixed precision: the members compute in low precision, the average,
             # entropies and std (differences of nearly equal numbers) in float32.
             outputs = ops.cast(outputs, "float32")
-        if "float" not in str(self.member_input_dtype):
-            return outputs, None
-        # The row size is spelled out: a -1 cannot be inferred for 0 rows.
-        flat = ops.reshape(inputs, (ops.shape(inputs)[0], int(np.prod(self.member_input_shape))))
-        return outputs, ops.all(ops.isfinite(flat), axis=-1)
+        return outputs, ensemble_inputs.finite_rows(inputs, self.member_input_shape,
+                                                    self.member_input_dtype)
 
     def call(self, inputs, training=None):
         """The posterior predictive.
 
         Args:
-            inputs: [N, *input_shape] tensor.
+            inputs: [N, *input_shape] tensor (a list or dict of them for several inputs).
             training: ignored (members always run in inference mode).
 
         Returns:
@@ -387,7 +394,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         the mixture's mean and its variance, aleatoric + epistemic.
 
         Args:
-            inputs: [N, *input_shape] tensor.
+            inputs: [N, *input_shape] tensor (a list or dict of them for several inputs).
 
         Returns:
             dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
@@ -440,7 +447,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         if hasattr(x, "cardinality") and int(x.cardinality()) == 0:
             raise argument_error("x", "hold at least one batch", x, owner,
                                  got="an empty dataset")
-        check_example_shape(x, self.member_input_shape, owner)
+        ensemble_inputs.check_examples(x, self.member_input_shape, owner)
 
     def predict_uncertainty(self, x, batch_size=None, steps=None, verbose=0):
         """:meth:`predictive_summary` over a dataset, batched like ``predict``.
@@ -532,4 +539,5 @@ class _FunctionModel(keras.Model):
         self.built = True
 
     def call(self, inputs):
-        return self._function(ops.convert_to_tensor(inputs, self.ensemble.member_input_dtype))
+        return self._function(ensemble_inputs.convert(
+            inputs, self.ensemble.member_input_shape, self.ensemble.member_input_dtype))

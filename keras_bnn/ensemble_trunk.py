@@ -53,7 +53,8 @@ def split(model, shared):
         ``(trunk, head)``: Functional models sharing ``model``'s layers, with
         ``head(trunk(x))`` = ``model(x)``; or None when no layer call beyond
         the inputs is in the trunk, or every output is (no weight differs
-        between the members where it matters), or ``model`` has no graph.
+        between the members where it matters), or ``model`` has no graph
+        (a subclassed member), or Keras cannot build the two parts.
     """
     graph = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) \
         else model  # a Sequential runs a Functional of its layers
@@ -75,6 +76,11 @@ def split(model, shared):
     input_ids = {id(t) for t in graph.inputs}
     if all(id(t) in input_ids for t in boundary):
         return None
-    trunk = keras.Model(graph.inputs, boundary, name=f"{model.name}_trunk")
-    head = keras.Model(boundary, graph.outputs, name=f"{model.name}_head")
+    # Several inputs: the trunk takes them as the member does (a list or a dict).
+    inputs = graph.inputs if len(graph.inputs) == 1 else graph.input
+    try:
+        trunk = keras.Model(inputs, boundary, name=f"{model.name}_trunk")
+        head = keras.Model(boundary, graph.outputs, name=f"{model.name}_head")
+    except ValueError:  # a graph Keras cannot cut there: the whole member runs per member
+        return None
     return trunk, head

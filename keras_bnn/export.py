@@ -22,12 +22,13 @@ import shutil
 
 import keras
 
-from keras_bnn import durable
+from keras_bnn import durable, ensemble_inputs
 from keras_bnn.serving import MAX_VERSION
 from keras_bnn.validation import check_directory_path, check_int
 
-#: Name of the exported signature's input tensor.
-SERVING_INPUT = "inputs"
+#: Name of the exported signature's input tensor (a member of one input; one of
+#: several inputs is named as :func:`keras_bnn.ensemble_inputs.names` says).
+SERVING_INPUT = ensemble_inputs.ONE_INPUT
 #: Name of the exported signature (TF Serving's default).
 SERVING_SIGNATURE = "serving_default"
 #: The ``--model_config_file`` written next to the versions.
@@ -39,7 +40,9 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
 
     The SavedModel (``keras.export.ExportArchive``) has one signature,
     ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
-    member's dtype: any batch size), outputs named as in
+    member's dtype: any batch size; for a member of several inputs one such
+    input per member input, named by ``ensemble.member_input_names``: the
+    Input layers' names for a list, the keys for a dict), outputs named as in
     :meth:`~keras_bnn.PosteriorEnsemble.predictive_summary` (for
     ``"categorical"``: p̄ = (1/S) Σ_s softmax f(x;θ_s) computed as
     exp(logsumexp_s log_softmax f(x;θ_s) − log S), its log, the predictive
@@ -99,19 +102,26 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             f"{next_version(model_dir)})",
             target,
         )
-    expected_shape = [None, *ensemble.member_input_shape]
+    shape = ensemble.member_input_shape
+    specs = [tf.TensorSpec([None, *example], dtype, name=name) for example, dtype, name in zip(
+        ensemble_inputs.leaves(shape, shape),
+        ensemble_inputs.leaves(ensemble.member_input_dtype, shape),
+        ensemble.member_input_names)]
 
-    def serve(inputs):
+    def serve(*inputs):
         # A loaded signature (and TF Serving) does not check the fed shape
         # against the signature: EnsureShape makes a wrong shape an
         # InvalidArgument error here instead of deep inside the network; a
         # non-finite input is an InvalidArgument error too (HTTP 400), never
         # a confident-looking answer.
-        inputs = tf.ensure_shape(inputs, expected_shape)
-        if inputs.dtype.is_floating:
-            inputs = tf.debugging.assert_all_finite(
-                inputs, f"`{SERVING_INPUT}` holds NaN or Inf values; inputs must be finite")
-        return ensemble.predictive_summary(inputs)
+        checked = []
+        for tensor, spec in zip(inputs, specs):
+            tensor = tf.ensure_shape(tensor, spec.shape)
+            if tensor.dtype.is_floating:
+                tensor = tf.debugging.assert_all_finite(
+                    tensor, f"`{spec.name}` holds NaN or Inf values; inputs must be finite")
+            checked.append(tensor)
+        return ensemble.predictive_summary(ensemble_inputs.pack(checked, shape))
 
     os.makedirs(model_dir, exist_ok=True)
     durable.remove_stale(model_dir)
@@ -129,9 +139,7 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         archive.add_endpoint(
             SERVING_SIGNATURE,
             serve,
-            input_signature=[
-                tf.TensorSpec(expected_shape, ensemble.member_input_dtype, name=SERVING_INPUT)
-            ],
+            input_signature=specs,
         )
         archive.write_out(staging, verbose=verbose)
         durable.publish_directory(staging, target)

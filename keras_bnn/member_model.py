@@ -3,18 +3,22 @@
 One function, :func:`check_ensemble_model`, used by the ensemble when it is
 built and by :class:`keras_bnn.callbacks.CollectSamples` when ``fit``
 starts (so that a run whose samples no ensemble can take says so before it
-trains). It imports only Keras, so both can import it.
+trains). It imports only Keras and :mod:`keras_bnn.ensemble_inputs`, so both
+can import it.
 """
 
 import keras
+
+from keras_bnn import ensemble_inputs
 
 
 def check_ensemble_model(model):
     """Checks that ``model`` can be the member model of a :class:`PosteriorEnsemble`.
 
-    The rules of the ensemble and of its serving signature: a built
-    Functional or Sequential model with weights, one input whose shape is
-    known apart from the batch, one ``[batch, units]`` output. The head's
+    The rules of the ensemble and of its serving signature: a built model
+    with weights (Functional, Sequential or subclassed), one input or a
+    list or dict of inputs (:mod:`keras_bnn.ensemble_inputs`) whose shapes
+    are known apart from the batch, one ``[batch, units]`` output. The head's
     fit to a likelihood is checked by the ensemble (the likelihood is
     chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
     rules when ``fit`` starts, so that a run whose samples no ensemble can
@@ -25,7 +29,8 @@ def check_ensemble_model(model):
 
     Returns:
         ``(input_shape, input_dtype, units)``: one example's shape (no
-        batch axis) and dtype, and the output's units.
+        batch axis) and dtype (lists or dicts of them for several inputs,
+        :func:`keras_bnn.ensemble_inputs.signature`), and the output's units.
 
     Raises:
         ValueError: naming the rule ``model`` breaks.
@@ -37,16 +42,12 @@ def check_ensemble_model(model):
             f"`model` {model.name!r} must be built and have weights (build it by "
             "calling it on data, or use a Functional/Sequential model)."
         )
-    inputs = getattr(model, "inputs", None)
-    outputs = getattr(model, "outputs", None)
-    if not inputs or len(inputs) != 1 or not outputs or len(outputs) != 1:
-        counts = (f"it has {len(inputs or ())} input(s) and {len(outputs or ())} output(s)"
-                  if inputs is not None else "a subclassed model has no graph")
+    inputs, outputs = ensemble_inputs.symbolic(model)  # a subclassed one's: its build shape
+    if len(outputs) != 1:
         raise ValueError(
-            f"`model` {model.name!r} must be a Functional or Sequential model with "
-            f"one input and one output (its input shape becomes the serving "
-            f"signature); {counts}. A model of several inputs is not supported: "
-            "concatenate them into one input."
+            f"`model` {model.name!r} must have one output (one likelihood per ensemble; its "
+            f"shape becomes the serving outputs'); it has {len(outputs)}: make an ensemble "
+            "of a model of each output's head."
         )
     output_shape = tuple(outputs[0].shape)
     if len(output_shape) != 2 or output_shape[-1] is None:
@@ -54,14 +55,15 @@ def check_ensemble_model(model):
             f"`model` {model.name!r} must output a [batch, units] tensor; its "
             f"output shape is {output_shape}."
         )
-    input_shape = tuple(inputs[0].shape[1:])
-    if None in input_shape:
-        raise ValueError(
-            f"`model` {model.name!r} must have a fully known input shape (apart "
-            f"from the batch; it becomes the serving signature); it has "
-            f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
-        )
-    return input_shape, inputs[0].dtype, output_shape[-1]
+    for tensor in keras.tree.flatten(inputs):
+        if None in tuple(tensor.shape[1:]):
+            raise ValueError(
+                f"`model` {model.name!r} must have a fully known input shape (apart "
+                f"from the batch; it becomes the serving signature); it has "
+                f"{tuple(tensor.shape)}: pad variable-length sequences to one length."
+            )
+    input_shape, input_dtype = ensemble_inputs.signature(inputs)
+    return input_shape, input_dtype, output_shape[-1]
 
 
 def derived_state_layers(model):

@@ -624,11 +624,10 @@ def test_an_activity_regularizer_is_removed_with_a_warning():
 
 def test_the_ensemble_names_what_it_cannot_take():
     keras.utils.set_random_seed(0)
-    a, b = keras.Input((2,)), keras.Input((2,))
-    two = kb.bayesian(keras.Model([a, b], keras.layers.Dense(3)(
-        keras.layers.Concatenate()([a, b]))))
-    with pytest.raises(ValueError, match=r"one input and one output .*; it has 2 input\(s\) "
-                                         r"and 1 output\(s\)\. A model of several inputs"):
+    a = keras.Input((4,))
+    two = kb.bayesian(keras.Model(a, [keras.layers.Dense(3)(a), keras.layers.Dense(3)(a)]))
+    with pytest.raises(ValueError, match=r"must have one output \(one likelihood per ensemble"
+                                         r".*; it has 2"):
         kb.PosteriorEnsemble(two, [two.get_weights()])
     sequences = keras.Input((None,), dtype="int32")
     ragged = kb.bayesian(keras.Model(sequences, keras.layers.Dense(3)(
@@ -640,15 +639,18 @@ def test_the_ensemble_names_what_it_cannot_take():
 def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
     """Found by a user of the Python API: a two-input model trained a whole
     run into its store, and only ``PosteriorEnsemble.from_store`` said it
-    takes one input. ``CollectSamples`` now says so, with the ensemble's
+    takes one input (it takes several since 2026-11-29; a two-output model
+    here). ``CollectSamples`` now says so, with the ensemble's
     words, before the first epoch; a warning, not an error: the samples are
     stored and read back all the same."""
     keras.utils.set_random_seed(0)
-    a, b = keras.Input((2,)), keras.Input((2,))
-    two = _compile(kb.bayesian(keras.Model([a, b], keras.layers.Dense(3)(
-        keras.layers.Concatenate()([a, b])))))
+    a = keras.Input((4,))
+    two = kb.bayesian(keras.Model(a, [keras.layers.Dense(3, name="p")(a),
+                                      keras.layers.Dense(3, name="q")(a)]))
+    two.compile(sampler=kb.samplers.SGLD(step_size=1e-4, seed=0), train_size=N,
+                loss={"p": LOSS, "q": LOSS})
     x, y = _data()
-    inputs = [x[:, :2], x[:, 2:]]
+    inputs, y = x, {"p": y, "q": y}
     store = kb.SampleStore(tmp_path / "samples")
     epochs = []
     seen = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: epochs.append(epoch))
@@ -661,7 +663,7 @@ def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
     with pytest.raises(ValueError) as refused:
         kb.PosteriorEnsemble(two, [two.get_weights()])
     assert str(refused.value) in str(warned.value)
-    assert "A model of several inputs is not supported" in str(refused.value)
+    assert "one likelihood per ensemble" in str(refused.value)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         two.fit(inputs, y, batch_size=32, epochs=2, verbose=0,

@@ -213,7 +213,8 @@ def predict_graph(function, example_shape, dtype, jit_compile):
     once per batch shape; JAX does not warn of compiling again.
 
     Args:
-        function: a function of one ``[batch, *example_shape]`` array.
+        function: a function of one ``[batch, *example_shape]`` array (a
+            list or dict of them for several inputs).
         example_shape, dtype, jit_compile: unused (TensorFlow's graph takes
             them; here the model's predict step compiles).
 

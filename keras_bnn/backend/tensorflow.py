@@ -443,9 +443,11 @@ def predict_graph(function, example_shape, dtype, jit_compile):
     predicting three ways, and it warned of "tf.function retracing".
 
     Args:
-        function: a function of one ``[batch, *example_shape]`` tensor.
-        example_shape: one example's shape (no batch axis).
-        dtype: the examples' dtype.
+        function: a function of one ``[batch, *example_shape]`` tensor (a
+            list or dict of them for several inputs).
+        example_shape: one example's shape (no batch axis), or a list or
+            dict of them (a member of several inputs).
+        dtype: the examples' dtype, or a list or dict of them alike.
         jit_compile: whether the graph is compiled by XLA (the ensemble's
             ``jit_compile``, as Keras' own predict step would take it).
 
@@ -454,9 +456,18 @@ def predict_graph(function, example_shape, dtype, jit_compile):
         tensor, and the ``run_eagerly`` of the ``keras.Model`` that calls it
         (True).
     """
-    spec = tf.TensorSpec((None, *example_shape), dtype)
+    if isinstance(example_shape, dict):
+        spec = {k: tf.TensorSpec((None, *example_shape[k]), dtype[k]) for k in example_shape}
+    elif isinstance(example_shape, list):
+        spec = [tf.TensorSpec((None, *shape), d) for shape, d in zip(example_shape, dtype)]
+    else:
+        spec = tf.TensorSpec((None, *example_shape), dtype)
     graph = tf.function(function, autograph=False, jit_compile=bool(jit_compile))
-    return graph.get_concrete_function(spec), True
+    concrete = graph.get_concrete_function(spec)
+    # A concrete function does not bind a list or dict argument (it asks for the
+    # traced function's defaults too, `training`): the tf.function, which runs
+    # that one trace for every batch of such inputs, is called instead.
+    return (graph if isinstance(spec, (list, dict)) else concrete), True
 
 
 def assign_replicated(variables, values):

@@ -1,0 +1,249 @@
+"""The inputs of a :class:`keras_bnn.PosteriorEnsemble`'s member: one tensor, a list or a dict.
+
+A member model takes one input tensor ``[batch, *shape]``, a list of them
+(``keras.Model([a, b], ...)``) or a dict (``keras.Model({"a": a, "b": b},
+...)``), and the ensemble, its predict loop and its serving signature take
+the same. One example's signature is ``(shape, dtype)`` for one input, and
+for several a list or a dict of shapes and one of dtypes, in the order and
+with the keys of the member's inputs (:func:`signature`).
+
+Where the signature comes from. A Functional or Sequential member has its
+``keras.Input`` tensors (``model.input``: the structure it was built
+with). A subclassed one has no graph (``model.inputs`` is unset even after
+a call), but Keras records the shape it was built on (its build config,
+``{"input_shape": ...}``, which a ``BayesianModel`` subclass's config
+keeps, so a member rebuilt from a store or a ``.keras`` file has it too):
+a shape gives one input, a list or a dict of shapes several, of dtype
+float32 (Keras records no input dtype). Its outputs are those of a
+symbolic call on that signature. A model that is not built, or whose
+``call`` takes several arguments, has no signature to give: refused.
+
+Serving names (:func:`names`): ``"inputs"`` for one input, the Input
+layers' names for a list (a subclassed member's: ``"inputs_0"``,
+``"inputs_1"``, ...) and the keys for a dict.
+
+This module imports only Keras and :mod:`keras_bnn.fit_data` (one input's
+example check).
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_bnn.fit_data import check_example_shape
+from keras_bnn.validation import argument_error
+
+#: The serving name of a member's one input (see :data:`keras_bnn.export.SERVING_INPUT`).
+ONE_INPUT = "inputs"
+
+
+def _built_on(model):
+    """A subclassed ``model``'s input structure, KerasTensors of the shape it was built on."""
+    build = model.get_build_config() if model.built else None
+    shapes = list((build or {}).values())
+    how = ("build it on one batch's shape (model.build(input_shape)) or call it once on a "
+           "batch (model(x)), or write it as a functional model")
+    if len(shapes) != 1:
+        raise ValueError(
+            f"`model` {model.name!r} is a subclassed model whose input signature is unknown: "
+            + ("it is not built" if not shapes else
+               f"its call takes {len(shapes)} arguments ({sorted(build)}); pass them as one "
+               "list or dict") + f"; {how}.")
+
+    def tensor(shape, name):
+        if not isinstance(shape, (tuple, list)) or not all(
+                isinstance(size, (int, type(None))) for size in shape) or not shape:
+            raise ValueError(f"`model` {model.name!r} was built on {shapes[0]!r}, not on "
+                             f"input shapes; {how}.")
+        return keras.KerasTensor((None, *shape[1:]), dtype="float32", name=name)
+
+    shape = shapes[0]
+    if isinstance(shape, dict):
+        return {key: tensor(value, key) for key, value in shape.items()}
+    if isinstance(shape, (tuple, list)) and shape and all(
+            isinstance(item, (tuple, list, dict)) for item in shape):
+        return [tensor(value, f"{ONE_INPUT}_{i}") for i, value in enumerate(shape)]
+    return tensor(shape, ONE_INPUT)
+
+
+def symbolic(model):
+    """``model``'s input structure and its outputs, as KerasTensors.
+
+    Args:
+        model: a built Keras model.
+
+    Returns:
+        ``(inputs, outputs)``: a KerasTensor, or a list or dict of them (the
+        model's ``input``, or for a subclassed model those of the shape it
+        was built on), and the list of its output tensors.
+
+    Raises:
+        ValueError: for a subclassed model that is not built or whose call
+            takes several arguments (saying how to give it a signature).
+    """
+    if getattr(model, "inputs", None):
+        structure = model.input
+        if isinstance(structure, (tuple, list)) and len(structure) == 1:
+            structure = structure[0]
+        return structure, list(model.outputs or ())
+    structure = _built_on(model)
+    outputs = model.compute_output_spec(structure)
+    return structure, keras.tree.flatten(outputs)
+
+
+def signature(structure):
+    """One example's ``(shape, dtype)`` of an input structure from :func:`symbolic`.
+
+    Args:
+        structure: a KerasTensor, or a list or dict of them.
+
+    Returns:
+        ``(shape, dtype)``: a tuple and a dtype name for one input; lists,
+        or dicts with the same keys, of them for several.
+    """
+    def shape(tensor):
+        return tuple(tensor.shape[1:])
+
+    if isinstance(structure, dict):
+        return ({k: shape(t) for k, t in structure.items()},
+                {k: t.dtype for k, t in structure.items()})
+    if isinstance(structure, (tuple, list)):
+        return [shape(t) for t in structure], [t.dtype for t in structure]
+    return shape(structure), structure.dtype
+
+
+def several(shape):
+    """Whether a signature's ``shape`` is that of several inputs (a list or a dict)."""
+    return isinstance(shape, (list, dict))
+
+
+def names(model):
+    """The serving names of ``model``'s inputs, in their order (see module doc).
+
+    Args:
+        model: a member model (built).
+
+    Returns:
+        list of str: ``["inputs"]`` for one input.
+    """
+    structure, _ = symbolic(model)
+    if isinstance(structure, dict):
+        return list(structure)
+    if isinstance(structure, (tuple, list)):
+        return [t.name for t in structure]
+    return [ONE_INPUT]
+
+
+def leaves(inputs, shape):
+    """The items of a structure of the signature's form (inputs, shapes or dtypes) as a
+    list in its order: ``[inputs]`` for one input."""
+    if isinstance(shape, dict):
+        return [inputs[key] for key in shape]
+    if isinstance(shape, list):
+        return list(inputs)
+    return [inputs]
+
+
+def pack(tensors, shape):
+    """The structure of a signature's ``shape`` holding ``tensors`` (in its order)."""
+    if isinstance(shape, dict):
+        return dict(zip(shape, tensors))
+    if isinstance(shape, list):
+        return list(tensors)
+    return tensors[0]
+
+
+def convert(inputs, shape, dtype):
+    """``inputs`` (an array, or a list or dict of them) as tensors of the signature's dtypes.
+
+    Args:
+        inputs: one array, or a list (any sequence) or dict of them.
+        shape, dtype: the signature (:func:`signature`).
+
+    Returns:
+        tensor, or a list or dict of tensors, as the member takes them.
+    """
+    return pack([ops.convert_to_tensor(x, dtype=d)
+                 for x, d in zip(leaves(inputs, shape), leaves(dtype, shape))], shape)
+
+
+def finite_rows(inputs, shape, dtype):
+    """[N] True where every floating input's row is finite; None when no input floats.
+
+    Args:
+        inputs: tensors as :func:`convert` gives them.
+        shape, dtype: the signature.
+
+    Returns:
+        boolean tensor [N], or None.
+    """
+    mask = None
+    for tensor, example, kind in zip(leaves(inputs, shape), leaves(shape, shape),
+                                     leaves(dtype, shape)):
+        if "float" not in str(kind):
+            continue
+        # The row size is spelled out: a -1 cannot be inferred for 0 rows.
+        flat = ops.reshape(tensor, (ops.shape(tensor)[0], int(np.prod(example))))
+        finite = ops.all(ops.isfinite(flat), axis=-1)
+        mask = finite if mask is None else ops.logical_and(mask, finite)
+    return mask
+
+
+def input_spec(shape):
+    """Keras' ``InputSpec`` of the signature: one, or one per input (named, for a dict)."""
+    if not several(shape):
+        return keras.InputSpec(shape=(None, *shape))
+    if isinstance(shape, dict):
+        return [keras.InputSpec(shape=(None, *shape[k]), name=k) for k in shape]
+    return [keras.InputSpec(shape=(None, *s)) for s in shape]
+
+
+def first_leaf(x):
+    """The first array of ``x`` (a list or dict of arrays), or ``x`` itself."""
+    if isinstance(x, dict) and x:
+        return next(iter(x.values()))
+    if isinstance(x, (list, tuple)) and x:
+        return x[0]
+    return x
+
+
+def check_examples(x, shape, owner):
+    """Refuses arrays whose examples do not have the member's input shapes.
+
+    One input: :func:`keras_bnn.fit_data.check_example_shape`. Several: ``x``
+    must be a list of as many arrays (for a list signature) or a dict with
+    the signature's keys, each array's examples of its input's shape, all
+    with one batch size. A dataset is left to Keras.
+
+    Args:
+        x: the inputs given to ``predict`` (or another method).
+        shape: the signature's shape.
+        owner: the method, for the message.
+
+    Raises:
+        ValueError: naming ``x``, what it must hold and what it holds.
+    """
+    if not several(shape):
+        check_example_shape(x, shape, owner)
+        return
+    if hasattr(x, "element_spec") or hasattr(x, "__next__"):  # a dataset or generator
+        return
+    if isinstance(shape, dict):
+        if not isinstance(x, dict) or set(x) != set(shape):
+            got = f"keys {sorted(x)}" if isinstance(x, dict) else f"a {type(x).__name__}"
+            raise argument_error("x", f"be a dict of arrays with keys {sorted(shape)} (the "
+                                 "member's inputs)", x, owner, got=got)
+        arrays = [x[key] for key in shape]
+    else:
+        if not isinstance(x, (list, tuple)) or len(x) != len(shape):
+            got = (f"{len(x)} arrays" if isinstance(x, (list, tuple))
+                   else f"a {type(x).__name__}")
+            raise argument_error("x", f"be a list of {len(shape)} arrays (the member's "
+                                 "inputs)", x, owner, got=got)
+        arrays = list(x)
+    for array, example in zip(arrays, leaves(shape, shape)):
+        check_example_shape(array, example, owner)
+    sizes = {int(a.shape[0]) for a in arrays if hasattr(a, "shape") and len(a.shape)}
+    if len(sizes) > 1:
+        raise argument_error("x", "hold arrays of one batch size", x, owner,
+                             got=f"batch sizes {sorted(sizes)}")
