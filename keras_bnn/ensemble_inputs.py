@@ -22,8 +22,8 @@ Serving names (:func:`names`): ``"inputs"`` for one input, the Input
 layers' names for a list (a subclassed member's: ``"inputs_0"``,
 ``"inputs_1"``, ...) and the keys for a dict.
 
-This module imports only Keras and :mod:`keras_bnn.fit_data` (one input's
-example check).
+This module imports Keras, NumPy, :mod:`keras_bnn.fit_data` (one input's
+example check) and :mod:`keras_bnn.validation`.
 """
 
 import keras
@@ -113,7 +113,14 @@ def signature(structure):
 
 
 def several(shape):
-    """Whether a signature's ``shape`` is that of several inputs (a list or a dict)."""
+    """Whether a signature's ``shape`` is that of several inputs.
+
+    Args:
+        shape: a signature's shape (:func:`signature`).
+
+    Returns:
+        bool: True for a list or a dict of shapes.
+    """
     return isinstance(shape, (list, dict))
 
 
@@ -135,8 +142,17 @@ def names(model):
 
 
 def leaves(inputs, shape):
-    """The items of a structure of the signature's form (inputs, shapes or dtypes) as a
-    list in its order: ``[inputs]`` for one input."""
+    """The items of a structure of the signature's form as a list, in its order.
+
+    Args:
+        inputs: inputs, shapes or dtypes in the form of ``shape``: one item, or
+            a list or a dict of them.
+        shape: the signature's shape.
+
+    Returns:
+        list: ``[inputs]`` for one input; the list's items; the dict's values
+        in the order of ``shape``'s keys.
+    """
     if isinstance(shape, dict):
         return [inputs[key] for key in shape]
     if isinstance(shape, list):
@@ -145,7 +161,15 @@ def leaves(inputs, shape):
 
 
 def pack(tensors, shape):
-    """The structure of a signature's ``shape`` holding ``tensors`` (in its order)."""
+    """The inverse of :func:`leaves`: ``tensors`` in the form of ``shape``.
+
+    Args:
+        tensors: a list, one item per input, in the signature's order.
+        shape: the signature's shape.
+
+    Returns:
+        ``tensors[0]`` for one input; a list; a dict with ``shape``'s keys.
+    """
     if isinstance(shape, dict):
         return dict(zip(shape, tensors))
     if isinstance(shape, list):
@@ -190,7 +214,15 @@ def finite_rows(inputs, shape, dtype):
 
 
 def input_spec(shape):
-    """Keras' ``InputSpec`` of the signature: one, or one per input (named, for a dict)."""
+    """Keras' ``InputSpec`` of the signature, any batch size.
+
+    Args:
+        shape: the signature's shape.
+
+    Returns:
+        one ``keras.InputSpec``, or a list of one per input (named by the
+        keys, for a dict: Keras matches a dict's inputs by name).
+    """
     if not several(shape):
         return keras.InputSpec(shape=(None, *shape))
     if isinstance(shape, dict):
@@ -199,7 +231,14 @@ def input_spec(shape):
 
 
 def first_leaf(x):
-    """The first array of ``x`` (a list or dict of arrays), or ``x`` itself."""
+    """The first array of inputs given as a list or dict of arrays.
+
+    Args:
+        x: inputs (an array, a list or dict of arrays, a dataset).
+
+    Returns:
+        the first item or value of a non-empty list, tuple or dict, else ``x``.
+    """
     if isinstance(x, dict) and x:
         return next(iter(x.values()))
     if isinstance(x, (list, tuple)) and x:

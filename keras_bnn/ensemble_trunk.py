@@ -54,7 +54,7 @@ def split(model, shared):
         ``head(trunk(x))`` = ``model(x)``; or None when no layer call beyond
         the inputs is in the trunk, or every output is (no weight differs
         between the members where it matters), or ``model`` has no graph
-        (a subclassed member), or Keras cannot build the two parts.
+        (a subclassed member: it runs whole, once per member).
     """
     graph = getattr(model, "_functional", None) if isinstance(model, keras.Sequential) \
         else model  # a Sequential runs a Functional of its layers
@@ -78,9 +78,6 @@ def split(model, shared):
         return None
     # Several inputs: the trunk takes them as the member does (a list or a dict).
     inputs = graph.inputs if len(graph.inputs) == 1 else graph.input
-    try:
-        trunk = keras.Model(inputs, boundary, name=f"{model.name}_trunk")
-        head = keras.Model(boundary, graph.outputs, name=f"{model.name}_head")
-    except ValueError:  # a graph Keras cannot cut there: the whole member runs per member
-        return None
+    trunk = keras.Model(inputs, boundary, name=f"{model.name}_trunk")
+    head = keras.Model(boundary, graph.outputs, name=f"{model.name}_head")
     return trunk, head

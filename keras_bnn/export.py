@@ -4,7 +4,8 @@
 Serving watches (``<model_dir>/<version>/saved_model.pb`` + ``variables/``)
 and ``<model_dir>/models.config`` (a ``--model_config_file`` for
 ``tensorflow_model_server``). The SavedModel has one signature,
-:data:`SERVING_SIGNATURE`, whose input is :data:`SERVING_INPUT` and whose
+:data:`SERVING_SIGNATURE`, whose input is :data:`SERVING_INPUT` (one named
+input per member input for a member of several) and whose
 outputs are the ensemble's :meth:`~keras_bnn.PosteriorEnsemble.predictive_summary`
 (:data:`keras_bnn.ensemble.CATEGORICAL_OUTPUTS`, ``BERNOULLI_OUTPUTS`` or
 ``GAUSSIAN_OUTPUTS``); :class:`keras_bnn.serving.ServingClient` queries it

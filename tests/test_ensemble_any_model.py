@@ -173,3 +173,36 @@ def test_a_subclassed_member_called_once_predicts_and_exports_the_members_mean(t
     served = tf.saved_model.load(version).signatures["serving_default"](inputs=tf.constant(x))
     np.testing.assert_allclose(served["probabilities"].numpy(), predicted, rtol=0,
                                atol=TOLERANCE)
+
+
+class _Joined(keras.Model):
+    """A subclassed model of two inputs, ``x[0]``/``x[1]`` or ``x["a"]``/``x["b"]``."""
+
+    def __init__(self, keys, **kwargs):
+        super().__init__(**kwargs)
+        self.keys = keys
+        self.out = keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.out(keras.ops.concatenate([x[k] for k in self.keys], axis=-1))
+
+
+@pytest.mark.parametrize("keys, names", [((0, 1), ["inputs_0", "inputs_1"]),
+                                         (("a", "b"), ["a", "b"])])
+def test_a_subclassed_member_of_several_inputs_takes_them_as_it_was_built(keys, names):
+    """A subclassed member built on a list (or a dict) of inputs: the ensemble's
+    signature is the shapes it was built on, its serving names ``inputs_i`` (or the
+    keys), and it predicts the member's softmax for one weight set."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((5, 4)).astype("float32"),
+              rng.standard_normal((5, 2)).astype("float32")]
+    x = arrays if keys == (0, 1) else dict(zip(keys, arrays))
+    model = _Joined(keys)
+    model(x)
+    ensemble = kb.PosteriorEnsemble(model, [model.get_weights()])
+    expected_shape = [(4,), (2,)] if keys == (0, 1) else {"a": (4,), "b": (2,)}
+    assert ensemble.member_input_shape == expected_shape
+    assert ensemble.member_input_names == names
+    expected = keras.ops.convert_to_numpy(keras.ops.softmax(model(x)))
+    np.testing.assert_allclose(ensemble.predict(x, verbose=0), expected, rtol=0, atol=TOLERANCE)
