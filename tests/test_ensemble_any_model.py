@@ -108,8 +108,9 @@ def test_saved_model_cli_runs_a_several_input_export(tmp_path_factory, tmp_path)
 
 def test_a_several_input_member_is_checked_in_process():
     """The rules in this process: a dict member's signature and serving names, an
-    ensemble of a list member equal to its member's softmax for one weight set, and
-    a list of arrays of two batch sizes refused."""
+    ensemble of a list member equal to its member's softmax for one weight set, a
+    list of arrays of two batch sizes refused, and the row of a non-finite value in
+    any input NaN."""
     a = keras.Input((3,), name="left")
     b = keras.Input((2,), name="right")
     logits = keras.layers.Dense(2)(keras.layers.Concatenate()([a, b]))
@@ -128,6 +129,9 @@ def test_a_several_input_member_is_checked_in_process():
     with pytest.raises(ValueError, match=r"`x` must hold arrays of one batch size; got batch "
                                          r"sizes \[4, 5\]"):
         ensemble.predict([x[0], x[1][:4]], verbose=0)
+    x[1][2, 0] = np.nan  # a non-finite value in the second input: that row is NaN
+    rows = np.isnan(ensemble.predict(x, verbose=0)).any(axis=-1)
+    assert rows.tolist() == [False, False, True, False, False]
 
 
 class _Subclassed(keras.Model):
