@@ -48,6 +48,7 @@ held once are in the config, the weights in the weights file).
 import keras
 import numpy as np
 from keras import ops
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import backend
 from keras_bnn import ensemble_scoring, ensemble_trunk, ensemble_weights, trainable_flags
@@ -173,6 +174,9 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         self._trunk = _Untracked(parts and parts[0])
         self._per_member = _Untracked(parts[1] if parts else model)
         self.input_spec = keras.InputSpec(shape=(None, *self.member_input_shape))
+        # Whether the member's output carries a Keras mask (padding under
+        # Embedding(mask_zero=True)): the ensemble's output then carries it.
+        self._output_masked = get_keras_mask(model.outputs[0]) is not None
         self._views = {}
         self.built = True
         self._finalize_member_state()
@@ -316,7 +320,15 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         return outputs
 
     def _members_and_finite_rows(self, inputs):
-        """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
+        """(raw [S, N, ..., units] member outputs, [N] finite-input mask or None,
+        the member output's Keras mask [N, ...] or None).
+
+        The Keras mask (``Embedding(mask_zero=True)``'s padding, carried to a
+        per-timestep output) is the first member's: it depends on the input,
+        not on the weights. Under ``member_loop="unroll"`` it is read off that
+        member's output; the loops of the other two hide it, so one more
+        member is traced for it (graph pruning leaves the mask's ops only).
+        """
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
         values = [v.value for v in self._stacks]
         stacked = [j for j in range(len(values)) if j not in self._shared]
@@ -332,28 +344,39 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             return self._run(self._per_member.value, head_inputs, weights)
 
         stacks = [values[j] for j in stacked]
+        first = None  # the first member's output, where the loop shows it
         if not stacked:  # every member the same
-            outputs = ops.stack([self._run(self._member.value, inputs, values)]
-                                * self.num_members)
+            first = self._run(self._member.value, inputs, values)
+            outputs = ops.stack([first] * self.num_members)
         elif self.member_loop == "unroll":
-            members = zip(*[ops.unstack(stack, axis=0) for stack in stacks])
-            outputs = ops.stack([member(list(w)) for w in members])
+            members = [member(list(w)) for w in zip(*[ops.unstack(s, axis=0) for s in stacks])]
+            first, outputs = members[0], ops.stack(members)
         elif self.member_loop == "map":
             outputs = ops.map(member, stacks)
         else:
             outputs = ops.vectorized_map(member, stacks)
+        mask = None
+        if self._output_masked:
+            mask = get_keras_mask(member([stack[0] for stack in stacks]) if first is None
+                                  else first)
         if keras.backend.standardize_dtype(outputs.dtype) in ("float16", "bfloat16"):
             # Mixed precision: the members compute in low precision, the average,
             # entropies and std (differences of nearly equal numbers) in float32.
             outputs = ops.cast(outputs, "float32")
         if "float" not in str(self.member_input_dtype):
-            return outputs, None
-        # The row size is spelled out: a -1 cannot be inferred for 0 rows.
-        flat = ops.reshape(inputs, (ops.shape(inputs)[0], int(np.prod(self.member_input_shape))))
-        return outputs, ops.all(ops.isfinite(flat), axis=-1)
+            return outputs, None, mask
+        finite = ops.isfinite(inputs)  # all over the example's axes (none: a scalar example)
+        if self.member_input_shape:
+            finite = ops.all(finite, axis=tuple(range(1, len(self.member_input_shape) + 1)))
+        return outputs, finite, mask
 
     def call(self, inputs, training=None):
         """The posterior predictive.
+
+        Per position for a member output ``[N, ..., units]`` of higher rank
+        (a tagger's ``[N, T, K]``: p̄ [N, T, K]), which carries the member's
+        Keras mask (padding), so that ``evaluate``'s loss and metrics average
+        over the unmasked positions only, as Keras' do for the member.
 
         Args:
             inputs: [N, *input_shape] tensor.
@@ -365,15 +388,20 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
             and var of the mixture (:mod:`keras_bnn.uncertainty`).
         """
-        members, finite = self._members_and_finite_rows(inputs)
-        return uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
+        members, finite, mask = self._members_and_finite_rows(inputs)
+        output = uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
+        set_keras_mask(output, mask)
+        return output
 
     def _batch_first_members(self, inputs):
         """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`)
-        on ``inputs``, [N, S, units], NaN in the rows of a non-finite input."""
-        members, finite = self._members_and_finite_rows(inputs)
+        on ``inputs``, [N, S, ..., units], NaN in the rows of a non-finite input,
+        carrying the member's Keras mask [N, ...] (for a loss of the members)."""
+        members, finite, mask = self._members_and_finite_rows(inputs)
         predictions = uncertainty.member_predictions(members, self.likelihood)
-        return uncertainty.nan_rows(ops.transpose(predictions, (1, 0, 2)), finite)
+        output = uncertainty.nan_rows(ops.swapaxes(predictions, 0, 1), finite)
+        set_keras_mask(output, mask)
+        return output
 
     def predictive_summary(self, inputs):
         """The posterior predictive and its uncertainty decomposition.
@@ -394,7 +422,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`; NaN in the
             rows whose (floating) input holds a NaN or Inf.
         """
-        members, finite = self._members_and_finite_rows(inputs)
+        members, finite, _ = self._members_and_finite_rows(inputs)
         return {name: uncertainty.nan_rows(value, finite)
                 for name, value in uncertainty.summary(members, self.likelihood).items()}
 
@@ -471,7 +499,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         """
         outputs = self._predict_with("predict_members", self._batch_first_members, x,
                                      batch_size, steps, verbose)
-        return np.transpose(outputs, (1, 0, 2))
+        return np.swapaxes(outputs, 0, 1)
 
     def member_weights(self, held_once=True):
         """The stacked weight sets, one array per member weight.

@@ -13,8 +13,12 @@ def check_ensemble_model(model):
     """Checks that ``model`` can be the member model of a :class:`PosteriorEnsemble`.
 
     The rules of the ensemble and of its serving signature: a built
-    Functional or Sequential model with weights, one input whose shape is
-    known apart from the batch, one ``[batch, units]`` output. The head's
+    Functional or Sequential model with weights, one input (its dimensions
+    besides the batch may be None: variable-length sequences), one output
+    ``[batch, ..., units]`` of rank >= 2 whose last axis (the classes, or
+    the Gaussian's ``[μ, log σ²]``) has a known size: a tagger's
+    ``[N, T, K]`` and a per-pixel ``[N, H, W, K]`` average over members per
+    position. The head's
     fit to a likelihood is checked by the ensemble (the likelihood is
     chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
     rules when ``fit`` starts, so that a run whose samples no ensemble can
@@ -25,7 +29,8 @@ def check_ensemble_model(model):
 
     Returns:
         ``(input_shape, input_dtype, units)``: one example's shape (no
-        batch axis) and dtype, and the output's units.
+        batch axis, None where the member accepts any size) and dtype, and
+        the output's units (its last axis).
 
     Raises:
         ValueError: naming the rule ``model`` breaks.
@@ -49,19 +54,12 @@ def check_ensemble_model(model):
             "concatenate them into one input."
         )
     output_shape = tuple(outputs[0].shape)
-    if len(output_shape) != 2 or output_shape[-1] is None:
+    if len(output_shape) < 2 or output_shape[-1] is None:
         raise ValueError(
-            f"`model` {model.name!r} must output a [batch, units] tensor; its "
-            f"output shape is {output_shape}."
+            f"`model` {model.name!r} must output a [batch, ..., units] tensor (rank >= 2, "
+            f"the last axis of a known size); its output shape is {output_shape}."
         )
-    input_shape = tuple(inputs[0].shape[1:])
-    if None in input_shape:
-        raise ValueError(
-            f"`model` {model.name!r} must have a fully known input shape (apart "
-            f"from the batch; it becomes the serving signature); it has "
-            f"{tuple(inputs[0].shape)}: pad variable-length sequences to one length."
-        )
-    return input_shape, inputs[0].dtype, output_shape[-1]
+    return tuple(inputs[0].shape[1:]), inputs[0].dtype, output_shape[-1]
 
 
 def derived_state_layers(model):

@@ -211,7 +211,7 @@ def summary(members, likelihood):
         "class_std": ops.std(member_probs, axis=0),
     }
     if likelihood == "bernoulli":
-        result["probabilities"] = probs[:, 1:]
-        result["probability_std"] = result["class_std"][:, 1:]
+        result["probabilities"] = probs[..., 1:]
+        result["probability_std"] = result["class_std"][..., 1:]
         return {name: result[name] for name in BERNOULLI_OUTPUTS}
     return result
