@@ -97,7 +97,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
 
     Args:
         model: the member model: a built Functional/Sequential Keras model with
-            one input and one [batch, units] output (the models of
+            one input and one [batch, ..., units] output (the models of
             :mod:`keras_bnn.models` qualify). Its own weights are not used and
             not modified, but for those of layers whose call reads state that
             Keras derives from their weights (``finalize_state``: an adapted
@@ -492,7 +492,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             x, batch_size, steps, verbose: as for ``keras.Model.predict``.
 
         Returns:
-            numpy array [S, N, units]: class probabilities softmax f(x;θ_s)
+            numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
             (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
             units = 1) or the raw ``[mean, log variance]``
             (``"gaussian"``).

@@ -93,8 +93,9 @@ class PredictiveGaussianNLL(keras.losses.Loss):
     def call(self, y_true, y_pred):
         if len(y_pred.shape) < 3:
             raise argument_error(
-                "y_pred", "be the members' outputs [N, S, ..., 2D] (a PosteriorEnsemble's "
-                "evaluate feeds them; a single Gaussian [N, 2D] is GaussianNLL's)",
+                "y_pred", "be the members' outputs [N, S, 2D] ([N, S, T, 2D] per timestep; a "
+                "PosteriorEnsemble's evaluate feeds them; a single Gaussian [N, 2D] is "
+                "GaussianNLL's)",
                 y_pred, "PredictiveGaussianNLL", got=f"shape {tuple(y_pred.shape)}")
         units = y_pred.shape[-1] // 2
         mean, log_variance = y_pred[..., :units], y_pred[..., units:]

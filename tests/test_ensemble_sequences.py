@@ -141,6 +141,15 @@ def test_evaluate_averages_the_nll_over_the_unmasked_tokens(sampled, member_loop
     # The metric accumulates over the tokens themselves.
     np.testing.assert_allclose(batched["sparse_categorical_accuracy"],
                                correct[x != 0].mean(), atol=1e-6)
+    # kb.metrics takes [N, K]: the unmasked tokens, selected (README).
+    tokens = x != 0
+    np.testing.assert_allclose(kb.metrics.nll(probs.mean(0)[tokens], y[tokens]), masked,
+                               rtol=1e-12)
+    members = ensemble.predict_members(x)
+    scored = kb.metrics.evaluate_members(members[:, tokens], y[tokens])
+    np.testing.assert_allclose(scored["ensemble"]["nll"], result["loss"], atol=ATOL)
+    with pytest.raises(ValueError, match=r"`member_probs` must be an array of shape \[S, N, K\]"):
+        kb.metrics.evaluate_members(members, y)
 
 
 def test_a_frozen_embedding_trunk_keeps_the_mask(sampled):
