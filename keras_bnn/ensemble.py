@@ -176,7 +176,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         self.input_spec = keras.InputSpec(shape=(None, *self.member_input_shape))
         # Whether the member's output carries a Keras mask (padding under
         # Embedding(mask_zero=True)): the ensemble's output then carries it.
-        self._output_masked = get_keras_mask(model.outputs[0]) is not None
+        outputs = getattr(model, "outputs", None)  # a model without a graph has none
+        self._output_masked = bool(outputs) and get_keras_mask(outputs[0]) is not None
         self._views = {}
         self.built = True
         self._finalize_member_state()
@@ -327,7 +328,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         per-timestep output) is the first member's: it depends on the input,
         not on the weights. Under ``member_loop="unroll"`` it is read off that
         member's output; the loops of the other two hide it, so one more
-        member is traced for it (graph pruning leaves the mask's ops only).
+        member is traced for it, its output unused.
         """
         inputs = ops.convert_to_tensor(inputs, dtype=self.member_input_dtype)
         values = [v.value for v in self._stacks]
