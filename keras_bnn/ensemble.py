@@ -48,6 +48,7 @@ held once are in the config, the weights in the weights file).
 import keras
 import numpy as np
 from keras import ops
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import backend
 from keras_bnn import ensemble_inputs, ensemble_scoring, ensemble_trunk, ensemble_weights
@@ -98,7 +99,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
     Args:
         model: the member model: a built Keras model (Functional,
             Sequential or subclassed) with one input, or a list or dict of
-            inputs (:mod:`keras_bnn.ensemble_inputs`), and one [batch, units]
+            inputs (:mod:`keras_bnn.ensemble_inputs`), and one [batch, ..., units]
             output (the models of :mod:`keras_bnn.models` qualify). Its own weights are not used and
             not modified, but for those of layers whose call reads state that
             Keras derives from their weights (``finalize_state``: an adapted
@@ -179,6 +180,10 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         self._per_member = _Untracked(parts[1] if parts else model)
         self.member_input_names = ensemble_inputs.names(model)
         self.input_spec = ensemble_inputs.input_spec(self.member_input_shape)
+        # Whether the member's output carries a Keras mask (padding under
+        # Embedding(mask_zero=True)): the ensemble's output then carries it.
+        outputs = getattr(model, "outputs", None)  # a model without a graph has none
+        self._output_masked = bool(outputs) and get_keras_mask(outputs[0]) is not None
         self._views = {}
         self.built = True
         self._finalize_member_state()
@@ -325,7 +330,15 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         return outputs
 
     def _members_and_finite_rows(self, inputs):
-        """(raw [S, N, units] member outputs, [N] finite-input mask or None)."""
+        """(raw [S, N, ..., units] member outputs, [N] finite-input mask or None,
+        the member output's Keras mask [N, ...] or None).
+
+        The Keras mask (``Embedding(mask_zero=True)``'s padding, carried to a
+        per-timestep output) is the first member's: it depends on the input,
+        not on the weights. Under ``member_loop="unroll"`` it is read off that
+        member's output; the loops of the other two hide it, so one more
+        member is traced for it, its output unused.
+        """
         inputs = ensemble_inputs.convert(inputs, self.member_input_shape,
                                          self.member_input_dtype)
         values = [v.value for v in self._stacks]
@@ -342,25 +355,35 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             return self._run(self._per_member.value, head_inputs, weights)
 
         stacks = [values[j] for j in stacked]
+        first = None  # the first member's output, where the loop shows it
         if not stacked:  # every member the same
-            outputs = ops.stack([self._run(self._member.value, inputs, values)]
-                                * self.num_members)
+            first = self._run(self._member.value, inputs, values)
+            outputs = ops.stack([first] * self.num_members)
         elif self.member_loop == "unroll":
-            members = zip(*[ops.unstack(stack, axis=0) for stack in stacks])
-            outputs = ops.stack([member(list(w)) for w in members])
+            members = [member(list(w)) for w in zip(*[ops.unstack(s, axis=0) for s in stacks])]
+            first, outputs = members[0], ops.stack(members)
         elif self.member_loop == "map":
             outputs = ops.map(member, stacks)
         else:
             outputs = ops.vectorized_map(member, stacks)
+        mask = None
+        if self._output_masked:
+            mask = get_keras_mask(member([stack[0] for stack in stacks]) if first is None
+                                  else first)
         if keras.backend.standardize_dtype(outputs.dtype) in ("float16", "bfloat16"):
             # Mixed precision: the members compute in low precision, the average,
             # entropies and std (differences of nearly equal numbers) in float32.
             outputs = ops.cast(outputs, "float32")
         return outputs, ensemble_inputs.finite_rows(inputs, self.member_input_shape,
-                                                    self.member_input_dtype)
+                                                    self.member_input_dtype), mask
 
     def call(self, inputs, training=None):
         """The posterior predictive.
+
+        Per position for a member output ``[N, ..., units]`` of higher rank
+        (a tagger's ``[N, T, K]``: p̄ [N, T, K]), which carries the member's
+        Keras mask (padding), so that ``evaluate``'s loss and metrics average
+        over the unmasked positions only, as Keras' do for the member.
 
         Args:
             inputs: [N, *input_shape] tensor (a list or dict of them for several inputs).
@@ -372,15 +395,20 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
             and var of the mixture (:mod:`keras_bnn.uncertainty`).
         """
-        members, finite = self._members_and_finite_rows(inputs)
-        return uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
+        members, finite, mask = self._members_and_finite_rows(inputs)
+        output = uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
+        set_keras_mask(output, mask)
+        return output
 
     def _batch_first_members(self, inputs):
         """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`)
-        on ``inputs``, [N, S, units], NaN in the rows of a non-finite input."""
-        members, finite = self._members_and_finite_rows(inputs)
+        on ``inputs``, [N, S, ..., units], NaN in the rows of a non-finite input,
+        carrying the member's Keras mask [N, ...] (for a loss of the members)."""
+        members, finite, mask = self._members_and_finite_rows(inputs)
         predictions = uncertainty.member_predictions(members, self.likelihood)
-        return uncertainty.nan_rows(ops.transpose(predictions, (1, 0, 2)), finite)
+        output = uncertainty.nan_rows(ops.swapaxes(predictions, 0, 1), finite)
+        set_keras_mask(output, mask)
+        return output
 
     def predictive_summary(self, inputs):
         """The posterior predictive and its uncertainty decomposition.
@@ -401,7 +429,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`; NaN in the
             rows whose (floating) input holds a NaN or Inf.
         """
-        members, finite = self._members_and_finite_rows(inputs)
+        members, finite, _ = self._members_and_finite_rows(inputs)
         return {name: uncertainty.nan_rows(value, finite)
                 for name, value in uncertainty.summary(members, self.likelihood).items()}
 
@@ -471,14 +499,14 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             x, batch_size, steps, verbose: as for ``keras.Model.predict``.
 
         Returns:
-            numpy array [S, N, units]: class probabilities softmax f(x;θ_s)
+            numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
             (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
             units = 1) or the raw ``[mean, log variance]``
             (``"gaussian"``).
         """
         outputs = self._predict_with("predict_members", self._batch_first_members, x,
                                      batch_size, steps, verbose)
-        return np.transpose(outputs, (1, 0, 2))
+        return np.swapaxes(outputs, 0, 1)
 
     def member_weights(self, held_once=True):
         """The stacked weight sets, one array per member weight.

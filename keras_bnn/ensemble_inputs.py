@@ -27,7 +27,6 @@ example check) and :mod:`keras_bnn.validation`.
 """
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_bnn.fit_data import check_example_shape
@@ -206,9 +205,9 @@ def finite_rows(inputs, shape, dtype):
                                      leaves(dtype, shape)):
         if "float" not in str(kind):
             continue
-        # The row size is spelled out: a -1 cannot be inferred for 0 rows.
-        flat = ops.reshape(tensor, (ops.shape(tensor)[0], int(np.prod(example))))
-        finite = ops.all(ops.isfinite(flat), axis=-1)
+        finite = ops.isfinite(tensor)  # all over the example's axes (none: a scalar example)
+        if example:
+            finite = ops.all(finite, axis=tuple(range(1, len(example) + 1)))
         mask = finite if mask is None else ops.logical_and(mask, finite)
     return mask
 

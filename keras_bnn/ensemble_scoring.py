@@ -28,7 +28,7 @@ class Scoring:
     """The scoring methods of :class:`keras_bnn.PosteriorEnsemble` (mixed into it).
 
     Reads the ensemble's ``likelihood`` and its ``_batch_first_members``
-    (each member's raw output, ``[N, S, units]``, NaN in the rows of a
+    (each member's raw output, ``[N, S, ..., units]``, NaN in the rows of a
     non-finite input).
     """
 

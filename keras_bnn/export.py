@@ -41,14 +41,18 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
 
     The SavedModel (``keras.export.ExportArchive``) has one signature,
     ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
-    member's dtype: any batch size; for a member of several inputs one such
-    input per member input, named by ``ensemble.member_input_names``: the
-    Input layers' names for a list, the keys for a dict), outputs named as in
+    member's dtype: any batch size, and any size along the member's own
+    None dimensions, a tagger's sequence length; for a member of several
+    inputs one such input per member input, named by
+    ``ensemble.member_input_names``: the Input layers' names for a list, the
+    keys for a dict), outputs named as in
     :meth:`~keras_bnn.PosteriorEnsemble.predictive_summary` (for
     ``"categorical"``: p̄ = (1/S) Σ_s softmax f(x;θ_s) computed as
     exp(logsumexp_s log_softmax f(x;θ_s) − log S), its log, the predictive
     and expected entropies, their difference — the mutual information — and
-    the per-class std over members). A wrong dtype is rejected by the
+    the per-class std over members; per position for a member output
+    ``[N, T, K]``: ``probabilities`` ``[N, T, K]``, ``predictive_entropy``
+    ``[N, T]``). A wrong dtype is rejected by the
     signature; a wrong shape, which neither a loaded signature nor TF Serving
     checks against the signature, by an ``EnsureShape`` at the start of the
     graph: InvalidArgument "Shape of tensor inputs [2,4] is not compatible

@@ -76,10 +76,13 @@ class PredictiveGaussianNLL(keras.losses.Loss):
     Call arguments: ``y_pred`` ``[N, S, 2D]``, each member's ``[μ, log σ²]``
     (means first, as a Gaussian head outputs them), and ``y_true`` ``[N, D]``
     (or ``[N]`` for D = 1). Keras averages the result over the batch
-    (``sample_weight`` per example).
+    (``sample_weight`` per example). Per position for members' outputs
+    ``[N, S, ..., 2D]`` (a sequence regression's ``[N, S, T, 2D]``, labels
+    ``[N, T, D]`` or ``[N, T]``): one NLL per position, which Keras averages
+    over the unmasked ones.
 
     Raises:
-        ValueError: naming ``y_pred`` when it is not of rank 3 (a single
+        ValueError: naming ``y_pred`` when it is of rank < 3 (a single
             Gaussian's ``[N, 2D]`` is :class:`GaussianNLL`'s).
     """
 
@@ -88,15 +91,16 @@ class PredictiveGaussianNLL(keras.losses.Loss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
     def call(self, y_true, y_pred):
-        if len(y_pred.shape) != 3:
+        if len(y_pred.shape) < 3:
             raise argument_error(
-                "y_pred", "be the members' outputs [N, S, 2D] (a PosteriorEnsemble's "
-                "evaluate feeds them; a single Gaussian [N, 2D] is GaussianNLL's)",
+                "y_pred", "be the members' outputs [N, S, 2D] ([N, S, T, 2D] per timestep; a "
+                "PosteriorEnsemble's evaluate feeds them; a single Gaussian [N, 2D] is "
+                "GaussianNLL's)",
                 y_pred, "PredictiveGaussianNLL", got=f"shape {tuple(y_pred.shape)}")
         units = y_pred.shape[-1] // 2
         mean, log_variance = y_pred[..., :units], y_pred[..., units:]
         y_true = ops.reshape(ops.cast(y_true, y_pred.dtype), ops.shape(mean[:, 0]))
-        log_density = -_gaussian_nll(y_true[:, None], mean, log_variance)  # [N, S]
+        log_density = -_gaussian_nll(y_true[:, None], mean, log_variance)  # [N, S, ...]
         return -log_mean_exp(log_density, axis=1)
 
     def get_config(self):

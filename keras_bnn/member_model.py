@@ -17,8 +17,12 @@ def check_ensemble_model(model):
 
     The rules of the ensemble and of its serving signature: a built model
     with weights (Functional, Sequential or subclassed), one input or a
-    list or dict of inputs (:mod:`keras_bnn.ensemble_inputs`) whose shapes
-    are known apart from the batch, one ``[batch, units]`` output. The head's
+    list or dict of inputs (:mod:`keras_bnn.ensemble_inputs`; dimensions
+    besides the batch may be None: variable-length sequences), one output
+    ``[batch, ..., units]`` of rank >= 2 whose last axis (the classes, or
+    the Gaussian's ``[μ, log σ²]``) has a known size: a tagger's
+    ``[N, T, K]`` and a per-pixel ``[N, H, W, K]`` average over members per
+    position. The head's
     fit to a likelihood is checked by the ensemble (the likelihood is
     chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
     rules when ``fit`` starts, so that a run whose samples no ensemble can
@@ -29,8 +33,10 @@ def check_ensemble_model(model):
 
     Returns:
         ``(input_shape, input_dtype, units)``: one example's shape (no
-        batch axis) and dtype (lists or dicts of them for several inputs,
-        :func:`keras_bnn.ensemble_inputs.signature`), and the output's units.
+        batch axis, None where the member accepts any size) and dtype (lists
+        or dicts of them for several inputs,
+        :func:`keras_bnn.ensemble_inputs.signature`), and the output's units
+        (its last axis).
 
     Raises:
         ValueError: naming the rule ``model`` breaks.
@@ -50,18 +56,11 @@ def check_ensemble_model(model):
             "of a model of each output's head."
         )
     output_shape = tuple(outputs[0].shape)
-    if len(output_shape) != 2 or output_shape[-1] is None:
+    if len(output_shape) < 2 or output_shape[-1] is None:
         raise ValueError(
-            f"`model` {model.name!r} must output a [batch, units] tensor; its "
-            f"output shape is {output_shape}."
+            f"`model` {model.name!r} must output a [batch, ..., units] tensor (rank >= 2, "
+            f"the last axis of a known size); its output shape is {output_shape}."
         )
-    for tensor in keras.tree.flatten(inputs):
-        if None in tuple(tensor.shape[1:]):
-            raise ValueError(
-                f"`model` {model.name!r} must have a fully known input shape (apart "
-                f"from the batch; it becomes the serving signature); it has "
-                f"{tuple(tensor.shape)}: pad variable-length sequences to one length."
-            )
     input_shape, input_dtype = ensemble_inputs.signature(inputs)
     return input_shape, input_dtype, output_shape[-1]
 

@@ -1,7 +1,9 @@
 """The posterior predictive and its uncertainty decomposition, from member outputs.
 
 Given the raw outputs f(x;θ_s) of S posterior samples θ_1..θ_S of one network
-on N inputs, stacked as ``members`` [S, N, units], the Monte Carlo posterior
+on N inputs, stacked as ``members`` [S, N, units] (or [S, N, ..., units]
+for an output per position, a tagger's [S, N, T, K]: every formula below
+then holds per position, over the last axis), the Monte Carlo posterior
 predictive is
 
     p(y|x, D) ≈ (1/S) Σ_s p(y|x, θ_s).
@@ -118,7 +120,7 @@ def predictive(members, likelihood):
     """The posterior predictive of member outputs (module docstring).
 
     Args:
-        members: [S, N, units] raw member outputs.
+        members: [S, N, ..., units] raw member outputs.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
 
     Returns:
@@ -137,11 +139,11 @@ def member_predictions(members, likelihood):
     """Each member's own prediction: softmax f_s, sigmoid f_s, or ``[μ_s, log σ²_s]``.
 
     Args:
-        members: [S, N, units] raw member outputs.
+        members: [S, N, ..., units] raw member outputs.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
 
     Returns:
-        [S, N, units]: class probabilities, p(y=1), or the raw Gaussian outputs.
+        [S, N, ..., units]: class probabilities, p(y=1), or the raw Gaussian outputs.
     """
     if likelihood == "categorical":
         return ops.softmax(members, axis=-1)
@@ -175,7 +177,7 @@ def summary(members, likelihood):
     ``epistemic_variance`` (each [N, D]; :func:`gaussian_moments`).
 
     Args:
-        members: [S, N, units] raw member outputs.
+        members: [S, N, ..., units] raw member outputs.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
 
     Returns:
@@ -211,7 +213,7 @@ def summary(members, likelihood):
         "class_std": ops.std(member_probs, axis=0),
     }
     if likelihood == "bernoulli":
-        result["probabilities"] = probs[:, 1:]
-        result["probability_std"] = result["class_std"][:, 1:]
+        result["probabilities"] = probs[..., 1:]
+        result["probability_std"] = result["class_std"][..., 1:]
         return {name: result[name] for name in BERNOULLI_OUTPUTS}
     return result

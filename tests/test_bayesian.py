@@ -629,11 +629,13 @@ def test_the_ensemble_names_what_it_cannot_take():
     with pytest.raises(ValueError, match=r"must have one output \(one likelihood per ensemble"
                                          r".*; it has 2"):
         kb.PosteriorEnsemble(two, [two.get_weights()])
-    sequences = keras.Input((None,), dtype="int32")
-    ragged = kb.bayesian(keras.Model(sequences, keras.layers.Dense(3)(
-        keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(5, 2)(sequences)))))
-    with pytest.raises(ValueError, match="pad variable-length sequences to one length"):
-        kb.PosteriorEnsemble(ragged, [ragged.get_weights()])
+    # Variable-length inputs and per-timestep outputs are taken since 2026-11-29
+    # (tests/test_ensemble_sequences.py); an output without a class axis is not.
+    features = keras.Input((4,))
+    scalar = kb.bayesian(keras.Model(features, keras.layers.Lambda(
+        lambda t: keras.ops.sum(t, axis=-1))(keras.layers.Dense(3)(features))))
+    with pytest.raises(ValueError, match=r"must output a \[batch, \.\.\., units\] tensor"):
+        kb.PosteriorEnsemble(scalar, [scalar.get_weights()])
 
 
 def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
