@@ -81,7 +81,8 @@ def symbolic(model):
             takes several arguments (saying how to give it a signature).
     """
     if getattr(model, "inputs", None):
-        structure = model.input
+        # A Sequential's `input` reads call history it may not have: its one input.
+        structure = model.inputs if isinstance(model, keras.Sequential) else model.input
         if isinstance(structure, (tuple, list)) and len(structure) == 1:
             structure = structure[0]
         return structure, list(model.outputs or ())
