@@ -25,7 +25,8 @@ low-precision dtype. keras_bnn samples under:
   out of Keras' ``LossScaleOptimizer`` (``compile(auto_scale_loss=False)``),
   whose dynamic scale skips steps on overflow and would unscale gradients it
   never scaled. A non-finite potential still stops the step
-  (:mod:`keras_bnn.nonfinite`).
+  (:mod:`keras_bnn.nonfinite`). Until 2026-11-29 float16 compute was
+  refused.
 
 and refuses, in ``BayesianModel.compile(sampler=...)``:
 
@@ -42,6 +43,8 @@ import keras
 
 #: Variable dtypes a sampler refuses.
 _LOW_VARIABLES = ("float16", "bfloat16")
+#: log₂ of the largest float16 gradient scale, reached at n = 2²⁴ ≈ 1.7·10⁷ examples.
+_MAX_SCALE_EXPONENT = 24
 #: The advice every refusal ends with.
 _SUPPORTED = ("Sample under keras.config.set_dtype_policy('mixed_bfloat16') (bfloat16 "
               "compute, float32 variables: the fast policy on GPUs since Ampere and on "
@@ -108,11 +111,6 @@ def gradient_scale(model):
             for layer in model._flatten_layers(include_self=True)):
         return None
     return float(2 ** min(int(model.train_size).bit_length() - 1, _MAX_SCALE_EXPONENT))
-
-
-#: log₂ of the largest gradient scale: beyond n ≈ 1.7·10⁷ the scale stays 2²⁴
-#: (float16 gradients of order 1/n there are still recomputed at S/2^m on overflow).
-_MAX_SCALE_EXPONENT = 24
 
 
 def check_baseline_policy(model, owner="BayesianModel.compile"):

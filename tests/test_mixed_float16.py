@@ -34,13 +34,13 @@ def _gamma(k):
     return k * U16 / (1.0 - k * U16)
 
 
-def _linear(d, weights, train_size, sampler="sgld"):
+def _linear(d, weights, train_size, sampler="sgld", jit_compile="auto"):
     """``ŷ = x·W + b``, flat prior (the gradient is the data's), compiled with a sampler."""
     inputs = keras.Input((d,))
     model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(1)(inputs)), kernel_prior=None,
                         bias_prior=None, allow_flat=True)
     model.set_weights(weights)
-    model.compile(sampler=sampler, train_size=train_size, loss=MSE)
+    model.compile(sampler=sampler, train_size=train_size, loss=MSE, jit_compile=jit_compile)
     return model
 
 
@@ -156,7 +156,9 @@ def test_a_gradient_that_underflows_float16_unscaled_is_right(policy):
         assert np.all(np.abs(np.ravel(exact)) > 10 * np.ravel(tolerance))
 
 
-def test_an_overflowing_scale_is_recomputed_at_a_smaller_one_without_skipping(policy):
+@pytest.mark.parametrize("jit_compile", [False, True])  # NaN/Inf raise / skip (nonfinite.py)
+def test_an_overflowing_scale_is_recomputed_at_a_smaller_one_without_skipping(policy,
+                                                                               jit_compile):
     # x ~ 100 and residuals ~ 3: S·g_W = Σ_b x_b·S·δ_b ≈ 64·100·2^14·6/64 overflows float16
     # (65504) at S = 2^14; the step finds the largest S/2^m at which it is finite.
     policy("mixed_float16")
@@ -164,7 +166,7 @@ def test_an_overflowing_scale_is_recomputed_at_a_smaller_one_without_skipping(po
     x = 100.0 * np.abs(x)
     y = (x @ weights[0] + weights[1] - 3.0).ravel()
     model = _linear(x.shape[1], weights, train_size=2 ** 14,
-                    sampler=kb.samplers.SGLD(step_size=1e-9, seed=1))
+                    sampler=kb.samplers.SGLD(step_size=1e-9, seed=1), jit_compile=jit_compile)
     overflowing = _float16_gradients(model, x, y, 2.0 ** 14)
     assert not np.all(np.isfinite(keras.ops.convert_to_numpy(overflowing[0])))
     gradients = backend.value_and_gradients(model, x, y, None)[-1]

@@ -195,7 +195,8 @@ class BayesianModel(keras.Model):
                 no prior (a flat, improper prior) without the
                 :class:`keras_bnn.MissingPriorWarning` that ``fit`` issues
                 otherwise.
-            **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...).
+            **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...;
+                with a sampler ``auto_scale_loss`` is set to False).
 
         Raises:
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
