@@ -184,6 +184,20 @@ def test_an_overflowing_scale_is_recomputed_at_a_smaller_one_without_skipping(po
                                      h * n * bound.reshape(new.shape) + 6 * np.sqrt(2 * h))
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_nan_potential_still_stops_the_step(policy, jit_compile):
+    # Not an overflow to recompute: the potential itself is NaN. Without XLA fit raises
+    # NonFiniteError; under XLA the step is skipped and fit stops (keras_bnn.nonfinite).
+    policy("mixed_float16")
+    x, y, weights = _problem()
+    x[0, 0] = np.nan
+    model = _linear(x.shape[1], weights, train_size=len(x), jit_compile=jit_compile)
+    with pytest.raises(kb.NonFiniteError, match="NaN/Inf"):
+        model.fit(x, y, batch_size=len(x), epochs=1, verbose=0)
+    for new, old in zip(model.get_weights(), weights):
+        np.testing.assert_array_equal(new, old)
+
+
 def _chain(dtype_policy, policy, x, y, epochs, path=None):
     """SGLD (h = 2e-3, seed 11), full batches, a draw every 5 steps."""
     policy(dtype_policy)

@@ -126,22 +126,24 @@ def _potential_and_gradients(model, x, y, sample_weight):
     def value_and_gradient(values):
         (_, aux), gradients = gradient(values, 1.0 if scale is None else scale)
         if scale is not None:
-            gradients = _unscaled(gradients, scale, lambda s: gradient(values, s)[1])
+            gradients = _unscaled(gradients, aux[0], scale, lambda s: gradient(values, s)[1])
         return aux, gradients
 
     return value_and_gradient
 
 
-def _unscaled(gradients, scale, gradients_at):
+def _unscaled(gradients, potential, scale, gradients_at):
     """Gradients of ``S·U/n`` (``S = scale``) divided by S, recomputed where they overflow.
 
     ``g = ∇(s·U/n)/s`` for the largest ``s = S/2^m`` (m ≥ 0) at which every
-    gradient is finite, down to s = 1 (as on TensorFlow): a
-    ``lax.while_loop`` that runs no iteration when the first gradients are
-    finite. The division by a power of two is exact in float32.
+    gradient is finite, down to s = 1 (as on TensorFlow; a non-finite
+    ``potential`` at once): a ``lax.while_loop`` that runs no iteration when
+    the first gradients are finite. The division by a power of two is exact
+    in float32.
 
     Args:
         gradients: gradients of ``S·U/n``.
+        potential: ``U/n``.
         scale: S, a Python float (a power of two).
         gradients_at: ``s -> gradients of s·U/n`` at the same weights and batch.
 
@@ -150,7 +152,7 @@ def _unscaled(gradients, scale, gradients_at):
     """
     def again(carry):
         s, values = carry
-        return jnp.logical_and(s > 1.0, jnp.logical_not(nonfinite.all_finite(0.0, values)))
+        return jnp.isfinite(potential) & (s > 1.0) & ~nonfinite.all_finite(0.0, values)
 
     def halve(carry):
         s = carry[0] / 2.0

@@ -187,7 +187,7 @@ def value_and_gradients(model, x, y, sample_weight):
     gradients = tape.gradient(scaled, model.trainable_variables)
     if scale is not None:
         values = [variable.value for variable in model.trainable_variables]
-        gradients = _unscaled(gradients, scale, lambda s: _stateless_gradients(
+        gradients = _unscaled(gradients, loss, scale, lambda s: _stateless_gradients(
             model, values, x, y, sample_weight, s * weight)[-1])
     replicas = float(num_replicas())
     return y_pred, loss * replicas, prior_term * replicas, gradients
@@ -211,12 +211,13 @@ def _stateless_gradients(model, values, x, y, sample_weight, scale):
     return y_pred, potential, prior_term, tape.gradient(scaled, values)
 
 
-def _unscaled(gradients, scale, gradients_at):
+def _unscaled(gradients, potential, scale, gradients_at):
     """Gradients of ``S·U/n`` (``S = scale``) divided by S, recomputed where they overflow.
 
     ``g = ∇(s·U/n)/s`` for the largest ``s = S/2^m`` (m ≥ 0) at which every
     gradient is finite, down to s = 1 (a gradient not finite there is left to
-    the NaN/Inf policy of :mod:`keras_bnn.nonfinite`). A ``tf.while_loop``
+    the NaN/Inf policy of :mod:`keras_bnn.nonfinite`, as is a non-finite
+    ``potential``, at once). A ``tf.while_loop``
     over the scale alone, which runs no iteration when the first gradients
     are finite; where they are not, it evaluates ``gradients_at(S/2), ...``
     until one is, and a ``tf.cond`` takes the gradients again there (the
@@ -225,6 +226,7 @@ def _unscaled(gradients, scale, gradients_at):
 
     Args:
         gradients: gradients of ``S·U/n`` (``None`` entries kept).
+        potential: ``U/n`` (its float32 value: unscaled).
         scale: S, a Python float (a power of two).
         gradients_at: ``s -> gradients of s·U/n`` at the same weights and batch.
 
@@ -242,8 +244,9 @@ def _unscaled(gradients, scale, gradients_at):
         del ok
         return s / 2.0, finite(gradients_at(s / 2.0))
 
-    found, _ = tf.while_loop(lambda s, ok: tf.logical_and(tf.logical_not(ok), s > 1.0), halve,
-                             (scale, finite(gradients)))
+    found, _ = tf.while_loop(
+        lambda s, ok: tf.logical_and(tf.logical_not(ok), s > 1.0), halve,
+        (scale, tf.logical_or(finite(gradients), tf.logical_not(tf.math.is_finite(potential)))))
     present = [i for i, g in enumerate(gradients) if g is not None]
     chosen = tf.cond(tf.equal(found, scale), lambda: [gradients[i] for i in present],
                      lambda: [gradients_at(found)[i] for i in present])
@@ -461,7 +464,7 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     y_pred, scaled, prior_term, gradients = _stateless_gradients(
         model, values, x, y, sample_weight, scale)
     if scale is not None:
-        gradients = _unscaled(gradients, scale, lambda s: _stateless_gradients(
+        gradients = _unscaled(gradients, scaled, scale, lambda s: _stateless_gradients(
             model, values, x, y, sample_weight, s)[-1])
     replicas = num_replicas()
     scaled_sum = scaled
