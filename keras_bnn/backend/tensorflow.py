@@ -194,13 +194,9 @@ def value_and_gradients(model, x, y, sample_weight):
 
 
 def _stateless_gradients(model, values, x, y, sample_weight, scale):
-    """This replica's ``(y_pred, potential, prior_term, gradients)`` at weights ``values``.
-
-    The forward pass and the loss run in a ``keras.StatelessScope`` mapping
-    the trainable variables to ``values`` (no variable is written, the
-    forward pass's non-trainable updates are dropped); the gradients are of
-    ``scale·potential`` (of the potential where ``scale`` is None).
-    """
+    """This replica's ``(y_pred, potential, prior_term, gradients)`` at weights ``values``:
+    a forward pass in a ``keras.StatelessScope`` (nothing assigned), the gradients of
+    ``scale·potential`` (of the potential where ``scale`` is None)."""
     with tf.GradientTape() as tape:
         tape.watch(values)
         with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, values))):
@@ -214,19 +210,17 @@ def _stateless_gradients(model, values, x, y, sample_weight, scale):
 def _unscaled(gradients, potential, scale, gradients_at):
     """Gradients of ``S·U/n`` (``S = scale``) divided by S, recomputed where they overflow.
 
-    ``g = ∇(s·U/n)/s`` for the largest ``s = S/2^m`` (m ≥ 0) at which every
-    gradient is finite, down to s = 1 (a gradient not finite there is left to
-    the NaN/Inf policy of :mod:`keras_bnn.nonfinite`, as is a non-finite
-    ``potential``, at once). A ``tf.while_loop``
-    over the scale alone, which runs no iteration when the first gradients
-    are finite; where they are not, it evaluates ``gradients_at(S/2), ...``
-    until one is, and a ``tf.cond`` takes the gradients again there (the
-    loop carries only scalars: sparse embedding gradients stay
-    ``IndexedSlices``). The division by a power of two is exact in float32.
+    ``∇(s·U/n)/s`` at the largest ``s = S/2^m`` (m ≥ 0, s ≥ 1) where every
+    gradient is finite; one not finite at s = 1, or a non-finite
+    ``potential``, is left to :mod:`keras_bnn.nonfinite`. The
+    ``tf.while_loop`` carries the scale only (no iteration when the first
+    gradients are finite; sparse gradients stay ``IndexedSlices``), and a
+    ``tf.cond`` takes the gradients again at the scale found. Dividing by a
+    power of two is exact in float32.
 
     Args:
         gradients: gradients of ``S·U/n`` (``None`` entries kept).
-        potential: ``U/n`` (its float32 value: unscaled).
+        potential: ``U/n``.
         scale: S, a Python float (a power of two).
         gradients_at: ``s -> gradients of s·U/n`` at the same weights and batch.
 
@@ -234,29 +228,24 @@ def _unscaled(gradients, potential, scale, gradients_at):
         The gradients of ``U/n``.
     """
     scale = tf.constant(scale, tf.float32)
+    present = [i for i, g in enumerate(gradients) if g is not None]
 
     def finite(values):
-        return tf.reduce_all(tf.stack(
-            [tf.reduce_all(tf.math.is_finite(g.values if isinstance(g, tf.IndexedSlices) else g))
-             for g in values if g is not None]))
-
-    def halve(s, ok):
-        del ok
-        return s / 2.0, finite(gradients_at(s / 2.0))
+        return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(
+            values[i].values if isinstance(values[i], tf.IndexedSlices) else values[i]))
+            for i in present]))
 
     found, _ = tf.while_loop(
-        lambda s, ok: tf.logical_and(tf.logical_not(ok), s > 1.0), halve,
+        lambda s, ok: tf.logical_and(tf.logical_not(ok), s > 1.0),
+        lambda s, ok: (s / 2.0, finite(gradients_at(s / 2.0))),
         (scale, tf.logical_or(finite(gradients), tf.logical_not(tf.math.is_finite(potential)))))
-    present = [i for i, g in enumerate(gradients) if g is not None]
     chosen = tf.cond(tf.equal(found, scale), lambda: [gradients[i] for i in present],
                      lambda: [gradients_at(found)[i] for i in present])
     result = list(gradients)
     for i, g in zip(present, chosen):
-        if isinstance(g, tf.IndexedSlices):
-            result[i] = tf.IndexedSlices(g.values / tf.cast(found, g.dtype), g.indices,
-                                         g.dense_shape)
-        else:
-            result[i] = g / tf.cast(found, g.dtype)
+        divisor = tf.cast(found, g.dtype)
+        result[i] = (tf.IndexedSlices(g.values / divisor, g.indices, g.dense_shape)
+                     if isinstance(g, tf.IndexedSlices) else g / divisor)
     return result
 
 
