@@ -1,4 +1,4 @@
-"""Which Keras dtype policies a sampled model may use.
+"""Which Keras dtype policies a sampled model may use, and float16's gradient scale.
 
 Keras' mixed precision keeps the variables in float32 and computes in a
 low-precision dtype. keras_bnn samples under:
@@ -9,14 +9,27 @@ low-precision dtype. keras_bnn samples under:
   variables, the potential (Keras computes losses and the priors in
   float32), the sampler's state and noise in float32. bfloat16 has float32's
   exponent range: no gradient underflows and no potential overflows.
+* ``"mixed_float16"`` (float16 compute, float32 variables: the fast policy
+  on GPUs without fast bfloat16, such as T4 and V100): as under
+  ``"mixed_bfloat16"``, and the potential is differentiated scaled
+  (:func:`gradient_scale`): the gradients are those of ``S·U(θ)/n``, with
+  ``S = 2^⌊log₂ n⌋`` (about the full potential ``U``), divided by ``S`` in
+  float32 (exact: S is a power of two). float16's smallest normal number is
+  2⁻¹⁴ ≈ 6·10⁻⁵: the per-example gradients of the mean-form potential
+  ``mean NLL + (1/n)(-log p)``, of order 1/batch, lose their precision or
+  flush to 0 unscaled. Where a scaled gradient overflows (float16's
+  largest number is 65504) the backend recomputes it at ``S/2, S/4, ...``
+  in the same traced step (only then) until it is finite: no step is
+  skipped and the scale is a function of the weights and batch alone, not
+  a state, so the chain stays a function of the seed. The sampler is kept
+  out of Keras' ``LossScaleOptimizer`` (``compile(auto_scale_loss=False)``),
+  whose dynamic scale skips steps on overflow and would unscale gradients it
+  never scaled. A non-finite potential still stops the step
+  (:mod:`keras_bnn.nonfinite`). Until 2026-11-29 float16 compute was
+  refused.
 
 and refuses, in ``BayesianModel.compile(sampler=...)``:
 
-* float16 compute (``"mixed_float16"``, ``dtype="float16"``): float16
-  gradients of the mean-form potential underflow without loss scaling, and
-  Keras' ``LossScaleOptimizer`` would wrap the sampler, unscale gradients
-  that were never scaled (every step 2¹⁵ times too small, measured) and
-  skip steps on overflow, which biases a chain;
 * low-precision variables (``"float16"``, ``"bfloat16"``): a sampler's
   steps are far below their 8- or 11-bit precision, so the chain would
   round them away;
@@ -28,14 +41,16 @@ and refuses, in ``BayesianModel.compile(sampler=...)``:
 
 import keras
 
-#: Compute dtypes a sampler refuses.
-_LOW_COMPUTE = ("float16",)
 #: Variable dtypes a sampler refuses.
 _LOW_VARIABLES = ("float16", "bfloat16")
+#: log₂ of the largest float16 gradient scale, reached at n = 2²⁴ ≈ 1.7·10⁷ examples.
+_MAX_SCALE_EXPONENT = 24
 #: The advice every refusal ends with.
 _SUPPORTED = ("Sample under keras.config.set_dtype_policy('mixed_bfloat16') (bfloat16 "
               "compute, float32 variables: the fast policy on GPUs since Ampere and on "
-              "TPUs), 'float32' or 'float64', set before the model is built.")
+              "TPUs), 'mixed_float16' (float16 compute, float32 variables: for GPUs "
+              "without fast bfloat16, such as T4 and V100), 'float32' or 'float64', set "
+              "before the model is built.")
 
 
 def check_sampling_policy(model, owner="BayesianModel.compile"):
@@ -50,9 +65,9 @@ def check_sampling_policy(model, owner="BayesianModel.compile"):
         owner: the caller, for the message.
 
     Raises:
-        ValueError: naming the first layer (or variable) that computes in
-            float16 or keeps trainable weights in float16 or bfloat16, its
-            dtype policy and the policies to use instead; or a float64 layer
+        ValueError: naming the first layer (or variable) that keeps
+            trainable weights in float16 or bfloat16, its dtype policy and
+            the policies to use instead; or a float64 layer
             under JAX without 64-bit arrays enabled.
     """
     for layer in model._flatten_layers(include_self=True):
@@ -63,17 +78,39 @@ def check_sampling_policy(model, owner="BayesianModel.compile"):
                 "truncates float64 to float32 unless 64-bit arrays are enabled: set the "
                 "environment variable JAX_ENABLE_X64=1 (or "
                 "jax.config.update('jax_enable_x64', True)) before the model is built.")
-        if policy.compute_dtype in _LOW_COMPUTE:
-            _refuse(owner, f"layer {layer.name!r} computes in {policy.compute_dtype} "
-                    f"(dtype policy {policy.name!r})", "float16 gradients underflow without "
-                    "loss scaling, and Keras' LossScaleOptimizer cannot wrap a sampler (it "
-                    "skips steps and rescales gradients, which biases the chain)")
         if policy.variable_dtype in _LOW_VARIABLES and layer.trainable_weights:
             _refuse_variables(owner, f"layer {layer.name!r}", policy.variable_dtype,
                               f" (dtype policy {policy.name!r})")
     for variable in model.trainable_weights:
         if variable.dtype in _LOW_VARIABLES:
             _refuse_variables(owner, f"variable {variable.path!r}", variable.dtype, "")
+
+
+def gradient_scale(model):
+    """The power of two S a sampled float16 model's potential is differentiated at.
+
+    ``S = 2^⌊log₂ n⌋`` (n = ``model.train_size``, at most 2²⁴): the
+    gradients of ``S·(mean NLL + (1/n)(-log p(θ)))``, about those of the
+    full potential ``U(θ)``, are in float16's normal range where the
+    mean-form ones, of order 1/batch per example, underflow. The backends
+    divide them by S in float32 and, where they overflow, recompute them at
+    ``S/2^m`` (``backend.value_and_gradients``). A function of the model's
+    compile arguments alone: a saved or resumed model keeps it.
+
+    Args:
+        model: a compiled :class:`keras_bnn.BayesianModel`.
+
+    Returns:
+        S as a Python float when ``model`` is compiled with a sampler and a
+        layer computes in float16 (``"mixed_float16"``), else None (the
+        gradients are taken unscaled, or, for the SGD/MAP baseline, by
+        Keras' ``LossScaleOptimizer``).
+    """
+    if getattr(model, "sampler", None) is None or not any(
+            layer.dtype_policy.compute_dtype == "float16"
+            for layer in model._flatten_layers(include_self=True)):
+        return None
+    return float(2 ** min(int(model.train_size).bit_length() - 1, _MAX_SCALE_EXPONENT))
 
 
 def check_baseline_policy(model, owner="BayesianModel.compile"):

@@ -1,6 +1,6 @@
-"""Keras dtype policies: what samples (float32, float64, mixed_bfloat16) and what is refused
-(float16 compute, float16/bfloat16 variables), the ensemble's precision and the baseline's
-loss scaling under mixed_float16."""
+"""Keras dtype policies: what samples (float32, float64, mixed_bfloat16; mixed_float16 in
+test_mixed_float16.py) and what is refused (float16/bfloat16 variables), the ensemble's
+precision and the baseline's loss scaling under mixed_float16."""
 
 import os
 import subprocess
@@ -32,14 +32,6 @@ def _data(n=64, d=6, k=3):
 def _mlp(d=6, k=3):
     keras.utils.set_random_seed(0)
     return kb.models.mlp((d,), k, hidden=(8,))
-
-
-@pytest.mark.parametrize("sampler", ["sgld", "atmc", "hmc"])
-def test_mixed_float16_is_refused_with_the_policies_to_use(policy, sampler):
-    policy("mixed_float16")
-    model = _mlp()
-    with pytest.raises(ValueError, match=r"(?s)mixed_float16.*'mixed_bfloat16'"):
-        model.compile(sampler=sampler, train_size=64, loss=LOSS)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

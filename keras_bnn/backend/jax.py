@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import keras
 
-from keras_bnn import nonfinite
+from keras_bnn import nonfinite, precision
 
 
 def wide_float():
@@ -94,13 +94,15 @@ def to_numpy(value):
 def _potential_and_gradients(model, x, y, sample_weight):
     """``jax.value_and_grad`` of the batch's mean-form potential in the trainable values.
 
-    The returned function maps trainable values to ``((loss, (y_pred,
-    prior_term, non_trainable_values, metric_values)), gradients)``: a
+    The returned function maps trainable values to ``((loss, y_pred,
+    prior_term, non_trainable_values, metric_values), gradients)``: a
     stateless forward pass at those values (the non-trainable ones read
     now), and :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
     (1/n)·(-log p(θ))``. ``metric_values`` are ``model.metrics_variables``
     after the compiled loss updated its trackers (a multi-output model's
-    per-output losses), for the caller to keep or drop.
+    per-output losses), for the caller to keep or drop. A sampler computing
+    in float16 differentiates ``S·loss`` and divides by S
+    (:func:`keras_bnn.precision.gradient_scale`, :func:`_unscaled`).
     """
     non_trainable_values = [v.value for v in model.non_trainable_variables]
     metric_mapping = [(v, v.value) for v in model.metrics_variables]
@@ -108,16 +110,56 @@ def _potential_and_gradients(model, x, y, sample_weight):
     # As Keras' JAX trainer: a subclass's `call` without `training` is not given it.
     training = {"training": True} if model._call_has_training_arg else {}
 
-    def potential(values):
+    def potential(values, scale):
         y_pred, new_values, losses = model.stateless_call(
             values, non_trainable_values, x, return_losses=True, **training)
         with keras.StatelessScope(state_mapping=metric_mapping) as scope:
             nll, prior_term = model.potential_terms(y, y_pred, sample_weight, losses)
         metric_values = [old if (new := scope.get_current_value(v)) is None else new
                          for v, old in metric_mapping]
-        return nll + prior_term, (y_pred, prior_term, new_values, metric_values)
+        loss = nll + prior_term
+        return loss * scale, (loss, y_pred, prior_term, new_values, metric_values)
 
-    return jax.value_and_grad(potential, has_aux=True)
+    gradient = jax.value_and_grad(potential, has_aux=True)
+    scale = precision.gradient_scale(model)
+
+    def value_and_gradient(values):
+        (_, aux), gradients = gradient(values, 1.0 if scale is None else scale)
+        if scale is not None:
+            gradients = _unscaled(gradients, aux[0], scale, lambda s: gradient(values, s)[1])
+        return aux, gradients
+
+    return value_and_gradient
+
+
+def _unscaled(gradients, potential, scale, gradients_at):
+    """Gradients of ``S·U/n`` (``S = scale``) divided by S, recomputed where they overflow.
+
+    ``g = ∇(s·U/n)/s`` for the largest ``s = S/2^m`` (m ≥ 0) at which every
+    gradient is finite, down to s = 1 (as on TensorFlow; a non-finite
+    ``potential`` at once): a ``lax.while_loop`` that runs no iteration when
+    the first gradients are finite. The division by a power of two is exact
+    in float32.
+
+    Args:
+        gradients: gradients of ``S·U/n``.
+        potential: ``U/n``.
+        scale: S, a Python float (a power of two).
+        gradients_at: ``s -> gradients of s·U/n`` at the same weights and batch.
+
+    Returns:
+        The gradients of ``U/n``.
+    """
+    def again(carry):
+        s, values = carry
+        return jnp.isfinite(potential) & (s > 1.0) & ~nonfinite.all_finite(0.0, values)
+
+    def halve(carry):
+        s = carry[0] / 2.0
+        return s, list(gradients_at(s))
+
+    found, chosen = jax.lax.while_loop(again, halve, (jnp.float32(scale), list(gradients)))
+    return [g / found.astype(g.dtype) for g in chosen]
 
 
 def value_and_gradients(model, x, y, sample_weight):
@@ -126,7 +168,8 @@ def value_and_gradients(model, x, y, sample_weight):
     Reads the weights' current values (those of the enclosing
     ``StatelessScope`` in :func:`run_train_step`) and differentiates
     :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
-    (1/n)·(-log p(θ))`` with ``jax.value_and_grad``; the forward pass's
+    (1/n)·(-log p(θ))`` with ``jax.value_and_grad`` (scaled under float16:
+    :func:`_potential_and_gradients`); the forward pass's
     non-trainable updates, and the compiled loss's tracker updates (a
     multi-output model's per-output losses, as on TensorFlow), are assigned
     back.
@@ -138,7 +181,7 @@ def value_and_gradients(model, x, y, sample_weight):
     Returns:
         ``(y_pred, loss, prior_term, gradients)`` as on TensorFlow.
     """
-    (loss, (y_pred, prior_term, new_values, metric_values)), gradients = \
+    (loss, y_pred, prior_term, new_values, metric_values), gradients = \
         _potential_and_gradients(model, x, y, sample_weight)(
             [v.value for v in model.trainable_variables])
     for variable, value in zip([*model.non_trainable_variables, *model.metrics_variables],
@@ -163,7 +206,7 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     Returns:
         ``(loss, gradients, (y_pred, loss, prior_term))`` as on TensorFlow.
     """
-    (loss, (y_pred, prior_term, _, _)), gradients = _potential_and_gradients(
+    (loss, y_pred, prior_term, _, _), gradients = _potential_and_gradients(
         model, x, y, sample_weight)(list(values))
     return loss, gradients, (y_pred, loss, prior_term)
 

@@ -6,7 +6,7 @@ import threading
 import keras
 import tensorflow as tf
 
-from keras_bnn import nonfinite
+from keras_bnn import nonfinite, precision
 from keras_bnn.backend import threefry
 
 
@@ -155,7 +155,10 @@ def value_and_gradients(model, x, y, sample_weight):
     the model's step skips the update instead. The gradients are those of
     ``model.optimizer.scale_loss(potential)``: of the potential itself, but
     for the ``LossScaleOptimizer`` Keras wraps a baseline optimizer in under
-    ``"mixed_float16"``, which unscales them. Under ``tf.distribute`` Keras
+    ``"mixed_float16"``, which unscales them. A sampler computing in float16
+    differentiates ``S·potential`` and divides by S instead
+    (:func:`keras_bnn.precision.gradient_scale`; :func:`_unscaled` recomputes
+    an overflowing gradient at ``S/2^m``). Under ``tf.distribute`` Keras
     divides each replica's terms by the replica count and the optimizer
     SUM-reduces gradients; each replica's loss is weighted by its share of
     the batch (:func:`_shard_weight`), so the applied gradient is the global
@@ -171,15 +174,79 @@ def value_and_gradients(model, x, y, sample_weight):
         by the replica count) and the gradients for
         ``model.trainable_variables``.
     """
+    scale = precision.gradient_scale(model)
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True)
         nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
         loss = tf.debugging.check_numerics(nll + prior_term, nonfinite.MARKER)
+        weight = _shard_weight(y_pred, loss.dtype)
         # `loss` itself but for a LossScaleOptimizer
-        scaled = model.optimizer.scale_loss(loss * _shard_weight(y_pred, loss.dtype))
+        scaled = model.optimizer.scale_loss(loss * weight)
+        if scale is not None:
+            scaled = scaled * scale
     gradients = tape.gradient(scaled, model.trainable_variables)
+    if scale is not None:
+        values = [variable.value for variable in model.trainable_variables]
+        gradients = _unscaled(gradients, loss, scale, lambda s: _stateless_gradients(
+            model, values, x, y, sample_weight, s * weight)[-1])
     replicas = float(num_replicas())
     return y_pred, loss * replicas, prior_term * replicas, gradients
+
+
+def _stateless_gradients(model, values, x, y, sample_weight, scale):
+    """This replica's ``(y_pred, potential, prior_term, gradients)`` at weights ``values``:
+    a forward pass in a ``keras.StatelessScope`` (nothing assigned), the gradients of
+    ``scale·potential`` (of the potential where ``scale`` is None)."""
+    with tf.GradientTape() as tape:
+        tape.watch(values)
+        with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, values))):
+            y_pred = model(x, training=True)
+            nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
+            potential = nll + prior_term
+        scaled = potential if scale is None else potential * scale
+    return y_pred, potential, prior_term, tape.gradient(scaled, values)
+
+
+def _unscaled(gradients, potential, scale, gradients_at):
+    """Gradients of ``S·U/n`` (``S = scale``) divided by S, recomputed where they overflow.
+
+    ``∇(s·U/n)/s`` at the largest ``s = S/2^m`` (m ≥ 0, s ≥ 1) where every
+    gradient is finite; one not finite at s = 1, or a non-finite
+    ``potential``, is left to :mod:`keras_bnn.nonfinite`. The
+    ``tf.while_loop`` carries the scale only (no iteration when the first
+    gradients are finite; sparse gradients stay ``IndexedSlices``), and a
+    ``tf.cond`` takes the gradients again at the scale found. Dividing by a
+    power of two is exact in float32.
+
+    Args:
+        gradients: gradients of ``S·U/n`` (``None`` entries kept).
+        potential: ``U/n``.
+        scale: S, a Python float (a power of two).
+        gradients_at: ``s -> gradients of s·U/n`` at the same weights and batch.
+
+    Returns:
+        The gradients of ``U/n``.
+    """
+    scale = tf.constant(scale, tf.float32)
+    present = [i for i, g in enumerate(gradients) if g is not None]
+
+    def finite(values):
+        return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(
+            values[i].values if isinstance(values[i], tf.IndexedSlices) else values[i]))
+            for i in present]))
+
+    found, _ = tf.while_loop(
+        lambda s, ok: tf.logical_and(tf.logical_not(ok), s > 1.0),
+        lambda s, ok: (s / 2.0, finite(gradients_at(s / 2.0))),
+        (scale, tf.logical_or(finite(gradients), tf.logical_not(tf.math.is_finite(potential)))))
+    chosen = tf.cond(tf.equal(found, scale), lambda: [gradients[i] for i in present],
+                     lambda: [gradients_at(found)[i] for i in present])
+    result = list(gradients)
+    for i, g in zip(present, chosen):
+        divisor = tf.cast(found, g.dtype)
+        result[i] = (tf.IndexedSlices(g.values / divisor, g.indices, g.dense_shape)
+                     if isinstance(g, tf.IndexedSlices) else g / divisor)
+    return result
 
 
 def run_train_step(model, step, data):
@@ -365,7 +432,9 @@ def potential_and_gradients(model, values, x, y, sample_weight):
     leapfrog trajectory of :class:`keras_bnn.samplers.HMC` moves tensors,
     and only its end point (or the old state) is ever assigned.
 
-    Under ``tf.distribute`` the loss and gradients are summed over replicas,
+    A sampler computing in float16 takes the gradients scaled, as
+    :func:`value_and_gradients` (each replica unscales its own before the
+    sum). Under ``tf.distribute`` the loss and gradients are summed over replicas,
     each weighted by its share of the batch, so every replica gets the
     global-batch value ``mean NLL + (1/n)·(-log p(θ))``, evenly split or not.
 
@@ -380,13 +449,12 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         replica's predictions, potential (not divided by the replica count)
         and prior term ``(1/n)·(-log p(θ))``.
     """
-    with tf.GradientTape() as tape:
-        tape.watch(values)
-        with keras.StatelessScope(state_mapping=list(zip(model.trainable_variables, values))):
-            y_pred = model(x, training=True)
-            nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
-            scaled = nll + prior_term
-    gradients = tape.gradient(scaled, values)
+    scale = precision.gradient_scale(model)
+    y_pred, scaled, prior_term, gradients = _stateless_gradients(
+        model, values, x, y, sample_weight, scale)
+    if scale is not None:
+        gradients = _unscaled(gradients, scaled, scale, lambda s: _stateless_gradients(
+            model, values, x, y, sample_weight, s)[-1])
     replicas = num_replicas()
     scaled_sum = scaled
     if replicas > 1:

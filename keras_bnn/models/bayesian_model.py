@@ -195,16 +195,19 @@ class BayesianModel(keras.Model):
                 no prior (a flat, improper prior) without the
                 :class:`keras_bnn.MissingPriorWarning` that ``fit`` issues
                 otherwise.
-            **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...).
+            **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...;
+                with a sampler ``auto_scale_loss`` is set to False).
 
         Raises:
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
                 ``train_size`` is missing or not an integer ≥ 1, if ``temperature``
                 is not positive or is given without a sampler, for an
                 unknown sampler name, for a sampler and a layer that
-                computes in float16 or keeps its weights in float16 or
-                bfloat16 (:func:`keras_bnn.precision.check_sampling_policy`:
-                use ``"mixed_bfloat16"``), for the baseline under
+                keeps its weights in float16 or bfloat16
+                (:func:`keras_bnn.precision.check_sampling_policy`: use
+                ``"mixed_bfloat16"`` or ``"mixed_float16"``, whose float16
+                gradients the backend scales, never Keras'
+                ``LossScaleOptimizer``), for the baseline under
                 ``"mixed_float16"`` on JAX, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
                 (:func:`keras_bnn.likelihoods.check_logit_head`: the model
@@ -249,6 +252,10 @@ class BayesianModel(keras.Model):
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
+        if sampler is not None:
+            # Not wrapped in Keras' LossScaleOptimizer under "mixed_float16": the backend
+            # scales a sampler's float16 gradients itself (precision.gradient_scale).
+            kwargs["auto_scale_loss"] = False
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
             loss=loss,
