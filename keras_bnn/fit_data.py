@@ -145,7 +145,7 @@ def _check_batched(model, inputs, owner):
 
 
 def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
-                 output_shape=None):
+                 output_shape=None, ignore_class=None):
     """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
 
     Requirements: ``"categorical"`` with a sparse loss: integer class indices
@@ -166,6 +166,8 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
         output_shape: the model's output shape (batch axis first, None for
             a size not known), or None: then only ``[N]`` or ``[N, 1]``
             sparse labels pass.
+        ignore_class: the sparse loss's ``ignore_class`` (padding labels it
+            leaves out of its mean: allowed besides [0, K)), or None.
 
     Raises:
         ValueError: naming ``y`` and what it must be.
@@ -198,11 +200,15 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
         bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
         raise argument_error("y", "be integer class indices", labels, owner,
                              got=f"values such as {bad[:3]}")
-    low, high = labels.min(), labels.max()
-    if classes is not None and (low < 0 or high >= classes):
+    scored = labels if ignore_class is None else labels[labels != ignore_class]
+    if classes is None or not scored.size:
+        return
+    low, high = scored.min(), scored.max()
+    if low < 0 or high >= classes:
+        padding = "" if ignore_class is None else f", or the loss's ignore_class={ignore_class}"
         raise argument_error(
-            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
-            labels, owner, got=f"class indices in [{low:g}, {high:g}]")
+            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)"
+            f"{padding}", labels, owner, got=f"class indices in [{low:g}, {high:g}]")
 
 
 def _check_sparse_shape(labels, output_shape, owner):
@@ -339,7 +345,8 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     classes = outputs[0].shape[-1] if outputs else None
     check_labels(y, likelihood, classes, owner,
                  sparse=loss_name == "sparse_categorical_crossentropy",
-                 output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None)
+                 output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None,
+                 ignore_class=loss_terms.ignored_class(loss))
     return x, batch
 
 
@@ -458,16 +465,25 @@ def _class_weights(y, class_weight):
     return weights
 
 
-def _weight_mean(arguments, count):
+def _weight_mean(arguments, count, counted=None):
     """``(argument name, mean weight)`` of ``fit``'s array weights over the first
-    ``count`` examples, or None (no weights, or not arrays)."""
+    ``count`` examples, or None (no weights, or not arrays): over the loss values
+    the loss counts (``counted``, :func:`keras_bnn.loss_terms.training_positions`:
+    ``Σ m·w / Σ m``; None: every one), the weights' ranks matched to theirs."""
     sample_weight, class_weight, y = (arguments.get(name)
                                       for name in ("sample_weight", "class_weight", "y"))
     if sample_weight is not None and array_examples(sample_weight) is not None:
-        return "sample_weight", float(np.mean(np.asarray(sample_weight, "float64")[:count]))
-    if class_weight and y is not None and array_examples(y) is not None:
-        return "class_weight", float(np.mean(_class_weights(y, class_weight)[:count]))
-    return None
+        name, weights = "sample_weight", np.asarray(sample_weight, "float64")[:count]
+    elif class_weight and y is not None and array_examples(y) is not None:
+        name, weights = "class_weight", _class_weights(y, class_weight)[:count]
+    else:
+        return None
+    if counted is None or not np.sum(counted):
+        return name, float(np.mean(weights))
+    while weights.ndim > counted.ndim and weights.shape[-1] == 1:
+        weights = weights[..., 0]
+    weights = weights.reshape(weights.shape + (1,) * (counted.ndim - weights.ndim))
+    return name, float(np.sum(weights * counted) / np.sum(counted))
 
 
 def warn_on_train_size(model, arguments, first, where):
@@ -510,20 +526,23 @@ def warn_on_train_size(model, arguments, first, where):
     seen = None
     if count is not None:
         kept = int(count * (1.0 - split)) if split else count  # Keras' split point
-        terms = loss_terms.training_terms(model, x, arguments.get("y"), kept)
-        if terms is not None and terms[0] != kept:  # a per-timestep loss: n counts its terms
-            if terms[0] != n:
-                _warn_on_terms(n, kept, f"{terms[0]:.0f}", where)
+        terms, _, counted = (loss_terms.training_positions(model, x, arguments.get("y"), kept)
+                             or (None, None, None))
+        if terms is not None and terms != kept:  # a per-timestep loss: n counts its terms
+            if terms != n:
+                _warn_on_terms(n, kept, f"{terms:.0f}", where)
         elif kept != n:
             seen = f"{kept} examples" + (
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
-        weights = None if normalises_weights(model.loss) else _weight_mean(arguments, kept)
+        weights = None if normalises_weights(model.loss) else _weight_mean(arguments, kept,
+                                                                           counted)
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
-            warn_on_weight_mean(f"fit's {name}", mean, f"the {kept} training examples", n,
-                                where)
+            over = f"the {kept} training examples"
+            warn_on_weight_mean(f"fit's {name}", mean, over if counted is None else
+                                f"the {terms:.0f} loss terms of {over}", n, where)
     elif first is not None and arguments.get("steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
         if size and _is_distributed(x):  # a worker's share of the global batch

@@ -3,10 +3,11 @@
 Keras' compiled loss (``model._compile_loss``, a ``CompileLoss``) sums,
 over the model's outputs ``k``, ``λ_k·L_k`` where ``L_k`` is the output's
 loss reduced on this replica's shard: ``Σ_r ℓ / d_k,r`` with a denominator
-of its own (the shard's number of loss values, of unmasked timesteps, or
-its sum of weights). Under ``tf.distribute`` the global batch's loss is
-``Σ_k λ_k·Σ ℓ / D_k`` with ``D_k = Σ_r d_k,r``, so each output has to be
-rescaled by its own share (:func:`keras_bnn.backend.tensorflow.loss_as_shard`)
+of its own (the shard's number of loss values, of unmasked timesteps, of
+labels not the loss's ``ignore_class``, or its sum of weights). Under
+``tf.distribute`` the global batch's loss is ``Σ_k λ_k·Σ ℓ / D_k`` with
+``D_k = Σ_r d_k,r``, so each output has to be rescaled by its own share
+(:func:`keras_bnn.backend.tensorflow.loss_as_shard`)
 before the outputs are summed: one factor for the sum cannot do it.
 :func:`weigh_by_share` wraps each output's loss function in the compiled
 loss, once it is built; the wrapper is the identity on one device and under
@@ -14,6 +15,7 @@ JAX.
 """
 
 from keras_bnn import backend
+from keras_bnn.loss_terms import label_mask
 
 
 def weigh_by_share(compile_loss):
@@ -56,6 +58,7 @@ def _share_of_global_batch(loss):
 
     def call(y_true, y_pred, sample_weight=None):
         return backend.loss_as_shard(loss(y_true, y_pred, sample_weight), y_pred,
-                                     sample_weight, reduction)
+                                     sample_weight, reduction,
+                                     label_mask(loss, y_true, y_pred))
 
     return call

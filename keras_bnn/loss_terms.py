@@ -4,7 +4,8 @@ Keras' loss of reduction ``"sum_over_batch_size"`` is the mean of its
 unreduced values over the batch: one per example for an output ``[N, K]``,
 one per timestep for a per-timestep output ``[N, T, K]`` (a tagger, a
 sequence regression), and under a Keras mask (``Embedding(mask_zero=True)``)
-the mean over the unmasked ones only. The potential
+or the loss's own (labels of its ``ignore_class``, padding: Keras masks them
+out of the unreduced loss) the mean over the unmasked ones only. The potential
 ``U(θ) = n·mean(ℓ) − log p(θ)`` is the data's negative log-likelihood
 ``Σ ℓ`` (a sum over every term of every example) only when
 n = ``train_size`` counts those terms: the tokens, not the sequences.
@@ -14,6 +15,7 @@ n = ``train_size`` counts those terms: the tokens, not the sequences.
 
 import keras
 import numpy as np
+from keras import ops
 from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
 
 from keras_bnn.likelihoods import loss_leaves
@@ -35,20 +37,65 @@ def _unreduced(loss):
     return loss if callable(loss) else None
 
 
+def label_mask(loss, y_true, y_pred):
+    """Where the labels are scored: not the loss's ``ignore_class`` (padding labels).
+
+    Keras' ``sparse_categorical_crossentropy`` with ``ignore_class=c`` sets
+    the mask ``m = (y ≠ c)`` on its unreduced values, and ``Loss.__call__``
+    averages over ``Σ m`` (times the output's Keras mask) only:
+    ``mean(ℓ) = Σ m·ℓ / Σ m``.
+
+    Args:
+        loss: one output's loss (a ``keras.losses.Loss``; anything without
+            an ``ignore_class`` has no mask of its own).
+        y_true: its labels, ``[N, ...]`` or ``[N, ..., 1]``.
+        y_pred: its predictions ``[N, ..., K]``.
+
+    Returns:
+        A boolean tensor of ``y_pred``'s shape less its last axis, or None
+        for a loss that scores every label.
+    """
+    ignore = getattr(loss, "ignore_class", None)
+    if ignore is None:
+        return None
+    labels = ops.convert_to_tensor(y_true)
+    if len(labels.shape) == len(y_pred.shape):  # [N, ..., 1], as Keras squeezes it
+        labels = ops.squeeze(labels, -1)
+    return ops.not_equal(labels, ops.cast(ignore, labels.dtype))
+
+
+def ignored_class(loss):
+    """The ``ignore_class`` of ``compile``'s one loss, or None (none, or several losses).
+
+    Args:
+        loss: ``compile``'s ``loss``.
+
+    Returns:
+        The class index the loss leaves out (padding labels), or None.
+    """
+    leaves = loss_leaves(loss)
+    return getattr(leaves[0], "ignore_class", None) if len(leaves) == 1 else None
+
+
 def _batch_terms(model, loss, x, y):
     """``(terms, values per example, mask)`` of one batch: the number of loss values
     Keras' mean is over (the unmasked ones), the unreduced values per example, and
-    the output's mask (None: none)."""
+    the mask of the values the loss counts: the output's Keras mask times the loss's
+    own (:func:`label_mask`), broadcast to the values (None: none)."""
     predictions = model(x, training=False)
-    mask = get_keras_mask(predictions)
-    values = keras.ops.convert_to_numpy(loss(y, predictions))
+    masks = [m for m in (get_keras_mask(predictions), label_mask(loss, y, predictions))
+             if m is not None]
+    values = ops.convert_to_numpy(loss(y, predictions))
     per_example = int(np.prod(values.shape[1:], dtype="int64"))
-    if mask is None:
+    if not masks:
         return float(values.size), per_example, None
-    mask = keras.ops.convert_to_numpy(mask).astype("float64")
+    mask = np.ones((), "float64")
+    for part in masks:
+        mask = mask * ops.convert_to_numpy(part).astype("float64")
     while mask.ndim > values.ndim and mask.shape[-1] == 1:
         mask = mask[..., 0]
-    return float(np.sum(np.broadcast_to(mask, values.shape))), per_example, mask
+    mask = np.broadcast_to(mask, values.shape)
+    return float(np.sum(mask)), per_example, mask
 
 
 def _rows(data, start, stop):
@@ -86,12 +133,11 @@ def training_terms(model, x, y, rows):
     """The number of terms the loss averages over in the first ``rows`` examples of arrays.
 
     ``Σ_i m_i`` over the unreduced loss values ``ℓ_i`` of those examples,
-    ``m_i`` the Keras mask (1 where there is none): the (unmasked)
-    timesteps of a per-timestep output ``[N, T, ...]``. The likelihood term
+    ``m_i`` the Keras mask times the loss's (:func:`label_mask`; 1 where
+    there is none): the (unmasked, not ignored) timesteps of a per-timestep
+    output ``[N, T, ...]``. The likelihood term
     of the potential, ``n·mean(ℓ)`` over a batch, is the data's ``Σ ℓ`` for
-    n equal to it. A masked loss is counted with one forward pass over the
-    rows (inference mode), in chunks of :data:`CHUNK`; an unmasked one from
-    its first two rows.
+    n equal to it. Read as :func:`training_positions` reads the mask.
 
     Args:
         model: the compiled, built model (its ``loss`` and ``outputs`` are read).
@@ -104,13 +150,38 @@ def training_terms(model, x, y, rows):
         output of rank 2 (one loss value per example: ``rows`` terms), a
         multi-output model or no labels.
     """
+    counted = training_positions(model, x, y, rows)
+    return None if counted is None else counted[:2]
+
+
+def training_positions(model, x, y, rows):
+    """Which loss values of the first ``rows`` examples of arrays the loss counts.
+
+    The ``m_i`` of :func:`training_terms`, which also averages ``fit``'s
+    ``sample_weight`` over the values the loss counts
+    (:func:`keras_bnn.fit_data.warn_on_train_size`): Keras' masked mean is
+    ``Σ m_i·w_i·ℓ_i / Σ m_i``, so the weights scale the data by
+    ``Σ m_i·w_i / Σ m_i``. A masked loss is read with one forward pass over
+    the rows (inference mode), in chunks of :data:`CHUNK`; an unmasked one
+    from its first two rows.
+
+    Args:
+        model, x, y, rows: as :func:`training_terms`.
+
+    Returns:
+        ``(terms, per_example, mask)``: as :func:`training_terms`, and a
+        float array of 0s and 1s shaped as the values of those rows (None:
+        every value counts); or None for an output of rank 2, a multi-output
+        model or no labels.
+    """
     loss = _per_position_loss(model)
     if loss is None or y is None or rows <= 0:
         return None
     _, per_example, mask = _batch_terms(model, loss, _rows(x, 0, 2), _rows(y, 0, 2))
     if mask is None:
-        return float(rows * per_example), per_example
-    terms = sum(_batch_terms(model, loss, _rows(x, start, min(start + CHUNK, rows)),
-                             _rows(y, start, min(start + CHUNK, rows)))[0]
-                for start in range(0, rows, CHUNK))
-    return float(terms), per_example
+        return float(rows * per_example), per_example, None
+    mask = np.concatenate([
+        _batch_terms(model, loss, _rows(x, start, min(start + CHUNK, rows)),
+                     _rows(y, start, min(start + CHUNK, rows)))[2]
+        for start in range(0, rows, CHUNK)])
+    return float(np.sum(mask)), per_example, mask

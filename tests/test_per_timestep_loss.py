@@ -163,3 +163,21 @@ def test_token_train_size_gives_the_exact_posterior_gradient(head):
     for ours, theirs in zip(tape.gradient(potential, bnn.trainable_variables),
                             tape.gradient(exact, bnn.trainable_variables)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_timestep_weights_are_averaged_over_the_terms_the_loss_counts():
+    """``[N, T]`` weights: Keras' masked mean is ``Σ m·w·ℓ / Σ m``, so their mean that
+    scales the data is over the unmasked timesteps. Until 2026-11-29 it was over every
+    position: weights 1 at the 66 tokens and 0 (or 5) at the 30 padding positions warned
+    of mean 0.6875 (2.25) for 1; weights 2 at the tokens warn of mean 2 over them."""
+    x, tags = tagged_sequences()
+    real = x != 0
+    for padding in (0.0, 5.0):
+        weights = np.where(real, 1.0, padding).astype("float32")
+        assert train_size_warnings(tagger("categorical", 66), x, tags, sample_weight=weights,
+                                   batch_size=8, epochs=1) == []
+    messages = train_size_warnings(tagger("categorical", 66), x, tags, batch_size=8, epochs=1,
+                                   sample_weight=np.where(real, 2.0, 1.0).astype("float32"))
+    assert len(messages) == 1
+    assert ("sample_weight has mean 2 over the 66 loss terms of the 16 training examples"
+            in messages[0])
