@@ -507,8 +507,10 @@ def warn_on_train_size(model, arguments, first, where):
     For a per-timestep output (``[N, T, K]``, a tagger) n counts the terms
     the loss averages over, the (unmasked) timesteps
     (:func:`keras_bnn.loss_terms.training_terms`): arrays' exactly; a
-    dataset's only against n counting its examples (the first batch's
-    terms an example, times its examples, are named).
+    dataset's here only against n counting its examples (the first batch's
+    terms an example, times its examples, are named), and exactly after a
+    first epoch of one pass (:mod:`keras_bnn.models.weight_mean`) where
+    this did not warn.
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -517,10 +519,15 @@ def warn_on_train_size(model, arguments, first, where):
         where: the line that called ``fit`` (:func:`call_site`), which the
             warnings name.
 
+    Returns:
+        bool: whether a dataset's per-timestep terms warned (the check after
+        the first epoch then stays out).
+
     Warns:
         TrainSizeWarning: naming ``train_size``, or the weights' argument.
     """
     n = model.train_size
+    terms_warned = False
     x = arguments.get("x")
     count, split = array_examples(x), arguments.get("validation_split")
     seen = None
@@ -530,7 +537,7 @@ def warn_on_train_size(model, arguments, first, where):
                              or (None, None, None))
         if terms is not None and terms != kept:  # a per-timestep loss: n counts its terms
             if terms != n:
-                _warn_on_terms(n, kept, f"{terms:.0f}", where)
+                warn_on_terms(n, kept, f"{terms:.0f}", where)
         elif kept != n:
             seen = f"{kept} examples" + (
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
@@ -551,8 +558,9 @@ def warn_on_train_size(model, arguments, first, where):
         if terms is not None and terms[0] != batch_length(first[0]):  # a per-timestep loss
             if batches and size and (batches - 1) * size < n < (batches + 1) * size:
                 share = terms[0] / batch_length(first[0])  # the first batch's terms an example
-                _warn_on_terms(n, f"about {batches * size}", f"about {batches * size * share:.0f}",
-                               where)
+                warn_on_terms(n, f"about {batches * size}", f"about {batches * size * share:.0f}",
+                              where)
+                terms_warned = True
         elif batches and size and not (batches - 1) * size < n < (batches + 1) * size:
             seen = (f"{batches} batches of {size} examples an epoch (about "
                     f"{batches * size} examples)")
@@ -564,11 +572,22 @@ def warn_on_train_size(model, arguments, first, where):
             "examples (for a dataset whose epoch passes over the data more than once, "
             "dataset.repeat(k), pass fit's steps_per_epoch: this check then stays out).",
             TrainSizeWarning, where)
+    return terms_warned
 
 
-def _warn_on_terms(n, examples, terms, where):
-    """The :class:`TrainSizeWarning` of a per-timestep loss whose terms ``train_size``
-    does not count (``examples``, ``terms``: the numbers the message names)."""
+def warn_on_terms(n, examples, terms, where):
+    """Issues the :class:`TrainSizeWarning` of a per-timestep loss whose terms
+    ``train_size`` does not count.
+
+    Args:
+        n: ``train_size``.
+        examples, terms: the numbers of sequences and of loss terms, as the
+            message names them.
+        where: the line the warning names (:func:`call_site`).
+
+    Warns:
+        TrainSizeWarning: naming both numbers and ``train_size``.
+    """
     warn_at(
         f"keras_bnn: fit trains on {examples} sequences (examples) of {terms} loss terms "
         f"(their unmasked timesteps: the per-timestep loss is a mean over them) but "

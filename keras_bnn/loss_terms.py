@@ -111,6 +111,52 @@ def _per_position_loss(model):
     return _unreduced(getattr(model, "loss", None))
 
 
+def has_positions(model):
+    """Whether the model's loss has one term per position: one output ``[N, T, ..., K]``.
+
+    Args:
+        model: the compiled model.
+
+    Returns:
+        bool.
+    """
+    return _per_position_loss(model) is not None
+
+
+def step_terms(model, y, y_pred):
+    """The number of terms the loss averages over in a train step's batch, as a tensor.
+
+    ``Σ m`` over the batch's positions ``[b, T, ...]`` (the output's shape
+    less its last axis), ``m`` the output's Keras mask times the loss's own
+    (:func:`label_mask`): the denominator of Keras' masked mean, summed by
+    the train step (one reduction, no host work) for ``fit``'s check of a
+    dataset's terms against ``train_size``
+    (:class:`keras_bnn.models.weight_mean.WarnOnEpochTotals`).
+
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read, at
+            trace time).
+        y, y_pred: the batch's labels and the model's predictions on it.
+
+    Returns:
+        A float32 scalar tensor, or None for an output of rank 2 (one loss
+        value per example), a multi-output model or no labels, and for a
+        masked output whose mask the predictions do not carry (under JAX
+        the step's predictions come out of ``jax.value_and_grad`` without
+        it: not counted rather than counted wrong).
+    """
+    loss = _per_position_loss(model)
+    mask = get_keras_mask(y_pred)
+    if (loss is None or y is None
+            or (mask is None and get_keras_mask(model.outputs[0]) is not None)):
+        return None
+    counted = ops.ones(ops.shape(y_pred)[:-1], "float32")
+    for mask in (mask, label_mask(loss, y, y_pred)):
+        if mask is not None:
+            counted = counted * ops.cast(mask, "float32")
+    return ops.sum(counted)
+
+
 def batch_terms(model, x, y):
     """The number of terms the loss averages over in one batch, for a per-timestep output.
 

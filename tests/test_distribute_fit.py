@@ -229,6 +229,18 @@ def test_weights_in_a_dataset_are_counted_over_the_replicas(new_strategy):
         _model("sgld", strategy=new_strategy()).fit(dataset, epochs=1, verbose=0)
 
 
+def test_a_datasets_loss_terms_are_counted_over_the_replicas(new_strategy):
+    """The train step's count of a per-timestep loss's terms (here labels not the
+    loss's ignore_class) is per replica, summed when read after the first epoch:
+    batches of 7 split 4 + 3, and the count is the 118 labels scored of 33 sequences."""
+    x, labels, _ = _padded_labels(33)
+    dataset = tf.data.Dataset.from_tensor_slices((x, labels)).batch(7)
+    model = _padded_tagger_model("sgld", new_strategy(), 20)  # train_size 105
+    with pytest.warns(kb.TrainSizeWarning, match=r"33 sequences \(examples\) of 118 loss "
+                                                 r"terms .* compile\(train_size=105\)"):
+        model.fit(dataset, epochs=1, verbose=0)
+
+
 def _masked_sequence_model(sampler, strategy, n):
     """Embedding(mask_zero=True) → a per-timestep Gaussian head (Keras masks its loss)."""
     keras.utils.set_random_seed(0)

@@ -181,3 +181,22 @@ def test_timestep_weights_are_averaged_over_the_terms_the_loss_counts():
     assert len(messages) == 1
     assert ("sample_weight has mean 2 over the 66 loss terms of the 16 training examples"
             in messages[0])
+
+
+def test_a_datasets_terms_are_counted_by_the_train_step_and_checked_after_the_first_epoch():
+    """The first batch's check only catches train_size = the number of sequences;
+    the train step sums the loss's terms (unmasked timesteps) and fit compares them
+    exactly after a first epoch of one pass. Until 2026-11-29 train_size = 96, every
+    position of 16 sequences of 6 (66 tokens), trained silently on a dataset or a
+    generator (the likelihood weighed 96/66 = 1.45 times too much)."""
+    x, tags = tagged_sequences()
+    dataset = tf.data.Dataset.from_tensor_slices((x, tags)).batch(5)  # a ragged last batch
+
+    def generator():
+        yield from ((x[i:i + 5], tags[i:i + 5]) for i in range(0, N, 5))
+
+    messages = train_size_warnings(tagger("categorical", N * T), generator(), epochs=1)
+    assert len(messages) == 1
+    assert "16 sequences (examples) of 66 loss terms" in messages[0]
+    assert "compile(train_size=96)" in messages[0]
+    assert train_size_warnings(tagger("categorical", 66), dataset, epochs=1) == []
