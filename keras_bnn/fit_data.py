@@ -18,6 +18,7 @@ import numpy as np
 
 from keras_bnn import distribute
 from keras_bnn import loss_terms
+from keras_bnn.label_checks import check_labels
 from keras_bnn.likelihoods import normalises_weights
 from keras_bnn.validation import argument_error
 
@@ -144,98 +145,6 @@ def _check_batched(model, inputs, owner):
             got=f"single examples of shape {shape}")
 
 
-def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
-                 output_shape=None, ignore_class=None):
-    """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
-
-    Requirements: ``"categorical"`` with a sparse loss: integer class indices
-    in [0, K) (K = ``classes``), one per output row: ``[N]`` (or ``[N, 1]``)
-    for an output ``[N, K]``, ``[N, T]`` (or ``[N, T, 1]``) for a
-    per-timestep output ``[N, T, K]`` (a tagger: ``y_nt`` scored by
-    ``softmax(f(x_n)_t)``); ``"bernoulli"``: every label 0 or 1;
-    ``"gaussian"``: every label finite.
-
-    Args:
-        labels: array-like of labels.
-        likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or None
-            (nothing to check).
-        classes: K, the model's output width, for ``"categorical"``.
-        owner: the caller, for the message.
-        sparse: False for a one-hot categorical loss (then only finiteness
-            is checked).
-        output_shape: the model's output shape (batch axis first, None for
-            a size not known), or None: then only ``[N]`` or ``[N, 1]``
-            sparse labels pass.
-        ignore_class: the sparse loss's ``ignore_class`` (padding labels it
-            leaves out of its mean: allowed besides [0, K)), or None.
-
-    Raises:
-        ValueError: naming ``y`` and what it must be.
-    """
-    if likelihood is None:
-        return
-    labels = np.asarray(labels)
-    if labels.size == 0:
-        raise argument_error("y", "be at least one label", labels, owner, got="no labels")
-    if labels.dtype.kind not in "biuf":
-        raise argument_error("y", "be numeric labels", labels, owner,
-                             got=f"dtype {labels.dtype}")
-    finite = labels.dtype.kind != "f" or bool(np.all(np.isfinite(labels)))
-    if likelihood == "gaussian" or (likelihood == "categorical" and not sparse):
-        if not finite:
-            raise argument_error("y", f"be finite for a {likelihood} likelihood", labels,
-                                 owner, got="NaN or inf values")
-        return
-    if likelihood == "bernoulli":
-        outside = labels[~((labels == 0) | (labels == 1))]
-        if outside.size:
-            raise argument_error(
-                "y", "be 0 or 1 for a Bernoulli likelihood (one logit; K classes need a "
-                "categorical head and loss)", labels, owner,
-                got=f"values such as {np.unique(outside)[:3]}")
-        return
-    _check_sparse_shape(labels, output_shape, owner)
-    integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
-    if not integral:
-        bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
-        raise argument_error("y", "be integer class indices", labels, owner,
-                             got=f"values such as {bad[:3]}")
-    scored = labels if ignore_class is None else labels[labels != ignore_class]
-    if classes is None or not scored.size:
-        return
-    low, high = scored.min(), scored.max()
-    if low < 0 or high >= classes:
-        padding = "" if ignore_class is None else f", or the loss's ignore_class={ignore_class}"
-        raise argument_error(
-            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)"
-            f"{padding}", labels, owner, got=f"class indices in [{low:g}, {high:g}]")
-
-
-def _check_sparse_shape(labels, output_shape, owner):
-    """Refuses sparse labels that are not one class index per row of the output's logits.
-
-    The output ``[N, ..., K]`` has rows ``[N, ...]``; the labels must have
-    that shape, with a trailing axis of 1 allowed.
-    """
-    rows = None if output_shape is None else tuple(output_shape)[1:-1]
-    shape = labels.shape[1:]
-    if shape and shape[-1] == 1 and len(shape) == (len(rows) + 1 if rows is not None else 1):
-        shape = shape[:-1]
-    if rows is None:
-        fits = len(shape) == 0
-    else:
-        fits = len(shape) == len(rows) and all(r is None or r == g for r, g in zip(rows, shape))
-    if not fits:
-        expected = "[N" + "".join(f", {r or 'T'}" for r in (rows or ())) + "]"
-        outputs = (f" (the model outputs {tuple(output_shape)}: one class index per row of "
-                   "logits)" if output_shape is not None else "")
-        raise argument_error(
-            "y", f"be class indices of shape {expected} for a sparse categorical loss"
-            f"{outputs}; one-hot labels need "
-            "keras.losses.CategoricalCrossentropy(from_logits=True)", labels, owner,
-            got=f"shape {labels.shape}")
-
-
 def check_example_shape(x, expected, owner=None):
     """Refuses an array ``x`` whose examples do not have the model's input shape.
 
@@ -286,7 +195,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     ``tf.data.Dataset`` for being empty when its length is known, and a
     dataset, ``keras.utils.PyDataset`` or Python generator by its first batch
     (:func:`peek`): batched, with labels the likelihood can score
-    (:func:`check_labels`).
+    (:func:`keras_bnn.label_checks.check_labels`).
 
     Args:
         model: the compiled model (its ``loss`` and ``outputs`` are read).
@@ -304,8 +213,11 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         ValueError: for a model not compiled, naming ``x`` for no examples,
             examples of another shape than the model's input or a dataset of
             single examples (not batched), ``y`` for
-            labels the likelihood cannot score, or ``loss`` for labels given
-            to a model compiled without one (they would be ignored).
+            labels the likelihood cannot score, ``sample_weight`` of one
+            weight a sequence ``[N]`` for a per-timestep loss
+            (:func:`keras_bnn.loss_terms.check_weight_shape`), or ``loss``
+            for labels given to a model compiled without one (they would be
+            ignored).
     """
     if not getattr(model, "compiled", True):
         raise ValueError(f"{owner}: the model is not compiled: call model.compile(sampler=..., "
@@ -315,9 +227,10 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         raise argument_error("x", "be a dataset of at least one batch", x, owner,
                              got="an empty dataset")
     x, batch = peek(x)
+    weights = arguments.get("sample_weight")
     if batch is not None:
         _check_batched(model, batch[0], owner)
-        y = batch[1]
+        y, weights = batch[1], batch[2]
     else:
         first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
         if (first is not None and hasattr(first, "shape") and len(first.shape)
@@ -347,6 +260,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
                  sparse=loss_name == "sparse_categorical_crossentropy",
                  output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None,
                  ignore_class=loss_terms.ignored_class(loss))
+    loss_terms.check_weight_shape(model, weights, owner)
     return x, batch
 
 

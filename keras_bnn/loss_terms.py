@@ -19,6 +19,7 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
 
 from keras_bnn.likelihoods import loss_leaves
+from keras_bnn.validation import argument_error
 
 #: Rows of ``x`` a forward pass counts the mask of at once.
 CHUNK = 1024
@@ -121,6 +122,38 @@ def has_positions(model):
         bool.
     """
     return _per_position_loss(model) is not None
+
+
+def check_weight_shape(model, sample_weight, owner="fit"):
+    """Refuses one weight per sequence ``[N]`` for a per-timestep loss.
+
+    Keras multiplies the unreduced values ``[N, T]`` by the weights after
+    matching their ranks, and ``[N]`` against ``[N, T]`` fails inside the
+    compiled loss ("Dimensions must be equal, but are 8 and 6"). ``[N, 1]``
+    (one weight a sequence, broadcast over its timesteps) and ``[N, T]``
+    (one a timestep) work.
+
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read).
+        sample_weight: ``fit``'s or ``evaluate``'s weights (an array, or a
+            first batch's), or None.
+        owner: the caller, for the message.
+
+    Raises:
+        ValueError: naming ``sample_weight`` and the shapes that work.
+    """
+    shape = getattr(sample_weight, "shape", None)
+    if shape is None or not has_positions(model):
+        return
+    positions = tuple(model.outputs[0].shape)[1:-1]
+    if len(shape) < 1 + len(positions):
+        ones = ", 1" * len(positions)
+        steps = "".join(f", {p or 'T'}" for p in positions)
+        raise argument_error(
+            "sample_weight", f"have shape [N{ones}] (one weight a sequence, sample_weight"
+            f"[:, None]) or [N{steps}] (one a timestep) for a per-timestep loss (the model "
+            f"outputs {tuple(model.outputs[0].shape)}: Keras cannot match [N] to the loss's "
+            f"[N{steps}] values)", sample_weight, owner, got=f"shape {tuple(shape)}")
 
 
 def step_terms(model, y, y_pred):

@@ -200,3 +200,25 @@ def test_a_datasets_terms_are_counted_by_the_train_step_and_checked_after_the_fi
     assert "16 sequences (examples) of 66 loss terms" in messages[0]
     assert "compile(train_size=96)" in messages[0]
     assert train_size_warnings(tagger("categorical", 66), dataset, epochs=1) == []
+
+
+def test_one_weight_a_sequence_of_shape_n_is_refused_naming_sample_weight():
+    """Keras fails on ``[N]`` weights against a per-timestep loss's ``[N, T]`` values
+    (until 2026-11-29 fit raised from inside the compiled loss: "Dimensions must be
+    equal, but are 8 and 6"); refused before training, for arrays and a dataset's
+    first batch, naming the shapes that work: ``[N, 1]`` trains."""
+    x, tags = tagged_sequences()
+    bnn = tagger("categorical", 66)
+    refused = pytest.raises(ValueError, match=r"`sample_weight` must have shape \[N, 1\] \(one "
+                                              r"weight a sequence.* or \[N, 6\] \(one a "
+                                              r"timestep\).*got shape \(16,\)")
+    with refused:
+        bnn.fit(x, tags, sample_weight=np.ones(N, "float32"), epochs=1, verbose=0)
+    refused = pytest.raises(ValueError, match=r"evaluate: `sample_weight` must have shape "
+                                              r"\[N, 1\].*got shape \(8,\)")
+    with refused:
+        bnn.evaluate(tf.data.Dataset.from_tensor_slices(
+            (x, tags, np.ones(N, "float32"))).batch(8), verbose=0)
+    history = bnn.fit(x, tags, sample_weight=np.ones((N, 1), "float32"), batch_size=8,
+                      epochs=1, verbose=0)
+    assert np.isfinite(history.history["nll"][0])
