@@ -279,8 +279,8 @@ def _two_head_model(sampler, strategy, n):
                    "bias_regularizer": kb.priors.Normal(0, 1)}
     with strategy.scope() if strategy else contextlib.nullcontext():
         inputs = keras.Input((4,))
-        heads = [keras.layers.Dense(3, **regularized)(inputs),
-                 keras.layers.Dense(1, **regularized)(inputs)]
+        heads = [keras.layers.Dense(3, name="classes", **regularized)(inputs),
+                 keras.layers.Dense(1, name="value", **regularized)(inputs)]
         model = kb.BayesianModel(inputs, heads)
         model.compile(sampler=sampler, train_size=n, loss_weights=[1.0, 0.5], loss=[
             keras.losses.SparseCategoricalCrossentropy(
@@ -383,3 +383,29 @@ def test_batch_logs_are_the_global_batches(new_strategy):
         for a, b in zip(single[kind], mirrored[kind]):
             for key in keys:  # float32 sums in another order
                 assert b[key] == pytest.approx(a[key], rel=1e-5), (kind, key)
+
+
+def test_each_outputs_loss_log_is_the_global_batches(new_strategy):
+    """Keras weighs an output's loss tracker by the predictions' static batch size,
+    None in TensorFlow's step graph, so each batch's mean weighed 1, and under
+    tf.distribute each replica's: on 20 rows in batches of 7 (shards of 4 + 3), two
+    weighted heads logged ``classes_loss`` 1.1835 for the single device's 1.1456 (a
+    mean of batch means itself: λ-weighted, the heads summed to 1.7883 for ``nll``
+    1.7956); ``loss``, ``nll`` and ``prior`` were right. Now each update weighs by
+    its shard's size, summed over the replicas when read: the heads are example
+    means, summing to ``nll``, and the same on one device and two, in training and
+    ``evaluate``."""
+    x, y, weights = _two_head_rows(N)
+    runs = []
+    for strategy in (None, new_strategy()):
+        model = _two_head_model(kb.samplers.SGLD(step_size=1e-2, seed=1), strategy, N)
+        runs.append(model.fit(x, y, sample_weight=weights, batch_size=7, epochs=1,
+                              shuffle=False, verbose=0).history)
+    evaluated = model.evaluate(x, y, sample_weight=weights, batch_size=7, verbose=0,
+                               return_dict=True)
+    # nll is the example mean of each batch's Σ_k λ_k·L_k (λ = 1, 0.5): so are the heads'
+    for logs in (*runs, {key: [value] for key, value in evaluated.items()}):
+        heads = logs["classes_loss"][0] + 0.5 * logs["value_loss"][0]
+        assert heads == pytest.approx(logs["nll"][0], rel=1e-5)
+    for key in ("classes_loss", "value_loss", "loss"):  # float32 sums in another order
+        np.testing.assert_allclose(runs[1][key], runs[0][key], rtol=1e-5)
