@@ -10,7 +10,9 @@ out of the unreduced loss) the mean over the unmasked ones only. The potential
 ``Σ ℓ`` (a sum over every term of every example) only when
 n = ``train_size`` counts those terms: the tokens, not the sequences.
 :func:`training_terms` counts them in ``fit``'s arrays, for
-:func:`keras_bnn.fit_data.warn_on_train_size`.
+:func:`keras_bnn.fit_data.warn_on_train_size`; :func:`step_terms` in a
+train step's batch, for a dataset's check after the first epoch
+(:mod:`keras_bnn.models.weight_mean`).
 """
 
 import keras
