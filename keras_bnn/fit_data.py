@@ -18,6 +18,7 @@ import numpy as np
 
 from keras_bnn import distribute
 from keras_bnn import loss_terms
+from keras_bnn.label_checks import check_labels
 from keras_bnn.likelihoods import normalises_weights
 from keras_bnn.validation import argument_error
 
@@ -144,92 +145,6 @@ def _check_batched(model, inputs, owner):
             got=f"single examples of shape {shape}")
 
 
-def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
-                 output_shape=None):
-    """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
-
-    Requirements: ``"categorical"`` with a sparse loss: integer class indices
-    in [0, K) (K = ``classes``), one per output row: ``[N]`` (or ``[N, 1]``)
-    for an output ``[N, K]``, ``[N, T]`` (or ``[N, T, 1]``) for a
-    per-timestep output ``[N, T, K]`` (a tagger: ``y_nt`` scored by
-    ``softmax(f(x_n)_t)``); ``"bernoulli"``: every label 0 or 1;
-    ``"gaussian"``: every label finite.
-
-    Args:
-        labels: array-like of labels.
-        likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or None
-            (nothing to check).
-        classes: K, the model's output width, for ``"categorical"``.
-        owner: the caller, for the message.
-        sparse: False for a one-hot categorical loss (then only finiteness
-            is checked).
-        output_shape: the model's output shape (batch axis first, None for
-            a size not known), or None: then only ``[N]`` or ``[N, 1]``
-            sparse labels pass.
-
-    Raises:
-        ValueError: naming ``y`` and what it must be.
-    """
-    if likelihood is None:
-        return
-    labels = np.asarray(labels)
-    if labels.size == 0:
-        raise argument_error("y", "be at least one label", labels, owner, got="no labels")
-    if labels.dtype.kind not in "biuf":
-        raise argument_error("y", "be numeric labels", labels, owner,
-                             got=f"dtype {labels.dtype}")
-    finite = labels.dtype.kind != "f" or bool(np.all(np.isfinite(labels)))
-    if likelihood == "gaussian" or (likelihood == "categorical" and not sparse):
-        if not finite:
-            raise argument_error("y", f"be finite for a {likelihood} likelihood", labels,
-                                 owner, got="NaN or inf values")
-        return
-    if likelihood == "bernoulli":
-        outside = labels[~((labels == 0) | (labels == 1))]
-        if outside.size:
-            raise argument_error(
-                "y", "be 0 or 1 for a Bernoulli likelihood (one logit; K classes need a "
-                "categorical head and loss)", labels, owner,
-                got=f"values such as {np.unique(outside)[:3]}")
-        return
-    _check_sparse_shape(labels, output_shape, owner)
-    integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
-    if not integral:
-        bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
-        raise argument_error("y", "be integer class indices", labels, owner,
-                             got=f"values such as {bad[:3]}")
-    low, high = labels.min(), labels.max()
-    if classes is not None and (low < 0 or high >= classes):
-        raise argument_error(
-            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)",
-            labels, owner, got=f"class indices in [{low:g}, {high:g}]")
-
-
-def _check_sparse_shape(labels, output_shape, owner):
-    """Refuses sparse labels that are not one class index per row of the output's logits.
-
-    The output ``[N, ..., K]`` has rows ``[N, ...]``; the labels must have
-    that shape, with a trailing axis of 1 allowed.
-    """
-    rows = None if output_shape is None else tuple(output_shape)[1:-1]
-    shape = labels.shape[1:]
-    if shape and shape[-1] == 1 and len(shape) == (len(rows) + 1 if rows is not None else 1):
-        shape = shape[:-1]
-    if rows is None:
-        fits = len(shape) == 0
-    else:
-        fits = len(shape) == len(rows) and all(r is None or r == g for r, g in zip(rows, shape))
-    if not fits:
-        expected = "[N" + "".join(f", {r or 'T'}" for r in (rows or ())) + "]"
-        outputs = (f" (the model outputs {tuple(output_shape)}: one class index per row of "
-                   "logits)" if output_shape is not None else "")
-        raise argument_error(
-            "y", f"be class indices of shape {expected} for a sparse categorical loss"
-            f"{outputs}; one-hot labels need "
-            "keras.losses.CategoricalCrossentropy(from_logits=True)", labels, owner,
-            got=f"shape {labels.shape}")
-
-
 def check_example_shape(x, expected, owner=None):
     """Refuses an array ``x`` whose examples do not have the model's input shape.
 
@@ -280,7 +195,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     ``tf.data.Dataset`` for being empty when its length is known, and a
     dataset, ``keras.utils.PyDataset`` or Python generator by its first batch
     (:func:`peek`): batched, with labels the likelihood can score
-    (:func:`check_labels`).
+    (:func:`keras_bnn.label_checks.check_labels`).
 
     Args:
         model: the compiled model (its ``loss`` and ``outputs`` are read).
@@ -298,8 +213,11 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         ValueError: for a model not compiled, naming ``x`` for no examples,
             examples of another shape than the model's input or a dataset of
             single examples (not batched), ``y`` for
-            labels the likelihood cannot score, or ``loss`` for labels given
-            to a model compiled without one (they would be ignored).
+            labels the likelihood cannot score, ``sample_weight`` of one
+            weight a sequence ``[N]`` for a per-timestep loss
+            (:func:`keras_bnn.loss_terms.check_weight_shape`), or ``loss``
+            for labels given to a model compiled without one (they would be
+            ignored).
     """
     if not getattr(model, "compiled", True):
         raise ValueError(f"{owner}: the model is not compiled: call model.compile(sampler=..., "
@@ -309,9 +227,10 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         raise argument_error("x", "be a dataset of at least one batch", x, owner,
                              got="an empty dataset")
     x, batch = peek(x)
+    weights = arguments.get("sample_weight")
     if batch is not None:
         _check_batched(model, batch[0], owner)
-        y = batch[1]
+        y, weights = batch[1], batch[2]
     else:
         first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
         if (first is not None and hasattr(first, "shape") and len(first.shape)
@@ -339,7 +258,9 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     classes = outputs[0].shape[-1] if outputs else None
     check_labels(y, likelihood, classes, owner,
                  sparse=loss_name == "sparse_categorical_crossentropy",
-                 output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None)
+                 output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None,
+                 ignore_class=loss_terms.ignored_class(loss))
+    loss_terms.check_weight_shape(model, weights, owner)
     return x, batch
 
 
@@ -458,16 +379,25 @@ def _class_weights(y, class_weight):
     return weights
 
 
-def _weight_mean(arguments, count):
+def _weight_mean(arguments, count, counted=None):
     """``(argument name, mean weight)`` of ``fit``'s array weights over the first
-    ``count`` examples, or None (no weights, or not arrays)."""
+    ``count`` examples, or None (no weights, or not arrays): over the loss values
+    the loss counts (``counted``, :func:`keras_bnn.loss_terms.training_positions`:
+    ``Σ m·w / Σ m``; None: every one), the weights' ranks matched to theirs."""
     sample_weight, class_weight, y = (arguments.get(name)
                                       for name in ("sample_weight", "class_weight", "y"))
     if sample_weight is not None and array_examples(sample_weight) is not None:
-        return "sample_weight", float(np.mean(np.asarray(sample_weight, "float64")[:count]))
-    if class_weight and y is not None and array_examples(y) is not None:
-        return "class_weight", float(np.mean(_class_weights(y, class_weight)[:count]))
-    return None
+        name, weights = "sample_weight", np.asarray(sample_weight, "float64")[:count]
+    elif class_weight and y is not None and array_examples(y) is not None:
+        name, weights = "class_weight", _class_weights(y, class_weight)[:count]
+    else:
+        return None
+    if counted is None or not np.sum(counted):
+        return name, float(np.mean(weights))
+    while weights.ndim > counted.ndim and weights.shape[-1] == 1:
+        weights = weights[..., 0]
+    weights = weights.reshape(weights.shape + (1,) * (counted.ndim - weights.ndim))
+    return name, float(np.sum(weights * counted) / np.sum(counted))
 
 
 def warn_on_train_size(model, arguments, first, where):
@@ -491,8 +421,10 @@ def warn_on_train_size(model, arguments, first, where):
     For a per-timestep output (``[N, T, K]``, a tagger) n counts the terms
     the loss averages over, the (unmasked) timesteps
     (:func:`keras_bnn.loss_terms.training_terms`): arrays' exactly; a
-    dataset's only against n counting its examples (the first batch's
-    terms an example, times its examples, are named).
+    dataset's here only against n counting its examples (the first batch's
+    terms an example, times its examples, are named), and exactly after a
+    first epoch of one pass (:mod:`keras_bnn.models.weight_mean`) where
+    this did not warn.
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -501,29 +433,37 @@ def warn_on_train_size(model, arguments, first, where):
         where: the line that called ``fit`` (:func:`call_site`), which the
             warnings name.
 
+    Returns:
+        bool: whether a dataset's per-timestep terms warned (the check after
+        the first epoch then stays out).
+
     Warns:
         TrainSizeWarning: naming ``train_size``, or the weights' argument.
     """
     n = model.train_size
+    terms_warned = False
     x = arguments.get("x")
     count, split = array_examples(x), arguments.get("validation_split")
     seen = None
     if count is not None:
         kept = int(count * (1.0 - split)) if split else count  # Keras' split point
-        terms = loss_terms.training_terms(model, x, arguments.get("y"), kept)
-        if terms is not None and terms[0] != kept:  # a per-timestep loss: n counts its terms
-            if terms[0] != n:
-                _warn_on_terms(n, kept, f"{terms[0]:.0f}", where)
+        terms, _, counted = (loss_terms.training_positions(model, x, arguments.get("y"), kept)
+                             or (None, None, None))
+        if terms is not None and terms != kept:  # a per-timestep loss: n counts its terms
+            if terms != n:
+                warn_on_terms(n, kept, f"{terms:.0f}", where)
         elif kept != n:
             seen = f"{kept} examples" + (
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
-        weights = None if normalises_weights(model.loss) else _weight_mean(arguments, kept)
+        weights = None if normalises_weights(model.loss) else _weight_mean(arguments, kept,
+                                                                           counted)
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
-            warn_on_weight_mean(f"fit's {name}", mean, f"the {kept} training examples", n,
-                                where)
+            over = f"the {kept} training examples"
+            warn_on_weight_mean(f"fit's {name}", mean, over if counted is None else
+                                f"the {terms:.0f} loss terms of {over}", n, where)
     elif first is not None and arguments.get("steps_per_epoch") is None:
         batches, size = _epoch_batches(x), batch_length(first[0])
         if size and _is_distributed(x):  # a worker's share of the global batch
@@ -532,8 +472,9 @@ def warn_on_train_size(model, arguments, first, where):
         if terms is not None and terms[0] != batch_length(first[0]):  # a per-timestep loss
             if batches and size and (batches - 1) * size < n < (batches + 1) * size:
                 share = terms[0] / batch_length(first[0])  # the first batch's terms an example
-                _warn_on_terms(n, f"about {batches * size}", f"about {batches * size * share:.0f}",
-                               where)
+                warn_on_terms(n, f"about {batches * size}", f"about {batches * size * share:.0f}",
+                              where)
+                terms_warned = True
         elif batches and size and not (batches - 1) * size < n < (batches + 1) * size:
             seen = (f"{batches} batches of {size} examples an epoch (about "
                     f"{batches * size} examples)")
@@ -545,11 +486,22 @@ def warn_on_train_size(model, arguments, first, where):
             "examples (for a dataset whose epoch passes over the data more than once, "
             "dataset.repeat(k), pass fit's steps_per_epoch: this check then stays out).",
             TrainSizeWarning, where)
+    return terms_warned
 
 
-def _warn_on_terms(n, examples, terms, where):
-    """The :class:`TrainSizeWarning` of a per-timestep loss whose terms ``train_size``
-    does not count (``examples``, ``terms``: the numbers the message names)."""
+def warn_on_terms(n, examples, terms, where):
+    """Issues the :class:`TrainSizeWarning` of a per-timestep loss whose terms
+    ``train_size`` does not count.
+
+    Args:
+        n: ``train_size``.
+        examples, terms: the numbers of sequences and of loss terms, as the
+            message names them.
+        where: the line the warning names (:func:`call_site`).
+
+    Warns:
+        TrainSizeWarning: naming both numbers and ``train_size``.
+    """
     warn_at(
         f"keras_bnn: fit trains on {examples} sequences (examples) of {terms} loss terms "
         f"(their unmasked timesteps: the per-timestep loss is a mean over them) but "

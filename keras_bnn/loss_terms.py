@@ -4,19 +4,24 @@ Keras' loss of reduction ``"sum_over_batch_size"`` is the mean of its
 unreduced values over the batch: one per example for an output ``[N, K]``,
 one per timestep for a per-timestep output ``[N, T, K]`` (a tagger, a
 sequence regression), and under a Keras mask (``Embedding(mask_zero=True)``)
-the mean over the unmasked ones only. The potential
+or the loss's own (labels of its ``ignore_class``, padding: Keras masks them
+out of the unreduced loss) the mean over the unmasked ones only. The potential
 ``U(θ) = n·mean(ℓ) − log p(θ)`` is the data's negative log-likelihood
 ``Σ ℓ`` (a sum over every term of every example) only when
 n = ``train_size`` counts those terms: the tokens, not the sequences.
 :func:`training_terms` counts them in ``fit``'s arrays, for
-:func:`keras_bnn.fit_data.warn_on_train_size`.
+:func:`keras_bnn.fit_data.warn_on_train_size`; :func:`step_terms` in a
+train step's batch, for a dataset's check after the first epoch
+(:mod:`keras_bnn.models.weight_mean`).
 """
 
 import keras
 import numpy as np
+from keras import ops
 from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
 
 from keras_bnn.likelihoods import loss_leaves
+from keras_bnn.validation import argument_error
 
 #: Rows of ``x`` a forward pass counts the mask of at once.
 CHUNK = 1024
@@ -35,20 +40,65 @@ def _unreduced(loss):
     return loss if callable(loss) else None
 
 
+def label_mask(loss, y_true, y_pred):
+    """Where the labels are scored: not the loss's ``ignore_class`` (padding labels).
+
+    Keras' ``sparse_categorical_crossentropy`` with ``ignore_class=c`` sets
+    the mask ``m = (y ≠ c)`` on its unreduced values, and ``Loss.__call__``
+    averages over ``Σ m`` (times the output's Keras mask) only:
+    ``mean(ℓ) = Σ m·ℓ / Σ m``.
+
+    Args:
+        loss: one output's loss (a ``keras.losses.Loss``; anything without
+            an ``ignore_class`` has no mask of its own).
+        y_true: its labels, ``[N, ...]`` or ``[N, ..., 1]``.
+        y_pred: its predictions ``[N, ..., K]``.
+
+    Returns:
+        A boolean tensor of ``y_pred``'s shape less its last axis, or None
+        for a loss that scores every label.
+    """
+    ignore = getattr(loss, "ignore_class", None)
+    if ignore is None:
+        return None
+    labels = ops.convert_to_tensor(y_true)
+    if len(labels.shape) == len(y_pred.shape):  # [N, ..., 1], as Keras squeezes it
+        labels = ops.squeeze(labels, -1)
+    return ops.not_equal(labels, ops.cast(ignore, labels.dtype))
+
+
+def ignored_class(loss):
+    """The ``ignore_class`` of ``compile``'s one loss, or None (none, or several losses).
+
+    Args:
+        loss: ``compile``'s ``loss``.
+
+    Returns:
+        The class index the loss leaves out (padding labels), or None.
+    """
+    leaves = loss_leaves(loss)
+    return getattr(leaves[0], "ignore_class", None) if len(leaves) == 1 else None
+
+
 def _batch_terms(model, loss, x, y):
     """``(terms, values per example, mask)`` of one batch: the number of loss values
     Keras' mean is over (the unmasked ones), the unreduced values per example, and
-    the output's mask (None: none)."""
+    the mask of the values the loss counts: the output's Keras mask times the loss's
+    own (:func:`label_mask`), broadcast to the values (None: none)."""
     predictions = model(x, training=False)
-    mask = get_keras_mask(predictions)
-    values = keras.ops.convert_to_numpy(loss(y, predictions))
+    masks = [m for m in (get_keras_mask(predictions), label_mask(loss, y, predictions))
+             if m is not None]
+    values = ops.convert_to_numpy(loss(y, predictions))
     per_example = int(np.prod(values.shape[1:], dtype="int64"))
-    if mask is None:
+    if not masks:
         return float(values.size), per_example, None
-    mask = keras.ops.convert_to_numpy(mask).astype("float64")
+    mask = np.ones((), "float64")
+    for part in masks:
+        mask = mask * ops.convert_to_numpy(part).astype("float64")
     while mask.ndim > values.ndim and mask.shape[-1] == 1:
         mask = mask[..., 0]
-    return float(np.sum(np.broadcast_to(mask, values.shape))), per_example, mask
+    mask = np.broadcast_to(mask, values.shape)
+    return float(np.sum(mask)), per_example, mask
 
 
 def _rows(data, start, stop):
@@ -62,6 +112,84 @@ def _per_position_loss(model):
     if not outputs or len(outputs) != 1 or len(outputs[0].shape) < 3:
         return None  # [N, K]: one loss value per example
     return _unreduced(getattr(model, "loss", None))
+
+
+def has_positions(model):
+    """Whether the model's loss has one term per position: one output ``[N, T, ..., K]``.
+
+    Args:
+        model: the compiled model.
+
+    Returns:
+        bool.
+    """
+    return _per_position_loss(model) is not None
+
+
+def check_weight_shape(model, sample_weight, owner="fit"):
+    """Refuses one weight per sequence ``[N]`` for a per-timestep loss.
+
+    Keras multiplies the unreduced values ``[N, T]`` by the weights after
+    matching their ranks, and ``[N]`` against ``[N, T]`` fails inside the
+    compiled loss ("Dimensions must be equal, but are 8 and 6"). ``[N, 1]``
+    (one weight a sequence, broadcast over its timesteps) and ``[N, T]``
+    (one a timestep) work.
+
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read).
+        sample_weight: ``fit``'s or ``evaluate``'s weights (an array, or a
+            first batch's), or None.
+        owner: the caller, for the message.
+
+    Raises:
+        ValueError: naming ``sample_weight`` and the shapes that work.
+    """
+    shape = getattr(sample_weight, "shape", None)
+    if shape is None or not has_positions(model):
+        return
+    positions = tuple(model.outputs[0].shape)[1:-1]
+    if len(shape) < 1 + len(positions):
+        ones = ", 1" * len(positions)
+        steps = "".join(f", {p or 'T'}" for p in positions)
+        raise argument_error(
+            "sample_weight", f"have shape [N{ones}] (one weight a sequence, sample_weight"
+            f"[:, None]) or [N{steps}] (one a timestep) for a per-timestep loss (the model "
+            f"outputs {tuple(model.outputs[0].shape)}: Keras cannot match [N] to the loss's "
+            f"[N{steps}] values)", sample_weight, owner, got=f"shape {tuple(shape)}")
+
+
+def step_terms(model, y, y_pred):
+    """The number of terms the loss averages over in a train step's batch, as a tensor.
+
+    ``Σ m`` over the batch's positions ``[b, T, ...]`` (the output's shape
+    less its last axis), ``m`` the output's Keras mask times the loss's own
+    (:func:`label_mask`): the denominator of Keras' masked mean, summed by
+    the train step (one reduction, no host work) for ``fit``'s check of a
+    dataset's terms against ``train_size``
+    (:class:`keras_bnn.models.weight_mean.WarnOnEpochTotals`).
+
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read, at
+            trace time).
+        y, y_pred: the batch's labels and the model's predictions on it.
+
+    Returns:
+        A float32 scalar tensor, or None for an output of rank 2 (one loss
+        value per example), a multi-output model or no labels, and for a
+        masked output whose mask the predictions do not carry (under JAX
+        the step's predictions come out of ``jax.value_and_grad`` without
+        it: not counted rather than counted wrong).
+    """
+    loss = _per_position_loss(model)
+    mask = get_keras_mask(y_pred)
+    if (loss is None or y is None
+            or (mask is None and get_keras_mask(model.outputs[0]) is not None)):
+        return None
+    counted = ops.ones(ops.shape(y_pred)[:-1], "float32")
+    for mask in (mask, label_mask(loss, y, y_pred)):
+        if mask is not None:
+            counted = counted * ops.cast(mask, "float32")
+    return ops.sum(counted)
 
 
 def batch_terms(model, x, y):
@@ -86,12 +214,11 @@ def training_terms(model, x, y, rows):
     """The number of terms the loss averages over in the first ``rows`` examples of arrays.
 
     ``Σ_i m_i`` over the unreduced loss values ``ℓ_i`` of those examples,
-    ``m_i`` the Keras mask (1 where there is none): the (unmasked)
-    timesteps of a per-timestep output ``[N, T, ...]``. The likelihood term
+    ``m_i`` the Keras mask times the loss's (:func:`label_mask`; 1 where
+    there is none): the (unmasked, not ignored) timesteps of a per-timestep
+    output ``[N, T, ...]``. The likelihood term
     of the potential, ``n·mean(ℓ)`` over a batch, is the data's ``Σ ℓ`` for
-    n equal to it. A masked loss is counted with one forward pass over the
-    rows (inference mode), in chunks of :data:`CHUNK`; an unmasked one from
-    its first two rows.
+    n equal to it. Read as :func:`training_positions` reads the mask.
 
     Args:
         model: the compiled, built model (its ``loss`` and ``outputs`` are read).
@@ -104,13 +231,38 @@ def training_terms(model, x, y, rows):
         output of rank 2 (one loss value per example: ``rows`` terms), a
         multi-output model or no labels.
     """
+    counted = training_positions(model, x, y, rows)
+    return None if counted is None else counted[:2]
+
+
+def training_positions(model, x, y, rows):
+    """Which loss values of the first ``rows`` examples of arrays the loss counts.
+
+    The ``m_i`` of :func:`training_terms`, which also averages ``fit``'s
+    ``sample_weight`` over the values the loss counts
+    (:func:`keras_bnn.fit_data.warn_on_train_size`): Keras' masked mean is
+    ``Σ m_i·w_i·ℓ_i / Σ m_i``, so the weights scale the data by
+    ``Σ m_i·w_i / Σ m_i``. A masked loss is read with one forward pass over
+    the rows (inference mode), in chunks of :data:`CHUNK`; an unmasked one
+    from its first two rows.
+
+    Args:
+        model, x, y, rows: as :func:`training_terms`.
+
+    Returns:
+        ``(terms, per_example, mask)``: as :func:`training_terms`, and a
+        float array of 0s and 1s shaped as the values of those rows (None:
+        every value counts); or None for an output of rank 2, a multi-output
+        model or no labels.
+    """
     loss = _per_position_loss(model)
     if loss is None or y is None or rows <= 0:
         return None
     _, per_example, mask = _batch_terms(model, loss, _rows(x, 0, 2), _rows(y, 0, 2))
     if mask is None:
-        return float(rows * per_example), per_example
-    terms = sum(_batch_terms(model, loss, _rows(x, start, min(start + CHUNK, rows)),
-                             _rows(y, start, min(start + CHUNK, rows)))[0]
-                for start in range(0, rows, CHUNK))
-    return float(terms), per_example
+        return float(rows * per_example), per_example, None
+    mask = np.concatenate([
+        _batch_terms(model, loss, _rows(x, start, min(start + CHUNK, rows)),
+                     _rows(y, start, min(start + CHUNK, rows)))[2]
+        for start in range(0, rows, CHUNK)])
+    return float(np.sum(mask)), per_example, mask

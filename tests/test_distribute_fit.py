@@ -229,6 +229,18 @@ def test_weights_in_a_dataset_are_counted_over_the_replicas(new_strategy):
         _model("sgld", strategy=new_strategy()).fit(dataset, epochs=1, verbose=0)
 
 
+def test_a_datasets_loss_terms_are_counted_over_the_replicas(new_strategy):
+    """The train step's count of a per-timestep loss's terms (here labels not the
+    loss's ignore_class) is per replica, summed when read after the first epoch:
+    batches of 7 split 4 + 3, and the count is the 118 labels scored of 33 sequences."""
+    x, labels, _ = _padded_labels(33)
+    dataset = tf.data.Dataset.from_tensor_slices((x, labels)).batch(7)
+    model = _padded_tagger_model("sgld", new_strategy(), 20)  # train_size 105
+    with pytest.warns(kb.TrainSizeWarning, match=r"33 sequences \(examples\) of 118 loss "
+                                                 r"terms .* compile\(train_size=105\)"):
+        model.fit(dataset, epochs=1, verbose=0)
+
+
 def _masked_sequence_model(sampler, strategy, n):
     """Embedding(mask_zero=True) → a per-timestep Gaussian head (Keras masks its loss)."""
     keras.utils.set_random_seed(0)
@@ -244,6 +256,22 @@ def _masked_sequence_model(sampler, strategy, n):
     return model
 
 
+def _padded_tagger_model(sampler, strategy, n):
+    """A per-timestep softmax head whose loss ignores the padding label -1 (no Keras mask)."""
+    keras.utils.set_random_seed(0)
+    with strategy.scope() if strategy else contextlib.nullcontext():
+        inputs = keras.Input((6,), dtype="int32")
+        hidden = keras.layers.Embedding(10, 4,
+                                        embeddings_regularizer=kb.priors.Normal(0, 1))(inputs)
+        outputs = keras.layers.Dense(3, kernel_regularizer=kb.priors.Normal(0, 1),
+                                     bias_regularizer=kb.priors.Normal(0, 1))(hidden)
+        model = kb.BayesianModel(inputs, outputs)
+        # train_size counts the labels scored, not -1 (_padded_labels)
+        model.compile(sampler=sampler, train_size=17 * 6 + (n - 17), loss=(
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)))
+    return model
+
+
 def _two_head_model(sampler, strategy, n):
     """A softmax head and a Gaussian head, both losses "mean_with_sample_weight"."""
     keras.utils.set_random_seed(0)
@@ -251,8 +279,8 @@ def _two_head_model(sampler, strategy, n):
                    "bias_regularizer": kb.priors.Normal(0, 1)}
     with strategy.scope() if strategy else contextlib.nullcontext():
         inputs = keras.Input((4,))
-        heads = [keras.layers.Dense(3, **regularized)(inputs),
-                 keras.layers.Dense(1, **regularized)(inputs)]
+        heads = [keras.layers.Dense(3, name="classes", **regularized)(inputs),
+                 keras.layers.Dense(1, name="value", **regularized)(inputs)]
         model = kb.BayesianModel(inputs, heads)
         model.compile(sampler=sampler, train_size=n, loss_weights=[1.0, 0.5], loss=[
             keras.losses.SparseCategoricalCrossentropy(
@@ -269,6 +297,15 @@ def _masked_sequences(n):
     return tokens, rng.normal(size=(n, 6, 1)).astype("float32"), None
 
 
+def _padded_labels(n):
+    """17 sequences labelled at every token, then ``n - 17`` at their first (the rest -1)."""
+    tokens, _, _ = _masked_sequences(n)
+    tokens[:, 1:] = np.random.default_rng(1).integers(1, 10, size=(n, 5))
+    labels = tokens % 3
+    labels[np.arange(n) >= 17, 1:] = -1
+    return tokens, labels, None
+
+
 def _two_head_rows(n):
     x, y = three_class_rows(n)
     return x, [y, np.cos(x[:, :1])], np.linspace(0.2, 3.0, n).astype("float32")
@@ -276,8 +313,9 @@ def _two_head_rows(n):
 
 @pytest.mark.parametrize("make_model, make_data", [
     (_masked_sequence_model, _masked_sequences),
+    (_padded_tagger_model, _padded_labels),
     pytest.param(_two_head_model, _two_head_rows, marks=pytest.mark.slow),  # 37 s on 2 cores
-], ids=["masked-timesteps", "two-heads-weighted"])
+], ids=["masked-timesteps", "ignore-class-padding", "two-heads-weighted"])
 def test_each_output_weighs_by_its_share_of_a_batch_that_splits_unevenly(
         make_model, make_data, new_strategy):
     """Each replica's loss divides by its own denominator: its unmasked
@@ -286,7 +324,11 @@ def test_each_output_weighs_by_its_share_of_a_batch_that_splits_unevenly(
     per-timestep loss (17 full sequences, 16 of one timestep) made an SGLD
     step's drift 14 % off the single-device step and nll read 1.0756 for
     1.0305; two "mean_with_sample_weight" heads with weights, 11 % and
-    1.9782 for 2.0510 (the single-output rescaling missed a list of losses)."""
+    1.9782 for 2.0510 (the single-output rescaling missed a list of losses).
+    Labels padded with the loss's ``ignore_class`` (no Keras mask: the loss
+    masks its own values) were refused by fit until 2026-11-29, and counted
+    as scored by the replica's share (16 sequences of one label): drift 39 %
+    off, nll 1.0994 for 1.1025."""
     n = 33
     x, y, weights = make_data(n)
     runs = []
@@ -341,3 +383,29 @@ def test_batch_logs_are_the_global_batches(new_strategy):
         for a, b in zip(single[kind], mirrored[kind]):
             for key in keys:  # float32 sums in another order
                 assert b[key] == pytest.approx(a[key], rel=1e-5), (kind, key)
+
+
+def test_each_outputs_loss_log_is_the_global_batches(new_strategy):
+    """Keras weighs an output's loss tracker by the predictions' static batch size,
+    None in TensorFlow's step graph, so each batch's mean weighed 1, and under
+    tf.distribute each replica's: on 20 rows in batches of 7 (shards of 4 + 3), two
+    weighted heads logged ``classes_loss`` 1.1835 for the single device's 1.1456 (a
+    mean of batch means itself: λ-weighted, the heads summed to 1.7883 for ``nll``
+    1.7956); ``loss``, ``nll`` and ``prior`` were right. Now each update weighs by
+    its shard's size, summed over the replicas when read: the heads are example
+    means, summing to ``nll``, and the same on one device and two, in training and
+    ``evaluate``."""
+    x, y, weights = _two_head_rows(N)
+    runs = []
+    for strategy in (None, new_strategy()):
+        model = _two_head_model(kb.samplers.SGLD(step_size=1e-2, seed=1), strategy, N)
+        runs.append(model.fit(x, y, sample_weight=weights, batch_size=7, epochs=1,
+                              shuffle=False, verbose=0).history)
+    evaluated = model.evaluate(x, y, sample_weight=weights, batch_size=7, verbose=0,
+                               return_dict=True)
+    # nll is the example mean of each batch's Σ_k λ_k·L_k (λ = 1, 0.5): so are the heads'
+    for logs in (*runs, {key: [value] for key, value in evaluated.items()}):
+        heads = logs["classes_loss"][0] + 0.5 * logs["value_loss"][0]
+        assert heads == pytest.approx(logs["nll"][0], rel=1e-5)
+    for key in ("classes_loss", "value_loss", "loss"):  # float32 sums in another order
+        np.testing.assert_allclose(runs[1][key], runs[0][key], rtol=1e-5)

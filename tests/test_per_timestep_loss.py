@@ -163,3 +163,62 @@ def test_token_train_size_gives_the_exact_posterior_gradient(head):
     for ours, theirs in zip(tape.gradient(potential, bnn.trainable_variables),
                             tape.gradient(exact, bnn.trainable_variables)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_timestep_weights_are_averaged_over_the_terms_the_loss_counts():
+    """``[N, T]`` weights: Keras' masked mean is ``Σ m·w·ℓ / Σ m``, so their mean that
+    scales the data is over the unmasked timesteps. Until 2026-11-29 it was over every
+    position: weights 1 at the 66 tokens and 0 (or 5) at the 30 padding positions warned
+    of mean 0.6875 (2.25) for 1; weights 2 at the tokens warn of mean 2 over them."""
+    x, tags = tagged_sequences()
+    real = x != 0
+    for padding in (0.0, 5.0):
+        weights = np.where(real, 1.0, padding).astype("float32")
+        assert train_size_warnings(tagger("categorical", 66), x, tags, sample_weight=weights,
+                                   batch_size=8, epochs=1) == []
+    messages = train_size_warnings(tagger("categorical", 66), x, tags, batch_size=8, epochs=1,
+                                   sample_weight=np.where(real, 2.0, 1.0).astype("float32"))
+    assert len(messages) == 1
+    assert ("sample_weight has mean 2 over the 66 loss terms of the 16 training examples"
+            in messages[0])
+
+
+def test_a_datasets_terms_are_counted_by_the_train_step_and_checked_after_the_first_epoch():
+    """The first batch's check only catches train_size = the number of sequences;
+    the train step sums the loss's terms (unmasked timesteps) and fit compares them
+    exactly after a first epoch of one pass. Until 2026-11-29 train_size = 96, every
+    position of 16 sequences of 6 (66 tokens), trained silently on a dataset or a
+    generator (the likelihood weighed 96/66 = 1.45 times too much)."""
+    x, tags = tagged_sequences()
+    dataset = tf.data.Dataset.from_tensor_slices((x, tags)).batch(5)  # a ragged last batch
+
+    def generator():
+        yield from ((x[i:i + 5], tags[i:i + 5]) for i in range(0, N, 5))
+
+    messages = train_size_warnings(tagger("categorical", N * T), generator(), epochs=1)
+    assert len(messages) == 1
+    assert "16 sequences (examples) of 66 loss terms" in messages[0]
+    assert "compile(train_size=96)" in messages[0]
+    assert train_size_warnings(tagger("categorical", 66), dataset, epochs=1) == []
+
+
+def test_one_weight_a_sequence_of_shape_n_is_refused_naming_sample_weight():
+    """Keras fails on ``[N]`` weights against a per-timestep loss's ``[N, T]`` values
+    (until 2026-11-29 fit raised from inside the compiled loss: "Dimensions must be
+    equal, but are 8 and 6"); refused before training, for arrays and a dataset's
+    first batch, naming the shapes that work: ``[N, 1]`` trains."""
+    x, tags = tagged_sequences()
+    bnn = tagger("categorical", 66)
+    refused = pytest.raises(ValueError, match=r"`sample_weight` must have shape \[N, 1\] \(one "
+                                              r"weight a sequence.* or \[N, 6\] \(one a "
+                                              r"timestep\).*got shape \(16,\)")
+    with refused:
+        bnn.fit(x, tags, sample_weight=np.ones(N, "float32"), epochs=1, verbose=0)
+    refused = pytest.raises(ValueError, match=r"evaluate: `sample_weight` must have shape "
+                                              r"\[N, 1\].*got shape \(8,\)")
+    with refused:
+        bnn.evaluate(tf.data.Dataset.from_tensor_slices(
+            (x, tags, np.ones(N, "float32"))).batch(8), verbose=0)
+    history = bnn.fit(x, tags, sample_weight=np.ones((N, 1), "float32"), batch_size=8,
+                      epochs=1, verbose=0)
+    assert np.isfinite(history.history["nll"][0])

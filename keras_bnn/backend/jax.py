@@ -234,19 +234,19 @@ def batch_gradients(model):
     return gradients
 
 
-def loss_as_shard(value, y_pred, sample_weight, reduction):
+def loss_as_shard(value, y_pred, sample_weight, reduction, labels_counted=None):
     """``value``: under ``keras.distribution`` the batch is one global array, so
     each output's loss is already the global batch's (see the TensorFlow
     version).
 
     Args:
         value: one output's compiled loss.
-        y_pred, sample_weight, reduction: unused.
+        y_pred, sample_weight, reduction, labels_counted: unused.
 
     Returns:
         ``value``.
     """
-    del y_pred, sample_weight, reduction
+    del y_pred, sample_weight, reduction, labels_counted
     return value
 
 

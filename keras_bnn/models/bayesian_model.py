@@ -379,8 +379,9 @@ class BayesianModel(keras.Model):
         self._loss_tracker.update_state(step.loss, sample_weight=batch_size)
         trackers["nll"].update_state(step.loss - step.prior_term, sample_weight=batch_size)
         trackers["prior"].update_state(step.prior_term * float(self.train_size))
-        if sample_weight is not None:  # for fit's WarnOnWeightMean
+        if sample_weight is not None:  # for fit's WarnOnEpochTotals
             trackers["weight_totals"].update_state(sample_weight)
+        trackers["weight_totals"].add_terms(self, y, step.y_pred, batch_size)  # per timestep
         for name, value in step.logs.items():
             trackers[name].update_state(value)
         if (self.transition_kernel.full_batch and self._compile_loss is not None

@@ -46,9 +46,10 @@ def fit_arguments(model, args, kwargs, where):
     if keras.backend.backend() == "tensorflow":
         distribute.check_jit_compile(model)
         distribute.check_variables(model)
-    warn_on_train_size(model, kwargs, first, where)
+    terms_warned = warn_on_train_size(model, kwargs, first, where)
     callbacks = list(kwargs.get("callbacks") or [])
-    weights_check = weight_mean.for_fit(model, kwargs, where)  # a dataset's or generator's weights
+    # a dataset's or generator's weights, and per-timestep terms, after the first epoch
+    weights_check = weight_mean.for_fit(model, kwargs, where, terms_warned)
     if weights_check is not None:
         callbacks.append(weights_check)
     validation = kwargs.get("validation_data")
