@@ -149,8 +149,8 @@ def accuracy(probs, labels, mask=None):
       float in [0, 1].
 
     Raises:
-      ValueError: if the shapes disagree, rows are not probabilities, or a
-        label is out of range.
+      ValueError: if the shapes disagree (``mask`` included), rows are not
+        probabilities, or a label is out of range.
     """
     p, y, _ = _check(probs, labels, mask)
     return float(np.mean(np.argmax(p, axis=1) == y))

@@ -155,6 +155,9 @@ def test_ood_scores_per_token_and_per_sequence(tagged):
         mean_out = (full_out[name] * out_mask).sum(1) / out_mask.sum(1)
         assert sequences[name] == pytest.approx(ood.auroc(mean_in, mean_out), abs=1e-12)
     assert sequences != tokens
+    # One position per example ([S, N, K]): the two units are the same.
+    first = (members[:, :, 0], out[:, :, 0])
+    assert ood.ood_auroc(*first, per="example") == ood.ood_auroc(*first)
 
 
 def test_prediction_diagnostics_per_position():
