@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
+from keras_bnn import positions
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.ensemble_weights import same_in_every_set
@@ -241,7 +242,22 @@ def convergence_verdict(summary, what="components"):
                                      f"(≥ {need} asked)")
 
 
-def predictive_ess(member_probs, max_components=MAX_COMPONENTS):
+def _prediction_chains(probs, mask, name, one_chain):
+    """``probs`` [C, S, N, ..., K] (with ``one_chain``, also [S, N, ..., K]) checked, as
+    float64 [C, S, M, K] at the positions where ``mask`` [N, ...] is True (all of
+    them without one: then a 4-D array is [C, S, N, K]; :mod:`keras_bnn.positions`)."""
+    x = np.asarray(probs, dtype=np.float64)
+    rank = 1 if mask is None else np.ndim(mask)  # the positions' axes
+    if one_chain and x.ndim == rank + 2:
+        x = x[np.newaxis]
+    shape_text = ("[S, N, ..., K] or " if one_chain else "") + "[C, S, N, ..., K]"
+    x = _as_chains(x, name, shape_text, ndim=rank + 3 if mask is not None else max(x.ndim, 4))
+    if mask is None:
+        return x
+    return positions.select(x.shape[2:-1], mask, name).take(x, name, lead=2)
+
+
+def predictive_ess(member_probs, max_components=MAX_COMPONENTS, mask=None):
     """Bulk effective sample size of the predicted probabilities.
 
     Per component p(k|x_n), ArviZ's bulk ESS (module docstring); with C >= 2
@@ -249,8 +265,12 @@ def predictive_ess(member_probs, max_components=MAX_COMPONENTS):
 
     Args:
         member_probs: [S, N, K] probabilities of S successive samples of one
-            chain (S >= 4), or [C, S, N, K] for C chains.
+            chain (S >= 4), or [C, S, N, K] for C chains; per position
+            [S, N, ..., K] / [C, S, N, ..., K] (a 4-D array without ``mask``
+            is [C, S, N, K]: pass a tagger's [S, N, T, K] with a ``mask``).
         max_components: score at most this many components (None: all).
+        mask: optional [N, ...] booleans, True = scored: the components of
+            those positions only (:mod:`keras_bnn.metrics`).
 
     Returns:
         dict: "ess_min", "ess_median", "ess_mean" (floats), "num_draws" (C·S),
@@ -258,13 +278,12 @@ def predictive_ess(member_probs, max_components=MAX_COMPONENTS):
         "num_constant" (left out).
 
     Raises:
-        ValueError: naming ``member_probs`` if it is not 3-D or 4-D, empty,
-            has too few draws or non-finite values.
+        ValueError: naming ``member_probs`` if it is not of those shapes,
+            empty, has too few draws or non-finite values, or ``mask`` if it
+            is not of the positions' shape [N, ...].
     """
-    x = np.asarray(member_probs, dtype=np.float64)
-    x = _as_chains(x[np.newaxis] if x.ndim == 3 else x, "member_probs",
-                   "[S, N, K] or [C, S, N, K]", ndim=4)
-    return _legacy_keys(x, max_components, rhat=False)
+    chains = _prediction_chains(member_probs, mask, "member_probs", one_chain=True)
+    return _legacy_keys(chains, max_components, rhat=False)
 
 
 def _legacy_keys(chains, max_components, rhat=True):
@@ -282,7 +301,7 @@ def _legacy_keys(chains, max_components, rhat=True):
                for t in RHAT_THRESHOLDS})
 
 
-def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS):
+def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS, mask=None):
     """Rank-normalised split R-hat and bulk ESS of the predicted probabilities.
 
     The numbers of :func:`convergence_summary`, under the keys that
@@ -291,8 +310,9 @@ def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS):
     Args:
         chains_probs: [C, S, N, K] probabilities from C chains (or cycles) of S
             samples each (S >= 4; one chain needs S >= 8 for an R-hat, with
-            fewer it is NaN).
+            fewer it is NaN); per position [C, S, N, ..., K].
         max_components: score at most this many components (None: all).
+        mask: as for :func:`predictive_ess`.
 
     Returns:
         dict: "rhat_mean", "rhat_median", "rhat_max", "frac_rhat_gt_1.1",
@@ -301,10 +321,11 @@ def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS):
         but differ has R-hat = inf.
 
     Raises:
-        ValueError: naming ``chains_probs`` if it is not 4-D, empty, has too
-            few draws or non-finite values.
+        ValueError: naming ``chains_probs`` if it is not [C, S, N, ..., K],
+            empty, has too few draws or non-finite values, or ``mask`` as for
+            :func:`predictive_ess`.
     """
-    chains = _as_chains(chains_probs, "chains_probs", "[C, S, N, K]", ndim=4)
+    chains = _prediction_chains(chains_probs, mask, "chains_probs", one_chain=False)
     return _legacy_keys(chains, max_components)
 
 

@@ -31,6 +31,12 @@ difference and its standard error).
 their average (the posterior predictive), and the running average of the first
 s members for s = 1..S (how the ensemble improves with more samples).
 
+Per-position predictions (a tagger's ``[N, T, K]``, per pixel ``[N, H, W, K]``;
+members ``[S, N, ..., K]``, labels ``[N, ...]``) are scored per position, over
+the positions where the optional ``mask`` ``[N, ...]`` is True (``x != 0``):
+``f(probs, labels, mask=m) == f(probs[m], labels[m])``, :mod:`keras_bnn.positions`.
+Per-example results come in the positions' shape, or ``[M]`` under a mask.
+
 Everything here is numpy and scipy: importing or calling this module needs
 no TensorFlow, on any Keras backend.
 """
@@ -38,6 +44,7 @@ no TensorFlow, on any Keras backend.
 import numpy as np
 import scipy.special
 
+from keras_bnn import positions
 from keras_bnn.validation import argument_error, check_fraction, check_int
 
 # Smallest probability used inside a log: a predicted probability of exactly 0
@@ -84,20 +91,17 @@ def check_probabilities(probs, name="probs"):
     return np.minimum(p, 1.0)  # a float32 mean can pass 1 by an ulp: -log p stays >= 0
 
 
-def _check_labels(labels, num_examples, num_classes):
-    y = np.asarray(labels)
-    if y.ndim != 1 or y.shape[0] != num_examples:
-        raise argument_error("labels", f"be of shape [N] = [{num_examples}] to match probs",
-                             labels, got=f"shape {y.shape}")
+def _check_labels(y, num_classes):
+    """The scored labels ``y`` [M] (of :meth:`Positions.take`) as int64 class indices."""
     integral = np.issubdtype(y.dtype, np.integer) or (
         np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))
     if not integral:
-        raise argument_error("labels", "be integer class indices", labels,
+        raise argument_error("labels", "be integer class indices", None,
                              got=f"dtype {y.dtype} values {y[:3]}")
     y = y.astype(np.int64)
     if y.min() < 0 or y.max() >= num_classes:
         raise argument_error("labels", f"be class indices in [0, {num_classes - 1}] for "
-                             f"K={num_classes} classes", labels,
+                             f"K={num_classes} classes", None,
                              got=f"values in [{y.min()}, {y.max()}]")
     return y
 
@@ -122,42 +126,46 @@ def two_class(probs, name="probs"):
     return p
 
 
-def _check(probs, labels):
-    p = check_probabilities(two_class(probs))
-    if p.ndim != 2:
-        raise argument_error("probs", "be an array of shape [N, K]", probs, got=f"shape {p.shape}")
-    return p, _check_labels(labels, p.shape[0], p.shape[1])
+def _check(probs, labels, mask=None):
+    """``(p [M, K], y [M], positions)``: the scored positions of ``probs`` [N, ..., K] and
+    ``labels`` [N, ...], checked."""
+    p = two_class(probs)
+    at = positions.select(p.shape[:-1], mask)
+    p = check_probabilities(at.take(p, "probs"))
+    return p, _check_labels(at.take(labels, "labels", event=False), p.shape[1]), at
 
 
-def accuracy(probs, labels):
+def accuracy(probs, labels, mask=None):
     """Fraction of examples whose most probable class is the label.
 
     accuracy = (1/N) Σ_i 1[argmax_k p_ik = y_i]  (ties go to the lowest index).
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      labels: [N, ...] integer labels in [0, K).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
       float in [0, 1].
 
     Raises:
-      ValueError: if the shapes disagree, rows are not probabilities, or a
-        label is out of range.
+      ValueError: if the shapes disagree (``mask`` included), rows are not
+        probabilities, or a label is out of range.
     """
-    p, y = _check(probs, labels)
+    p, y, _ = _check(probs, labels, mask)
     return float(np.mean(np.argmax(p, axis=1) == y))
 
 
-def nll(probs, labels):
+def nll(probs, labels, mask=None):
     """Mean negative log-likelihood of the labels, in nats.
 
     nll = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR); the floor (float32 `tiny`)
     keeps one zero probability from making the mean infinite.
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      labels: [N, ...] integer labels in [0, K).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
       float >= 0.
@@ -165,26 +173,27 @@ def nll(probs, labels):
     Raises:
       ValueError: as for `accuracy`.
     """
-    return float(np.mean(nll_per_example(probs, labels)))
+    return float(np.mean(nll_per_example(probs, labels, mask)))
 
 
-def nll_per_example(probs, labels):
+def nll_per_example(probs, labels, mask=None):
     """Each example's negative log-likelihood, in nats: the terms of :func:`nll`.
 
     nll_i = -log max(p_{i,y_i}, PROB_FLOOR).
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      labels: [N, ...] integer labels in [0, K).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
-      float64 numpy array [N].
+      float64 numpy array [N, ...] (the positions' shape), or [M] with a mask.
 
     Raises:
       ValueError: as for `accuracy`.
     """
-    p, y = _check(probs, labels)
-    return -np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR))
+    p, y, at = _check(probs, labels, mask)
+    return at.restore(-np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR)))
 
 
 def paired_difference(a, b):
@@ -228,7 +237,7 @@ def paired_difference(a, b):
             "largest_index": largest, "largest": float(delta[largest])}
 
 
-def brier(probs, labels):
+def brier(probs, labels, mask=None):
     """Multi-class Brier score, summed over classes and averaged over examples.
 
     brier = (1/N) Σ_i Σ_k (p_ik - 1[k = y_i])².  It is *not* divided by K, so
@@ -237,8 +246,9 @@ def brier(probs, labels):
     score (1/N) Σ_i (p_i − y_i)², in [0, 1].
 
     Args:
-      probs, labels: [N, K] class probabilities, or [N, 1] binary p(y=1), and
-        their [N] integer labels in [0, K) (as for `accuracy`).
+      probs, labels: [N, ..., K] class probabilities, or [N, ..., 1] binary
+        p(y=1), and their [N, ...] integer labels in [0, K) (as for `accuracy`).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
       float in [0, 2] ([0, 1] for binary ``probs``).
@@ -246,28 +256,25 @@ def brier(probs, labels):
     Raises:
       ValueError: as for `accuracy`.
     """
-    p, y = _check(probs, labels)
+    p, y, _ = _check(probs, labels, mask)
     binary = np.shape(probs)[-1] == 1  # after the check: a scalar has no last axis
     onehot = np.eye(p.shape[1])[y]
     return float(np.mean(np.sum((p - onehot) ** 2, axis=1)) / (2.0 if binary else 1.0))
 
 
-def ece(probs, labels, num_bins=15):
+def ece(probs, labels, num_bins=15, mask=None):
     """Expected calibration error with equal-width confidence bins.
 
     ece = Σ_b (n_b/N) |acc_b - conf_b| over the non-empty bins of
     `reliability` (Guo et al. 2017, eq. 3), with the argmax as the decision.
-    Computed with numpy (no TensorFlow): the bins are those of
-    ``tfp.stats.expected_calibration_error`` (float32 confidences,
-    ``tf.histogram_fixed_width_bins``), the sums float64, and the tests
-    check the two agree.
-    TFP's numpy substrate cannot run that function (no
-    ``unsorted_segment_sum``) and its JAX substrate does not import with
-    JAX 0.10 (both checked), so it is not called here.
+    Numpy: the bins of ``tfp.stats.expected_calibration_error`` (float32
+    confidences), float64 sums; the tests check the two agree (TFP's numpy
+    substrate lacks ``unsorted_segment_sum``, its JAX one fails to import).
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      labels: [N, ...] integer labels in [0, K).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: number B of equal-width bins on [0, 1], B >= 1.
 
     Returns:
@@ -276,13 +283,13 @@ def ece(probs, labels, num_bins=15):
     Raises:
       ValueError: as for `accuracy`, or if `num_bins` is not a positive integer.
     """
-    stats = reliability(probs, labels, num_bins)
+    stats = reliability(probs, labels, num_bins, mask)
     filled = stats["count"] > 0
     weights = stats["count"][filled] / np.sum(stats["count"])
     return float(np.sum(weights * np.abs(stats["accuracy"][filled] - stats["confidence"][filled])))
 
 
-def reliability(probs, labels, num_bins=15):
+def reliability(probs, labels, num_bins=15, mask=None):
     """Per-bin statistics of a reliability diagram.
 
     Bin b = 0..B-1 holds the examples whose confidence c_i = max_k p_ik lies in
@@ -290,8 +297,9 @@ def reliability(probs, labels, num_bins=15):
     `tf.histogram_fixed_width_bins` and hence as `ece`.
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      labels: [N, ...] integer labels in [0, K).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: number B of equal-width bins on [0, 1], B >= 1.
 
     Returns:
@@ -306,7 +314,7 @@ def reliability(probs, labels, num_bins=15):
       ValueError: as for `ece`.
     """
     num_bins = check_int(num_bins, "num_bins", 1)
-    p, y = _check(probs, labels)
+    p, y, _ = _check(probs, labels, mask)
     predicted = np.argmax(p, axis=1)
     confidence = p[np.arange(p.shape[0]), predicted]
     # Bins from float32 confidences, as TFP's and `tf.histogram_fixed_width_bins`
@@ -325,12 +333,13 @@ def reliability(probs, labels, num_bins=15):
             "confidence": mean_conf, "accuracy": mean_acc}
 
 
-def evaluate_probs(probs, labels, num_bins=15):
+def evaluate_probs(probs, labels, num_bins=15, mask=None):
     """All metrics of one predictive distribution.
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      labels: [N, ...] integer labels in [0, K).
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: bins for `ece`.
 
     Returns:
@@ -340,11 +349,11 @@ def evaluate_probs(probs, labels, num_bins=15):
     Raises:
       ValueError: as for `ece`.
     """
-    return {"accuracy": accuracy(probs, labels), "nll": nll(probs, labels),
-            "ece": ece(probs, labels, num_bins), "brier": brier(probs, labels)}
+    return {"accuracy": accuracy(probs, labels, mask), "nll": nll(probs, labels, mask),
+            "ece": ece(probs, labels, num_bins, mask), "brier": brier(probs, labels, mask)}
 
 
-def evaluate_members(member_probs, labels, num_bins=15):
+def evaluate_members(member_probs, labels, num_bins=15, mask=None):
     """Scores each member, the ensemble, and the ensemble as members are added.
 
     The ensemble's predictive distribution is the mean of the member
@@ -352,10 +361,11 @@ def evaluate_members(member_probs, labels, num_bins=15):
     members is p̄_s = (1/s) Σ_{r<=s} p_r.
 
     Args:
-      member_probs: [S, N, K] class probabilities of S members (posterior
-        samples) on the same N examples, or [S, N, 1] binary p(y=1).
-      labels: [N] integer labels in [0, K).
+      member_probs: [S, N, ..., K] class probabilities of S members (posterior
+        samples) on the same N examples, or [S, N, ..., 1] binary p(y=1).
+      labels: [N, ...] integer labels in [0, K).
       num_bins: bins for `ece`.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
       dict with
@@ -365,14 +375,17 @@ def evaluate_members(member_probs, labels, num_bins=15):
           list per name in METRIC_NAMES, the metrics of p̄_s.
 
     Raises:
-      ValueError: if `member_probs` is not [S, N, K] probabilities, or as for
-        `ece`.
+      ValueError: if `member_probs` is not [S, N, ..., K] probabilities, or as
+        for `ece`.
     """
     probs = _numbers(member_probs, "member_probs")
-    check_probabilities(two_class(probs), name="member_probs")
-    if probs.ndim != 3:
-        raise argument_error("member_probs", "be an array of shape [S, N, K]", member_probs,
+    if probs.ndim < 3:
+        raise argument_error("member_probs", "be an array of shape [S, N, ..., K]", None,
                              got=f"shape {probs.shape}")
+    at = positions.select(probs.shape[1:-1], mask, "member_probs")
+    probs = at.take(probs, "member_probs", lead=1)
+    labels = at.take(labels, "labels", event=False)
+    check_probabilities(two_class(probs), name="member_probs")
     members = [evaluate_probs(p, labels, num_bins) for p in probs]
     curve = {"num_samples": []}
     curve.update({name: [] for name in METRIC_NAMES})
@@ -388,7 +401,7 @@ def evaluate_members(member_probs, labels, num_bins=15):
             "metric_vs_num_samples": curve}
 
 
-def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
+def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=None):
     """Metrics of a Gaussian predictive distribution N(mean, variance) (regression).
 
     With D targets per example (summed over d in the NLL, averaged elsewhere):
@@ -404,8 +417,10 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
     Gaussian, e.g. the moment-matched one of ``predict_uncertainty``).
 
     Args:
-      mean, variance: [N] or [N, D] predictive means and variances (> 0).
-      targets: [N] or [N, D] observed values.
+      mean, variance: [N], [N, D] or [N, ..., D] predictive means and
+        variances (> 0); [N, ...] under a ``mask`` of that shape means D = 1.
+      targets: observed values, of the same shape.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       levels: central-interval probabilities in (0, 1).
 
     Returns:
@@ -416,7 +431,7 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95)):
       ValueError: if the shapes differ, a value is not finite, a variance
         is not positive or a level is outside (0, 1).
     """
-    mu, var, y = _check_gaussian(mean, variance, targets)
+    mu, var, y, _ = _check_gaussian(mean, variance, targets, mask=mask)
     return _regression_scores(-_gaussian_nll(mu, var, y), mu,
                               scipy.special.ndtr((y - mu) / np.sqrt(var)), y, _levels(levels))
 
@@ -440,65 +455,71 @@ def _regression_scores(log_likelihood, mean, cdf, y, levels):
     return result
 
 
-def _check_gaussian(mean, variance, targets, names=("mean", "variance")):
-    """``(mean, variance, targets)`` as checked float64 [N, D] arrays (:func:`evaluate_gaussian`);
-    errors name the first two ``names``."""
+def _check_gaussian(mean, variance, targets, names=("mean", "variance"), mask=None):
+    """``(mean, variance, targets)`` as checked float64 [M, D] arrays of the scored
+    positions, and their :class:`Positions` (:func:`evaluate_gaussian`); errors name
+    the first two ``names``."""
     mu, var, y = (_numbers(v, name) for v, name in ((mean, names[0]), (variance, names[1]),
                                                      (targets, "targets")))
-    if mu.ndim == 1:
-        mu, var = mu[:, None], var[:, None]
-    if y.ndim == 1:
-        y = y[:, None]
+    rank = 1 if mask is None else np.ndim(mask)  # [N, ...] alone: D = 1
+    mu, var, y = (v[..., None] if v.ndim == rank else v for v in (mu, var, y))
     if not mu.shape == var.shape == y.shape or mu.size == 0:
         raise argument_error(
-            "targets", "be non-empty and of the shape [N] or [N, D] of `{}` and `{}`".format(
+            "targets", "be non-empty and of the shape [N], [N, ..., D] of `{}` and `{}`".format(
                 *names),
-            targets, got=f"shapes {np.shape(mean)}, {np.shape(variance)}, {np.shape(targets)}")
+            None, got=f"shapes {np.shape(mean)}, {np.shape(variance)}, {np.shape(targets)}")
+    at = positions.select(mu.shape[:-1], mask, names[0])
+    mu, var, y = (at.take(v, name) for v, name in ((mu, names[0]), (var, names[1]),
+                                                   (y, "targets")))
     for name, values in ((names[0], mu), (names[1], var), ("targets", y)):
         if not np.all(np.isfinite(values)):
             raise argument_error(name, "be finite", values, got="NaN or inf values")
     if var.min() <= 0:
         raise argument_error(names[1], "be positive", variance, got=f"minimum {var.min():.4g}")
-    return mu, var, y
+    return mu, var, y, at
 
 
 def _gaussian_nll(mu, var, y):
     return np.sum(0.5 * (np.log(2 * np.pi * var) + (y - mu) ** 2 / var), axis=-1)
 
 
-def gaussian_nll_per_example(mean, variance, targets):
+def gaussian_nll_per_example(mean, variance, targets, mask=None):
     """Each example's Gaussian NLL: the terms of :func:`evaluate_gaussian`'s ``nll``.
 
     nll_i = Σ_d ½[log(2π σ²_id) + (y_id − μ_id)²/σ²_id].
 
     Args:
-      mean, variance: [N] or [N, D] predictive means and variances (> 0).
-      targets: [N] or [N, D] observed values.
+      mean, variance: [N], [N, D] or [N, ..., D] predictive means and
+        variances (> 0); [N, ...] under a ``mask`` of that shape means D = 1.
+      targets: observed values, of the same shape.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
-      float64 numpy array [N].
+      float64 numpy array [N, ...] (the positions' shape), or [M] with a mask.
 
     Raises:
       ValueError: as for :func:`evaluate_gaussian`.
     """
-    return _gaussian_nll(*_check_gaussian(mean, variance, targets))
+    mu, var, y, at = _check_gaussian(mean, variance, targets, mask=mask)
+    return at.restore(_gaussian_nll(mu, var, y))
 
 
-def _check_members(member_means, member_variances, targets):
-    """The S members' ``(means, variances)`` [S, N, D] and ``targets`` [N, D], checked."""
+def _check_members(member_means, member_variances, targets, mask):
+    """The S members' ``(means, variances)`` [S, M, D], ``targets`` [M, D] and their
+    :class:`Positions`, checked."""
     mu, var = _numbers(member_means, "member_means"), _numbers(member_variances,
                                                                "member_variances")
-    if mu.ndim not in (2, 3) or mu.shape != var.shape or 0 in mu.shape:
+    if mu.ndim < 2 or mu.shape != var.shape or 0 in mu.shape:
         raise argument_error("member_variances", "be non-empty arrays of the same shape "
-                             "[S, N] or [S, N, D] as `member_means`", member_variances,
+                             "[S, N] or [S, N, ..., D] as `member_means`", None,
                              got=f"shapes {mu.shape} and {var.shape}")
     names = ("member_means", "member_variances")
-    checked = [_check_gaussian(m, v, targets, names) for m, v in zip(mu, var)]
-    return (np.stack([m for m, _, _ in checked]), np.stack([v for _, v, _ in checked]),
-            checked[0][2])
+    checked = [_check_gaussian(m, v, targets, names, mask) for m, v in zip(mu, var)]
+    return (np.stack([m for m, _, _, _ in checked]), np.stack([v for _, v, _, _ in checked]),
+            *checked[0][2:])
 
 
-def gaussian_mixture_nll_per_example(member_means, member_variances, targets):
+def gaussian_mixture_nll_per_example(member_means, member_variances, targets, mask=None):
     """Each example's NLL under the equal-weight mixture of S Gaussians.
 
     nll_i = −log (1/S) Σ_s Π_d N(y_id; μ_sid, σ²_sid), a log-sum-exp of
@@ -507,23 +528,25 @@ def gaussian_mixture_nll_per_example(member_means, member_variances, targets):
     of the mean probabilities is a classifier's.
 
     Args:
-      member_means, member_variances: [S, N] or [S, N, D] means and
+      member_means, member_variances: [S, N] or [S, N, ..., D] means and
         variances (> 0) of S members.
-      targets: [N] or [N, D] observed values.
+      targets: [N] or [N, ..., D] observed values.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
-      float64 numpy array [N].
+      float64 numpy array [N, ...] (the positions' shape), or [M] with a mask.
 
     Raises:
       ValueError: as for :func:`evaluate_gaussian`, naming the members'
         arrays when their shapes differ.
     """
-    mu, var, y = _check_members(member_means, member_variances, targets)
-    return np.log(len(mu)) - scipy.special.logsumexp(-_gaussian_nll(mu, var, y), axis=0)
+    mu, var, y, at = _check_members(member_means, member_variances, targets, mask)
+    return at.restore(np.log(len(mu)) - scipy.special.logsumexp(-_gaussian_nll(mu, var, y),
+                                                                axis=0))
 
 
 def evaluate_gaussian_members(member_means, member_variances, targets,
-                              levels=(0.5, 0.9, 0.95)):
+                              levels=(0.5, 0.9, 0.95), mask=None):
     """Scores each Gaussian member, their mixture, and the mixture as members are added.
 
     The predictive of S members is the mixture p(y) = (1/S) Σ_s N(y; μ_s, σ²_s)
@@ -542,9 +565,10 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
     draws, not 50 %). For S = 1 the numbers are :func:`evaluate_gaussian`'s.
 
     Args:
-      member_means, member_variances: [S, N] or [S, N, D] means and
+      member_means, member_variances: [S, N] or [S, N, ..., D] means and
         variances (> 0) of S members on the same N examples.
-      targets: [N] or [N, D] observed values.
+      targets: [N] or [N, ..., D] observed values.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       levels: central-interval probabilities in (0, 1).
 
     Returns:
@@ -557,7 +581,7 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
       ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for a
         level outside (0, 1).
     """
-    mu, var, y = _check_members(member_means, member_variances, targets)
+    mu, var, y, _ = _check_members(member_means, member_variances, targets, mask)
     levels = _levels(levels)
     count = np.arange(1, len(mu) + 1)
     log_density = -_gaussian_nll(mu, var, y)  # [S, N]

@@ -21,6 +21,14 @@ input scores higher than a random in-distribution one (ties count half),
 ``(R_ood - n_ood(n_ood+1)/2) / (n_ood·n_in)`` with ``R_ood`` the sum of the
 OOD inputs' ranks in the pooled scores (Mann–Whitney). 0.5 is chance.
 
+Per-position predictions (a tagger's members ``[S, N, T, K]``, a segmenter's
+``[S, N, H, W, K]``) have scores per position ``[N, ...]``; ``mask`` selects
+the scored ones (``x != 0``), as in :mod:`keras_bnn.metrics`. :func:`ood_auroc`
+ranks positions (``per="position"``: is this token / pixel OOD, the pixel-level
+AUROC of anomaly segmentation) or examples (``per="example"``: each example's
+mean score over its scored positions, e.g. a sentence's mean token entropy:
+is this sequence OOD).
+
 Numpy and scipy only: importing this module does not import TensorFlow.
 """
 
@@ -28,11 +36,15 @@ import numpy as np
 import scipy.ndimage
 import scipy.stats
 
+from keras_bnn import positions
 from keras_bnn.metrics import check_probabilities, two_class
-from keras_bnn.validation import argument_error
+from keras_bnn.validation import argument_error, check_choice
 
 #: The keys of :func:`ood_auroc`'s result.
 OOD_SCORES = ("entropy", "mutual_information")
+
+#: What :func:`ood_auroc` ranks: positions (tokens, pixels) or examples.
+OOD_UNITS = ("position", "example")
 
 
 def digits_28x28():
@@ -51,28 +63,17 @@ def digits_28x28():
     return framed[..., None].astype(np.float32), labels.astype(np.int64)
 
 
-def uncertainty_scores(member_probs):
-    """Predictive entropy and mutual information of an ensemble's members.
-
-    Args:
-        member_probs: ``[S, N, K]`` class probabilities of S members (or
-            ``[N, K]`` for one network); K = 1 is a Bernoulli head's p(y=1),
-            read as the rows [1 − p, p] (the numbers of a two-class softmax).
-
-    Returns:
-        dict ``{"entropy": [N], "mutual_information": [N]}`` (float64; the
-        information is clipped at 0 against round-off).
-
-    Raises:
-        ValueError: if ``member_probs`` is not of rank 2 or 3, or not rows of
-            probabilities.
-    """
-    probs = check_probabilities(two_class(member_probs, "member_probs"), "member_probs")
+def _scored(member_probs, mask, name, mask_name):
+    """``(probs [S, M, K], Positions)``: the checked members at the scored positions."""
+    probs = check_probabilities(two_class(member_probs, name), name)
     if probs.ndim == 2:
         probs = probs[None]
-    if probs.ndim != 3:
-        raise argument_error("member_probs", "have shape [S, N, K] or [N, K]",
-                             None, "uncertainty_scores", got=f"shape {probs.shape}")
+    at = positions.select(probs.shape[1:-1], mask, name, mask_name)
+    return at.take(probs, name, lead=1), at
+
+
+def _information(probs):
+    """Entropy of the mean and mutual information of members ``[S, M, K]``: ``[M]`` each."""
 
     def entropy(p):
         return -np.sum(p * np.log(np.clip(p, 1e-38, None)), axis=-1)
@@ -80,6 +81,46 @@ def uncertainty_scores(member_probs):
     total = entropy(probs.mean(axis=0))
     return {"entropy": total,
             "mutual_information": np.maximum(total - entropy(probs).mean(axis=0), 0.0)}
+
+
+def uncertainty_scores(member_probs, mask=None):
+    """Predictive entropy and mutual information of an ensemble's members.
+
+    Args:
+        member_probs: ``[S, N, ..., K]`` class probabilities of S members (or
+            ``[N, K]`` for one network; one network's ``[N, T, K]`` is
+            ``probs[None]``); K = 1 is a Bernoulli head's p(y=1), read as
+            the rows [1 − p, p] (the numbers of a two-class softmax).
+        mask: optional ``[N, ...]`` booleans, True = scored (module docstring).
+
+    Returns:
+        dict ``{"entropy": ..., "mutual_information": ...}`` of float64
+        arrays ``[N, ...]`` (the positions' shape), or ``[M]`` over the
+        mask's True positions (the information is clipped at 0 against
+        round-off).
+
+    Raises:
+        ValueError: if ``member_probs`` is not rows of probabilities with a
+            position axis, or ``mask`` is not of its positions' shape.
+    """
+    probs, at = _scored(member_probs, mask, "member_probs", "mask")
+    return {key: at.restore(value) for key, value in _information(probs).items()}
+
+
+def _unit_scores(member_probs, mask, per, name, mask_name):
+    """The scores :func:`ood_auroc` ranks: ``[M]`` of the scored positions, or
+    (``per="example"``) each example's mean over its scored positions, the
+    examples with none left out."""
+    if per == "position":
+        return _information(_scored(member_probs, mask, name, mask_name)[0])
+    probs, at = _scored(member_probs, None, name, mask_name)
+    scored = np.zeros(probs.shape[1], bool)
+    index = positions.select(at.shape, mask, name, mask_name).index
+    scored[slice(None) if index is None else index] = True
+    scored = scored.reshape(at.shape[0], -1)
+    kept, count = scored.any(axis=1), scored.sum(axis=1)
+    return {key: np.sum(value.reshape(scored.shape) * scored, axis=1)[kept] / count[kept]
+            for key, value in _information(probs).items()}
 
 
 def auroc(in_scores, out_scores):
@@ -107,14 +148,20 @@ def auroc(in_scores, out_scores):
     return float((ranks[n_in:].sum() - n_out * (n_out + 1) / 2.0) / (n_in * n_out))
 
 
-def ood_auroc(in_member_probs, out_member_probs):
+def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
+              per="position"):
     """AUROC of predictive entropy and of mutual information, OOD vs in-distribution.
 
     Args:
-        in_member_probs: ``[S, N_in, K]`` member probabilities on the
+        in_member_probs: ``[S, N_in, ..., K]`` member probabilities on the
             in-distribution test set (K = 1: binary p(y=1), as for
             :func:`uncertainty_scores`).
-        out_member_probs: ``[S, N_ood, K]`` on the OOD set.
+        out_member_probs: ``[S, N_ood, ..., K]`` on the OOD set.
+        in_mask, out_mask: optional ``[N_in, ...]`` / ``[N_ood, ...]``
+            booleans, True = scored (``x != 0``).
+        per: ``"position"`` ranks every scored position (token, pixel);
+            ``"example"`` ranks each example by its mean score over its
+            scored positions (module docstring). The same for ``[S, N, K]``.
 
     Returns:
         dict ``{"entropy": AUROC, "mutual_information": AUROC}`` (the latter
@@ -122,12 +169,16 @@ def ood_auroc(in_member_probs, out_member_probs):
 
     Raises:
         ValueError: naming the argument, for arrays that are not rows of
-            probabilities, or two sets with different numbers of classes.
+            probabilities, two sets with different numbers of classes, a
+            mask not of its set's positions' shape, or ``per`` not one of
+            :data:`OOD_UNITS`.
     """
+    per = check_choice(per, "per", OOD_UNITS, "ood_auroc")
     classes = [check_probabilities(two_class(probs, name), name).shape[-1] for name, probs in (
         ("in_member_probs", in_member_probs), ("out_member_probs", out_member_probs))]
     if classes[0] != classes[1]:
         raise argument_error("out_member_probs", f"have the K = {classes[0]} classes of "
                              "`in_member_probs`", None, "ood_auroc", got=f"K = {classes[1]}")
-    inside, outside = uncertainty_scores(in_member_probs), uncertainty_scores(out_member_probs)
+    inside = _unit_scores(in_member_probs, in_mask, per, "in_member_probs", "in_mask")
+    outside = _unit_scores(out_member_probs, out_mask, per, "out_member_probs", "out_mask")
     return {name: auroc(inside[name], outside[name]) for name in OOD_SCORES}

@@ -38,7 +38,7 @@ def _save_png(fig, path):
     return path
 
 
-def reliability_diagram(probs, labels, path, num_bins=15, title=None):
+def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None):
     """Draws a reliability diagram and writes it as a PNG.
 
     Top panel: accuracy acc_b of each equal-width confidence bin as a bar over
@@ -48,11 +48,13 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None):
     ECE = Σ_b (n_b/N)|acc_b - conf_b| (see `metrics.ece`).
 
     Args:
-      probs: [N, K] class probabilities.
-      labels: [N] integer labels in [0, K).
+      probs: [N, ..., K] class probabilities (per position: a tagger's
+        [N, T, K], whose bins then count tokens).
+      labels: [N, ...] integer labels in [0, K).
       path: output file; parent directories are created.
       num_bins: number B of confidence bins, B >= 1.
       title: optional text placed before the ECE in the title.
+      mask: optional [N, ...] booleans, True = scored (`metrics`).
 
     Returns:
       `path` as a string.
@@ -60,8 +62,8 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None):
     Raises:
       ValueError: as for `metrics.reliability`.
     """
-    stats = metrics.reliability(probs, labels, num_bins)
-    ece = metrics.ece(probs, labels, num_bins)
+    stats = metrics.reliability(probs, labels, num_bins, mask)
+    ece = metrics.ece(probs, labels, num_bins, mask)
     lower, width = stats["bin_lower"], 1.0 / num_bins
     filled = stats["count"] > 0
     fig = Figure(figsize=(5.5, 6.5), dpi=100)

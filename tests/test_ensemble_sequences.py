@@ -141,15 +141,14 @@ def test_evaluate_averages_the_nll_over_the_unmasked_tokens(sampled, member_loop
     # The metric accumulates over the tokens themselves.
     np.testing.assert_allclose(batched["sparse_categorical_accuracy"],
                                correct[x != 0].mean(), atol=1e-6)
-    # kb.metrics takes [N, K]: the unmasked tokens, selected (README).
+    # kb.metrics scores the unmasked tokens of [N, T, K] with mask= (README);
+    # until 2026-11-29 it refused [N, T, K] (tests/test_metrics_positions.py).
     tokens = x != 0
-    np.testing.assert_allclose(kb.metrics.nll(probs.mean(0)[tokens], y[tokens]), masked,
+    np.testing.assert_allclose(kb.metrics.nll(probs.mean(0), y, mask=tokens), masked,
                                rtol=1e-12)
     members = ensemble.predict_members(x)
-    scored = kb.metrics.evaluate_members(members[:, tokens], y[tokens])
+    scored = kb.metrics.evaluate_members(members, y, mask=tokens)
     np.testing.assert_allclose(scored["ensemble"]["nll"], result["loss"], atol=ATOL)
-    with pytest.raises(ValueError, match=r"`member_probs` must be an array of shape \[S, N, K\]"):
-        kb.metrics.evaluate_members(members, y)
 
 
 def test_a_frozen_embedding_trunk_keeps_the_mask(sampled):

@@ -98,7 +98,9 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     regression runs with :func:`keras_bnn.metrics.evaluate_gaussian_members`
     (NLL, RMSE, coverage of the central 50/90/95 % intervals) of the
     members' Gaussian mixture. Writes ``metrics.json``, ``reliability.png`` (classification)
-    and ``metric_vs_samples.png`` into ``run_dir``.
+    and ``metric_vs_samples.png`` into ``run_dir``. The runs' models
+    (:mod:`keras_bnn.models`) output ``[N, K]``: none is a tagger, whose
+    ensemble is scored by :mod:`keras_bnn.metrics` with ``mask=``.
 
     Args:
         run_dir: a directory written by :func:`keras_bnn.runs.train` or
