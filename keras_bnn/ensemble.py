@@ -398,13 +398,18 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         members, finite, mask = self._members_and_finite_rows(inputs)
         output = uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
         set_keras_mask(output, mask)
+        if self.likelihood == "gaussian":  # for evaluate's loss, members computed once
+            ensemble_scoring.attach_members(output, self._batch_first(members, finite, mask))
         return output
 
     def _batch_first_members(self, inputs):
         """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`)
         on ``inputs``, [N, S, ..., units], NaN in the rows of a non-finite input,
         carrying the member's Keras mask [N, ...] (for a loss of the members)."""
-        members, finite, mask = self._members_and_finite_rows(inputs)
+        return self._batch_first(*self._members_and_finite_rows(inputs))
+
+    def _batch_first(self, members, finite, mask):
+        """:meth:`_batch_first_members` of :meth:`_members_and_finite_rows`' outputs."""
         predictions = uncertainty.member_predictions(members, self.likelihood)
         output = uncertainty.nan_rows(ops.swapaxes(predictions, 0, 1), finite)
         set_keras_mask(output, mask)

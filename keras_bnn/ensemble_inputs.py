@@ -13,10 +13,16 @@ with). A subclassed one has no graph (``model.inputs`` is unset even after
 a call), but Keras records the shape it was built on (its build config,
 ``{"input_shape": ...}``, which a ``BayesianModel`` subclass's config
 keeps, so a member rebuilt from a store or a ``.keras`` file has it too):
-a shape gives one input, a list or a dict of shapes several, of dtype
-float32 (Keras records no input dtype). Its outputs are those of a
-symbolic call on that signature. A model that is not built, or whose
-``call`` takes several arguments, has no signature to give: refused.
+a shape gives one input, a list or a dict of shapes several. Keras records
+no input dtype: an input's dtype is the model's ``serving_input_dtype``
+attribute where it has one (a dtype name, or a list or dict of them in the
+inputs' structure: set it in ``__init__``, e.g. ``"int32"`` for token ids
+fed to a layer of your own), else ``int32`` for an input that only
+``Embedding`` layers take (found by a symbolic run of its ``call``: token
+ids), else float32 (until 2026-11-29 always float32: a subclassed tagger's
+export took float token ids). Its outputs are those of a symbolic call on
+that signature. A model that is not built, or whose ``call`` takes several
+arguments, has no signature to give: refused.
 
 Serving names (:func:`names`): ``"inputs"`` for one input, the Input
 layers' names for a list (a subclassed member's: ``"inputs_0"``,
@@ -25,6 +31,8 @@ layers' names for a list (a subclassed member's: ``"inputs_0"``,
 This module imports Keras, NumPy, :mod:`keras_bnn.fit_data` (one input's
 example check) and :mod:`keras_bnn.validation`.
 """
+
+import itertools
 
 import keras
 from keras import ops
@@ -36,8 +44,75 @@ from keras_bnn.validation import argument_error
 ONE_INPUT = "inputs"
 
 
+#: The attribute of a subclassed member model that gives its inputs' dtypes (module doc).
+DTYPE_ATTRIBUTE = "serving_input_dtype"
+
+
+def _consumers(outputs, tensors):
+    """``{id(tensor): [operations]}``: the operations of the graph that ends in
+    ``outputs`` (KerasTensors) that take one of ``tensors`` directly."""
+    found = {id(t): [] for t in tensors}
+    seen, stack = set(), list(outputs)
+    while stack:
+        operation, index, _ = getattr(stack.pop(), "_keras_history", (None, 0, 0))
+        if operation is None or (id(operation), index) in seen:
+            continue
+        seen.add((id(operation), index))
+        node = operation._inbound_nodes[index]
+        for tensor in node.input_tensors:
+            found.get(id(tensor), []).append(operation)
+        stack.extend(node.input_tensors)
+    return found
+
+
+def _inferred_dtypes(model, structure):
+    """The dtype of each leaf of ``structure``: int32 where only ``Embedding`` layers take
+    it in a symbolic run of ``model.call`` (the layers' graph records of it removed after),
+    float32 otherwise or where ``call`` cannot run symbolically."""
+    tensors = keras.tree.flatten(structure)
+    layers = list(model._flatten_layers(include_self=False))
+    counts = [(len(layer._inbound_nodes), len(layer._outbound_nodes)) for layer in layers]
+    try:
+        found = _consumers(keras.tree.flatten(model.call(structure)), tensors)
+    except Exception:  # a call that only runs on values (Python control flow, TF ops): as before
+        found = {}
+    finally:
+        for layer, (inbound, outbound) in zip(layers, counts):
+            del layer._inbound_nodes[inbound:], layer._outbound_nodes[outbound:]
+    return ["int32" if found.get(id(t)) and all(
+        isinstance(op, keras.layers.Embedding) for op in found[id(t)]) else "float32"
+        for t in tensors]
+
+
+def _declared_dtypes(model, structure):
+    """The dtypes ``model.serving_input_dtype`` gives the leaves of ``structure``, or None.
+
+    Raises:
+        ValueError: naming ``serving_input_dtype``, for a value that is not a dtype
+            name or not of the inputs' structure.
+    """
+    declared = getattr(model, DTYPE_ATTRIBUTE, None)
+    if declared is None:
+        return None
+    leaves_ = keras.tree.flatten(structure)
+    given = declared if isinstance(declared, (list, tuple, dict)) else [declared] * len(leaves_)
+    try:
+        if isinstance(structure, dict) != isinstance(given, dict):
+            raise ValueError("another structure")
+        given = [given[key] for key in structure] if isinstance(given, dict) else list(given)
+        if len(given) != len(leaves_):
+            raise ValueError("another number of inputs")
+        return [keras.backend.standardize_dtype(dtype) for dtype in given]
+    except (ValueError, TypeError, KeyError) as error:
+        raise ValueError(
+            f"`model` {model.name!r}: `{DTYPE_ATTRIBUTE}` must be a dtype name (e.g. "
+            "'int32'), or a list or dict of them with one per input, in the structure it "
+            f"was built on ({len(leaves_)} input(s)); got {declared!r} ({error}).") from None
+
+
 def _built_on(model):
-    """A subclassed ``model``'s input structure, KerasTensors of the shape it was built on."""
+    """A subclassed ``model``'s input structure, KerasTensors of the shape it was built on
+    and of the dtypes :func:`_declared_dtypes` or :func:`_inferred_dtypes` give."""
     build = model.get_build_config() if model.built else None
     shapes = list((build or {}).values())
     how = ("build it on one batch's shape (model.build(input_shape)) or call it once on a "
@@ -49,20 +124,25 @@ def _built_on(model):
                f"its call takes {len(shapes)} arguments ({sorted(build)}); pass them as one "
                "list or dict") + f"; {how}.")
 
-    def tensor(shape, name):
+    def tensor(shape, name, dtype):
         if not isinstance(shape, (tuple, list)) or not all(
                 isinstance(size, (int, type(None))) for size in shape) or not shape:
             raise ValueError(f"`model` {model.name!r} was built on {shapes[0]!r}, not on "
                              f"input shapes; {how}.")
-        return keras.KerasTensor((None, *shape[1:]), dtype="float32", name=name)
+        return keras.KerasTensor((None, *shape[1:]), dtype=dtype, name=name)
 
-    shape = shapes[0]
-    if isinstance(shape, dict):
-        return {key: tensor(value, key) for key, value in shape.items()}
-    if isinstance(shape, (tuple, list)) and shape and all(
-            isinstance(item, (tuple, list, dict)) for item in shape):
-        return [tensor(value, f"{ONE_INPUT}_{i}") for i, value in enumerate(shape)]
-    return tensor(shape, ONE_INPUT)
+    def structure(dtypes):
+        shape, dtypes = shapes[0], iter(dtypes)
+        if isinstance(shape, dict):
+            return {key: tensor(value, key, next(dtypes)) for key, value in shape.items()}
+        if isinstance(shape, (tuple, list)) and shape and all(
+                isinstance(item, (tuple, list, dict)) for item in shape):
+            return [tensor(value, f"{ONE_INPUT}_{i}", next(dtypes))
+                    for i, value in enumerate(shape)]
+        return tensor(shape, ONE_INPUT, next(dtypes))
+
+    floats = structure(itertools.repeat("float32"))
+    return structure(_declared_dtypes(model, floats) or _inferred_dtypes(model, floats))
 
 
 def symbolic(model):

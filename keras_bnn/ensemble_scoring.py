@@ -7,13 +7,38 @@ ensemble compiles as it was saved, ``fit`` is refused (nothing to train),
 and ``evaluate``'s loss of a ``"gaussian"`` ensemble reads the members'
 outputs, not the ensemble's (``compute_loss``): the NLL of the posterior
 predictive, the mixture (1/S) Σ_s N(μ_s, σ²_s), as ``keras-bnn evaluate``
-scores it, where the ensemble outputs its moment-matched Gaussian.
+scores it, where the ensemble outputs its moment-matched Gaussian. The
+members are computed once per ``evaluate`` batch: ``call`` carries them on
+its output (:func:`attach_members`, as Keras carries ``_keras_mask``), and
+``compute_loss`` reads them there (Keras' ``test_step`` has no other way to
+hand them on, on TensorFlow or JAX).
 """
 
 import keras
+from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn.validation import bound_arguments
+
+
+#: The attribute of a Gaussian ensemble's output that carries its members' outputs.
+MEMBERS_ATTR = "_keras_bnn_members"
+
+
+def attach_members(output, members):
+    """Carries ``members`` on ``output`` for :meth:`Scoring.compute_loss`.
+
+    Keras' ``set_tensor_attr`` (as for ``_keras_mask``): an attribute of a
+    TensorFlow tensor, a weak map by ``id`` for a JAX array.
+
+    Args:
+        output: the ensemble's output tensor.
+        members: the members' outputs on the same inputs, [N, S, ..., units].
+
+    Returns:
+        None.
+    """
+    set_tensor_attr(output, MEMBERS_ATTR, members)
 
 
 def _nothing_to_train(method):
@@ -27,7 +52,8 @@ def _nothing_to_train(method):
 class Scoring:
     """The scoring methods of :class:`keras_bnn.PosteriorEnsemble` (mixed into it).
 
-    Reads the ensemble's ``likelihood`` and its ``_batch_first_members``
+    Reads the ensemble's ``likelihood``, the members carried on its output
+    (:func:`attach_members`) or else its ``_batch_first_members``
     (each member's raw output, ``[N, S, ..., units]``, NaN in the rows of a
     non-finite input).
     """
@@ -77,8 +103,10 @@ class Scoring:
         moment-matched ``[mean, log variance]``, which cannot give the
         mixture's NLL: its loss (a
         :class:`keras_bnn.likelihoods.PredictiveGaussianNLL`) is given the
-        members' outputs on ``x``, ``[N, S, 2D]``, computed in the same
-        traced step. The categorical and Bernoulli losses read ``y_pred``.
+        members' outputs on ``x``, ``[N, S, 2D]``: those ``call`` carried on
+        ``y_pred`` (:func:`attach_members`), computed again from ``x`` only
+        for a ``y_pred`` that does not carry them. The categorical and
+        Bernoulli losses read ``y_pred``.
 
         Args:
             x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
@@ -87,7 +115,8 @@ class Scoring:
             The loss, a scalar tensor.
         """
         if self.likelihood == "gaussian" and self.loss is not None and x is not None:
-            y_pred = self._batch_first_members(x)
+            members = get_tensor_attr(y_pred, MEMBERS_ATTR)
+            y_pred = self._batch_first_members(x) if members is None else members
         return super().compute_loss(x, y, y_pred, sample_weight, training=training)
 
     def fit(self, *args, **kwargs):

@@ -35,7 +35,11 @@ builds it on that shape and sets the priors (:func:`restore_built`), as
 ``BayesianModel.build_from_config`` does where a subclass's own
 ``from_config`` made it (its ``__init__`` keeps the record,
 :func:`take_recorded`). Until 2026-11-29 a reload gave such weights no
-prior (a flat one) or the code's.
+prior (a flat one) or the code's. A subclassed model whose config has no
+record (saved before 2026-11-29) cannot get its priors back from it: once
+built, it warns (:class:`keras_bnn.MissingPriorWarning`, :func:`restore_built`)
+naming the weights that carry none, where until 2026-11-29 they reloaded
+flat without a word.
 """
 
 import warnings
@@ -43,6 +47,7 @@ import warnings
 import keras
 
 from keras_bnn.layers.prior_aware import PriorAwareMixin
+from keras_bnn.prior_guard import MissingPriorWarning, weights_without_prior
 
 #: The key of a ``BayesianModel``'s config that records the priors.
 CONFIG_KEY = "weight_priors"
@@ -279,9 +284,14 @@ def restore_built(model, build=None):
             set, where the model could not be built (no build config, or
             Keras could not build it): they would be sampled under the
             priors the class's code gives them, or none.
+        MissingPriorWarning: for a built subclassed model whose config
+            recorded no priors (:func:`_warn_unrecorded`).
     """
     pending = getattr(model, "_keras_bnn_pending_priors", None)
-    if pending is None or not pending.entries:
+    if pending is None:
+        _warn_unrecorded(model)
+        return
+    if not pending.entries:
         return
     if not has_weights(model) and build:
         model.build_from_config(build)  # a BayesianModel's: it calls this again once built
@@ -296,5 +306,25 @@ def restore_built(model, build=None):
             "set them; else they are sampled under the priors its code gives, or none.",
             UserWarning, stacklevel=3)
         return
-    model._keras_bnn_pending_priors = None
+    model._keras_bnn_pending_priors = _Pending(())  # set: none pending, but recorded
     restore(model, pending.entries)
+
+
+def _warn_unrecorded(model):
+    """Warns, naming them, of a built subclassed model's weights that carry no prior where
+    its config recorded none (a file saved before 2026-11-29): Keras rebuilt it from its
+    class, which gives the priors its code gives (none for those that ``kb.bayesian`` or
+    a constructor argument that the config leaves out gave), and flat ones are sampled
+    under an improper prior."""
+    if getattr(model, "inputs", None) or not has_weights(model):  # functional; or no weights
+        return
+    chosen = set(getattr(model, "flat_prior_weights", ()))
+    flat = [path for path in weights_without_prior(model) if path not in chosen]
+    if flat:
+        warnings.warn(
+            f"{type(model).__name__}: reloaded from a config that records no priors (saved "
+            f"before 2026-11-29), {len(flat)} trainable weight(s) carry none (flat): "
+            f"{flat[:8]}{' and more' if len(flat) > 8 else ''}. Give them their priors again "
+            "as when it was sampled (model = kb.bayesian(model, ...), or the subclass's own "
+            "prior arguments), then save it again: its config then records them.",
+            MissingPriorWarning, stacklevel=3)

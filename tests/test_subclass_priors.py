@@ -54,6 +54,23 @@ def test_a_subclassed_model_reloads_with_the_priors_it_sampled_with(subclassed, 
     assert result["rebuilt_priors"] == SAMPLED  # SampleStore.build_model
 
 
+@pytest.mark.parametrize("cls", ["Net", "OwnFromConfig"])
+def test_a_subclassed_model_saved_without_the_priors_record_warns_at_the_reload(
+        subclassed, cls):
+    """A ``.keras`` file saved before 2026-11-29 (its config without ``weight_priors``)
+    reloads with every weight flat (none of the three priors is in the class's code): a
+    MissingPriorWarning names the three weights and how to give the priors back, where
+    until 2026-11-29 the reload said nothing."""
+    old = subclassed[cls]["old_file"]
+    assert old["priors"] == [[None, None]] * 3
+    [message] = old["warnings"]
+    assert message.startswith(f"MissingPriorWarning: {cls}: reloaded from a config that "
+                              "records no priors")
+    assert ("3 trainable weight(s) carry none (flat): ['scale/w', 'out/kernel', 'out/bias']"
+            in message)
+    assert "model = kb.bayesian(model, ...)" in message and "save it again" in message
+
+
 def test_a_subclassed_models_copy_and_clone_keep_its_priors(subclassed):
     """``Net.from_config(net.get_config())`` (the README's copy) gave an unbuilt
     model, and ``keras.models.clone_model`` one without a prior; both are built on

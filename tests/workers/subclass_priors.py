@@ -15,6 +15,7 @@ import copy
 import json
 import sys
 import warnings
+import zipfile
 from pathlib import Path
 
 import keras
@@ -117,6 +118,25 @@ def reloaded(net, path):
     return loaded, [f"{type(w.message).__name__}: {w.message}" for w in caught]
 
 
+def as_before_the_record(path, old):
+    """Writes to ``old`` the ``.keras`` file ``path`` as saved before 2026-11-29: its
+    config without the priors' record (``weight_priors``, ``weight_priors_build``)."""
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(old, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                for key in ("weight_priors", "weight_priors_build"):
+                    del config["config"][key]
+                data = json.dumps(config)
+            target.writestr(item, data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = keras.saving.load_model(old)
+    return {"priors": priors(loaded),
+            "warnings": [f"{type(w.message).__name__}: {w.message}" for w in caught]}
+
+
 def outcome(run):
     """``run()``'s result, or its error as ``"<type>: <message>"`` (the caller compares)."""
     try:
@@ -185,6 +205,8 @@ def main(tmp):
             "loaded_flat": list(getattr(loaded, "flat_prior_weights", [])),
             "warnings": caught, "store": appended,
             "rebuilt_priors": rebuilt,
+            "old_file": as_before_the_record(tmp / f"{cls.__name__}.keras",
+                                             tmp / f"{cls.__name__}-old.keras"),
         }
     net = nets[Net]
     result["copy_priors"] = priors(Net.from_config(net.get_config()))
