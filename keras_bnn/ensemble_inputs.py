@@ -16,10 +16,8 @@ keeps, so a member rebuilt from a store or a ``.keras`` file has it too):
 a shape gives one input, a list or a dict of shapes several. Keras records
 no input dtype: an input's dtype is the model's ``serving_input_dtype``
 attribute where it has one (a dtype name, or a list or dict of them in the
-inputs' structure: set it in ``__init__``, e.g. ``"int32"`` for token ids
-fed to a layer of your own), else ``int32`` for an input that only
-``Embedding`` layers take (found by a symbolic run of its ``call``: token
-ids), else float32 (until 2026-11-29 always float32: a subclassed tagger's
+inputs' structure: set it in ``__init__``, e.g. ``"int32"`` for token ids),
+else float32 (until 2026-11-29 always float32: a subclassed tagger's
 export took float token ids). Its outputs are those of a symbolic call on
 that signature. A model that is not built, or whose ``call`` takes several
 arguments, has no signature to give: refused.
@@ -46,42 +44,6 @@ ONE_INPUT = "inputs"
 
 #: The attribute of a subclassed member model that gives its inputs' dtypes (module doc).
 DTYPE_ATTRIBUTE = "serving_input_dtype"
-
-
-def _consumers(outputs, tensors):
-    """``{id(tensor): [operations]}``: the operations of the graph that ends in
-    ``outputs`` (KerasTensors) that take one of ``tensors`` directly."""
-    found = {id(t): [] for t in tensors}
-    seen, stack = set(), list(outputs)
-    while stack:
-        operation, index, _ = getattr(stack.pop(), "_keras_history", (None, 0, 0))
-        if operation is None or (id(operation), index) in seen:
-            continue
-        seen.add((id(operation), index))
-        node = operation._inbound_nodes[index]
-        for tensor in node.input_tensors:
-            found.get(id(tensor), []).append(operation)
-        stack.extend(node.input_tensors)
-    return found
-
-
-def _inferred_dtypes(model, structure):
-    """The dtype of each leaf of ``structure``: int32 where only ``Embedding`` layers take
-    it in a symbolic run of ``model.call`` (the layers' graph records of it removed after),
-    float32 otherwise or where ``call`` cannot run symbolically."""
-    tensors = keras.tree.flatten(structure)
-    layers = list(model._flatten_layers(include_self=False))
-    counts = [(len(layer._inbound_nodes), len(layer._outbound_nodes)) for layer in layers]
-    try:
-        found = _consumers(keras.tree.flatten(model.call(structure)), tensors)
-    except Exception:  # a call that only runs on values (Python control flow, TF ops): as before
-        found = {}
-    finally:
-        for layer, (inbound, outbound) in zip(layers, counts):
-            del layer._inbound_nodes[inbound:], layer._outbound_nodes[outbound:]
-    return ["int32" if found.get(id(t)) and all(
-        isinstance(op, keras.layers.Embedding) for op in found[id(t)]) else "float32"
-        for t in tensors]
 
 
 def _declared_dtypes(model, structure):
@@ -112,7 +74,7 @@ def _declared_dtypes(model, structure):
 
 def _built_on(model):
     """A subclassed ``model``'s input structure, KerasTensors of the shape it was built on
-    and of the dtypes :func:`_declared_dtypes` or :func:`_inferred_dtypes` give."""
+    and of the dtypes :func:`_declared_dtypes` gives (float32 where none is declared)."""
     build = model.get_build_config() if model.built else None
     shapes = list((build or {}).values())
     how = ("build it on one batch's shape (model.build(input_shape)) or call it once on a "
@@ -142,7 +104,7 @@ def _built_on(model):
         return tensor(shape, ONE_INPUT, next(dtypes))
 
     floats = structure(itertools.repeat("float32"))
-    return structure(_declared_dtypes(model, floats) or _inferred_dtypes(model, floats))
+    return structure(_declared_dtypes(model, floats) or itertools.repeat("float32"))
 
 
 def symbolic(model):

@@ -213,10 +213,12 @@ def test_a_subclassed_member_of_several_inputs_takes_them_as_it_was_built(keys, 
 
 
 class _Tagger(keras.Model):
-    """A subclassed sequence tagger: token ids -> Embedding -> 3 logits per position."""
+    """A subclassed sequence tagger: token ids -> Embedding -> 3 logits per position;
+    declares its input dtype."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        self.serving_input_dtype = "int32"
         self.embed = keras.layers.Embedding(20, 4)
         self.out = keras.layers.Dense(3)
 
@@ -225,7 +227,7 @@ class _Tagger(keras.Model):
 
 
 class _Ids(keras.Model):
-    """Token ids through a layer of one's own (no Embedding): declares its input dtype."""
+    """Token ids one-hot encoded in ``call`` (no Embedding): declares its input dtype."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -238,8 +240,8 @@ class _Ids(keras.Model):
 
 @pytest.mark.parametrize("cls", [_Tagger, _Ids])
 def test_a_subclassed_member_fed_token_ids_exports_an_int32_signature(cls, tmp_path):
-    """A subclassed member whose input only an Embedding takes (or that sets
-    ``serving_input_dtype``) gets int32 inputs: its export's signature is int32 and
+    """A subclassed member that sets ``serving_input_dtype = "int32"`` gets int32
+    inputs: its export's signature is int32 and
     serves the ensemble's predictions, the members' mean in numpy (until 2026-11-29
     float32 for any subclassed member: a tagger's export took float ids)."""
     import tensorflow as tf  # noqa: PLC0415 - the export is TensorFlow's
