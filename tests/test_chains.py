@@ -36,6 +36,7 @@ def three_chains(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_cli_trains_and_evaluates_several_chains(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     code, out, err = _run(["train", *SMALL, "--sampler", "sghmc", "--chains", "2",
@@ -64,6 +65,7 @@ def test_cli_trains_and_evaluates_several_chains(tmp_path, capsys):
     assert kb.PosteriorEnsemble.from_store(run_dir).num_members == 10
 
 
+@pytest.mark.slow
 def test_pooled_ensemble_holds_every_chain_in_order(three_chains):
     stores = [kb.SampleStore(os.path.join(three_chains, f"chain-{k}", "samples"))
               for k in range(3)]

@@ -331,6 +331,7 @@ def test_the_rhat_verdict_advises_chains_only_to_a_run_with_fewer_than_four(num_
     assert ("or run more chains (--chains 4)" in out) == advice
 
 
+@pytest.mark.slow
 def test_train_refuses_a_directory_that_holds_a_run_of_any_kind(tmp_path, capsys):
     """Found by trying the CLI as a user: `train` into a finished `--chains 2`
     run overwrote its config.json (evaluate then called the chains' samples

@@ -102,6 +102,7 @@ def test_full_batch_fit_does_not_warn():
     assert not caught
 
 
+@pytest.mark.slow
 def test_a_full_batch_step_too_long_for_the_stiff_directions_warns_so():
     """With the whole training set in every batch there is no minibatch
     noise, and the ratio reads only how much the gradient changes in one

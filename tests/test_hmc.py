@@ -149,6 +149,7 @@ def test_step_size_adaptation_reaches_the_target_then_freezes(backend_name, requ
     assert frozen[:, 1].mean() > 0.5
 
 
+@pytest.mark.slow
 def test_data_parallel_chain_takes_the_same_decisions_under_jax(jax_quick):
     # keras.distribution.DataParallel over two CPU devices: the potential is
     # the global (sharded) batch's, so every decision is the single-device
@@ -329,7 +330,6 @@ def test_a_minibatch_hmc_run_says_it_is_not_exact(tmp_path, batch_size, warns):
     said = [str(w.message) for w in caught if "not exact" in str(w.message)]
     assert len(said) == warns
     assert not warns or "--batch-size 200" in said[0]
-
 
 
 @pytest.fixture(scope="module")

@@ -121,6 +121,7 @@ def reloaded(saved):
 
 
 @pytest.mark.parametrize("name", [*sorted(CASES), "resnet_block_one_conv"])
+@pytest.mark.slow
 def test_a_reload_in_a_fresh_process_keeps_every_prior(name, saved, reloaded):
     """The priors no layer config records (the projections of a
     MultiHeadAttention, the layers of a subclassed model, which a fresh

@@ -163,6 +163,7 @@ def test_gaussian_metrics_nll_rmse_and_coverage():
         metrics.evaluate_gaussian(np.zeros(3), np.zeros(3), np.zeros(3))
 
 
+@pytest.mark.slow
 def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
     from keras_bnn import runs
 

@@ -59,6 +59,7 @@ def test_train_on_batch_is_fits_step(make):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_train_on_batch_leaves_the_warmup_and_warns_when_it_was_too_short():
     """Before, train_on_batch never left the warm-up's code and never said that a
     20-step warm-up froze h = 4e-8 (fit's ShortWarmupWarning)."""
@@ -173,7 +174,7 @@ def test_train_on_batch_under_jax():
     assert result["subclassed_fit_steps"] == result["subclassed_train_on_batch_steps"] == 4
 
 
-
+@pytest.mark.slow
 def test_a_subclassed_bayesian_model_samples():
     """Found 2026-11-28: fit and train_on_batch of a subclassed BayesianModel (the
     README's "or by subclassing") failed at the first step with Keras'

@@ -86,6 +86,7 @@ def test_labels_that_are_not_the_output_rows_are_refused():
 
 
 @pytest.mark.parametrize("head", sorted(HEADS))
+@pytest.mark.slow
 def test_train_size_counting_sequences_warns_naming_both_numbers(head):
     """A per-timestep loss with ``train_size`` = the number of sequences warns, naming
     the sequences and their unmasked timesteps (arrays: exact; a dataset: its first

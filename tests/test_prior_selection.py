@@ -28,6 +28,7 @@ def test_validation_split_is_fixed_and_disjoint():
     assert np.array_equal(runs.validation_arrays(x, y, 0.2)[3], y_val)  # fixed
 
 
+@pytest.mark.slow
 def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
     """Both candidates train on 80 % of wine's training split and are scored
     on the rest; the test split is never read (here it is NaN: reading it
@@ -79,6 +80,7 @@ def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
             prior, scale).path).seed == 1
 
 
+@pytest.mark.slow
 def test_train_stores_the_chosen_prior_and_resumes_with_it(tmp_path):
     config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT)
     runs.train(config.validate(), verbose=0)
@@ -106,6 +108,7 @@ def test_auto_prior_without_a_bundled_training_set_takes_the_default(tmp_path, d
     assert not os.path.exists(os.path.join(config.output_dir, "prior-selection"))
 
 
+@pytest.mark.slow
 def test_chains_share_one_selection(tmp_path):
     config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT)
     runs.run_chains(config, 2, verbose=0)
@@ -122,6 +125,7 @@ def test_build_model_refuses_an_unresolved_prior():
         runs.build_model(config, {"input_shape": (13,), "num_classes": 3})
 
 
+@pytest.mark.slow
 def test_candidates_that_collect_nothing_are_not_scored(tmp_path):
     """`keras-bnn train --dataset wine --epochs 3` (2 steps an epoch: all in the
     warm-up) used to stop with "`run_dir` '…/prior-selection/he_normal-1' holds

@@ -38,6 +38,7 @@ def _steps(store):
     return [(m["chain"], m["step"]) for m in store.metadata()]
 
 
+@pytest.mark.slow
 def test_a_second_fit_goes_on_with_the_chain_and_its_collection(tmp_path):
     """Two fits of 3 epochs are one fit of 6: same weights, samples at steps 4..24."""
     twice, once = _model(), _model()

@@ -37,6 +37,7 @@ def subclassed(tmp_path_factory):
 
 
 @pytest.mark.parametrize("cls", ["Net", "OwnFromConfig"])
+@pytest.mark.slow
 def test_a_subclassed_model_reloads_with_the_priors_it_sampled_with(subclassed, cls):
     """A subclass's priors set by ``kb.bayesian`` or by a constructor argument that
     Keras' config leaves out came back flat from ``load_model`` (-log p(θ) 58.29

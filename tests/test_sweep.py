@@ -21,6 +21,7 @@ def _arrays(n=200):
     return x, y
 
 
+@pytest.mark.slow
 def test_sweep_over_prior_scale_runs_on_arrays(tmp_path):
     x, y = _arrays()
     config = runs.RunConfig(output_dir=str(tmp_path / "sweep"), prior="he_normal", **TINY)
@@ -54,6 +55,7 @@ def test_sweep_rejects_bad_arguments(kwargs, match, tmp_path):
         runs.sweep(config=config, **kwargs)
 
 
+@pytest.mark.slow
 def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
     x, y = _arrays()
     np.save(tmp_path / "x.npy", x)
@@ -159,6 +161,7 @@ def test_a_second_sweep_into_a_sweep_directory_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("dataset, seed, rows", [("digits", 0, 259), ("synthetic", 3, 50)])
+@pytest.mark.slow
 def test_evaluate_scores_a_sweep_run_on_the_rows_the_sweep_held_out(tmp_path, capsys, dataset,
                                                                       seed, rows):
     """`keras-bnn evaluate` on a run of `keras-bnn sweep` scored the test

@@ -173,6 +173,7 @@ def test_resume_continues_the_same_chain(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["sghmc", "atmc"])
+@pytest.mark.slow
 def test_mirrored_strategy_runs_the_same_chain(name):
     # A tight prior (σ=0.05) makes the prior gradient as large as the
     # likelihood's, so a prior counted once per replica (or dropped) moves the

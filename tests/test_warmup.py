@@ -293,6 +293,7 @@ def _mlp_fit(sampler, epochs):
     return model.fit(x, y, batch_size=128, epochs=epochs, verbose=0).history
 
 
+@pytest.mark.slow
 def test_sgld_default_no_longer_diverges_on_a_big_n_mlp():
     with pytest.raises(kb.NonFiniteError):  # the old default: NaN at step ~12
         _mlp_fit(samplers.SGLD(step_size=1e-4, seed=0), epochs=2)
@@ -360,6 +361,7 @@ def test_fit_retraces_the_step_without_the_warm_up_once_it_is_over(monkeypatch, 
     assert left_history == kept_history
 
 
+@pytest.mark.slow
 def test_a_warm_up_too_short_to_climb_warns_with_the_steps_it_needs():
     """Found 2026-11-28: ``warmup_steps=20`` froze h at 4e-8 (the climb from
     1e-8 at most doubles every 10 steps), a chain that barely moves, and
