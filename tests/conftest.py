@@ -13,3 +13,15 @@ _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2
 )
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def policy():
+    """Sets a global dtype policy for the test; restores float32 afterwards."""
+    try:
+        yield keras.config.set_dtype_policy
+    finally:
+        keras.config.set_dtype_policy("float32")

@@ -55,3 +55,13 @@ def saved_model_cli(*args, timeout=120):
         sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"
     ]
     return run_fresh(command + list(args), timeout=timeout)
+
+
+def categorical_summary(p):
+    """numpy's ``predictive_summary`` of member probabilities ``p`` [S, N, ..., K]."""
+    mean = p.mean(0)
+    entropy = -(mean * np.log(mean)).sum(-1)
+    expected = -(p * np.log(p)).sum(-1).mean(0)
+    return {"probabilities": mean, "log_probabilities": np.log(mean),
+            "predictive_entropy": entropy, "expected_entropy": expected,
+            "mutual_information": entropy - expected, "class_std": p.std(0)}

@@ -133,3 +133,16 @@ def append_at_once(store, models):
     for thread in threads:
         thread.join(timeout=60)
     return outcomes
+
+
+#: A tagger's data: N sequences of length T over VOCAB token ids (0: padding), K tags.
+N, T, VOCAB, K = 16, 6, 12, 3
+
+
+def tagged_sequences(n=N, length=T, seed=0):
+    """Token sequences padded with 0 at the end (2..length tokens); a token's tag: its id mod K."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, length), "int32")
+    for row, size in zip(x, rng.integers(2, length + 1, n)):
+        row[:size] = rng.integers(1, VOCAB, size)
+    return x, (x % K).astype("int32")

@@ -15,15 +15,6 @@ import keras_bnn as kb
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-@pytest.fixture
-def policy():
-    """Sets a global dtype policy for the test; restores float32 afterwards."""
-    try:
-        yield keras.config.set_dtype_policy
-    finally:
-        keras.config.set_dtype_policy("float32")
-
-
 def _data(n=64, d=6, k=3):
     rng = np.random.default_rng(0)
     return rng.normal(size=(n, d)).astype("float32"), rng.integers(0, k, size=n)

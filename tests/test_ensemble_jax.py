@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ensemble_helpers import categorical_summary
+
 pytest.importorskip("jax")
 WORKER = Path(__file__).parent / "workers" / "jax_ensemble_check.py"
 SERVING_PATH = ["keras_bnn." + m for m in (
@@ -54,13 +56,8 @@ def _reference(saved, likelihood):
 def _categorical(f):
     p = np.exp(f - f.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    mean = p.mean(0)
-    entropy = -(mean * np.log(mean)).sum(-1)
-    expected = -(p * np.log(p)).sum(-1).mean(0)
-    summary = {"probabilities": mean, "log_probabilities": np.log(mean),
-               "predictive_entropy": entropy, "expected_entropy": expected,
-               "mutual_information": entropy - expected, "class_std": p.std(0)}
-    return mean, p, summary
+    summary = categorical_summary(p)
+    return summary["probabilities"], p, summary
 
 
 def _bernoulli(f):

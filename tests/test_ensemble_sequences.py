@@ -23,23 +23,14 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from ensemble_helpers import saved_model_cli
+from ensemble_helpers import categorical_summary, saved_model_cli
+from fit_helpers import K, N, T, VOCAB, tagged_sequences
 from keras_bnn.uncertainty import CATEGORICAL_OUTPUTS
 
 L = keras.layers
-N, T, VOCAB, K = 16, 6, 12, 3
 # float32 softmaxes, log-sum-exps and means of ~1-sized numbers: a few ulps
 # (1.2e-7) times the ~10 terms summed.
 ATOL = 2e-6
-
-
-def tagged_sequences(n=N, length=T, seed=0):
-    """Token sequences padded with 0 at the end (2..length tokens); a token's tag: its id mod K."""
-    rng = np.random.default_rng(seed)
-    x = np.zeros((n, length), "int32")
-    for row, size in zip(x, rng.integers(2, length + 1, n)):
-        row[:size] = rng.integers(1, VOCAB, size)
-    return x, (x % K).astype("int32")
 
 
 def tagger(units=K, recurrent=True):
@@ -101,12 +92,7 @@ def test_predict_is_the_mean_of_the_members_softmaxes_per_timestep(sampled, memb
     np.testing.assert_allclose(ensemble.predict(x, verbose=0), probs.mean(0), atol=ATOL)
     np.testing.assert_allclose(ensemble.predict_members(x), probs, atol=ATOL)
     summary = ensemble.predict_uncertainty(x)
-    p_bar = probs.mean(0)
-    entropy = -(p_bar * np.log(p_bar)).sum(-1)
-    expected = -(probs * np.log(probs)).sum(-1).mean(0)
-    reference = {"probabilities": p_bar, "log_probabilities": np.log(p_bar),
-                 "predictive_entropy": entropy, "expected_entropy": expected,
-                 "mutual_information": entropy - expected, "class_std": probs.std(0)}
+    reference = categorical_summary(probs)
     assert set(summary) == set(CATEGORICAL_OUTPUTS)
     for name, value in reference.items():
         np.testing.assert_allclose(summary[name], value, atol=1e-5, err_msg=name)

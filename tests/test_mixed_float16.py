@@ -20,15 +20,6 @@ MSE = keras.losses.MeanSquaredError()
 CE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-@pytest.fixture
-def policy():
-    """Sets a global dtype policy for the test; restores float32 afterwards."""
-    try:
-        yield keras.config.set_dtype_policy
-    finally:
-        keras.config.set_dtype_policy("float32")
-
-
 def _gamma(k):
     """Higham's γ_k = k·u/(1 - k·u): the relative bound of k float16 roundings."""
     return k * U16 / (1.0 - k * U16)

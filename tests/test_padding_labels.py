@@ -12,7 +12,8 @@ import pytest
 
 import keras_bnn as kb
 from keras_bnn import loss_terms
-from test_per_timestep_loss import K, T, VOCAB, tagged_sequences, train_size_warnings
+from fit_helpers import K, T, VOCAB, tagged_sequences
+from test_per_timestep_loss import train_size_warnings
 
 PAD = -1
 

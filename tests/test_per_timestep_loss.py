@@ -15,18 +15,9 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
+from fit_helpers import K, N, T, VOCAB, tagged_sequences
 
 L = keras.layers
-N, T, VOCAB, K = 16, 6, 12, 3
-
-
-def tagged_sequences(n=N, length=T, seed=0):
-    """Token sequences padded with 0 at the end (2..length tokens); a token's tag: its id mod K."""
-    rng = np.random.default_rng(seed)
-    x = np.zeros((n, length), "int32")
-    for row, size in zip(x, rng.integers(2, length + 1, n)):
-        row[:size] = rng.integers(1, VOCAB, size)
-    return x, (x % K).astype("int32")
 
 
 HEADS = {  # loss, output units, the labels made from the tags
