@@ -49,8 +49,8 @@ from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.ensemble_weights import same_in_every_set
 from keras_bnn.likelihoods import LIKELIHOODS, infer
 from keras_bnn.shared_weights import non_trainable_indices
-from keras_bnn.validation import (argument_error, check_choice, check_fraction, check_int,
-                                  check_positive)
+from keras_bnn.validation import (argument_error, check_bool, check_choice, check_fraction,
+                                  check_int, check_positive)
 
 #: R-hat thresholds reported by :func:`convergence_summary`: Vehtari et al.
 #: (2021) recommend 1.01; 1.1 is the older, looser rule (Gelman & Rubin).
@@ -242,22 +242,31 @@ def convergence_verdict(summary, what="components"):
                                      f"(≥ {need} asked)")
 
 
-def _prediction_chains(probs, mask, name, one_chain):
-    """``probs`` [C, S, N, ..., K] (with ``one_chain``, also [S, N, ..., K]) checked, as
-    float64 [C, S, M, K] at the positions where ``mask`` [N, ...] is True (all of
-    them without one: then a 4-D array is [C, S, N, K]; :mod:`keras_bnn.positions`)."""
+def _prediction_chains(probs, mask, name, chains):
+    """``probs`` [C, S, N, ..., K] (``chains`` True) or [S, N, ..., K] (False) checked,
+    as float64 [C, S, M, K] at the positions where ``mask`` [N, ...] is True (all of
+    them without one; :mod:`keras_bnn.positions`). ``chains`` None: read from the
+    shape where it tells, a 3-D array or a ``mask``'s rank, else a ValueError."""
     x = np.asarray(probs, dtype=np.float64)
-    rank = 1 if mask is None else np.ndim(mask)  # the positions' axes
-    if one_chain and x.ndim == rank + 2:
+    if chains is None and mask is not None:
+        chains = x.ndim >= np.ndim(mask) + 3  # other ranks fail the shape check below
+    elif chains is None and x.ndim <= 3:
+        chains = False  # [S, N, K] (fewer axes: the shape check below)
+    elif chains is None:
+        raise argument_error("chains", f"be True ([C, S, N, ..., K]) or False ([S, N, ..., K]) "
+                             f"for a {x.ndim}-D `{name}` without a `mask` ([C, S, N, K] or a "
+                             "tagger's [S, N, T, K]?)", None, got="None")
+    if not check_bool(chains, "chains"):
         x = x[np.newaxis]
-    shape_text = ("[S, N, ..., K] or " if one_chain else "") + "[C, S, N, ..., K]"
+    rank = 1 if mask is None else np.ndim(mask)  # the positions' axes
+    shape_text = "[C, S, N, ..., K]" if chains else "[S, N, ..., K]"
     x = _as_chains(x, name, shape_text, ndim=rank + 3 if mask is not None else max(x.ndim, 4))
     if mask is None:
         return x
     return positions.select(x.shape[2:-1], mask, name).take(x, name, lead=2)
 
 
-def predictive_ess(member_probs, max_components=MAX_COMPONENTS, mask=None):
+def predictive_ess(member_probs, max_components=MAX_COMPONENTS, mask=None, chains=None):
     """Bulk effective sample size of the predicted probabilities.
 
     Per component p(k|x_n), ArviZ's bulk ESS (module docstring); with C >= 2
@@ -266,11 +275,16 @@ def predictive_ess(member_probs, max_components=MAX_COMPONENTS, mask=None):
     Args:
         member_probs: [S, N, K] probabilities of S successive samples of one
             chain (S >= 4), or [C, S, N, K] for C chains; per position
-            [S, N, ..., K] / [C, S, N, ..., K] (a 4-D array without ``mask``
-            is [C, S, N, K]: pass a tagger's [S, N, T, K] with a ``mask``).
+            [S, N, ..., K] / [C, S, N, ..., K].
         max_components: score at most this many components (None: all).
         mask: optional [N, ...] booleans, True = scored: the components of
             those positions only (:mod:`keras_bnn.metrics`).
+        chains: True: the first axis of ``member_probs`` is the chains';
+            False: it is one chain's samples. None (default): read from the
+            shape where it is unambiguous, a 3-D array ([S, N, K]) or an array
+            of the ``mask``'s rank + 2 (one chain) or + 3 (chains); a 4-D or
+            larger array without ``mask`` ([C, S, N, K], or a tagger's
+            [S, N, T, K]?) is refused.
 
     Returns:
         dict: "ess_min", "ess_median", "ess_mean" (floats), "num_draws" (C·S),
@@ -279,11 +293,13 @@ def predictive_ess(member_probs, max_components=MAX_COMPONENTS, mask=None):
 
     Raises:
         ValueError: naming ``member_probs`` if it is not of those shapes,
-            empty, has too few draws or non-finite values, or ``mask`` if it
-            is not of the positions' shape [N, ...].
+            empty, has too few draws or non-finite values, ``mask`` if it
+            is not of the positions' shape [N, ...], ``chains`` if it is not
+            True, False or None, or None for an array whose layout the shape
+            does not tell.
     """
-    chains = _prediction_chains(member_probs, mask, "member_probs", one_chain=True)
-    return _legacy_keys(chains, max_components, rhat=False)
+    draws = _prediction_chains(member_probs, mask, "member_probs", chains)
+    return _legacy_keys(draws, max_components, rhat=False)
 
 
 def _legacy_keys(chains, max_components, rhat=True):
@@ -310,7 +326,8 @@ def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS, mask=None):
     Args:
         chains_probs: [C, S, N, K] probabilities from C chains (or cycles) of S
             samples each (S >= 4; one chain needs S >= 8 for an R-hat, with
-            fewer it is NaN); per position [C, S, N, ..., K].
+            fewer it is NaN); per position [C, S, N, ..., K]. The first axis
+            is always the chains' (one chain's [S, N, ..., K]: ``probs[None]``).
         max_components: score at most this many components (None: all).
         mask: as for :func:`predictive_ess`.
 
@@ -325,8 +342,8 @@ def predictive_rhat(chains_probs, max_components=MAX_COMPONENTS, mask=None):
             empty, has too few draws or non-finite values, or ``mask`` as for
             :func:`predictive_ess`.
     """
-    chains = _prediction_chains(chains_probs, mask, "chains_probs", one_chain=False)
-    return _legacy_keys(chains, max_components)
+    return _legacy_keys(_prediction_chains(chains_probs, mask, "chains_probs", chains=True),
+                        max_components)
 
 
 def weight_rhat(chains_weights, max_components=MAX_COMPONENTS):

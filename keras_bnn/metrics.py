@@ -24,8 +24,8 @@ conf_b their mean confidence.
 
 ``nll_per_example`` / ``gaussian_nll_per_example`` /
 ``gaussian_mixture_nll_per_example`` give the terms of the NLL, and
-``paired_difference`` compares two models on the same examples (mean
-difference and its standard error).
+``paired_difference`` (:mod:`keras_bnn.paired`) compares two models on the same
+examples or positions (mean difference and its standard error).
 
 ``evaluate_members`` scores the S members of a posterior ensemble one by one,
 their average (the posterior predictive), and the running average of the first
@@ -36,6 +36,9 @@ members ``[S, N, ..., K]``, labels ``[N, ...]``) are scored per position, over
 the positions where the optional ``mask`` ``[N, ...]`` is True (``x != 0``):
 ``f(probs, labels, mask=m) == f(probs[m], labels[m])``, :mod:`keras_bnn.positions`.
 Per-example results come in the positions' shape, or ``[M]`` under a mask.
+The Gaussian metrics read the last axis as the D targets of a position
+(``target_axis=-1``): one target per token ``[N, T]`` is per position only under
+a mask of that shape or with ``target_axis=None`` (else it is N examples of D = T).
 
 Everything here is numpy and scipy: importing or calling this module needs
 no TensorFlow, on any Keras backend.
@@ -45,7 +48,8 @@ import numpy as np
 import scipy.special
 
 from keras_bnn import positions
-from keras_bnn.validation import argument_error, check_fraction, check_int
+from keras_bnn.paired import paired_difference  # noqa: F401 - kb.metrics.paired_difference
+from keras_bnn.validation import argument_error, check_choice, check_fraction, check_int
 
 # Smallest probability used inside a log: a predicted probability of exactly 0
 # for the true class costs -log(PROB_FLOOR) ≈ 87.3 nats instead of infinity.
@@ -56,6 +60,10 @@ PROB_FLOOR = float(np.finfo(np.float32).tiny)
 _ROW_SUM_ATOL = 5e-3
 
 METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
+
+#: The Gaussian metrics' ``target_axis``: -1, the last axis holds D targets;
+#: None, no target axis (one target per position).
+TARGET_AXES = (-1, None)
 
 
 def _numbers(values, name):
@@ -194,47 +202,6 @@ def nll_per_example(probs, labels, mask=None):
     """
     p, y, at = _check(probs, labels, mask)
     return at.restore(-np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR)))
-
-
-def paired_difference(a, b):
-    """Mean of a per-example difference between two models, with its standard error.
-
-    Δ̄ = (1/N) Σ_i (a_i − b_i),  SE = sd(a − b)/√N  (sd with N − 1 in the
-    denominator): the standard error of Δ̄ over test examples drawn
-    independently, so that Δ̄ ± 2·SE is an approximate 95 % interval
-    (central limit theorem) for the difference of the two models' expected
-    per-example scores. Pairing (both models scored on the same examples)
-    removes the examples' own spread, which dominates each model's mean.
-
-    Two more figures say *how* the models differ: the median per-example
-    difference (a systematic shift moves it; a few examples far apart do
-    not) and the example with the largest |a_i − b_i|, whose contribution
-    (a_i − b_i)/N to Δ̄ says whether one example carries it.
-
-    Args:
-      a, b: [N] per-example scores of two models on the same examples (e.g.
-        :func:`nll_per_example`), N ≥ 2.
-
-    Returns:
-      dict with "mean" (Δ̄), "se", "n", "median" (the median of a − b),
-      "largest_index" (argmax_i |a_i − b_i|) and "largest" (that
-      a_i − b_i); Python floats / ints.
-
-    Raises:
-      ValueError: if the shapes differ, N < 2 or a value is not finite.
-    """
-    a, b = (np.asarray(v, dtype=np.float64) for v in (a, b))
-    if a.ndim != 1 or a.shape != b.shape or a.size < 2:
-        raise argument_error("b", "be a 1-D array of the same length as `a`, at least 2",
-                             b, got=f"shapes {a.shape} and {b.shape}")
-    for name, values in (("a", a), ("b", b)):
-        if not np.all(np.isfinite(values)):
-            raise argument_error(name, "be finite", values, got="NaN or inf values")
-    delta = a - b
-    largest = int(np.argmax(np.abs(delta)))
-    return {"mean": float(delta.mean()), "se": float(delta.std(ddof=1) / np.sqrt(delta.size)),
-            "n": int(delta.size), "median": float(np.median(delta)),
-            "largest_index": largest, "largest": float(delta[largest])}
 
 
 def brier(probs, labels, mask=None):
@@ -401,7 +368,8 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None):
             "metric_vs_num_samples": curve}
 
 
-def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=None):
+def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=None,
+                      target_axis=-1):
     """Metrics of a Gaussian predictive distribution N(mean, variance) (regression).
 
     With D targets per example (summed over d in the NLL, averaged elsewhere):
@@ -422,6 +390,11 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
       targets: observed values, of the same shape.
       mask: optional [N, ...] booleans, True = scored (module docstring).
       levels: central-interval probabilities in (0, 1).
+      target_axis: -1 (default): the last axis of a 2-D or larger array
+        holds the D targets of one position, so [N, T] without a mask is N
+        examples of D = T targets (an NLL summed over T); None: there is no
+        target axis, every entry is one position's target (D = 1), so [N, T]
+        is N·T positions, a per-timestep regression (a ``mask`` is optional).
 
     Returns:
       dict with "nll", "rmse" and "coverage_<level>" per level (e.g.
@@ -429,9 +402,10 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
 
     Raises:
       ValueError: if the shapes differ, a value is not finite, a variance
-        is not positive or a level is outside (0, 1).
+        is not positive, a level is outside (0, 1) or ``target_axis`` is not
+        one of :data:`TARGET_AXES`.
     """
-    mu, var, y, _ = _check_gaussian(mean, variance, targets, mask=mask)
+    mu, var, y, _ = _check_gaussian(mean, variance, targets, mask=mask, target_axis=target_axis)
     return _regression_scores(-_gaussian_nll(mu, var, y), mu,
                               scipy.special.ndtr((y - mu) / np.sqrt(var)), y, _levels(levels))
 
@@ -455,14 +429,17 @@ def _regression_scores(log_likelihood, mean, cdf, y, levels):
     return result
 
 
-def _check_gaussian(mean, variance, targets, names=("mean", "variance"), mask=None):
+def _check_gaussian(mean, variance, targets, names=("mean", "variance"), mask=None,
+                    target_axis=-1):
     """``(mean, variance, targets)`` as checked float64 [M, D] arrays of the scored
     positions, and their :class:`Positions` (:func:`evaluate_gaussian`); errors name
     the first two ``names``."""
+    check_choice(target_axis, "target_axis", TARGET_AXES)
     mu, var, y = (_numbers(v, name) for v, name in ((mean, names[0]), (variance, names[1]),
                                                      (targets, "targets")))
     rank = 1 if mask is None else np.ndim(mask)  # [N, ...] alone: D = 1
-    mu, var, y = (v[..., None] if v.ndim == rank else v for v in (mu, var, y))
+    mu, var, y = (v[..., None] if target_axis is None or v.ndim == rank else v
+                  for v in (mu, var, y))
     if not mu.shape == var.shape == y.shape or mu.size == 0:
         raise argument_error(
             "targets", "be non-empty and of the shape [N], [N, ..., D] of `{}` and `{}`".format(
@@ -483,7 +460,7 @@ def _gaussian_nll(mu, var, y):
     return np.sum(0.5 * (np.log(2 * np.pi * var) + (y - mu) ** 2 / var), axis=-1)
 
 
-def gaussian_nll_per_example(mean, variance, targets, mask=None):
+def gaussian_nll_per_example(mean, variance, targets, mask=None, target_axis=-1):
     """Each example's Gaussian NLL: the terms of :func:`evaluate_gaussian`'s ``nll``.
 
     nll_i = Σ_d ½[log(2π σ²_id) + (y_id − μ_id)²/σ²_id].
@@ -493,6 +470,7 @@ def gaussian_nll_per_example(mean, variance, targets, mask=None):
         variances (> 0); [N, ...] under a ``mask`` of that shape means D = 1.
       targets: observed values, of the same shape.
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      target_axis: as for :func:`evaluate_gaussian` (None: [N, T] is per position).
 
     Returns:
       float64 numpy array [N, ...] (the positions' shape), or [M] with a mask.
@@ -500,11 +478,12 @@ def gaussian_nll_per_example(mean, variance, targets, mask=None):
     Raises:
       ValueError: as for :func:`evaluate_gaussian`.
     """
-    mu, var, y, at = _check_gaussian(mean, variance, targets, mask=mask)
+    mu, var, y, at = _check_gaussian(mean, variance, targets, mask=mask,
+                                     target_axis=target_axis)
     return at.restore(_gaussian_nll(mu, var, y))
 
 
-def _check_members(member_means, member_variances, targets, mask):
+def _check_members(member_means, member_variances, targets, mask, target_axis):
     """The S members' ``(means, variances)`` [S, M, D], ``targets`` [M, D] and their
     :class:`Positions`, checked."""
     mu, var = _numbers(member_means, "member_means"), _numbers(member_variances,
@@ -514,12 +493,13 @@ def _check_members(member_means, member_variances, targets, mask):
                              "[S, N] or [S, N, ..., D] as `member_means`", None,
                              got=f"shapes {mu.shape} and {var.shape}")
     names = ("member_means", "member_variances")
-    checked = [_check_gaussian(m, v, targets, names, mask) for m, v in zip(mu, var)]
+    checked = [_check_gaussian(m, v, targets, names, mask, target_axis) for m, v in zip(mu, var)]
     return (np.stack([m for m, _, _, _ in checked]), np.stack([v for _, v, _, _ in checked]),
             *checked[0][2:])
 
 
-def gaussian_mixture_nll_per_example(member_means, member_variances, targets, mask=None):
+def gaussian_mixture_nll_per_example(member_means, member_variances, targets, mask=None,
+                                     target_axis=-1):
     """Each example's NLL under the equal-weight mixture of S Gaussians.
 
     nll_i = −log (1/S) Σ_s Π_d N(y_id; μ_sid, σ²_sid), a log-sum-exp of
@@ -532,6 +512,8 @@ def gaussian_mixture_nll_per_example(member_means, member_variances, targets, ma
         variances (> 0) of S members.
       targets: [N] or [N, ..., D] observed values.
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      target_axis: as for :func:`evaluate_gaussian`, of ``targets`` (None:
+        members [S, N, T] and targets [N, T] are per position).
 
     Returns:
       float64 numpy array [N, ...] (the positions' shape), or [M] with a mask.
@@ -540,13 +522,13 @@ def gaussian_mixture_nll_per_example(member_means, member_variances, targets, ma
       ValueError: as for :func:`evaluate_gaussian`, naming the members'
         arrays when their shapes differ.
     """
-    mu, var, y, at = _check_members(member_means, member_variances, targets, mask)
+    mu, var, y, at = _check_members(member_means, member_variances, targets, mask, target_axis)
     return at.restore(np.log(len(mu)) - scipy.special.logsumexp(-_gaussian_nll(mu, var, y),
                                                                 axis=0))
 
 
 def evaluate_gaussian_members(member_means, member_variances, targets,
-                              levels=(0.5, 0.9, 0.95), mask=None):
+                              levels=(0.5, 0.9, 0.95), mask=None, target_axis=-1):
     """Scores each Gaussian member, their mixture, and the mixture as members are added.
 
     The predictive of S members is the mixture p(y) = (1/S) Σ_s N(y; μ_s, σ²_s)
@@ -570,6 +552,7 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
       targets: [N] or [N, ..., D] observed values.
       mask: optional [N, ...] booleans, True = scored (module docstring).
       levels: central-interval probabilities in (0, 1).
+      target_axis: as for :func:`gaussian_mixture_nll_per_example`.
 
     Returns:
       dict with "members" (S dicts of :func:`evaluate_gaussian`),
@@ -581,7 +564,7 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
       ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for a
         level outside (0, 1).
     """
-    mu, var, y, _ = _check_members(member_means, member_variances, targets, mask)
+    mu, var, y, _ = _check_members(member_means, member_variances, targets, mask, target_axis)
     levels = _levels(levels)
     count = np.arange(1, len(mu) + 1)
     log_density = -_gaussian_nll(mu, var, y)  # [S, N]

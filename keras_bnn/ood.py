@@ -23,7 +23,9 @@ OOD inputs' ranks in the pooled scores (Mann–Whitney). 0.5 is chance.
 
 Per-position predictions (a tagger's members ``[S, N, T, K]``, a segmenter's
 ``[S, N, H, W, K]``) have scores per position ``[N, ...]``; ``mask`` selects
-the scored ones (``x != 0``), as in :mod:`keras_bnn.metrics`. :func:`ood_auroc`
+the scored ones (``x != 0``), as in :mod:`keras_bnn.metrics`. One network's
+``[N, T, K]`` is read as S = N members unless ``members=False`` or a ``mask``
+``[N, T]`` says otherwise (:func:`uncertainty_scores`). :func:`ood_auroc`
 ranks positions (``per="position"``: is this token / pixel OOD, the pixel-level
 AUROC of anomaly segmentation) or examples (``per="example"``: each example's
 mean score over its scored positions, e.g. a sentence's mean token entropy:
@@ -38,7 +40,7 @@ import scipy.stats
 
 from keras_bnn import positions
 from keras_bnn.metrics import check_probabilities, two_class
-from keras_bnn.validation import argument_error, check_choice
+from keras_bnn.validation import argument_error, check_bool, check_choice
 
 #: The keys of :func:`ood_auroc`'s result.
 OOD_SCORES = ("entropy", "mutual_information")
@@ -63,11 +65,19 @@ def digits_28x28():
     return framed[..., None].astype(np.float32), labels.astype(np.int64)
 
 
-def _scored(member_probs, mask, name, mask_name):
-    """``(probs [S, M, K], Positions)``: the checked members at the scored positions."""
+def _members(member_probs, mask, members, name):
+    """The checked probabilities as members ``[S, N, ..., K]``: ``member_probs`` with a
+    member axis added when ``members`` is False, or (None) for ``[N, K]`` or an array
+    of only the ``mask``'s rank + 1 axes (:func:`uncertainty_scores`)."""
     probs = check_probabilities(two_class(member_probs, name), name)
-    if probs.ndim == 2:
-        probs = probs[None]
+    if members is None:
+        members = probs.ndim > (2 if mask is None else np.ndim(mask) + 1)
+    return probs if check_bool(members, "members") else probs[None]
+
+
+def _scored(member_probs, mask, name, mask_name, members):
+    """``(probs [S, M, K], Positions)``: the checked members at the scored positions."""
+    probs = _members(member_probs, mask, members, name)
     at = positions.select(probs.shape[1:-1], mask, name, mask_name)
     return at.take(probs, name, lead=1), at
 
@@ -83,15 +93,21 @@ def _information(probs):
             "mutual_information": np.maximum(total - entropy(probs).mean(axis=0), 0.0)}
 
 
-def uncertainty_scores(member_probs, mask=None):
+def uncertainty_scores(member_probs, mask=None, members=None):
     """Predictive entropy and mutual information of an ensemble's members.
 
     Args:
-        member_probs: ``[S, N, ..., K]`` class probabilities of S members (or
-            ``[N, K]`` for one network; one network's ``[N, T, K]`` is
-            ``probs[None]``); K = 1 is a Bernoulli head's p(y=1), read as
-            the rows [1 − p, p] (the numbers of a two-class softmax).
+        member_probs: ``[S, N, ..., K]`` class probabilities of S members, or
+            one network's ``[N, ..., K]`` (``members`` says which); K = 1 is a
+            Bernoulli head's p(y=1), read as the rows [1 − p, p] (the numbers
+            of a two-class softmax).
         mask: optional ``[N, ...]`` booleans, True = scored (module docstring).
+        members: True: the first axis is the members' ([S, N, K] is S
+            members on N examples); False: one network's ``[N, ..., K]``
+            (the same as passing ``probs[None]``; its information is 0).
+            None (default): one network for ``[N, K]`` and for an array with
+            one axis more than ``mask``, else True, so that one network's
+            ``[N, T, K]`` without a mask needs ``members=False``.
 
     Returns:
         dict ``{"entropy": ..., "mutual_information": ...}`` of float64
@@ -101,19 +117,21 @@ def uncertainty_scores(member_probs, mask=None):
 
     Raises:
         ValueError: if ``member_probs`` is not rows of probabilities with a
-            position axis, or ``mask`` is not of its positions' shape.
+            position axis, ``mask`` is not of its positions' shape, or
+            ``members`` is not True, False or None.
     """
-    probs, at = _scored(member_probs, mask, "member_probs", "mask")
+    probs, at = _scored(member_probs, mask, "member_probs", "mask", members)
     return {key: at.restore(value) for key, value in _information(probs).items()}
 
 
-def _unit_scores(member_probs, mask, per, name, mask_name):
+def _unit_scores(member_probs, mask, per, name, mask_name, members):
     """The scores :func:`ood_auroc` ranks: ``[M]`` of the scored positions, or
     (``per="example"``) each example's mean over its scored positions, the
     examples with none left out."""
     if per == "position":
-        return _information(_scored(member_probs, mask, name, mask_name)[0])
-    probs, at = _scored(member_probs, None, name, mask_name)
+        return _information(_scored(member_probs, mask, name, mask_name, members)[0])
+    probs, at = _scored(_members(member_probs, mask, members, name), None, name, mask_name,
+                        True)
     scored = np.zeros(probs.shape[1], bool)
     index = positions.select(at.shape, mask, name, mask_name).index
     scored[slice(None) if index is None else index] = True
@@ -149,7 +167,7 @@ def auroc(in_scores, out_scores):
 
 
 def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
-              per="position"):
+              per="position", members=None):
     """AUROC of predictive entropy and of mutual information, OOD vs in-distribution.
 
     Args:
@@ -162,6 +180,7 @@ def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
         per: ``"position"`` ranks every scored position (token, pixel);
             ``"example"`` ranks each example by its mean score over its
             scored positions (module docstring). The same for ``[S, N, K]``.
+        members: as for :func:`uncertainty_scores`, for both sets.
 
     Returns:
         dict ``{"entropy": AUROC, "mutual_information": AUROC}`` (the latter
@@ -179,6 +198,7 @@ def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
     if classes[0] != classes[1]:
         raise argument_error("out_member_probs", f"have the K = {classes[0]} classes of "
                              "`in_member_probs`", None, "ood_auroc", got=f"K = {classes[1]}")
-    inside = _unit_scores(in_member_probs, in_mask, per, "in_member_probs", "in_mask")
-    outside = _unit_scores(out_member_probs, out_mask, per, "out_member_probs", "out_mask")
+    inside = _unit_scores(in_member_probs, in_mask, per, "in_member_probs", "in_mask", members)
+    outside = _unit_scores(out_member_probs, out_mask, per, "out_member_probs", "out_mask",
+                           members)
     return {name: auroc(inside[name], outside[name]) for name in OOD_SCORES}
