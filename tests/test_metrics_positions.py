@@ -169,7 +169,7 @@ def test_prediction_diagnostics_per_position():
     assert diagnostics.predictive_ess(chains[0], mask=mask) == diagnostics.predictive_ess(
         chains[0][:, mask])
     assert diagnostics.predictive_ess(chains, mask=mask) == diagnostics.predictive_ess(
-        chains[:, :, mask])
+        chains[:, :, mask], chains=True)  # 4-D without a mask: the layout said
     assert diagnostics.predictive_rhat(chains) == diagnostics.predictive_rhat(
         chains.reshape(2, 8, 3 * T, K))
 
