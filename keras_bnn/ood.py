@@ -189,8 +189,8 @@ def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
     Raises:
         ValueError: naming the argument, for arrays that are not rows of
             probabilities, two sets with different numbers of classes, a
-            mask not of its set's positions' shape, or ``per`` not one of
-            :data:`OOD_UNITS`.
+            mask not of its set's positions' shape, ``per`` not one of
+            :data:`OOD_UNITS`, or ``members`` not True, False or None.
     """
     per = check_choice(per, "per", OOD_UNITS, "ood_auroc")
     classes = [check_probabilities(two_class(probs, name), name).shape[-1] for name, probs in (
