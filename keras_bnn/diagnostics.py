@@ -248,6 +248,7 @@ def _prediction_chains(probs, mask, name, chains):
     them without one; :mod:`keras_bnn.positions`). ``chains`` None: read from the
     shape where it tells, a 3-D array or a ``mask``'s rank, else a ValueError."""
     x = np.asarray(probs, dtype=np.float64)
+    chains = check_bool(chains, "chains", allow_none=True)
     if chains is None and mask is not None:
         chains = x.ndim >= np.ndim(mask) + 3  # other ranks fail the shape check below
     elif chains is None and x.ndim <= 3:
@@ -256,7 +257,7 @@ def _prediction_chains(probs, mask, name, chains):
         raise argument_error("chains", f"be True ([C, S, N, ..., K]) or False ([S, N, ..., K]) "
                              f"for a {x.ndim}-D `{name}` without a `mask` ([C, S, N, K] or a "
                              "tagger's [S, N, T, K]?)", None, got="None")
-    if not check_bool(chains, "chains"):
+    if not chains:
         x = x[np.newaxis]
     rank = 1 if mask is None else np.ndim(mask)  # the positions' axes
     shape_text = "[C, S, N, ..., K]" if chains else "[S, N, ..., K]"

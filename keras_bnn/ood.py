@@ -70,9 +70,10 @@ def _members(member_probs, mask, members, name):
     member axis added when ``members`` is False, or (None) for ``[N, K]`` or an array
     of only the ``mask``'s rank + 1 axes (:func:`uncertainty_scores`)."""
     probs = check_probabilities(two_class(member_probs, name), name)
+    members = check_bool(members, "members", allow_none=True)
     if members is None:
         members = probs.ndim > (2 if mask is None else np.ndim(mask) + 1)
-    return probs if check_bool(members, "members") else probs[None]
+    return probs if members else probs[None]
 
 
 def _scored(member_probs, mask, name, mask_name, members):

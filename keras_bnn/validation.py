@@ -199,21 +199,25 @@ def check_choice(value, name, allowed, owner=None):
     return value
 
 
-def check_bool(value, name, owner=None):
+def check_bool(value, name, owner=None, allow_none=False):
     """Returns ``value`` if it is a bool (``"no"`` or 0 must not silently mean a truth value).
 
     Args:
         value, name, owner: as in the common signature above.
+        allow_none: whether None (an argument's "read it from the input") is allowed too.
 
     Returns:
-        ``value`` unchanged.
+        ``value`` as a Python bool, or None.
 
     Raises:
         ValueError: naming ``name`` for anything but True or False (NumPy's
-            ``bool_`` included).
+            ``bool_`` included), or None where ``allow_none``.
     """
+    if allow_none and value is None:
+        return None
     if not isinstance(value, (bool, np.bool_)):
-        raise argument_error(name, "be True or False", value, owner)
+        allowed = "be True, False or None" if allow_none else "be True or False"
+        raise argument_error(name, allowed, value, owner)
     return bool(value)
 
 

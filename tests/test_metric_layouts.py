@@ -37,7 +37,7 @@ def test_predictive_ess_refuses_a_4d_array_whose_layout_the_shape_does_not_tell(
     with pytest.raises(ValueError, match=r"`chains` must be True \(\[C, S, N, \.\.\., K\]\) or "
                                          r"False \(\[S, N, \.\.\., K\]\) for a 4-D"):
         diagnostics.predictive_ess(one_chain)
-    with pytest.raises(ValueError, match="`chains` must be True or False"):
+    with pytest.raises(ValueError, match="`chains` must be True, False or None"):
         diagnostics.predictive_ess(one_chain, chains="no")
 
 
@@ -85,7 +85,7 @@ def test_members_keep_their_layout_and_ood_auroc_takes_the_flag():
     inside, outside = simplex(rng, (N, T, K)), simplex(rng, (9, T, K))
     assert ood.ood_auroc(inside, outside, members=False) == ood.ood_auroc(inside[None],
                                                                          outside[None])
-    with pytest.raises(ValueError, match="`members` must be True or False"):
+    with pytest.raises(ValueError, match="`members` must be True, False or None"):
         ood.uncertainty_scores(members, members=1)
 
 
@@ -202,3 +202,12 @@ def test_cluster_robust_se_covers_at_the_nominal_rate_where_the_token_se_does_no
     # sd/√M is 1/√7.3 of the true SE: ±z of it covers ≈ 2Φ(1.96/√7.3) − 1 ≈ 0.53, some
     # 20 Monte-Carlo sd (≈ 0.011) below 0.75.
     assert rate["tokens"] < 0.75, rate
+
+
+@pytest.mark.parametrize("function, argument", [(diagnostics.predictive_ess, "chains"),
+                                                (ood.uncertainty_scores, "members")])
+@pytest.mark.parametrize("value", ["yes", 1, 0.0])
+def test_layout_flags_name_every_allowed_value(function, argument, value):
+    """A layout flag that is not a bool or None is refused naming the three values."""
+    with pytest.raises(ValueError, match=f"`{argument}` must be True, False or None"):
+        function(np.full((3, 4, 5, 2), 0.5), **{argument: value})
