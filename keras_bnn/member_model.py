@@ -25,9 +25,10 @@ def check_ensemble_model(model):
     has a known size: a tagger's ``[N, T, K]`` and a per-pixel
     ``[N, H, W, K]`` average over members per position. The head's fit to a
     likelihood is checked by the ensemble (the likelihood is chosen there,
-    per output). Until 2026-11-29 a member of several outputs was refused. :class:`keras_bnn.callbacks.CollectSamples` checks these
-    rules when ``fit`` starts, so that a run whose samples no ensemble can
-    take says so before it trains.
+    per output; until 2026-11-29 a member of several outputs was refused).
+    :class:`keras_bnn.callbacks.CollectSamples` checks these rules when
+    ``fit`` starts, so that a run whose samples no ensemble can take says so
+    before it trains.
 
     Args:
         model: the member model.
@@ -57,8 +58,9 @@ def check_ensemble_model(model):
         output_shape = tuple(output.shape)
         if len(output_shape) < 2 or output_shape[-1] is None:
             raise ValueError(
-                f"`model` {model.name!r} must output [batch, ..., units] tensors (rank >= 2, "
-                "the last axis of a known size); its output "
+                f"`model` {model.name!r} must output a [batch, ..., units] tensor (rank >= 2, "
+                f"the last axis of a known size{'' if name is None else ', per output'}); its "
+                "output "
                 f"{'' if name is None else repr(name) + ' '}shape is {output_shape}.")
         units[name] = output_shape[-1]
     input_shape, input_dtype = ensemble_inputs.signature(inputs)
