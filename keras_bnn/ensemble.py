@@ -26,18 +26,17 @@ member (:mod:`keras_bnn.ensemble_trunk`). The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
-This module runs under any Keras backend (``keras.ops``; no TensorFlow
-import of its own). ``predict``, ``predict_uncertainty`` and ``predict_members`` each run
-one graph per ensemble for any batch size (:func:`keras_bnn.backend.predict_graph`:
-traced once, never retraced). :func:`keras_bnn.member_model.check_ensemble_model`
-holds the rules a member model must meet (:class:`keras_bnn.callbacks.CollectSamples`
-checks them when ``fit`` starts). Serving: :meth:`PosteriorEnsemble.export` delegates to
-:mod:`keras_bnn.export` (TensorFlow backend), which writes a TensorFlow
-Serving version directory whose ``serving_default`` outputs are
-:meth:`PosteriorEnsemble.predictive_summary` (named as in
+Any Keras backend (``keras.ops``). ``predict``, ``predict_uncertainty`` and
+``predict_members`` each run one graph per ensemble for any batch size
+(:func:`keras_bnn.backend.predict_graph`: traced once, never retraced).
+:func:`keras_bnn.member_model.check_ensemble_model` holds the rules a member
+model must meet (``CollectSamples`` checks them when ``fit`` starts); a member
+of several outputs is averaged per output (:mod:`keras_bnn.ensemble_outputs`).
+Serving: :meth:`PosteriorEnsemble.export` delegates to :mod:`keras_bnn.export`
+(TensorFlow backend): a TF Serving version directory whose ``serving_default``
+outputs are :meth:`PosteriorEnsemble.predictive_summary` (named as in
 :data:`CATEGORICAL_OUTPUTS`, :data:`BERNOULLI_OUTPUTS` or
-:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
-Serving's REST API.
+:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a TF Serving client.
 Scoring: ``compile`` and ``evaluate`` are :mod:`keras_bnn.ensemble_scoring`'s
 (a Gaussian ensemble's loss is its mixture's NLL, read from the members).
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
@@ -99,7 +98,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         model: the member model: a built Keras model (Functional,
             Sequential or subclassed) with one input, or a list or dict of
             inputs (:mod:`keras_bnn.ensemble_inputs`), and one [batch, ..., units]
-            output (the models of :mod:`keras_bnn.models` qualify). Its own weights are not used and
+            output (the models of :mod:`keras_bnn.models` qualify), or a list or dict of them
+            (:mod:`keras_bnn.ensemble_outputs`). Its own weights are not used and
             not modified, but for those of layers whose call reads state that
             Keras derives from their weights (``finalize_state``: an adapted
             ``Normalization``, lookups), which get the first weight set's
@@ -109,7 +109,9 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             :class:`keras_bnn.SampleStore`).
         likelihood: ``"categorical"`` (member outputs K ≥ 2 logits),
             ``"bernoulli"`` (one logit, p(y=1|x) = sigmoid) or
-            ``"gaussian"`` (member outputs ``[mean, log variance]``).
+            ``"gaussian"`` (member outputs ``[mean, log variance]``); None:
+            ``"categorical"``. For several outputs, one per output (a list or a dict by
+            output name; :func:`keras_bnn.ensemble_outputs.choose`; None: inferred).
         member_loop: how the graph evaluates the S members:
             ``"unroll"`` (default) traces S copies of the member graph, which
             the runtime runs concurrently; ``"map"`` is a ``keras.ops.map``
@@ -140,7 +142,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             (:func:`keras_bnn.ensemble_inputs.names`).
 
     Raises:
-        ValueError: if ``model`` is not a built single-output model whose
+        ValueError: if ``model`` is not a built model of [batch, ..., units] outputs whose
             input shapes are known, if ``weight_sets`` is empty or does not match
             ``model.weights``, for an unknown ``likelihood``/``member_loop``,
             for a head that does not fit ``likelihood`` (categorical with
@@ -399,7 +401,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             ``"categorical"``: p̄ = exp(logsumexp_s(log_softmax f_s) − log S),
             [N, K]. ``"bernoulli"``: p̄(y=1) = exp(logsumexp_s(log sigmoid
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
-            and var of the mixture (:mod:`keras_bnn.uncertainty`).
+            and var of the mixture (:mod:`keras_bnn.uncertainty`); per output, in the
+            member's list or dict, for several outputs (each under its own likelihood).
         """
         members, finite, masks = self._members_and_finite_rows(inputs)
         outputs = []
@@ -448,7 +451,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         Returns:
             dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
             :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`; NaN in the
-            rows whose (floating) input holds a NaN or Inf.
+            rows whose (floating) input holds a NaN or Inf; one per output (a list or dict).
         """
         members, finite, _ = self._members_and_finite_rows(inputs)
         return self._pack([{name: uncertainty.nan_rows(value, finite) for name, value in
@@ -485,7 +488,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
 
         Returns:
-            numpy array, the examples of every batch concatenated.
+            numpy array, the examples of every batch concatenated (a list or dict of
+            them, one per output, for a member of several outputs).
         """
         return self._predict_with("predict", self.call, x, batch_size, steps, verbose,
                                   callbacks)
@@ -509,7 +513,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
 
         Returns:
             dict of numpy arrays (keys as :meth:`predictive_summary`), the
-            examples of every batch concatenated.
+            examples of every batch concatenated; one per output, in a list or dict, for
+            a member of several outputs.
         """
         return self._predict_with("predict_uncertainty", self.predictive_summary, x,
                                   batch_size, steps, verbose)
@@ -524,7 +529,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
             (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
             units = 1) or the raw ``[mean, log variance]``
-            (``"gaussian"``).
+            (``"gaussian"``); one per output (a list or dict) for several outputs.
         """
         outputs = self._predict_with("predict_members", self._batch_first_members, x,
                                      batch_size, steps, verbose)
