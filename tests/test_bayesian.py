@@ -640,7 +640,7 @@ def test_the_ensemble_names_what_it_cannot_take():
 
 
 def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
-    """Found by a user of the Python API: a scalar-input model trained a whole
+    """Found by a user of the Python API: a two-input model trained a whole
     run into its store, and only ``PosteriorEnsemble.from_store`` said it
     takes one input (it takes several inputs, and several outputs, since
     2026-11-29; an output without a class axis here). ``CollectSamples`` now
@@ -672,7 +672,8 @@ def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
     assert len(store) == 2
     rebuilt = store.build_model()
     rebuilt.set_weights(store[1].weights)
-    np.testing.assert_allclose(rebuilt.predict(inputs, verbose=0), scalar.predict(inputs, verbose=0),
+    np.testing.assert_allclose(rebuilt.predict(inputs, verbose=0),
+                               scalar.predict(inputs, verbose=0),
                                atol=1e-6)
 
 
