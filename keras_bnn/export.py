@@ -131,7 +131,7 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
                     tensor, f"`{spec.name}` holds NaN or Inf values; inputs must be finite")
             checked.append(tensor)
         checked = ensemble_inputs.pack(checked, shape)
-        if getattr(ensemble, "output_names", None):  # several outputs, named per output
+        if isinstance(ensemble.likelihood, dict):  # several outputs, named per output
             return ensemble_outputs.served(ensemble, checked)
         return ensemble.predictive_summary(checked)
 
