@@ -26,18 +26,17 @@ member (:mod:`keras_bnn.ensemble_trunk`). The
 slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
 see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
-This module runs under any Keras backend (``keras.ops``; no TensorFlow
-import of its own). ``predict``, ``predict_uncertainty`` and ``predict_members`` each run
-one graph per ensemble for any batch size (:func:`keras_bnn.backend.predict_graph`:
-traced once, never retraced). :func:`keras_bnn.member_model.check_ensemble_model`
-holds the rules a member model must meet (:class:`keras_bnn.callbacks.CollectSamples`
-checks them when ``fit`` starts). Serving: :meth:`PosteriorEnsemble.export` delegates to
-:mod:`keras_bnn.export` (TensorFlow backend), which writes a TensorFlow
-Serving version directory whose ``serving_default`` outputs are
-:meth:`PosteriorEnsemble.predictive_summary` (named as in
+Any Keras backend (``keras.ops``). ``predict``, ``predict_uncertainty`` and
+``predict_members`` each run one graph per ensemble for any batch size
+(:func:`keras_bnn.backend.predict_graph`: traced once, never retraced).
+:func:`keras_bnn.member_model.check_ensemble_model` holds the rules a member
+model must meet (``CollectSamples`` checks them when ``fit`` starts); a member
+of several outputs is averaged per output (:mod:`keras_bnn.ensemble_outputs`).
+Serving: :meth:`PosteriorEnsemble.export` delegates to :mod:`keras_bnn.export`
+(TensorFlow backend): a TF Serving version directory whose ``serving_default``
+outputs are :meth:`PosteriorEnsemble.predictive_summary` (named as in
 :data:`CATEGORICAL_OUTPUTS`, :data:`BERNOULLI_OUTPUTS` or
-:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a client for TF
-Serving's REST API.
+:data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a TF Serving client.
 Scoring: ``compile`` and ``evaluate`` are :mod:`keras_bnn.ensemble_scoring`'s
 (a Gaussian ensemble's loss is its mixture's NLL, read from the members).
 Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
@@ -51,12 +50,11 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import backend
-from keras_bnn import ensemble_inputs, ensemble_scoring, ensemble_trunk, ensemble_weights
+from keras_bnn import ensemble_inputs, ensemble_outputs, ensemble_scoring, ensemble_trunk
+from keras_bnn import ensemble_weights
 from keras_bnn import trainable_flags
 from keras_bnn import export as export_lib
-from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import uncertainty
-from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.member_model import check_ensemble_model, derived_state_layers
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
@@ -100,7 +98,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         model: the member model: a built Keras model (Functional,
             Sequential or subclassed) with one input, or a list or dict of
             inputs (:mod:`keras_bnn.ensemble_inputs`), and one [batch, ..., units]
-            output (the models of :mod:`keras_bnn.models` qualify). Its own weights are not used and
+            output (the models of :mod:`keras_bnn.models` qualify), or a list or dict of them
+            (:mod:`keras_bnn.ensemble_outputs`). Its own weights are not used and
             not modified, but for those of layers whose call reads state that
             Keras derives from their weights (``finalize_state``: an adapted
             ``Normalization``, lookups), which get the first weight set's
@@ -110,7 +109,9 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             :class:`keras_bnn.SampleStore`).
         likelihood: ``"categorical"`` (member outputs K ≥ 2 logits),
             ``"bernoulli"`` (one logit, p(y=1|x) = sigmoid) or
-            ``"gaussian"`` (member outputs ``[mean, log variance]``).
+            ``"gaussian"`` (member outputs ``[mean, log variance]``); None:
+            ``"categorical"``. For several outputs, one per output (a list or a dict by
+            output name; :func:`keras_bnn.ensemble_outputs.choose`; None: inferred).
         member_loop: how the graph evaluates the S members:
             ``"unroll"`` (default) traces S copies of the member graph, which
             the runtime runs concurrently; ``"map"`` is a ``keras.ops.map``
@@ -141,7 +142,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             (:func:`keras_bnn.ensemble_inputs.names`).
 
     Raises:
-        ValueError: if ``model`` is not a built single-output model whose
+        ValueError: if ``model`` is not a built model of [batch, ..., units] outputs whose
             input shapes are known, if ``weight_sets`` is empty or does not match
             ``model.weights``, for an unknown ``likelihood``/``member_loop``,
             for a head that does not fit ``likelihood`` (categorical with
@@ -150,13 +151,20 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             a weight that differs between the sets.
     """
 
-    def __init__(self, model, weight_sets, likelihood="categorical", member_loop="unroll",
+    def __init__(self, model, weight_sets, likelihood=None, member_loop="unroll",
                  shared_weights=None, **kwargs):
         super().__init__(**kwargs)
-        self.likelihood = check_choice(likelihood, "likelihood", LIKELIHOODS)
         self.member_loop = check_choice(member_loop, "member_loop", MEMBER_LOOPS)
         self.member_input_shape, self.member_input_dtype, units = check_ensemble_model(model)
-        likelihoods_lib.check_units(likelihood, units)
+        if likelihood is None and not isinstance(units, dict):
+            likelihood = "categorical"  # one output's default (several: inferred per output)
+        self.likelihood = ensemble_outputs.choose(likelihood, units, getattr(model, "loss", None))
+        names = list(units) if isinstance(units, dict) else None
+        if names:  # Keras' compile reads a multi-output model's loss dict by these
+            self.output_names = names
+        self._likelihoods = [self.likelihood[n] for n in names] if names else [self.likelihood]
+        outputs = ensemble_inputs.symbolic(model)[1]
+        self._outputs = _Untracked((names, isinstance(outputs, dict)))
         values, self._shared, self._num_members = ensemble_weights.arrange(
             model, weight_sets, shared_weights)
         self._member = _Untracked(model)
@@ -182,8 +190,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         self.input_spec = ensemble_inputs.input_spec(self.member_input_shape)
         # Whether the member's output carries a Keras mask (padding under
         # Embedding(mask_zero=True)): the ensemble's output then carries it.
-        outputs = getattr(model, "outputs", None)  # a model without a graph has none
-        self._output_masked = bool(outputs) and get_keras_mask(outputs[0]) is not None
+        outputs = getattr(model, "outputs", None) or ()  # a model without a graph has none
+        self._output_masked = [get_keras_mask(output) is not None for output in outputs]
         self._views = {}
         self.built = True
         self._finalize_member_state()
@@ -265,8 +273,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             indices = np.round(
                 np.linspace(0, len(pooled) - 1, min(max_samples, len(pooled)))).astype(int)
         if "likelihood" not in kwargs:
-            kwargs["likelihood"] = likelihoods_lib.infer(check_ensemble_model(model)[2],
-                                                         stores[0].loss())
+            kwargs["likelihood"] = ensemble_outputs.choose(
+                None, check_ensemble_model(model)[2], stores[0].loss())
         chosen = (pooled[int(i)] for i in indices)
         return cls(model, (chain[j].weights for chain, j in chosen), **kwargs)
 
@@ -330,8 +338,9 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         return outputs
 
     def _members_and_finite_rows(self, inputs):
-        """(raw [S, N, ..., units] member outputs, [N] finite-input mask or None,
-        the member output's Keras mask [N, ...] or None).
+        """(per output the raw [S, N, ..., units] member outputs, [N] finite-input mask or
+        None, per output the member output's Keras mask [N, ...] or None): lists, one
+        item per output (:mod:`keras_bnn.ensemble_outputs`).
 
         The Keras mask (``Embedding(mask_zero=True)``'s padding, carried to a
         per-timestep output) is the first member's: it depends on the input,
@@ -352,30 +361,29 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             weights = list(values)  # a weight held once is every member's
             for j, weight in zip(stacked, slices):
                 weights[j] = weight
-            return self._run(self._per_member.value, head_inputs, weights)
+            return keras.tree.flatten(self._run(self._per_member.value, head_inputs, weights))
 
         stacks = [values[j] for j in stacked]
-        first = None  # the first member's output, where the loop shows it
+        first = None  # the first member's outputs, where the loop shows them
         if not stacked:  # every member the same
-            first = self._run(self._member.value, inputs, values)
-            outputs = ops.stack([first] * self.num_members)
+            first = keras.tree.flatten(self._run(self._member.value, inputs, values))
+            outputs = [ops.stack([leaf] * self.num_members) for leaf in first]
         elif self.member_loop == "unroll":
             members = [member(list(w)) for w in zip(*[ops.unstack(s, axis=0) for s in stacks])]
-            first, outputs = members[0], ops.stack(members)
-        elif self.member_loop == "map":
-            outputs = ops.map(member, stacks)
+            first, outputs = members[0], [ops.stack(leaf) for leaf in zip(*members)]
         else:
-            outputs = ops.vectorized_map(member, stacks)
-        mask = None
-        if self._output_masked:
-            mask = get_keras_mask(member([stack[0] for stack in stacks]) if first is None
-                                  else first)
-        if keras.backend.standardize_dtype(outputs.dtype) in ("float16", "bfloat16"):
-            # Mixed precision: the members compute in low precision, the average,
-            # entropies and std (differences of nearly equal numbers) in float32.
-            outputs = ops.cast(outputs, "float32")
+            loop = ops.map if self.member_loop == "map" else ops.vectorized_map
+            outputs = list(loop(member, stacks))
+        masks = [None] * len(outputs)
+        if any(self._output_masked):
+            first = member([stack[0] for stack in stacks]) if first is None else first
+            masks = [get_keras_mask(leaf) for leaf in first]
+        # Mixed precision: the members compute in low precision, the average,
+        # entropies and std (differences of nearly equal numbers) in float32.
+        outputs = [ops.cast(leaf, "float32") if keras.backend.standardize_dtype(leaf.dtype) in (
+            "float16", "bfloat16") else leaf for leaf in outputs]
         return outputs, ensemble_inputs.finite_rows(inputs, self.member_input_shape,
-                                                    self.member_input_dtype), mask
+                                                    self.member_input_dtype), masks
 
     def call(self, inputs, training=None):
         """The posterior predictive.
@@ -393,24 +401,35 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             ``"categorical"``: p̄ = exp(logsumexp_s(log_softmax f_s) − log S),
             [N, K]. ``"bernoulli"``: p̄(y=1) = exp(logsumexp_s(log sigmoid
             f_s) − log S), [N, 1]. ``"gaussian"``: ``[mean, log(var)]``, [N, 2D], with mean
-            and var of the mixture (:mod:`keras_bnn.uncertainty`).
+            and var of the mixture (:mod:`keras_bnn.uncertainty`); per output, in the
+            member's list or dict, for several outputs (each under its own likelihood).
         """
-        members, finite, mask = self._members_and_finite_rows(inputs)
-        output = uncertainty.nan_rows(uncertainty.predictive(members, self.likelihood), finite)
-        set_keras_mask(output, mask)
-        if self.likelihood == "gaussian":  # for evaluate's loss, members computed once
-            ensemble_scoring.attach_members(output, self._batch_first(members, finite, mask))
-        return output
+        members, finite, masks = self._members_and_finite_rows(inputs)
+        outputs = []
+        for leaf, likelihood, mask in zip(members, self._likelihoods, masks):
+            output = uncertainty.nan_rows(uncertainty.predictive(leaf, likelihood), finite)
+            set_keras_mask(output, mask)
+            if likelihood == "gaussian":  # for evaluate's loss, members computed once
+                ensemble_scoring.attach_members(
+                    output, self._batch_first(leaf, likelihood, finite, mask))
+            outputs.append(output)
+        return self._pack(outputs)
+
+    def _pack(self, leaves):
+        """Per-output values in the member's output structure (one: the value)."""
+        return ensemble_outputs.pack(leaves, *self._outputs.value)
 
     def _batch_first_members(self, inputs):
         """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`)
         on ``inputs``, [N, S, ..., units], NaN in the rows of a non-finite input,
         carrying the member's Keras mask [N, ...] (for a loss of the members)."""
-        return self._batch_first(*self._members_and_finite_rows(inputs))
+        members, finite, masks = self._members_and_finite_rows(inputs)
+        return self._pack([self._batch_first(*item, finite, mask) for item, mask in zip(
+            zip(members, self._likelihoods), masks)])
 
-    def _batch_first(self, members, finite, mask):
-        """:meth:`_batch_first_members` of :meth:`_members_and_finite_rows`' outputs."""
-        predictions = uncertainty.member_predictions(members, self.likelihood)
+    def _batch_first(self, members, likelihood, finite, mask):
+        """One output's :meth:`_batch_first_members` of its [S, N, ..., units] members."""
+        predictions = uncertainty.member_predictions(members, likelihood)
         output = uncertainty.nan_rows(ops.swapaxes(predictions, 0, 1), finite)
         set_keras_mask(output, mask)
         return output
@@ -432,11 +451,12 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         Returns:
             dict of tensors, keys :data:`CATEGORICAL_OUTPUTS`,
             :data:`BERNOULLI_OUTPUTS` or :data:`GAUSSIAN_OUTPUTS`; NaN in the
-            rows whose (floating) input holds a NaN or Inf.
+            rows whose (floating) input holds a NaN or Inf; one per output (a list or dict).
         """
         members, finite, _ = self._members_and_finite_rows(inputs)
-        return {name: uncertainty.nan_rows(value, finite)
-                for name, value in uncertainty.summary(members, self.likelihood).items()}
+        return self._pack([{name: uncertainty.nan_rows(value, finite) for name, value in
+                            uncertainty.summary(leaf, likelihood).items()}
+                           for leaf, likelihood in zip(members, self._likelihoods)])
 
     # -------------------------------------------------------- prediction
     def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):
@@ -468,7 +488,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
 
         Returns:
-            numpy array, the examples of every batch concatenated.
+            numpy array, the examples of every batch concatenated (a list or dict of
+            them, one per output, for a member of several outputs).
         """
         return self._predict_with("predict", self.call, x, batch_size, steps, verbose,
                                   callbacks)
@@ -492,7 +513,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
 
         Returns:
             dict of numpy arrays (keys as :meth:`predictive_summary`), the
-            examples of every batch concatenated.
+            examples of every batch concatenated; one per output, in a list or dict, for
+            a member of several outputs.
         """
         return self._predict_with("predict_uncertainty", self.predictive_summary, x,
                                   batch_size, steps, verbose)
@@ -507,11 +529,11 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
             (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
             units = 1) or the raw ``[mean, log variance]``
-            (``"gaussian"``).
+            (``"gaussian"``); one per output (a list or dict) for several outputs.
         """
         outputs = self._predict_with("predict_members", self._batch_first_members, x,
                                      batch_size, steps, verbose)
-        return np.swapaxes(outputs, 0, 1)
+        return keras.tree.map_structure(lambda leaf: np.swapaxes(leaf, 0, 1), outputs)
 
     def member_weights(self, held_once=True):
         """The stacked weight sets, one array per member weight.

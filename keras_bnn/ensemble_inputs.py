@@ -116,7 +116,7 @@ def symbolic(model):
     Returns:
         ``(inputs, outputs)``: a KerasTensor, or a list or dict of them (the
         model's ``input``, or for a subclassed model those of the shape it
-        was built on), and the list of its output tensors.
+        was built on), and its output tensor, or the list or dict of them.
 
     Raises:
         ValueError: for a subclassed model that is not built or whose call
@@ -127,10 +127,10 @@ def symbolic(model):
         structure = model.inputs if isinstance(model, keras.Sequential) else model.input
         if isinstance(structure, (tuple, list)) and len(structure) == 1:
             structure = structure[0]
-        return structure, list(model.outputs or ())
+        output = model.outputs if isinstance(model, keras.Sequential) else model.output
+        return structure, output
     structure = _built_on(model)
-    outputs = model.compute_output_spec(structure)
-    return structure, keras.tree.flatten(outputs)
+    return structure, model.compute_output_spec(structure)
 
 
 def signature(structure):

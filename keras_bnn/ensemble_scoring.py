@@ -17,7 +17,7 @@ hand them on, on TensorFlow or JAX).
 import keras
 from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
-from keras_bnn import likelihoods as likelihoods_lib
+from keras_bnn import ensemble_outputs
 from keras_bnn.validation import bound_arguments
 
 
@@ -74,6 +74,10 @@ class Scoring:
         the ``nll`` of :func:`keras_bnn.metrics.evaluate_gaussian_members`;
         its metrics (your own) read the output ``[mean, log variance]``.
 
+        An ensemble of several outputs takes Keras' multi-output ``loss`` and
+        ``metrics`` (a list or a dict by output name), checked per output
+        (:func:`keras_bnn.ensemble_outputs.check_scoring`).
+
         Args:
             *args, **kwargs: as for ``keras.Model.compile``.
 
@@ -85,7 +89,8 @@ class Scoring:
                 (naming ``loss``, ``metrics`` or ``weighted_metrics``).
         """
         arguments = bound_arguments(keras.Model.compile, args, kwargs)
-        super().compile(**likelihoods_lib.check_ensemble_scoring(arguments, self.likelihood))
+        super().compile(**ensemble_outputs.check_scoring(arguments, self.likelihood,
+                                                         self._outputs.value[0]))
 
     def compile_from_config(self, config):
         """Compiles a loaded ensemble as it was saved (Keras' own skips an overridden
@@ -106,7 +111,8 @@ class Scoring:
         members' outputs on ``x``, ``[N, S, 2D]``: those ``call`` carried on
         ``y_pred`` (:func:`attach_members`), computed again from ``x`` only
         for a ``y_pred`` that does not carry them. The categorical and
-        Bernoulli losses read ``y_pred``.
+        Bernoulli losses read ``y_pred``. Of an ensemble of several outputs,
+        each Gaussian output's loss reads its members so.
 
         Args:
             x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
@@ -114,9 +120,15 @@ class Scoring:
         Returns:
             The loss, a scalar tensor.
         """
-        if self.likelihood == "gaussian" and self.loss is not None and x is not None:
-            members = get_tensor_attr(y_pred, MEMBERS_ATTR)
-            y_pred = self._batch_first_members(x) if members is None else members
+        gaussian = [likelihood == "gaussian" for likelihood in self._likelihoods]
+        if any(gaussian) and self.loss is not None and x is not None:
+            outputs, again = keras.tree.flatten(y_pred), None
+            for j in (j for j, is_gaussian in enumerate(gaussian) if is_gaussian):
+                members = get_tensor_attr(outputs[j], MEMBERS_ATTR)
+                if members is None:
+                    again = again or keras.tree.flatten(self._batch_first_members(x))
+                outputs[j] = again[j] if members is None else members
+            y_pred = self._pack(outputs)
         return super().compute_loss(x, y, y_pred, sample_weight, training=training)
 
     def fit(self, *args, **kwargs):

@@ -23,7 +23,7 @@ import shutil
 
 import keras
 
-from keras_bnn import durable, ensemble_inputs
+from keras_bnn import durable, ensemble_inputs, ensemble_outputs
 from keras_bnn.serving import MAX_VERSION
 from keras_bnn.validation import check_directory_path, check_int
 
@@ -57,7 +57,11 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     checks against the signature, by an ``EnsureShape`` at the start of the
     graph: InvalidArgument "Shape of tensor inputs [2,4] is not compatible
     with expected shape [?,5]" (HTTP 400 from TF Serving). A floating input
-    holding NaN or Inf is rejected the same way.
+    holding NaN or Inf is rejected the same way. A member of several outputs
+    (a multi-task model) has per output ``name`` an output ``name``, its
+    predictive as ``predict`` gives it, and ``name_<key>`` for each of its
+    summary's outputs (:func:`keras_bnn.ensemble_outputs.served`; until
+    2026-11-29 refused).
 
     Durability: the version is written to a temporary sibling directory
     ``model_dir/.tmp-*`` (which TF Serving ignores), fsynced and renamed into
@@ -126,7 +130,10 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
                 tensor = tf.debugging.assert_all_finite(
                     tensor, f"`{spec.name}` holds NaN or Inf values; inputs must be finite")
             checked.append(tensor)
-        return ensemble.predictive_summary(ensemble_inputs.pack(checked, shape))
+        checked = ensemble_inputs.pack(checked, shape)
+        if isinstance(ensemble.likelihood, dict):  # several outputs, named per output
+            return ensemble_outputs.served(ensemble, checked)
+        return ensemble.predictive_summary(checked)
 
     os.makedirs(model_dir, exist_ok=True)
     durable.remove_stale(model_dir)

@@ -9,7 +9,7 @@ can import it.
 
 import keras
 
-from keras_bnn import ensemble_inputs
+from keras_bnn import ensemble_inputs, ensemble_outputs
 
 
 def check_ensemble_model(model):
@@ -18,15 +18,17 @@ def check_ensemble_model(model):
     The rules of the ensemble and of its serving signature: a built model
     with weights (Functional, Sequential or subclassed), one input or a
     list or dict of inputs (:mod:`keras_bnn.ensemble_inputs`; dimensions
-    besides the batch may be None: variable-length sequences), one output
-    ``[batch, ..., units]`` of rank >= 2 whose last axis (the classes, or
-    the Gaussian's ``[μ, log σ²]``) has a known size: a tagger's
-    ``[N, T, K]`` and a per-pixel ``[N, H, W, K]`` average over members per
-    position. The head's
-    fit to a likelihood is checked by the ensemble (the likelihood is
-    chosen there). :class:`keras_bnn.callbacks.CollectSamples` checks these
-    rules when ``fit`` starts, so that a run whose samples no ensemble can
-    take says so before it trains.
+    besides the batch may be None: variable-length sequences), one output,
+    or a list or dict of outputs (a multi-task model,
+    :mod:`keras_bnn.ensemble_outputs`), each ``[batch, ..., units]`` of rank
+    >= 2 whose last axis (the classes, or the Gaussian's ``[μ, log σ²]``)
+    has a known size: a tagger's ``[N, T, K]`` and a per-pixel
+    ``[N, H, W, K]`` average over members per position. The head's fit to a
+    likelihood is checked by the ensemble (the likelihood is chosen there,
+    per output; until 2026-11-29 a member of several outputs was refused).
+    :class:`keras_bnn.callbacks.CollectSamples` checks these rules when
+    ``fit`` starts, so that a run whose samples no ensemble can take says so
+    before it trains.
 
     Args:
         model: the member model.
@@ -36,7 +38,8 @@ def check_ensemble_model(model):
         batch axis, None where the member accepts any size) and dtype (lists
         or dicts of them for several inputs,
         :func:`keras_bnn.ensemble_inputs.signature`), and the output's units
-        (its last axis).
+        (its last axis): an int, or for several outputs a dict of them by
+        output name (:func:`keras_bnn.ensemble_outputs.output_names`' order).
 
     Raises:
         ValueError: naming the rule ``model`` breaks.
@@ -49,20 +52,19 @@ def check_ensemble_model(model):
             "calling it on data, or use a Functional/Sequential model)."
         )
     inputs, outputs = ensemble_inputs.symbolic(model)  # a subclassed one's: its build shape
-    if len(outputs) != 1:
-        raise ValueError(
-            f"`model` {model.name!r} must have one output (one likelihood per ensemble; its "
-            f"shape becomes the serving outputs'); it has {len(outputs)}: make an ensemble "
-            "of a model of each output's head."
-        )
-    output_shape = tuple(outputs[0].shape)
-    if len(output_shape) < 2 or output_shape[-1] is None:
-        raise ValueError(
-            f"`model` {model.name!r} must output a [batch, ..., units] tensor (rank >= 2, "
-            f"the last axis of a known size); its output shape is {output_shape}."
-        )
+    names = ensemble_outputs.output_names(model, outputs)
+    units = {}
+    for name, output in zip(names or [None], keras.tree.flatten(outputs)):
+        output_shape = tuple(output.shape)
+        if len(output_shape) < 2 or output_shape[-1] is None:
+            raise ValueError(
+                f"`model` {model.name!r} must output a [batch, ..., units] tensor (rank >= 2, "
+                f"the last axis of a known size{'' if name is None else ', per output'}); its "
+                "output "
+                f"{'' if name is None else repr(name) + ' '}shape is {output_shape}.")
+        units[name] = output_shape[-1]
     input_shape, input_dtype = ensemble_inputs.signature(inputs)
-    return input_shape, input_dtype, output_shape[-1]
+    return input_shape, input_dtype, units if names else units[None]
 
 
 def derived_state_layers(model):

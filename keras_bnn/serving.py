@@ -92,15 +92,21 @@ class ServingClient:
         timeout: total deadline in seconds for one request (connect, send,
             and the whole reply), not per socket read.
         max_reply_bytes: the largest reply body accepted.
+        input_names: the signature's input names in the model's order (an
+            exported ensemble's ``ensemble.member_input_names``), so that
+            :meth:`predict` takes a model of several inputs' batches as a
+            list too; None: one input, or a dict of named inputs.
 
     Raises:
         ValueError: for an empty ``model_name``, a ``url`` that is not
             ``http(s)://host[:port]``, a bad ``version``, a non-positive
-            ``timeout`` or ``max_reply_bytes``.
+            ``timeout`` or ``max_reply_bytes``, or ``input_names`` that are not
+            distinct non-empty strings.
     """
 
     def __init__(self, model_name, url="http://localhost:8501", version=None,
-                 signature_name="serving_default", timeout=30.0, max_reply_bytes=256 * 2**20):
+                 signature_name="serving_default", timeout=30.0, max_reply_bytes=256 * 2**20,
+                 input_names=None):
         if not isinstance(model_name, str) or not model_name or "/" in model_name:
             raise ValueError(
                 f"`model_name` must be a non-empty name without '/'; got {model_name!r}."
@@ -125,6 +131,13 @@ class ServingClient:
         self._path = f"{path}:predict"
         self.predict_url = f"{parsed.scheme}://{parsed.netloc}{self._path}"
         self.signature_name = signature_name
+        if input_names is not None and (
+                isinstance(input_names, str) or not isinstance(input_names, (list, tuple))
+                or not input_names or len(set(input_names)) != len(input_names)
+                or not all(isinstance(name, str) and name for name in input_names)):
+            raise ValueError("`input_names` must be a list of distinct non-empty input names "
+                             f"(e.g. ensemble.member_input_names) or None; got {input_names!r}.")
+        self.input_names = None if input_names is None else list(input_names)
 
     def _error(self, message, status=None):
         return ServingError(f"{message} ({self.predict_url})", status=status,
@@ -220,7 +233,11 @@ class ServingClient:
 
         Args:
             inputs: the batch, a numpy array or nested list [N, ...] for a
-                signature with one input, or a dict ``{input_name: batch}``.
+                signature with one input, or a dict ``{input_name: batch}``;
+                for a client given several ``input_names``, a list of the
+                batches in their order too (until 2026-11-29 a list read as one
+                ragged array). Without them a list of arrays of different
+                shapes is refused, saying so.
             format: ``"columnar"`` (``"inputs"``/``"outputs"``) or ``"row"``
                 (``"instances"``/``"predictions"``); both give the same result.
 
@@ -238,6 +255,7 @@ class ServingClient:
                 wrong-batch-size outputs.
         """
         check_choice(format, "format", FORMATS)
+        inputs = self._named(inputs)
         if isinstance(inputs, dict):
             if not inputs or not all(isinstance(name, str) for name in inputs):
                 raise ValueError("`inputs` must be a non-empty dict {input_name: batch}; "
@@ -279,6 +297,24 @@ class ServingClient:
             return {str(name): self._array(tensor, name, batch)
                     for name, tensor in outputs.items()}
         return self._array(outputs, key, batch)
+
+    def _named(self, inputs):
+        """A list of several inputs' batches as a dict by :attr:`input_names`."""
+        if not isinstance(inputs, (list, tuple)):
+            return inputs
+        if self.input_names and len(self.input_names) > 1:
+            if len(inputs) != len(self.input_names):
+                raise ValueError(f"`inputs` must be a list of {len(self.input_names)} batches, "
+                                 f"one per input {self.input_names}; got {len(inputs)}.")
+            return dict(zip(self.input_names, inputs))
+        shapes = {np.shape(item) for item in inputs if isinstance(item, np.ndarray)}
+        if len(inputs) > 1 and len(shapes) > 1 and all(
+                isinstance(item, np.ndarray) for item in inputs):
+            raise ValueError(
+                "`inputs` is a list of arrays of different shapes (several inputs?): give "
+                "them as a dict {input_name: batch}, or the client input_names= "
+                f"(ensemble.member_input_names); got shapes {sorted(shapes)}.")
+        return inputs
 
     def _array(self, value, name, batch):
         """A reply tensor as a numeric numpy array with ``batch`` rows, or ServingError."""

@@ -626,9 +626,10 @@ def test_the_ensemble_names_what_it_cannot_take():
     keras.utils.set_random_seed(0)
     a = keras.Input((4,))
     two = kb.bayesian(keras.Model(a, [keras.layers.Dense(3)(a), keras.layers.Dense(3)(a)]))
-    with pytest.raises(ValueError, match=r"must have one output \(one likelihood per ensemble"
-                                         r".*; it has 2"):
-        kb.PosteriorEnsemble(two, [two.get_weights()])
+    # Several outputs are taken since 2026-11-29, each under its own likelihood
+    # (tests/test_ensemble_multi_output.py).
+    assert list(kb.PosteriorEnsemble(two, [two.get_weights()]).likelihood.values()) == [
+        "categorical", "categorical"]
     # Variable-length inputs and per-timestep outputs are taken since 2026-11-29
     # (tests/test_ensemble_sequences.py); an output without a class axis is not.
     features = keras.Input((4,))
@@ -641,40 +642,38 @@ def test_the_ensemble_names_what_it_cannot_take():
 def test_a_model_the_ensemble_refuses_is_named_when_fit_starts(tmp_path):
     """Found by a user of the Python API: a two-input model trained a whole
     run into its store, and only ``PosteriorEnsemble.from_store`` said it
-    takes one input (it takes several since 2026-11-29; a two-output model
-    here). ``CollectSamples`` now says so, with the ensemble's
-    words, before the first epoch; a warning, not an error: the samples are
-    stored and read back all the same."""
+    takes one input (it takes several inputs, and several outputs, since
+    2026-11-29; an output without a class axis here). ``CollectSamples`` now
+    says so, with the ensemble's words, before the first epoch; a warning, not
+    an error: the samples are stored and read back all the same."""
     keras.utils.set_random_seed(0)
     a = keras.Input((4,))
-    two = kb.bayesian(keras.Model(a, [keras.layers.Dense(3, name="p")(a),
-                                      keras.layers.Dense(3, name="q")(a)]))
-    two.compile(sampler=kb.samplers.SGLD(step_size=1e-4, seed=0), train_size=N,
-                loss={"p": LOSS, "q": LOSS})
-    x, y = _data()
-    inputs, y = x, {"p": y, "q": y}
+    scalar = kb.bayesian(keras.Model(a, keras.layers.Reshape(())(keras.layers.Dense(1)(a))))
+    scalar.compile(sampler=kb.samplers.SGLD(step_size=1e-4, seed=0), train_size=N, loss="mse")
+    inputs, y = _data()
     store = kb.SampleStore(tmp_path / "samples")
     epochs = []
     seen = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: epochs.append(epoch))
     with warnings.catch_warnings():
         warnings.simplefilter("error", kb.NoEnsembleWarning)  # raised where it is issued
         with pytest.raises(kb.NoEnsembleWarning) as warned:
-            two.fit(inputs, y, batch_size=32, epochs=2, verbose=0,
+            scalar.fit(inputs, y, batch_size=32, epochs=2, verbose=0,
                     callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0), seen])
     assert epochs == [] and len(store) == 0  # at fit's start: nothing trained, nothing stored
     with pytest.raises(ValueError) as refused:
-        kb.PosteriorEnsemble(two, [two.get_weights()])
+        kb.PosteriorEnsemble(scalar, [scalar.get_weights()])
     assert str(refused.value) in str(warned.value)
-    assert "one likelihood per ensemble" in str(refused.value)
+    assert "must output a [batch, ..., units] tensor" in str(refused.value)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        two.fit(inputs, y, batch_size=32, epochs=2, verbose=0,
+        scalar.fit(inputs, y, batch_size=32, epochs=2, verbose=0,
                 callbacks=[kb.callbacks.CollectSamples(store, start_epoch=0)])
     assert sum(issubclass(w.category, kb.NoEnsembleWarning) for w in caught) == 1
     assert len(store) == 2
     rebuilt = store.build_model()
     rebuilt.set_weights(store[1].weights)
-    np.testing.assert_allclose(rebuilt.predict(inputs, verbose=0), two.predict(inputs, verbose=0),
+    np.testing.assert_allclose(rebuilt.predict(inputs, verbose=0),
+                               scalar.predict(inputs, verbose=0),
                                atol=1e-6)
 
 
