@@ -427,7 +427,11 @@ def warn_on_train_size(model, arguments, first, where):
     dataset's here only against n counting its examples (the first batch's
     terms an example, times its examples, are named), and exactly after a
     first epoch of one pass (:mod:`keras_bnn.models.weight_mean`) where
-    this did not warn.
+    this did not warn. For an output ``[N, K]`` whose loss has an
+    ``ignore_class`` (unlabelled rows) n counts the labels scored, likewise:
+    arrays' exactly; a dataset's here where its first batch has unlabelled
+    rows and n counts its examples, or n exceeds them; else exactly after a
+    first epoch of one pass.
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -437,8 +441,8 @@ def warn_on_train_size(model, arguments, first, where):
             warnings name.
 
     Returns:
-        bool: whether a dataset's per-timestep terms warned (the check after
-        the first epoch then stays out).
+        bool: whether a dataset's terms (per timestep, or labels scored)
+        warned already (the check after the first epoch then stays out).
 
     Warns:
         TrainSizeWarning: naming ``train_size``, or the weights' argument.
@@ -532,8 +536,8 @@ def warn_on_validation_weights(model, validation, where):
             seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
         warn_at(
             f"keras_bnn: fit(validation_data)'s sample_weight has mean {mean:.4g} over {seen}: "
-            f"val_nll = Σ w_i·ℓ_i / Σ 1 reads {mean:.4g} times their mean negative "
-            "log-likelihood, not comparable with the training nll's or another weighting's. "
+            f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
+            "log-likelihood, not comparable with the training nll or with another weighting. "
             "Divide the weights by their mean (or compile the loss with "
             "reduction='mean_with_sample_weight') to reweight the examples among themselves.",
             TrainSizeWarning, where)
