@@ -287,7 +287,10 @@ class TrainSizeWarning(UserWarning):
     ``U(θ) = n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)`` with n = ``train_size``:
     ``compile(train_size=...)`` differs from the number of examples ``fit``
     trains on, or ``fit``'s ``sample_weight`` / ``class_weight`` do not
-    average 1 over them (the data then weigh as ``mean(w)·n`` examples).
+    average 1 over them (the data then weigh as ``mean(w)·n`` examples);
+    also issued for ``validation_data``'s array weights of a mean other than 1
+    (``val_nll`` then reads that mean times the data's mean negative
+    log-likelihood: :func:`warn_on_validation_weights`).
     """
 
 
@@ -424,7 +427,11 @@ def warn_on_train_size(model, arguments, first, where):
     dataset's here only against n counting its examples (the first batch's
     terms an example, times its examples, are named), and exactly after a
     first epoch of one pass (:mod:`keras_bnn.models.weight_mean`) where
-    this did not warn.
+    this did not warn. For an output ``[N, K]`` whose loss has an
+    ``ignore_class`` (unlabelled rows) n counts the labels scored, likewise:
+    arrays' exactly; a dataset's here where its first batch has unlabelled
+    rows and n counts its examples, or n exceeds them; else exactly after a
+    first epoch of one pass.
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
@@ -434,8 +441,8 @@ def warn_on_train_size(model, arguments, first, where):
             warnings name.
 
     Returns:
-        bool: whether a dataset's per-timestep terms warned (the check after
-        the first epoch then stays out).
+        bool: whether a dataset's terms (per timestep, or labels scored)
+        warned already (the check after the first epoch then stays out).
 
     Warns:
         TrainSizeWarning: naming ``train_size``, or the weights' argument.
@@ -449,9 +456,9 @@ def warn_on_train_size(model, arguments, first, where):
         kept = int(count * (1.0 - split)) if split else count  # Keras' split point
         terms, _, counted = (loss_terms.training_positions(model, x, arguments.get("y"), kept)
                              or (None, None, None))
-        if terms is not None and terms != kept:  # a per-timestep loss: n counts its terms
+        if terms is not None and terms != kept:  # masked or per timestep: n counts its terms
             if terms != n:
-                warn_on_terms(n, kept, f"{terms:.0f}", where)
+                warn_on_terms(n, kept, f"{terms:.0f}", where, loss_terms.has_positions(model))
         elif kept != n:
             seen = f"{kept} examples" + (
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
@@ -468,16 +475,21 @@ def warn_on_train_size(model, arguments, first, where):
         batches, size = _epoch_batches(x), batch_length(first[0])
         if size and _is_distributed(x):  # a worker's share of the global batch
             size *= distribute.workers_per_batch(model.distribute_strategy)
-        terms = loss_terms.batch_terms(model, first[0], first[1])
-        if terms is not None and terms[0] != batch_length(first[0]):  # a per-timestep loss
-            if batches and size and (batches - 1) * size < n < (batches + 1) * size:
-                share = terms[0] / batch_length(first[0])  # the first batch's terms an example
+        terms, length = loss_terms.batch_terms(model, first[0], first[1]), batch_length(first[0])
+        about = bool(batches and size) and (batches - 1) * size < n < (batches + 1) * size
+        # [N, K] labels of the loss's ignore_class: n counts the scored ones, maybe fewer
+        # than the examples (the step counts them exactly, after the first epoch)
+        fewer = terms is not None and not loss_terms.has_positions(model)
+        if terms is not None and terms[0] != length:  # masked or per timestep: n counts terms
+            if about:
+                share = terms[0] / length  # the first batch's terms an example
                 warn_on_terms(n, f"about {batches * size}", f"about {batches * size * share:.0f}",
-                              where)
+                              where, not fewer)
                 terms_warned = True
-        elif batches and size and not (batches - 1) * size < n < (batches + 1) * size:
+        elif batches and size and not about and not (fewer and n < batches * size):
             seen = (f"{batches} batches of {size} examples an epoch (about "
                     f"{batches * size} examples)")
+            terms_warned = fewer
     if seen is not None:
         warn_at(
             f"keras_bnn: fit trains on {seen} but compile(train_size={n}): the potential "
@@ -489,19 +501,73 @@ def warn_on_train_size(model, arguments, first, where):
     return terms_warned
 
 
-def warn_on_terms(n, examples, terms, where):
-    """Issues the :class:`TrainSizeWarning` of a per-timestep loss whose terms
-    ``train_size`` does not count.
+def warn_on_validation_weights(model, validation, where):
+    """Warns when the array weights of ``validation_data=(x, y, w)`` do not average 1.
+
+    Keras' validation loss is the weighted mean ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i``
+    (``m_i``: the values the loss counts,
+    :func:`keras_bnn.loss_terms.training_positions`), so weights of mean
+    ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the data's mean negative
+    log-likelihood. Checked as ``fit``'s own array weights (within
+    :data:`WEIGHT_MEAN_TOLERANCE`), not under a loss of reduction
+    ``"mean_with_sample_weight"``; their shape is checked with the labels
+    (:func:`check_fit_data`).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        validation: ``fit``'s ``validation_data`` as a tuple (``(x, y, w)``;
+            anything else passes).
+        where: the line that called ``fit`` (:func:`call_site`).
+
+    Warns:
+        TrainSizeWarning: naming ``validation_data``'s weights and their mean.
+    """
+    if len(validation) < 3 or normalises_weights(model.loss):
+        return
+    x, y, weights = validation[:3]
+    count = array_examples(x)
+    if count is None or array_examples(weights) is None or count == 0:
+        return
+    counted = (loss_terms.training_positions(model, x, y, count) or (None,) * 3)[2]
+    _, mean = _weight_mean({"sample_weight": weights}, count, counted)
+    if abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE:
+        seen = f"the {count} validation examples"
+        if counted is not None:
+            seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
+        warn_at(
+            f"keras_bnn: fit(validation_data)'s sample_weight has mean {mean:.4g} over {seen}: "
+            f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
+            "log-likelihood, not comparable with the training nll or with another weighting. "
+            "Divide the weights by their mean (or compile the loss with "
+            "reduction='mean_with_sample_weight') to reweight the examples among themselves.",
+            TrainSizeWarning, where)
+
+
+def warn_on_terms(n, examples, terms, where, per_timestep=True):
+    """Issues the :class:`TrainSizeWarning` of a loss whose terms ``train_size`` does not
+    count: a per-timestep loss's, or the labels an ``[N, K]`` output's loss scores.
 
     Args:
         n: ``train_size``.
-        examples, terms: the numbers of sequences and of loss terms, as the
-            message names them.
+        examples, terms: the numbers of examples (sequences) and of loss
+            terms, as the message names them.
         where: the line the warning names (:func:`call_site`).
+        per_timestep: whether the terms are timesteps (else labels not the
+            loss's ``ignore_class``: :func:`keras_bnn.loss_terms.counts_terms`).
 
     Warns:
         TrainSizeWarning: naming both numbers and ``train_size``.
     """
+    if not per_timestep:
+        warn_at(
+            f"keras_bnn: fit trains on {examples} examples of which {terms} have labels the "
+            f"loss scores (the others are its ignore_class, left out of its mean) but "
+            f"compile(train_size={n}): the potential n·mean(ℓ) weighs the data as {n} "
+            "labels, not the sum over the labels scored, so the posterior is too wide "
+            "(train_size too small) or too narrow (too large). Pass train_size=the number "
+            f"of labels scored ({terms}; keras_bnn.loss_terms.training_terms counts them).",
+            TrainSizeWarning, where)
+        return
     warn_at(
         f"keras_bnn: fit trains on {examples} sequences (examples) of {terms} loss terms "
         f"(their unmasked timesteps: the per-timestep loss is a mean over them) but "

@@ -8,7 +8,9 @@ or the loss's own (labels of its ``ignore_class``, padding: Keras masks them
 out of the unreduced loss) the mean over the unmasked ones only. The potential
 ``U(θ) = n·mean(ℓ) − log p(θ)`` is the data's negative log-likelihood
 ``Σ ℓ`` (a sum over every term of every example) only when
-n = ``train_size`` counts those terms: the tokens, not the sequences.
+n = ``train_size`` counts those terms: the tokens, not the sequences; for an
+output ``[N, K]`` whose loss has an ``ignore_class`` (unlabelled rows), the
+labels scored, not the examples.
 :func:`training_terms` counts them in ``fit``'s arrays, for
 :func:`keras_bnn.fit_data.warn_on_train_size`; :func:`step_terms` in a
 train step's batch, for a dataset's check after the first epoch
@@ -114,6 +116,33 @@ def _per_position_loss(model):
     return _unreduced(getattr(model, "loss", None))
 
 
+def _counted_loss(model):
+    """The model's unreduced loss when its terms need counting, or None: one output with
+    positions (rank >= 3), or an output ``[N, K]`` whose loss has an ``ignore_class``
+    (its mean is over the labels scored, not over the examples)."""
+    loss = _per_position_loss(model)
+    if loss is None and len(getattr(model, "outputs", None) or ()) == 1:
+        loss = _unreduced(getattr(model, "loss", None))
+        return loss if getattr(loss, "ignore_class", None) is not None else None
+    return loss
+
+
+def counts_terms(model):
+    """Whether the model's loss averages over other terms than its examples.
+
+    A per-timestep output (:func:`has_positions`: its unmasked timesteps),
+    or an output ``[N, K]`` whose loss has an ``ignore_class`` (its labels
+    not that class: ``mean(ℓ) = Σ m_i·ℓ_i / Σ m_i``, ``m_i = (y_i ≠ c)``).
+
+    Args:
+        model: the compiled model.
+
+    Returns:
+        bool.
+    """
+    return _counted_loss(model) is not None
+
+
 def has_positions(model):
     """Whether the model's loss has one term per position: one output ``[N, T, ..., K]``.
 
@@ -174,13 +203,15 @@ def step_terms(model, y, y_pred):
         y, y_pred: the batch's labels and the model's predictions on it.
 
     Returns:
-        A float32 scalar tensor, or None for an output of rank 2 (one loss
-        value per example), a multi-output model or no labels, and for a
-        masked output whose mask the predictions do not carry (under JAX
-        the step's predictions come out of ``jax.value_and_grad`` without
-        it: not counted rather than counted wrong).
+        A float32 scalar tensor, or None for an output of rank 2 whose loss
+        has no ``ignore_class`` (one term per example), a multi-output model
+        or no labels, and for a
+        masked output whose mask the predictions do not carry: not counted
+        rather than counted wrong (under JAX, until 2026-11-29, none: the
+        step's predictions came out of ``jax.value_and_grad`` without it;
+        :mod:`keras_bnn.backend.jax` now sets it on them again).
     """
-    loss = _per_position_loss(model)
+    loss = _counted_loss(model)
     mask = get_keras_mask(y_pred)
     if (loss is None or y is None
             or (mask is None and get_keras_mask(model.outputs[0]) is not None)):
@@ -201,10 +232,10 @@ def batch_terms(model, x, y):
 
     Returns:
         ``(terms, per_example)`` as :func:`training_terms`, or None for an
-        output of rank 2 (one loss value per example), a multi-output model
-        or no labels.
+        output of rank 2 whose loss has no ``ignore_class`` (one term per
+        example), a multi-output model or no labels.
     """
-    loss = _per_position_loss(model)
+    loss = _counted_loss(model)
     if loss is None or y is None:
         return None
     return _batch_terms(model, loss, x, y)[:2]
@@ -216,7 +247,8 @@ def training_terms(model, x, y, rows):
     ``Σ_i m_i`` over the unreduced loss values ``ℓ_i`` of those examples,
     ``m_i`` the Keras mask times the loss's (:func:`label_mask`; 1 where
     there is none): the (unmasked, not ignored) timesteps of a per-timestep
-    output ``[N, T, ...]``. The likelihood term
+    output ``[N, T, ...]``, the labels not the loss's ``ignore_class`` of an
+    output ``[N, K]``. The likelihood term
     of the potential, ``n·mean(ℓ)`` over a batch, is the data's ``Σ ℓ`` for
     n equal to it. Read as :func:`training_positions` reads the mask.
 
@@ -228,8 +260,8 @@ def training_terms(model, x, y, rows):
     Returns:
         ``(terms, per_example)``: the number of terms (a float of integer
         value) and the unreduced loss values per example, or None for an
-        output of rank 2 (one loss value per example: ``rows`` terms), a
-        multi-output model or no labels.
+        output of rank 2 whose loss has no ``ignore_class`` (one loss value
+        per example: ``rows`` terms), a multi-output model or no labels.
     """
     counted = training_positions(model, x, y, rows)
     return None if counted is None else counted[:2]
@@ -242,9 +274,10 @@ def training_positions(model, x, y, rows):
     ``sample_weight`` over the values the loss counts
     (:func:`keras_bnn.fit_data.warn_on_train_size`): Keras' masked mean is
     ``Σ m_i·w_i·ℓ_i / Σ m_i``, so the weights scale the data by
-    ``Σ m_i·w_i / Σ m_i``. A masked loss is read with one forward pass over
-    the rows (inference mode), in chunks of :data:`CHUNK`; an unmasked one
-    from its first two rows.
+    ``Σ m_i·w_i / Σ m_i``. An output's Keras mask is read with one forward
+    pass over the rows (inference mode), in chunks of :data:`CHUNK`; the
+    loss's own mask alone from the labels; an unmasked loss from its first
+    two rows.
 
     Args:
         model, x, y, rows: as :func:`training_terms`.
@@ -252,15 +285,17 @@ def training_positions(model, x, y, rows):
     Returns:
         ``(terms, per_example, mask)``: as :func:`training_terms`, and a
         float array of 0s and 1s shaped as the values of those rows (None:
-        every value counts); or None for an output of rank 2, a multi-output
-        model or no labels.
+        every value counts); or None as :func:`training_terms`.
     """
-    loss = _per_position_loss(model)
+    loss = _counted_loss(model)
     if loss is None or y is None or rows <= 0:
         return None
     _, per_example, mask = _batch_terms(model, loss, _rows(x, 0, 2), _rows(y, 0, 2))
     if mask is None:
         return float(rows * per_example), per_example, None
+    if get_keras_mask(model.outputs[0]) is None:  # the loss's own mask: the labels say it
+        mask = ops.convert_to_numpy(label_mask(loss, _rows(y, 0, rows), model.outputs[0]))
+        return float(np.sum(mask)), per_example, mask.astype("float64")
     mask = np.concatenate([
         _batch_terms(model, loss, _rows(x, start, min(start + CHUNK, rows)),
                      _rows(y, start, min(start + CHUNK, rows)))[2]

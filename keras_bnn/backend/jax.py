@@ -5,6 +5,7 @@ import contextlib
 import jax
 import jax.numpy as jnp
 import keras
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import nonfinite, precision
 
@@ -100,8 +101,13 @@ def _potential_and_gradients(model, x, y, sample_weight):
     now), and :meth:`keras_bnn.BayesianModel.potential_terms`' ``mean NLL +
     (1/n)·(-log p(θ))``. ``metric_values`` are ``model.metrics_variables``
     after the compiled loss updated its trackers (a multi-output model's
-    per-output losses), for the caller to keep or drop. A sampler computing
-    in float16 differentiates ``S·loss`` and divides by S
+    per-output losses), for the caller to keep or drop. ``y_pred`` keeps
+    each output's Keras mask (``Embedding(mask_zero=True)``), which
+    ``jax.value_and_grad``'s outputs lose: carried out as an auxiliary
+    output and set again, so that the step's metrics and its count of a
+    per-timestep loss's terms (:func:`keras_bnn.loss_terms.step_terms`) read
+    the masked mean, as on TensorFlow. A sampler computing in float16
+    differentiates ``S·loss`` and divides by S
     (:func:`keras_bnn.precision.gradient_scale`, :func:`_unscaled`).
     """
     non_trainable_values = [v.value for v in model.non_trainable_variables]
@@ -118,7 +124,8 @@ def _potential_and_gradients(model, x, y, sample_weight):
         metric_values = [old if (new := scope.get_current_value(v)) is None else new
                          for v, old in metric_mapping]
         loss = nll + prior_term
-        return loss * scale, (loss, y_pred, prior_term, new_values, metric_values)
+        masks = [get_keras_mask(output) for output in keras.tree.flatten(y_pred)]
+        return loss * scale, (loss, y_pred, prior_term, new_values, metric_values, masks)
 
     gradient = jax.value_and_grad(potential, has_aux=True)
     scale = precision.gradient_scale(model)
@@ -127,7 +134,10 @@ def _potential_and_gradients(model, x, y, sample_weight):
         (_, aux), gradients = gradient(values, 1.0 if scale is None else scale)
         if scale is not None:
             gradients = _unscaled(gradients, aux[0], scale, lambda s: gradient(values, s)[1])
-        return aux, gradients
+        *aux, masks = aux
+        for output, mask in zip(keras.tree.flatten(aux[1]), masks):
+            set_keras_mask(output, mask)
+        return tuple(aux), gradients
 
     return value_and_gradient
 

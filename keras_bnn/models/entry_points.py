@@ -16,7 +16,8 @@ import keras
 from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.fit_data import batch_length, check_epoch_ends, check_fit_data, warn_on_train_size
+from keras_bnn.fit_data import (batch_length, check_epoch_ends, check_fit_data,
+                                warn_on_train_size, warn_on_validation_weights)
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -55,12 +56,13 @@ def fit_arguments(model, args, kwargs, where):
     validation = kwargs.get("validation_data")
     if validation is not None:  # val_nll is the early-stopping key: check its labels too
         # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
-        parts = tuple(validation)[:2] if isinstance(validation, (tuple, list)) else (
+        parts = tuple(validation)[:3] if isinstance(validation, (tuple, list)) else (
             validation,)
-        checked, _ = check_fit_data(model, dict(zip(("x", "y"), parts)), from_loss(model.loss),
-                                    owner="fit(validation_data)")
+        checked, _ = check_fit_data(model, dict(zip(("x", "y", "sample_weight"), parts)),
+                                    from_loss(model.loss), owner="fit(validation_data)")
         if len(parts) == 1:
             kwargs["validation_data"] = validation = checked
+        warn_on_validation_weights(model, parts, where)
         check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
     fit_callbacks.set_lower_better_modes(callbacks)
     if not getattr(model, "allow_flat_prior", False):

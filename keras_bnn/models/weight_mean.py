@@ -73,7 +73,8 @@ class WeightTotals(keras.metrics.Metric):
 
     def add_terms(self, model, y, y_pred, sequences):
         """Adds a batch's loss terms (:func:`keras_bnn.loss_terms.step_terms`) and sequences,
-        for a per-timestep loss (nothing otherwise: decided at trace time).
+        for a per-timestep loss or one of an ``ignore_class`` (nothing otherwise:
+        decided at trace time).
 
         Args:
             model: the model whose train step calls this.
@@ -138,7 +139,10 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
         one_pass: whether an epoch is one pass over the data.
         where: the line that called ``fit``, which the warning names
             (:func:`keras_bnn.fit_data.call_site`).
-        check_terms: whether to check the terms against ``train_size``.
+        check_terms: whether to check the terms against ``train_size``:
+            ``"timesteps"`` (a per-timestep loss's), ``"labels"`` (the labels
+            an ``[N, K]`` output's loss scores, not its ``ignore_class``:
+            checked also where every label was scored), or False.
     """
 
     def __init__(self, totals, name, train_size, one_pass, where, check_terms=False):
@@ -158,9 +162,11 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
         self.done = True
         if self.check_terms:
             terms, sequences = self.totals.read_terms()
-            if (sequences and terms != sequences
+            labels = self.check_terms == "labels"
+            if (sequences and (terms != sequences or labels)
                     and abs(terms - self.train_size) > WEIGHT_MEAN_TOLERANCE * terms):
-                warn_on_terms(self.train_size, f"{sequences:.0f}", f"{terms:.0f}", self.where)
+                warn_on_terms(self.train_size, f"{sequences:.0f}", f"{terms:.0f}", self.where,
+                              per_timestep=not labels)
         mean, spread, count = self.totals.read()
         if self.name is None or count == 0:  # no weights in the data
             return
@@ -177,7 +183,9 @@ def for_fit(model, arguments, where, terms_warned=False):
     Arrays' weights and terms are checked before training
     (:func:`keras_bnn.fit_data.warn_on_train_size`), and a loss of reduction
     ``"mean_with_sample_weight"`` normalises the weights in each batch. The
-    terms are checked for a per-timestep loss, an epoch of one pass (no
+    terms are checked for a loss whose terms are not its examples (per
+    timestep, or of an ``ignore_class``: :func:`keras_bnn.loss_terms.counts_terms`),
+    an epoch of one pass (no
     ``steps_per_epoch``) and where the first batch's check did not warn.
 
     Args:
@@ -196,7 +204,8 @@ def for_fit(model, arguments, where, terms_warned=False):
     name = None if normalises_weights(model.loss) else (
         "fit's class_weight" if arguments.get("class_weight") else
         "the sample_weight in fit's data")
-    check_terms = one_pass and not terms_warned and loss_terms.has_positions(model)
+    check_terms = one_pass and not terms_warned and loss_terms.counts_terms(model) and (
+        "timesteps" if loss_terms.has_positions(model) else "labels")
     if name is None and not check_terms:
         return None
     return WarnOnEpochTotals(model._sampling_trackers["weight_totals"], name, model.train_size,
