@@ -72,6 +72,10 @@ def test_the_own_model_example_samples_a_functional_model(tmp_path, monkeypatch)
     # A posterior on digits, not a broken one: chance is 0.1 and NLL log(10) = 2.3.
     assert float(np.mean(np.argmax(probs, axis=1) == y_val)) > 0.8
     assert kb.metrics.evaluate_probs(probs, y_val)["nll"] < 1.0
+    # "Noise by direction" measures this model after its fit (the block continues this one).
+    ns, _ = run_block(readme_block("Noise by direction"), tmp_path, monkeypatch, ns)
+    top, mean = list(ns["report"]["top"]), float(ns["report"]["mean"])
+    assert len(top) == 3 and top == sorted(top, reverse=True) and 0 < mean < top[-1]
 
 
 @pytest.mark.slow  # 17 s (2 cores): 150 epochs and an export

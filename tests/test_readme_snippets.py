@@ -13,14 +13,19 @@ comment on the line before its fence says otherwise; there are two markers:
   measures the model of "Your own model" after its ``fit``.
 - ``<!-- snippet: given NAME -->``: the block uses names the README leaves
   to the user, or a service this machine cannot run; ``PRELUDES[NAME]``
-  (below) makes them, and runs before the block. Used for the Bayesian last
-  layer (a pretrained trunk and the digits arrays: those of
-  examples/bayesian_last_layer.py), the ensemble of "Posterior ensemble" (a
-  CIFAR-10 run's store and test set: CIFAR-10 is a download, so a
-  CIFAR-shaped CNN with four perturbed weight sets and random images stand
-  in) and the ``ServingClient`` of "Query it" (TensorFlow Serving cannot be
-  installed here: tests/test_serving.py's stand-in serves an export of that
-  CNN on localhost:8501).
+  (below) makes them, and runs before the block. Used for the ensemble of
+  "Posterior ensemble" (a CIFAR-10 run's store and test set: CIFAR-10 is a
+  download, so a CIFAR-shaped CNN with four perturbed weight sets and random
+  images stand in) and the ``ServingClient`` of "Query it" (TensorFlow
+  Serving cannot be installed here: tests/test_serving.py's stand-in serves
+  an export of that CNN on localhost:8501). The Bayesian last layer's
+  (a pretrained trunk and the digits arrays) are made by
+  tests/test_readme_examples.py.
+
+The blocks tests/test_readme_examples.py already runs in-process, with
+checks of what they make (``IN_PROCESS``: the first example, "Your own
+model" with "Noise by direction", the Bayesian last layer and the prior
+predictive), are not run a second time here.
 
 The ``keras-bnn`` commands in the README's shell blocks and inline code are
 checked against the CLI's parser (every subcommand and flag exists; a
@@ -63,18 +68,11 @@ _x = _rng.normal(size=(50, 32, 32, 3)).astype("float32")
 test_ds = _tf.data.Dataset.from_tensor_slices((_x, _rng.integers(0, 10, 50))).batch(25)
 """
 
+#: Names the README leaves to the user, made in tests/test_readme_examples.py, which
+#: runs those blocks in-process (IN_PROCESS below).
+GIVEN_IN_PROCESS = {"pretrained_trunk": "examples/bayesian_last_layer.py's trunk and digits"}
+
 PRELUDES = {
-    # examples/bayesian_last_layer.py's pretrained trunk and digits arrays.
-    "pretrained_trunk": f"""\
-import sys as _sys
-import types as _types
-_sys.path.insert(0, {str(ROOT / "examples")!r})
-import bayesian_last_layer as _example
-from keras_bnn.datasets.bundled import bundled_arrays as _arrays
-(x_train, y_train), (x_test, y_test), _ = _arrays("digits")
-pretrained_trunk = _example.pretrained_trunk(x_train, y_train, _types.SimpleNamespace(
-    seed=0, batch_size=64, pretrain_epochs=30))
-""",
     # A sampled store in runs/cifar10_atmc/samples and test_ds (CIFAR-10 is a download).
     "cifar10_store": _CIFAR10_STORE,
     # TF Serving's REST API on localhost:8501 (tests/test_serving.py's stand-in).
@@ -128,7 +126,7 @@ def programs():
             continue
         heading = above[line]
         seen[heading] = seen.get(heading, -1) + 1
-        result[(heading, seen[heading])] = (PRELUDES[marker[1]] if marker else "") + code
+        result[(heading, seen[heading])] = (PRELUDES.get(marker[1], "") if marker else "") + code
     return list(result.items())
 
 
@@ -156,44 +154,11 @@ def test_every_python_block_is_valid_python():
 def test_every_marker_is_known_and_right_before_a_fence():
     blocks = python_blocks()
     for line, _, marker in blocks:
-        assert marker is None or marker[1] in (PRELUDES if marker[0] == "given" else
+        assert marker is None or marker[1] in ({**PRELUDES, **GIVEN_IN_PROCESS}
+                                               if marker[0] == "given" else
                                                {key[0] for key, _ in programs()}), line
     # A marker elsewhere is a typo: it would be ignored.
     assert README.read_text().count("<!-- snippet:") == sum(1 for *_, m in blocks if m)
-
-
-def _prior_predictive(done, tmp_path):
-    """"≈ 1 for most draws": the largest class share of most prior networks."""
-    shares = [float(v) for v in done.stdout.strip().strip("[]").split()]
-    assert len(shares) == 10
-    assert sum(share > 0.9 for share in shares) > 5
-
-
-def _first_example(done, tmp_path):
-    """The epoch collection began at (the README: "here from epoch 119"), the
-    ensemble's metrics, the export's version 1."""
-    started = re.search(r"^(\d+|None) ", done.stdout, re.M).group(1)
-    assert started != "None"
-    stated = re.search(r"collection starts \(here from epoch (\d+)", README.read_text())
-    # The equilibrium epoch depends on the chain's last bits (oneDNN's order).
-    assert abs(int(started) - int(stated.group(1))) <= 10
-    accuracy = re.search(r"'accuracy': (?:np\.float64\()?([\d.]+)", done.stdout).group(1)
-    assert float(accuracy) > 0.5  # 0.70 here; chance is 1/3 (3 classes)
-    assert (tmp_path / "saved_models" / "first" / "1" / "saved_model.pb").exists()
-
-
-def _directional_noise(done, tmp_path):
-    """``top`` (3 ratios, descending) and ``mean``, printed on the last line."""
-    top, mean = re.fullmatch(r"\[([^\]]*)\] (\S+)", done.stdout.splitlines()[-1]).groups()
-    top = [float(v) for v in top.split(",")]
-    assert len(top) == 3 and top == sorted(top, reverse=True) and 0 < float(mean) < top[-1]
-
-
-def _last_layer(done, tmp_path):
-    """A posterior on digits (chance: accuracy 0.1) and its export."""
-    accuracy = re.search(r"'accuracy': (?:np\.float64\()?([\d.]+)", done.stdout).group(1)
-    assert float(accuracy) > 0.8
-    assert (tmp_path / "saved_models" / "bll" / "1" / "saved_model.pb").exists()
 
 
 def _ensemble(done, tmp_path):
@@ -209,24 +174,35 @@ def _serving(done, tmp_path):
     assert lines[1].startswith("400 TF Serving error")
 
 
+#: Programs tests/test_readme_examples.py runs in-process, with checks of what they
+#: print and make (its test named here): not run a second time in a subprocess.
+IN_PROCESS = {
+    ("A first example", 0): "test_the_first_example_collects_samples_and_exports",
+    # with "Noise by direction", which continues it
+    ("Your own model", 0): "test_the_own_model_example_samples_a_functional_model",
+    ("Your own model", 1): "test_the_bayesian_last_layer_samples_the_head_on_a_frozen_trunk",
+    ("Checking a prior: the prior predictive", 0):
+        "test_the_prior_predictive_check_shows_the_confident_prior",
+}
+
 #: (heading, n-th program under it) -> (check of the finished run, timeout in s,
 #: slow). Times measured on 2 shared cores.
 EXPECTED = {
-    ("A first example", 0): (_first_example, 900, True),  # 75 s: 4000 steps, an export
-    # 200 epochs of digits, then "Noise by direction" on the model
-    ("Your own model", 0): (_directional_noise, 900, True),
-    ("Your own model", 1): (_last_layer, 600, True),  # pretraining, 150 epochs
-    # 12 s; tests/test_readme_examples.py checks the same block in-process by default
-    ("Checking a prior: the prior predictive", 0): (_prior_predictive, 300, True),
     ("Resume, tf.distribute, JAX, TPUs", 0): (None, 300, False),  # 4-7 s
     ("Posterior ensemble and TensorFlow Serving", 0): (_ensemble, 300, False),  # 7 s
     ("Query it", 0): (_serving, 300, False),  # 7 s
 }
 
 
-def test_every_program_has_an_expectation():
-    """A new block gets an entry in EXPECTED: its time decides the suite it runs in."""
-    assert [key for key, _ in programs()] == list(EXPECTED)
+def test_every_program_is_run_once():
+    """A new block gets an entry in EXPECTED (its time decides the suite it runs in) or
+    a test in tests/test_readme_examples.py, named in IN_PROCESS; no block runs twice."""
+    import test_readme_examples  # noqa: PLC0415 - the in-process half of these checks
+
+    keys = [key for key, _ in programs()]
+    assert sorted(keys) == sorted([*EXPECTED, *IN_PROCESS])
+    assert not set(EXPECTED) & set(IN_PROCESS)
+    assert all(hasattr(test_readme_examples, name) for name in IN_PROCESS.values())
 
 
 @pytest.mark.parametrize("key", [
