@@ -44,6 +44,8 @@ Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
 held once are in the config, the weights in the weights file).
 """
 
+import functools
+
 import keras
 import numpy as np
 from keras import ops
@@ -75,13 +77,6 @@ class _Untracked:
 
     def __init__(self, value):
         self.value = value
-
-
-def _is_empty_batch(x):
-    """True for an array or tensor of 0 examples, or a list or dict of them (not for a
-    dataset)."""
-    shape = getattr(ensemble_inputs.first_leaf(x), "shape", None)
-    return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -344,9 +339,10 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
 
         The Keras mask (``Embedding(mask_zero=True)``'s padding, carried to a
         per-timestep output) is the first member's: it depends on the input,
-        not on the weights. Under ``member_loop="unroll"`` it is read off that
-        member's output; the loops of the other two hide it, so one more
-        member is traced for it, its output unused.
+        not on the weights. Each member returns its masks beside its outputs,
+        so that the loops of ``"map"`` and ``"vectorized_map"`` hand them on
+        ([S, N, ...], of which the first is kept) without a member traced for
+        the mask alone (until 2026-11-29 one more member was).
         """
         inputs = ensemble_inputs.convert(inputs, self.member_input_shape,
                                          self.member_input_dtype)
@@ -357,27 +353,29 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         head_inputs = inputs if self._trunk.value is None else self._run(
             self._trunk.value, inputs, values)
 
+        masked = [j for j, is_masked in enumerate(self._output_masked) if is_masked]
+
         def member(slices):  # one member's slices of the stacks, in `stacked` order
             weights = list(values)  # a weight held once is every member's
             for j, weight in zip(stacked, slices):
                 weights[j] = weight
-            return keras.tree.flatten(self._run(self._per_member.value, head_inputs, weights))
+            leaves = keras.tree.flatten(self._run(self._per_member.value, head_inputs, weights))
+            return leaves + [get_keras_mask(leaves[j]) for j in masked]  # outputs, masks
 
         stacks = [values[j] for j in stacked]
-        first = None  # the first member's outputs, where the loop shows them
         if not stacked:  # every member the same
-            first = keras.tree.flatten(self._run(self._member.value, inputs, values))
-            outputs = [ops.stack([leaf] * self.num_members) for leaf in first]
+            outputs = [ops.stack([leaf] * self.num_members) for leaf in member([])]
         elif self.member_loop == "unroll":
             members = [member(list(w)) for w in zip(*[ops.unstack(s, axis=0) for s in stacks])]
-            first, outputs = members[0], [ops.stack(leaf) for leaf in zip(*members)]
+            outputs = [ops.stack(leaf) for leaf in zip(*members)]
         else:
             loop = ops.map if self.member_loop == "map" else ops.vectorized_map
             outputs = list(loop(member, stacks))
-        masks = [None] * len(outputs)
-        if any(self._output_masked):
-            first = member([stack[0] for stack in stacks]) if first is None else first
-            masks = [get_keras_mask(leaf) for leaf in first]
+        cut = len(outputs) - len(masked)
+        masks = [None] * cut
+        for j, mask in zip(masked, outputs[cut:]):  # [S, N, ...]: the first member's
+            masks[j] = mask[0]
+        outputs = outputs[:cut]
         # Mixed precision: the members compute in low precision, the average,
         # entropies and std (differences of nearly equal numbers) in float32.
         outputs = [ops.cast(leaf, "float32") if keras.backend.standardize_dtype(leaf.dtype) in (
@@ -409,9 +407,9 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         for leaf, likelihood, mask in zip(members, self._likelihoods, masks):
             output = uncertainty.nan_rows(uncertainty.predictive(leaf, likelihood), finite)
             set_keras_mask(output, mask)
-            if likelihood == "gaussian":  # for evaluate's loss, members computed once
-                ensemble_scoring.attach_members(
-                    output, self._batch_first(leaf, likelihood, finite, mask))
+            if likelihood == "gaussian":  # for evaluate's loss, made only if it is read
+                ensemble_scoring.attach_members(output, functools.partial(
+                    self._batch_first, leaf, likelihood, finite, mask))
             outputs.append(output)
         return self._pack(outputs)
 
@@ -469,7 +467,7 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         outputs have 0 rows and their usual trailing shape.
         """
         self._check_inputs(x, owner)
-        if _is_empty_batch(x):
+        if ensemble_inputs.is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))
         key = (owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
         if key not in self._views:

@@ -19,8 +19,14 @@ attribute where it has one (a dtype name, or a list or dict of them in the
 inputs' structure: set it in ``__init__``, e.g. ``"int32"`` for token ids),
 else float32 (until 2026-11-29 always float32: a subclassed tagger's
 export took float token ids). Its outputs are those of a symbolic call on
-that signature. A model that is not built, or whose ``call`` takes several
-arguments, has no signature to give: refused.
+that signature. A model that is not built has no signature to give:
+refused. So is one whose ``call`` takes several inputs as arguments
+(``call(self, a, b)``, :func:`check_one_argument`): Keras itself cannot
+feed it (``fit`` and ``predict`` call ``model(x)``: "missing a required
+argument: 'b'") and records the first argument's shape only, so it is
+refused with how to take them as one list or dict (until 2026-11-29 with
+Keras' error from a symbolic call, "Could not automatically infer the
+output shape").
 
 Serving names (:func:`names`): ``"inputs"`` for one input, the Input
 layers' names for a list (a subclassed member's: ``"inputs_0"``,
@@ -30,6 +36,7 @@ This module imports Keras, NumPy, :mod:`keras_bnn.fit_data` (one input's
 example check) and :mod:`keras_bnn.validation`.
 """
 
+import inspect
 import itertools
 
 import keras
@@ -70,6 +77,32 @@ def _declared_dtypes(model, structure):
             f"`model` {model.name!r}: `{DTYPE_ATTRIBUTE}` must be a dtype name (e.g. "
             "'int32'), or a list or dict of them with one per input, in the structure it "
             f"was built on ({len(leaves_)} input(s)); got {declared!r} ({error}).") from None
+
+
+def check_one_argument(model):
+    """Refuses a model whose ``call`` takes several input arguments (module doc).
+
+    The inputs are the positional parameters of ``call`` without a default,
+    other than ``training`` and ``mask``.
+
+    Args:
+        model: a Keras model.
+
+    Raises:
+        ValueError: naming ``model`` and the arguments, saying how to take them.
+    """
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    arguments = [name for name, parameter in inspect.signature(model.call).parameters.items()
+                 if parameter.kind in positional and parameter.default is parameter.empty
+                 and name not in ("training", "mask")]
+    if len(arguments) > 1:
+        listed = ", ".join(arguments)
+        raise ValueError(
+            f"`model` {model.name!r}: its call takes {len(arguments)} input arguments "
+            f"({listed}); Keras' fit, evaluate and predict give a model one input, "
+            "model(x), and Keras records the first argument's shape only, so neither "
+            "Keras nor the ensemble can feed it. Take the inputs as one list or dict: "
+            f"def call(self, inputs, training=None): {listed} = inputs.")
 
 
 def _built_on(model):
@@ -120,7 +153,7 @@ def symbolic(model):
 
     Raises:
         ValueError: for a subclassed model that is not built or whose call
-            takes several arguments (saying how to give it a signature).
+            takes several input arguments (saying how to give it a signature).
     """
     if getattr(model, "inputs", None):
         # A Sequential's `input` reads call history it may not have: its one input.
@@ -129,6 +162,7 @@ def symbolic(model):
             structure = structure[0]
         output = model.outputs if isinstance(model, keras.Sequential) else model.output
         return structure, output
+    check_one_argument(model)
     structure = _built_on(model)
     return structure, model.compute_output_spec(structure)
 
@@ -286,6 +320,19 @@ def first_leaf(x):
     if isinstance(x, (list, tuple)) and x:
         return x[0]
     return x
+
+
+def is_empty_batch(x):
+    """Whether ``x`` is an array or tensor of 0 examples, or a list or dict of them.
+
+    Args:
+        x: inputs (an array, a list or dict of arrays, a dataset).
+
+    Returns:
+        bool: True for 0 examples; False for a dataset.
+    """
+    shape = getattr(first_leaf(x), "shape", None)
+    return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
 def check_examples(x, shape, owner):

@@ -11,10 +11,18 @@ scores it, where the ensemble outputs its moment-matched Gaussian. The
 members are computed once per ``evaluate`` batch: ``call`` carries them on
 its output (:func:`attach_members`, as Keras carries ``_keras_mask``), and
 ``compute_loss`` reads them there (Keras' ``test_step`` has no other way to
-hand them on, on TensorFlow or JAX).
+hand them on, on TensorFlow or JAX). What ``call`` carries is a function
+that makes them from the members it ran: ``predict``, which reads no loss,
+never makes them (until 2026-11-29 every ``call`` made them, work an eager
+call paid for). In Keras' one-off symbolic pass, which only builds the
+loss's state from shapes, the loss is given a stand-in of the members'
+shape, not the members run again (until 2026-11-29 under JAX the first
+``evaluate`` traced them once more there).
 """
 
 import keras
+from keras import ops
+from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn import ensemble_outputs
@@ -33,7 +41,8 @@ def attach_members(output, members):
 
     Args:
         output: the ensemble's output tensor.
-        members: the members' outputs on the same inputs, [N, S, ..., units].
+        members: a function of no arguments returning the members' outputs on
+            the same inputs, [N, S, ..., units] (called where the loss reads them).
 
     Returns:
         None.
@@ -110,7 +119,8 @@ class Scoring:
         :class:`keras_bnn.likelihoods.PredictiveGaussianNLL`) is given the
         members' outputs on ``x``, ``[N, S, 2D]``: those ``call`` carried on
         ``y_pred`` (:func:`attach_members`), computed again from ``x`` only
-        for a ``y_pred`` that does not carry them. The categorical and
+        for a ``y_pred`` that does not carry them (zeros of their shape in
+        Keras' symbolic shape pass, ``in_symbolic_scope``). The categorical and
         Bernoulli losses read ``y_pred``. Of an ensemble of several outputs,
         each Gaussian output's loss reads its members so.
 
@@ -125,9 +135,14 @@ class Scoring:
             outputs, again = keras.tree.flatten(y_pred), None
             for j in (j for j, is_gaussian in enumerate(gaussian) if is_gaussian):
                 members = get_tensor_attr(outputs[j], MEMBERS_ATTR)
-                if members is None:
+                if members is not None:
+                    outputs[j] = members()
+                elif in_symbolic_scope():  # shapes only: [N, S, ..., 2D] of zeros
+                    outputs[j] = ops.zeros_like(ops.repeat(
+                        ops.expand_dims(outputs[j], 1), self.num_members, axis=1))
+                else:
                     again = again or keras.tree.flatten(self._batch_first_members(x))
-                outputs[j] = again[j] if members is None else members
+                    outputs[j] = again[j]
             y_pred = self._pack(outputs)
         return super().compute_loss(x, y, y_pred, sample_weight, training=training)
 

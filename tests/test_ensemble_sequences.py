@@ -282,14 +282,17 @@ model = keras.Sequential([keras.Input((None,), dtype="int32"),
 rng = np.random.default_rng(0)
 sets = [[0.7 * rng.standard_normal(w.shape).astype(w.dtype) for w in model.get_weights()]
         for _ in range(3)]
-ensemble = kb.PosteriorEnsemble(model, sets)
-ensemble.compile(loss=kb.likelihoods.PredictiveNLL())
-print("RESULT", json.dumps([ensemble.predict(x, verbose=0).tolist(),
-                            float(ensemble.evaluate(x, y, verbose=0))]))
+results = []
+for loop in ("unroll", "map", "vectorized_map"):  # the mask handed on by each loop
+    ensemble = kb.PosteriorEnsemble(model, sets, member_loop=loop)
+    ensemble.compile(loss=kb.likelihoods.PredictiveNLL())
+    results.append([ensemble.predict(x, verbose=0).tolist(),
+                    float(ensemble.evaluate(x, y, verbose=0))])
+print("RESULT", json.dumps(results))
 """
 
 
-@pytest.mark.slow  # a JAX process: 16 s
+@pytest.mark.slow  # a JAX process: 15 s, the three member loops
 def test_the_jax_backend_gives_the_same_predictions_and_masked_nll():
     x, y = tagged_sequences(n=8)
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
@@ -297,9 +300,11 @@ def test_the_jax_backend_gives_the_same_predictions_and_masked_nll():
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
-    predictions, nll = json.loads(line[len("RESULT "):])
+    results = json.loads(line[len("RESULT "):])
     model = tagger()
     weight_sets = random_sets(model)
     probs = softmax(member_outputs(model, weight_sets, x))
-    np.testing.assert_allclose(np.array(predictions), probs.mean(0), atol=ATOL)
-    np.testing.assert_allclose(nll, masked_nll(probs.mean(0), x, y)[0], atol=ATOL)
+    assert len(results) == 3  # unroll, map, vectorized_map
+    for predictions, nll in results:
+        np.testing.assert_allclose(np.array(predictions), probs.mean(0), atol=ATOL)
+        np.testing.assert_allclose(nll, masked_nll(probs.mean(0), x, y)[0], atol=ATOL)
