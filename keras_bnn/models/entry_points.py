@@ -17,11 +17,12 @@ from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (batch_length, check_epoch_ends, check_fit_data,
-                                warn_on_train_size, warn_on_validation_weights)
+                                warn_on_train_size)
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments
+from keras_bnn.validation_weights import warn_on_validation_weights
 
 
 def fit_arguments(model, args, kwargs, where):
