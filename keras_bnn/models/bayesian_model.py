@@ -196,7 +196,9 @@ class BayesianModel(keras.Model):
                 :class:`keras_bnn.MissingPriorWarning` that ``fit`` issues
                 otherwise.
             **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...;
-                with a sampler ``auto_scale_loss`` is set to False).
+                with a sampler ``auto_scale_loss`` is set to False, with a
+                warning where ``True`` was passed under ``"mixed_float16"``:
+                :func:`keras_bnn.precision.keep_out_of_loss_scaling`).
 
         Raises:
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
@@ -252,10 +254,8 @@ class BayesianModel(keras.Model):
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
-        if sampler is not None:
-            # Not wrapped in Keras' LossScaleOptimizer under "mixed_float16": the backend
-            # scales a sampler's float16 gradients itself (precision.gradient_scale).
-            kwargs["auto_scale_loss"] = False
+        if sampler is not None:  # the backend scales float16 gradients, not Keras
+            precision.keep_out_of_loss_scaling(self, kwargs)
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
             loss=loss,
