@@ -119,3 +119,23 @@ def test_explicit_auto_scale_loss_with_a_sampler_warns(policy):
     assert scaling_warnings("mixed_float16", policy) == []
     assert scaling_warnings("mixed_float16", policy, auto_scale_loss=False) == []
     assert scaling_warnings("float32", policy, auto_scale_loss=True) == []
+
+
+def test_the_old_file_priors_warning_is_for_a_reload_not_a_manual_build(tmp_path):
+    """A subclassed model a user made (its weights flat) and built with
+    ``build_from_config`` warned "reloaded from a config that records no priors (saved
+    before 2026-11-29)": it was never reloaded. It warns only at the reload of a file
+    without the record, also for a subclass with its own ``from_config``."""
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "workers" /
+                                               "manual_build.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, KERAS_BACKEND="tensorflow"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(next(line for line in done.stdout.splitlines()
+                             if line.startswith("RESULT "))[len("RESULT "):])
+    for cls in ("Net", "OwnFromConfig"):
+        assert result[cls]["build"] == []
+        [message] = result[cls]["old_file"]
+        assert message.startswith(f"MissingPriorWarning: {cls}: reloaded from a config that "
+                                  "records no priors")
+        assert "['scale/w', 'out/kernel', 'out/bias']" in message

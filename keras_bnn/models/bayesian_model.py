@@ -76,7 +76,8 @@ class BayesianModel(keras.Model):
                 "kb.bayesian(model), or make the subclass before any functional one.")
         recorded, _ = prior_attachment.take_recorded(kwargs)  # from a subclass's from_config
         super().__init__(*args, **kwargs)
-        prior_attachment.keep_for_build(self, recorded)  # set by build_from_config
+        prior_attachment.keep_for_build(  # set by build_from_config
+            self, recorded, from_config=prior_attachment.deserializing())
         if functional:
             clone_priors.keep_flat(self)  # a clone's weights made flat on purpose
 
