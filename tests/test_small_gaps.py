@@ -24,7 +24,7 @@ import pytest
 
 import keras_bnn as kb
 from keras_bnn import backend
-from fit_helpers import K, tagged_sequences
+from fit_helpers import Batches, tagged_sequences
 from test_per_timestep_loss import tagger
 
 
@@ -52,15 +52,24 @@ def masked_hmc_case():
     return model, x, tags, (float(nll[x != 0].mean()), float(nll.mean()), tokens)
 
 
+def minibatch_warnings(model, *args, **kwargs):
+    """The MinibatchHMCWarning messages of ``model.fit(*args, **kwargs)``, and its logs."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(*args, verbose=0, shuffle=False, **kwargs).history
+    return [str(w.message) for w in caught
+            if issubclass(w.category, kb.MinibatchHMCWarning)], history
+
+
 def masked_hmc_result(model, x, tags):
-    """HMC's potential at the model's weights and one full-batch transition's logs."""
+    """HMC's potential at the model's weights, and one full-batch transition's logs and
+    MinibatchHMCWarning messages."""
     values = [v.value for v in model.trainable_variables]
     potential, _, (_, _, prior_term) = backend.potential_and_gradients(model, values, x,
                                                                       tags, None)
-    history = model.fit(x, tags, batch_size=len(x), epochs=1, verbose=0,
-                        shuffle=False).history
+    minibatch, history = minibatch_warnings(model, x, tags, batch_size=len(x), epochs=1)
     return {"nll": float(potential) - float(prior_term), "fit_nll": history["nll"][0],
-            "acceptance_rate": history["acceptance_rate"][0]}
+            "acceptance_rate": history["acceptance_rate"][0], "minibatch": minibatch}
 
 
 def check_masked_hmc(result, by_hand):
@@ -73,11 +82,15 @@ def check_masked_hmc(result, by_hand):
     # h = 1e-4: H changes by ~1e-4 along the true trajectory; a trajectory whose
     # potential counted the padding would end n·(unmasked - masked) > 1 higher (α < e^-1)
     assert result["acceptance_rate"] > 0.99
+    # a full batch (16 sequences of n = 66 terms) warned "a minibatch of 16 < train_size=66
+    # examples" until 2026-11-29
+    assert result["minibatch"] == []
 
 
 def test_hmc_potential_skips_masked_padding():
     """HMC's potential (the one its leapfrog and Metropolis test evaluate) under a
-    Keras mask is the masked mean NLL computed by hand, as the SG samplers'."""
+    Keras mask is the masked mean NLL computed by hand, as the SG samplers', and its
+    full batch is not called a minibatch."""
     model, x, tags, by_hand = masked_hmc_case()
     check_masked_hmc(masked_hmc_result(model, x, tags), by_hand)
 
@@ -139,3 +152,18 @@ def test_the_old_file_priors_warning_is_for_a_reload_not_a_manual_build(tmp_path
         assert message.startswith(f"MissingPriorWarning: {cls}: reloaded from a config that "
                                   "records no priors")
         assert "['scale/w', 'out/kernel', 'out/bias']" in message
+
+
+
+@pytest.mark.slow  # ~15 s, beyond the default suite's budget
+def test_hmc_on_a_full_batch_of_masked_sequences_does_not_warn_of_a_minibatch():
+    """``train_size`` counts a per-timestep loss's terms (66 tokens in 16 sequences): a
+    full batch warned "HMC on a minibatch of 16 < train_size=66 examples"; the batch's
+    terms are compared with it, for a ``PyDataset`` as for arrays
+    (:func:`test_hmc_potential_skips_masked_padding`), and half the sequences (the
+    terms of the first 8) still warn."""
+    model, x, tags, _ = masked_hmc_case()
+    assert minibatch_warnings(model, Batches(x, tags, len(x)), epochs=1)[0] == []
+    [message] = minibatch_warnings(model, x, tags, batch_size=8, epochs=1)[0]
+    half = int((x[:8] != 0).sum())
+    assert f"HMC on a minibatch of 8 examples of {half} loss terms < train_size=66" in message

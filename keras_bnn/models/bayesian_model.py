@@ -10,6 +10,7 @@ from keras_bnn import backend
 from keras_bnn import clone_priors
 from keras_bnn import distribute
 from keras_bnn import loss_shares
+from keras_bnn import loss_terms
 from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import prior_attachment
@@ -365,7 +366,7 @@ class BayesianModel(keras.Model):
 
     def _sampling_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        batch = keras.tree.flatten(x)[0].shape[0]
+        batch = None if loss_terms.counts_terms(self) else keras.tree.flatten(x)[0].shape[0]
         potential = kernel_lib.BatchPotential(
             at_current=functools.partial(backend.value_and_gradients, self, x, y, sample_weight),
             at=functools.partial(backend.potential_and_gradients, self, x=x, y=y,
