@@ -40,6 +40,7 @@ _ATTRIBUTES = {
     "ShortWarmupWarning": "keras_bnn.samplers.warmup",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "TrainSizeWarning": "keras_bnn.fit_data",
+    "ValidationWeightWarning": "keras_bnn.validation_weights",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",
     "prior_predictive": "keras_bnn.predictive_checks",

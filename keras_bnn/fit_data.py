@@ -287,10 +287,9 @@ class TrainSizeWarning(UserWarning):
     ``U(θ) = n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)`` with n = ``train_size``:
     ``compile(train_size=...)`` differs from the number of examples ``fit``
     trains on, or ``fit``'s ``sample_weight`` / ``class_weight`` do not
-    average 1 over them (the data then weigh as ``mean(w)·n`` examples);
-    also issued for ``validation_data``'s array weights of a mean other than 1
-    (``val_nll`` then reads that mean times the data's mean negative
-    log-likelihood: :func:`warn_on_validation_weights`).
+    average 1 over them (the data then weigh as ``mean(w)·n`` examples).
+    ``validation_data``'s weights warn with
+    :class:`keras_bnn.validation_weights.ValidationWeightWarning`.
     """
 
 
@@ -382,7 +381,7 @@ def _class_weights(y, class_weight):
     return weights
 
 
-def _weight_mean(arguments, count, counted=None):
+def weight_mean(arguments, count, counted=None):
     """``(argument name, mean weight)`` of ``fit``'s array weights over the first
     ``count`` examples, or None (no weights, or not arrays): over the loss values
     the loss counts (``counted``, :func:`keras_bnn.loss_terms.training_positions`:
@@ -464,7 +463,7 @@ def warn_on_train_size(model, arguments, first, where):
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
-        weights = None if normalises_weights(model.loss) else _weight_mean(arguments, kept,
+        weights = None if normalises_weights(model.loss) else weight_mean(arguments, kept,
                                                                            counted)
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
@@ -499,48 +498,6 @@ def warn_on_train_size(model, arguments, first, where):
             "dataset.repeat(k), pass fit's steps_per_epoch: this check then stays out).",
             TrainSizeWarning, where)
     return terms_warned
-
-
-def warn_on_validation_weights(model, validation, where):
-    """Warns when the array weights of ``validation_data=(x, y, w)`` do not average 1.
-
-    Keras' validation loss is the weighted mean ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i``
-    (``m_i``: the values the loss counts,
-    :func:`keras_bnn.loss_terms.training_positions`), so weights of mean
-    ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the data's mean negative
-    log-likelihood. Checked as ``fit``'s own array weights (within
-    :data:`WEIGHT_MEAN_TOLERANCE`), not under a loss of reduction
-    ``"mean_with_sample_weight"``; their shape is checked with the labels
-    (:func:`check_fit_data`).
-
-    Args:
-        model: the compiled :class:`keras_bnn.BayesianModel`.
-        validation: ``fit``'s ``validation_data`` as a tuple (``(x, y, w)``;
-            anything else passes).
-        where: the line that called ``fit`` (:func:`call_site`).
-
-    Warns:
-        TrainSizeWarning: naming ``validation_data``'s weights and their mean.
-    """
-    if len(validation) < 3 or normalises_weights(model.loss):
-        return
-    x, y, weights = validation[:3]
-    count = array_examples(x)
-    if count is None or array_examples(weights) is None or count == 0:
-        return
-    counted = (loss_terms.training_positions(model, x, y, count) or (None,) * 3)[2]
-    _, mean = _weight_mean({"sample_weight": weights}, count, counted)
-    if abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE:
-        seen = f"the {count} validation examples"
-        if counted is not None:
-            seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
-        warn_at(
-            f"keras_bnn: fit(validation_data)'s sample_weight has mean {mean:.4g} over {seen}: "
-            f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
-            "log-likelihood, not comparable with the training nll or with another weighting. "
-            "Divide the weights by their mean (or compile the loss with "
-            "reduction='mean_with_sample_weight') to reweight the examples among themselves.",
-            TrainSizeWarning, where)
 
 
 def warn_on_terms(n, examples, terms, where, per_timestep=True):

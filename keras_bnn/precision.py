@@ -39,6 +39,8 @@ and refuses, in ``BayesianModel.compile(sampler=...)``:
   then refuses its own samples).
 """
 
+import warnings
+
 import keras
 
 #: Variable dtypes a sampler refuses.
@@ -111,6 +113,38 @@ def gradient_scale(model):
             for layer in model._flatten_layers(include_self=True)):
         return None
     return float(2 ** min(int(model.train_size).bit_length() - 1, _MAX_SCALE_EXPONENT))
+
+
+def keep_out_of_loss_scaling(model, kwargs, owner="BayesianModel.compile"):
+    """Sets ``kwargs["auto_scale_loss"] = False``: no ``LossScaleOptimizer`` wraps a sampler.
+
+    Under ``"mixed_float16"`` the backend scales a sampler's float16
+    gradients itself, by the fixed ``S = 2^⌊log₂ n⌋`` (:func:`gradient_scale`);
+    Keras' dynamic scale would skip steps on overflow and unscale
+    gradients it never scaled. Keras' default (``auto_scale_loss`` not
+    passed) is overridden silently; an explicit ``auto_scale_loss=True``
+    under ``"mixed_float16"``, where Keras would have wrapped the sampler,
+    warns that it is not honoured (until 2026-11-29 silently).
+
+    Args:
+        model: the ``keras.Model`` compiled with a sampler.
+        kwargs: the ``**kwargs`` passed on to ``keras.Model.compile``
+            (changed in place).
+        owner: the caller, for the message.
+
+    Warns:
+        UserWarning: naming ``auto_scale_loss``, for ``auto_scale_loss=True``
+            under a model dtype policy ``"mixed_float16"``.
+    """
+    if kwargs.get("auto_scale_loss") and model.dtype_policy.name == "mixed_float16":
+        warnings.warn(
+            f"{owner}: auto_scale_loss=True is not honoured with a sampler: Keras' "
+            "LossScaleOptimizer (a dynamic scale that skips steps on overflow) would break "
+            "the chain, so keras_bnn scales the float16 gradients itself by the fixed "
+            f"S = 2^floor(log2 train_size) = {gradient_scale(model) or 1:.0f} (see "
+            "keras_bnn.precision). Drop auto_scale_loss (or pass False) to silence this.",
+            UserWarning, stacklevel=3)
+    kwargs["auto_scale_loss"] = False
 
 
 def check_baseline_policy(model, owner="BayesianModel.compile"):

@@ -39,12 +39,14 @@ prior (a flat one) or the code's. A subclassed model whose config has no
 record (saved before 2026-11-29) cannot get its priors back from it: once
 built, it warns (:class:`keras_bnn.MissingPriorWarning`, :func:`restore_built`)
 naming the weights that carry none, where until 2026-11-29 they reloaded
-flat without a word.
+flat without a word. A model a user made and built (``build_from_config``)
+has no config to miss the record: it does not (until 2026-11-29 it did).
 """
 
 import warnings
 
 import keras
+from keras.src.saving import serialization_lib  # Keras' deserialization scope
 
 from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.prior_guard import MissingPriorWarning, weights_without_prior
@@ -261,9 +263,37 @@ class _Pending:
         self.entries = entries
 
 
-def keep_for_build(model, entries):
-    """Holds ``entries`` until :func:`restore_built` can set them (``model`` is not built yet)."""
-    model._keras_bnn_pending_priors = None if entries is None else _Pending(entries)
+#: What :func:`keep_for_build` holds for a model rebuilt from a config without the record.
+_UNRECORDED = "unrecorded"
+
+
+def keep_for_build(model, entries, from_config=True):
+    """Holds ``entries`` until :func:`restore_built` can set them (``model`` is not built yet).
+
+    Args:
+        model: a ``BayesianModel``.
+        entries: the recorded priors (:func:`take_recorded`), or None.
+        from_config: whether ``model`` is rebuilt from a config (its
+            ``from_config``, or ``__init__`` under Keras' deserialization:
+            :func:`deserializing`). Without entries, only such a model warns
+            once built (:func:`restore_built`), not one a user made.
+    """
+    if entries is not None:
+        model._keras_bnn_pending_priors = _Pending(entries)
+    else:
+        model._keras_bnn_pending_priors = _UNRECORDED if from_config else None
+
+
+def deserializing():
+    """Whether Keras is deserializing an object now (``keras.saving.load_model``,
+    ``deserialize_keras_object``): inside its ``SafeModeScope`` the safe-mode flag
+    is True or False, outside it None (unless
+    ``keras.config.enable_unsafe_deserialization()`` set it False for good).
+
+    Returns:
+        bool.
+    """
+    return serialization_lib.in_safe_mode() is not None
 
 
 def restore_built(model, build=None):
@@ -284,11 +314,15 @@ def restore_built(model, build=None):
             set, where the model could not be built (no build config, or
             Keras could not build it): they would be sampled under the
             priors the class's code gives them, or none.
-        MissingPriorWarning: for a built subclassed model whose config
-            recorded no priors (:func:`_warn_unrecorded`).
+        MissingPriorWarning: for a built subclassed model rebuilt from a
+            config that recorded no priors (:func:`_warn_unrecorded`); not
+            for one a user made and built (``build_from_config``), where
+            until 2026-11-29 it also fired.
     """
     pending = getattr(model, "_keras_bnn_pending_priors", None)
-    if pending is None:
+    if pending is None:  # made by the user, not from a config: nothing recorded to miss
+        return
+    if pending is _UNRECORDED:
         _warn_unrecorded(model)
         return
     if not pending.entries:

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import keras
@@ -116,21 +117,33 @@ def test_validation_weights_of_one_a_sequence_are_refused_before_training():
     assert int(model.optimizer.iterations) == 0
 
 
+def validation_weight_warnings(weights):
+    """``(ValidationWeightWarning messages, TrainSizeWarning messages)`` of a tagger's
+    ``fit`` given ``validation_data=(x, tags, weights)``."""
+    x, tags = tagged_sequences()
+    model = tagger("categorical", int((x != 0).sum()))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x, tags, batch_size=8, epochs=1, verbose=0,
+                  validation_data=(x, tags, weights))
+    return tuple([str(w.message) for w in caught if issubclass(w.category, category)]
+                 for category in (kb.ValidationWeightWarning, kb.TrainSizeWarning))
+
+
 def test_validation_weights_whose_mean_is_not_one_warn():
     """Weights 3 a sequence made ``val_nll`` read 3 times the data's (3.2176 for
     1.0725) silently; weights 1 at the 66 tokens and 0 at the 30 padding
-    positions average 1 over the loss's terms, and pass."""
-    x, tags = tagged_sequences()
-    tokens = int((x != 0).sum())
-    heavy = np.full((len(x), 1), 3.0, "float32")
-    messages = train_size_warnings(tagger("categorical", tokens), x, tags, batch_size=8,
-                                   epochs=1, validation_data=(x, tags, heavy))
-    assert len(messages) == 1
+    positions average 1 over the loss's terms, and pass. The warning is a
+    ``kb.ValidationWeightWarning``: until 2026-11-29 a ``TrainSizeWarning``,
+    the category of ``train_size`` (which these weights do not touch)."""
+    x, _ = tagged_sequences()
+    messages, train_size = validation_weight_warnings(np.full((len(x), 1), 3.0, "float32"))
+    assert len(messages) == 1 and train_size == []
     assert ("fit(validation_data)'s sample_weight has mean 3 over the 66 loss terms of the 16 "
             "validation examples" in messages[0])
-    real = (x != 0).astype("float32")
-    assert train_size_warnings(tagger("categorical", tokens), x, tags, batch_size=8,
-                               epochs=1, validation_data=(x, tags, real)) == []
+    assert issubclass(kb.ValidationWeightWarning, UserWarning)
+    assert not issubclass(kb.ValidationWeightWarning, kb.TrainSizeWarning)
+    assert validation_weight_warnings((x != 0).astype("float32")) == ([], [])
 
 
 @pytest.mark.slow  # a JAX process: ~30 s

@@ -10,6 +10,7 @@ from keras_bnn import backend
 from keras_bnn import clone_priors
 from keras_bnn import distribute
 from keras_bnn import loss_shares
+from keras_bnn import loss_terms
 from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import prior_attachment
@@ -76,7 +77,8 @@ class BayesianModel(keras.Model):
                 "kb.bayesian(model), or make the subclass before any functional one.")
         recorded, _ = prior_attachment.take_recorded(kwargs)  # from a subclass's from_config
         super().__init__(*args, **kwargs)
-        prior_attachment.keep_for_build(self, recorded)  # set by build_from_config
+        prior_attachment.keep_for_build(  # set by build_from_config
+            self, recorded, from_config=prior_attachment.deserializing())
         if functional:
             clone_priors.keep_flat(self)  # a clone's weights made flat on purpose
 
@@ -196,7 +198,9 @@ class BayesianModel(keras.Model):
                 :class:`keras_bnn.MissingPriorWarning` that ``fit`` issues
                 otherwise.
             **kwargs: passed to ``keras.Model.compile`` (``metrics``, ...;
-                with a sampler ``auto_scale_loss`` is set to False).
+                with a sampler ``auto_scale_loss`` is set to False, with a
+                warning where ``True`` was passed under ``"mixed_float16"``:
+                :func:`keras_bnn.precision.keep_out_of_loss_scaling`).
 
         Raises:
             ValueError: if both ``sampler`` and ``optimizer`` are given, if
@@ -252,10 +256,8 @@ class BayesianModel(keras.Model):
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
-        if sampler is not None:
-            # Not wrapped in Keras' LossScaleOptimizer under "mixed_float16": the backend
-            # scales a sampler's float16 gradients itself (precision.gradient_scale).
-            kwargs["auto_scale_loss"] = False
+        if sampler is not None:  # the backend scales float16 gradients, not Keras
+            precision.keep_out_of_loss_scaling(self, kwargs)
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
             loss=loss,
@@ -364,7 +366,7 @@ class BayesianModel(keras.Model):
 
     def _sampling_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        batch = keras.tree.flatten(x)[0].shape[0]
+        batch = None if loss_terms.counts_terms(self) else keras.tree.flatten(x)[0].shape[0]
         potential = kernel_lib.BatchPotential(
             at_current=functools.partial(backend.value_and_gradients, self, x, y, sample_weight),
             at=functools.partial(backend.potential_and_gradients, self, x=x, y=y,

@@ -14,14 +14,16 @@ import contextlib
 import keras
 
 from keras_bnn import distribute
+from keras_bnn import loss_terms
 from keras_bnn import nonfinite
 from keras_bnn import samplers as samplers_lib
-from keras_bnn.fit_data import (batch_length, check_epoch_ends, check_fit_data,
-                                warn_on_train_size, warn_on_validation_weights)
+from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
+                                warn_on_train_size)
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.validation import bound_arguments
+from keras_bnn.validation_weights import warn_on_validation_weights
 
 
 def fit_arguments(model, args, kwargs, where):
@@ -70,7 +72,8 @@ def fit_arguments(model, args, kwargs, where):
     if model._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
         callbacks.insert(0, nonfinite.StopOnNonFinite())
     model.transition_kernel.check_batch_size(
-        kwargs.get("x"), kwargs.get("batch_size") if first is None else batch_length(first[0]))
+        kwargs.get("x"), kwargs.get("batch_size") if first is None else batch_length(first[0]),
+        terms=_first_batch_terms(model, kwargs, first))
     if "gradient_noise_ratio" in model.transition_kernel.metric_names:
         callbacks.append(
             fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
@@ -80,6 +83,23 @@ def fit_arguments(model, args, kwargs, where):
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs
+
+
+def _first_batch_terms(model, kwargs, first):
+    """The loss terms of ``fit``'s first batch, for a full-batch kernel's check, where the
+    loss averages over other terms than examples (a per-timestep output's unmasked
+    timesteps, the labels an ``ignore_class`` loss scores: ``train_size`` counts those,
+    :func:`keras_bnn.loss_terms.counts_terms`); else None (``first``: the first batch of
+    a dataset or ``PyDataset``, None for arrays)."""
+    if not (model.transition_kernel.full_batch and loss_terms.counts_terms(model)):
+        return None
+    if first is not None:
+        counted = loss_terms.batch_terms(model, first[0], first[1])
+    else:
+        x = kwargs.get("x")
+        rows = min(kwargs.get("batch_size") or 32, array_examples(x) or 0)
+        counted = loss_terms.training_terms(model, x, kwargs.get("y"), rows)
+    return None if counted is None else int(counted[0])
 
 
 def evaluate_arguments(model, args, kwargs):

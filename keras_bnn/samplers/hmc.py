@@ -188,38 +188,50 @@ class HMC(Sampler):
             "compiled with sampler=HMC(...) (one transition per batch); for a step from "
             "gradients in a custom loop use an SG sampler (SGHMC, ATMC, SGLD, SGNHT).")
 
-    def check_batch_size(self, x=None, batch_size=None):
-        """Warns when a transition would see fewer than ``train_size`` examples.
+    def check_batch_size(self, x=None, batch_size=None, terms=None):
+        """Warns when a transition would see fewer than ``train_size`` examples (or terms).
 
         ``BayesianModel.fit`` calls it with its ``x`` and ``batch_size``
         (Keras' default batch is 32 for arrays), or for a dataset or
-        generator with the size of its first batch; :meth:`transition` with
-        the traced batch size when it is static (``train_on_batch``, which
+        generator with the size of its first batch, and, where the loss
+        averages over other terms than examples (a per-timestep output's
+        unmasked timesteps, the labels an ``ignore_class`` loss scores:
+        ``train_size`` counts those), that batch's terms; :meth:`transition`
+        with the traced batch size when it is static (``train_on_batch``, which
         no ``fit`` checked), where it warns only if ``fit``'s call did not:
         once per ``fit``, not again at each trace (under JAX every batch
-        shape is traced: the first and a smaller last one).
+        shape is traced: the first and a smaller last one). Until 2026-11-29
+        a full batch of such a loss (16 sequences of 66 tokens,
+        ``train_size=66``) warned as a minibatch of 16 < 66.
 
         Args:
             x: the training inputs (``fit``'s call), or None (a trace's).
             batch_size: ``fit``'s ``batch_size`` for arrays, else the batch
                 size itself (None: unknown).
+            terms: the loss terms of that batch, compared with
+                ``train_size`` instead where not None.
 
         Warns:
-            MinibatchHMCWarning: for a batch of fewer than ``train_size``.
+            MinibatchHMCWarning: for a batch of fewer than ``train_size``
+                examples (or terms).
         """
         if x is not None:  # fit's call: a new fit
             self._minibatch_warned = False
         count = None if x is None else array_examples(x)
         if count is not None:
             batch_size = min(batch_size or 32, count)
-        if (batch_size is not None and batch_size < self.train_size
-                and not self._minibatch_warned):
+        seen = batch_size if terms is None else terms
+        if seen is not None and seen < self.train_size and not self._minibatch_warned:
             self._minibatch_warned = True
+            n = int(self.train_size)
+            batch, full = (f"{batch_size} < train_size={n} examples",
+                           f"train_size); keras-bnn: --batch-size {n}") if terms is None else (
+                f"{batch_size} examples of {terms} loss terms < train_size={n} terms",
+                "the number of training examples)")
             warnings.warn(
-                f"HMC on a minibatch of {batch_size} < train_size={int(self.train_size)} "
-                "examples is not exact: each transition targets that batch's posterior. "
-                "Use full batches (fit(..., batch_size=train_size); keras-bnn: --batch-size "
-                f"{int(self.train_size)}) for the exact chain.",
+                f"HMC on a minibatch of {batch} is not exact: each transition targets that "
+                f"batch's posterior. Use full batches (fit(..., batch_size={full} for the "
+                "exact chain.",
                 MinibatchHMCWarning, stacklevel=3,
             )
 

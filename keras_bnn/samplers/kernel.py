@@ -39,7 +39,9 @@ class BatchPotential(NamedTuple):
             predictions, potential and prior term there
             (``backend.potential_and_gradients``).
         batch_size: the number of examples in the (global) batch, or None
-            when it is not static.
+            when it is not static or the loss averages over other terms
+            than examples (``train_size`` then counts those:
+            :func:`keras_bnn.loss_terms.counts_terms`).
     """
 
     at_current: Callable[[], tuple]
@@ -103,7 +105,7 @@ class TransitionKernel(abc.ABC):
             A :class:`Transition`.
         """
 
-    def check_batch_size(self, x=None, batch_size=None):
+    def check_batch_size(self, x=None, batch_size=None, terms=None):
         """Called by ``BayesianModel.fit`` with its ``x`` and the batch size.
 
         A minibatch kernel accepts any batch; a :attr:`full_batch` kernel
@@ -113,8 +115,12 @@ class TransitionKernel(abc.ABC):
             x: the training inputs.
             batch_size: ``fit``'s ``batch_size`` for arrays; for a dataset or
                 ``PyDataset`` the size of its first batch (None: unknown).
+            terms: the loss terms of that first batch where the loss
+                averages over other terms than examples (``train_size``
+                counts them: :func:`keras_bnn.loss_terms.counts_terms`),
+                else None.
         """
-        del x, batch_size
+        del x, batch_size, terms
 
 
 def gradient_step(optimizer, potential, variables, skip_nonfinite):

@@ -1,0 +1,66 @@
+"""The check of ``fit(validation_data=(x, y, w))``'s array weights: their mean.
+
+Split from :mod:`keras_bnn.fit_data` with a warning category of its own: the
+weights do not change the posterior (``train_size``'s
+:class:`keras_bnn.fit_data.TrainSizeWarning`), only what ``val_nll`` reads.
+"""
+
+import numpy as np
+
+from keras_bnn import loss_terms
+from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, array_examples, warn_at, weight_mean
+from keras_bnn.likelihoods import normalises_weights
+
+
+class ValidationWeightWarning(UserWarning):
+    """``validation_data=(x, y, w)``'s weights do not average 1 over the loss's terms.
+
+    Keras' validation loss is ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i`` (``m_i``:
+    the values the loss counts), so weights of mean ``w̄ = Σ m_i·w_i / Σ m_i``
+    make it read w̄ times the data's mean negative log-likelihood, not
+    comparable with the training ``nll``. (Until 2026-11-29 issued as
+    :class:`keras_bnn.fit_data.TrainSizeWarning`, a category about
+    ``train_size``.)
+    """
+
+
+def warn_on_validation_weights(model, validation, where):
+    """Warns when the array weights of ``validation_data=(x, y, w)`` do not average 1.
+
+    Keras' validation loss is the weighted mean ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i``
+    (``m_i``: the values the loss counts,
+    :func:`keras_bnn.loss_terms.training_positions`), so weights of mean
+    ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the data's mean negative
+    log-likelihood. Checked as ``fit``'s own array weights (within
+    :data:`keras_bnn.fit_data.WEIGHT_MEAN_TOLERANCE`), not under a loss of reduction
+    ``"mean_with_sample_weight"``; their shape is checked with the labels
+    (:func:`keras_bnn.fit_data.check_fit_data`).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        validation: ``fit``'s ``validation_data`` as a tuple (``(x, y, w)``;
+            anything else passes).
+        where: the line that called ``fit`` (:func:`keras_bnn.fit_data.call_site`).
+
+    Warns:
+        ValidationWeightWarning: naming ``validation_data``'s weights and their mean.
+    """
+    if len(validation) < 3 or normalises_weights(model.loss):
+        return
+    x, y, weights = validation[:3]
+    count = array_examples(x)
+    if count is None or array_examples(weights) is None or count == 0:
+        return
+    counted = (loss_terms.training_positions(model, x, y, count) or (None,) * 3)[2]
+    _, mean = weight_mean({"sample_weight": weights}, count, counted)
+    if abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE:
+        seen = f"the {count} validation examples"
+        if counted is not None:
+            seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
+        warn_at(
+            f"keras_bnn: fit(validation_data)'s sample_weight has mean {mean:.4g} over {seen}: "
+            f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
+            "log-likelihood, not comparable with the training nll or with another weighting. "
+            "Divide the weights by their mean (or compile the loss with "
+            "reduction='mean_with_sample_weight') to reweight the examples among themselves.",
+            ValidationWeightWarning, where)
