@@ -104,7 +104,7 @@ class KeyedArrays(ArrayDataAdapter):
             lambda start: order[start:start + batch]))
         dataset = tf.data.Dataset.zip((indices, tf.data.Dataset.from_tensors(inputs).repeat()))
         dataset = dataset.map(lambda i, data: keras.tree.map_structure(
-            lambda value: tf.gather(value, i, axis=0), data))
+            lambda value: tf.gather(value, i, axis=0), data), num_parallel_calls=tf.data.AUTOTUNE)
         options = tf.data.Options()
         options.experimental_external_state_policy = (  # the numpy_function, as Keras' shuffle
             tf.data.experimental.ExternalStatePolicy.IGNORE)
