@@ -67,10 +67,22 @@ class KeyedArrays(ArrayDataAdapter):
     """
 
     def __init__(self, model, *args, shuffle=True, **kwargs):
-        """Args: model: the sampler-compiled model; the rest as ``ArrayDataAdapter``'s."""
+        """Keras' adapter of the arrays, and the model whose sampler keys their order.
+
+        Args:
+            model: the model compiled with a sampler (its ``seed`` and step
+                counter key each pass).
+            *args, shuffle, **kwargs: as ``ArrayDataAdapter``'s (``x``, ``y``,
+                ``sample_weight``, ``batch_size``, ``steps``, ``class_weight``);
+                ``shuffle``: True or ``"batch"``.
+
+        Raises:
+            ValueError: as ``ArrayDataAdapter`` (``class_weight`` with
+                ``sample_weight``, arrays of different lengths).
+        """
         super().__init__(*args, shuffle=shuffle, **kwargs)
         self._model = model
-        self._step = current_step(model.optimizer)
+        self._step = 0  # set by on_epoch_begin, before any pass is read
 
     def on_epoch_begin(self):
         """Reads the step counter: the key of a pass that begins in this epoch."""
@@ -138,6 +150,11 @@ def keyed_arrays(model, kwargs):
 
     Returns:
         dict: the arguments for ``keras.Model.fit``.
+
+    Raises:
+        ValueError: as Keras' ``fit`` on arrays: a ``validation_split`` that
+            leaves no training or validation example, ``class_weight`` with
+            ``sample_weight``.
     """
     shuffle = kwargs.get("shuffle", True)
     arrays = tuple(kwargs.get(name) for name in ("x", "y", "sample_weight"))
