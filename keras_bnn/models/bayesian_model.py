@@ -10,7 +10,6 @@ from keras_bnn import array_order, backend
 from keras_bnn import clone_priors
 from keras_bnn import distribute
 from keras_bnn import loss_shares
-from keras_bnn import loss_terms
 from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import prior_attachment
@@ -19,20 +18,9 @@ from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import call_site
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, head_metrics
-from keras_bnn.models import entry_points, on_batch, subclassing
+from keras_bnn.likelihoods import head_metrics
+from keras_bnn.models import entry_points, on_batch, sampling_step, subclassing
 from keras_bnn.samplers import kernel as kernel_lib
-from keras_bnn.validation import check_bool, check_positive_int
-
-
-def _check_train_size(train_size):
-    if train_size is None:
-        raise ValueError(
-            "BayesianModel.compile: `train_size` is required: the number n of training "
-            "examples, which scales the prior as (1/n)·(-log p(θ)) and the minibatch "
-            f"gradient by n; got {train_size!r}."
-        )
-    return check_positive_int(train_size, "train_size", "BayesianModel.compile")
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -224,39 +212,14 @@ class BayesianModel(keras.Model):
                 (:func:`keras_bnn.likelihoods.head_metrics`, which also makes a
                 Bernoulli model's ``"accuracy"`` threshold its logit at 0).
         """
-        if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
-            sampler, optimizer = optimizer, None  # from compile_from_config
-        if sampler is not None and optimizer is not None:
-            raise ValueError(
-                "BayesianModel.compile: pass either `sampler` (posterior sampling) or "
-                f"`optimizer` (SGD/MAP baseline), not both; got sampler={sampler!r} "
-                f"and optimizer={optimizer!r}."
-            )
-        self.train_size = _check_train_size(train_size)
-        if keras.backend.backend() == "tensorflow":
-            distribute.check_variables(self, "compile")
-        check_logit_head(self, loss)
-        check_loss_reduction(loss)
-        self.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
-        if sampler is not None:
-            sampler = samplers_lib.get(sampler)
-            precision.check_sampling_policy(self)
-            sampler.configure(train_size=self.train_size, temperature=temperature)
-            optimizer = sampler
-        elif temperature is not None:
-            raise ValueError(
-                "BayesianModel.compile: `temperature` applies to posterior sampling only; "
-                f"pass a `sampler` or drop it; got temperature={temperature!r}."
-            )
-        else:
-            precision.check_baseline_policy(self)
-        self.sampler = sampler
+        optimizer = entry_points.compile_arguments(self, optimizer, loss, sampler, temperature,
+                                                   train_size, allow_flat_prior)
         if not hasattr(self, "_sampling_trackers"):
             subclassing.make_sampling_trackers(self)  # also on a built subclassed model
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
-        if sampler is not None:  # the backend scales float16 gradients, not Keras
+        if self.sampler is not None:  # the backend scales float16 gradients, not Keras
             precision.keep_out_of_loss_scaling(self, kwargs)
         super().compile(
             optimizer=optimizer if optimizer is not None else "sgd",
@@ -348,7 +311,8 @@ class BayesianModel(keras.Model):
     def train_step(self, *args):
         """One transition of the model's kernel on a batch, with sampling diagnostics.
 
-        The same step on every backend (:meth:`_sampling_step`, written with
+        The same step on every backend
+        (:func:`keras_bnn.models.sampling_step.sampling_step`, written with
         ``keras.ops``); ``backend.run_train_step`` adapts it to the backend's
         trainer (under JAX it runs purely on Keras' state). It binds the
         batch into a :class:`~keras_bnn.samplers.kernel.BatchPotential`,
@@ -362,36 +326,8 @@ class BayesianModel(keras.Model):
         ``acceptance_rate``) as epoch means, plus ``nonfinite_steps`` where
         non-finite steps are skipped.
         """
-        return backend.run_train_step(self, self._sampling_step, *args)
-
-    def _sampling_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        batch = None if loss_terms.counts_terms(self) else keras.tree.flatten(x)[0].shape[0]
-        potential = kernel_lib.BatchPotential(
-            at_current=functools.partial(backend.value_and_gradients, self, x, y, sample_weight),
-            at=functools.partial(backend.potential_and_gradients, self, x=x, y=y,
-                                 sample_weight=sample_weight),
-            batch_size=None if batch is None else batch * backend.num_replicas())
-        step = self.transition_kernel.transition(potential, self.trainable_variables,
-                                                 self._skips_nonfinite_steps())
-        trackers = self._sampling_trackers
-        if self._skips_nonfinite_steps():
-            trackers["nonfinite_steps"].update_state(step.skipped)
-        batch_size = ops.shape(keras.tree.flatten(x)[0])[0]
-        self._loss_tracker.update_state(step.loss, sample_weight=batch_size)
-        trackers["nll"].update_state(step.loss - step.prior_term, sample_weight=batch_size)
-        trackers["prior"].update_state(step.prior_term * float(self.train_size))
-        if sample_weight is not None:  # for fit's WarnOnEpochTotals
-            trackers["weight_totals"].update_state(sample_weight)
-        trackers["weight_totals"].add_terms(self, y, step.y_pred, batch_size)  # per timestep
-        for name, value in step.logs.items():
-            trackers[name].update_state(value)
-        if (self.transition_kernel.full_batch and self._compile_loss is not None
-                and len(keras.tree.flatten(step.y_pred)) > 1):
-            # HMC's potential is evaluated statelessly: the heads' loss trackers of a
-            # model of several outputs are updated here, on the logged state's outputs.
-            self._compile_loss(y, step.y_pred, sample_weight)
-        return self._reducible(self.compute_metrics(x, y, step.y_pred, sample_weight=sample_weight))
+        return backend.run_train_step(self, functools.partial(sampling_step.sampling_step, self),
+                                      *args)
 
     def test_step(self, *args):
         """Keras' test step, logging ``loss`` = ``nll`` = the mean NLL of the data.
@@ -402,35 +338,18 @@ class BayesianModel(keras.Model):
         """
         result = super().test_step(*args)
         if isinstance(result, tuple):  # JAX: (logs, state)
-            return self._evaluation_logs(result[0]), result[1]
-        return self._evaluation_logs(self._reducible(result))
-
-    def _evaluation_logs(self, logs):
-        trackers = getattr(self, "_sampling_trackers", {})
-        logs = {name: value for name, value in logs.items() if name not in trackers}
-        logs["nll"] = logs["loss"]
-        return logs
+            return sampling_step.evaluation_logs(self, result[0]), result[1]
+        return sampling_step.evaluation_logs(self, sampling_step.reducible(self, result))
 
     def _get_metrics_result_or_logs(self, logs):
         # Keras reads the epoch's logs from the metrics (totals summed over
         # replicas) only when a step's keys are those of `metrics`; evaluation's
         # differ (nll in, the sampler's trackers out), and it kept the last
         # step's mean of per-replica means: wrong for a batch that splits unevenly.
-        evaluation = self._evaluation_logs(self.get_metrics_result())
+        evaluation = sampling_step.evaluation_logs(self, self.get_metrics_result())
         if isinstance(logs, dict) and set(logs) == set(evaluation):
             return evaluation
         return super()._get_metrics_result_or_logs(logs)
-
-    def _multi_worker(self):
-        return (keras.backend.backend() == "tensorflow"
-                and distribute.is_multi_worker(self.distribute_strategy))
-
-    def _reducible(self, logs):
-        # A step's logs under tf.distribute: the global batches' (distribute.global_logs),
-        # reducible (keras#20585 workaround 2, see keras_bnn.distribute).
-        if keras.backend.backend() == "tensorflow":
-            logs = distribute.global_logs(self, logs)
-        return distribute.reducible_logs(logs) if self._multi_worker() else logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # keras#20585 workaround 1 (see keras_bnn.distribute).

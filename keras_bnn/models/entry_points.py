@@ -1,8 +1,10 @@
-"""What ``BayesianModel.fit``, ``evaluate`` and ``load_weights`` add to Keras' methods.
+"""What ``BayesianModel.compile``, ``fit``, ``evaluate`` and ``load_weights`` add to Keras'.
 
 The model's methods keep Keras' signatures and their documentation; the
-work they do before calling Keras' own is here: :func:`fit_arguments` (the
-checks of ``fit``'s data and arguments, and the callbacks it adds),
+work they do before calling Keras' own is here: :func:`compile_arguments`
+(the checks of ``compile``'s arguments, the sampler configured with n and
+T), :func:`fit_arguments` (the checks of ``fit``'s data and arguments,
+and the callbacks it adds),
 :func:`evaluate_arguments` (the same data checks) and
 :func:`sampler_state_on_load` (the sampler built when a weights file holds
 its state). ``train_on_batch`` and ``test_on_batch``:
@@ -16,14 +18,79 @@ import keras
 from keras_bnn import distribute
 from keras_bnn import loss_terms
 from keras_bnn import nonfinite
+from keras_bnn import precision
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
                                 warn_on_train_size)
-from keras_bnn.likelihoods import from_loss
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.validation import bound_arguments
+from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
 from keras_bnn.validation_weights import warn_on_validation_weights
+
+
+def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
+                      allow_flat_prior):
+    """``compile``'s arguments, checked: what ``BayesianModel.compile`` gives Keras.
+
+    Sets the model's ``train_size`` n, ``allow_flat_prior`` and ``sampler``
+    (the sampler configured with n and T, or None for the SGD/MAP baseline).
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel` being compiled.
+        optimizer, loss, sampler, temperature, train_size, allow_flat_prior:
+            the arguments given to ``compile``; a sampler given as
+            ``optimizer`` (by ``compile_from_config``) is taken as ``sampler``.
+
+    Returns:
+        The optimizer for ``keras.Model.compile``: the sampler, or the
+        baseline's optimizer (None where none was given).
+
+    Raises:
+        ValueError: as ``BayesianModel.compile``: both ``sampler`` and
+            ``optimizer``, a missing or invalid ``train_size``, ``temperature``
+            without a sampler, an unknown sampler name, a dtype policy or
+            ``tf.distribute`` scope that does not fit, a loss or head that is not
+            a batch-mean NLL of logits.
+    """
+    if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
+        sampler, optimizer = optimizer, None  # from compile_from_config
+    if sampler is not None and optimizer is not None:
+        raise ValueError(
+            "BayesianModel.compile: pass either `sampler` (posterior sampling) or "
+            f"`optimizer` (SGD/MAP baseline), not both; got sampler={sampler!r} "
+            f"and optimizer={optimizer!r}."
+        )
+    model.train_size = _check_train_size(train_size)
+    if keras.backend.backend() == "tensorflow":
+        distribute.check_variables(model, "compile")
+    check_logit_head(model, loss)
+    check_loss_reduction(loss)
+    model.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
+    if sampler is not None:
+        sampler = samplers_lib.get(sampler)
+        precision.check_sampling_policy(model)
+        sampler.configure(train_size=model.train_size, temperature=temperature)
+        optimizer = sampler
+    elif temperature is not None:
+        raise ValueError(
+            "BayesianModel.compile: `temperature` applies to posterior sampling only; "
+            f"pass a `sampler` or drop it; got temperature={temperature!r}."
+        )
+    else:
+        precision.check_baseline_policy(model)
+    model.sampler = sampler
+    return optimizer
+
+
+def _check_train_size(train_size):
+    if train_size is None:
+        raise ValueError(
+            "BayesianModel.compile: `train_size` is required: the number n of training "
+            "examples, which scales the prior as (1/n)·(-log p(θ)) and the minibatch "
+            f"gradient by n; got {train_size!r}."
+        )
+    return check_positive_int(train_size, "train_size", "BayesianModel.compile")
 
 
 def fit_arguments(model, args, kwargs, where):
