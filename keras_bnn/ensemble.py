@@ -28,7 +28,8 @@ see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
 
 Any Keras backend (``keras.ops``). ``predict``, ``predict_uncertainty`` and
 ``predict_members`` each run one graph per ensemble for any batch size
-(:func:`keras_bnn.backend.predict_graph`: traced once, never retraced).
+(:func:`keras_bnn.backend.predict_graph`: traced once, never retraced), as
+:mod:`keras_bnn.ensemble_prediction` holds them.
 :func:`keras_bnn.member_model.check_ensemble_model` holds the rules a member
 model must meet (``CollectSamples`` checks them when ``fit`` starts); a member
 of several outputs is averaged per output (:mod:`keras_bnn.ensemble_outputs`).
@@ -51,16 +52,16 @@ import numpy as np
 from keras import ops
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
-from keras_bnn import backend
 from keras_bnn import ensemble_inputs, ensemble_outputs, ensemble_scoring, ensemble_trunk
-from keras_bnn import ensemble_weights
+from keras_bnn import ensemble_prediction, ensemble_weights
 from keras_bnn import trainable_flags
 from keras_bnn import export as export_lib
 from keras_bnn import uncertainty
+from keras_bnn.ensemble_prediction import Untracked
 from keras_bnn.member_model import check_ensemble_model, derived_state_layers
 from keras_bnn.runs.rundir import stores_of
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
-from keras_bnn.validation import argument_error, check_choice, check_int
+from keras_bnn.validation import check_choice, check_int
 
 __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
@@ -68,19 +69,9 @@ __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
 
 
-class _Untracked:
-    """Holds an object out of Keras' and TensorFlow's attribute tracking.
-
-    The member model is only a function of the stacked weights: tracking it
-    would save (and export) an unused copy of its weights.
-    """
-
-    def __init__(self, value):
-        self.value = value
-
-
 @keras.saving.register_keras_serializable(package="keras_bnn")
-class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
+class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring,
+                        keras.Model):
     """Posterior predictive average of S weight sets of one member model.
 
     See :mod:`keras_bnn.uncertainty` for the formulas. ``ensemble(x)`` and
@@ -159,10 +150,10 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             self.output_names = names
         self._likelihoods = [self.likelihood[n] for n in names] if names else [self.likelihood]
         outputs = ensemble_inputs.symbolic(model)[1]
-        self._outputs = _Untracked((names, isinstance(outputs, dict)))
+        self._outputs = Untracked((names, isinstance(outputs, dict)))
         values, self._shared, self._num_members = ensemble_weights.arrange(
             model, weight_sets, shared_weights)
-        self._member = _Untracked(model)
+        self._member = Untracked(model)
         # One variable per member weight: its [S, ...] stack, or the weight
         # itself for one held once (an index in self._shared).
         self._stacks = []
@@ -179,8 +170,8 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
         # The member's frozen trunk, run once per call (None: the whole member
         # runs per member), and the part run per member.
         parts = ensemble_trunk.split(model, self._shared)
-        self._trunk = _Untracked(parts and parts[0])
-        self._per_member = _Untracked(parts[1] if parts else model)
+        self._trunk = Untracked(parts and parts[0])
+        self._per_member = Untracked(parts[1] if parts else model)
         self.member_input_names = ensemble_inputs.names(model)
         self.input_spec = ensemble_inputs.input_spec(self.member_input_shape)
         # Whether the member's output carries a Keras mask (padding under
@@ -456,83 +447,6 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
                             uncertainty.summary(leaf, likelihood).items()}
                            for leaf, likelihood in zip(members, self._likelihoods)])
 
-    # -------------------------------------------------------- prediction
-    def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):
-        """``function`` over ``x`` in the predict loop of the view model of
-        ``owner`` (the method's name), made on its first use (one graph for
-        any batch size, see :class:`_FunctionModel`).
-
-        Keras' predict loop runs no batch on an empty array (and then fails),
-        so an array of 0 examples is passed to ``function`` directly: the
-        outputs have 0 rows and their usual trailing shape.
-        """
-        self._check_inputs(x, owner)
-        if ensemble_inputs.is_empty_batch(x):
-            return keras.tree.map_structure(ops.convert_to_numpy, function(x))
-        key = (owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
-        if key not in self._views:
-            view = _FunctionModel(self, function, key[1], name=f"{self.name}_{owner}")
-            self._views[key] = _Untracked(view)
-        return self._views[key].value.predict(
-            x, batch_size=batch_size, steps=steps, verbose=verbose, callbacks=callbacks)
-
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """The posterior predictive (:meth:`call`) over a dataset, batched.
-
-        ``keras.Model.predict``, except that an array of 0 examples gives an
-        empty result ([0, K], [0, 1] or [0, 2D]) instead of Keras' error.
-
-        Args:
-            x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
-
-        Returns:
-            numpy array, the examples of every batch concatenated (a list or dict of
-            them, one per output, for a member of several outputs).
-        """
-        return self._predict_with("predict", self.call, x, batch_size, steps, verbose,
-                                  callbacks)
-
-    def _check_inputs(self, x, owner):
-        """Refuses, before Keras' predict loop, an empty dataset (Keras fails on
-        one with an internal error) and an array of examples of another shape
-        than the members' input (a raw TensorFlow error from deep inside)."""
-        if hasattr(x, "cardinality") and int(x.cardinality()) == 0:
-            raise argument_error("x", "hold at least one batch", x, owner,
-                                 got="an empty dataset")
-        ensemble_inputs.check_examples(x, self.member_input_shape, owner)
-
-    def predict_uncertainty(self, x, batch_size=None, steps=None, verbose=0):
-        """:meth:`predictive_summary` over a dataset, batched like ``predict``.
-
-        Args:
-            x: inputs as for ``keras.Model.predict`` (array, or a dataset of
-                inputs or of (inputs, labels)).
-            batch_size, steps, verbose: as for ``keras.Model.predict``.
-
-        Returns:
-            dict of numpy arrays (keys as :meth:`predictive_summary`), the
-            examples of every batch concatenated; one per output, in a list or dict, for
-            a member of several outputs.
-        """
-        return self._predict_with("predict_uncertainty", self.predictive_summary, x,
-                                  batch_size, steps, verbose)
-
-    def predict_members(self, x, batch_size=None, steps=None, verbose=0):
-        """Each member's own prediction (e.g. for :func:`keras_bnn.metrics.evaluate_members`).
-
-        Args:
-            x, batch_size, steps, verbose: as for ``keras.Model.predict``.
-
-        Returns:
-            numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
-            (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
-            units = 1) or the raw ``[mean, log variance]``
-            (``"gaussian"``); one per output (a list or dict) for several outputs.
-        """
-        outputs = self._predict_with("predict_members", self._batch_first_members, x,
-                                     batch_size, steps, verbose)
-        return keras.tree.map_structure(lambda leaf: np.swapaxes(leaf, 0, 1), outputs)
-
     def member_weights(self, held_once=True):
         """The stacked weight sets, one array per member weight.
 
@@ -570,27 +484,3 @@ class PosteriorEnsemble(ensemble_scoring.Scoring, keras.Model):
             NotImplementedError: under a Keras backend other than TensorFlow.
         """
         return export_lib.export_ensemble(self, model_dir, version=version, verbose=verbose)
-
-
-class _FunctionModel(keras.Model):
-    """A keras.Model whose call is ``function(inputs)`` over an ensemble's weights.
-
-    ``function`` is compiled once for any batch size
-    (:func:`keras_bnn.backend.predict_graph`): on TensorFlow a graph traced
-    here, which Keras' predict loop calls batch by batch without tracing a
-    step of its own (``run_eagerly``), so that no later batch size, call or
-    ensemble traces anything again. ``jit_compile`` (the ensemble's) compiles
-    that graph by XLA, or under JAX Keras' predict step.
-    """
-
-    def __init__(self, ensemble, function, jit_compile, **kwargs):
-        super().__init__(**kwargs)
-        self.ensemble = ensemble
-        self._function, self.run_eagerly = backend.predict_graph(
-            function, ensemble.member_input_shape, ensemble.member_input_dtype, jit_compile)
-        self.jit_compile = jit_compile and not self.run_eagerly  # JAX: Keras' step compiles
-        self.built = True
-
-    def call(self, inputs):
-        return self._function(ensemble_inputs.convert(
-            inputs, self.ensemble.member_input_shape, self.ensemble.member_input_dtype))

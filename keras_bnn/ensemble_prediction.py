@@ -1,0 +1,138 @@
+"""How a :class:`keras_bnn.PosteriorEnsemble` predicts over a dataset.
+
+:class:`Prediction` is the ensemble's ``keras.Model`` methods of prediction
+(mixed into it): ``predict``, ``predict_uncertainty`` and ``predict_members``
+each run one graph per ensemble for any batch size, a :class:`FunctionModel`
+view made on first use and held out of Keras' tracking (:class:`Untracked`);
+an empty dataset and examples of another shape than the members' input are
+refused before Keras' predict loop, and an array of 0 examples gives an empty
+result.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_bnn import backend
+from keras_bnn import ensemble_inputs
+from keras_bnn.validation import argument_error
+
+
+class Untracked:
+    """Holds an object out of Keras' and TensorFlow's attribute tracking.
+
+    The member model is only a function of the stacked weights: tracking it
+    would save (and export) an unused copy of its weights.
+    """
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Prediction:
+    """The prediction methods of :class:`keras_bnn.PosteriorEnsemble` (mixed into it).
+
+    Reads the ensemble's ``call``, ``predictive_summary``,
+    ``_batch_first_members``, member input shape and ``jit_compile``, and keeps
+    its views in the ensemble's ``_views`` (emptied where its state changes).
+    """
+
+    def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):
+        """``function`` over ``x`` in the predict loop of the view model of
+        ``owner`` (the method's name), made on its first use (one graph for
+        any batch size, see :class:`FunctionModel`).
+
+        Keras' predict loop runs no batch on an empty array (and then fails),
+        so an array of 0 examples is passed to ``function`` directly: the
+        outputs have 0 rows and their usual trailing shape.
+        """
+        self._check_inputs(x, owner)
+        if ensemble_inputs.is_empty_batch(x):
+            return keras.tree.map_structure(ops.convert_to_numpy, function(x))
+        key = (owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
+        if key not in self._views:
+            view = FunctionModel(self, function, key[1], name=f"{self.name}_{owner}")
+            self._views[key] = Untracked(view)
+        return self._views[key].value.predict(
+            x, batch_size=batch_size, steps=steps, verbose=verbose, callbacks=callbacks)
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The posterior predictive (:meth:`call`) over a dataset, batched.
+
+        ``keras.Model.predict``, except that an array of 0 examples gives an
+        empty result ([0, K], [0, 1] or [0, 2D]) instead of Keras' error.
+
+        Args:
+            x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
+
+        Returns:
+            numpy array, the examples of every batch concatenated (a list or dict of
+            them, one per output, for a member of several outputs).
+        """
+        return self._predict_with("predict", self.call, x, batch_size, steps, verbose,
+                                  callbacks)
+
+    def _check_inputs(self, x, owner):
+        """Refuses, before Keras' predict loop, an empty dataset (Keras fails on
+        one with an internal error) and an array of examples of another shape
+        than the members' input (a raw TensorFlow error from deep inside)."""
+        if hasattr(x, "cardinality") and int(x.cardinality()) == 0:
+            raise argument_error("x", "hold at least one batch", x, owner,
+                                 got="an empty dataset")
+        ensemble_inputs.check_examples(x, self.member_input_shape, owner)
+
+    def predict_uncertainty(self, x, batch_size=None, steps=None, verbose=0):
+        """:meth:`predictive_summary` over a dataset, batched like ``predict``.
+
+        Args:
+            x: inputs as for ``keras.Model.predict`` (array, or a dataset of
+                inputs or of (inputs, labels)).
+            batch_size, steps, verbose: as for ``keras.Model.predict``.
+
+        Returns:
+            dict of numpy arrays (keys as :meth:`predictive_summary`), the
+            examples of every batch concatenated; one per output, in a list or dict, for
+            a member of several outputs.
+        """
+        return self._predict_with("predict_uncertainty", self.predictive_summary, x,
+                                  batch_size, steps, verbose)
+
+    def predict_members(self, x, batch_size=None, steps=None, verbose=0):
+        """Each member's own prediction (e.g. for :func:`keras_bnn.metrics.evaluate_members`).
+
+        Args:
+            x, batch_size, steps, verbose: as for ``keras.Model.predict``.
+
+        Returns:
+            numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
+            (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
+            units = 1) or the raw ``[mean, log variance]``
+            (``"gaussian"``); one per output (a list or dict) for several outputs.
+        """
+        outputs = self._predict_with("predict_members", self._batch_first_members, x,
+                                     batch_size, steps, verbose)
+        return keras.tree.map_structure(lambda leaf: np.swapaxes(leaf, 0, 1), outputs)
+
+
+class FunctionModel(keras.Model):
+    """A keras.Model whose call is ``function(inputs)`` over an ensemble's weights.
+
+    ``function`` is compiled once for any batch size
+    (:func:`keras_bnn.backend.predict_graph`): on TensorFlow a graph traced
+    here, which Keras' predict loop calls batch by batch without tracing a
+    step of its own (``run_eagerly``), so that no later batch size, call or
+    ensemble traces anything again. ``jit_compile`` (the ensemble's) compiles
+    that graph by XLA, or under JAX Keras' predict step.
+    """
+
+    def __init__(self, ensemble, function, jit_compile, **kwargs):
+        super().__init__(**kwargs)
+        self.ensemble = ensemble
+        self._function, self.run_eagerly = backend.predict_graph(
+            function, ensemble.member_input_shape, ensemble.member_input_dtype, jit_compile)
+        self.jit_compile = jit_compile and not self.run_eagerly  # JAX: Keras' step compiles
+        self.built = True
+
+    def call(self, inputs):
+        return self._function(ensemble_inputs.convert(
+            inputs, self.ensemble.member_input_shape, self.ensemble.member_input_dtype))
