@@ -1,6 +1,5 @@
 """On-disk, append-only store of posterior samples."""
 
-import hashlib
 import itertools
 import json
 import os
@@ -18,121 +17,13 @@ from keras_bnn import trainable_flags
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.member_model import derived_state_layers
+from keras_bnn.store_fingerprint import architecture_of, first_difference, fingerprint_as_stored
 from keras_bnn.validation import argument_error, check_directory_path
 
 _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
 _RECORD = re.compile(r"^[A-Za-z0-9_-]+$")
-# Keys that Keras numbers per session or per object, not part of an architecture.
-_VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
-
-def _canonical(value):
-    """``value`` (a Keras config) without per-session names, JSON-comparable."""
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items() if k not in _VOLATILE_KEYS}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def _layer_configs(model):
-    """One canonical description per layer: class, full config (no names), weights."""
-    described = []
-    for layer in model.layers:
-        try:
-            config = layer.get_config()
-        except NotImplementedError:
-            config = None
-        described.append({
-            "class": f"{type(layer).__module__}.{type(layer).__name__}",
-            "config": _canonical(config),
-            "weights": [[list(w.shape), str(w.dtype)] for w in layer.weights],
-        })
-    return json.loads(json.dumps(described, sort_keys=True, default=repr))
-
-
-def _fingerprint(layers, weights):
-    return hashlib.sha256(
-        json.dumps([layers, weights], sort_keys=True).encode()
-    ).hexdigest()
-
-
-def architecture_of(model):
-    """Describes a model's architecture for the store.
-
-    Args:
-        model: a built Keras model.
-
-    Returns:
-        dict with ``fingerprint`` (sha256 over every layer's class and full
-        config, activations, priors and initialisers included, and the
-        ordered weight shapes/dtypes; layer names are left out, since Keras
-        numbers them per session), ``layers`` (those configs), ``weights``
-        (``[shape, dtype]`` per weight), ``model`` (the serialized model,
-        used to rebuild it) and ``priors`` (each trainable weight's prior and
-        their digest, :func:`keras_bnn.store_priors.record_of`: not in the
-        fingerprint, so that stores written before keep theirs).
-    """
-    weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
-    layers = _layer_configs(model)
-    return {
-        "fingerprint": _fingerprint(layers, weights),
-        "layers": layers,
-        "weights": weights,
-        "model": keras.saving.serialize_keras_object(model),
-        store_priors.MANIFEST_KEY: store_priors.record_of(model),
-    }
-
-
-def _legacy_fingerprint(model):
-    """The fingerprint of stores written before full configs were hashed
-    (layer classes and weight shapes only), to keep reading and extending them."""
-    weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
-    layers = [type(layer).__name__ for layer in model.layers]
-    return hashlib.sha256(json.dumps([layers, weights]).encode()).hexdigest()
-
-
-def _fingerprint_as_stored(model, stored):
-    """``model``'s fingerprint computed the way ``stored`` (a manifest) was."""
-    if "layers" not in stored:
-        return _legacy_fingerprint(model)
-    return architecture_of(model)["fingerprint"]
-
-
-def _first_difference(stored, mine):
-    """A short description of where two architecture dicts differ."""
-    if "layers" not in stored:  # a legacy manifest: layer classes and shapes only
-        return (f"weights {stored['weights'][:3]}... in the store, {mine['weights'][:3]}... "
-                "in the model, or other layer classes")
-    theirs, ours = stored["layers"], mine["layers"]
-    if len(theirs) != len(ours):
-        return f"{len(theirs)} layers in the store, {len(ours)} in the model"
-    for i, (a, b) in enumerate(zip(theirs, ours)):
-        if a != b:
-            for key in ("class", "weights"):
-                if a.get(key) != b.get(key):
-                    return f"layer {i}: {key} {a.get(key)} in the store, {b.get(key)} in the model"
-            return (f"layer {i} ({b['class'].rsplit('.', 1)[-1]}): "
-                    + _config_difference(a.get("config") or {}, b.get("config") or {}))
-    return "weights " + ("differ" if stored.get("weights") != mine["weights"] else "match")
-
-
-def _config_difference(theirs, ours):
-    """The first key where two layer configs differ, as ``key=<store's> in the store,
-    <model's> in the model``; for a nested model's ``layers``, the key of the
-    first nested layer that differs (not the whole list)."""
-    keys = sorted(set(theirs) | set(ours), key=str)
-    first = next((k for k in keys if theirs.get(k) != ours.get(k)), "config")
-    a, b = theirs.get(first), ours.get(first)
-    if first == "layers" and isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (layer_a, layer_b) in enumerate(zip(a, b)):
-            inner_a, inner_b = (layer.get("config") if isinstance(layer, dict) else None
-                                for layer in (layer_a, layer_b))
-            if isinstance(inner_a, dict) and isinstance(inner_b, dict) and inner_a != inner_b:
-                return (f"its layer {i} ({layer_b.get('class_name')}): "
-                        + _config_difference(inner_a, inner_b))
-    return f"{first}={a!r} in the store, {b!r} in the model"
 
 
 class Sample:
@@ -305,10 +196,10 @@ class SampleStore:
                 manifest, lambda handle: handle.write(json.dumps(mine).encode())):
             return
         stored = self.architecture
-        if stored["fingerprint"] != _fingerprint_as_stored(model, stored):
+        if stored["fingerprint"] != fingerprint_as_stored(model, stored):
             raise ValueError(
                 f"SampleStore {self.path!r} holds samples of another architecture "
-                f"({_first_difference(stored, mine)}). Use a new store path."
+                f"({first_difference(stored, mine)}). Use a new store path."
             )
         store_priors.check(self.path, stored, mine[store_priors.MANIFEST_KEY])
 
@@ -360,7 +251,7 @@ class SampleStore:
         except Exception as error:  # Keras raises many types for a bad config
             raise ValueError(f"SampleStore {self.path!r}: the model in {_MANIFEST} cannot "
                              f"be rebuilt ({type(error).__name__}: {error}).") from None
-        if _fingerprint_as_stored(model, stored) != stored["fingerprint"]:
+        if fingerprint_as_stored(model, stored) != stored["fingerprint"]:
             raise ValueError(f"SampleStore {self.path!r}: the model config in {_MANIFEST} "
                              "does not match its fingerprint (the file was altered).")
         layers = derived_state_layers(model)

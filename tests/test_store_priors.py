@@ -12,6 +12,7 @@ import pytest
 
 import keras_bnn as kb
 from keras_bnn import store as store_lib
+from keras_bnn import store_fingerprint
 from layer_models import CASES, Scale
 from fit_helpers import append_at_once
 
@@ -110,7 +111,7 @@ def test_a_store_written_before_priors_were_recorded_reads_and_extends(tmp_path)
         assert "priors_digest" not in data.files
     assert kb.PosteriorEnsemble.from_store(store).num_members == 2
     layers, weights = manifest["layers"], manifest["weights"]
-    assert manifest["fingerprint"] == store_lib._fingerprint(layers, weights)
+    assert manifest["fingerprint"] == store_fingerprint._fingerprint(layers, weights)
 
 
 def test_a_corrupt_record_of_priors_is_reported(tmp_path):

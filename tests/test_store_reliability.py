@@ -363,7 +363,7 @@ def test_stores_written_before_full_fingerprints_still_load_and_extend(tmp_path)
     layer classes and weight shapes) keeps working."""
     import hashlib
 
-    from keras_bnn import store as store_lib
+    from keras_bnn import store_fingerprint
 
     path = tmp_path / "samples"
     store = kb.SampleStore(path)
@@ -375,7 +375,7 @@ def test_stores_written_before_full_fingerprints_still_load_and_extend(tmp_path)
         json.dumps([layers, manifest["weights"]]).encode()).hexdigest()
     del manifest["layers"]
     (path / "store.json").write_text(json.dumps(manifest))
-    assert store_lib._legacy_fingerprint(model) == manifest["fingerprint"]
+    assert store_fingerprint._legacy_fingerprint(model) == manifest["fingerprint"]
     store.append(model, step=1)
     assert len(store) == 2 and store.build_model().count_params() == model.count_params()
     with pytest.raises(ValueError, match="another architecture"):
