@@ -1,4 +1,8 @@
-"""Keras callbacks for sampling runs: cyclical step size, sample collection, tempering."""
+"""Keras callbacks for sampling runs: cyclical step size, sample collection, tempering.
+
+``CyclicalSchedule`` and ``TemperatureRamp`` are in :mod:`keras_bnn.schedule_callbacks`
+and importable from here (``kb.callbacks.*``).
+"""
 
 import warnings
 
@@ -9,62 +13,10 @@ from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
 from keras_bnn.member_model import check_ensemble_model
-from keras_bnn.samplers.base import NOISE_RATIO_LIMIT, Sampler
-from keras_bnn.validation import argument_error, check_fraction, check_int, check_positive
-
-
-def _sampler_of(model, owner):
-    if not isinstance(model.optimizer, Sampler):
-        raise ValueError(
-            f"{owner} needs a keras_bnn sampler (compile(sampler=...)); the model's optimizer is "
-            f"{type(model.optimizer).__name__}."
-        )
-    return model.optimizer
-
-
-class CyclicalSchedule(keras.callbacks.Callback):
-    """Turns the sampler's step size into a cyclical cosine schedule.
-
-    ``h_t = h0`` for ``burn_in_epochs`` epochs, then cycles of ``cycle_epochs``
-    epochs with ``h_t = h0·½(1 + cos(π·(s mod L)/L))`` (see
-    :class:`keras_bnn.schedules.CyclicalCosine`); ``h0`` is the sampler's
-    step size. Each cycle ends at an epoch end, where
-    :class:`CollectSamples` takes its sample.
-
-    Args:
-        cycle_epochs: cycle length L in epochs.
-        burn_in_epochs: epochs at constant ``h0`` first.
-        steps_per_epoch: needed only when ``fit`` cannot tell (a dataset of
-            unknown length).
-
-    Raises:
-        ValueError: for non-positive lengths, or (at train begin) when the
-            model has no sampler or the steps per epoch are unknown.
-    """
-
-    def __init__(self, cycle_epochs, burn_in_epochs=0, steps_per_epoch=None):
-        super().__init__()
-        self.cycle_epochs = check_int(cycle_epochs, "cycle_epochs", 1, owner="CyclicalSchedule")
-        self.burn_in_epochs = check_int(burn_in_epochs, "burn_in_epochs", 0,
-                                        owner="CyclicalSchedule")
-        self.steps_per_epoch = (
-            None if steps_per_epoch is None else check_int(steps_per_epoch, "steps_per_epoch", 1,
-                                                          owner="CyclicalSchedule")
-        )
-
-    def on_train_begin(self, logs=None):
-        steps = self.steps_per_epoch or self.params.get("steps")
-        if not steps:
-            raise ValueError(
-                "CyclicalSchedule: the number of steps per epoch is unknown; pass "
-                "`steps_per_epoch=` to the callback (or to fit)."
-            )
-        _sampler_of(self.model, "CyclicalSchedule").set_cycle(
-            cycle_steps=self.cycle_epochs * steps,
-            burn_in_steps=self.burn_in_epochs * steps,
-        )
-        # The schedule's lengths are traced into the step function.
-        self.model.make_train_function(force=True)
+from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
+from keras_bnn.schedule_callbacks import (  # noqa: F401 - kb.callbacks.*
+    CyclicalSchedule, TemperatureRamp)
+from keras_bnn.validation import argument_error, check_fraction, check_int
 
 
 class NotConvergedWarning(UserWarning):
@@ -550,33 +502,3 @@ class CollectSamples(keras.callbacks.Callback):
         return (f" Configurational temperature over the last epoch, largest variables "
                 f"first: {listed}; a variable far below T is still moving out of its "
                 "initialisation.")
-
-
-class TemperatureRamp(keras.callbacks.Callback):
-    """Moves the sampler's temperature linearly from ``start`` to ``end``.
-
-    ``T_e = start + (end - start)·min(e / ramp_epochs, 1)`` at the start of
-    epoch ``e``; the temperature is a sampler variable, so no retracing.
-
-    Args:
-        start: T at epoch 0, > 0.
-        end: T from epoch ``ramp_epochs`` on, > 0.
-        ramp_epochs: length of the ramp in epochs (>= 1).
-
-    Raises:
-        ValueError: for non-positive temperatures or ramp length, and (at
-            train begin) when the model's optimizer is not a sampler.
-    """
-
-    def __init__(self, start, end, ramp_epochs):
-        super().__init__()
-        self.start = check_positive(start, "start", "TemperatureRamp")
-        self.end = check_positive(end, "end", "TemperatureRamp")
-        self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1, owner="TemperatureRamp")
-
-    def on_train_begin(self, logs=None):
-        _sampler_of(self.model, "TemperatureRamp")
-
-    def on_epoch_begin(self, epoch, logs=None):
-        fraction = min(epoch / self.ramp_epochs, 1.0)
-        self.model.optimizer.set_temperature(self.start + (self.end - self.start) * fraction)
