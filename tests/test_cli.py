@@ -122,6 +122,7 @@ def test_config_file_with_flag_overrides(tmp_path, capsys):
     assert saved["sampler"] == "sgld" and saved["epochs"] == 3
 
 
+@pytest.mark.slow  # 8 s; the synthetic task's run above covers the same path by default
 def test_train_evaluate_export_on_mock_cifar10(tmp_path, capsys):
     data_dir = tmp_path / "tfds"
     (data_dir / "cifar10" / "3.0.2").mkdir(parents=True)

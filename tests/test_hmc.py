@@ -163,8 +163,9 @@ def test_data_parallel_chain_takes_the_same_decisions_under_jax(jax_quick):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-3)
 
 
-@pytest.mark.parametrize("backend_name, jit_compile", [
-    ("tensorflow", False), ("tensorflow", True), ("jax", True)])
+@pytest.mark.parametrize("backend_name, jit_compile", [  # JAX: a 12 s subprocess, slow
+    ("tensorflow", False), ("tensorflow", True),
+    pytest.param("jax", True, marks=pytest.mark.slow)])
 def test_nonfinite_potential_stops_fit_and_keeps_the_weights(backend_name, jit_compile, request):
     run = _run(backend_name, request, "nonfinite", lambda: hmc_runs.nonfinite_run(jit_compile))
     assert "FloatingPointError" in run["error"], run

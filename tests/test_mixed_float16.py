@@ -252,6 +252,7 @@ def test_a_float16_chain_matches_the_float32_posterior(policy):
     np.testing.assert_array_less(np.abs(draws16.std(0) - sd), 4 * sd * np.sqrt(1 / ess))
 
 
+@pytest.mark.slow  # 10 s: the default suite stays under its 20 minutes; CI runs both
 @pytest.mark.filterwarnings("ignore::keras_bnn.GradientNoiseWarning")  # h = 2e-3, on purpose
 def test_float16_chain_is_reproducible_and_resumes_from_a_saved_model(policy, tmp_path):
     x, y = _breast_cancer()
