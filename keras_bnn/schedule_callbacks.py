@@ -47,8 +47,8 @@ class CyclicalSchedule(keras.callbacks.Callback):
         self.burn_in_epochs = check_int(burn_in_epochs, "burn_in_epochs", 0,
                                         owner="CyclicalSchedule")
         self.steps_per_epoch = (
-            None if steps_per_epoch is None else check_int(steps_per_epoch, "steps_per_epoch", 1,
-                                                          owner="CyclicalSchedule")
+            None if steps_per_epoch is None
+            else check_int(steps_per_epoch, "steps_per_epoch", 1, owner="CyclicalSchedule")
         )
 
     def on_train_begin(self, logs=None):

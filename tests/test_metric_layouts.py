@@ -83,8 +83,8 @@ def test_members_keep_their_layout_and_ood_auroc_takes_the_flag():
     for name, value in ood.uncertainty_scores(members, members=True).items():
         np.testing.assert_array_equal(value, default[name])
     inside, outside = simplex(rng, (N, T, K)), simplex(rng, (9, T, K))
-    assert ood.ood_auroc(inside, outside, members=False) == ood.ood_auroc(inside[None],
-                                                                         outside[None])
+    assert ood.ood_auroc(inside, outside, members=False) == ood.ood_auroc(
+        inside[None], outside[None])
     with pytest.raises(ValueError, match="`members` must be True, False or None"):
         ood.uncertainty_scores(members, members=1)
 

@@ -65,8 +65,8 @@ def masked_hmc_result(model, x, tags):
     """HMC's potential at the model's weights, and one full-batch transition's logs and
     MinibatchHMCWarning messages."""
     values = [v.value for v in model.trainable_variables]
-    potential, _, (_, _, prior_term) = backend.potential_and_gradients(model, values, x,
-                                                                      tags, None)
+    potential, _, (_, _, prior_term) = backend.potential_and_gradients(
+        model, values, x, tags, None)
     minibatch, history = minibatch_warnings(model, x, tags, batch_size=len(x), epochs=1)
     return {"nll": float(potential) - float(prior_term), "fit_nll": history["nll"][0],
             "acceptance_rate": history["acceptance_rate"][0], "minibatch": minibatch}
@@ -152,7 +152,6 @@ def test_the_old_file_priors_warning_is_for_a_reload_not_a_manual_build(tmp_path
         assert message.startswith(f"MissingPriorWarning: {cls}: reloaded from a config that "
                                   "records no priors")
         assert "['scale/w', 'out/kernel', 'out/bias']" in message
-
 
 
 @pytest.mark.slow  # ~15 s, beyond the default suite's budget

@@ -16,8 +16,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import keras
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from subclass_priors import Net, OwnFromConfig, as_before_the_record  # noqa: E402
 
