@@ -80,6 +80,7 @@ def test_pooled_ensemble_holds_every_chain_in_order(three_chains):
     assert kb.PosteriorEnsemble.from_store(three_chains, max_samples=3).num_members == 3
 
 
+@pytest.mark.slow  # 12 s: the default suite stays under its 20 minutes; CI runs both
 def test_evaluate_reads_each_sample_once_and_matches_the_store_diagnostics(
         three_chains, tmp_path, monkeypatch):
     """runs.evaluate takes predictions and weight-space R-hat from one

@@ -193,6 +193,7 @@ def test_diabetes_regression_trains_evaluates_and_exports(tmp_path):
     assert os.path.exists(os.path.join(config.output_dir, "metric_vs_samples.png"))
 
 
+@pytest.mark.slow  # 8 s: the default suite stays under its 20 minutes; CI runs both
 def test_breast_cancer_bernoulli_run_trains_evaluates_and_exports(tmp_path):
     from keras_bnn import runs
 

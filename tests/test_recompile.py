@@ -112,6 +112,7 @@ def test_a_model_saved_mid_warmup_goes_on_with_the_same_chain(sampler, tmp_path)
                 == {v.path: type(v.regularizer).__name__ for v in model.trainable_variables})
 
 
+@pytest.mark.slow  # 8 s: the default suite stays under its 20 minutes; CI runs both
 def test_a_model_saved_before_its_first_step_reloads_without_a_skipped_state(tmp_path):
     """A model saved after compile, before any step, reloaded with Keras' "Skipping
     variable loading for optimizer 'atmc', because it has 22 variables whereas the
