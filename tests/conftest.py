@@ -1,8 +1,16 @@
 """Test configuration: TensorFlow backend, two logical CPU devices, no downloads."""
 
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The tests, and every worker process they start, import the keras_bnn of this
+# tree: the virtualenv's editable install points at the checkout it was made
+# from, which is another tree when a worktree shares the virtualenv.
+_ROOT = str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, _ROOT)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402

@@ -27,8 +27,7 @@ def _one_line_error(code, err):
 
 def _fresh(args, env=None, timeout=120):
     environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    environment.update(PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]),
-                       **(env or {}))
+    environment.update(env or {})
     start = time.monotonic()
     result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
                             timeout=timeout, env=environment)

@@ -114,8 +114,7 @@ def test_every_argument_error_answers_before_keras_is_imported(files):
     argvs = [[a.format(tmp=files) for a in argv] for argv, _ in BAD]
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argvs)],
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env=dict(os.environ, PYTHONPATH=ROOT))
+                          capture_output=True, text=True, timeout=120, check=False)
     elapsed = time.perf_counter() - start
     assert done.returncode == 0, done.stderr
     errors = done.stderr.strip().splitlines()
@@ -130,8 +129,7 @@ def test_every_argument_error_answers_before_keras_is_imported(files):
 def test_one_error_in_a_fresh_process_is_quick():
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "keras_bnn.cli", "train", "--dataset", "iris"],
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=dict(os.environ, PYTHONPATH=ROOT))
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "`dataset` must be one of" in done.stderr
     assert time.perf_counter() - start < 5  # 0.2-0.5 s here; TensorFlow alone takes 10+ s
 

@@ -300,7 +300,7 @@ def test_numpy_modules_import_without_tensorflow_under_jax():
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('tensorflow', 'tensorflow_probability')))\n"
     )
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=root)
+    env = dict(os.environ, KERAS_BACKEND="jax")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=300, check=True)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout

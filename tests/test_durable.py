@@ -19,11 +19,8 @@ with durable.DirectoryLock(sys.argv[1]):
 
 
 def _holder(path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.abspath(durable.__file__))),
-         os.environ.get("PYTHONPATH", "")]))
     process = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
-                               stdout=subprocess.PIPE, text=True, env=env)
+                               stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "locked"
     return process
 

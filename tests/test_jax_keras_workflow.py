@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-import keras_bnn as kb
 
 pytest.importorskip("jax")
 WORKER = Path(__file__).parent / "workers" / "jax_keras_workflow_check.py"
@@ -29,9 +28,7 @@ pytestmark = pytest.mark.slow  # one JAX process, about 2.5 minutes on 2 CPU cor
 @pytest.fixture(scope="module")
 def jax_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("jax_keras_workflow")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([str(Path(kb.__file__).parents[1]),
-                                           os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("JAX_ENABLE_X64", None)
     done = subprocess.run([sys.executable, str(WORKER), str(folder)], capture_output=True,
                           text=True, timeout=900, env=env)

@@ -93,9 +93,7 @@ def test_a_sampler_steps_and_the_store_rebuilds_the_model_with_its_priors(name, 
 
 
 def _reload_in_a_fresh_process(directory, backend):
-    env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([str(Path(kb.__file__).parents[1]),
-                                           os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, str(WORKER), str(directory)], capture_output=True,
                           text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import keras_bnn as kb
 
 WORKERS = Path(__file__).parent / "workers"
 sys.path.insert(0, str(WORKERS))
@@ -37,9 +36,7 @@ def test_the_heads_losses_add_up_to_nll_on_tensorflow(sampler):
 @pytest.mark.slow  # a JAX process: ~30 s
 def test_the_heads_losses_add_up_to_nll_under_jax():
     pytest.importorskip("jax")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([str(Path(kb.__file__).parents[1]),
-                                           os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, str(WORKERS / "multi_output_fit.py")],
                           capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

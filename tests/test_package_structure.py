@@ -117,3 +117,16 @@ def test_no_line_is_over_the_length_limit():
                   for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                   if len(line) > MAX_LINE_LENGTH]
     assert long_lines == []
+
+
+def test_a_worker_process_imports_the_keras_bnn_under_test():
+    """A subprocess started with the default environment imports this tree's
+    keras_bnn (tests/conftest.py puts it first on PYTHONPATH), not the
+    checkout the virtualenv's editable install points at."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import keras_bnn; print(keras_bnn.__file__)"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert Path(done.stdout.strip()).resolve() == Path(keras_bnn.__file__).resolve()
+    assert Path(keras_bnn.__file__).resolve().parents[1] == Path(__file__).resolve().parents[1]

@@ -132,9 +132,7 @@ def programs():
 
 def run_program(code, tmp_path, timeout):
     """Runs ``code`` in a fresh process in ``tmp_path``; returns the CompletedProcess."""
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                        os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=timeout,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-4000:]

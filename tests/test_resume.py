@@ -35,8 +35,7 @@ TIMEOUT = 240
 
 
 def _cli(argv, timeout=TIMEOUT, **env):
-    environ = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   TF_CPP_MIN_LOG_LEVEL="3", **env)
+    environ = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env)
     return subprocess.run([sys.executable, WORKER, *argv], env=environ, capture_output=True,
                           text=True, timeout=timeout, check=False)
 
@@ -163,8 +162,7 @@ def test_a_second_writer_of_a_run_directory_is_refused(tmp_path, capsys):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom keras_bnn.durable import DirectoryLock\n"
          "with DirectoryLock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(120)",
-         run_dir], stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
+         run_dir], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         for argv in (["train", *RUN, "--output-dir", run_dir],
@@ -186,7 +184,7 @@ def test_two_trainings_into_one_directory(tmp_path):
     first = subprocess.Popen(
         [sys.executable, WORKER, "train", *RUN[:-6], "--epochs", "400", "--burn-in-epochs", "1",
          "--verbose", "0", "--output-dir", run_dir],
-        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + TIMEOUT

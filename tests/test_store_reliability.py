@@ -29,12 +29,9 @@ def _model(activation="relu", seed=0, units=3):
 
 
 def _appender(path, activation, count, delay=0.0):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.abspath(kb.__file__))),
-         os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen(
         [sys.executable, WORKER, str(path), activation, str(count), str(delay)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 

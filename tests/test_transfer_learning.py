@@ -267,10 +267,8 @@ def test_a_keras_applications_backbone_without_weights(tmp_path):
 
 # ------------------------------------------------------- processes and kills
 def _worker_env(**variables):
-    """The environment of a worker process: this keras_bnn first on PYTHONPATH."""
-    return dict(os.environ, **variables, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(os.path.abspath(kb.__file__))),
-         os.environ.get("PYTHONPATH", "")]))
+    """The environment of a worker process (PYTHONPATH from tests/conftest.py)."""
+    return dict(os.environ, **variables)
 
 
 def _appenders(path, tags, count, die=False):
