@@ -17,7 +17,10 @@ never makes them (until 2026-11-29 every ``call`` made them, work an eager
 call paid for). In Keras' one-off symbolic pass, which only builds the
 loss's state from shapes, the loss is given a stand-in of the members'
 shape, not the members run again (until 2026-11-29 under JAX the first
-``evaluate`` traced them once more there).
+``evaluate`` traced them once more there). Of an ensemble of several outputs,
+each output's logged loss (``cls_loss``, ...) weighs each batch by its
+examples, as the summed ``loss`` does (:mod:`keras_bnn.loss_shares`, as for a
+:class:`keras_bnn.BayesianModel`): the mean over the set for any ``batch_size``.
 """
 
 import keras
@@ -26,6 +29,7 @@ from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn import ensemble_outputs
+from keras_bnn import loss_shares
 from keras_bnn.validation import bound_arguments
 
 
@@ -85,7 +89,11 @@ class Scoring:
 
         An ensemble of several outputs takes Keras' multi-output ``loss`` and
         ``metrics`` (a list or a dict by output name), checked per output
-        (:func:`keras_bnn.ensemble_outputs.check_scoring`).
+        (:func:`keras_bnn.ensemble_outputs.check_scoring`); ``evaluate`` logs
+        each output's loss (``<output>_loss``) weighed, batch by batch, by the
+        batch's examples (:func:`keras_bnn.loss_shares.weigh_by_share`), as it
+        weighs the summed ``loss``: Keras weighed each batch 1 when the batch
+        size is not static (TensorFlow), a ragged last batch as much as a full one.
 
         Args:
             *args, **kwargs: as for ``keras.Model.compile``.
@@ -100,6 +108,7 @@ class Scoring:
         arguments = bound_arguments(keras.Model.compile, args, kwargs)
         super().compile(**ensemble_outputs.check_scoring(arguments, self.likelihood,
                                                          self._outputs.value[0]))
+        loss_shares.weigh_by_share(self._compile_loss)
 
     def compile_from_config(self, config):
         """Compiles a loaded ensemble as it was saved (Keras' own skips an overridden

@@ -14,6 +14,8 @@ loss, once it is built; the wrapper is the identity on one device and under
 JAX. It also weighs the updates of Keras' tracker of each output's loss
 (``<output>_loss``, a model of several outputs) by the shard's size, which
 Keras reads from a static shape that TensorFlow's step graph leaves unknown.
+:class:`keras_bnn.BayesianModel` (training, ``evaluate`` and validation) and
+:class:`keras_bnn.PosteriorEnsemble` (``evaluate``) wrap their compiled loss so.
 """
 
 import threading
