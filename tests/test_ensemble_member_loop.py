@@ -3,7 +3,8 @@
 ``member_loop="auto"`` (the default) unrolls small ensembles (under
 TensorFlow up to 10 members, under JAX 1) and maps over larger ones, whose
 unrolled graph traced (and under JAX compiled) S copies of the member:
-until 2026-11-29 the default was ``"unroll"`` for every S (~700 members of a wine MLP: 2 min 18 s of JAX compiling in ``predict``).
+until 2026-11-29 the default was ``"unroll"`` for every S (~700 members of
+a wine MLP: 2 min 18 s of JAX compiling in ``predict``).
 Counted by a pass-through layer in the member (Python: once per trace, once
 per member run eagerly), as in tests/test_ensemble_member_passes.py. Also:
 under TensorFlow ``"map"`` runs each member once (Keras' ``ops.map`` ran
