@@ -193,7 +193,6 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         # Embedding(mask_zero=True)): the ensemble's output then carries it.
         outputs = getattr(model, "outputs", None) or ()  # a model without a graph has none
         self._output_masked = [get_keras_mask(output) is not None for output in outputs]
-        self._views = {}
         self.built = True
         self._finalize_member_state()
 
