@@ -22,11 +22,27 @@ the SavedModel (it grows with S for the unrolled graph).
     python benchmarks/ensemble_latency.py            # S = 1, 5, 10, 20
     python benchmarks/ensemble_latency.py --quick    # S = 1, 5; fewer repeats
 
+``--compile`` times instead what large ensembles of a small MLP (13 inputs,
+two hidden layers of 32, 3 classes: wine's shape) cost to build and to
+compile: for each S (default 10, 100, 700) and ``member_loop`` (``"auto"``
+and the three loops) a fresh process builds the ensemble from S weight sets
+and calls ``predict`` and ``predict_uncertainty`` on 178 examples (Keras'
+default batch of 32: the first call traces, under JAX compiles, both batch
+sizes), then again (best of ``--repeats``, the steady time). It runs under
+the Keras backend of ``KERAS_BACKEND``; a cell that takes more than
+``--timeout`` seconds is reported as ``> timeout``:
+
+    python benchmarks/ensemble_latency.py --compile
+    KERAS_BACKEND=jax python benchmarks/ensemble_latency.py --compile
+
 Prints a Markdown table for the README.
 """
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -42,6 +58,8 @@ from keras_bnn.cli import int_at_least  # noqa: E402
 from keras_bnn.ensemble import MEMBER_LOOPS  # noqa: E402
 
 INPUT_SHAPE = (32, 32, 3)
+MLP_INPUTS, MLP_EXAMPLES = 13, 178
+COMPILE_LOOPS = ("auto",) + MEMBER_LOOPS
 
 
 def best_seconds(functions, x, repeats, warmup=2):
@@ -70,17 +88,76 @@ def weight_sets(model, count, seed=0):
     ]
 
 
+def compile_cell(count, loop, repeats):
+    """One ``--compile`` cell, in this process: a dict of seconds (see the module doc)."""
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp((MLP_INPUTS,), 3, hidden=(32, 32))
+    x = np.random.default_rng(1).standard_normal((MLP_EXAMPLES, MLP_INPUTS)).astype("float32")
+    sets = weight_sets(model, count)
+    start = time.perf_counter()
+    ensemble = kb.PosteriorEnsemble(model, sets, member_loop=loop)
+    cell = {"loop_used": ensemble.loop_used, "build": time.perf_counter() - start}
+    for method in ("predict", "predict_uncertainty"):
+        times = []
+        for _ in range(1 + repeats):
+            start = time.perf_counter()
+            getattr(ensemble, method)(x, verbose=0)
+            times.append(time.perf_counter() - start)
+        cell[method] = (times[0], min(times[1:]))
+    return cell
+
+
+def compile_table(members, loops, repeats, timeout):
+    """Runs each ``--compile`` cell in a fresh process and prints the table's rows."""
+    print(f"mlp(13, hidden=(32, 32), 3 classes), {MLP_EXAMPLES} examples in batches of 32, "
+          f"Keras backend {keras.backend.backend()}, {os.cpu_count()} CPUs, "
+          f"steady: best of {repeats} calls\n")
+    print("| backend | S | member_loop | loop used | build s | predict first s | predict ms "
+          "| predict_uncertainty first s | predict_uncertainty ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for count in members:
+        for loop in loops:
+            command = [sys.executable, __file__, "--cell", str(count), loop,
+                       "--repeats", str(repeats)]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                      check=True)
+                cell = json.loads(done.stdout.splitlines()[-1])
+                cells = [cell["loop_used"], f"{cell['build']:.1f}"] + [
+                    f"{cell[m][0]:.1f} | {1e3 * cell[m][1]:.0f}"
+                    for m in ("predict", "predict_uncertainty")]
+            except subprocess.TimeoutExpired:
+                cells = [f"> {timeout} s in all"]
+            print(f"| {keras.backend.backend()} | {count} | {loop} | {' | '.join(cells)} |",
+                  flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="S = 1, 5; batch 1, 64; 3 repeats")
+    parser.add_argument("--compile", action="store_true",
+                        help="build and first-call times of MLP ensembles (S = 10, 100, 700)")
+    parser.add_argument("--timeout", type=int_at_least(1), default=600,
+                        help="--compile: seconds a cell may take (default 600)")
+    parser.add_argument("--cell", nargs=2, metavar=("S", "LOOP"), help=argparse.SUPPRESS)
     parser.add_argument("--members", type=int_at_least(1), nargs="+", default=None)
     parser.add_argument("--batches", type=int_at_least(1), nargs="+", default=[1, 64])
-    parser.add_argument("--loops", nargs="+", default=list(MEMBER_LOOPS), choices=MEMBER_LOOPS)
+    parser.add_argument("--loops", nargs="+", default=None, choices=COMPILE_LOOPS,
+                        help='default: the three loops ("auto" too with --compile)')
     parser.add_argument("--repeats", type=int_at_least(1), default=None,
-                        help="calls timed per cell, the best kept (default: 10, --quick 3)")
+                        help="calls timed per cell, the best kept (default: 10, --quick and "
+                             "--compile 3)")
     args = parser.parse_args()
+    repeats = args.repeats or (3 if args.quick or args.compile or args.cell else 10)
+    if args.cell:
+        print(json.dumps(compile_cell(int(args.cell[0]), args.cell[1], repeats)))
+        return
+    if args.compile:
+        compile_table(args.members or [10, 100, 700], args.loops or COMPILE_LOOPS, repeats,
+                      args.timeout)
+        return
     members = args.members or ([1, 5] if args.quick else [1, 5, 10, 20])
-    repeats = args.repeats or (3 if args.quick else 10)
+    args.loops = args.loops or list(MEMBER_LOOPS)
 
     keras.utils.set_random_seed(0)
     model = kb.models.resnet_pp(input_shape=INPUT_SHAPE, num_classes=10, depth=20)
@@ -120,6 +197,7 @@ def main():
                         f"| {export_seconds:.1f} |",
                         flush=True,
                     )
+
 
 if __name__ == "__main__":
     main()

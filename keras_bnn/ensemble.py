@@ -23,8 +23,10 @@ frozen backbone's, is one variable of its own shape, see
 trunk (the layers whose weights are all held once, fed by the input
 through such layers only) runs once per call, and only the rest runs per
 member (:mod:`keras_bnn.ensemble_trunk`). The
-slices are evaluated by a trace-time unrolled loop by default (``member_loop``;
-see :class:`PosteriorEnsemble` and ``benchmarks/ensemble_latency.py`` for why).
+slices are evaluated by a trace-time unrolled loop for up to
+:data:`AUTO_UNROLL_MAX` members (per backend) and by a loop over the stacks above
+(``member_loop="auto"``; see :class:`PosteriorEnsemble` and
+``benchmarks/ensemble_latency.py`` for why).
 
 Any Keras backend (``keras.ops``). ``predict``, ``predict_uncertainty`` and
 ``predict_members`` each run one graph per ensemble for any batch size
@@ -53,7 +55,7 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import ensemble_inputs, ensemble_outputs, ensemble_scoring, ensemble_trunk
-from keras_bnn import ensemble_prediction, ensemble_weights
+from keras_bnn import backend, ensemble_prediction, ensemble_weights
 from keras_bnn import trainable_flags
 from keras_bnn import export as export_lib
 from keras_bnn import uncertainty
@@ -67,6 +69,11 @@ __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
 
 MEMBER_LOOPS = ("unroll", "map", "vectorized_map")
+# member_loop="auto": "unroll" up to this many members, "map" above, per Keras
+# backend (benchmarks/ensemble_latency.py --compile; README "Ensemble latency":
+# under JAX each unrolled member adds compile time, ~0.3 s for a small MLP, and
+# the compiled loop ran as fast).
+AUTO_UNROLL_MAX = {"tensorflow": 10, "jax": 1}
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -99,15 +106,20 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
             ``"categorical"``. For several outputs, one per output (a list or a dict by
             output name; :func:`keras_bnn.ensemble_outputs.choose`; None: inferred).
         member_loop: how the graph evaluates the S members:
-            ``"unroll"`` (default) traces S copies of the member graph, which
-            the runtime runs concurrently; ``"map"`` is a ``keras.ops.map``
-            (``tf.map_fn``) loop over the stacked weights; ``"vectorized_map"``
-            vectorises one member over S (``tf.vectorized_map``). All three
-            give the same numbers. ``benchmarks/ensemble_latency.py``
-            compares their speed (``docs_snippets/serving.md``): on CPU
-            ``"unroll"`` was fastest or tied with ``"map"``, whose graph size
-            and export time do not grow with S (prefer it for large S), and
-            ``"vectorized_map"`` was slowest.
+            ``"auto"`` (default) is ``"unroll"`` for S ≤ :data:`AUTO_UNROLL_MAX`
+            (10 under TensorFlow, 1 under JAX) and ``"map"`` above
+            (:attr:`loop_used`); ``"unroll"`` traces S
+            copies of the member graph, which the runtime runs concurrently;
+            ``"map"`` is a loop over the stacked weights (``tf.map_fn``,
+            ``jax.lax.map``: :func:`keras_bnn.backend.map_members`) whose
+            graph holds the member once or twice; ``"vectorized_map"``
+            vectorises one member over S (``tf.vectorized_map``,
+            ``jax.vmap``). All give the same numbers. An unrolled graph's
+            trace, compile and export time grow with S (700 members of a
+            small MLP: minutes of JAX compiling); ``benchmarks/ensemble_latency.py``
+            compares the loops (``--compile``: first and steady calls at
+            S = 10, 100, 700). On CPU ``"unroll"`` was fastest or tied with
+            ``"map"`` at small S, and ``"vectorized_map"`` slowest for a CNN.
         shared_weights: indices (in ``model.weights``) of the weights held
             once, not stacked; None (default): every weight whose value is
             the same, bit for bit, in all S sets (a frozen backbone's, which
@@ -120,7 +132,9 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
 
     Attributes:
         num_members: S.
-        likelihood, member_loop: as given.
+        likelihood, member_loop: as given (``member_loop`` is saved as given:
+            an ``"auto"`` ensemble loaded again chooses again).
+        loop_used: the loop ``member_loop`` stands for at this S.
         member_input_shape, member_input_dtype: one example's shape (no batch
             axis) and dtype, from the member model: the serving signature
             (lists or dicts of them for several inputs).
@@ -130,17 +144,18 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
     Raises:
         ValueError: if ``model`` is not a built model of [batch, ..., units] outputs whose
             input shapes are known, if ``weight_sets`` is empty or does not match
-            ``model.weights``, for an unknown ``likelihood``/``member_loop``,
+            ``model.weights``, for an unknown ``likelihood``/``member_loop``
+            (``"auto"``, ``"unroll"``, ``"map"``, ``"vectorized_map"``),
             for a head that does not fit ``likelihood`` (categorical with
             one logit, bernoulli with more than one, gaussian with an odd
             number of outputs), or naming ``shared_weights`` for an index of
             a weight that differs between the sets.
     """
 
-    def __init__(self, model, weight_sets, likelihood=None, member_loop="unroll",
+    def __init__(self, model, weight_sets, likelihood=None, member_loop="auto",
                  shared_weights=None, **kwargs):
         super().__init__(**kwargs)
-        self.member_loop = check_choice(member_loop, "member_loop", MEMBER_LOOPS)
+        self.member_loop = member_loop
         self.member_input_shape, self.member_input_dtype, units = check_ensemble_model(model)
         if likelihood is None and not isinstance(units, dict):
             likelihood = "categorical"  # one output's default (several: inferred per output)
@@ -178,7 +193,6 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         # Embedding(mask_zero=True)): the ensemble's output then carries it.
         outputs = getattr(model, "outputs", None) or ()  # a model without a graph has none
         self._output_masked = [get_keras_mask(output) is not None for output in outputs]
-        self._views = {}
         self.built = True
         self._finalize_member_state()
 
@@ -269,6 +283,33 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         """The number S of posterior samples."""
         return self._num_members
 
+    @property
+    def member_loop(self):
+        """``member_loop`` as given; set it (e.g. ``"auto"`` on an ensemble loaded from a
+        file that recorded ``"unroll"``) to evaluate the members another way from the next
+        prediction on (the graphs traced before are dropped).
+
+        Raises:
+            ValueError: when set to anything but ``"auto"``, ``"unroll"``, ``"map"`` or
+                ``"vectorized_map"``.
+        """
+        return self._member_loop
+
+    @member_loop.setter
+    def member_loop(self, value):
+        self._member_loop = check_choice(value, "member_loop", ("auto",) + MEMBER_LOOPS)
+        self._views = {}
+
+    @property
+    def loop_used(self):
+        """The loop the graph evaluates the members by: ``member_loop``, or for
+        ``"auto"`` ``"unroll"`` up to :data:`AUTO_UNROLL_MAX` members (10 under
+        TensorFlow, 1 under JAX) and ``"map"`` above."""
+        if self.member_loop != "auto":
+            return self.member_loop
+        unrolled = AUTO_UNROLL_MAX[keras.backend.backend()]
+        return "unroll" if self.num_members <= unrolled else "map"
+
     def get_config(self):
         """The member architecture, S, likelihood, member loop and weights held once.
 
@@ -356,12 +397,13 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         stacks = [values[j] for j in stacked]
         if not stacked:  # every member the same
             outputs = [ops.stack([leaf] * self.num_members) for leaf in member([])]
-        elif self.member_loop == "unroll":
+        elif self.loop_used == "unroll":
             members = [member(list(w)) for w in zip(*[ops.unstack(s, axis=0) for s in stacks])]
             outputs = [ops.stack(leaf) for leaf in zip(*members)]
+        elif self.loop_used == "map":
+            outputs = backend.map_members(member, stacks)
         else:
-            loop = ops.map if self.member_loop == "map" else ops.vectorized_map
-            outputs = list(loop(member, stacks))
+            outputs = list(ops.vectorized_map(member, stacks))
         cut = len(outputs) - len(masked)
         masks = [None] * cut
         for j, mask in zip(masked, outputs[cut:]):  # [S, N, ...]: the first member's

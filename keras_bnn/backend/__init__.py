@@ -13,6 +13,8 @@ offer portably lives here, with the same names on every backend:
 * ``batch_gradients``: a compiled function of a batch giving those
   gradients at the current weights (per-example gradients for
   :mod:`keras_bnn.directional_noise`);
+* ``map_members``: ``keras.ops.map`` over an ensemble's members, each run
+  once (Keras' TensorFlow ``ops.map`` runs one more for its output signature);
 * ``predict_graph``: a function of a batch, compiled for Keras' predict
   loop once for any batch size (the posterior ensemble's predictions);
 * ``finite_guard`` and ``apply_if_finite``: the two halves of the NaN/Inf
@@ -39,9 +41,9 @@ import importlib
 import keras
 
 __all__ = ["adopt_current_strategy", "apply_if_finite", "assign_replicated", "assign_where",
-           "batch_gradients", "finite_guard", "fused", "loss_as_shard", "num_replicas",
-           "potential_and_gradients", "predict_graph", "run_train_step", "stateless_normal",
-           "to_numpy", "value_and_gradients", "wide_float"]
+           "batch_gradients", "finite_guard", "fused", "loss_as_shard", "map_members",
+           "num_replicas", "potential_and_gradients", "predict_graph", "run_train_step",
+           "stateless_normal", "to_numpy", "value_and_gradients", "wide_float"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

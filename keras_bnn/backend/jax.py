@@ -278,6 +278,19 @@ def predict_graph(function, example_shape, dtype, jit_compile):
     return function, False
 
 
+def map_members(function, stacks):
+    """``keras.ops.map`` (``jax.lax.map``) of ``function`` over the members.
+
+    Args:
+        function: a function of a list of one member's slices, returning a list of tensors.
+        stacks: list of [S, ...] arrays.
+
+    Returns:
+        list of [S, ...] arrays, ``function``'s outputs stacked.
+    """
+    return list(keras.ops.map(function, stacks))
+
+
 def assign_replicated(variables, values):
     """Assigns ``values`` to ``variables``: one global array serves every device.
 

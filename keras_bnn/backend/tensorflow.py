@@ -509,6 +509,28 @@ def predict_graph(function, example_shape, dtype, jit_compile):
     return (graph if isinstance(spec, (list, dict)) else concrete), True
 
 
+def map_members(function, stacks):
+    """``keras.ops.map`` of ``function`` over the members, each run exactly once.
+
+    Keras' ``ops.map`` runs ``function`` once more, outside ``tf.map_fn``, for
+    its output signature (eagerly: S + 1 members). Here the first member's
+    outputs give it and are kept; ``tf.map_fn`` runs the other S - 1.
+
+    Args:
+        function: a function of a list of one member's slices, returning a list of tensors.
+        stacks: list of [S, ...] tensors.
+
+    Returns:
+        list of [S, ...] tensors, ``function``'s outputs stacked.
+    """
+    first = function([stack[0] for stack in stacks])
+    if stacks[0].shape[0] == 1:
+        return [leaf[None] for leaf in first]
+    rest = tf.map_fn(function, [stack[1:] for stack in stacks],
+                     fn_output_signature=[tf.TensorSpec.from_tensor(leaf) for leaf in first])
+    return [tf.concat([leaf[None], more], 0) for leaf, more in zip(first, rest)]
+
+
 def assign_replicated(variables, values):
     """Assigns ``values`` (the same on every replica) to ``variables``.
 

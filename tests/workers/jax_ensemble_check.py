@@ -123,6 +123,7 @@ for likelihood, model in models.items():
         result[f"{likelihood}/sample_entries"] = sorted(data.files)
     from_store = ensemble_lib.PosteriorEnsemble.from_store(store, likelihood=likelihood)
     result[f"{likelihood}/from_store_shared"] = list(from_store._shared)
+    result[f"{likelihood}/from_store_loop"] = from_store.loop_used  # the default's
     saved[f"{likelihood}/from_store"] = from_store.predict(x, batch_size=4, verbose=0)
     from_store.compile(jit_compile=False)  # Keras' predict step runs JAX op by op
     saved[f"{likelihood}/eager"] = from_store.predict(x, batch_size=4, verbose=0)
