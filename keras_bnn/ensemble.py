@@ -299,6 +299,7 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
     def member_loop(self, value):
         self._member_loop = check_choice(value, "member_loop", ("auto",) + MEMBER_LOOPS)
         self._views = {}
+        self.test_function = None  # evaluate's graph (Keras' cache), traced with the old loop
 
     @property
     def loop_used(self):

@@ -121,6 +121,23 @@ def test_auto_is_saved_and_an_old_unroll_config_still_loads(tmp_path):
     assert _predict_traces(old) == 2
 
 
+def test_setting_member_loop_retraces_evaluate():
+    """``evaluate`` after ``member_loop`` is set runs the new loop: Keras keeps
+    its traced test function, which the setter drops (40 unrolled members
+    traced 40 copies; mapped, a few)."""
+    ensemble = _ensemble(40, member_loop="unroll")
+    ensemble.compile(loss=keras.losses.SparseCategoricalCrossentropy())
+    y = np.arange(len(X)) % 3
+    Counting.calls = 0
+    before = ensemble.evaluate(X, y, verbose=0)
+    assert Counting.calls >= 40
+    ensemble.member_loop = "map"
+    Counting.calls = 0
+    after = ensemble.evaluate(X, y, verbose=0)
+    assert 0 < Counting.calls < 40
+    np.testing.assert_allclose(after, before, rtol=1e-6)
+
+
 def test_an_unknown_member_loop_is_refused_naming_auto():
     message = r"member_loop.*'auto', 'unroll', 'map', 'vectorized_map'.*'threads'"
     with pytest.raises(ValueError, match=message):
