@@ -14,9 +14,10 @@
    ratio must exceed the warning level, and the posterior must indeed be
    too narrow — the diagnostic sees what the reference sees.
 2. From a MAP start (SGD), ATMC on an MLP on scikit-learn's digits at
-   T ∈ {0.01, 0.03, 0.1} reaches its kinetic temperature within 5 % in 60
-   epochs (each epoch's value averages 21 steps over 17,710 momenta: its
-   χ² error is < 0.3 %, far inside 5 %).
+   T ∈ {0.01, 0.03, 0.1} reaches its kinetic temperature within 60 epochs:
+   over epochs 20-60 the mean and every epoch's value are within bands
+   derived from the measured epoch-to-epoch fluctuation (see
+   ``KINETIC_SD``), and SGHMC, which has no thermostat, fails them.
 
 Each chain draws its own minibatch of 64 rows per step (with replacement,
 keyed statelessly on (seed, step)); K = 64 chains run as one [K, 31]
@@ -108,8 +109,49 @@ def test_noise_ratio_flags_a_biased_cold_chain():
     assert abs(sd_ratio - np.sqrt(1.0 - ratio)) < 0.1
 
 
+# Each epoch's kinetic temperature over T (ATMC, h = 5e-3, from the MAP
+# start) fluctuates far more than its χ² error (21 steps over d = 17,610
+# momenta: 0.23 %): the thermostat's response to the minibatch noise, which
+# grows as T falls (r ∝ h²/T). Measured over epochs 20-60 on seeds 2-6 (not
+# the test's seed 1), keyed array order: the rms deviation from 1 at each T
+# (pooled, 5 × 41 epochs: 0.0319, 0.0187, 0.0106), rounded up. Lag-1
+# autocorrelation -0.13 to 0.29 (0.38 on seed 1); kurtosis 3.1 and 3.5 at
+# T = 0.03, 0.1 but 4.2 at T = 0.01 (hot excursions, up to 4.2 sd: the band's
+# false-alarm rate below is a normal approximation, loosest at T = 0.01).
+# The 41-epoch means of the 5 seeds spread by 0.25 %, 0.08 %, 0.03 % (sd).
+KINETIC_SD = {0.01: 0.033, 0.03: 0.019, 0.1: 0.011}
+# Bands: k·sd for every epoch, k from a false-alarm rate of 1e-3 over the
+# 41 × 3 epochs checked (Bonferroni, two-sided normal: 8.1e-6 each, k = 4.46,
+# taken as 4.5); for the 41-epoch mean k·sd·sqrt((1 + ρ)/((1 - ρ)·41)) with
+# ρ = 0.4, the largest lag-1 autocorrelation measured (0.24·sd).
+K_SD, MEAN_SHRINK = 4.5, np.sqrt(1.4 / (0.6 * 41))
+CHECKED = slice(19, None)  # epochs 20-60
+
+
+def _kinetic_misses(relative, temperature):
+    """What of the kinetic temperature over T, by epoch, is outside its bands."""
+    sd, checked = KINETIC_SD[temperature], np.asarray(relative[CHECKED])
+    misses = []
+    if abs(checked.mean() - 1.0) > K_SD * sd * MEAN_SHRINK:
+        misses.append(f"mean {checked.mean():.4f}")
+    if np.any(np.abs(checked - 1.0) > K_SD * sd):
+        misses.append(f"epochs {checked.min():.4f}..{checked.max():.4f}")
+    return misses
+
+
 @pytest.mark.slow
 def test_atmc_from_map_start_reaches_cold_temperature_within_60_epochs():
+    """ATMC from a MAP start is at its kinetic temperature from epoch 20 on
+    (the mean of epochs 20-60 within 3.5 %, 2.0 %, 1.2 % and every epoch
+    within 14.9 %, 8.5 %, 5.0 % at T = 0.01, 0.03, 0.1). Measured on the
+    test's seed: largest deviations 9.8 %, 4.8 %, 2.7 %, means within 0.05 %.
+    A chain that does not reach T fails: SGHMC (no thermostat; the minibatch
+    noise heats it) reads 1.36, 1.13, 1.05 on average, every excess at
+    least 4 times the mean's band; checked here at T = 0.1, its smallest
+    (largest epoch 1.077, outside 5.0 % too). A thermostat 44 times too heavy
+    (``thermostat_mass=1``) has not caught up by epoch 60: its mean is 0.943
+    and 0.973 at T = 0.01, 0.03, outside the mean's band, though every
+    epoch is inside its own (the bands per epoch alone would pass it)."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -123,11 +165,15 @@ def test_atmc_from_map_start_reaches_cold_temperature_within_60_epochs():
                   train_size=len(x))
     model.fit(x, y, batch_size=64, epochs=40, verbose=0)
     map_weights = model.get_weights()
-    for temperature in (0.01, 0.03, 0.1):
+
+    def relative_kinetic(sampler, temperature):
         model.set_weights(map_weights)
-        model.compile(sampler=kb.samplers.ATMC(step_size=5e-3, seed=1), temperature=temperature,
-                      loss=loss, train_size=len(x))
+        model.compile(sampler=sampler, temperature=temperature, loss=loss, train_size=len(x))
         history = model.fit(x, y, batch_size=64, epochs=60, verbose=0)
-        relative = np.asarray(history.history["kinetic_temperature"]) / temperature
-        # Within 5 % by epoch 20 and staying there (measured: by epoch 5-10).
-        assert np.all(np.abs(relative[19:] - 1.0) < 0.05), (temperature, relative)
+        return np.asarray(history.history["kinetic_temperature"]) / temperature
+
+    for temperature in (0.01, 0.03, 0.1):
+        relative = relative_kinetic(kb.samplers.ATMC(step_size=5e-3, seed=1), temperature)
+        assert not _kinetic_misses(relative, temperature), (temperature, relative)
+    hot = relative_kinetic(kb.samplers.SGHMC(step_size=5e-3, seed=1), 0.1)
+    assert _kinetic_misses(hot, 0.1), hot

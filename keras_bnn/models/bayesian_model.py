@@ -6,7 +6,7 @@ import functools
 import keras
 from keras import ops
 
-from keras_bnn import backend
+from keras_bnn import array_order, backend
 from keras_bnn import clone_priors
 from keras_bnn import distribute
 from keras_bnn import loss_shares
@@ -477,6 +477,8 @@ class BayesianModel(keras.Model):
         :class:`keras_bnn.StochasticLayerWarning` with an SG-MCMC sampler
         and are refused by HMC (:mod:`keras_bnn.stochastic_layers`).
 
+        Shuffled arrays: each pass's order is keyed on (seed, step) (:mod:`keras_bnn.array_order`).
+
         With ``step_size="auto"`` the training step is retraced once, after
         the first epoch that ends past the warm-up, without the warm-up's
         code (:meth:`keras_bnn.samplers.Sampler.leave_warmup`: the same
@@ -510,6 +512,7 @@ class BayesianModel(keras.Model):
                 to disk are untouched.
         """
         kwargs = entry_points.fit_arguments(self, args, kwargs, call_site(2))  # fit's caller
+        kwargs = array_order.keyed_arrays(self, kwargs)  # shuffled arrays: keyed on (seed, step)
         with nonfinite.translated(lambda: current_step(self.optimizer)):
             return super().fit(**kwargs)
 
