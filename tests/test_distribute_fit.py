@@ -185,8 +185,8 @@ def test_a_batch_that_splits_unevenly_gives_the_single_device_chain(
 
 @pytest.mark.parametrize("sampler, reduction", [
     (lambda: kb.samplers.SGLD(step_size=1e-2, seed=1), "mean_with_sample_weight"),
-    (lambda: kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1),
-     "mean_with_sample_weight"),
+    pytest.param(lambda: kb.samplers.HMC(step_size=0.05, num_leapfrog_steps=3, seed=1),
+                 "mean_with_sample_weight", marks=pytest.mark.slow),  # 15-30 s
     (lambda: kb.samplers.SGLD(step_size=1e-2, seed=1), "sum_over_batch_size"),
 ], ids=["SGLD", "HMC", "SGLD-plain-mean"])
 def test_weights_on_a_batch_that_splits_unevenly_give_the_single_device_step(

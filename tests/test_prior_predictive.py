@@ -18,6 +18,7 @@ def _weights(model):
     return [keras.ops.convert_to_numpy(v).copy() for v in model.weights]
 
 
+@pytest.mark.slow  # 20-40 s (a ResNet-20 on 32x32 images); the others here are the quick checks
 def test_resnet20_frn_with_unit_normal_prior_collapses_onto_one_class():
     # Wenzel et al. (2020), sec. 5: under θ ~ N(0, I) each ResNet-20 drawn
     # from the prior maps (almost) all images to one class.
