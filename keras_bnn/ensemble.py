@@ -260,9 +260,7 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
                 without ``likelihood`` the stored loss names no likelihood
                 (``mse``, a custom potential).
         """
-        # Each store's samples listed once: the members are the samples present now
-        # (a chain still appending adds none), and reading S of them lists no directory.
-        stores = [s.snapshot() for s in stores_of(store)]
+        stores = stores_of(store)
         pooled = [(s, i) for s in stores for i in range(len(s))]
         if model is None:
             model = stores[0].build_model()

@@ -408,10 +408,11 @@ def test_a_slice_or_a_non_model_is_named(tmp_path):
     assert len(store) == 1 and store[-1].index == 0
 
 
-def test_from_store_lists_each_store_once_and_keeps_the_samples_present(tmp_path, monkeypatch):
-    """``PosteriorEnsemble.from_store`` reads S samples with a directory listing per
-    store, not per sample (it listed the store for each one: 700 samples took
-    5.8 s, 1.0 s after; measured by hand 2026-11-29)."""
+def test_reading_a_store_lists_it_once(tmp_path, monkeypatch):
+    """``PosteriorEnsemble.from_store`` and ``diagnostics.to_inference_data`` read
+    S samples with a directory listing per store (``stores_of`` takes snapshots),
+    not per sample (the ensemble listed the store for each one: 700 samples
+    took 5.8 s, 1.0 s after; measured by hand 2026-11-29)."""
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     store = kb.SampleStore(tmp_path / "s")
@@ -422,4 +423,7 @@ def test_from_store_lists_each_store_once_and_keeps_the_samples_present(tmp_path
     monkeypatch.setattr(os, "listdir", lambda path: listings.append(path) or listdir(path))
     ensemble = kb.PosteriorEnsemble.from_store(store)
     assert ensemble.num_members == 30
+    assert listings.count(str(store.path)) <= 3, listings
+    listings.clear()
+    kb.diagnostics.to_inference_data(store)
     assert listings.count(str(store.path)) <= 3, listings

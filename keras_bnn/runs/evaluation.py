@@ -69,7 +69,7 @@ def load_chains(run_dir):
     else:
         config, store = load_run(run_dir)
         stores = [store]
-    return config, stores_of([store.snapshot() for store in stores])
+    return config, stores_of(stores)
 
 
 def _gaussian_curve(members, targets):

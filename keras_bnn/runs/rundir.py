@@ -259,7 +259,9 @@ def stores_of(source):
             order); or :class:`Chains` (already checked: returned as is).
 
     Returns:
-        :class:`Chains` of :class:`keras_bnn.SampleStore`, none of them empty.
+        :class:`Chains` of read-only :class:`keras_bnn.SampleStore` snapshots
+        (:meth:`~keras_bnn.SampleStore.snapshot`: the samples present now), none
+        of them empty.
 
     Raises:
         ValueError: if ``source`` is of another type, holds no store or one
@@ -285,6 +287,9 @@ def stores_of(source):
             )
     if not stores:
         raise ValueError("`store` holds no sample store; got an empty list.")
+    # Read-only views: each directory listed once, and samples a chain appends
+    # later are not seen, so lengths, pooled members and split points agree.
+    stores = [store.snapshot() for store in stores]
     paths = [os.path.realpath(store.path) for store in stores]
     twice = sorted({path for path in paths if paths.count(path) > 1})
     if twice:  # its samples would count twice in the pooled ensemble
