@@ -147,7 +147,7 @@ def _share_of_global_batch(loss, tracker, weight, per_output):
         labels_counted = loss_terms.label_mask(loss, y_true, y_pred)
         local = loss(y_true, y_pred, sample_weight)
         if tracker is not None and getattr(_state, "counting", False):
-            _state.pending[id(tracker)] = (
+            _pending()[id(tracker)] = (
                 ops.cast(unscale_loss_for_distribution(local), "float32") * weight,
                 loss_terms.denominator(y_pred, sample_weight, reduction, labels_counted))
         elif tracker is not None and per_output:
