@@ -17,10 +17,12 @@ never makes them (until 2026-11-29 every ``call`` made them, work an eager
 call paid for). In Keras' one-off symbolic pass, which only builds the
 loss's state from shapes, the loss is given a stand-in of the members'
 shape, not the members run again (until 2026-11-29 under JAX the first
-``evaluate`` traced them once more there). Of an ensemble of several outputs,
-each output's logged loss (``cls_loss``, ...) weighs each batch by its
-examples, as the summed ``loss`` does (:mod:`keras_bnn.loss_shares`, as for a
-:class:`keras_bnn.BayesianModel`): the mean over the set for any ``batch_size``.
+``evaluate`` traced them once more there). ``loss`` and each output's logged
+loss (``cls_loss``, ...) weigh each batch by the terms its loss counts
+(:mod:`keras_bnn.loss_shares`, as for a :class:`keras_bnn.BayesianModel`):
+the mean over the set's counted terms (examples, unmasked tokens, labels not
+an ``ignore_class``, the weights of ``"mean_with_sample_weight"``) for any
+``batch_size``; of several outputs ``loss`` is their λ-weighted sum.
 """
 
 import keras
@@ -91,9 +93,10 @@ class Scoring:
         ``metrics`` (a list or a dict by output name), checked per output
         (:func:`keras_bnn.ensemble_outputs.check_scoring`); ``evaluate`` logs
         each output's loss (``<output>_loss``) weighed, batch by batch, by the
-        batch's examples (:func:`keras_bnn.loss_shares.weigh_by_share`), as it
-        weighs the summed ``loss``: Keras weighed each batch 1 when the batch
-        size is not static (TensorFlow), a ragged last batch as much as a full one.
+        terms the loss counts (:func:`keras_bnn.loss_shares.weigh_by_share`),
+        and ``loss`` their λ-weighted sum: Keras weighed each batch 1 when the
+        batch size is not static (TensorFlow), a ragged last batch as much as
+        a full one, and ``loss`` by its examples.
 
         Args:
             *args, **kwargs: as for ``keras.Model.compile``.
@@ -108,7 +111,7 @@ class Scoring:
         arguments = bound_arguments(keras.Model.compile, args, kwargs)
         super().compile(**ensemble_outputs.check_scoring(arguments, self.likelihood,
                                                          self._outputs.value[0]))
-        loss_shares.weigh_by_share(self._compile_loss)
+        loss_shares.weigh_by_share(self)
 
     def compile_from_config(self, config):
         """Compiles a loaded ensemble as it was saved (Keras' own skips an overridden
@@ -154,6 +157,33 @@ class Scoring:
                     outputs[j] = again[j]
             y_pred = self._pack(outputs)
         return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+
+    def test_step(self, *args):
+        """Keras' test step, each output's loss weighed by the terms it counts.
+
+        The loss trackers weigh each batch by its loss's denominator
+        (:func:`keras_bnn.loss_shares.counting_terms`): ``loss`` and each
+        output's loss are means over the set's counted terms (unmasked
+        tokens, labels not an ``ignore_class``, the weights of
+        ``"mean_with_sample_weight"``) for any ``batch_size``.
+
+        Args:
+            *args: as for Keras' ``test_step`` of the backend.
+
+        Returns:
+            As Keras' ``test_step``.
+        """
+        with loss_shares.counting_terms():
+            return super().test_step(*args)
+
+    def get_metrics_result(self):
+        """``keras.Model.get_metrics_result``; ``loss`` of several outputs the sum of
+        their weighed losses (:func:`keras_bnn.loss_shares.evaluation_logs`).
+
+        Returns:
+            dict: the metrics' results by name.
+        """
+        return loss_shares.evaluation_logs(self, super().get_metrics_result())
 
     def fit(self, *args, **kwargs):
         """Refused: an ensemble of posterior samples has nothing to train.

@@ -14,13 +14,16 @@ labels scored, not the examples.
 :func:`training_terms` counts them in ``fit``'s arrays, for
 :func:`keras_bnn.fit_data.warn_on_train_size`; :func:`step_terms` in a
 train step's batch, for a dataset's check after the first epoch
-(:mod:`keras_bnn.models.weight_mean`).
+(:mod:`keras_bnn.models.weight_mean`); :func:`denominator` the terms one
+output's loss divides by in a batch, for the means over a set of
+``evaluate`` and validation (:mod:`keras_bnn.loss_shares`).
 """
 
 import keras
 import numpy as np
 from keras import ops
 from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
+from keras.src.losses.loss import squeeze_or_expand_to_same_rank  # as Keras' reduction does
 
 from keras_bnn.likelihoods import loss_leaves
 from keras_bnn.validation import argument_error
@@ -67,6 +70,45 @@ def label_mask(loss, y_true, y_pred):
     if len(labels.shape) == len(y_pred.shape):  # [N, ..., 1], as Keras squeezes it
         labels = ops.squeeze(labels, -1)
     return ops.not_equal(labels, ops.cast(ignore, labels.dtype))
+
+
+def denominator(y_pred, sample_weight, reduction, labels_counted=None):
+    """What Keras' reduction of one output's loss on a batch divides its sum by.
+
+    ``Σ m`` for ``"sum_over_batch_size"`` (``m`` the predictions' Keras mask
+    times the loss's own, ``labels_counted``; every loss value counts where
+    there is none: the predictions' shape less its last axis), ``Σ m·w`` for
+    ``"mean_with_sample_weight"`` with weights ``w`` (ranks matched as Keras
+    matches them). A sum over the batch's terms: summed over the batches it
+    is the denominator of one batch holding them all, so a mean of the
+    batches' losses weighed by it is the set's.
+
+    Args:
+        y_pred: the output's predictions ``[b, ..., K]`` (their Keras mask, if
+            any, is the loss's).
+        sample_weight: the output's weights, or None.
+        reduction: the loss's reduction (one of
+            :data:`keras_bnn.likelihoods.MEAN_REDUCTIONS`).
+        labels_counted: the loss's own mask (:func:`label_mask`), or None.
+
+    Returns:
+        A float32 scalar tensor.
+    """
+    counted = None
+    for mask in (get_keras_mask(y_pred), labels_counted):
+        if mask is not None:
+            mask = ops.cast(mask, "float32")
+            counted = mask if counted is None else counted * mask
+    if reduction == "mean_with_sample_weight" and sample_weight is not None:
+        weights = ops.cast(sample_weight, "float32")
+        if counted is not None:
+            counted, weights = squeeze_or_expand_to_same_rank(counted, weights)
+            weights = weights * counted
+        return ops.sum(weights)
+    if counted is not None:
+        return ops.sum(counted)
+    values = ops.cast(ops.size(y_pred), "float32")
+    return values / ops.cast(ops.shape(y_pred)[-1], "float32") if len(y_pred.shape) > 1 else values
 
 
 def ignored_class(loss):

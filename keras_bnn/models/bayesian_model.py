@@ -227,7 +227,7 @@ class BayesianModel(keras.Model):
             **kwargs,
         )
         self._compile_config.config.update(train_size=self.train_size)
-        loss_shares.weigh_by_share(self._compile_loss)
+        loss_shares.weigh_by_share(self)
         if self.allow_flat_prior:
             self._compile_config.config.update(allow_flat_prior=True)
 
@@ -334,9 +334,14 @@ class BayesianModel(keras.Model):
 
         :meth:`compute_loss` leaves the prior out of evaluation; the
         sampler's diagnostics and ``prior`` belong to training and are not
-        logged here.
+        logged here. ``nll`` and each output's loss are means over the terms
+        the loss counts in the whole set, for any batch size
+        (:func:`keras_bnn.loss_shares.counting_terms`): its unmasked tokens,
+        its labels not the loss's ``ignore_class``, its sum of weights for
+        ``"mean_with_sample_weight"``.
         """
-        result = super().test_step(*args)
+        with loss_shares.counting_terms():
+            result = super().test_step(*args)
         if isinstance(result, tuple):  # JAX: (logs, state)
             return sampling_step.evaluation_logs(self, result[0]), result[1]
         return sampling_step.evaluation_logs(self, sampling_step.reducible(self, result))

@@ -15,6 +15,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import distribute
+from keras_bnn import loss_shares
 from keras_bnn import loss_terms
 from keras_bnn.samplers import kernel as kernel_lib
 
@@ -76,10 +77,13 @@ def evaluation_logs(model, logs):
 
     Returns:
         dict: the logs without the keys of the model's sampling trackers
-        (``prior``, the kernel's diagnostics), and ``nll`` = ``loss``.
+        (``prior``, the kernel's diagnostics), and ``nll`` = ``loss``, of
+        several outputs the sum of their weighed losses
+        (:func:`keras_bnn.loss_shares.evaluation_logs`).
     """
     trackers = getattr(model, "_sampling_trackers", {})
-    logs = {name: value for name, value in logs.items() if name not in trackers}
+    logs = loss_shares.evaluation_logs(
+        model, {name: value for name, value in logs.items() if name not in trackers})
     logs["nll"] = logs["loss"]
     return logs
 
