@@ -6,7 +6,7 @@ import threading
 import keras
 import tensorflow as tf
 
-from keras_bnn import nonfinite, precision
+from keras_bnn import loss_terms, nonfinite, precision
 from keras_bnn.backend import tensorflow_float16, threefry
 
 
@@ -372,23 +372,14 @@ def loss_as_shard(value, y_pred, sample_weight, reduction, labels_counted=None):
         The rescaled loss (0 for an empty shard or a denominator of 0).
     """
     context = tf.distribute.get_replica_context()
-    masks = [tf.cast(m, value.dtype) for m in (getattr(y_pred, "_keras_mask", None),
-                                               labels_counted) if m is not None]
     # (Keras' TensorFlow tensors carry their mask as _keras_mask.)
+    masked = getattr(y_pred, "_keras_mask", None) is not None or labels_counted is not None
     weighted = reduction == "mean_with_sample_weight" and sample_weight is not None
-    if num_replicas() == 1 or context is None or (not masks and not weighted):
+    if num_replicas() == 1 or context is None or (not masked and not weighted):
         return value
-    counted = tf.ones((), value.dtype)
-    for mask in masks:
-        counted = counted * mask
-    if weighted:  # ranks matched as Keras' squeeze_or_expand_to_same_rank does
-        weights = tf.cast(sample_weight, value.dtype)
-        while weights.shape.rank < counted.shape.rank:
-            weights = weights[..., None]
-        while weights.shape.rank > max(counted.shape.rank, 1):
-            weights = tf.squeeze(weights, -1)
-        counted = counted * weights
-    local = tf.stack([tf.reduce_sum(counted), _shard_size(y_pred, value.dtype)])
+    counted = tf.cast(loss_terms.denominator(y_pred, sample_weight, reduction, labels_counted),
+                      value.dtype)
+    local = tf.stack([counted, _shard_size(y_pred, value.dtype)])
     total = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
     return value * tf.math.divide_no_nan(local[0] * total[1], total[0] * local[1])
 
