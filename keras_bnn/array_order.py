@@ -128,7 +128,8 @@ class KeyedArrays(ArrayDataAdapter):
         self._key, self._position, self._spans = 0, 0, False  # set by on_epoch_begin
 
     def on_epoch_begin(self):
-        """Reads the step counter: the key of a pass that begins in this epoch."""
+        """Reads the step counter and where the epoch begins in its pass: the key of
+        the pass an iterator made in this epoch begins in."""
         step = current_step(self._model.optimizer)
         self._position, self._spans = pass_position(
             self.epoch or 0, self.num_batches, self._steps_per_epoch,
@@ -138,15 +139,19 @@ class KeyedArrays(ArrayDataAdapter):
         self._key = step - self._position
 
     def _batches(self):
-        """The index arrays of the batches an iterator made in this epoch yields."""
-        passes = [pass_order(self._model.optimizer.seed, self._key + i * self.num_batches,
-                             self._num_samples, self._batch_size, self._shuffle)
-                  for i in range(2 if self._spans and self._position else 1)]
-        starts = range(0, self._num_samples, self._batch_size)
-        batches = [passes[0][start:start + self._batch_size]
-                   for start in starts[self._position:]]
-        return batches + [passes[-1][start:start + self._batch_size]
-                          for start in starts[:self._position if len(passes) == 2 else 0]]
+        """The index arrays of the batches an iterator made in this epoch yields: its
+        pass's from the epoch's position on, then, where passes end with epochs, the
+        next pass's first ``position`` (Keras counts a pass's batches to each iterator)."""
+        def batches(step):
+            order = pass_order(self._model.optimizer.seed, step, self._num_samples,
+                               self._batch_size, self._shuffle)
+            return [order[start:start + self._batch_size]
+                    for start in range(0, self._num_samples, self._batch_size)]
+
+        tail = batches(self._key)[self._position:]
+        if not (self._spans and self._position):
+            return tail
+        return tail + batches(self._key + self.num_batches)[:self._position]
 
     def _get_iterator(self, slice_and_convert_fn, inputs):
         for indices in self._batches():  # a generator's body: runs at the pass's first batch
@@ -188,7 +193,9 @@ class EpochIndex(keras.callbacks.Callback):
     """Tells a :class:`KeyedArrays` the epoch that begins (Keras' adapters are not told)."""
 
     def __init__(self, adapter):
-        """Args:
+        """The callback of one fit's adapter.
+
+        Args:
             adapter: the :class:`KeyedArrays` of the fit.
         """
         super().__init__()
