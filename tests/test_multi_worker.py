@@ -89,7 +89,7 @@ def test_each_worker_samples_the_single_process_chain(mode, tmp_path):
         np.testing.assert_allclose(worker["epoch"], single["epoch"], rtol=1e-6)
 
 
-@pytest.mark.slow  # 2 worker processes: about 30 s each
+@pytest.mark.slow  # 2 worker processes: 35-40 s each
 @pytest.mark.parametrize("variant", ["shuffle", "mid_pass_cut_epochs"])
 def test_two_workers_train_and_resume_the_single_device_chain_on_shuffled_arrays(
         variant, tmp_path):
