@@ -11,9 +11,16 @@ backup restores it), on TensorFlow and JAX alike. Everything else is
 Keras' own: the batches (``batch_size``, ``steps_per_epoch``), the weights
 (``sample_weight``, ``class_weight``) and ``validation_split``, taken from
 the end of the arrays before any shuffling.
+
+With a ``steps_per_epoch`` shorter than a pass, a pass spans several epochs
+and Keras' epochs follow from the pass length alone (:func:`pass_position`),
+so a fit begun at epoch e > 0 (a resumed one: ``BackupAndRestore`` sets the
+epoch) continues the pass epoch e is in, at its position, keyed on the step
+counter at the pass's first batch: the one of the fit never stopped.
 """
 
 import functools
+import math
 
 import keras
 import numpy as np
@@ -54,6 +61,37 @@ def pass_order(seed, step, num_samples, batch_size, shuffle):
     return np.argsort(u, kind="stable").astype("int64")
 
 
+def pass_position(epoch, num_batches, steps_per_epoch, steps_per_execution=1):
+    """Where epoch ``epoch`` of a fit begun at epoch 0 starts in its pass, as Keras counts.
+
+    Keras' epoch iterator keeps a pass's iterator across epochs when
+    ``steps_per_epoch`` is given, runs an epoch of ``ceil(steps_per_epoch /
+    steps_per_execution)`` executions (``E`` batches) and starts a new pass
+    at the first epoch that begins at or past the pass's end, cutting the
+    epoch that reaches it short ("Your input ran out of data"). Every pass
+    so spans ``ceil(P / E)`` epochs.
+
+    Args:
+        epoch: the epoch's index, an int ≥ 0.
+        num_batches: ``P``, the batches of a pass, an int ≥ 1.
+        steps_per_epoch: ``fit``'s, an int ≥ 1 or None (an epoch is a pass).
+        steps_per_execution: the model's, an int ≥ 1.
+
+    Returns:
+        ``(position, spans)``: the batches of its pass before the epoch
+        (0 when it begins a pass), and whether a pass ends where an epoch
+        does (``E`` divides ``P``: Keras' iterator of a resumed fit, begun
+        mid-pass, runs on into the next pass; otherwise the epoch that
+        reaches the pass's end is cut short, and it ends the iterator).
+    """
+    if not steps_per_epoch:
+        return 0, False
+    batches = math.ceil(steps_per_epoch / steps_per_execution) * steps_per_execution
+    if batches >= num_batches:
+        return 0, False
+    return (epoch % math.ceil(num_batches / batches)) * batches, num_batches % batches == 0
+
+
 class KeyedArrays(ArrayDataAdapter):
     """Keras' array adapter, each pass ordered by :func:`pass_order`.
 
@@ -62,8 +100,10 @@ class KeyedArrays(ArrayDataAdapter):
     backup is restored by then), and a pass's order is drawn when its first
     batch is read: in the input pipeline (TensorFlow, once a pass: a
     ``numpy_function``) or the iterator (JAX). A pass begins where an epoch
-    does (Keras' array epochs never span two passes), so its key is the step
-    counter at its first batch.
+    does, so its key is the step counter at its first batch; a fit begun
+    mid-pass (:func:`pass_position` of its first epoch, which
+    :class:`EpochIndex` reports) keys it on that counter less the batches
+    of the pass before the epoch.
     """
 
     def __init__(self, model, *args, shuffle=True, **kwargs):
@@ -74,7 +114,8 @@ class KeyedArrays(ArrayDataAdapter):
                 counter key each pass).
             *args, shuffle, **kwargs: as ``ArrayDataAdapter``'s (``x``, ``y``,
                 ``sample_weight``, ``batch_size``, ``steps``, ``class_weight``);
-                ``shuffle``: True or ``"batch"``.
+                ``shuffle``: True or ``"batch"``; ``steps``: ``fit``'s
+                ``steps_per_epoch``.
 
         Raises:
             ValueError: as ``ArrayDataAdapter`` (``class_weight`` with
@@ -82,21 +123,39 @@ class KeyedArrays(ArrayDataAdapter):
         """
         super().__init__(*args, shuffle=shuffle, **kwargs)
         self._model = model
-        self._step = 0  # set by on_epoch_begin, before any pass is read
+        self._steps_per_epoch = kwargs.get("steps")
+        self.epoch = None  # the fit's epoch, set by EpochIndex (None: Keras' build pass)
+        self._key, self._position, self._spans = 0, 0, False  # set by on_epoch_begin
 
     def on_epoch_begin(self):
-        """Reads the step counter: the key of a pass that begins in this epoch."""
-        self._step = current_step(self._model.optimizer)
+        """Reads the step counter and where the epoch begins in its pass: the key of
+        the pass an iterator made in this epoch begins in."""
+        step = current_step(self._model.optimizer)
+        self._position, self._spans = pass_position(
+            self.epoch or 0, self.num_batches, self._steps_per_epoch,
+            self._model.steps_per_execution)
+        if self._position > step:  # not a resumed fit: no counter ran the epochs before
+            self._position, self._spans = 0, False
+        self._key = step - self._position
 
-    def _order(self):
-        return pass_order(self._model.optimizer.seed, self._step, self._num_samples,
-                          self._batch_size, self._shuffle)
+    def _batches(self):
+        """The index arrays of the batches an iterator made in this epoch yields: its
+        pass's from the epoch's position on, then, where passes end with epochs, the
+        next pass's first ``position`` (Keras counts a pass's batches to each iterator)."""
+        def batches(step):
+            order = pass_order(self._model.optimizer.seed, step, self._num_samples,
+                               self._batch_size, self._shuffle)
+            return [order[start:start + self._batch_size]
+                    for start in range(0, self._num_samples, self._batch_size)]
+
+        tail = batches(self._key)[self._position:]
+        if not (self._spans and self._position):
+            return tail
+        return tail + batches(self._key + self.num_batches)[:self._position]
 
     def _get_iterator(self, slice_and_convert_fn, inputs):
-        order = self._order()  # a generator's body: runs at the pass's first batch
-        for start in range(0, self._num_samples, self._batch_size):
-            take = functools.partial(slice_and_convert_fn,
-                                     indices=order[start:start + self._batch_size])
+        for indices in self._batches():  # a generator's body: runs at the pass's first batch
+            take = functools.partial(slice_and_convert_fn, indices=indices)
             yield keras.tree.map_structure(take, inputs, none_is_leaf=False)
 
     def get_tf_dataset(self):
@@ -107,13 +166,18 @@ class KeyedArrays(ArrayDataAdapter):
         """
         import tensorflow as tf  # the TensorFlow backend's pipeline
 
-        size, batch = self._num_samples, self._batch_size
+        def drawn():  # the batches' indices, one after another, and where each ends
+            batches = self._batches()
+            return (np.concatenate(batches),
+                    np.cumsum([0] + [len(indices) for indices in batches]))
+
         inputs = keras.tree.lists_to_tuples(
             array_slicing.convert_to_sliceable(self._inputs, target_backend="tensorflow"))
         orders = tf.data.Dataset.range(1).map(
-            lambda _: tf.ensure_shape(tf.numpy_function(self._order, [], tf.int64), [size]))
-        indices = orders.flat_map(lambda order: tf.data.Dataset.range(0, size, batch).map(
-            lambda start: order[start:start + batch]))
+            lambda _: tuple(tf.ensure_shape(t, [None])
+                            for t in tf.numpy_function(drawn, [], (tf.int64, tf.int64))))
+        indices = orders.flat_map(lambda order, ends: tf.data.Dataset.range(
+            tf.size(ends, out_type=tf.int64) - 1).map(lambda i: order[ends[i]:ends[i + 1]]))
         dataset = tf.data.Dataset.zip((indices, tf.data.Dataset.from_tensors(inputs).repeat()))
         dataset = dataset.map(lambda i, data: keras.tree.map_structure(
             lambda value: tf.gather(value, i, axis=0), data), num_parallel_calls=tf.data.AUTOTUNE)
@@ -123,6 +187,23 @@ class KeyedArrays(ArrayDataAdapter):
         options.experimental_distribute.auto_shard_policy = (
             tf.data.experimental.AutoShardPolicy.DATA)
         return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+class EpochIndex(keras.callbacks.Callback):
+    """Tells a :class:`KeyedArrays` the epoch that begins (Keras' adapters are not told)."""
+
+    def __init__(self, adapter):
+        """The callback of one fit's adapter.
+
+        Args:
+            adapter: the :class:`KeyedArrays` of the fit.
+        """
+        super().__init__()
+        self.adapter = adapter
+
+    def on_epoch_begin(self, epoch, logs=None):
+        """Sets the adapter's ``epoch`` (before Keras reads the epoch's first batch)."""
+        self.adapter.epoch = epoch
 
 
 def _gathered(arrays):
@@ -140,7 +221,8 @@ def keyed_arrays(model, kwargs):
     Only for a model compiled with a sampler (whose ``seed`` keys the
     order), ``shuffle`` true or ``"batch"``, and arrays (numpy, pandas,
     tensors, nests of them), none sparse or ragged; anything else is
-    returned as it is (Keras shuffles it).
+    returned as it is (Keras shuffles it). An :class:`EpochIndex` is added
+    to the callbacks.
     ``validation_split`` is taken here as Keras takes it: the last fraction
     of the arrays, before shuffling.
 
@@ -170,4 +252,5 @@ def keyed_arrays(model, kwargs):
                               steps=kwargs.get("steps_per_epoch"), shuffle=shuffle,
                               class_weight=kwargs.pop("class_weight", None))
     kwargs["y"] = kwargs["sample_weight"] = None
+    kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), EpochIndex(kwargs["x"])]
     return kwargs

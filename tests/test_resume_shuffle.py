@@ -58,19 +58,20 @@ def _model(init=1, strategy=None, sampler=True):
     return model
 
 
-def _fit(model, callbacks=(), epochs=EPOCHS, **kwargs):
+def _fit(model, callbacks=(), epochs=EPOCHS, killed_at=None, **kwargs):
+    del killed_at  # a variant's epoch of the kill: _resumed's
     x, y, _ = _data()
     arguments = {"batch_size": BATCH, "shuffle": True, **kwargs}
     model.fit(x, y, epochs=epochs, verbose=0, callbacks=list(callbacks), **arguments)
     return model.get_weights()
 
 
-def _resumed(tmp_path, strategy=None, **kwargs):
-    """Killed after epoch KILLED_AT's backup, then resumed by a model of another init."""
+def _resumed(tmp_path, strategy=None, killed_at=KILLED_AT, **kwargs):
+    """Killed after epoch ``killed_at``'s backup, then resumed by a model of another init."""
     backup = str(tmp_path / "backup")
     with pytest.raises(KeyboardInterrupt):
         _fit(_model(strategy=strategy), [keras.callbacks.BackupAndRestore(backup),
-                                         _Kill(KILLED_AT)], **kwargs)
+                                         _Kill(killed_at)], **kwargs)
     return _fit(_model(init=7, strategy=strategy), [keras.callbacks.BackupAndRestore(backup)],
                 **kwargs)
 
@@ -88,6 +89,14 @@ VARIANTS = {
     # 2 of a pass's 4 batches an epoch: the passes begin at epochs 0 and 2 (the
     # kill, after epoch 1, is at the end of a pass: Keras resumes with a new one)
     "sample_weight_short_epochs": {"sample_weight": WEIGHTS, "steps_per_epoch": 2},
+    # killed mid-pass, after epoch 0: the resumed fit begins at the pass's third
+    # batch, its first iterator runs on into the next pass (Keras resets it 4
+    # batches later, at the end of epoch 2) and epoch 3's begins mid-pass too
+    "mid_pass": {"steps_per_epoch": 2, "killed_at": 0},
+    # epochs of 3, 1 (cut short by Keras at the pass's end), 3, 1: killed
+    # after epoch 0, the resumed fit begins at the pass's last batch and Keras
+    # cuts epoch 1 short where that pass ends, as in the fit never stopped
+    "mid_pass_cut_epochs": {"steps_per_epoch": 3, "killed_at": 0},
 }
 
 
@@ -97,7 +106,10 @@ VARIANTS = {
 def test_a_killed_and_resumed_shuffled_fit_is_the_unbroken_chain(tmp_path, variant):
     """On the code before, the resumed weights differed from the unbroken
     run's (Keras' shuffle from the global random state) by 2.2e-3, 2.9e-3 and
-    1.4e-3 at most (shuffle, split_class_weight, sample_weight_short_epochs)."""
+    1.4e-3 at most (shuffle, split_class_weight, sample_weight_short_epochs);
+    before a resumed fit continued mid-pass (a new pass at the resumed epoch,
+    and Keras' epochs of a whole pass each until its end) by 4.7e-3 and 5.0e-2
+    (mid_pass, mid_pass_cut_epochs)."""
     kwargs = VARIANTS[variant]
     unbroken = _fit(_model(), **kwargs)
     _assert_equal(_resumed(tmp_path, **kwargs), unbroken)
@@ -142,6 +154,31 @@ def test_pass_order_is_a_pure_function_of_seed_and_step():
     assert not np.array_equal(batch, np.arange(50))
 
 
+@pytest.mark.parametrize("steps_per_epoch", [2, 3, 4, 5])
+@pytest.mark.parametrize("steps_per_execution", [1, 2])
+def test_pass_position_is_where_keras_begins_each_epoch_in_its_pass(
+        steps_per_epoch, steps_per_execution):
+    """Keras' epoch iterator over a 4-batch pass: each epoch begins at the
+    batch ``pass_position`` says, and ``spans`` is whether no epoch is cut
+    short at a pass's end."""
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    from keras_bnn import array_order  # here: the resume tests run on the code before it
+    x, _, _ = _data()
+    iterator = EpochIterator(x, batch_size=BATCH, steps_per_epoch=steps_per_epoch,
+                             steps_per_execution=steps_per_execution)
+    executions = []
+    for epoch in range(8):
+        position = iterator._steps_seen if iterator._current_iterator is not None else 0
+        assert array_order.pass_position(epoch, N // BATCH, steps_per_epoch,
+                                         steps_per_execution)[0] == position
+        executions.append(sum(1 for _ in iterator))
+    full = -(-steps_per_epoch // steps_per_execution)  # an epoch's executions, uncut
+    spans = array_order.pass_position(0, N // BATCH, steps_per_epoch, steps_per_execution)[1]
+    assert spans == (all(count == full for count in executions) and full * steps_per_execution
+                     < N // BATCH)
+
+
 def test_unshuffled_and_optimizer_fits_keep_keras_arrays():
     """shuffle=False, and the SGD baseline (no sampler, no seed), are Keras' own."""
     from keras_bnn import array_order  # here: the resume tests run on the code before it
@@ -155,7 +192,7 @@ def test_unshuffled_and_optimizer_fits_keep_keras_arrays():
 
 
 @pytest.mark.slow  # 6-18 s each
-@pytest.mark.parametrize("variant", ["shuffle", "sample_weight_short_epochs"])
+@pytest.mark.parametrize("variant", ["shuffle", "sample_weight_short_epochs", "mid_pass"])
 def test_under_mirrored_strategy_the_resumed_chain_is_the_single_device_one(
         tmp_path, new_strategy, variant):  # noqa: F811
     """Two replicas read the same keyed order: the resumed chain under the
