@@ -202,3 +202,15 @@ def test_terminate_on_nan_beside_a_sampler_leaves_the_stop_to_non_finite_error(s
                   verbose=0)
     for a, b in zip(model.get_weights(), before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_callbacks_given_as_a_keras_callback_list_are_run():
+    """``fit(callbacks=keras.callbacks.CallbackList([...]))``, which Keras takes
+    as it is, failed in the sampler's checks ("'CallbackList' object is not
+    iterable"); its callbacks now run beside the sampler's."""
+    model = _model("sgld")
+    x, y = _data()
+    history = keras.callbacks.History()
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0,
+              callbacks=keras.callbacks.CallbackList([history], model=model))
+    assert history.epoch == [0, 1] and len(history.history["nll"]) == 2

@@ -117,7 +117,10 @@ def fit_arguments(model, args, kwargs, where):
         distribute.check_jit_compile(model)
         distribute.check_variables(model)
     terms_warned = warn_on_train_size(model, kwargs, first, where)
-    callbacks = list(kwargs.get("callbacks") or [])
+    callbacks = kwargs.get("callbacks") or []
+    if isinstance(callbacks, keras.callbacks.CallbackList):  # Keras takes one as it is: its list
+        callbacks = callbacks.callbacks
+    callbacks = list(callbacks)
     # a dataset's or generator's weights, and per-timestep terms, after the first epoch
     weights_check = weight_mean.for_fit(model, kwargs, where, terms_warned)
     if weights_check is not None:
