@@ -145,6 +145,30 @@ def _check_batched(model, inputs, owner):
             got=f"single examples of shape {shape}")
 
 
+def single_output(model, value):
+    """``y`` or ``sample_weight`` as a one-output model's loss reads it.
+
+    Keras takes ``[y]``, ``(y,)`` or ``{name: y}`` (one array, tensor or
+    ``pandas`` object in a list, tuple or dict) for a model of one output
+    as ``y`` itself; the checks read the array.
+
+    Args:
+        model: the model (its ``outputs`` are read; a subclassed model's
+            unknown ones count as one).
+        value: ``fit``'s or ``evaluate``'s ``y`` or ``sample_weight``, or a
+            batch's.
+
+    Returns:
+        The element of a one-element list, tuple or dict, for a model not of
+        several outputs; else ``value``.
+    """
+    outputs = getattr(model, "outputs", None) or ()
+    if not isinstance(value, (list, tuple, dict)) or len(value) != 1 or len(outputs) > 1:
+        return value
+    element = next(iter(value.values())) if isinstance(value, dict) else value[0]
+    return element if hasattr(element, "shape") else value
+
+
 def check_example_shape(x, expected, owner=None):
     """Refuses an array ``x`` whose examples do not have the model's input shape.
 
@@ -191,7 +215,8 @@ def check_epoch_ends(data, steps, name, owner="fit"):
 def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     """Checks the data of ``model.fit(**arguments)`` (or ``evaluate``'s) before any graph runs.
 
-    Array inputs (numpy arrays, lists) are checked whole; a
+    Array inputs (numpy arrays, lists) are checked whole (``[y]`` or
+    ``{name: y}`` for a one-output model as ``y``, :func:`single_output`); a
     ``tf.data.Dataset`` for being empty when its length is known, and a
     dataset, ``keras.utils.PyDataset`` or Python generator by its first batch
     (:func:`peek`): batched, with labels the likelihood can score
@@ -240,6 +265,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
         inputs = getattr(model, "inputs", None)
         if inputs and len(inputs) == 1:
             check_example_shape(x, inputs[0].shape[1:], owner)
+    y, weights = single_output(model, y), single_output(model, weights)
     if y is None:
         return x, batch
     loss = getattr(model, "loss", None)
@@ -463,8 +489,8 @@ def warn_on_train_size(model, arguments, first, where):
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
-        weights = None if normalises_weights(model.loss) else weight_mean(arguments, kept,
-                                                                           counted)
+        weights = (None if normalises_weights(model.loss)
+                   else weight_mean(arguments, kept, counted))
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
             over = f"the {kept} training examples"

@@ -21,7 +21,7 @@ from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
-                                warn_on_train_size)
+                                single_output, warn_on_train_size)
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -116,13 +116,16 @@ def fit_arguments(model, args, kwargs, where):
     if keras.backend.backend() == "tensorflow":
         distribute.check_jit_compile(model)
         distribute.check_variables(model)
-    terms_warned = warn_on_train_size(model, kwargs, first, where)
+    # what the checks read: [y], {name: y} of one output as y (Keras is given them as they are)
+    read = dict(kwargs, **{name: single_output(model, kwargs.get(name))
+                           for name in ("y", "sample_weight")})
+    terms_warned = warn_on_train_size(model, read, first, where)
     callbacks = kwargs.get("callbacks") or []
     if isinstance(callbacks, keras.callbacks.CallbackList):  # Keras takes one as it is: its list
         callbacks = callbacks.callbacks
     callbacks = list(callbacks)
     # a dataset's or generator's weights, and per-timestep terms, after the first epoch
-    weights_check = weight_mean.for_fit(model, kwargs, where, terms_warned)
+    weights_check = weight_mean.for_fit(model, read, where, terms_warned)
     if weights_check is not None:
         callbacks.append(weights_check)
     validation = kwargs.get("validation_data")
@@ -130,6 +133,7 @@ def fit_arguments(model, args, kwargs, where):
         # (x, y[, w]) arrays, or one dataset, PyDataset or generator (read once: peek)
         parts = tuple(validation)[:3] if isinstance(validation, (tuple, list)) else (
             validation,)
+        parts = parts[:1] + tuple(single_output(model, part) for part in parts[1:])
         checked, _ = check_fit_data(model, dict(zip(("x", "y", "sample_weight"), parts)),
                                     from_loss(model.loss), owner="fit(validation_data)")
         if len(parts) == 1:
@@ -143,7 +147,7 @@ def fit_arguments(model, args, kwargs, where):
         callbacks.insert(0, nonfinite.StopOnNonFinite())
     model.transition_kernel.check_batch_size(
         kwargs.get("x"), kwargs.get("batch_size") if first is None else batch_length(first[0]),
-        terms=_first_batch_terms(model, kwargs, first))
+        terms=_first_batch_terms(model, read, first))
     if "gradient_noise_ratio" in model.transition_kernel.metric_names:
         callbacks.append(
             fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
