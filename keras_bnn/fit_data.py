@@ -407,15 +407,34 @@ def _class_weights(y, class_weight):
     return weights
 
 
-def weight_mean(arguments, count, counted=None):
+def _output_weights(sample_weight, outputs):
+    """``[(name, array)]``: ``fit``'s ``sample_weight``, one array or one for each of
+    ``outputs`` outputs (a list in their order, or a dict by name; None skipped)."""
+    if outputs > 1 and isinstance(sample_weight, dict):
+        items = list(sample_weight.items())
+    elif outputs > 1 and isinstance(sample_weight, (list, tuple)) and len(sample_weight) == outputs:
+        items = list(enumerate(sample_weight))
+    else:
+        return [("sample_weight", sample_weight)]
+    return [(f"sample_weight[{key!r}]", value) for key, value in items if value is not None]
+
+
+def weight_mean(arguments, count, counted=None, outputs=1):
     """``(argument name, mean weight)`` of ``fit``'s array weights over the first
     ``count`` examples, or None (no weights, or not arrays): over the loss values
     the loss counts (``counted``, :func:`keras_bnn.loss_terms.training_positions`:
-    ``Σ m·w / Σ m``; None: every one), the weights' ranks matched to theirs."""
+    ``Σ m·w / Σ m``; None: every one), the weights' ranks matched to theirs. For a
+    model of several ``outputs`` given one weight array each (each scales its own
+    output's term), the mean farthest from 1, named by its output."""
     sample_weight, class_weight, y = (arguments.get(name)
                                       for name in ("sample_weight", "class_weight", "y"))
     if sample_weight is not None and array_examples(sample_weight) is not None:
-        name, weights = "sample_weight", np.asarray(sample_weight, "float64")[:count]
+        arrays = _output_weights(sample_weight, outputs)
+        if len(arrays) > 1:
+            means = [(name, float(np.mean(np.asarray(array, "float64")[:count])))
+                     for name, array in arrays]
+            return max(means, key=lambda item: abs(item[1] - 1.0))
+        name, weights = "sample_weight", np.asarray(arrays[0][1], "float64")[:count]
     elif class_weight and y is not None and array_examples(y) is not None:
         name, weights = "class_weight", _class_weights(y, class_weight)[:count]
     else:
@@ -489,8 +508,9 @@ def warn_on_train_size(model, arguments, first, where):
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
+        outputs = len(getattr(model, "outputs", None) or ())
         weights = (None if normalises_weights(model.loss)
-                   else weight_mean(arguments, kept, counted))
+                   else weight_mean(arguments, kept, counted, outputs))
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
             over = f"the {kept} training examples"

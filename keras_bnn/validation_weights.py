@@ -52,13 +52,14 @@ def warn_on_validation_weights(model, validation, where):
     if count is None or array_examples(weights) is None or count == 0:
         return
     counted = (loss_terms.training_positions(model, x, y, count) or (None,) * 3)[2]
-    _, mean = weight_mean({"sample_weight": weights}, count, counted)
+    name, mean = weight_mean({"sample_weight": weights}, count, counted,
+                             len(getattr(model, "outputs", None) or ()))
     if abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE:
         seen = f"the {count} validation examples"
         if counted is not None:
             seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
         warn_at(
-            f"keras_bnn: fit(validation_data)'s sample_weight has mean {mean:.4g} over {seen}: "
+            f"keras_bnn: fit(validation_data)'s {name} has mean {mean:.4g} over {seen}: "
             f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
             "log-likelihood, not comparable with the training nll or with another weighting. "
             "Divide the weights by their mean (or compile the loss with "

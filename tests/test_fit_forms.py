@@ -76,3 +76,39 @@ def test_weights_in_a_one_element_list_are_still_checked():
     """sample_weight=[2·w] makes the data weigh as 2·n examples, as 2·w does."""
     with pytest.warns(kb.TrainSizeWarning, match=r"fit's sample_weight has mean 2 "):
         _model().fit(X, [Y], sample_weight=[2 * W], epochs=1, verbose=0)
+
+
+def _two_head_model(as_dict):
+    """Class logits and a Bernoulli logit: outputs ``{"cls", "bin"}`` or a list of the two."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    heads = [keras.layers.Dense(3, name="cls")(inputs), keras.layers.Dense(1, name="bin")(inputs)]
+    losses = [LOSS, keras.losses.BinaryCrossentropy(from_logits=True)]
+    if as_dict:
+        heads, losses = dict(zip(["cls", "bin"], heads)), dict(zip(["cls", "bin"], losses))
+    model = kb.bayesian(keras.Model(inputs, heads))
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=losses)
+    return model
+
+
+@pytest.mark.parametrize("as_dict", [True, False], ids=["dict", "list"])
+def test_weights_by_output_are_taken_and_each_one_is_checked(as_dict):
+    """A model of several outputs takes one weight array per output, by name or in
+    order, as in Keras; the dict raised ``TypeError: float() argument must be ... not
+    'dict'`` before Keras saw it. Each output's weights scale its own term: a mean of
+    2 on one head warns, naming it, in fit's weights and in validation_data's."""
+    def by_output(cls, bin_):
+        return {"cls": cls, "bin": bin_} if as_dict else [cls, bin_]
+
+    labels, name = by_output(Y, (X[:, 0] > 0).astype("float32")), "'bin'" if as_dict else "1"
+    with warnings.catch_warnings():  # every mean is 1
+        warnings.simplefilter("error", kb.TrainSizeWarning)
+        _two_head_model(as_dict).fit(X, labels, sample_weight=by_output(W, W), epochs=1,
+                                     verbose=0)
+    doubled = by_output(W, 2 * W)
+    with pytest.warns(kb.TrainSizeWarning, match=rf"fit's sample_weight\[{name}\] has mean 2 "):
+        _two_head_model(as_dict).fit(X, labels, sample_weight=doubled, epochs=1, verbose=0)
+    with pytest.warns(kb.ValidationWeightWarning,
+                      match=rf"validation_data\)'s sample_weight\[{name}\] has mean 2 "):
+        _two_head_model(as_dict).fit(X, labels, epochs=1, verbose=0,
+                                     validation_data=(X, labels, doubled))

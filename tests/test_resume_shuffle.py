@@ -115,6 +115,18 @@ def test_a_killed_and_resumed_shuffled_fit_is_the_unbroken_chain(tmp_path, varia
     _assert_equal(_resumed(tmp_path, **kwargs), unbroken)
 
 
+@pytest.mark.parametrize("variant", ["shuffle", "mid_pass", "mid_pass_cut_epochs"])
+def test_a_fit_continued_at_initial_epoch_is_the_unbroken_chain(variant):
+    """The same model fit again from ``initial_epoch`` (no backup: the model keeps its
+    step counter) trains the chain of one fit, mid-pass too (stop 50 left this
+    unchecked)."""
+    kwargs = {key: value for key, value in VARIANTS[variant].items() if key != "killed_at"}
+    stop = VARIANTS[variant].get("killed_at", KILLED_AT) + 1
+    model = _model()
+    _fit(model, epochs=stop, **kwargs)
+    _assert_equal(_fit(model, initial_epoch=stop, **kwargs), _fit(_model(), **kwargs))
+
+
 @pytest.mark.parametrize("shuffle", [True, "batch"])
 def test_each_pass_is_the_keyed_order_of_the_arrays(shuffle):
     """Epoch e trains on the arrays in ``pass_order(seed, 3e)``: the chain of
