@@ -39,7 +39,7 @@ _ATTRIBUTES = {
     "SequentialAsOneLayerWarning": "keras_bnn.bayesian",
     "ShortWarmupWarning": "keras_bnn.samplers.warmup",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
-    "TrainSizeWarning": "keras_bnn.fit_data",
+    "TrainSizeWarning": "keras_bnn.train_size",
     "ValidationWeightWarning": "keras_bnn.validation_weights",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",

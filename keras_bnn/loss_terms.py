@@ -12,7 +12,7 @@ n = ``train_size`` counts those terms: the tokens, not the sequences; for an
 output ``[N, K]`` whose loss has an ``ignore_class`` (unlabelled rows), the
 labels scored, not the examples.
 :func:`training_terms` counts them in ``fit``'s arrays, for
-:func:`keras_bnn.fit_data.warn_on_train_size`; :func:`step_terms` in a
+:func:`keras_bnn.train_size.warn_on_train_size`; :func:`step_terms` in a
 train step's batch, for a dataset's check after the first epoch
 (:mod:`keras_bnn.models.weight_mean`); :func:`denominator` the terms one
 output's loss divides by in a batch, for the means over a set of
@@ -314,7 +314,7 @@ def training_positions(model, x, y, rows):
 
     The ``m_i`` of :func:`training_terms`, which also averages ``fit``'s
     ``sample_weight`` over the values the loss counts
-    (:func:`keras_bnn.fit_data.warn_on_train_size`): Keras' masked mean is
+    (:func:`keras_bnn.train_size.warn_on_train_size`): Keras' masked mean is
     ``Σ m_i·w_i·ℓ_i / Σ m_i``, so the weights scale the data by
     ``Σ m_i·w_i / Σ m_i``. An output's Keras mask is read with one forward
     pass over the rows (inference mode), in chunks of :data:`CHUNK`; the

@@ -1,14 +1,15 @@
 """The check of ``fit(validation_data=(x, y, w))``'s array weights: their mean.
 
-Split from :mod:`keras_bnn.fit_data` with a warning category of its own: the
+Split from :mod:`keras_bnn.train_size` with a warning category of its own: the
 weights do not change the posterior (``train_size``'s
-:class:`keras_bnn.fit_data.TrainSizeWarning`), only what ``val_nll`` reads.
+:class:`keras_bnn.train_size.TrainSizeWarning`), only what ``val_nll`` reads.
 """
 
 import numpy as np
 
 from keras_bnn import loss_terms
-from keras_bnn.fit_data import WEIGHT_MEAN_TOLERANCE, array_examples, warn_at, weight_mean
+from keras_bnn.fit_data import array_examples
+from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_at, weight_mean
 from keras_bnn.likelihoods import normalises_weights
 
 
@@ -19,7 +20,7 @@ class ValidationWeightWarning(UserWarning):
     the values the loss counts), so weights of mean ``w̄ = Σ m_i·w_i / Σ m_i``
     make it read w̄ times the data's mean negative log-likelihood, not
     comparable with the training ``nll``. (Until 2026-11-29 issued as
-    :class:`keras_bnn.fit_data.TrainSizeWarning`, a category about
+    :class:`keras_bnn.train_size.TrainSizeWarning`, a category about
     ``train_size``.)
     """
 
@@ -32,7 +33,7 @@ def warn_on_validation_weights(model, validation, where):
     :func:`keras_bnn.loss_terms.training_positions`), so weights of mean
     ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the data's mean negative
     log-likelihood. Checked as ``fit``'s own array weights (within
-    :data:`keras_bnn.fit_data.WEIGHT_MEAN_TOLERANCE`), not under a loss of reduction
+    :data:`keras_bnn.train_size.WEIGHT_MEAN_TOLERANCE`), not under a loss of reduction
     ``"mean_with_sample_weight"``; their shape is checked with the labels
     (:func:`keras_bnn.fit_data.check_fit_data`).
 
@@ -40,7 +41,7 @@ def warn_on_validation_weights(model, validation, where):
         model: the compiled :class:`keras_bnn.BayesianModel`.
         validation: ``fit``'s ``validation_data`` as a tuple (``(x, y, w)``;
             anything else passes).
-        where: the line that called ``fit`` (:func:`keras_bnn.fit_data.call_site`).
+        where: the line that called ``fit`` (:func:`keras_bnn.train_size.call_site`).
 
     Warns:
         ValidationWeightWarning: naming ``validation_data``'s weights and their mean.

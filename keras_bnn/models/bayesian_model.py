@@ -17,10 +17,10 @@ from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
 from keras_bnn.callbacks import current_step
-from keras_bnn.fit_data import call_site
 from keras_bnn.likelihoods import head_metrics
 from keras_bnn.models import entry_points, on_batch, sampling_step, subclassing
 from keras_bnn.samplers import kernel as kernel_lib
+from keras_bnn.train_size import call_site
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -470,7 +470,7 @@ class BayesianModel(keras.Model):
         differs from the number of examples ``fit`` trains on (arrays after
         ``validation_split``, a dataset of known length), or when array
         ``sample_weight`` / ``class_weight`` do not average 1
-        (:func:`keras_bnn.fit_data.warn_on_train_size`); after the first
+        (:func:`keras_bnn.train_size.warn_on_train_size`); after the first
         epoch, when the weights a dataset, ``PyDataset`` or generator yields
         (or ``class_weight`` with one) do not
         (:mod:`keras_bnn.models.weight_mean`: the step counts them).

@@ -21,10 +21,11 @@ from keras_bnn import nonfinite
 from keras_bnn import precision
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
-                                single_output, warn_on_train_size)
+                                single_output)
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
+from keras_bnn.train_size import warn_on_train_size
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
 from keras_bnn.validation_weights import warn_on_validation_weights
 
@@ -100,7 +101,7 @@ def fit_arguments(model, args, kwargs, where):
         model: the compiled :class:`keras_bnn.BayesianModel`.
         args, kwargs: the arguments given to ``fit``.
         where: the line that called ``fit``
-            (:func:`keras_bnn.fit_data.call_site`), which its warnings name.
+            (:func:`keras_bnn.train_size.call_site`), which its warnings name.
 
     Returns:
         dict: the keyword arguments for ``keras.Model.fit``.

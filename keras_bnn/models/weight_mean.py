@@ -1,7 +1,7 @@
 """The mean of the weights a dataset gives ``fit``, counted by the train step.
 
 ``fit`` checks array ``sample_weight`` and ``class_weight`` before training
-(:func:`keras_bnn.fit_data.warn_on_train_size`); the weights of a
+(:func:`keras_bnn.train_size.warn_on_train_size`); the weights of a
 ``tf.data.Dataset``, ``PyDataset`` or generator that yields ``(x, y, w)``,
 and ``class_weight`` with one (Keras maps it into per-example weights), are
 only seen batch by batch. The train step adds each batch's weights to
@@ -14,7 +14,7 @@ averages over (its unmasked, not ignored timesteps) and the sequences (two
 scalars more): after a first epoch that is one pass over a dataset,
 :class:`WarnOnEpochTotals` compares them with ``train_size``, exactly
 (the first batch's check before training, in
-:func:`keras_bnn.fit_data.warn_on_train_size`, only catches ``train_size``
+:func:`keras_bnn.train_size.warn_on_train_size`, only catches ``train_size``
 = the number of sequences, and only estimates the terms). Like the array
 checks, each ``fit`` checks its own data and its warning names the line
 that called ``fit`` (not this module's), so that Python's warning filters
@@ -29,8 +29,8 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import loss_terms
-from keras_bnn.fit_data import (WEIGHT_MEAN_TOLERANCE, array_examples, warn_on_terms,
-                                warn_on_weight_mean)
+from keras_bnn.fit_data import array_examples
+from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_on_terms, warn_on_weight_mean
 from keras_bnn.likelihoods import normalises_weights
 
 #: Standard errors of the mean a first epoch that is not one pass over the
@@ -123,7 +123,7 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
     ``U(θ) = n·(1/b)·Σ_batch w_i·ℓ_i − log p(θ)``: weights of mean m weigh
     the data as m·n examples. An epoch that is one pass over the data (no
     ``steps_per_epoch``) saw every weight once, so its mean is the data's,
-    held to the array check's :data:`keras_bnn.fit_data.WEIGHT_MEAN_TOLERANCE`;
+    held to the array check's :data:`keras_bnn.train_size.WEIGHT_MEAN_TOLERANCE`;
     with ``steps_per_epoch`` the epoch's m weights are a sample of them
     (or more than one pass), allowed ``STANDARD_ERRORS·s/√m`` more
     (s: their standard deviation). A per-timestep loss's ``n·mean(ℓ)`` is
@@ -138,7 +138,7 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
         train_size: the model's n.
         one_pass: whether an epoch is one pass over the data.
         where: the line that called ``fit``, which the warning names
-            (:func:`keras_bnn.fit_data.call_site`).
+            (:func:`keras_bnn.train_size.call_site`).
         check_terms: whether to check the terms against ``train_size``:
             ``"timesteps"`` (a per-timestep loss's), ``"labels"`` (the labels
             an ``[N, K]`` output's loss scores, not its ``ignore_class``:
@@ -181,7 +181,7 @@ def for_fit(model, arguments, where, terms_warned=False):
     """The :class:`WarnOnEpochTotals` of ``model.fit(**arguments)``, or None where it has none.
 
     Arrays' weights and terms are checked before training
-    (:func:`keras_bnn.fit_data.warn_on_train_size`), and a loss of reduction
+    (:func:`keras_bnn.train_size.warn_on_train_size`), and a loss of reduction
     ``"mean_with_sample_weight"`` normalises the weights in each batch. The
     terms are checked for a loss whose terms are not its examples (per
     timestep, or of an ``ignore_class``: :func:`keras_bnn.loss_terms.counts_terms`),
@@ -192,7 +192,7 @@ def for_fit(model, arguments, where, terms_warned=False):
         model: the compiled :class:`keras_bnn.BayesianModel`.
         arguments: ``fit``'s arguments by name.
         where: the line that called ``fit``, which the warning names
-            (:func:`keras_bnn.fit_data.call_site`).
+            (:func:`keras_bnn.train_size.call_site`).
         terms_warned: whether ``warn_on_train_size`` warned already.
 
     Returns:
