@@ -16,9 +16,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m keras_bnn.cli demo --output-dir runs/demo --export-dir saved_models/demo
 
+# Two pytest worker processes (pytest-xdist): most of a test's time is one Python
+# thread tracing and compiling, so two share two cores well.
+PYTEST_WORKERS ?= 2
+
 # Default suite: everything not marked slow (target: < 20 min on 2 cores).
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" --durations=15
+	$(PY) -m pytest -m "not slow" -n $(PYTEST_WORKERS) --durations=15
 
 # Long statistical and multi-process tests.
 test-slow: $(STAMP)
