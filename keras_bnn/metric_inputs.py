@@ -118,13 +118,16 @@ def two_class(probs, name="probs"):
       name: the argument's name, for errors.
 
     Returns:
-      float64 numpy array: [..., 2] rows [1 − p, p] for [..., 1] input,
-      else ``probs`` as it is.
+      float64 numpy array: [..., 2] rows [1 − min(p, 1), p] for [..., 1] input
+      (:func:`check_probabilities` then admits p up to 1 + 5e-3, as any
+      row's entries, and clips it), else ``probs`` as it is.
 
     Raises:
       ValueError: naming ``name`` if ``probs`` is not an array of numbers.
     """
     p = as_numbers(probs, name)
     if p.ndim >= 2 and p.shape[-1] == 1:
-        return np.concatenate([1.0 - p, p], axis=-1)
+        # A float32 p̄ may pass 1 by an ulp (a log-mean-exp of confident members): its
+        # complement is 0, not -1e-7, and p is clipped as a row's entries are.
+        return np.concatenate([1.0 - np.minimum(p, 1.0), p], axis=-1)
     return p
