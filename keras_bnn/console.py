@@ -202,7 +202,8 @@ def print_vs_baseline(result):
     if "nll_vs_baseline" not in result:
         return
     diff = result["nll_vs_baseline"]
-    verdict = ("no difference detectable at 2 SE" if abs(diff["mean"]) < 2 * diff["se"]
+    # <=: a run scored against itself (or its seeded rerun) has Δ̄ = SE = 0: no difference.
+    verdict = ("no difference detectable at 2 SE" if abs(diff["mean"]) <= 2 * diff["se"]
                else "the ensemble is better" if diff["mean"] < 0 else "the baseline is better")
     print(f"ensemble NLL - baseline NLL = {diff['mean']:+.4f} ± {diff['se']:.4f} (SE, paired "
           f"over {diff['n']} test examples): {verdict}")

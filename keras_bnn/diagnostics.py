@@ -48,6 +48,7 @@ from keras_bnn.runs.rundir import stores_of
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.ensemble_weights import same_in_every_set
 from keras_bnn.likelihoods import LIKELIHOODS, infer
+from keras_bnn.metric_inputs import as_numbers
 from keras_bnn.shared_weights import non_trainable_indices
 from keras_bnn.validation import (argument_error, check_bool, check_choice, check_fraction,
                                   check_int, check_positive)
@@ -60,9 +61,21 @@ RHAT_THRESHOLDS = (1.01, 1.1)
 MAX_COMPONENTS = 1000
 
 
+def _chain_numbers(states, name):
+    """``states`` (an array, or a list of one array per chain) as a float64 array; a
+    ValueError naming ``name`` for chains of different shapes (lengths) or non-numbers."""
+    if isinstance(states, (list, tuple)):
+        shapes = sorted({np.shape(chain) for chain in states})
+        if len(shapes) > 1:
+            raise argument_error(name, "hold chains of one shape (of different lengths: keep "
+                                 "each chain's last S draws, S the shortest)", None,
+                                 got=f"shapes {', '.join(map(str, shapes))}")
+    return as_numbers(states, name)
+
+
 def _as_chains(states, name, shape_text, ndim=None):
     """``states`` as a float64 ``[C, S, ...]`` array with enough draws, or a ValueError."""
-    x = np.asarray(states, dtype=np.float64)
+    x = _chain_numbers(states, name)
     # Components may be none ([C, S, 0]: no weight varies); predictions may not.
     empty = 0 in (x.shape[:2] if ndim is None else x.shape)
     if (x.ndim < 2 if ndim is None else x.ndim != ndim) or empty:
@@ -247,7 +260,7 @@ def _prediction_chains(probs, mask, name, chains):
     as float64 [C, S, M, K] at the positions where ``mask`` [N, ...] is True (all of
     them without one; :mod:`keras_bnn.positions`). ``chains`` None: read from the
     shape where it tells, a 3-D array or a ``mask``'s rank, else a ValueError."""
-    x = np.asarray(probs, dtype=np.float64)
+    x = _chain_numbers(probs, name)
     chains = check_bool(chains, "chains", allow_none=True)
     if chains is None and mask is not None:
         chains = x.ndim >= np.ndim(mask) + 3  # other ranks fail the shape check below

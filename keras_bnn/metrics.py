@@ -2,8 +2,10 @@
 
 Every classification function takes ``probs`` of shape ``[N, K]`` (rows are
 predictive class distributions p(k|x_i)) and integer ``labels`` of shape
-``[N]``, as numpy arrays or eager tensors, and returns Python floats or numpy
-arrays, so results can be printed, compared and written to JSON directly.
+``[N]`` (or ``[N, 1]``, and booleans for two classes, as Keras' sparse losses
+take them: :mod:`keras_bnn.metric_inputs`), as numpy arrays or eager tensors,
+and returns Python floats or numpy arrays, so results can be printed,
+compared and written to JSON directly.
 
 Binary (Bernoulli) predictions are ``probs`` of shape ``[N, 1]`` holding
 p(y=1|x_i) (what a ``likelihood="bernoulli"`` ensemble outputs) with labels
@@ -48,16 +50,13 @@ import numpy as np
 import scipy.special
 
 from keras_bnn import positions
+from keras_bnn.metric_inputs import as_numbers, check_probabilities, take_labels, two_class
 from keras_bnn.paired import paired_difference  # noqa: F401 - kb.metrics.paired_difference
 from keras_bnn.validation import argument_error, check_choice, check_fraction, check_int
 
 # Smallest probability used inside a log: a predicted probability of exactly 0
 # for the true class costs -log(PROB_FLOOR) ≈ 87.3 nats instead of infinity.
 PROB_FLOOR = float(np.finfo(np.float32).tiny)
-
-# Rows of `probs` must sum to 1 within this tolerance; it admits float16/32
-# softmax round-off and rejects logits passed by mistake.
-_ROW_SUM_ATOL = 5e-3
 
 METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 
@@ -66,81 +65,13 @@ METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 TARGET_AXES = (-1, None)
 
 
-def _numbers(values, name):
-    """``values`` as a float64 array, or a ValueError naming ``name`` (strings, ragged lists)."""
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise argument_error(name, "be an array of numbers", values,
-                             got=f"{type(values).__name__} ({error})") from None
-
-
-def check_probabilities(probs, name="probs"):
-    """Returns ``probs`` as a float64 array after checking it is [..., K] rows of
-    probabilities (finite, in [0, 1], summing to 1).
-
-    Raises:
-        ValueError: naming ``name``, for any other array (logits included).
-    """
-    p = _numbers(probs, name)
-    if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
-        raise argument_error(name, "be an array of shape [..., N, K] with N, K >= 1", probs,
-                             got=f"shape {p.shape}")
-    if not np.all(np.isfinite(p)):
-        raise argument_error(name, "be finite", probs, got="NaN or inf values")
-    if p.min() < 0.0 or p.max() > 1.0 + _ROW_SUM_ATOL:
-        raise argument_error(name, "be probabilities in [0, 1] (not logits)", probs,
-                             got=f"values in [{p.min():.4g}, {p.max():.4g}]")
-    deviation = np.max(np.abs(p.sum(axis=-1) - 1.0))
-    if deviation > _ROW_SUM_ATOL:
-        raise argument_error(name, f"be rows of probabilities that sum to 1 within "
-                             f"{_ROW_SUM_ATOL} (not logits)", probs,
-                             got=f"a row sum off by {deviation:.4g}")
-    return np.minimum(p, 1.0)  # a float32 mean can pass 1 by an ulp: -log p stays >= 0
-
-
-def _check_labels(y, num_classes):
-    """The scored labels ``y`` [M] (of :meth:`Positions.take`) as int64 class indices."""
-    integral = np.issubdtype(y.dtype, np.integer) or (
-        np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))
-    if not integral:
-        raise argument_error("labels", "be integer class indices", None,
-                             got=f"dtype {y.dtype} values {y[:3]}")
-    y = y.astype(np.int64)
-    if y.min() < 0 or y.max() >= num_classes:
-        raise argument_error("labels", f"be class indices in [0, {num_classes - 1}] for "
-                             f"K={num_classes} classes", None,
-                             got=f"values in [{y.min()}, {y.max()}]")
-    return y
-
-
-def two_class(probs, name="probs"):
-    """Binary probabilities as two-class rows; any other array unchanged.
-
-    Args:
-      probs: [..., 1] probabilities p(y=1) (a Bernoulli head's), or [..., K].
-      name: the argument's name, for errors.
-
-    Returns:
-      float64 numpy array: [..., 2] rows [1 − p, p] for [..., 1] input,
-      else ``probs`` as it is.
-
-    Raises:
-      ValueError: naming ``name`` if ``probs`` is not an array of numbers.
-    """
-    p = _numbers(probs, name)
-    if p.ndim >= 2 and p.shape[-1] == 1:
-        return np.concatenate([1.0 - p, p], axis=-1)
-    return p
-
-
 def _check(probs, labels, mask=None):
     """``(p [M, K], y [M], positions)``: the scored positions of ``probs`` [N, ..., K] and
     ``labels`` [N, ...], checked."""
     p = two_class(probs)
     at = positions.select(p.shape[:-1], mask)
     p = check_probabilities(at.take(p, "probs"))
-    return p, _check_labels(at.take(labels, "labels", event=False), p.shape[1]), at
+    return p, take_labels(labels, at, p.shape[1]), at
 
 
 def accuracy(probs, labels, mask=None):
@@ -345,14 +276,14 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None):
       ValueError: if `member_probs` is not [S, N, ..., K] probabilities, or as
         for `ece`.
     """
-    probs = _numbers(member_probs, "member_probs")
+    probs = as_numbers(member_probs, "member_probs")
     if probs.ndim < 3:
         raise argument_error("member_probs", "be an array of shape [S, N, ..., K]", None,
                              got=f"shape {probs.shape}")
     at = positions.select(probs.shape[1:-1], mask, "member_probs")
     probs = at.take(probs, "member_probs", lead=1)
-    labels = at.take(labels, "labels", event=False)
-    check_probabilities(two_class(probs), name="member_probs")
+    classes = check_probabilities(two_class(probs), name="member_probs").shape[-1]
+    labels = take_labels(labels, at, classes)
     members = [evaluate_probs(p, labels, num_bins) for p in probs]
     curve = {"num_samples": []}
     curve.update({name: [] for name in METRIC_NAMES})
@@ -435,7 +366,7 @@ def _check_gaussian(mean, variance, targets, names=("mean", "variance"), mask=No
     positions, and their :class:`Positions` (:func:`evaluate_gaussian`); errors name
     the first two ``names``."""
     check_choice(target_axis, "target_axis", TARGET_AXES)
-    mu, var, y = (_numbers(v, name) for v, name in ((mean, names[0]), (variance, names[1]),
+    mu, var, y = (as_numbers(v, name) for v, name in ((mean, names[0]), (variance, names[1]),
                                                      (targets, "targets")))
     rank = 1 if mask is None else np.ndim(mask)  # [N, ...] alone: D = 1
     mu, var, y = (v[..., None] if target_axis is None or v.ndim == rank else v
@@ -486,7 +417,7 @@ def gaussian_nll_per_example(mean, variance, targets, mask=None, target_axis=-1)
 def _check_members(member_means, member_variances, targets, mask, target_axis):
     """The S members' ``(means, variances)`` [S, M, D], ``targets`` [M, D] and their
     :class:`Positions`, checked."""
-    mu, var = _numbers(member_means, "member_means"), _numbers(member_variances,
+    mu, var = as_numbers(member_means, "member_means"), as_numbers(member_variances,
                                                                "member_variances")
     if mu.ndim < 2 or mu.shape != var.shape or 0 in mu.shape:
         raise argument_error("member_variances", "be non-empty arrays of the same shape "

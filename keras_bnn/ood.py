@@ -39,7 +39,7 @@ import scipy.ndimage
 import scipy.stats
 
 from keras_bnn import positions
-from keras_bnn.metrics import check_probabilities, two_class
+from keras_bnn.metric_inputs import check_probabilities, two_class
 from keras_bnn.validation import argument_error, check_bool, check_choice
 
 #: The keys of :func:`ood_auroc`'s result.

@@ -123,7 +123,7 @@ def metric_vs_samples_plot(curve, path, title=None, baseline=None,
     if baseline is not None and any(n not in baseline for n, _ in metrics):
         raise ValueError(f"baseline must have keys {[n for n, _ in metrics]}")
     fig = Figure(figsize=(9, 3.8), dpi=100)
-    for ax, (name, label) in zip(fig.subplots(1, len(metrics)), metrics):
+    for ax, (name, label) in zip(fig.subplots(1, len(metrics), squeeze=False)[0], metrics):
         ax.plot(x, curve[name], "o-", markersize=3, label="ensemble")
         if baseline is not None:
             ax.axhline(baseline[name], color="tab:red", linestyle="--",
@@ -170,7 +170,7 @@ def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=No
         raise ValueError(f"rows are missing keys {missing}")
     values = sorted({row[param] for row in rows})
     fig = Figure(figsize=(9, 3.8), dpi=100)
-    for ax, (name, label) in zip(fig.subplots(1, len(metrics)), metrics):
+    for ax, (name, label) in zip(fig.subplots(1, len(metrics), squeeze=False)[0], metrics):
         for part, style in (("ensemble", "o-"), ("single_sample", "s--")):
             scores = [np.array([row[f"{part}_{name}"] for row in rows if row[param] == v])
                       for v in values]

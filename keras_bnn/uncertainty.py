@@ -16,7 +16,8 @@ Likelihoods (the member's output head):
       log p̄ = logsumexp_s(log_softmax f(x;θ_s)) − log S,
 
   so members that are certain (logits of ±1000, probabilities that underflow)
-  give exact probabilities and finite log-probabilities.
+  give exact probabilities and finite log-probabilities (clipped at 0, where
+  float32 rounding passes it: :func:`log_predictive`).
 * ``"bernoulli"`` (binary): one logit f(x;θ_s) ∈ R and
   p(y=1|x,θ_s) = sigmoid(f(x;θ_s)); p̄(y=1|x) =
   exp(logsumexp_s(log sigmoid f(x;θ_s)) − log S).
@@ -71,6 +72,21 @@ def log_mean_exp(x, axis=0):
         ``logsumexp(x, axis) − log S``: ``x`` without ``axis``.
     """
     return ops.logsumexp(x, axis=axis) - math.log(x.shape[axis])
+
+
+def log_predictive(member_log_probs):
+    """log p̄ of the members' log-probabilities ``[S, ...]``: their log-mean-exp, at most 0.
+
+    A float32 log-sum-exp minus log S rounds past 0 (p̄ = 1.0000001 for 7
+    members certain of a class); probabilities are kept ≤ 1, entropies ≥ 0.
+
+    Args:
+        member_log_probs: [S, N, ..., K] log-probabilities of S members.
+
+    Returns:
+        [N, ..., K]: log p̄, each ≤ 0.
+    """
+    return ops.minimum(log_mean_exp(member_log_probs), 0.0)
 
 
 def nan_rows(values, finite, axis=0):
@@ -128,9 +144,9 @@ def predictive(members, likelihood):
         ``"gaussian"``: the mixture's ``[mean, log var]`` [N, 2D].
     """
     if likelihood == "categorical":
-        return ops.exp(log_mean_exp(ops.log_softmax(members, axis=-1)))
+        return ops.exp(log_predictive(ops.log_softmax(members, axis=-1)))
     if likelihood == "bernoulli":
-        return ops.exp(log_mean_exp(ops.log_sigmoid(members)))
+        return ops.exp(log_predictive(ops.log_sigmoid(members)))
     mean, aleatoric, epistemic = gaussian_moments(members)
     return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
 
@@ -199,7 +215,7 @@ def summary(members, likelihood):
     else:
         member_log_probs = ops.log_softmax(members, axis=-1)
     member_probs = ops.exp(member_log_probs)
-    log_probs = log_mean_exp(member_log_probs)
+    log_probs = log_predictive(member_log_probs)
     probs = ops.exp(log_probs)
     predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
     expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)

@@ -182,7 +182,7 @@ def test_num_bins_must_be_positive_integer(num_bins):
     (np.log(PROBS), LABELS, "probs"),                  # logits by mistake
     (PROBS * 2, LABELS, "probs"),                      # rows sum to 2
     (PROBS, LABELS[:3], "labels"),                     # length mismatch
-    (PROBS, LABELS[:, None], "labels"),                # [N, 1]
+    (PROBS, np.stack([LABELS, LABELS], 1), "labels"),  # [N, 2]
     (PROBS, np.array([0, 1, 2, 1]), "labels"),         # out of range
     (PROBS, np.array([0.0, 1.0, 0.5, 1.0]), "labels"),  # not integers
 ])

@@ -1,0 +1,133 @@
+"""The arrays the metrics read, checked: numbers, probabilities, class labels.
+
+:mod:`keras_bnn.metrics` and :mod:`keras_bnn.ood` take predictions and labels
+as numpy arrays, eager tensors or lists; the checks here turn them into
+float64 probabilities and int64 class indices, or raise a ValueError that
+names the argument. Labels come in the forms Keras' sparse losses take:
+``[N, ...]`` integer classes, the same with a trailing axis of size 1
+(``[N, 1]``: CIFAR-10's ``y``, a binary head's targets), and booleans for
+binary labels.
+
+Numpy only: importing this module does not import TensorFlow.
+"""
+
+import numpy as np
+
+from keras_bnn.validation import argument_error
+
+# Rows of `probs` must sum to 1 within this tolerance; it admits float16/32
+# softmax round-off and rejects logits passed by mistake.
+_ROW_SUM_ATOL = 5e-3
+
+
+def as_numbers(values, name):
+    """``values`` as a float64 numpy array.
+
+    Args:
+      values: an array, eager tensor or (nested) list of numbers.
+      name: the argument's name, for errors.
+
+    Returns:
+      float64 numpy array.
+
+    Raises:
+      ValueError: naming ``name`` for strings, ragged lists or other non-numbers.
+    """
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise argument_error(name, "be an array of numbers", values,
+                             got=f"{type(values).__name__} ({error})") from None
+
+
+def check_probabilities(probs, name="probs"):
+    """Returns ``probs`` as a float64 array after checking it is [..., K] rows of
+    probabilities (finite, in [0, 1], summing to 1).
+
+    Args:
+      probs: [..., N, K] class probabilities.
+      name: the argument's name, for errors.
+
+    Returns:
+      float64 numpy array, clipped at 1 (a float32 mean can pass 1 by an ulp).
+
+    Raises:
+        ValueError: naming ``name``, for any other array (logits included).
+    """
+    p = as_numbers(probs, name)
+    if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
+        raise argument_error(name, "be an array of shape [..., N, K] with N, K >= 1", probs,
+                             got=f"shape {p.shape}")
+    if not np.all(np.isfinite(p)):
+        raise argument_error(name, "be finite", probs, got="NaN or inf values")
+    if p.min() < 0.0 or p.max() > 1.0 + _ROW_SUM_ATOL:
+        raise argument_error(name, "be probabilities in [0, 1] (not logits)", probs,
+                             got=f"values in [{p.min():.4g}, {p.max():.4g}]")
+    deviation = np.max(np.abs(p.sum(axis=-1) - 1.0))
+    if deviation > _ROW_SUM_ATOL:
+        raise argument_error(name, f"be rows of probabilities that sum to 1 within "
+                             f"{_ROW_SUM_ATOL} (not logits)", probs,
+                             got=f"a row sum off by {deviation:.4g}")
+    return np.minimum(p, 1.0)  # a float32 mean can pass 1 by an ulp: -log p stays >= 0
+
+
+def take_labels(labels, at, num_classes):
+    """The class labels at the scored positions of ``at``, checked.
+
+    Args:
+      labels: [N, ...] class indices (integers, integral floats, or booleans
+        for two classes) of the positions P = (N, ...) of ``at``, or
+        [N, ..., 1] (a trailing axis of size 1, as Keras' sparse losses take).
+      at: the :class:`keras_bnn.positions.Positions` of the predictions.
+      num_classes: the number K of classes.
+
+    Returns:
+      int64 numpy array [M] of the M scored positions' labels.
+
+    Raises:
+      ValueError: naming ``labels`` if its shape is not P (or P + (1,); one-hot
+        P + (K,) is named as such), a label is not integral, or one is
+        outside [0, K).
+    """
+    y = np.asarray(labels)
+    if y.shape == at.shape + (1,):
+        y = y[..., 0]
+    elif y.shape == at.shape + (num_classes,) and num_classes > 1:
+        raise argument_error("labels", f"be integer class indices of shape {list(at.shape)}, "
+                             "not one-hot rows (pass np.argmax(labels, axis=-1))", None,
+                             got=f"shape {y.shape}")
+    y = at.take(y, "labels", event=False)
+    integral = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_) or (
+        np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))
+    if not integral:
+        raise argument_error("labels", "be integer class indices", None,
+                             got=f"dtype {y.dtype} values {y[:3]}")
+    y = y.astype(np.int64)
+    if y.min() < 0 or y.max() >= num_classes:
+        raise argument_error("labels", f"be class indices in [0, {num_classes - 1}] for "
+                             f"K={num_classes} classes", None,
+                             got=f"values in [{y.min()}, {y.max()}]")
+    return y
+
+
+def two_class(probs, name="probs"):
+    """Binary probabilities as two-class rows; any other array unchanged.
+
+    Args:
+      probs: [..., 1] probabilities p(y=1) (a Bernoulli head's), or [..., K].
+      name: the argument's name, for errors.
+
+    Returns:
+      float64 numpy array: [..., 2] rows [1 − min(p, 1), p] for [..., 1] input
+      (:func:`check_probabilities` then admits p up to 1 + 5e-3, as any
+      row's entries, and clips it), else ``probs`` as it is.
+
+    Raises:
+      ValueError: naming ``name`` if ``probs`` is not an array of numbers.
+    """
+    p = as_numbers(probs, name)
+    if p.ndim >= 2 and p.shape[-1] == 1:
+        # A float32 p̄ may pass 1 by an ulp (a log-mean-exp of confident members): its
+        # complement is 0, not -1e-7, and p is clipped as a row's entries are.
+        return np.concatenate([1.0 - np.minimum(p, 1.0), p], axis=-1)
+    return p
