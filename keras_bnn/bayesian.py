@@ -17,7 +17,8 @@ Which prior:
    or a weight's name (``"embeddings"``, ``"gamma"``: every weight so
    named), in that order of precedence; ``None`` as the prior means a flat
    prior for those weights, an explicit opt-in;
-2. a ``keras_bnn.priors.Prior`` the weight already carries (``kb.layers``);
+2. a ``keras_bnn.priors.Prior`` the weight already carries (``kb.layers``; not
+   one that an earlier ``kb.bayesian`` call set: each call chooses again);
 3. the defaults: :data:`NAMED_DEFAULTS` by weight name (embeddings
    ``Normal(0, 1)`` as in ``kb.layers.Embedding``; normalisation scales
    ``gamma`` ``Normal(1, 1)``, centred on their initial value 1, as
@@ -91,6 +92,8 @@ NAMED_DEFAULTS = {
     "gamma": lambda: priors_lib.Normal(1.0, 1.0),
 }
 _UNSET = object()
+#: The attribute of a weight that keeps the prior it carried before kb.bayesian (_carried).
+_CARRIED = "_keras_bnn_carried_prior"
 _TRANSPOSED = (keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose,
                keras.layers.Conv3DTranspose)
 
@@ -121,18 +124,32 @@ def _choose(variable, keys, priors, kernel_prior, bias_prior):
         ``"kernel_prior"`` or ``"bias_prior"`` where the caller's arguments
         decided, None for a prior the weight carries or a named default.
     """
-    name = variable.name
+    name, carried = variable.name, _carried(variable)  # kept before any prior is set
     for key in keys:
         if key in priors:
             argument = f"priors[{key!r}]"
             return priors_lib.get(priors[key], argument), argument
-    if isinstance(variable.regularizer, priors_lib.Prior):
-        return variable.regularizer, None
+    if carried is not None:
+        return carried, None
     if name in NAMED_DEFAULTS:
         return NAMED_DEFAULTS[name](), None
     if len(variable.shape) >= 2 and name != "bias":  # a GRU's or an attention head's bias
         return kernel_prior, "kernel_prior"
     return bias_prior, "bias_prior"
+
+
+def _carried(variable):
+    """The ``kb.priors`` prior the weight carried before ``kb.bayesian`` first set one, or None.
+
+    Kept on the weight at the first call, so that a later call chooses again from
+    its own arguments: the priors an earlier call set are no prior the weight
+    carries (until 2026-11-29 they were, and a second ``kb.bayesian(model,
+    kernel_prior=...)`` kept the first call's priors without a word).
+    """
+    if not hasattr(variable, _CARRIED):
+        own = variable.regularizer
+        setattr(variable, _CARRIED, own if isinstance(own, priors_lib.Prior) else None)
+    return getattr(variable, _CARRIED)
 
 
 def _true_fans(layer, variable):

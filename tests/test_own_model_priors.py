@@ -1,0 +1,51 @@
+"""``kb.bayesian`` on a model the user brings, called more than once (README "Your own model")."""
+
+import keras
+
+import keras_bnn as kb
+
+
+def _configs(model):
+    return {v.path: (type(v.regularizer).__name__, v.regularizer.get_config())
+            for v in model.trainable_variables}
+
+
+def _mlp():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6,))
+    hidden = keras.layers.Dense(8, activation="relu", name="hidden")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden))
+
+
+def test_a_second_call_takes_its_own_kernel_and_bias_priors():
+    """A prior sweep on one model: each call's arguments decide, not the first call's
+    priors (until 2026-11-29 every later call kept HeNormal(1) and Normal(0, 1))."""
+    model = _mlp()
+    kb.bayesian(model)
+    narrow = kb.bayesian(model, kernel_prior=kb.priors.Normal(0.0, 0.01),
+                         bias_prior=kb.priors.Laplace(3.0))
+    assert _configs(narrow) == {
+        "hidden/kernel": ("Normal", {"mean": 0.0, "stddev": 0.01}),
+        "hidden/bias": ("Laplace", {"loc": 0.0, "scale": 3.0}),
+        "logits/kernel": ("Normal", {"mean": 0.0, "stddev": 0.01}),
+        "logits/bias": ("Laplace", {"loc": 0.0, "scale": 3.0})}
+    assert kb.bayesian(model).trainable_variables[0].regularizer.get_config() == {"scale": 1.0}
+
+
+def test_an_override_of_one_call_does_not_stay_for_the_next():
+    model = _mlp()
+    kb.bayesian(model, priors={"kernel": kb.priors.Normal(0.0, 0.02)})
+    assert _configs(kb.bayesian(model)) == _configs(kb.bayesian(_mlp()))
+
+
+def test_a_kb_layers_prior_is_still_the_one_the_weight_carries():
+    """The prior a ``kb.layers`` layer was given outlives a call that overrode it."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6,))
+    own = kb.priors.Normal(0.0, 0.3)
+    model = keras.Model(inputs, kb.layers.Dense(3, kernel_prior=own, name="d")(inputs))
+    overridden = kb.bayesian(model, priors={"d/kernel": kb.priors.Laplace(0.1)})
+    assert type(overridden.get_layer("d").kernel.regularizer) is kb.priors.Laplace
+    again = kb.bayesian(model, kernel_prior=kb.priors.Normal(0.0, 0.01))
+    assert again.get_layer("d").kernel.regularizer is own
+    assert again.get_layer("d").kernel_prior is own
