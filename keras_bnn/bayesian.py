@@ -308,8 +308,9 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             unknown prior, or a prior that does not fit its weight's shape
             (each naming the argument); for a model without a graph whose
             one input shape is unknown (naming ``input_shape``), for an
-            ``input_dtype`` that is not a Keras dtype or is given for a
-            model with a graph (whose ``keras.Input`` sets it), or a
+            ``input_dtype`` that is not a Keras dtype, an ``input_shape``
+            or ``input_dtype`` given for a model with a graph (whose
+            ``keras.Input`` sets them), or a
             Sequential that Keras can neither trace into a graph nor call
             on a ``keras.Input`` (saying what to do). After any error ``model``
             is as it was: the priors set before it are taken off again, and
@@ -365,10 +366,10 @@ def _as_bayesian_model(model, input_shape, input_dtype):
     """A functional ``BayesianModel`` on ``model``'s graph or its (Sequential) layers, or
     around it as one layer (subclassed, or a Sequential that Keras did not trace)."""
     if isinstance(model, BayesianModel):
-        return _with_own_input_dtype(model, input_dtype)
+        return _with_own_input(model, input_shape, input_dtype)
     sequential = isinstance(model, keras.Sequential)
     if sequential and model._functional is not None:
-        _with_own_input_dtype(model, input_dtype)
+        _with_own_input(model, input_shape, input_dtype)
         # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer,
         # whose batch size is kept (a stateful RNN's), as keras.models.clone_model does.
         spec = model.inputs[0]
@@ -384,18 +385,23 @@ def _as_bayesian_model(model, input_shape, input_dtype):
         inputs = _input_of(model, input_shape, input_dtype)
         outputs = _sequential_as_one_layer(model, inputs) if sequential else model(inputs)
     else:
-        _with_own_input_dtype(model, input_dtype)
+        _with_own_input(model, input_shape, input_dtype)
     return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
 
 
-def _with_own_input_dtype(model, input_dtype):
+def _with_own_input(model, input_shape, input_dtype):
     """``model`` (which has a graph, so a ``keras.Input`` of its own), refusing an
-    ``input_dtype``: it would not change that input's dtype."""
-    if input_dtype is not None:
-        raise argument_error(
-            "input_dtype", "be None for a model with a graph, whose keras.Input sets the "
-            f"dtype ({model.inputs[0].dtype} here; input_dtype is for a subclassed model)",
-            input_dtype, "bayesian")
+    ``input_shape`` or ``input_dtype``: they would not change that input (until
+    2026-11-29 an ``input_shape`` was ignored without a word)."""
+    spec = (getattr(model, "inputs", None) or [None])[0]
+    for argument, value, kind, own in (
+            ("input_shape", input_shape, "shape", spec is not None and tuple(spec.shape[1:])),
+            ("input_dtype", input_dtype, "dtype", spec is not None and spec.dtype)):
+        if value is not None:
+            raise argument_error(
+                argument, f"be None for a model with a graph, whose keras.Input sets the "
+                f"{kind} ({own} here; {argument} is for a subclassed model)", value,
+                "bayesian")
     return model
 
 

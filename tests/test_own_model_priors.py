@@ -1,6 +1,7 @@
 """``kb.bayesian`` on a model the user brings, called more than once (README "Your own model")."""
 
 import keras
+import pytest
 
 import keras_bnn as kb
 
@@ -49,3 +50,13 @@ def test_a_kb_layers_prior_is_still_the_one_the_weight_carries():
     again = kb.bayesian(model, kernel_prior=kb.priors.Normal(0.0, 0.01))
     assert again.get_layer("d").kernel.regularizer is own
     assert again.get_layer("d").kernel_prior is own
+
+
+def test_an_input_shape_for_a_model_with_a_graph_is_refused_not_ignored():
+    """Until 2026-11-29 ``input_shape=(10,)`` on a model of input (6,) was ignored."""
+    sequential = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3, name="d")])
+    for model in (_mlp(), sequential):
+        with pytest.raises(ValueError, match=r"`input_shape` must be None for a model with "
+                                             r"a graph.*\(\(6,\) here"):
+            kb.bayesian(model, input_shape=(10,))
+        assert all(v.regularizer is None for v in model.trainable_variables)  # as it was
