@@ -254,11 +254,24 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
             set_recorded(undo, layer, "activity_regularizer", None)
     unknown = sorted(set(priors) - known)
     if unknown:
+        frozen = sorted(set(unknown) & _frozen_keys(model, found))
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
-                         f"model: {unknown}; known weight paths: "
+                         f"model: {unknown}"
+                         + (f" ({frozen} name frozen weights only, trainable=False: they are "
+                            "not sampled and take no prior)" if frozen else "")
+                         + f"; known weight paths: "
                          f"{[v.path for v in model.trainable_variables][:20]}.")
     _record_in_composites(passed, undo)
     return flat, replaced, activity
+
+
+def _frozen_keys(model, found):
+    """The ``priors`` keys that name the weights of frozen layers (``trainable=False``),
+    which are not sampled and so take no prior (:func:`_keys`; ``found``: :func:`places`)."""
+    trainable = {id(variable) for variable in model.trainable_variables}
+    return {key for variable in model.weights
+            if id(variable) in found and id(variable) not in trainable
+            for key in _keys(variable, *found[id(variable)])}
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,

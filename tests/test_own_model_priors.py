@@ -60,3 +60,12 @@ def test_an_input_shape_for_a_model_with_a_graph_is_refused_not_ignored():
                                              r"a graph.*\(\(6,\) here"):
             kb.bayesian(model, input_shape=(10,))
         assert all(v.regularizer is None for v in model.trainable_variables)  # as it was
+
+
+def test_a_priors_key_of_a_frozen_layer_is_refused_saying_it_is_frozen():
+    """The trunk of a Bayesian last layer has no prior to give; the error says why."""
+    model = _mlp()
+    model.get_layer("hidden").trainable = False
+    with pytest.raises(ValueError, match=r"\['hidden'\] \(\['hidden'\] name frozen weights "
+                                         r"only, trainable=False"):
+        kb.bayesian(model, priors={"hidden": kb.priors.Normal(0.0, 0.5), "logits": "normal"})
