@@ -18,7 +18,8 @@ Which prior:
    named), in that order of precedence; ``None`` as the prior means a flat
    prior for those weights, an explicit opt-in;
 2. a ``keras_bnn.priors.Prior`` the weight already carries (``kb.layers``; not
-   one that an earlier ``kb.bayesian`` call set: each call chooses again);
+   one that an earlier ``kb.bayesian`` call set on the same weights: each call
+   chooses again; a reloaded or cloned model's priors are carried ones);
 3. the defaults: :data:`NAMED_DEFAULTS` by weight name (embeddings
    ``Normal(0, 1)`` as in ``kb.layers.Embedding``; normalisation scales
    ``gamma`` ``Normal(1, 1)``, centred on their initial value 1, as
