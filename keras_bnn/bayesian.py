@@ -17,7 +17,9 @@ Which prior:
    or a weight's name (``"embeddings"``, ``"gamma"``: every weight so
    named), in that order of precedence; ``None`` as the prior means a flat
    prior for those weights, an explicit opt-in;
-2. a ``keras_bnn.priors.Prior`` the weight already carries (``kb.layers``);
+2. a ``keras_bnn.priors.Prior`` the weight already carries (``kb.layers``; not
+   one that an earlier ``kb.bayesian`` call set on the same weights: each call
+   chooses again; a reloaded or cloned model's priors are carried ones);
 3. the defaults: :data:`NAMED_DEFAULTS` by weight name (embeddings
    ``Normal(0, 1)`` as in ``kb.layers.Embedding``; normalisation scales
    ``gamma`` ``Normal(1, 1)``, centred on their initial value 1, as
@@ -91,6 +93,8 @@ NAMED_DEFAULTS = {
     "gamma": lambda: priors_lib.Normal(1.0, 1.0),
 }
 _UNSET = object()
+#: The attribute of a weight that keeps the prior it carried before kb.bayesian (_carried).
+_CARRIED = "_keras_bnn_carried_prior"
 _TRANSPOSED = (keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose,
                keras.layers.Conv3DTranspose)
 
@@ -121,18 +125,32 @@ def _choose(variable, keys, priors, kernel_prior, bias_prior):
         ``"kernel_prior"`` or ``"bias_prior"`` where the caller's arguments
         decided, None for a prior the weight carries or a named default.
     """
-    name = variable.name
+    name, carried = variable.name, _carried(variable)  # kept before any prior is set
     for key in keys:
         if key in priors:
             argument = f"priors[{key!r}]"
             return priors_lib.get(priors[key], argument), argument
-    if isinstance(variable.regularizer, priors_lib.Prior):
-        return variable.regularizer, None
+    if carried is not None:
+        return carried, None
     if name in NAMED_DEFAULTS:
         return NAMED_DEFAULTS[name](), None
     if len(variable.shape) >= 2 and name != "bias":  # a GRU's or an attention head's bias
         return kernel_prior, "kernel_prior"
     return bias_prior, "bias_prior"
+
+
+def _carried(variable):
+    """The ``kb.priors`` prior the weight carried before ``kb.bayesian`` first set one, or None.
+
+    Kept on the weight at the first call, so that a later call chooses again from
+    its own arguments: the priors an earlier call set are no prior the weight
+    carries (until 2026-11-29 they were, and a second ``kb.bayesian(model,
+    kernel_prior=...)`` kept the first call's priors without a word).
+    """
+    if not hasattr(variable, _CARRIED):
+        own = variable.regularizer
+        setattr(variable, _CARRIED, own if isinstance(own, priors_lib.Prior) else None)
+    return getattr(variable, _CARRIED)
 
 
 def _true_fans(layer, variable):
@@ -237,11 +255,24 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
             set_recorded(undo, layer, "activity_regularizer", None)
     unknown = sorted(set(priors) - known)
     if unknown:
+        frozen = sorted(set(unknown) & _frozen_keys(model, found))
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
-                         f"model: {unknown}; known weight paths: "
+                         f"model: {unknown}"
+                         + (f" ({frozen} name frozen weights only, trainable=False: they are "
+                            "not sampled and take no prior)" if frozen else "")
+                         + f"; known weight paths: "
                          f"{[v.path for v in model.trainable_variables][:20]}.")
     _record_in_composites(passed, undo)
     return flat, replaced, activity
+
+
+def _frozen_keys(model, found):
+    """The ``priors`` keys that name the weights of frozen layers (``trainable=False``),
+    which are not sampled and so take no prior (:func:`_keys`; ``found``: :func:`places`)."""
+    trainable = {id(variable) for variable in model.trainable_variables}
+    return {key for variable in model.weights
+            if id(variable) in found and id(variable) not in trainable
+            for key in _keys(variable, *found[id(variable)])}
 
 
 def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_flat=False,
@@ -291,8 +322,9 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
             unknown prior, or a prior that does not fit its weight's shape
             (each naming the argument); for a model without a graph whose
             one input shape is unknown (naming ``input_shape``), for an
-            ``input_dtype`` that is not a Keras dtype or is given for a
-            model with a graph (whose ``keras.Input`` sets it), or a
+            ``input_dtype`` that is not a Keras dtype, an ``input_shape``
+            or ``input_dtype`` given for a model with a graph (whose
+            ``keras.Input`` sets them), or a
             Sequential that Keras can neither trace into a graph nor call
             on a ``keras.Input`` (saying what to do). After any error ``model``
             is as it was: the priors set before it are taken off again, and
@@ -348,10 +380,10 @@ def _as_bayesian_model(model, input_shape, input_dtype):
     """A functional ``BayesianModel`` on ``model``'s graph or its (Sequential) layers, or
     around it as one layer (subclassed, or a Sequential that Keras did not trace)."""
     if isinstance(model, BayesianModel):
-        return _with_own_input_dtype(model, input_dtype)
+        return _with_own_input(model, input_shape, input_dtype)
     sequential = isinstance(model, keras.Sequential)
     if sequential and model._functional is not None:
-        _with_own_input_dtype(model, input_dtype)
+        _with_own_input(model, input_shape, input_dtype)
         # Built (with an Input, by ``build`` or by a call): its first layer is an InputLayer,
         # whose batch size is kept (a stateful RNN's), as keras.models.clone_model does.
         spec = model.inputs[0]
@@ -367,18 +399,23 @@ def _as_bayesian_model(model, input_shape, input_dtype):
         inputs = _input_of(model, input_shape, input_dtype)
         outputs = _sequential_as_one_layer(model, inputs) if sequential else model(inputs)
     else:
-        _with_own_input_dtype(model, input_dtype)
+        _with_own_input(model, input_shape, input_dtype)
     return BayesianModel(inputs=inputs, outputs=outputs, name=f"bayesian_{model.name}")
 
 
-def _with_own_input_dtype(model, input_dtype):
+def _with_own_input(model, input_shape, input_dtype):
     """``model`` (which has a graph, so a ``keras.Input`` of its own), refusing an
-    ``input_dtype``: it would not change that input's dtype."""
-    if input_dtype is not None:
-        raise argument_error(
-            "input_dtype", "be None for a model with a graph, whose keras.Input sets the "
-            f"dtype ({model.inputs[0].dtype} here; input_dtype is for a subclassed model)",
-            input_dtype, "bayesian")
+    ``input_shape`` or ``input_dtype``: they would not change that input (until
+    2026-11-29 an ``input_shape`` was ignored without a word)."""
+    spec = (getattr(model, "inputs", None) or [None])[0]
+    for argument, value, kind, own in (
+            ("input_shape", input_shape, "shape", spec is not None and tuple(spec.shape[1:])),
+            ("input_dtype", input_dtype, "dtype", spec is not None and spec.dtype)):
+        if value is not None:
+            raise argument_error(
+                argument, f"be None for a model with a graph, whose keras.Input sets the "
+                f"{kind} ({own} here; {argument} is for a subclassed model)", value,
+                "bayesian")
     return model
 
 

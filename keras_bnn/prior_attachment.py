@@ -48,6 +48,7 @@ import warnings
 import keras
 from keras.src.saving import serialization_lib  # Keras' deserialization scope
 
+from keras_bnn import trainable_flags
 from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.prior_guard import MissingPriorWarning, weights_without_prior
 
@@ -186,13 +187,15 @@ def restore(model, entries):
 
     Args:
         model: the ``BayesianModel`` that Keras rebuilt from the config.
-        entries: the config's ``"weight_priors"``.
+        entries: the config's ``"weight_priors"`` (:func:`take_recorded`); the
+            layers of the weights a :class:`Recorded` names frozen are frozen first.
 
     Raises:
         ValueError: naming ``weight_priors`` where an entry does not fit the
             rebuilt model's trainable weights (another architecture: an
             altered config, or a subclass whose code changed since the save).
     """
+    trainable_flags.freeze(model, getattr(entries, "frozen", ()))  # before the indices
     variables = model.trainable_variables
     found = places(model)
     flat = []
@@ -222,18 +225,22 @@ def config_entries(model, keras_config):
         keras_config: Keras' config of it (a functional one has ``"layers"``).
 
     Returns:
-        dict: ``{"weight_priors": record(model)}`` for a functional model;
-        with ``"weight_priors_build"`` (its Keras build config) for a built
-        subclassed one; empty for an unbuilt subclassed one (no weights yet).
+        dict: ``{"weight_priors": record(model)}``, with
+        ``"weight_priors_frozen"`` where it has frozen weights
+        (:func:`keras_bnn.trainable_flags.frozen`) and, for a built
+        subclassed one, ``"weight_priors_build"`` (its Keras build config);
+        empty for an unbuilt subclassed one (no weights yet).
 
     Raises:
         ValueError: for a prior that cannot be saved, naming the weight.
     """
-    if {"layers", "input_layers", "output_layers"} <= set(keras_config):  # functional
-        return {CONFIG_KEY: record(model)}
-    if not has_weights(model):
+    functional = {"layers", "input_layers", "output_layers"} <= set(keras_config)
+    if not functional and not has_weights(model):
         return {}
-    return {CONFIG_KEY: record(model), BUILD_KEY: model.get_build_config()}
+    positions = trainable_flags.frozen(model)
+    return {CONFIG_KEY: record(model),
+            **({trainable_flags.FROZEN_KEY: positions} if positions else {}),
+            **({} if functional else {BUILD_KEY: model.get_build_config()})}
 
 
 def has_weights(model):
@@ -250,10 +257,24 @@ def take_recorded(config):
             a subclass's own ``from_config`` passed on to ``__init__``.
 
     Returns:
-        ``(entries, build)``: the ``"weight_priors"`` entries and the build
-        config, None where absent.
+        ``(entries, build)``: the ``"weight_priors"`` entries (a :class:`Recorded`
+        where the config records frozen weights) and the build config, None
+        where absent.
     """
-    return config.pop(CONFIG_KEY, None), config.pop(BUILD_KEY, None)
+    frozen = config.pop(trainable_flags.FROZEN_KEY, None)
+    entries = config.pop(CONFIG_KEY, None)
+    if entries is not None and frozen:
+        entries = Recorded(entries, frozen)
+    return entries, config.pop(BUILD_KEY, None)
+
+
+class Recorded(list):
+    """The ``"weight_priors"`` entries of a config, with ``frozen``: the positions of the
+    model's frozen weights (``"weight_priors_frozen"``), which :func:`restore` freezes."""
+
+    def __init__(self, entries, frozen):
+        super().__init__(entries)
+        self.frozen = frozen
 
 
 class _Pending:

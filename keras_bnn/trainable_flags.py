@@ -12,11 +12,68 @@ config in store.json does not match its fingerprint"), so
 append to the store it had written ("holds samples of another
 architecture"). :func:`restore` sets every nested layer's flag to the one its
 config records; :func:`deserialize` rebuilds a serialized model with them.
+
+A layer inside a subclassed model or layer has no config of its own: Keras
+rebuilds it from the class's code, trainable, and so does ``keras.saving.load_model``
+for a plain Keras model (its frozen weights come back trainable). A
+``BayesianModel``'s config records its frozen weights (``"weight_priors_frozen"``,
+:func:`frozen`: their positions in ``model.weights``) and
+:func:`keras_bnn.prior_attachment.restore` freezes their layers again (:func:`freeze`)
+before it sets the priors. Until 2026-11-29 ``kb.bayesian`` of a subclassed model with a
+frozen part (a pretrained backbone under a sampled head) could not be reloaded:
+``load_model`` and ``PosteriorEnsemble.from_store`` raised that the recorded priors
+did not fit the rebuilt model's trainable weights.
 """
 
 import copy
 
 import keras
+
+
+#: The key of a ``BayesianModel``'s config that records its frozen weights (:func:`frozen`).
+FROZEN_KEY = "weight_priors_frozen"
+
+
+def _owners(model):
+    """``{id(variable): layer}``: the innermost layer that made each weight trainable."""
+    return {id(variable): layer for layer in model._flatten_layers(include_self=True)
+            for variable in layer._trainable_variables}  # outer layers first: inner ones win
+
+
+def frozen(model):
+    """The positions in ``model.weights`` of the weights made trainable but frozen now.
+
+    Args:
+        model: a built Keras model.
+
+    Returns:
+        list of int: the weights of layers set ``trainable=False`` (not a
+        ``BatchNormalization``'s moving statistics, which are never trainable).
+    """
+    made, now = _owners(model), {id(variable) for variable in model.trainable_variables}
+    return [index for index, variable in enumerate(model.weights)
+            if id(variable) in made and id(variable) not in now]
+
+
+def freeze(model, positions):
+    """Freezes again the weights that :func:`frozen` recorded, where they are trainable.
+
+    Sets ``trainable=False`` on the layer that made each such weight (one
+    inside a subclassed model or layer, which Keras rebuilt trainable).
+
+    Args:
+        model: the built model rebuilt from a config.
+        positions: :func:`frozen` of the model that config was taken from.
+
+    Returns:
+        None.
+    """
+    owners, weights = _owners(model), model.weights
+    now = {id(variable) for variable in model.trainable_variables}
+    for index in positions:
+        variable = weights[index] if isinstance(index, int) and index < len(weights) else None
+        if variable is not None and id(variable) in now:
+            owners[id(variable)].trainable = False
 
 
 def restore(layer, config):
