@@ -63,7 +63,7 @@ def test_the_posterior_ensemble_of_its_store_rebuilds_it(tmp_path):
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     store = kb.SampleStore(str(tmp_path / "samples"))
     rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(32, 6)).astype("float32"), rng.integers(0, 3, 32)
+    x = rng.normal(size=(32, 6)).astype("float32")
     store.append(bnn)
     ensemble = kb.PosteriorEnsemble.from_store(store)
     expected = keras.ops.convert_to_numpy(keras.ops.softmax(bnn(x, training=False)))
