@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 import keras
+from tensorflow.python.framework import ops as tf_ops
 
 
 def run_chains(
@@ -67,7 +68,19 @@ def run_chains(
             out = out.write(r, record(theta.value, i))
         return out.stack()
 
-    return loop().numpy().astype(np.float64), theta
+    # Keras' optimizer step all-reduces the gradients, even without a
+    # strategy, through a graph-mode tf.custom_gradient: TensorFlow registers
+    # a gradient function per trace in a global registry and never removes
+    # it, and that function holds the traced loop (its graph, its nested
+    # functions in the eager context): ~5 MB a call, for the whole run. Nothing
+    # takes a gradient of this loop, so its entries go once it has run.
+    registry = tf_ops._gradient_registry._registry  # pylint: disable=protected-access
+    registered = set(registry)
+    try:
+        return loop().numpy().astype(np.float64), theta
+    finally:
+        for name in set(registry) - registered:
+            del registry[name]
 
 
 # Coordinates per ``effective_sample_size`` call: a multiple of 64 (chunks

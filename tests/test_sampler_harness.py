@@ -4,6 +4,8 @@ A slow-suite process runs ~290 tests; what one test leaves in memory stays for
 all the others (measured: one ESS of [12000, 64, 31] draws kept 2.9 GB).
 """
 
+import gc
+
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -39,3 +41,22 @@ def test_total_ess_hands_tensorflow_bounded_chunks(monkeypatch):
     sampler_harness.total_ess(_draws())  # 1.5 M values
     assert sum(sizes) == 3000 * 10 * 50
     assert max(sizes) <= 2**20, sizes
+
+
+def test_run_chains_leaves_no_traced_loop_behind():
+    from keras_bnn import samplers
+    from tensorflow.python.eager import context
+
+    def run():
+        sampler = samplers.ATMC(step_size=0.01, seed=3)
+        sampler.configure(train_size=100, temperature=1.0)
+        samples, _ = sampler_harness.run_chains(
+            sampler, np.zeros((4, 3), np.float32), lambda theta, step: theta, 20,
+            jit_compile=False)
+        return samples
+
+    first = run()  # traces the package's own module-level functions once
+    functions = set(context.context().list_function_names())
+    np.testing.assert_array_equal(run(), first)
+    gc.collect()  # the traced graph is a reference cycle
+    assert set(context.context().list_function_names()) - functions == set()
