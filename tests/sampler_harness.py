@@ -72,8 +72,9 @@ def run_chains(
     # strategy, through a graph-mode tf.custom_gradient: TensorFlow registers
     # a gradient function per trace in a global registry and never removes
     # it, and that function holds the traced loop (its graph, its nested
-    # functions in the eager context): ~5 MB a call, for the whole run. Nothing
-    # takes a gradient of this loop, so its entries go once it has run.
+    # functions in the eager context) for the rest of the run. Nothing takes a
+    # gradient of this loop, so its entries go once it has run (kept per call,
+    # ATMC on [64, 31]: 7.7 -> 3.0 MB; under XLA 11.7 -> 8.5 MB).
     registry = tf_ops._gradient_registry._registry  # pylint: disable=protected-access
     registered = set(registry)
     try:
