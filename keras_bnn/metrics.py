@@ -366,8 +366,8 @@ def _check_gaussian(mean, variance, targets, names=("mean", "variance"), mask=No
     positions, and their :class:`Positions` (:func:`evaluate_gaussian`); errors name
     the first two ``names``."""
     check_choice(target_axis, "target_axis", TARGET_AXES)
-    mu, var, y = (as_numbers(v, name) for v, name in ((mean, names[0]), (variance, names[1]),
-                                                     (targets, "targets")))
+    named = ((mean, names[0]), (variance, names[1]), (targets, "targets"))
+    mu, var, y = (as_numbers(value, name) for value, name in named)
     rank = 1 if mask is None else np.ndim(mask)  # [N, ...] alone: D = 1
     mu, var, y = (v[..., None] if target_axis is None or v.ndim == rank else v
                   for v in (mu, var, y))
@@ -417,8 +417,8 @@ def gaussian_nll_per_example(mean, variance, targets, mask=None, target_axis=-1)
 def _check_members(member_means, member_variances, targets, mask, target_axis):
     """The S members' ``(means, variances)`` [S, M, D], ``targets`` [M, D] and their
     :class:`Positions`, checked."""
-    mu, var = as_numbers(member_means, "member_means"), as_numbers(member_variances,
-                                                               "member_variances")
+    mu = as_numbers(member_means, "member_means")
+    var = as_numbers(member_variances, "member_variances")
     if mu.ndim < 2 or mu.shape != var.shape or 0 in mu.shape:
         raise argument_error("member_variances", "be non-empty arrays of the same shape "
                              "[S, N] or [S, N, ..., D] as `member_means`", None,
