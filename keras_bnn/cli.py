@@ -63,10 +63,12 @@ def int_at_least(minimum):
 _CONFIG_FLAGS = (
     # flag, RunConfig field, type, help
     ("--dataset", "dataset", str,
-     "synthetic, digits, breast_cancer, wine, diabetes (bundled), fashion_mnist (local "
-     "files), mnist, cifar10 or imdb"),
+     "synthetic, digits, breast_cancer, wine, diabetes (bundled), npy (your x_train.npy, "
+     "y_train.npy, x_test.npy, y_test.npy in --data-dir), fashion_mnist (local files), "
+     "mnist, cifar10 or imdb"),
     ("--data-dir", "data_dir", str,
-     "tensorflow-datasets data directory, or the Fashion-MNIST files' directory"),
+     "tensorflow-datasets data directory, the Fashion-MNIST files' directory, or the "
+     "directory of the npy dataset's four files"),
     ("--model", "model", str, "mlp, resnet_pp, resnet20_frn, cnn_lstm or cnn"),
     ("--sampler", "sampler", str,
      "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
@@ -157,7 +159,7 @@ def _config_from(args):
     if config.dataset == ARRAYS:  # the runs API's name for arrays passed in memory
         raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
                          "Python API's name for arrays passed in memory; on the command line "
-                         "`sweep --x X.npy --y Y.npy` takes arrays)")
+                         "--dataset npy --data-dir D reads your arrays from .npy files)")
     sizes = sorted({"num_train", "num_test"} & set(flags))
     if sizes and config.dataset != "synthetic":
         raise ValueError(f"--{sizes[0].replace('_', '-')} sizes the synthetic task; dataset "
@@ -290,26 +292,9 @@ def _cmd_sweep_temperature(args):
     console.print_sweep(rows, "temperature", config.output_dir)
 
 
-def _load_array(path, flag):
-    """The one array in the ``.npy`` file ``path`` (``--x``/``--y``)."""
-    import numpy as np
-
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except OSError as error:
-        reason = error.strerror or error
-        raise type(error)(error.errno, f"{flag} {path!r} cannot be read ({reason})") from None
-    except ValueError as error:  # an object array (it would need pickle) or not a .npy
-        raise ValueError(f"{flag} {path!r} must be a .npy file of numbers ({error})") from None
-    if not isinstance(loaded, np.ndarray):
-        loaded.close()
-        raise ValueError(f"{flag} must be a .npy file holding one array; {path!r} is a .npz "
-                         "archive (save one array with numpy.save)")
-    return loaded
-
-
 def _cmd_sweep(args):
-    from keras_bnn.runs.config import check_arrays, check_sweep
+    from keras_bnn.datasets.npy_files import check_arrays, read_npy
+    from keras_bnn.runs.config import check_sweep
 
     if (args.x is None) != (args.y is None):
         raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
@@ -318,7 +303,7 @@ def _cmd_sweep(args):
     _refuse_swept(args, [args.param, "seed"], f"--param {args.param} --values, --seeds")
     arrays = {}
     if args.x is not None:
-        x, y = check_arrays(_load_array(args.x, "--x"), _load_array(args.y, "--y"),
+        x, y = check_arrays(read_npy(args.x, "--x"), read_npy(args.y, "--y"),
                             names=("--x", "--y"))
         arrays = {"x": x, "y": y}
     split = None if args.validation_split == 0 else args.validation_split

@@ -10,6 +10,8 @@ every epoch, the test set in a fixed order) and a dict ``info`` with at least
 `load_bundled` serves the small real datasets that scikit-learn ships inside
 its package (no download): digits, breast_cancer, wine (classification) and
 diabetes (regression), with a fixed split and scaling (see BUNDLED).
+`load_npy` serves your own arrays: four `.npy` files in a directory
+(`NPY_FILES`; see `keras_bnn.datasets.npy_files`).
 
 The tensorflow-datasets loaders never download unless ``download=True``: a
 data directory that does not hold the prepared dataset raises
@@ -23,11 +25,12 @@ TensorFlow is installed).
 
 This module is the public interface (every name below, and :func:`load`);
 the loaders live in :mod:`keras_bnn.datasets`: ``pipeline`` (arrays as
-``tf.data``), ``synthetic``, ``bundled`` and ``tfds_loaders``.
+``tf.data``), ``synthetic``, ``bundled``, ``npy_files`` and ``tfds_loaders``.
 """
 
 from keras_bnn.datasets.bundled import (BUNDLED, BUNDLED_SPLIT_SEED, bundled_arrays,
                                         load_bundled)
+from keras_bnn.datasets.npy_files import NPY_FILES, load_npy, npy_arrays
 from keras_bnn.datasets.pipeline import dataset_labels, make_dataset
 from keras_bnn.datasets.synthetic import synthetic_teacher, teacher_probs
 from keras_bnn.fashion_mnist import load_fashion_mnist
@@ -36,11 +39,11 @@ from keras_bnn.datasets.tfds_loaders import (CIFAR10_MEAN, CIFAR10_PAD, CIFAR10_
 from keras_bnn.validation import check_choice
 
 __all__ = ["BUNDLED", "BUNDLED_SPLIT_SEED", "CIFAR10_MEAN", "CIFAR10_PAD", "CIFAR10_STD",
-           "DATASETS", "bundled_arrays", "dataset_labels", "load", "load_bundled",
-           "load_cifar10", "load_fashion_mnist", "load_imdb", "load_mnist", "make_dataset",
-           "synthetic_teacher", "teacher_probs"]
+           "DATASETS", "NPY_FILES", "bundled_arrays", "dataset_labels", "load", "load_bundled",
+           "load_cifar10", "load_fashion_mnist", "load_imdb", "load_mnist", "load_npy",
+           "make_dataset", "npy_arrays", "synthetic_teacher", "teacher_probs"]
 
-DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
+DATASETS = ("synthetic", *BUNDLED, "npy", "fashion_mnist", "mnist", "cifar10", "imdb")
 
 
 def load(name, batch_size=128, **kwargs):
@@ -50,7 +53,8 @@ def load(name, batch_size=128, **kwargs):
       name: one of DATASETS: "synthetic" (`synthetic_teacher`, keyword
         arguments num_train (default 1000), num_test (default 1000), seed and
         the teacher's shape), the bundled "digits", "breast_cancer", "wine",
-        "diabetes" (`load_bundled`, keyword argument seed), "fashion_mnist"
+        "diabetes" (`load_bundled`, keyword argument seed), "npy" (your
+        own arrays: `load_npy`, keyword arguments data_dir, seed), "fashion_mnist"
         (`keras_bnn.fashion_mnist.load_fashion_mnist`: keyword arguments
         validation_split, seed, data_dir; local files only), "mnist",
         "cifar10", "imdb" (keyword arguments of `load_mnist`, `load_cifar10`,
@@ -64,7 +68,7 @@ def load(name, batch_size=128, **kwargs):
 
     Raises:
       ValueError: for an unknown name, or as raised by the loader.
-      FileNotFoundError: as raised by the tfds and Fashion-MNIST loaders.
+      FileNotFoundError: as raised by the tfds, "npy" and Fashion-MNIST loaders.
     """
     if name == "synthetic":
         seed = kwargs.get("seed", 0)
@@ -75,7 +79,7 @@ def load(name, batch_size=128, **kwargs):
                 make_dataset(x_test, y_test, batch_size), info)
     if name in BUNDLED:
         return load_bundled(name, batch_size=batch_size, **kwargs)
-    loaders = {"fashion_mnist": load_fashion_mnist, "mnist": load_mnist,
+    loaders = {"npy": load_npy, "fashion_mnist": load_fashion_mnist, "mnist": load_mnist,
                "cifar10": load_cifar10, "imdb": load_imdb}
     return loaders[check_choice(name, "name", DATASETS, owner="load")](
         batch_size=batch_size, **kwargs)

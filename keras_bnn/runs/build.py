@@ -119,9 +119,14 @@ def likelihood_of(config, info):
 
     Raises:
         ValueError: for ``"gaussian"`` on a classification dataset (it would
-            regress the class numbers).
+            regress the class numbers), or a classification likelihood on a
+            regression dataset.
     """
     task = info.get("task", "classification")
+    if config.likelihood not in (None, "gaussian") and task == "regression":
+        raise argument_error("likelihood", f"be 'gaussian' (or left unset) for dataset "
+                             f"{config.dataset!r}, a regression task (float targets; save "
+                             "class labels as integers)", config.likelihood, "RunConfig")
     if config.likelihood == "gaussian" and task != "regression":
         raise argument_error("likelihood", f"be {TASK_LIKELIHOOD[task]!r} (or left unset) for "
                              f"dataset {config.dataset!r}, a {task} task: 'gaussian' would "
@@ -224,9 +229,11 @@ def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=N
 
 
 def load_info(config):
-    """The ``info`` dict of the run's dataset (bundled and synthetic sets only)."""
+    """The ``info`` dict of the run's dataset (bundled sets and "npy" files; else the task)."""
     if config.dataset in data_lib.BUNDLED:
         return data_lib.bundled_arrays(config.dataset)[2]
+    if config.dataset == "npy":
+        return data_lib.npy_arrays(config.data_dir)[2]
     return {"task": "classification"}
 
 
@@ -255,6 +262,8 @@ def _split_arrays(config, x, y, data_seed):
         return x, y
     if config.dataset in data_lib.BUNDLED:
         return data_lib.bundled_arrays(config.dataset)[0]
+    if config.dataset == "npy":
+        return data_lib.npy_arrays(config.data_dir)[0]
     if config.dataset == "synthetic":
         return data_lib.synthetic_teacher(config.num_train, 1, seed=data_seed)[0]
     raise ValueError(

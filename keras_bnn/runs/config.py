@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from keras_bnn.datasets.bundled import BUNDLED
+from keras_bnn.datasets.npy_files import check_arrays  # noqa: F401 - keras_bnn.runs' name
 from keras_bnn.runs.rundir import RunDir, sweep_value
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
                                   check_seed)
@@ -24,7 +25,7 @@ from keras_bnn.validation import (argument_error, check_choice, check_int, check
 #: ``RunConfig.dataset`` of a run on in-memory arrays (see :func:`keras_bnn.runs.sweep`).
 ARRAYS = "arrays"
 #: The dataset names of :func:`keras_bnn.data.load` (``keras_bnn.data.DATASETS``).
-DATASETS = ("synthetic", *BUNDLED, "fashion_mnist", "mnist", "cifar10", "imdb")
+DATASETS = ("synthetic", *BUNDLED, "npy", "fashion_mnist", "mnist", "cifar10", "imdb")
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm", "cnn")
 #: The datasets of images (``(height, width, channels)`` examples).
 IMAGE_DATASETS = ("fashion_mnist", "mnist", "cifar10")
@@ -33,7 +34,7 @@ IMAGE_DATASETS = ("fashion_mnist", "mnist", "cifar10")
 #: cnn_lstm reads token ids. The MLP takes any dataset (it flattens).
 MODEL_DATASETS = {
     "cnn_lstm": (("imdb",), "it reads token ids"),
-    **{model: ((*IMAGE_DATASETS, ARRAYS), "it convolves images")
+    **{model: ((*IMAGE_DATASETS, "npy", ARRAYS), "it convolves images")
        for model in ("resnet_pp", "resnet20_frn", "cnn")},
 }
 #: The names of :data:`keras_bnn.samplers.REGISTRY`, each with whether it
@@ -511,38 +512,3 @@ def check_sweep(param, values, seeds, validation_split, names=("values", "seeds"
         raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
                          f"got {validation_split!r}.")
     return param, values, seeds
-
-
-def check_arrays(x, y, names=("x", "y")):
-    """Checks training arrays: numeric arrays of one non-zero length.
-
-    Args:
-        x: inputs ``[n, ...]``.
-        y: labels or targets ``[n]``.
-        names: how the error names ``x`` and ``y`` (e.g. ``("--x", "--y")``).
-
-    Returns:
-        ``(x, y)`` as numpy arrays.
-
-    Raises:
-        ValueError: naming both arguments and their lengths if these differ,
-            or the argument that is empty, a scalar, or not numeric, or ``y``
-            if it is not 1-D.
-    """
-    arrays = []
-    for value, name in zip((x, y), names):
-        array = np.asarray(value)
-        if array.ndim == 0 or not len(array):
-            raise argument_error(name, "be an array of one or more examples", value,
-                                 got=f"shape {array.shape}")
-        if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-            raise argument_error(name, "hold numbers", value, got=f"dtype {array.dtype}")
-        if name == names[1] and array.ndim != 1:
-            raise argument_error(name, "be 1-D: one label or target per example", value,
-                                 got=f"shape {array.shape}")
-        arrays.append(array)
-    if len(arrays[0]) != len(arrays[1]):
-        raise ValueError(f"`{names[0]}` and `{names[1]}` must hold one example per row each; "
-                         f"got {len(arrays[0])} rows in `{names[0]}` and {len(arrays[1])} "
-                         f"in `{names[1]}`.")
-    return tuple(arrays)

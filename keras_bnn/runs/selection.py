@@ -13,8 +13,8 @@ predictive on the other 20 % (the posterior ensemble of a sampler, the point
 of SGD/MAP: each method chooses for itself), and train the run on the whole
 training set under the winner. The test split is never read.
 
-It selects where the training set is held in memory (the bundled datasets);
-elsewhere (tensorflow-datasets, Fashion-MNIST, the synthetic task, data
+It selects where the training set is held in memory (the bundled datasets
+and your own ``.npy`` files, dataset "npy"); elsewhere (tensorflow-datasets, Fashion-MNIST, the synthetic task, data
 passed in) a run gets :data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its
 ``prior_selection.json`` says so.
 """
@@ -112,8 +112,8 @@ def select_prior(config, verbose=0):
 def resolve_prior(config, data=None, verbose=0):
     """``config`` with ``prior="auto"`` replaced by a prior name and scale.
 
-    Selects with :func:`select_prior` on a bundled dataset when no ``data``
-    is passed; otherwise takes :data:`FALLBACK_PRIOR` and writes why to
+    Selects with :func:`select_prior` on a bundled dataset or the "npy"
+    files when no ``data`` is passed; otherwise takes :data:`FALLBACK_PRIOR` and writes why to
     ``prior_selection.json``. A config that names a prior is returned as is.
 
     Args:
@@ -126,7 +126,7 @@ def resolve_prior(config, data=None, verbose=0):
     """
     if config.prior != "auto":
         return config
-    if data is None and config.dataset in data_lib.BUNDLED:
+    if data is None and (config.dataset in data_lib.BUNDLED or config.dataset == "npy"):
         report = select_prior(config, verbose)
     else:
         prior, scale = FALLBACK_PRIOR
