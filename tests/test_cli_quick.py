@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Each command line, and what its one error line must name.
 BAD = [
     (["train", "--dataset", "iris"], "`dataset` must be one of 'synthetic', 'digits', "
-                                     "'breast_cancer', 'wine', 'diabetes', 'fashion_mnist', "
+                                     "'breast_cancer', 'wine', 'diabetes', 'npy', 'fashion_mnist', "
                                      "'mnist', 'cifar10', 'imdb'; got 'iris'."),
     (["train", "--epochs", "-1"], "`epochs` must be an int >= 1"),
     (["train", "--sampler", "adam"], "`sampler` must be one of"),
