@@ -101,12 +101,14 @@ def test_the_command_line_refuses_npy_without_its_directory(capsys):
 
 
 @pytest.mark.filterwarnings("ignore::keras_bnn.WarmupSampleWarning")  # 5 epochs: in warm-up
-def test_train_evaluate_export_on_your_own_npy_files(tmp_path, capsys):
+def test_train_evaluate_export_on_your_own_npy_files(tmp_path, capsys, monkeypatch):
     data_dir, run_dir = _iris(tmp_path / "iris"), str(tmp_path / "run")
-    code, out, err = _run(["train", "--dataset", "npy", "--data-dir", data_dir, "--sampler",
+    monkeypatch.chdir(tmp_path)  # a relative --data-dir, read again from another directory
+    code, out, err = _run(["train", "--dataset", "npy", "--data-dir", "iris", "--sampler",
                            "sghmc", "--epochs", "5", "--burn-in-epochs", "1", "--output-dir",
                            run_dir, *QUICK], capsys)
     assert code == 0, err
+    monkeypatch.chdir(run_dir)
     code, out, err = _run(["evaluate", "--run-dir", run_dir], capsys)
     assert code == 0, err
     metrics = json.load(open(os.path.join(run_dir, "metrics.json")))

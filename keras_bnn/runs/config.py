@@ -152,7 +152,10 @@ class RunConfig:
         dataset: one of ``keras_bnn.data.DATASETS`` (or :data:`ARRAYS` for
             a run on in-memory arrays, whose data is passed to
             :func:`keras_bnn.runs.train` and :func:`keras_bnn.runs.evaluate`).
-        data_dir: tensorflow-datasets data directory (real datasets).
+        data_dir: tensorflow-datasets data directory (real datasets), the
+            Fashion-MNIST files' directory, or the directory of the "npy"
+            dataset's four files (made absolute at validation, so that a
+            command run from another directory reads the same files).
         model: one of :data:`MODELS`.
         model_args: extra keyword arguments of the model builder.
         sampler: a name of :data:`keras_bnn.samplers.REGISTRY` (``"sgd"``:
@@ -286,6 +289,8 @@ class RunConfig:
             unset_data_dir = name == "data_dir" and value is None
             if not (isinstance(value, str) and value) and not unset_data_dir:
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
+        if self.dataset == "npy" and self.data_dir is not None:
+            self.data_dir = os.path.abspath(self.data_dir)
         if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
             raise argument_error("output_dir", "be a directory (or a path to create one)",
                                  self.output_dir, "RunConfig", got="a file")
