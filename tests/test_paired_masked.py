@@ -22,8 +22,12 @@ def _tagger(rng, shift_sd=1.0):
     mask = np.arange(T) < rng.integers(1, T + 1, N)[:, None]
     base = rng.normal(1.0, 1.0, (N, T))
     shifted = base + shift_sd * rng.standard_normal((N, 1)) + rng.standard_normal((N, T))
-    to_probs = lambda logit: np.stack([1 / (1 + np.exp(-logit)), 1 / (1 + np.exp(logit))], -1)  # noqa: E731
-    return to_probs(shifted), to_probs(base), np.zeros((N, T), int), mask
+    return _probs(shifted), _probs(base), np.zeros((N, T), int), mask
+
+
+def _probs(logit):
+    """Two-class rows [σ(z), σ(−z)]."""
+    return np.stack([1 / (1 + np.exp(-logit)), 1 / (1 + np.exp(logit))], axis=-1)
 
 
 def _direct_se(d, mask):
