@@ -17,7 +17,10 @@ from keras_bnn import plots
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.runs.build import load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
-from keras_bnn.runs.rundir import RunDir, stores_of
+from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
+
+#: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
+_NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
 
 def load_run(run_dir):
     """Reads a run directory.
@@ -97,7 +100,8 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier);
     regression runs with :func:`keras_bnn.metrics.evaluate_gaussian_members`
     (NLL, RMSE, coverage of the central 50/90/95 % intervals) of the
-    members' Gaussian mixture. Writes ``metrics.json``, ``reliability.png`` (classification)
+    members' Gaussian mixture. Writes ``metrics.json`` (strict JSON, non-finite
+    numbers as null: :func:`read_metrics`), ``reliability.png`` (classification)
     and ``metric_vs_samples.png`` into ``run_dir``. The runs' models
     (:mod:`keras_bnn.models`) output ``[N, K]``: none is a tagger, whose
     ensemble is scored by :mod:`keras_bnn.metrics` with ``mask=``.
@@ -182,6 +186,32 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     run.write_json(run.metrics, result)
     result["nll_per_example"], result["test_labels"] = per_example, labels
     return result
+
+
+def read_metrics(run_dir):
+    """The ``metrics.json`` that :func:`evaluate` wrote into ``run_dir``.
+
+    The file is strict JSON: a number that is not finite (an undefined
+    R-hat, NaN, of a single chain of fewer than 8 draws) is ``null`` there
+    (:mod:`keras_bnn.runs.rundir`), read back here as NaN, so that the
+    result is :func:`evaluate`'s (without its arrays), which
+    :func:`keras_bnn.console.print_rhat` and
+    :func:`keras_bnn.diagnostics.convergence_verdict` read. A file written
+    before 2026-11-29 (``NaN`` and ``Infinity`` literals) reads the same.
+
+    Args:
+        run_dir: an evaluated run directory.
+
+    Returns:
+        dict: the metrics, numbers as floats (NaN where not finite); ``rhat``
+        None when the chains had too few draws.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no ``metrics.json``.
+    """
+    result = RunDir.read_json(RunDir(run_dir).metrics)
+    return result | {key: nulls_as_nan(result[key]) for key in _NUMBERS
+                     if result.get(key) is not None}
 
 
 def _scored_data(run, config):
