@@ -357,7 +357,8 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
         variances (> 0); [N, ...] under a ``mask`` of that shape means D = 1.
       targets: observed values, of the same shape.
       mask: optional [N, ...] booleans, True = scored (module docstring).
-      levels: central-interval probabilities in (0, 1).
+      levels: central-interval probabilities in (0, 1), or one such number;
+        distinct in their keys ``coverage_<level:g>`` (6 significant digits).
       target_axis: -1 (default): the last axis of a 2-D or larger array
         holds the D targets of one position, so [N, T] without a mask is N
         examples of D = T targets (an NLL summed over T); None: there is no
@@ -372,9 +373,9 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
 
     Raises:
       ValueError: if the shapes differ, a value is not finite, a variance
-        is not positive, a level is outside (0, 1), ``target_axis`` is not
-        one of :data:`TARGET_AXES`, or naming ``sample_weight`` as for
-        :func:`accuracy`.
+        is not positive, a level is outside (0, 1) or two share a key,
+        ``target_axis`` is not one of :data:`TARGET_AXES`, or naming
+        ``sample_weight`` as for :func:`accuracy`.
     """
     mu, var, y, at = _check_gaussian(mean, variance, targets, mask=mask,
                                      target_axis=target_axis)
@@ -384,7 +385,15 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
 
 
 def _levels(levels):
-    return [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
+    """``levels`` (one number, or a sequence) as checked floats with distinct keys."""
+    if np.ndim(levels) == 0:
+        return [check_fraction(levels, "levels")]
+    checked = [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
+    keys = [f"coverage_{level:g}" for level in checked]
+    if len(set(keys)) < len(keys):
+        raise argument_error("levels", "be distinct at 6 significant digits (each is a key "
+                             "coverage_<level:g> of the result)", levels)
+    return checked
 
 
 def _regression_scores(log_likelihood, mean, cdf, y, levels, w=None):
@@ -527,7 +536,8 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
         variances (> 0) of S members on the same N examples.
       targets: [N] or [N, ..., D] observed values.
       mask: optional [N, ...] booleans, True = scored (module docstring).
-      levels: central-interval probabilities in (0, 1).
+      levels: central-interval probabilities in (0, 1), or one such number;
+        distinct in their keys ``coverage_<level:g>`` (6 significant digits).
       target_axis: as for :func:`gaussian_mixture_nll_per_example`.
       sample_weight: optional weights w_i ≥ 0, as for :func:`evaluate_gaussian`.
 
@@ -538,8 +548,8 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
       each metric of the mixture of the first s members).
 
     Raises:
-      ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for a
-        level outside (0, 1) or bad ``sample_weight`` (:func:`accuracy`).
+      ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for
+        ``levels`` or ``sample_weight`` as :func:`evaluate_gaussian` says.
     """
     mu, var, y, at = _check_members(member_means, member_variances, targets, mask, target_axis)
     levels, w = _levels(levels), take_weights(sample_weight, at)

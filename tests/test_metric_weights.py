@@ -110,3 +110,17 @@ def test_bad_weights_are_refused_naming_sample_weight(data, bad, says):
     for call in calls:
         with pytest.raises(ValueError, match=f"`sample_weight` must {says}"):
             call()
+
+
+def test_gaussian_levels_one_number_or_distinct_keys():
+    """``levels=0.9`` raised "TypeError: 'float' object is not iterable"; levels of one key
+    (0.95 and 0.9500001: both ``coverage_0.95``) kept the last one's coverage silently."""
+    mean, targets = np.zeros(4), np.array([0.1, -0.5, 1.0, 3.0])
+    one = metrics.evaluate_gaussian(mean, np.ones(4), targets, levels=0.9)
+    assert one == metrics.evaluate_gaussian(mean, np.ones(4), targets, levels=[0.9])
+    assert one["coverage_0.9"] == 0.75  # |y| ≤ 1.645 for three of four
+    for call in (metrics.evaluate_gaussian, metrics.evaluate_gaussian_members):
+        args = (mean, np.ones(4)) if call is metrics.evaluate_gaussian else (
+            mean[None], np.ones((1, 4)))
+        with pytest.raises(ValueError, match="`levels` must be distinct at 6 significant"):
+            call(*args, targets, levels=(0.95, 0.9500001))
