@@ -138,8 +138,9 @@ def take_weights(sample_weight, at):
 
     Args:
       sample_weight: None, or weights w ≥ 0 (finite, not all 0 where scored)
-        of shape P = (N, ...), the positions' shape of ``at``, or of shape
-        [N] (one weight per example, shared by its positions).
+        of shape P = (N, ...), the positions' shape of ``at`` (or P + (1,),
+        as Keras takes them), or of shape [N] (one weight per example,
+        shared by its positions).
       at: the :class:`keras_bnn.positions.Positions` of the predictions.
 
     Returns:
@@ -152,6 +153,8 @@ def take_weights(sample_weight, at):
     if sample_weight is None:
         return None
     w = as_numbers(sample_weight, "sample_weight")
+    if w.shape == at.shape + (1,):
+        w = w[..., 0]
     if w.shape == at.shape[:1] and len(at.shape) > 1:  # per example: one per position
         w = np.broadcast_to(w.reshape(w.shape + (1,) * (len(at.shape) - 1)), at.shape)
     if w.shape != at.shape:

@@ -44,6 +44,7 @@ def test_integer_weights_count_as_copies(data):
     repeated = np.repeat(probs, copies, axis=0), np.repeat(labels, copies)
     weighted = metrics.evaluate_probs(probs, labels, sample_weight=copies)
     assert weighted == pytest.approx(metrics.evaluate_probs(*repeated), rel=TOL)
+    assert metrics.evaluate_probs(probs, labels, sample_weight=copies[:, None]) == weighted
     stats = metrics.reliability(probs, labels, sample_weight=copies)
     assert np.array_equal(stats["weight"], metrics.reliability(*repeated)["count"])
 
