@@ -26,9 +26,11 @@ conf_b their mean confidence.
 
 ``sample_weight`` (w_i ≥ 0, ``[N]``, or ``[N, ...]`` per position) turns
 each mean into the weighted mean Σ_i w_i x_i / Σ_i w_i, as sklearn's
-``accuracy_score``, ``log_loss`` and ``brier_score_loss`` weigh: an integer
-weight counts as that many copies of the example. For the ECE, n_b/N
-becomes W_b/W (W_b = Σ_{i∈b} w_i) and acc_b, conf_b the bin's weighted means.
+``accuracy_score``, ``log_loss`` and ``brier_score_loss`` weigh (and Keras'
+losses under ``reduction="mean_with_sample_weight"``; its default divides
+by N, not Σ w_i): an integer weight counts as that many copies of the
+example. For the ECE, n_b/N becomes W_b/W (W_b = Σ_{i∈b} w_i) and acc_b,
+conf_b the bin's weighted means.
 
 ``nll_per_example`` / ``gaussian_nll_per_example`` /
 ``gaussian_mixture_nll_per_example`` give the terms of the NLL, and
