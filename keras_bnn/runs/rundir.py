@@ -45,8 +45,16 @@ _CHAIN_RE = re.compile(r"^chain-(\d+)$")
 
 
 def strict_json(value):
-    """``value`` with every non-finite float (NaN, ±inf) replaced by None, in
-    nested dicts, lists and tuples: what :meth:`RunDir.write_json` writes."""
+    """``value`` with every non-finite float replaced by None: what
+    :meth:`RunDir.write_json` writes.
+
+    Args:
+        value: a JSON-serialisable value (dicts, lists, tuples, numbers, ...).
+
+    Returns:
+        The same value, NaN and ±inf (nested in dicts, lists and tuples, the
+        tuples as lists) replaced by None.
+    """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
@@ -57,9 +65,16 @@ def strict_json(value):
 
 
 def nulls_as_nan(value):
-    """``value`` (a JSON value of numbers) with every None replaced by NaN, in
-    nested dicts and lists: the non-finite numbers :meth:`RunDir.write_json`
-    wrote as ``null``."""
+    """A JSON value of numbers as read, with the nulls that stood for
+    non-finite numbers (:meth:`RunDir.write_json`) read as NaN.
+
+    Args:
+        value: a value of :meth:`RunDir.read_json`: numbers, None, and dicts
+            and lists of these.
+
+    Returns:
+        The same value, every None (nested in dicts and lists) NaN.
+    """
     if value is None:
         return math.nan
     if isinstance(value, dict):
@@ -260,7 +275,17 @@ class RunDir:
     @staticmethod
     def read_json(path):
         """The JSON value in ``path`` (one of a run's paths); a non-finite number
-        is None (NaN or inf in a file written before 2026-11-29)."""
+        is None (NaN or inf in a file written before 2026-11-29).
+
+        Args:
+            path: one of a run's paths.
+
+        Returns:
+            The value.
+
+        Raises:
+            FileNotFoundError: if there is no such file.
+        """
         with open(path) as handle:
             return json.load(handle)
 
@@ -268,7 +293,17 @@ class RunDir:
     def read_numbers(path):
         """The JSON value in ``path``, a file of numbers (``history.json``), with
         its nulls read as NaN (:func:`nulls_as_nan`): the same numbers for a file
-        written now and one written before 2026-11-29 (``NaN`` literals)."""
+        written now and one written before 2026-11-29 (``NaN`` literals).
+
+        Args:
+            path: one of a run's paths.
+
+        Returns:
+            The value, numbers as floats (NaN where not finite).
+
+        Raises:
+            FileNotFoundError: if there is no such file.
+        """
         return nulls_as_nan(RunDir.read_json(path))
 
 
