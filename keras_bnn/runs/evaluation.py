@@ -117,9 +117,11 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             plot, and the ensembles' per-example NLLs are compared
             (``nll_vs_baseline``).
         data: ``(train_ds, test_ds, info)`` to evaluate on (needed for runs
-            on arrays); None: the test split of ``config.dataset`` or, for
-            a sweep's run on a validation split, the held-out rows the
-            sweep scored it on (:func:`keras_bnn.runs.build.split_data`).
+            on arrays; ``test_ds`` may be shuffled: it is read once, its
+            labels and predictions in one order); None: the test split of
+            ``config.dataset`` or, for a sweep's run on a validation split,
+            the held-out rows the sweep scored it on
+            (:func:`keras_bnn.runs.build.split_data`).
 
     Returns:
         dict with ``likelihood``, ``single_sample`` (the last sample of the
@@ -141,7 +143,9 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
-    _, test_ds, _ = data or _scored_data(run, config)
+    # Cached: the labels and the predictions read the examples in one order,
+    # also from a test set that reshuffles on every pass (shuffle's default).
+    test_ds = (data or _scored_data(run, config))[1].cache()
     labels = data_lib.dataset_labels(test_ds)
     # The store is read once, by from_store: the members' predictions and
     # the weight-space diagnostics both come from the ensemble.
