@@ -18,6 +18,7 @@ from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.runs.build import load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
+from keras_bnn.validation import argument_error
 
 #: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
 _NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
@@ -139,13 +140,15 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     Raises:
         FileNotFoundError, ValueError: as :func:`load_chains`.
         ValueError: if ``baseline`` was scored on another task, number of
-            test examples or sequence of test labels.
+            test examples or sequence of test labels, or naming ``data`` for a
+            test set of other elements than (inputs, labels) batches.
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
     # Cached: the labels and the predictions read the examples in one order,
     # also from a test set that reshuffles on every pass (shuffle's default).
     test_ds = (data or _scored_data(run, config))[1].cache()
+    _check_pairs(test_ds)
     labels = data_lib.dataset_labels(test_ds)
     # The store is read once, by from_store: the members' predictions and
     # the weight-space diagnostics both come from the ensemble.
@@ -216,6 +219,22 @@ def read_metrics(run_dir):
     result = RunDir.read_json(RunDir(run_dir).metrics)
     return result | {key: nulls_as_nan(result[key]) for key in _NUMBERS
                      if result.get(key) is not None}
+
+
+def _check_pairs(test_ds):
+    """Refuses a test set of other elements than (inputs, labels) batches.
+
+    Raises:
+        ValueError: naming ``data``, e.g. for (inputs, labels, sample_weight)
+            batches, which Keras' ``evaluate`` takes.
+    """
+    spec = test_ds.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        got = f"{len(spec)}-tuples" if isinstance(spec, tuple) else type(spec).__name__
+        raise argument_error(
+            "data", "hold a test set of (inputs, labels) batches (weighted scores: "
+            "kb.metrics.evaluate_members(ensemble.predict_members(x), y, sample_weight=w))",
+            None, got=f"a test set of {got}")
 
 
 def _scored_data(run, config):
