@@ -77,6 +77,8 @@ def test_read_metrics_reads_old_and_new_files_alike(tmp_path, capsys):
         console.print_rhat(read)
         printed.append(capsys.readouterr().out)
     assert printed[0] == printed[1] and "not assessed: R-hat is undefined (4 draws" in printed[0]
+    with pytest.raises(FileNotFoundError, match="holds no metrics.json: evaluate it first"):
+        runs.read_metrics(tmp_path)
 
 
 def _train(path, *flags):

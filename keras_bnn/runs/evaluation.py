@@ -216,7 +216,11 @@ def read_metrics(run_dir):
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``metrics.json``.
     """
-    result = RunDir.read_json(RunDir(run_dir).metrics)
+    path = RunDir(run_dir).metrics
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no metrics.json: evaluate it "
+                                "first (keras-bnn evaluate --run-dir, kb.runs.evaluate).")
+    result = RunDir.read_json(path)
     return result | {key: nulls_as_nan(result[key]) for key in _NUMBERS
                      if result.get(key) is not None}
 
