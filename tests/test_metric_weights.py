@@ -35,6 +35,8 @@ def test_classification_metrics_are_sklearns_weighted_scores(data):
     binary, outcome = probs[:, :1], (labels == 0).astype(int)
     assert metrics.brier(binary, outcome, sample_weight=w) == pytest.approx(
         skm.brier_score_loss(outcome, binary[:, 0], sample_weight=w), rel=TOL)
+    assert metrics.nll(binary, outcome, sample_weight=w) == pytest.approx(
+        skm.log_loss(outcome, binary[:, 0], sample_weight=w), rel=TOL)
     # The weights matter: the unweighted scores differ.
     assert abs(metrics.nll(probs, labels) - metrics.nll(probs, labels, sample_weight=w)) > 1e-3
 
