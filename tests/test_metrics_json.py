@@ -87,7 +87,7 @@ def _train(path, *flags):
     return path
 
 
-@pytest.mark.slow  # 17-19 s (a trained run of 4 samples, one chain too short for R-hat)
+@pytest.mark.slow  # 17-21 s (a trained run of 4 samples, one chain too short for R-hat)
 def test_evaluate_writes_strict_json(tmp_path, capsys):
     """``keras-bnn evaluate``'s metrics.json parses as JSON, its undefined R-hat null,
     read back as NaN."""
