@@ -131,3 +131,43 @@ def two_class(probs, name="probs"):
         # complement is 0, not -1e-7, and p is clipped as a row's entries are.
         return np.concatenate([1.0 - np.minimum(p, 1.0), p], axis=-1)
     return p
+
+
+def take_weights(sample_weight, at):
+    """The weights of the scored positions of ``at``, checked (None stays None).
+
+    Args:
+      sample_weight: None, or weights w ≥ 0 (finite, not all 0 where scored)
+        of shape P = (N, ...), the positions' shape of ``at`` (or P + (1,),
+        as Keras takes them), or of shape [N] (one weight per example,
+        shared by its positions).
+      at: the :class:`keras_bnn.positions.Positions` of the predictions.
+
+    Returns:
+      float64 numpy array [M] of the M scored positions' weights, or None.
+
+    Raises:
+      ValueError: naming ``sample_weight`` for another shape, a negative,
+        NaN or infinite weight, or weights that are all 0 where scored.
+    """
+    if sample_weight is None:
+        return None
+    w = as_numbers(sample_weight, "sample_weight")
+    if w.shape == at.shape + (1,):
+        w = w[..., 0]
+    if w.shape == at.shape[:1] and len(at.shape) > 1:  # per example: one per position
+        w = np.broadcast_to(w.reshape(w.shape + (1,) * (len(at.shape) - 1)), at.shape)
+    if w.shape != at.shape:
+        shapes = " or ".join(sorted({str(list(at.shape)), str(list(at.shape[:1]))}))
+        raise argument_error("sample_weight", f"have shape {shapes}, one weight per example "
+                             "(or position) of `" + at.source + "`", None,
+                             got=f"shape {list(w.shape)}")
+    w = at.take(w, "sample_weight", event=False)
+    if not np.all(np.isfinite(w)):
+        raise argument_error("sample_weight", "be finite", None, got="NaN or inf values")
+    if w.min() < 0:
+        raise argument_error("sample_weight", "be >= 0", None, got=f"minimum {w.min():.4g}")
+    if not w.sum() > 0:
+        raise argument_error("sample_weight", "have a positive sum over the scored examples",
+                             None, got="all 0")
+    return w

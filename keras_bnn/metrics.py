@@ -24,6 +24,14 @@ where bin b holds the examples whose confidence c_i = max_k p_ik falls in
 [b/B, (b+1)/B) (the last bin also holds c_i = 1), acc_b is their accuracy and
 conf_b their mean confidence.
 
+``sample_weight`` (w_i ≥ 0, ``[N]``, or ``[N, ...]`` per position) turns
+each mean into the weighted mean Σ_i w_i x_i / Σ_i w_i, as sklearn's
+``accuracy_score``, ``log_loss`` and ``brier_score_loss`` weigh (and Keras'
+losses under ``reduction="mean_with_sample_weight"``; its default divides
+by N, not Σ w_i): an integer weight counts as that many copies of the
+example. For the ECE, n_b/N becomes W_b/W (W_b = Σ_{i∈b} w_i) and acc_b,
+conf_b the bin's weighted means.
+
 ``nll_per_example`` / ``gaussian_nll_per_example`` /
 ``gaussian_mixture_nll_per_example`` give the terms of the NLL, and
 ``paired_difference`` (:mod:`keras_bnn.paired`) compares two models on the same
@@ -50,7 +58,8 @@ import numpy as np
 import scipy.special
 
 from keras_bnn import positions
-from keras_bnn.metric_inputs import as_numbers, check_probabilities, take_labels, two_class
+from keras_bnn.metric_inputs import (as_numbers, check_probabilities, take_labels, take_weights,
+                                     two_class)
 from keras_bnn.paired import paired_difference  # noqa: F401 - kb.metrics.paired_difference
 from keras_bnn.validation import argument_error, check_choice, check_fraction, check_int
 
@@ -65,46 +74,51 @@ METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 TARGET_AXES = (-1, None)
 
 
-def _check(probs, labels, mask=None):
-    """``(p [M, K], y [M], positions)``: the scored positions of ``probs`` [N, ..., K] and
-    ``labels`` [N, ...], checked."""
+def _check(probs, labels, mask=None, sample_weight=None):
+    """``(p [M, K], y [M], positions, w [M] or None)``: the scored positions of ``probs``
+    [N, ..., K], ``labels`` [N, ...] and ``sample_weight``, checked."""
     p = two_class(probs)
     at = positions.select(p.shape[:-1], mask)
     p = check_probabilities(at.take(p, "probs"))
-    return p, take_labels(labels, at, p.shape[1]), at
+    return p, take_labels(labels, at, p.shape[1]), at, take_weights(sample_weight, at)
 
 
-def accuracy(probs, labels, mask=None):
+def accuracy(probs, labels, mask=None, sample_weight=None):
     """Fraction of examples whose most probable class is the label.
 
-    accuracy = (1/N) Σ_i 1[argmax_k p_ik = y_i]  (ties go to the lowest index).
+    accuracy = (1/N) Σ_i 1[argmax_k p_ik = y_i]  (ties go to the lowest index);
+    with weights Σ_i w_i 1[argmax_k p_ik = y_i] / Σ_i w_i.
 
     Args:
       probs: [N, ..., K] class probabilities ([N, K]: one per example).
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       float in [0, 1].
 
     Raises:
-      ValueError: if the shapes disagree (``mask`` included), rows are not
-        probabilities, or a label is out of range.
+      ValueError: if the shapes disagree (``mask`` and ``sample_weight``
+        included), rows are not probabilities, a label is out of range, or
+        a weight is negative or not finite, or all scored weights are 0.
     """
-    p, y, _ = _check(probs, labels, mask)
-    return float(np.mean(np.argmax(p, axis=1) == y))
+    p, y, _, w = _check(probs, labels, mask, sample_weight)
+    return float(np.average(np.argmax(p, axis=1) == y, weights=w))
 
 
-def nll(probs, labels, mask=None):
+def nll(probs, labels, mask=None, sample_weight=None):
     """Mean negative log-likelihood of the labels, in nats.
 
     nll = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR); the floor (float32 `tiny`)
-    keeps one zero probability from making the mean infinite.
+    keeps one zero probability from making the mean infinite. With weights
+    the mean is Σ_i w_i nll_i / Σ_i w_i (sklearn's ``log_loss``).
 
     Args:
       probs: [N, ..., K] class probabilities ([N, K]: one per example).
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       float >= 0.
@@ -112,7 +126,12 @@ def nll(probs, labels, mask=None):
     Raises:
       ValueError: as for `accuracy`.
     """
-    return float(np.mean(nll_per_example(probs, labels, mask)))
+    p, y, _, w = _check(probs, labels, mask, sample_weight)
+    return float(np.average(_nll_terms(p, y), weights=w))
+
+
+def _nll_terms(p, y):
+    return -np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR))
 
 
 def nll_per_example(probs, labels, mask=None):
@@ -126,27 +145,31 @@ def nll_per_example(probs, labels, mask=None):
       mask: optional [N, ...] booleans, True = scored (module docstring).
 
     Returns:
-      float64 numpy array [N, ...] (the positions' shape), or [M] with a mask.
+      float64 numpy array [N, ...] (the positions' shape), or [M] with a mask:
+      compare two models' [M] with ``paired_difference(a, b, mask=mask)``,
+      whose SE then treats each example's positions as one cluster.
 
     Raises:
       ValueError: as for `accuracy`.
     """
-    p, y, at = _check(probs, labels, mask)
-    return at.restore(-np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR)))
+    p, y, at, _ = _check(probs, labels, mask)
+    return at.restore(_nll_terms(p, y))
 
 
-def brier(probs, labels, mask=None):
+def brier(probs, labels, mask=None, sample_weight=None):
     """Multi-class Brier score, summed over classes and averaged over examples.
 
     brier = (1/N) Σ_i Σ_k (p_ik - 1[k = y_i])².  It is *not* divided by K, so
     it lies in [0, 2]: 0 for a confident correct prediction, 2 for a confident
     wrong one. For binary ``probs`` [N, 1] = p(y=1) it is the binary Brier
-    score (1/N) Σ_i (p_i − y_i)², in [0, 1].
+    score (1/N) Σ_i (p_i − y_i)², in [0, 1]. With weights the mean over i
+    is Σ_i w_i (·) / Σ_i w_i (sklearn's ``brier_score_loss``).
 
     Args:
       probs, labels: [N, ..., K] class probabilities, or [N, ..., 1] binary
         p(y=1), and their [N, ...] integer labels in [0, K) (as for `accuracy`).
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       float in [0, 2] ([0, 1] for binary ``probs``).
@@ -154,17 +177,22 @@ def brier(probs, labels, mask=None):
     Raises:
       ValueError: as for `accuracy`.
     """
-    p, y, _ = _check(probs, labels, mask)
+    p, y, _, w = _check(probs, labels, mask, sample_weight)
     binary = np.shape(probs)[-1] == 1  # after the check: a scalar has no last axis
     onehot = np.eye(p.shape[1])[y]
-    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)) / (2.0 if binary else 1.0))
+    return float(np.average(np.sum((p - onehot) ** 2, axis=1), weights=w)
+                 / (2.0 if binary else 1.0))
 
 
-def ece(probs, labels, num_bins=15, mask=None):
+def ece(probs, labels, num_bins=15, mask=None, sample_weight=None):
     """Expected calibration error with equal-width confidence bins.
 
     ece = Σ_b (n_b/N) |acc_b - conf_b| over the non-empty bins of
     `reliability` (Guo et al. 2017, eq. 3), with the argmax as the decision.
+    Weighted: ece = Σ_b (W_b/W) |acc_b - conf_b|, W_b = Σ_{i∈b} w_i,
+    W = Σ_i w_i, acc_b = Σ_{i∈b} w_i 1[ŷ_i = y_i] / W_b and
+    conf_b = Σ_{i∈b} w_i c_i / W_b, over the bins with W_b > 0 (an integer
+    weight counts as that many copies of the example).
     Numpy: the bins of ``tfp.stats.expected_calibration_error`` (float32
     confidences), float64 sums; the tests check the two agree (TFP's numpy
     substrate lacks ``unsorted_segment_sum``, its JAX one fails to import).
@@ -174,6 +202,7 @@ def ece(probs, labels, num_bins=15, mask=None):
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: number B of equal-width bins on [0, 1], B >= 1.
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       float in [0, 1].
@@ -181,13 +210,13 @@ def ece(probs, labels, num_bins=15, mask=None):
     Raises:
       ValueError: as for `accuracy`, or if `num_bins` is not a positive integer.
     """
-    stats = reliability(probs, labels, num_bins, mask)
-    filled = stats["count"] > 0
-    weights = stats["count"][filled] / np.sum(stats["count"])
+    stats = reliability(probs, labels, num_bins, mask, sample_weight)
+    filled = stats["weight"] > 0
+    weights = stats["weight"][filled] / np.sum(stats["weight"])
     return float(np.sum(weights * np.abs(stats["accuracy"][filled] - stats["confidence"][filled])))
 
 
-def reliability(probs, labels, num_bins=15, mask=None):
+def reliability(probs, labels, num_bins=15, mask=None, sample_weight=None):
     """Per-bin statistics of a reliability diagram.
 
     Bin b = 0..B-1 holds the examples whose confidence c_i = max_k p_ik lies in
@@ -199,20 +228,23 @@ def reliability(probs, labels, num_bins=15, mask=None):
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: number B of equal-width bins on [0, 1], B >= 1.
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       dict of numpy arrays of length B:
         "bin_lower", "bin_upper": bin edges;
         "count": number of examples n_b in the bin (int64);
-        "confidence": mean confidence conf_b of the bin (NaN when empty);
-        "accuracy": fraction acc_b of correct predictions (NaN when empty).
-      Σ_b (count_b/N)|accuracy_b - confidence_b| over non-empty bins is `ece`.
+        "weight": their weight W_b = Σ_{i∈b} w_i (float64; n_b without weights);
+        "confidence": (weighted) mean confidence conf_b of the bin (NaN when W_b = 0);
+        "accuracy": (weighted) fraction acc_b of correct predictions (NaN when W_b = 0).
+      Σ_b (weight_b/W)|accuracy_b - confidence_b| over bins with W_b > 0 is `ece`.
 
     Raises:
       ValueError: as for `ece`.
     """
     num_bins = check_int(num_bins, "num_bins", 1)
-    p, y, _ = _check(probs, labels, mask)
+    p, y, _, w = _check(probs, labels, mask, sample_weight)
+    w = np.ones(len(y)) if w is None else w
     predicted = np.argmax(p, axis=1)
     confidence = p[np.arange(p.shape[0]), predicted]
     # Bins from float32 confidences, as TFP's and `tf.histogram_fixed_width_bins`
@@ -221,17 +253,18 @@ def reliability(probs, labels, num_bins=15, mask=None):
     bins = np.clip(bins, 0, num_bins - 1)
     bins = bins.astype(np.int64)
     count = np.bincount(bins, minlength=num_bins)
-    correct = np.bincount(bins, weights=(predicted == y), minlength=num_bins)
-    conf_sum = np.bincount(bins, weights=confidence, minlength=num_bins)
+    weight = np.bincount(bins, weights=w, minlength=num_bins)
+    correct = np.bincount(bins, weights=w * (predicted == y), minlength=num_bins)
+    conf_sum = np.bincount(bins, weights=w * confidence, minlength=num_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_conf = np.where(count > 0, conf_sum / count, np.nan)
-        mean_acc = np.where(count > 0, correct / count, np.nan)
+        mean_conf = np.where(weight > 0, conf_sum / weight, np.nan)
+        mean_acc = np.where(weight > 0, correct / weight, np.nan)
     edges = np.linspace(0.0, 1.0, num_bins + 1)
     return {"bin_lower": edges[:-1], "bin_upper": edges[1:], "count": count,
-            "confidence": mean_conf, "accuracy": mean_acc}
+            "weight": weight, "confidence": mean_conf, "accuracy": mean_acc}
 
 
-def evaluate_probs(probs, labels, num_bins=15, mask=None):
+def evaluate_probs(probs, labels, num_bins=15, mask=None, sample_weight=None):
     """All metrics of one predictive distribution.
 
     Args:
@@ -239,6 +272,7 @@ def evaluate_probs(probs, labels, num_bins=15, mask=None):
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: bins for `ece`.
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       dict with float values for the keys METRIC_NAMES
@@ -247,11 +281,12 @@ def evaluate_probs(probs, labels, num_bins=15, mask=None):
     Raises:
       ValueError: as for `ece`.
     """
-    return {"accuracy": accuracy(probs, labels, mask), "nll": nll(probs, labels, mask),
-            "ece": ece(probs, labels, num_bins, mask), "brier": brier(probs, labels, mask)}
+    w = sample_weight
+    return {"accuracy": accuracy(probs, labels, mask, w), "nll": nll(probs, labels, mask, w),
+            "ece": ece(probs, labels, num_bins, mask, w), "brier": brier(probs, labels, mask, w)}
 
 
-def evaluate_members(member_probs, labels, num_bins=15, mask=None):
+def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight=None):
     """Scores each member, the ensemble, and the ensemble as members are added.
 
     The ensemble's predictive distribution is the mean of the member
@@ -264,6 +299,7 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None):
       labels: [N, ...] integer labels in [0, K).
       num_bins: bins for `ece`.
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
       dict with
@@ -283,14 +319,14 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None):
     at = positions.select(probs.shape[1:-1], mask, "member_probs")
     probs = at.take(probs, "member_probs", lead=1)
     classes = check_probabilities(two_class(probs), name="member_probs").shape[-1]
-    labels = take_labels(labels, at, classes)
-    members = [evaluate_probs(p, labels, num_bins) for p in probs]
+    labels, w = take_labels(labels, at, classes), take_weights(sample_weight, at)
+    members = [evaluate_probs(p, labels, num_bins, sample_weight=w) for p in probs]
     curve = {"num_samples": []}
     curve.update({name: [] for name in METRIC_NAMES})
     running_sum = np.zeros_like(probs[0])
     for s, p in enumerate(probs, start=1):
         running_sum += p
-        scores = evaluate_probs(running_sum / s, labels, num_bins)
+        scores = evaluate_probs(running_sum / s, labels, num_bins, sample_weight=w)
         curve["num_samples"].append(s)
         for name in METRIC_NAMES:
             curve[name].append(scores[name])
@@ -300,7 +336,7 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None):
 
 
 def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=None,
-                      target_axis=-1):
+                      target_axis=-1, sample_weight=None):
     """Metrics of a Gaussian predictive distribution N(mean, variance) (regression).
 
     With D targets per example (summed over d in the NLL, averaged elsewhere):
@@ -311,6 +347,9 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
       μ_id ± z·σ_id, z = Φ⁻¹((1 + level)/2) (z = 1.645 for level 0.9); a
       calibrated predictive gives ≈ level.
 
+    With ``sample_weight`` each mean over i is Σ_i w_i (·) / Σ_i w_i (the rmse
+    is then sklearn's ``mean_squared_error(..., sample_weight=w) ** 0.5``).
+
     For a posterior ensemble, whose predictive is a mixture of Gaussians,
     use :func:`evaluate_gaussian_members` (this function scores one
     Gaussian, e.g. the moment-matched one of ``predict_uncertainty``).
@@ -320,12 +359,15 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
         variances (> 0); [N, ...] under a ``mask`` of that shape means D = 1.
       targets: observed values, of the same shape.
       mask: optional [N, ...] booleans, True = scored (module docstring).
-      levels: central-interval probabilities in (0, 1).
+      levels: central-interval probabilities in (0, 1), or one such number;
+        distinct in their keys ``coverage_<level:g>`` (6 significant digits).
       target_axis: -1 (default): the last axis of a 2-D or larger array
         holds the D targets of one position, so [N, T] without a mask is N
         examples of D = T targets (an NLL summed over T); None: there is no
         target axis, every entry is one position's target (D = 1), so [N, T]
         is N·T positions, a per-timestep regression (a ``mask`` is optional).
+      sample_weight: optional weights w_i ≥ 0 of the examples [N] (or of the
+        positions [N, ...]): as for :func:`accuracy`.
 
     Returns:
       dict with "nll", "rmse" and "coverage_<level>" per level (e.g.
@@ -333,30 +375,43 @@ def evaluate_gaussian(mean, variance, targets, levels=(0.5, 0.9, 0.95), mask=Non
 
     Raises:
       ValueError: if the shapes differ, a value is not finite, a variance
-        is not positive, a level is outside (0, 1) or ``target_axis`` is not
-        one of :data:`TARGET_AXES`.
+        is not positive, a level is outside (0, 1) or two share a key,
+        ``target_axis`` is not one of :data:`TARGET_AXES`, or naming
+        ``sample_weight`` as for :func:`accuracy`.
     """
-    mu, var, y, _ = _check_gaussian(mean, variance, targets, mask=mask, target_axis=target_axis)
+    mu, var, y, at = _check_gaussian(mean, variance, targets, mask=mask,
+                                     target_axis=target_axis)
     return _regression_scores(-_gaussian_nll(mu, var, y), mu,
-                              scipy.special.ndtr((y - mu) / np.sqrt(var)), y, _levels(levels))
+                              scipy.special.ndtr((y - mu) / np.sqrt(var)), y, _levels(levels),
+                              take_weights(sample_weight, at))
 
 
 def _levels(levels):
-    return [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
+    """``levels`` (one number, or a sequence) as checked floats with distinct keys."""
+    if np.ndim(levels) == 0:
+        return [check_fraction(levels, "levels")]
+    checked = [check_fraction(level, f"levels[{i}]") for i, level in enumerate(levels)]
+    keys = [f"coverage_{level:g}" for level in checked]
+    if len(set(keys)) < len(keys):
+        raise argument_error("levels", "be distinct at 6 significant digits (each is a key "
+                             "coverage_<level:g> of the result)", levels)
+    return checked
 
 
-def _regression_scores(log_likelihood, mean, cdf, y, levels):
+def _regression_scores(log_likelihood, mean, cdf, y, levels, w=None):
     """The metrics of :func:`evaluate_gaussian` from the predictive's per-example
-    log-likelihood [N], mean [N, D] and CDF at the targets F(y) [N, D].
+    log-likelihood [N], mean [N, D] and CDF at the targets F(y) [N, D], each
+    example weighed by ``w`` [N] (None: equally).
 
     y lies in the central interval of probability L of a continuous
     predictive, [F⁻¹((1 − L)/2), F⁻¹((1 + L)/2)], exactly when
     |F(y) − ½| ≤ L/2: no quantile has to be solved for.
     """
-    result = {"nll": float(-np.mean(log_likelihood)),
-              "rmse": float(np.sqrt(np.mean((y - mean) ** 2)))}
+    result = {"nll": float(-np.average(log_likelihood, weights=w)),
+              "rmse": float(np.sqrt(np.average(np.mean((y - mean) ** 2, axis=-1), weights=w)))}
     for level in levels:
-        result[f"coverage_{level:g}"] = float(np.mean(np.abs(cdf - 0.5) <= level / 2))
+        inside = np.mean(np.abs(cdf - 0.5) <= level / 2, axis=-1)
+        result[f"coverage_{level:g}"] = float(np.average(inside, weights=w))
     return result
 
 
@@ -459,7 +514,8 @@ def gaussian_mixture_nll_per_example(member_means, member_variances, targets, ma
 
 
 def evaluate_gaussian_members(member_means, member_variances, targets,
-                              levels=(0.5, 0.9, 0.95), mask=None, target_axis=-1):
+                              levels=(0.5, 0.9, 0.95), mask=None, target_axis=-1,
+                              sample_weight=None):
     """Scores each Gaussian member, their mixture, and the mixture as members are added.
 
     The predictive of S members is the mixture p(y) = (1/S) Σ_s N(y; μ_s, σ²_s)
@@ -482,8 +538,10 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
         variances (> 0) of S members on the same N examples.
       targets: [N] or [N, ..., D] observed values.
       mask: optional [N, ...] booleans, True = scored (module docstring).
-      levels: central-interval probabilities in (0, 1).
+      levels: central-interval probabilities in (0, 1), or one such number;
+        distinct in their keys ``coverage_<level:g>`` (6 significant digits).
       target_axis: as for :func:`gaussian_mixture_nll_per_example`.
+      sample_weight: optional weights w_i ≥ 0, as for :func:`evaluate_gaussian`.
 
     Returns:
       dict with "members" (S dicts of :func:`evaluate_gaussian`),
@@ -492,20 +550,20 @@ def evaluate_gaussian_members(member_means, member_variances, targets,
       each metric of the mixture of the first s members).
 
     Raises:
-      ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for a
-        level outside (0, 1).
+      ValueError: as for :func:`gaussian_mixture_nll_per_example`, or for
+        ``levels`` or ``sample_weight`` as :func:`evaluate_gaussian` says.
     """
-    mu, var, y, _ = _check_members(member_means, member_variances, targets, mask, target_axis)
-    levels = _levels(levels)
+    mu, var, y, at = _check_members(member_means, member_variances, targets, mask, target_axis)
+    levels, w = _levels(levels), take_weights(sample_weight, at)
     count = np.arange(1, len(mu) + 1)
     log_density = -_gaussian_nll(mu, var, y)  # [S, N]
     cdf = scipy.special.ndtr((y - mu) / np.sqrt(var))  # [S, N, D]
     running_log = np.logaddexp.accumulate(log_density, axis=0) - np.log(count)[:, None]
     running_mean = np.cumsum(mu, axis=0) / count[:, None, None]
     running_cdf = np.cumsum(cdf, axis=0) / count[:, None, None]
-    rows = [_regression_scores(*row, y, levels)
+    rows = [_regression_scores(*row, y, levels, w)
             for row in zip(running_log, running_mean, running_cdf)]
     curve = {"num_samples": count.tolist()}
     curve.update({name: [row[name] for row in rows] for name in rows[0]})
-    members = [_regression_scores(*row, y, levels) for row in zip(log_density, mu, cdf)]
+    members = [_regression_scores(*row, y, levels, w) for row in zip(log_density, mu, cdf)]
     return {"members": members, "ensemble": rows[-1], "metric_vs_num_samples": curve}

@@ -17,18 +17,24 @@ from keras_bnn.validation import argument_error
 
 def _differences(a, b, mask):
     """``(d [M], flat [M], shape)``: the scored differences a − b, checked, their flat
-    indices into the positions' ``shape`` of ``a``."""
+    indices into the positions' ``shape`` (of ``a``, or of ``mask`` for scores [M])."""
     a, b = (np.asarray(v, dtype=np.float64) for v in (a, b))
     if a.shape != b.shape or a.ndim == 0:
         raise argument_error("b", "be a 1-D array of the same length as `a` (at least 2), or "
                              "per-position scores of its shape [N, ...]", b,
                              got=f"shapes {a.shape} and {b.shape}")
-    at = positions.select(a.shape, mask, "a")
+    scored = mask is not None and a.ndim == 1 and np.shape(mask) != a.shape  # the [M] form
+    at = positions.select(np.shape(mask) if scored else a.shape, mask, "a")
+    if scored and a.size != at.index.size:
+        raise argument_error("a", f"hold one score per True entry of `mask` ({at.index.size}), "
+                             f"or per position of its shape {list(np.shape(mask))}", None,
+                             got=f"shape {list(a.shape)}")
+    a, b = (v if scored else at.take(v, name, event=False) for v, name in ((a, "a"), (b, "b")))
     for name, values in (("a", a), ("b", b)):
-        if not np.all(np.isfinite(at.take(values, name, event=False))):
+        if not np.all(np.isfinite(values)):
             raise argument_error(name, "be finite", values, got="NaN or inf values")
     flat = np.arange(a.size) if at.index is None else at.index
-    return at.take(a, "a", event=False) - at.take(b, "b", event=False), flat, a.shape
+    return a - b, flat, at.shape
 
 
 def paired_difference(a, b, mask=None):
@@ -56,7 +62,10 @@ def paired_difference(a, b, mask=None):
     the examples as clusters: the tokens of one sequence are correlated, the
     examples are independent. sd(d)/√M over the M tokens assumes independent
     tokens and is too small when they are positively correlated. With one
-    position per example (n_i = 1) the two formulas are the same.
+    position per example (n_i = 1) the two formulas are the same. The
+    scored positions alone, ``[M]`` (what ``nll_per_example(..., mask=mask)``
+    returns), are clustered the same way when ``mask`` comes with them: a
+    flat ``[M]`` without it reads as M independent examples.
 
     Two more figures say *how* the models differ: the median difference (a
     systematic shift moves it; a few examples far apart do not) and the
@@ -65,20 +74,25 @@ def paired_difference(a, b, mask=None):
     Args:
       a, b: [N] per-example scores of two models on the same examples (e.g.
         :func:`keras_bnn.metrics.nll_per_example`), N ≥ 2; or per-position
-        scores [N, ...] of the same shape, from at least 2 examples.
+        scores [N, ...] of the same shape, from at least 2 examples; or
+        [M], the scores of the M positions where ``mask`` [N, ...] is True,
+        in C order (``scores[mask]``).
       mask: optional [N, ...] booleans, True = scored (``x != 0``), of the
-        shape of ``a`` (:mod:`keras_bnn.positions`).
+        shape of ``a``, or the mask that selected ``a`` [M]
+        (:mod:`keras_bnn.positions`).
 
     Returns:
       dict with "mean" (Δ̄), "se", "n" (the number M of differences),
       "median" (the median difference), "largest_index" (the index of the
-      largest |d| in ``a``: an int for [N], a tuple for [N, ...]) and
+      largest |d| in ``a``, or in ``mask`` for scores [M]: an int for [N],
+      a tuple for [N, ...]) and
       "largest" (that difference); per position also "examples" (n).
       Python floats / ints.
 
     Raises:
       ValueError: if the shapes differ, fewer than 2 examples are scored, a
-        scored value is not finite, or ``mask`` is not of the shape of ``a``.
+        scored value is not finite, or ``mask`` is neither of the shape of
+        ``a`` nor has as many True entries as ``a`` [M] has scores.
     """
     d, flat, shape = _differences(a, b, mask)
     example = flat // int(np.prod(shape[1:]))  # the cluster of each difference

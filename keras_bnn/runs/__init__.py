@@ -42,7 +42,7 @@ _EXPORTS = {
     "fitting": ("TrainResult", "gradient_noise_rows", "kinetic_temperature_rows"),
     "training": ("run_chains", "train"),
     "evaluation": ("chain_rhat", "evaluate", "evaluate_sampled", "export", "load_chains",
-                   "load_run"),
+                   "load_run", "read_metrics"),
     "selection": ("resolve_prior", "select_prior"),
     "sweeps": ("sweep", "sweep_temperature"),
 }

@@ -17,7 +17,11 @@ from keras_bnn import plots
 from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.runs.build import load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
-from keras_bnn.runs.rundir import RunDir, stores_of
+from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
+from keras_bnn.validation import argument_error
+
+#: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
+_NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
 
 def load_run(run_dir):
     """Reads a run directory.
@@ -97,7 +101,8 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier);
     regression runs with :func:`keras_bnn.metrics.evaluate_gaussian_members`
     (NLL, RMSE, coverage of the central 50/90/95 % intervals) of the
-    members' Gaussian mixture. Writes ``metrics.json``, ``reliability.png`` (classification)
+    members' Gaussian mixture. Writes ``metrics.json`` (strict JSON, non-finite
+    numbers as null: :func:`read_metrics`), ``reliability.png`` (classification)
     and ``metric_vs_samples.png`` into ``run_dir``. The runs' models
     (:mod:`keras_bnn.models`) output ``[N, K]``: none is a tagger, whose
     ensemble is scored by :mod:`keras_bnn.metrics` with ``mask=``.
@@ -113,9 +118,11 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             plot, and the ensembles' per-example NLLs are compared
             (``nll_vs_baseline``).
         data: ``(train_ds, test_ds, info)`` to evaluate on (needed for runs
-            on arrays); None: the test split of ``config.dataset`` or, for
-            a sweep's run on a validation split, the held-out rows the
-            sweep scored it on (:func:`keras_bnn.runs.build.split_data`).
+            on arrays; ``test_ds`` may be shuffled: it is read once, its
+            labels and predictions in one order); None: the test split of
+            ``config.dataset`` or, for a sweep's run on a validation split,
+            the held-out rows the sweep scored it on
+            (:func:`keras_bnn.runs.build.split_data`).
 
     Returns:
         dict with ``likelihood``, ``single_sample`` (the last sample of the
@@ -133,11 +140,15 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     Raises:
         FileNotFoundError, ValueError: as :func:`load_chains`.
         ValueError: if ``baseline`` was scored on another task, number of
-            test examples or sequence of test labels.
+            test examples or sequence of test labels, or naming ``data`` for a
+            test set of other elements than (inputs, labels) batches.
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
-    _, test_ds, _ = data or _scored_data(run, config)
+    # Cached: the labels and the predictions read the examples in one order,
+    # also from a test set that reshuffles on every pass (shuffle's default).
+    test_ds = (data or _scored_data(run, config))[1].cache()
+    _check_pairs(test_ds)
     labels = data_lib.dataset_labels(test_ds)
     # The store is read once, by from_store: the members' predictions and
     # the weight-space diagnostics both come from the ensemble.
@@ -182,6 +193,52 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     run.write_json(run.metrics, result)
     result["nll_per_example"], result["test_labels"] = per_example, labels
     return result
+
+
+def read_metrics(run_dir):
+    """The ``metrics.json`` that :func:`evaluate` wrote into ``run_dir``.
+
+    The file is strict JSON: a number that is not finite (an undefined
+    R-hat, NaN, of a single chain of fewer than 8 draws) is ``null`` there
+    (:mod:`keras_bnn.runs.rundir`), read back here as NaN, so that the
+    result is :func:`evaluate`'s (without its arrays), which
+    :func:`keras_bnn.console.print_rhat` and
+    :func:`keras_bnn.diagnostics.convergence_verdict` read. A file written
+    before 2026-11-29 (``NaN`` and ``Infinity`` literals) reads the same.
+
+    Args:
+        run_dir: an evaluated run directory.
+
+    Returns:
+        dict: the metrics, numbers as floats (NaN where not finite); ``rhat``
+        None when the chains had too few draws.
+
+    Raises:
+        FileNotFoundError: if ``run_dir`` holds no ``metrics.json``.
+    """
+    path = RunDir(run_dir).metrics
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no metrics.json: evaluate it "
+                                "first (keras-bnn evaluate --run-dir, kb.runs.evaluate).")
+    result = RunDir.read_json(path)
+    return result | {key: nulls_as_nan(result[key]) for key in _NUMBERS
+                     if result.get(key) is not None}
+
+
+def _check_pairs(test_ds):
+    """Refuses a test set of other elements than (inputs, labels) batches.
+
+    Raises:
+        ValueError: naming ``data``, e.g. for (inputs, labels, sample_weight)
+            batches, which Keras' ``evaluate`` takes.
+    """
+    spec = test_ds.element_spec
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        got = f"{len(spec)}-tuples" if isinstance(spec, tuple) else type(spec).__name__
+        raise argument_error(
+            "data", "hold a test set of (inputs, labels) batches (weighted scores: "
+            "kb.metrics.evaluate_members(ensemble.predict_members(x), y, sample_weight=w))",
+            None, got=f"a test set of {got}")
 
 
 def _scored_data(run, config):

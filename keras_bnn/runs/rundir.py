@@ -22,10 +22,19 @@ runs (:func:`sweep_value` spells the value), ``sweep.csv`` and
 of these into the checked stores, one per chain (:class:`Chains`), for
 :meth:`keras_bnn.PosteriorEnsemble.from_store`,
 :func:`keras_bnn.diagnostics.to_inference_data` and ``keras-bnn evaluate``.
+
+The JSON files are strict JSON (RFC 8259), which ``jq``, JavaScript's
+``JSON.parse`` and ``json.loads(..., parse_constant=...)`` read: a number
+that is not finite (an undefined R-hat, a diverged loss) is written as
+``null``, as JavaScript's ``JSON.stringify`` writes it, and
+:meth:`RunDir.read_numbers` reads it back as NaN. Until 2026-11-29 such
+numbers were written as the literals ``NaN`` and ``Infinity`` (Python's
+default, not JSON); those files still read, as NaN and inf.
 """
 
 import importlib
 import json
+import math
 import os
 import re
 
@@ -33,6 +42,46 @@ from keras_bnn.durable import atomic_write
 
 _CHAIN = "chain-{}"
 _CHAIN_RE = re.compile(r"^chain-(\d+)$")
+
+
+def strict_json(value):
+    """``value`` with every non-finite float replaced by None: what
+    :meth:`RunDir.write_json` writes.
+
+    Args:
+        value: a JSON-serialisable value (dicts, lists, tuples, numbers, ...).
+
+    Returns:
+        The same value, NaN and ±inf (nested in dicts, lists and tuples, the
+        tuples as lists) replaced by None.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
+
+
+def nulls_as_nan(value):
+    """A JSON value of numbers as read, with the nulls that stood for
+    non-finite numbers (:meth:`RunDir.write_json`) read as NaN.
+
+    Args:
+        value: a value of :meth:`RunDir.read_json`: numbers, None, and dicts
+            and lists of these.
+
+    Returns:
+        The same value, every None (nested in dicts and lists) NaN.
+    """
+    if value is None:
+        return math.nan
+    if isinstance(value, dict):
+        return {key: nulls_as_nan(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [nulls_as_nan(item) for item in value]
+    return value
 
 
 def sweep_value(value):
@@ -206,10 +255,12 @@ class RunDir:
         return RunDir(os.path.join(self.prior_candidates, f"{prior}-{scale:g}"))
 
     def write_json(self, path, value):
-        """Writes ``value`` as indented JSON to ``path`` (one of this run's
-        paths), atomically (:func:`keras_bnn.durable.atomic_write`)."""
+        """Writes ``value`` as indented strict JSON to ``path`` (one of this run's
+        paths), atomically (:func:`keras_bnn.durable.atomic_write`); a
+        non-finite number is written as ``null`` (:func:`strict_json`)."""
         os.makedirs(self.path, exist_ok=True)
-        atomic_write(path, lambda handle: handle.write(json.dumps(value, indent=2).encode()))
+        text = json.dumps(strict_json(value), indent=2, allow_nan=False)
+        atomic_write(path, lambda handle: handle.write(text.encode()))
 
     def holds_other_config(self, values):
         """Whether this run's ``config.json`` exists and differs from ``values``.
@@ -223,9 +274,37 @@ class RunDir:
 
     @staticmethod
     def read_json(path):
-        """The JSON value in ``path`` (one of a run's paths)."""
+        """The JSON value in ``path`` (one of a run's paths); a non-finite number
+        is None (NaN or inf in a file written before 2026-11-29).
+
+        Args:
+            path: one of a run's paths.
+
+        Returns:
+            The value.
+
+        Raises:
+            FileNotFoundError: if there is no such file.
+        """
         with open(path) as handle:
             return json.load(handle)
+
+    @staticmethod
+    def read_numbers(path):
+        """The JSON value in ``path``, a file of numbers (``history.json``), with
+        its nulls read as NaN (:func:`nulls_as_nan`): the same numbers for a file
+        written now and one written before 2026-11-29 (``NaN`` literals).
+
+        Args:
+            path: one of a run's paths.
+
+        Returns:
+            The value, numbers as floats (NaN where not finite).
+
+        Raises:
+            FileNotFoundError: if there is no such file.
+        """
+        return nulls_as_nan(RunDir.read_json(path))
 
 
 class Chains(tuple):

@@ -111,7 +111,7 @@ def _run_chains(config, chains, verbose, processes):
                 (train(run, verbose=verbose) for run in runs)]
     for start in range(0, chains, processes):
         _train_in_processes(runs[start:start + processes])
-    return [(chain_dir.store(), chain_dir.read_json(chain_dir.history))
+    return [(chain_dir.store(), chain_dir.read_numbers(chain_dir.history))
             for chain_dir in chain_dirs]
 
 
