@@ -76,6 +76,20 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
             s % self.cycle_steps == self.cycle_steps - 1
         )
 
+    def next_cycle_end(self, step):
+        """The first step at or after ``step`` (0-based) that ends a cycle.
+
+        Args:
+            step: Python int.
+
+        Returns:
+            int, or None for a constant schedule.
+        """
+        if self.cycle_steps is None:
+            return None
+        cycles = max(int(step) - self.burn_in_steps, 0) // self.cycle_steps
+        return self.burn_in_steps + (cycles + 1) * self.cycle_steps - 1
+
     def get_config(self):
         return {
             "initial_step_size": self.initial_step_size,
