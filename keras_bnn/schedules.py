@@ -57,10 +57,15 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         h0 = ops.convert_to_tensor(self.initial_step_size, "float32")
         if self.cycle_steps is None:
             return h0
-        s = ops.cast(step, "float32") - float(self.burn_in_steps)
-        phase = ops.mod(ops.maximum(s, 0.0), float(self.cycle_steps))
+        # The phase in integers: float32 counts steps exactly to 2**24 only (until
+        # 2026-11-29 the last step of a cycle of 1000 at step 20 000 999 took h0).
+        step = ops.convert_to_tensor(step)
+        if "int" not in keras.backend.standardize_dtype(step.dtype):
+            step = ops.cast(step, "int64")
+        s = step - ops.cast(self.burn_in_steps, step.dtype)
+        phase = ops.cast(ops.mod(ops.maximum(s, 0), self.cycle_steps), "float32")
         cosine = 0.5 * h0 * (1.0 + ops.cos(math.pi * phase / self.cycle_steps))
-        return ops.where(s < 0.0, h0, cosine)
+        return ops.where(s < 0, h0, cosine)
 
     def is_cycle_end(self, step):
         """Whether step ``step`` (0-based) is the last step of a cycle.

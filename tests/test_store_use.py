@@ -5,6 +5,7 @@ cycle; a cycle that ends inside an epoch gave no sample, silently, until
 2026-11-29 (cycles of 10 steps in epochs of 3: 2 samples in 6 cycles).
 """
 
+import math
 import warnings
 
 import keras
@@ -67,3 +68,14 @@ def test_next_cycle_end_is_the_first_cycle_end_at_or_after_a_step():
         expected = next(t for t in range(step, step + 20) if schedule.is_cycle_end(t))
         assert schedule.next_cycle_end(step) == expected
     assert kb.schedules.CyclicalCosine(1e-3).next_cycle_end(3) is None
+
+
+def test_the_last_step_of_a_cycle_is_the_smallest_past_float32s_exact_steps():
+    # Until 2026-11-29 the phase was float32: past 2**24 steps a cycle's last
+    # step (where its sample is taken) rounded to the next cycle's first, h0.
+    schedule = kb.schedules.CyclicalCosine(1.0, cycle_steps=1000)
+    end = 20_000_999
+    assert schedule.is_cycle_end(end)
+    value = float(schedule(keras.ops.convert_to_tensor(end, "int64")))
+    # 1 + cos(...) in float32: within one ulp of 1 (6e-8), 2.4 % of sin²(π/2000).
+    assert value == pytest.approx(math.sin(math.pi / 2000) ** 2, rel=0.03)
