@@ -77,7 +77,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         model_dir: the model's base path, e.g. ``saved_models/cifar10_atmc``.
         version: positive integer version (at most 2**63 - 1, TF Serving's
             int64); ``None`` takes one more than the largest existing integer
-            version (1 for a new directory).
+            version (1 for a new directory), and the next free one if another
+            export publishes that version first.
         verbose: print the exported endpoint.
 
     Returns:
@@ -100,7 +101,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
 
     model_dir = check_model_dir(model_dir)
-    version = (next_version(model_dir) if version is None
+    automatic = version is None
+    version = (next_version(model_dir) if automatic
                else check_int(version, "version", 1, maximum=MAX_VERSION))
     target = os.path.join(model_dir, str(version))
     if os.path.lexists(target):
@@ -154,11 +156,27 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             input_signature=specs,
         )
         archive.write_out(staging, verbose=verbose)
-        durable.publish_directory(staging, target)
+        target = _publish(staging, target, automatic)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def _publish(staging, target, automatic):
+    """Publishes ``staging`` as ``target``, or, for a version chosen here
+    (``automatic``) that another export published meanwhile, as the next free
+    one (until 2026-11-29 the later of two concurrent exports failed with
+    FileExistsError); returns the published path."""
+    while True:
+        try:
+            durable.publish_directory(staging, target)
+            return target
+        except FileExistsError:
+            if not automatic:
+                raise
+            model_dir = os.path.dirname(target)
+            target = os.path.join(model_dir, str(next_version(model_dir)))
 
 
 def check_model_dir(model_dir):
