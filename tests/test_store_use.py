@@ -79,3 +79,30 @@ def test_the_last_step_of_a_cycle_is_the_smallest_past_float32s_exact_steps():
     value = float(schedule(keras.ops.convert_to_tensor(end, "int64")))
     # 1 + cos(...) in float32: within one ulp of 1 (6e-8), 2.4 % of sin²(π/2000).
     assert value == pytest.approx(math.sin(math.pi / 2000) ** 2, rel=0.03)
+
+
+@keras.saving.register_keras_serializable(package="test_store_use")
+class _Net(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden, self.logits = keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.logits(self.hidden(x))
+
+
+def test_a_store_of_a_class_this_process_does_not_know_says_which(tmp_path, monkeypatch):
+    # As another process reads it, where the module defining the class is not imported.
+    net = _Net()
+    net(np.zeros((1, 4), "float32"))
+    model = kb.bayesian(net)
+    store = kb.SampleStore(tmp_path / "samples")
+    store.append(model)
+    monkeypatch.delitem(keras.saving.get_custom_objects(), "test_store_use>_Net")
+    with pytest.raises(ValueError) as caught:
+        kb.PosteriorEnsemble.from_store(store)
+    # Until 2026-11-29: 5 kB, Keras' "could not be deserialized properly ... from_config"
+    # and a dump of the stored config before the class was named.
+    message = str(caught.value)
+    assert "its class '_Net' is not registered in this process" in message
+    assert len(message) < 400
