@@ -88,7 +88,9 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         FileExistsError: if ``model_dir/<version>`` already exists (nothing
             is overwritten; pass another version or ``version=None``).
         ValueError: if ``version`` is not a positive int64 or ``model_dir``
-            is empty or not a path.
+            is empty or not a path, or naming two of the model's outputs that
+            would be served under one name
+            (:func:`keras_bnn.ensemble_outputs.check_served_names`).
         NotImplementedError: under a Keras backend other than TensorFlow.
     """
     if keras.backend.backend() != "tensorflow":
@@ -100,6 +102,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         )
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
 
+    if isinstance(ensemble.likelihood, dict):  # several outputs, named per output
+        ensemble_outputs.check_served_names(ensemble.likelihood)
     model_dir = check_model_dir(model_dir)
     automatic = version is None
     version = (next_version(model_dir) if automatic

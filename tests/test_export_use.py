@@ -1,9 +1,13 @@
-"""Exporting as a user meets it: two exports into one model directory at once."""
+"""Exporting as a user meets it: two exports into one model directory at once, and
+the serving names of a model of several outputs."""
 
 import os
 
+import keras
+import numpy as np
 import pytest
 
+import keras_bnn as kb
 from ensemble_helpers import tiny_ensemble
 from keras_bnn import durable
 
@@ -28,3 +32,21 @@ def test_an_automatic_version_taken_meanwhile_publishes_as_the_next(tmp_path, mo
     with pytest.raises(FileExistsError):  # an explicit version is never moved
         ensemble.export(model_dir, version=1)
     assert sorted(os.listdir(model_dir)) == ["1", "2", "models.config"]
+
+
+def test_outputs_that_would_share_a_serving_name_are_refused_before_writing(tmp_path):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((3,))
+    hidden = keras.layers.Dense(4)(inputs)
+    model = keras.Model(inputs, {"age": keras.layers.Dense(2, name="age")(hidden),
+                                 "age_mean": keras.layers.Dense(2, name="age_mean")(hidden)})
+    rng = np.random.default_rng(0)
+    sets = [[w + 0.3 * rng.standard_normal(w.shape).astype("float32")
+             for w in model.get_weights()] for _ in range(2)]
+    ensemble = kb.PosteriorEnsemble(model, sets, likelihood="gaussian")
+    # Until 2026-11-29 the export served `age_mean` once, the output age_mean's
+    # predictive, and the output age's mean not at all.
+    with pytest.raises(ValueError, match=r"outputs 'age' and 'age_mean' would both be "
+                                         r"served as 'age_mean'"):
+        ensemble.export(tmp_path / "model")
+    assert not os.path.exists(tmp_path / "model")
