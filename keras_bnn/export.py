@@ -19,6 +19,7 @@ only: this module imports under any Keras backend.
 
 import errno
 import os
+import re
 import shutil
 
 import keras
@@ -34,6 +35,8 @@ SERVING_INPUT = ensemble_inputs.ONE_INPUT
 SERVING_SIGNATURE = "serving_default"
 #: The ``--model_config_file`` written next to the versions.
 MODELS_CONFIG = "models.config"
+#: The input names a signature takes: TensorFlow's op names.
+_INPUT_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
 
 
 def export_ensemble(ensemble, model_dir, version=None, verbose=False):
@@ -90,7 +93,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         ValueError: if ``version`` is not a positive int64 or ``model_dir``
             is empty or not a path, or naming two of the model's outputs that
             would be served under one name
-            (:func:`keras_bnn.ensemble_outputs.check_served_names`).
+            (:func:`keras_bnn.ensemble_outputs.check_served_names`) or an
+            input that a signature cannot name (:func:`check_input_names`).
         NotImplementedError: under a Keras backend other than TensorFlow.
     """
     if keras.backend.backend() != "tensorflow":
@@ -104,6 +108,7 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
 
     if isinstance(ensemble.likelihood, dict):  # several outputs, named per output
         ensemble_outputs.check_served_names(ensemble.likelihood)
+    check_input_names(ensemble.member_input_names)
     model_dir = check_model_dir(model_dir)
     automatic = version is None
     version = (next_version(model_dir) if automatic
@@ -181,6 +186,29 @@ def _publish(staging, target, automatic):
                 raise
             model_dir = os.path.dirname(target)
             target = os.path.join(model_dir, str(next_version(model_dir)))
+
+
+def check_input_names(names):
+    """Refuses input names that a SavedModel signature cannot take.
+
+    TensorFlow names a signature's inputs as graph ops: a dict key or an
+    ``Input`` name with a space, ``:``, a leading ``_`` or a non-ASCII
+    letter, which Keras takes, failed inside ``write_out`` with "more than
+    one argument ... was named 'my input'" until 2026-11-29.
+
+    Args:
+        names: ``ensemble.member_input_names``.
+
+    Raises:
+        ValueError: naming the first such input and the names allowed.
+    """
+    for name in names:
+        if not _INPUT_NAME.fullmatch(name):
+            raise ValueError(
+                f"PosteriorEnsemble.export: the model's input {name!r} cannot name a serving "
+                "input: TensorFlow names them as graph ops, [A-Za-z0-9.][A-Za-z0-9_./>-]* "
+                "(no space, ':', leading '_' or non-ASCII letter); rename the input (its "
+                "dict key or its keras.Input name).")
 
 
 def check_model_dir(model_dir):

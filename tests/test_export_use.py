@@ -50,3 +50,16 @@ def test_outputs_that_would_share_a_serving_name_are_refused_before_writing(tmp_
                                          r"served as 'age_mean'"):
         ensemble.export(tmp_path / "model")
     assert not os.path.exists(tmp_path / "model")
+
+
+@pytest.mark.parametrize("name", ["my input", "_ids"])
+def test_an_input_name_a_signature_cannot_take_is_refused_before_writing(tmp_path, name):
+    first, second = keras.Input((3,)), keras.Input((2,))
+    model = keras.Model({name: first, "b": second},
+                        keras.layers.Dense(3)(keras.layers.Concatenate()([first, second])))
+    ensemble = kb.PosteriorEnsemble(model, [model.get_weights()] * 2)
+    assert ensemble.predict({name: np.ones((1, 3)), "b": np.ones((1, 2))}).shape == (1, 3)
+    # Until 2026-11-29 TensorFlow's "more than one argument ... was named 'my input'".
+    with pytest.raises(ValueError, match=f"input '{name}' cannot name a serving input"):
+        ensemble.export(tmp_path / "model")
+    assert not os.path.exists(tmp_path / "model")
