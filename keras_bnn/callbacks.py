@@ -16,6 +16,8 @@ from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
 from keras_bnn.schedule_callbacks import (  # noqa: F401 - kb.callbacks.*
     CyclicalSchedule, TemperatureRamp)
+from keras_bnn.schedule_callbacks import check_cycles_end_epochs, cycle_end_inside
+from keras_bnn.schedule_callbacks import cyclical_schedule
 from keras_bnn.validation import argument_error, check_fraction, check_int
 
 
@@ -103,7 +105,10 @@ class CollectSamples(keras.callbacks.Callback):
     on (0-based, counted at epoch ends), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
-    (every epoch with a constant step size). Only the chief worker writes.
+    (every epoch with a constant step size): the cycles must end at epoch
+    ends (:func:`keras_bnn.schedule_callbacks.check_cycles_end_epochs`; where
+    ``fit`` cannot tell the steps per epoch, a cycle that ends inside an
+    epoch warns, its sample not taken). Only the chief worker writes.
 
     Exactly once: a sample's identity is (``chain``, ``step``), the
     optimizer step it was taken at. A sample already in the store is not
@@ -162,7 +167,9 @@ class CollectSamples(keras.callbacks.Callback):
             or ``false_alarm``, (at train begin) when the store holds
             another architecture, and (at the first epoch's begin) when a
             chain that starts at step 0 would reuse the id of a stored chain
-            that started from other weights (:meth:`_check_chain_start`).
+            that started from other weights (:meth:`_check_chain_start`), or
+            naming ``cycle_steps`` when ``every`` is None and the cycles of a
+            cyclical step size do not end at epoch ends.
     """
 
     def __init__(self, store, start_epoch="auto", every=None, chain=0,
@@ -204,6 +211,7 @@ class CollectSamples(keras.callbacks.Callback):
         self._resumed_checked = False
         self._epoch_start_step = 0
         self._warned_warmup = False
+        self._warned_cycle = False
 
     @property
     def warmup_samples(self):
@@ -247,7 +255,7 @@ class CollectSamples(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._resumed_checked = False
-        self._warned_warmup = False
+        self._warned_warmup = self._warned_cycle = False
         try:
             check_ensemble_model(self.model)
         except ValueError as refusal:
@@ -352,8 +360,7 @@ class CollectSamples(keras.callbacks.Callback):
         if self.every is not None:
             return (epoch - self.start_epoch) % self.every == self.every - 1
         optimizer = self.model.optimizer
-        schedule = getattr(optimizer, "schedule", None)
-        if getattr(schedule, "cycle_steps", None):
+        if cyclical_schedule(optimizer) is not None:
             return optimizer.is_cycle_end(current_step(optimizer) - 1)
         return True
 
@@ -452,6 +459,9 @@ class CollectSamples(keras.callbacks.Callback):
         # by now: a resumed run starts at epoch > 0 with the weights of the
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
+            if self.every is None:  # after every on_train_begin: CyclicalSchedule's too
+                check_cycles_end_epochs(self.model.optimizer, self.params.get("steps"),
+                                        current_step(self.model.optimizer))
             self._check_chain_start()
             self._go_on_collecting(epoch)
             self.collect_restored(epoch)
@@ -476,7 +486,27 @@ class CollectSamples(keras.callbacks.Callback):
         self._read_variable_temperatures()
         if self.auto:
             self._watch(epoch, logs or {})
+        self._check_cycle_end(epoch)
         self._collect(epoch)
+
+    def _check_cycle_end(self, epoch):
+        """Warns, once a ``fit``, where a cycle ended inside epoch ``epoch``,
+        not at its end, so that its sample is not taken (``fit`` could not
+        tell the steps per epoch for :func:`check_cycles_end_epochs`)."""
+        if self.every is not None or self._warned_cycle or self.start_epoch is None \
+                or epoch < self.start_epoch:
+            return
+        optimizer = self.model.optimizer
+        inside = cycle_end_inside(optimizer, self._epoch_start_step, current_step(optimizer))
+        if inside is not None:
+            self._warned_cycle = True
+            warnings.warn(
+                f"CollectSamples: a cycle of the step size ended at step {inside}, inside "
+                f"epoch {epoch} (steps {self._epoch_start_step}-{current_step(optimizer) - 1}); "
+                "a sample is taken at an epoch end only, so that cycle's was not taken. "
+                "Make `cycle_steps` and `burn_in_steps` multiples of the steps per epoch "
+                "(kb.callbacks.CyclicalSchedule(cycle_epochs, steps_per_epoch=<the epoch's "
+                "steps>)), or pass CollectSamples(every=<epochs>).", stacklevel=2)
 
     def on_train_end(self, logs=None):
         # A run restored after its last epoch runs no epoch at all.

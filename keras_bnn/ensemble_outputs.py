@@ -167,6 +167,37 @@ def check_scoring(arguments, likelihood, names):
     return dict(arguments, loss=loss)
 
 
+#: The keys of each likelihood's :func:`keras_bnn.uncertainty.summary`.
+SUMMARY_KEYS = {"categorical": uncertainty.CATEGORICAL_OUTPUTS,
+                "bernoulli": uncertainty.BERNOULLI_OUTPUTS,
+                "gaussian": uncertainty.GAUSSIAN_OUTPUTS}
+
+
+def check_served_names(likelihoods):
+    """Refuses outputs of which two would be served under one name (:func:`served`).
+
+    Until 2026-11-29 the later silently replaced the earlier: outputs
+    ``age`` (Gaussian) and ``age_mean`` served ``age_mean`` once, the second
+    output's, and ``age``'s mean was not served.
+
+    Args:
+        likelihoods: dict output name → likelihood (``ensemble.likelihood``).
+
+    Raises:
+        ValueError: naming both outputs and the name they share.
+    """
+    owners = {}
+    for name, likelihood in likelihoods.items():
+        for served_name in [name] + [f"{name}_{key}" for key in SUMMARY_KEYS[likelihood]]:
+            if served_name in owners:
+                raise ValueError(
+                    f"PosteriorEnsemble.export: the model's outputs {owners[served_name]!r} "
+                    f"and {name!r} would both be served as {served_name!r} (an output `name` "
+                    "is served as `name` and `name_<key>` for each key of its summary); "
+                    "rename one of the model's outputs.")
+            owners[served_name] = name
+
+
 def served(ensemble, inputs):
     """The export's outputs of an ensemble of several outputs, the members run once.
 

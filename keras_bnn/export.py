@@ -19,6 +19,7 @@ only: this module imports under any Keras backend.
 
 import errno
 import os
+import re
 import shutil
 
 import keras
@@ -34,6 +35,8 @@ SERVING_INPUT = ensemble_inputs.ONE_INPUT
 SERVING_SIGNATURE = "serving_default"
 #: The ``--model_config_file`` written next to the versions.
 MODELS_CONFIG = "models.config"
+#: The input names a signature takes: TensorFlow's op names.
+_INPUT_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
 
 
 def export_ensemble(ensemble, model_dir, version=None, verbose=False):
@@ -77,7 +80,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         model_dir: the model's base path, e.g. ``saved_models/cifar10_atmc``.
         version: positive integer version (at most 2**63 - 1, TF Serving's
             int64); ``None`` takes one more than the largest existing integer
-            version (1 for a new directory).
+            version (1 for a new directory), and the next free one if another
+            export publishes that version first.
         verbose: print the exported endpoint.
 
     Returns:
@@ -87,7 +91,10 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         FileExistsError: if ``model_dir/<version>`` already exists (nothing
             is overwritten; pass another version or ``version=None``).
         ValueError: if ``version`` is not a positive int64 or ``model_dir``
-            is empty or not a path.
+            is empty or not a path, or naming two of the model's outputs that
+            would be served under one name
+            (:func:`keras_bnn.ensemble_outputs.check_served_names`) or an
+            input that a signature cannot name (:func:`check_input_names`).
         NotImplementedError: under a Keras backend other than TensorFlow.
     """
     if keras.backend.backend() != "tensorflow":
@@ -99,8 +106,12 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         )
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
 
+    if isinstance(ensemble.likelihood, dict):  # several outputs, named per output
+        ensemble_outputs.check_served_names(ensemble.likelihood)
+    check_input_names(ensemble.member_input_names)
     model_dir = check_model_dir(model_dir)
-    version = (next_version(model_dir) if version is None
+    automatic = version is None
+    version = (next_version(model_dir) if automatic
                else check_int(version, "version", 1, maximum=MAX_VERSION))
     target = os.path.join(model_dir, str(version))
     if os.path.lexists(target):
@@ -154,11 +165,50 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             input_signature=specs,
         )
         archive.write_out(staging, verbose=verbose)
-        durable.publish_directory(staging, target)
+        target = _publish(staging, target, automatic)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def _publish(staging, target, automatic):
+    """Publishes ``staging`` as ``target``, or, for a version chosen here
+    (``automatic``) that another export published meanwhile, as the next free
+    one (until 2026-11-29 the later of two concurrent exports failed with
+    FileExistsError); returns the published path."""
+    while True:
+        try:
+            durable.publish_directory(staging, target)
+            return target
+        except FileExistsError:
+            if not automatic:
+                raise
+            model_dir = os.path.dirname(target)
+            target = os.path.join(model_dir, str(next_version(model_dir)))
+
+
+def check_input_names(names):
+    """Refuses input names that a SavedModel signature cannot take.
+
+    TensorFlow names a signature's inputs as graph ops: a dict key or an
+    ``Input`` name with a space, ``:``, a leading ``_`` or a non-ASCII
+    letter, which Keras takes, failed inside ``write_out`` with "more than
+    one argument ... was named 'my input'" until 2026-11-29.
+
+    Args:
+        names: ``ensemble.member_input_names``.
+
+    Raises:
+        ValueError: naming the first such input and the names allowed.
+    """
+    for name in names:
+        if not _INPUT_NAME.fullmatch(name):
+            raise ValueError(
+                f"PosteriorEnsemble.export: the model's input {name!r} cannot name a serving "
+                "input: TensorFlow names them as graph ops, [A-Za-z0-9.][A-Za-z0-9_./>-]* "
+                "(no space, ':', leading '_' or non-ASCII letter); rename the input (its "
+                "dict key or its keras.Input name).")
 
 
 def check_model_dir(model_dir):

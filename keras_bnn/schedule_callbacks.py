@@ -21,6 +21,61 @@ def _sampler_of(model, owner):
     return model.optimizer
 
 
+def cyclical_schedule(optimizer):
+    """The optimizer's cyclical step-size schedule (one with ``cycle_steps``), or None."""
+    schedule = getattr(optimizer, "schedule", None)
+    return schedule if getattr(schedule, "cycle_steps", None) else None
+
+
+def check_cycles_end_epochs(optimizer, steps_per_epoch, step):
+    """Refuses a cyclical step size whose cycles do not all end at epoch ends.
+
+    :class:`keras_bnn.callbacks.CollectSamples` (``every=None``) takes a
+    cycle's sample at the end of the epoch whose last step ends it: a cycle
+    that ends inside an epoch gives no sample (cycles of 10 steps in epochs
+    of 3: 2 samples in 6 cycles, until 2026-11-29 silently).
+
+    Args:
+        optimizer: the model's optimizer (a sampler or not).
+        steps_per_epoch: steps in an epoch, or None when ``fit`` cannot tell
+            (nothing is checked).
+        step: the optimizer step the first epoch of the ``fit`` starts at.
+
+    Raises:
+        ValueError: naming ``cycle_steps`` and ``burn_in_steps``, unless both
+            are multiples of ``steps_per_epoch`` counted from ``step``.
+    """
+    schedule = cyclical_schedule(optimizer)
+    if schedule is None or not steps_per_epoch:
+        return
+    end = schedule.next_cycle_end(step)
+    if schedule.cycle_steps % steps_per_epoch == 0 and (end + 1 - step) % steps_per_epoch == 0:
+        return
+    raise ValueError(
+        f"CollectSamples(every=None) takes a sample at the end of each epoch that ends a "
+        f"cycle of the step size, but the cycles (cycle_steps={schedule.cycle_steps}, "
+        f"burn_in_steps={schedule.burn_in_steps}) end inside epochs of {steps_per_epoch} "
+        f"steps (this fit starts at step {step}; the first cycle ends at step {end}), whose "
+        "samples would not be taken. `cycle_steps` and `burn_in_steps` must be multiples of "
+        "the steps per epoch: use kb.callbacks.CyclicalSchedule(cycle_epochs, "
+        "burn_in_epochs), which counts in epochs, or pass CollectSamples(every=<epochs>).")
+
+
+def cycle_end_inside(optimizer, first, stop):
+    """The step that ended a cycle inside an epoch, before its last step, or None.
+
+    Args:
+        optimizer: the model's optimizer.
+        first, stop: the epoch's first step and one past its last.
+
+    Returns:
+        int or None.
+    """
+    schedule = cyclical_schedule(optimizer)
+    end = schedule.next_cycle_end(first) if schedule is not None else None
+    return end if end is not None and end < stop - 1 else None
+
+
 class CyclicalSchedule(keras.callbacks.Callback):
     """Turns the sampler's step size into a cyclical cosine schedule.
 

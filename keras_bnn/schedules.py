@@ -57,10 +57,15 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         h0 = ops.convert_to_tensor(self.initial_step_size, "float32")
         if self.cycle_steps is None:
             return h0
-        s = ops.cast(step, "float32") - float(self.burn_in_steps)
-        phase = ops.mod(ops.maximum(s, 0.0), float(self.cycle_steps))
+        # The phase in integers: float32 counts steps exactly to 2**24 only (until
+        # 2026-11-29 the last step of a cycle of 1000 at step 20 000 999 took h0).
+        step = ops.convert_to_tensor(step)
+        if "int" not in keras.backend.standardize_dtype(step.dtype):
+            step = ops.cast(step, "int64")
+        s = step - ops.cast(self.burn_in_steps, step.dtype)
+        phase = ops.cast(ops.mod(ops.maximum(s, 0), self.cycle_steps), "float32")
         cosine = 0.5 * h0 * (1.0 + ops.cos(math.pi * phase / self.cycle_steps))
-        return ops.where(s < 0.0, h0, cosine)
+        return ops.where(s < 0, h0, cosine)
 
     def is_cycle_end(self, step):
         """Whether step ``step`` (0-based) is the last step of a cycle.
@@ -75,6 +80,20 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         return self.cycle_steps is not None and s >= 0 and (
             s % self.cycle_steps == self.cycle_steps - 1
         )
+
+    def next_cycle_end(self, step):
+        """The first step at or after ``step`` (0-based) that ends a cycle.
+
+        Args:
+            step: Python int.
+
+        Returns:
+            int, or None for a constant schedule.
+        """
+        if self.cycle_steps is None:
+            return None
+        cycles = max(int(step) - self.burn_in_steps, 0) // self.cycle_steps
+        return self.burn_in_steps + (cycles + 1) * self.cycle_steps - 1
 
     def get_config(self):
         return {

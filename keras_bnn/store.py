@@ -24,6 +24,7 @@ _MANIFEST = "store.json"
 _FINGERPRINT = "fingerprint"  # the entry of a sample file naming its architecture
 _SAMPLE = re.compile(r"^sample-(\d+)\.npz$")
 _RECORD = re.compile(r"^[A-Za-z0-9_-]+$")
+_UNKNOWN_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'")  # Keras' words
 
 
 class Sample:
@@ -249,8 +250,15 @@ class SampleStore:
         try:
             model = trainable_flags.deserialize(stored["model"])
         except Exception as error:  # Keras raises many types for a bad config
+            unknown = _UNKNOWN_CLASS.search(str(error))
+            # Keras' message names the class after a dump of the whole config
+            # (5 kB for a two-layer subclassed model, until 2026-11-29 all given).
+            reason = (f"its class {unknown.group(1)!r} is not registered in this process: "
+                      "import the module that defines it (with @keras.saving."
+                      "register_keras_serializable) before reading the store" if unknown
+                      else f"{type(error).__name__}: {error}")
             raise ValueError(f"SampleStore {self.path!r}: the model in {_MANIFEST} cannot "
-                             f"be rebuilt ({type(error).__name__}: {error}).") from None
+                             f"be rebuilt ({reason}).") from None
         if fingerprint_as_stored(model, stored) != stored["fingerprint"]:
             raise ValueError(f"SampleStore {self.path!r}: the model config in {_MANIFEST} "
                              "does not match its fingerprint (the file was altered).")
