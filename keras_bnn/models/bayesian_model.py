@@ -215,7 +215,7 @@ class BayesianModel(keras.Model):
         optimizer = entry_points.compile_arguments(self, optimizer, loss, sampler, temperature,
                                                    train_size, allow_flat_prior)
         if not hasattr(self, "_sampling_trackers"):
-            subclassing.make_sampling_trackers(self)  # also on a built subclassed model
+            subclassing.make_sampling_trackers(self, loss)  # a built subclassed one too
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)

@@ -126,7 +126,7 @@ def fit_arguments(model, args, kwargs, where):
         callbacks = callbacks.callbacks
     callbacks = list(callbacks)
     # a dataset's or generator's weights, and per-timestep terms, after the first epoch
-    weights_check = weight_mean.for_fit(model, read, where, terms_warned)
+    weights_check = weight_mean.for_fit(model, read, where, terms_warned, first)
     if weights_check is not None:
         callbacks.append(weights_check)
     validation = kwargs.get("validation_data")

@@ -5,7 +5,7 @@
 ``tf.data.Dataset``, ``PyDataset`` or generator that yields ``(x, y, w)``,
 and ``class_weight`` with one (Keras maps it into per-example weights), are
 only seen batch by batch. The train step adds each batch's weights to
-:class:`WeightTotals` (three scalars, summed over replicas: no host work,
+:class:`WeightTotals` (three scalars an output, summed over replicas: no host work,
 no second pass over the data), and :class:`WarnOnEpochTotals` reads them
 once, after the first epoch, and issues the
 :class:`keras_bnn.TrainSizeWarning` of the array check when their mean is
@@ -39,9 +39,57 @@ from keras_bnn.likelihoods import normalises_weights
 STANDARD_ERRORS = 4.0
 
 
+def weight_slots(sample_weight, outputs):
+    """The leaves of a batch's ``sample_weight`` that each output's totals count.
+
+    One array for each of a model's ``outputs`` (a dict by name, a list in
+    their order: each scales its own output's term) is counted on its own, in
+    ``keras.tree.flatten``'s order (a dict's keys sorted); one array (shared by
+    every output), or a structure of more leaves than outputs, is counted
+    whole, in the first slot. The train step (in its graph) and the host (to
+    name them, on the first batch) read the same structure alike.
+
+    Args:
+        sample_weight: a batch's weights: one tensor or array, or a structure of them.
+        outputs: the number of slots (:class:`WeightTotals`' ``outputs``).
+
+    Returns:
+        list: ``outputs`` lists of ``(path, weights)`` (``keras.tree.flatten_with_path``'s
+        paths; None leaves left out).
+    """
+    leaves = [(path, leaf) for path, leaf in keras.tree.flatten_with_path(sample_weight)]
+    slots = [[] for _ in range(outputs)]
+    for index, (path, leaf) in enumerate(leaves):
+        if leaf is not None:
+            slots[index if 1 < len(leaves) <= outputs else 0].append((path, leaf))
+    return slots
+
+
+def weight_names(sample_weight, outputs):
+    """How :class:`WarnOnEpochTotals` names each slot's weights (:func:`weight_slots`).
+
+    Args:
+        sample_weight: the first batch's weights, or None where it is unknown.
+        outputs: the number of slots.
+
+    Returns:
+        list: ``outputs`` names, ``"the sample_weight['bin'] in fit's data"`` for one
+        output's, ``"the sample_weight in fit's data"`` for the first slot's otherwise.
+    """
+    names = [f"the sample_weight in fit's data (output {index})" for index in range(outputs)]
+    names[0] = "the sample_weight in fit's data"
+    if sample_weight is None:
+        return names
+    for index, leaves in enumerate(weight_slots(sample_weight, outputs)):
+        if len(leaves) == 1 and leaves[0][0]:  # one output's weights, by key or position
+            key = "".join(f"[{part!r}]" for part in leaves[0][0])
+            names[index] = f"the sample_weight{key} in fit's data"
+    return names
+
+
 class WeightTotals(keras.metrics.Metric):
-    """Σw, Σw², the number of weights, and the loss's terms and sequences, that the train
-    step has seen since :meth:`clear`.
+    """Σw, Σw², the number of weights (by output), and the loss's terms and sequences, that
+    the train step has seen since :meth:`clear`.
 
     A Keras metric so that its state is the step's on every backend (JAX
     passes it in and out of the compiled step; ``tf.distribute`` keeps a
@@ -50,26 +98,37 @@ class WeightTotals(keras.metrics.Metric):
     does nothing, so the first epoch's totals last until
     :class:`WarnOnEpochTotals` reads them. Its ``result()`` is empty: it
     logs nothing.
+
+    Args:
+        outputs: the model's number of outputs: a slot of weight totals each
+            (:func:`weight_slots`).
+        name: the metric's name.
     """
 
-    def __init__(self, name="weight_totals", **kwargs):
+    def __init__(self, outputs=1, name="weight_totals", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.totals = [self.add_variable(shape=(), initializer="zeros", name=part,
-                                         aggregation="sum")
-                       for part in ("total", "squares", "count", "terms", "sequences")]
+        self.outputs = outputs
+        self.weight_totals = [self.add_variable(shape=(outputs,), initializer="zeros",
+                                                name=part, aggregation="sum")
+                              for part in ("total", "squares", "count")]
+        self.term_totals = [self.add_variable(shape=(), initializer="zeros", name=part,
+                                              aggregation="sum")
+                            for part in ("terms", "sequences")]
 
     def update_state(self, sample_weight):
-        """Adds a batch's weights (one tensor, or a structure of them: every leaf counts).
+        """Adds a batch's weights to their outputs' totals (:func:`weight_slots`).
 
         Args:
             sample_weight: the batch's ``sample_weight`` as the step unpacks it.
         """
-        leaves = [ops.reshape(ops.cast(w, self.dtype), (-1,))
-                  for w in keras.tree.flatten(sample_weight)]
-        weights = ops.concatenate(leaves) if len(leaves) > 1 else leaves[0]
-        for variable, value in zip(self.totals, (ops.sum(weights), ops.sum(weights * weights),
-                                                 ops.cast(ops.size(weights), self.dtype))):
-            variable.assign_add(value)
+        sums = []
+        for leaves in weight_slots(sample_weight, self.outputs):
+            weights = [ops.reshape(ops.cast(w, self.dtype), (-1,)) for _, w in leaves]
+            weights = ops.concatenate(weights) if weights else ops.zeros((0,), self.dtype)
+            sums.append((ops.sum(weights), ops.sum(weights * weights),
+                         ops.cast(ops.size(weights), self.dtype)))
+        for variable, values in zip(self.weight_totals, zip(*sums)):
+            variable.assign_add(ops.stack(values))
 
     def add_terms(self, model, y, y_pred, sequences):
         """Adds a batch's loss terms (:func:`keras_bnn.loss_terms.step_terms`) and sequences,
@@ -84,7 +143,7 @@ class WeightTotals(keras.metrics.Metric):
         terms = loss_terms.step_terms(model, y, y_pred)
         if terms is None:
             return
-        for variable, value in zip(self.totals[3:], (terms, sequences)):
+        for variable, value in zip(self.term_totals, (terms, sequences)):
             variable.assign_add(ops.cast(value, self.dtype))
 
     def reset_state(self):
@@ -92,28 +151,32 @@ class WeightTotals(keras.metrics.Metric):
 
     def clear(self):
         """Sets the totals to 0 (``fit``'s start)."""
-        for variable in self.totals:
-            variable.assign(ops.zeros((), self.dtype))
+        for variable in self.weight_totals + self.term_totals:
+            variable.assign(ops.zeros(variable.shape, self.dtype))
 
     def result(self):
         """``{}``: nothing logged."""
         return {}
 
     def read(self):
-        """``(mean, standard deviation, count)`` of the weights seen, on the host.
+        """``(mean, standard deviation, count)`` of each output's weights seen, on the host.
 
         Returns:
-            Floats; ``(nan, nan, 0.0)`` when no weight was seen.
+            list: a tuple of floats per output; ``(nan, nan, 0.0)`` where no
+            weight was seen.
         """
-        total, squares, count = (float(backend.to_numpy(v)) for v in self.totals[:3])
-        if count == 0:
-            return math.nan, math.nan, 0.0
-        mean = total / count
-        return mean, math.sqrt(max(squares / count - mean * mean, 0.0)), count
+        totals, squares, counts = (backend.to_numpy(v).astype("float64").reshape(-1)
+                                   for v in self.weight_totals)
+        read = []
+        for total, square, count in zip(totals, squares, counts):
+            mean = total / count if count else math.nan
+            read.append((float(mean), math.sqrt(max(square / count - mean * mean, 0.0))
+                         if count else math.nan, float(count)))
+        return read
 
     def read_terms(self):
         """``(terms, sequences)`` seen, on the host (floats; 0 where none was counted)."""
-        return tuple(float(backend.to_numpy(v)) for v in self.totals[3:])
+        return tuple(float(backend.to_numpy(v)) for v in self.term_totals)
 
 
 class WarnOnEpochTotals(keras.callbacks.Callback):
@@ -134,7 +197,8 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
 
     Args:
         totals: the model's :class:`WeightTotals`.
-        name: the weights, as the warning names them, or None (not checked).
+        names: each output's weights, as the warning names them
+            (:func:`weight_names`), or None (not checked).
         train_size: the model's n.
         one_pass: whether an epoch is one pass over the data.
         where: the line that called ``fit``, which the warning names
@@ -145,10 +209,10 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
             checked also where every label was scored), or False.
     """
 
-    def __init__(self, totals, name, train_size, one_pass, where, check_terms=False):
+    def __init__(self, totals, names, train_size, one_pass, where, check_terms=False):
         super().__init__()
-        self.totals, self.name, self.train_size, self.one_pass = (totals, name, train_size,
-                                                                  one_pass)
+        self.totals, self.names, self.train_size, self.one_pass = (totals, names, train_size,
+                                                                   one_pass)
         self.where, self.check_terms = where, check_terms
         self.done = False
 
@@ -167,17 +231,19 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
                     and abs(terms - self.train_size) > WEIGHT_MEAN_TOLERANCE * terms):
                 warn_on_terms(self.train_size, f"{sequences:.0f}", f"{terms:.0f}", self.where,
                               per_timestep=not labels)
-        mean, spread, count = self.totals.read()
-        if self.name is None or count == 0:  # no weights in the data
+        if self.names is None:
             return
-        allowed = WEIGHT_MEAN_TOLERANCE + (
-            0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))
-        if abs(mean - 1.0) > allowed:
-            warn_on_weight_mean(self.name, mean, f"the first epoch's {count:.0f} weights",
+        off = [(abs(mean - 1.0), name, mean, count)
+               for name, (mean, spread, count) in zip(self.names, self.totals.read())
+               if count and abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE + (
+                   0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))]
+        if off:  # as the array check: the output's mean farthest from 1
+            _, name, mean, count = max(off, key=lambda item: item[0])
+            warn_on_weight_mean(name, mean, f"the first epoch's {count:.0f} weights",
                                 self.train_size, where=self.where)
 
 
-def for_fit(model, arguments, where, terms_warned=False):
+def for_fit(model, arguments, where, terms_warned=False, first=None):
     """The :class:`WarnOnEpochTotals` of ``model.fit(**arguments)``, or None where it has none.
 
     Arrays' weights and terms are checked before training
@@ -194,6 +260,8 @@ def for_fit(model, arguments, where, terms_warned=False):
         where: the line that called ``fit``, which the warning names
             (:func:`keras_bnn.train_size.call_site`).
         terms_warned: whether ``warn_on_train_size`` warned already.
+        first: the first batch (:func:`keras_bnn.fit_data.check_fit_data`), whose
+            weights' structure names each output's (:func:`weight_names`), or None.
 
     Returns:
         The callback, or None.
@@ -201,12 +269,14 @@ def for_fit(model, arguments, where, terms_warned=False):
     if array_examples(arguments.get("x")) is not None:
         return None
     one_pass = arguments.get("steps_per_epoch") is None
-    name = None if normalises_weights(model.loss) else (
-        "fit's class_weight" if arguments.get("class_weight") else
-        "the sample_weight in fit's data")
+    totals = model._sampling_trackers["weight_totals"]
+    names = None if normalises_weights(model.loss) else weight_names(
+        None if first is None else first[2], totals.outputs)
+    if names is not None and arguments.get("class_weight"):  # Keras': one output's
+        names[0] = "fit's class_weight"
     check_terms = one_pass and not terms_warned and loss_terms.counts_terms(model) and (
         "timesteps" if loss_terms.has_positions(model) else "labels")
-    if name is None and not check_terms:
+    if names is None and not check_terms:
         return None
-    return WarnOnEpochTotals(model._sampling_trackers["weight_totals"], name, model.train_size,
-                             one_pass=one_pass, where=where, check_terms=check_terms)
+    return WarnOnEpochTotals(totals, names, model.train_size, one_pass=one_pass, where=where,
+                             check_terms=check_terms)

@@ -1,0 +1,87 @@
+"""A dataset's weights by output, checked output by output after the first epoch.
+
+``U(θ) = n·(1/b)·Σ_batch Σ_k w_ik·ℓ_ik − log p(θ)``: each output's weights
+scale its own term, so each must average 1. Array weights by output were checked
+one by one before training; a ``tf.data.Dataset`` yielding ``(x, {out: y}, {out: w})``
+was checked on the mean over every output's weights: means 0.5 and 1.5 on two
+heads read 1, and no warning was issued.
+"""
+
+import re
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from fit_helpers import LOSS, three_class_rows
+from keras_bnn.models import weight_mean
+
+N = 20
+X, Y = three_class_rows(N)
+BIN = (X[:, 0] > 0).astype("float32")
+#: Weights of mean 1 (exactly, in float32's round-off).
+W = np.linspace(0.5, 1.5, N).astype("float32")
+
+
+def _two_head_model(as_dict):
+    """Class logits and a Bernoulli logit: outputs ``{"cls", "bin"}`` or a list of the two."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    heads = [keras.layers.Dense(3, name="cls")(inputs), keras.layers.Dense(1, name="bin")(inputs)]
+    losses = [LOSS, keras.losses.BinaryCrossentropy(from_logits=True)]
+    if as_dict:
+        heads, losses = dict(zip(["cls", "bin"], heads)), dict(zip(["cls", "bin"], losses))
+    model = kb.bayesian(keras.Model(inputs, heads))
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=losses)
+    return model
+
+
+def _by_output(as_dict, cls, bin_):
+    return {"cls": cls, "bin": bin_} if as_dict else (cls, bin_)
+
+
+def _warnings_of_fit(as_dict, weights, **kwargs):
+    """The TrainSizeWarnings of one epoch on a dataset of ``(x, y, weights)`` by output."""
+    rows = (X, _by_output(as_dict, Y, BIN), weights)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _two_head_model(as_dict).fit(tf.data.Dataset.from_tensor_slices(rows).batch(5),
+                                     epochs=1, verbose=0, **kwargs)
+    return [str(w.message) for w in caught if issubclass(w.category, kb.TrainSizeWarning)]
+
+
+@pytest.mark.parametrize("as_dict, cls_mean, bin_mean, named", [
+    pytest.param(True, 0.5, 1.5, r"sample_weight\['(cls|bin)'\] in fit's data has mean (0.5|1.5)",
+                 id="dict"),
+    pytest.param(False, 1.0, 1.5, r"sample_weight\[1\] in fit's data has mean 1.5",
+                 id="tuple")])
+def test_each_outputs_dataset_weights_are_checked_on_their_own(as_dict, cls_mean, bin_mean,
+                                                               named):
+    """Means 0.5 and 1.5 on the two heads (1 over both: no warning before) warn, naming
+    an output and its mean; 1 on one head and 1.5 on the other
+    names the second, with its own mean (before: the pooled 1.25, no output named)."""
+    messages = _warnings_of_fit(as_dict, _by_output(as_dict, cls_mean * W, bin_mean * W))
+    assert len(messages) == 1, messages
+    assert re.search(f"the {named} over the first epoch's 20 weights", messages[0]), messages
+
+
+def test_weights_of_mean_one_on_each_output_and_validations_do_not_warn():
+    """Weights of mean 1 on both heads: nothing is due; validation's heavy weights by
+    output are not the training data's, and the step does not count them."""
+    heavy = _by_output(True, 3 * W, 3 * W)
+    validation = tf.data.Dataset.from_tensor_slices(
+        (X, _by_output(True, Y, BIN), heavy)).batch(5)
+    assert _warnings_of_fit(True, _by_output(True, W, W), validation_data=validation) == []
+
+
+def test_the_host_and_the_step_slot_the_weights_alike():
+    """One array (shared by every output) is counted whole in the first slot; one per
+    output, each in its own (``keras.tree.flatten``'s order: a dict's keys sorted)."""
+    slots = weight_mean.weight_slots({"cls": W, "bin": 2 * W}, 2)
+    assert [[path for path, _ in leaves] for leaves in slots] == [[("bin",)], [("cls",)]]
+    assert [len(leaves) for leaves in weight_mean.weight_slots(W, 2)] == [1, 0]
+    assert weight_mean.weight_names((W, None), 2) == [
+        "the sample_weight[0] in fit's data", "the sample_weight in fit's data (output 1)"]
