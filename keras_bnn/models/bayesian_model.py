@@ -377,7 +377,10 @@ class BayesianModel(keras.Model):
                 would read 0); an endless dataset without ``steps``.
         """
         kwargs = entry_points.evaluate_arguments(self, args, kwargs)
-        return super().evaluate(**kwargs)
+        validation = kwargs.get("_use_cached_eval_dataset")  # fit's, each epoch
+        with distribute.explained_uneven_batches(
+                "fit(validation_data)" if validation else "evaluate"):
+            return super().evaluate(**kwargs)
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
                        return_dict=False):
@@ -518,7 +521,8 @@ class BayesianModel(keras.Model):
         """
         kwargs = entry_points.fit_arguments(self, args, kwargs, call_site(2))  # fit's caller
         kwargs = array_order.keyed_arrays(self, kwargs)  # shuffled arrays: keyed on (seed, step)
-        with nonfinite.translated(lambda: current_step(self.optimizer)):
+        with (nonfinite.translated(lambda: current_step(self.optimizer)),
+              distribute.explained_uneven_batches("fit")):
             return super().fit(**kwargs)
 
 

@@ -120,6 +120,7 @@ def fit_arguments(model, args, kwargs, where):
     # what the checks read: [y], {name: y} of one output as y (Keras is given them as they are)
     read = dict(kwargs, **{name: single_output(model, kwargs.get(name))
                            for name in ("y", "sample_weight")})
+    distribute.check_data_batches(kwargs, first)  # keras.distribution on JAX
     terms_warned = warn_on_train_size(model, read, first, where)
     callbacks = kwargs.get("callbacks") or []
     if isinstance(callbacks, keras.callbacks.CallbackList):  # Keras takes one as it is: its list
@@ -192,7 +193,9 @@ def evaluate_arguments(model, args, kwargs):
     """
     kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
     if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
-        kwargs["x"], _ = check_fit_data(model, kwargs, from_loss(model.loss), owner="evaluate")
+        kwargs["x"], first = check_fit_data(model, kwargs, from_loss(model.loss),
+                                            owner="evaluate")
+        distribute.check_data_batches(kwargs, first, "evaluate")
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
     return kwargs
 
