@@ -43,14 +43,14 @@ def _by_output(as_dict, cls, bin_):
     return {"cls": cls, "bin": bin_} if as_dict else (cls, bin_)
 
 
-def _warnings_of_fit(as_dict, weights, **kwargs):
-    """The TrainSizeWarnings of one epoch on a dataset of ``(x, y, weights)`` by output."""
+def _warnings_of_fit(as_dict, weights, category=kb.TrainSizeWarning, **kwargs):
+    """The ``category`` warnings of one epoch on a dataset of ``(x, y, weights)`` by output."""
     rows = (X, _by_output(as_dict, Y, BIN), weights)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _two_head_model(as_dict).fit(tf.data.Dataset.from_tensor_slices(rows).batch(5),
                                      epochs=1, verbose=0, **kwargs)
-    return [str(w.message) for w in caught if issubclass(w.category, kb.TrainSizeWarning)]
+    return [str(w.message) for w in caught if issubclass(w.category, category)]
 
 
 @pytest.mark.parametrize("as_dict, cls_mean, bin_mean, named", [
@@ -68,13 +68,23 @@ def test_each_outputs_dataset_weights_are_checked_on_their_own(as_dict, cls_mean
     assert re.search(f"the {named} over the first epoch's 20 weights", messages[0]), messages
 
 
-def test_weights_of_mean_one_on_each_output_and_validations_do_not_warn():
-    """Weights of mean 1 on both heads: nothing is due; validation's heavy weights by
-    output are not the training data's, and the step does not count them."""
-    heavy = _by_output(True, 3 * W, 3 * W)
+@pytest.mark.parametrize("category", [kb.TrainSizeWarning, kb.ValidationWeightWarning])
+def test_a_validation_datasets_weights_are_checked_output_by_output(category):
+    """Training weights of mean 1 on both heads: no TrainSizeWarning (validation's are
+    not the training data's, and the train step does not count them); validation's
+    of mean 3 on one head make val_nll read 3 times its NLL there: a
+    ValidationWeightWarning naming it (before: only array validation weights were
+    checked, a dataset's never)."""
+    heavy = _by_output(True, W, 3 * W)
     validation = tf.data.Dataset.from_tensor_slices(
         (X, _by_output(True, Y, BIN), heavy)).batch(5)
-    assert _warnings_of_fit(True, _by_output(True, W, W), validation_data=validation) == []
+    messages = _warnings_of_fit(True, _by_output(True, W, W), category,
+                                validation_data=validation)
+    if category is kb.TrainSizeWarning:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and ("fit(validation_data)'s sample_weight['bin'] has mean 3 "
+                                       "over the first validation's 20 weights") in messages[0]
 
 
 def test_the_host_and_the_step_slot_the_weights_alike():
@@ -84,4 +94,4 @@ def test_the_host_and_the_step_slot_the_weights_alike():
     assert [[path for path, _ in leaves] for leaves in slots] == [[("bin",)], [("cls",)]]
     assert [len(leaves) for leaves in weight_mean.weight_slots(W, 2)] == [1, 0]
     assert weight_mean.weight_names((W, None), 2) == [
-        "the sample_weight[0] in fit's data", "the sample_weight in fit's data (output 1)"]
+        "the sample_weight[0] in fit's data", "the sample_weight (output 1) in fit's data"]

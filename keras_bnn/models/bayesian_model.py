@@ -245,7 +245,7 @@ class BayesianModel(keras.Model):
     def metrics(self):
         metrics = super().metrics
         trackers = getattr(self, "_sampling_trackers", {})
-        wanted = ["nll", "prior", "weight_totals"]
+        wanted = ["nll", "prior", "weight_totals", "validation_weight_totals"]
         if self.compiled:
             wanted += self.transition_kernel.metric_names
         if self.compiled and self._skips_nonfinite_steps():
@@ -305,6 +305,9 @@ class BayesianModel(keras.Model):
         """
         del x
         if not training:
+            if sample_weight is not None and hasattr(self, "_sampling_trackers"):
+                # validation's weights, checked after the first epoch (weight_mean.for_validation)
+                self._sampling_trackers["validation_weight_totals"].update_state(sample_weight)
             return self.potential_terms(y, y_pred, sample_weight, ())[0]
         return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
 

@@ -136,11 +136,15 @@ def fit_arguments(model, args, kwargs, where):
         parts = tuple(validation)[:3] if isinstance(validation, (tuple, list)) else (
             validation,)
         parts = parts[:1] + tuple(single_output(model, part) for part in parts[1:])
-        checked, _ = check_fit_data(model, dict(zip(("x", "y", "sample_weight"), parts)),
-                                    from_loss(model.loss), owner="fit(validation_data)")
+        checked, first_validation = check_fit_data(
+            model, dict(zip(("x", "y", "sample_weight"), parts)), from_loss(model.loss),
+            owner="fit(validation_data)")
         if len(parts) == 1:
             kwargs["validation_data"] = validation = checked
         warn_on_validation_weights(model, parts, where)
+        validation_check = weight_mean.for_validation(model, kwargs, first_validation, where)
+        if validation_check is not None:  # a dataset's weights, after the first validation
+            callbacks.append(validation_check)
         check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
     fit_callbacks.set_lower_better_modes(callbacks)
     if not getattr(model, "allow_flat_prior", False):

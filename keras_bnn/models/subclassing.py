@@ -84,7 +84,8 @@ def make_sampling_trackers(model, loss=None):
     """Gives ``model`` the metrics of its sampling diagnostics, ``model._sampling_trackers``.
 
     The :data:`TRACKED_MEANS`, ``nonfinite_steps`` (a ``Sum``) and
-    ``weight_totals`` (:class:`keras_bnn.models.weight_mean.WeightTotals`),
+    ``weight_totals`` and ``validation_weight_totals``
+    (:class:`keras_bnn.models.weight_mean.WeightTotals`: the train step's, ``evaluate``'s),
     tracked by Keras as on a model not built yet, also on a built one,
     whose tracking Keras locked: unlocked for them, then locked again.
 
@@ -99,8 +100,8 @@ def make_sampling_trackers(model, loss=None):
     try:
         trackers = {name: keras.metrics.Mean(name=name) for name in TRACKED_MEANS}
         trackers["nonfinite_steps"] = keras.metrics.Sum(name="nonfinite_steps")
-        trackers["weight_totals"] = weight_mean.WeightTotals(  # logs nothing
-            _outputs(model, loss))
+        for name in ("weight_totals", "validation_weight_totals"):  # log nothing
+            trackers[name] = weight_mean.WeightTotals(_outputs(model, loss), name=name)
         model._sampling_trackers = trackers
     finally:
         if locked:

@@ -32,6 +32,7 @@ from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
 from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_on_terms, warn_on_weight_mean
 from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.validation_weights import warn_on_validation_mean
 
 #: Standard errors of the mean a first epoch that is not one pass over the
 #: data (``steps_per_epoch``) may differ by from the data's mean: a
@@ -65,25 +66,25 @@ def weight_slots(sample_weight, outputs):
     return slots
 
 
-def weight_names(sample_weight, outputs):
+def weight_names(sample_weight, outputs, template="the sample_weight{} in fit's data"):
     """How :class:`WarnOnEpochTotals` names each slot's weights (:func:`weight_slots`).
 
     Args:
         sample_weight: the first batch's weights, or None where it is unknown.
         outputs: the number of slots.
+        template: the name, ``{}`` where the output's key goes.
 
     Returns:
         list: ``outputs`` names, ``"the sample_weight['bin'] in fit's data"`` for one
         output's, ``"the sample_weight in fit's data"`` for the first slot's otherwise.
     """
-    names = [f"the sample_weight in fit's data (output {index})" for index in range(outputs)]
-    names[0] = "the sample_weight in fit's data"
+    names = [template.format(f" (output {index})" if index else "")
+             for index in range(outputs)]
     if sample_weight is None:
         return names
     for index, leaves in enumerate(weight_slots(sample_weight, outputs)):
         if len(leaves) == 1 and leaves[0][0]:  # one output's weights, by key or position
-            key = "".join(f"[{part!r}]" for part in leaves[0][0])
-            names[index] = f"the sample_weight{key} in fit's data"
+            names[index] = template.format("".join(f"[{part!r}]" for part in leaves[0][0]))
     return names
 
 
@@ -207,13 +208,18 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
             ``"timesteps"`` (a per-timestep loss's), ``"labels"`` (the labels
             an ``[N, K]`` output's loss scores, not its ``ignore_class``:
             checked also where every label was scored), or False.
+        warn: ``warn(name, mean, seen)`` for weights of mean not 1, or None
+            (:func:`keras_bnn.train_size.warn_on_weight_mean`); one that is given
+            waits for the first epoch with weights (validation's, every
+            ``validation_freq`` epochs).
     """
 
-    def __init__(self, totals, names, train_size, one_pass, where, check_terms=False):
+    def __init__(self, totals, names, train_size, one_pass, where, check_terms=False,
+                 warn=None):
         super().__init__()
         self.totals, self.names, self.train_size, self.one_pass = (totals, names, train_size,
                                                                    one_pass)
-        self.where, self.check_terms = where, check_terms
+        self.where, self.check_terms, self.warn = where, check_terms, warn
         self.done = False
 
     def on_train_begin(self, logs=None):
@@ -221,7 +227,8 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
         self.done = False
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.done:
+        read = self.totals.read() if self.names is not None else []
+        if self.done or (self.warn is not None and not any(count for *_, count in read)):
             return
         self.done = True
         if self.check_terms:
@@ -234,13 +241,16 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
         if self.names is None:
             return
         off = [(abs(mean - 1.0), name, mean, count)
-               for name, (mean, spread, count) in zip(self.names, self.totals.read())
+               for name, (mean, spread, count) in zip(self.names, read)
                if count and abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE + (
                    0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))]
         if off:  # as the array check: the output's mean farthest from 1
             _, name, mean, count = max(off, key=lambda item: item[0])
-            warn_on_weight_mean(name, mean, f"the first epoch's {count:.0f} weights",
-                                self.train_size, where=self.where)
+            seen = f"the first epoch's {count:.0f} weights"
+            if self.warn is not None:
+                self.warn(name, mean, seen)
+            else:
+                warn_on_weight_mean(name, mean, seen, self.train_size, where=self.where)
 
 
 def for_fit(model, arguments, where, terms_warned=False, first=None):
@@ -280,3 +290,37 @@ def for_fit(model, arguments, where, terms_warned=False, first=None):
         return None
     return WarnOnEpochTotals(totals, names, model.train_size, one_pass=one_pass, where=where,
                              check_terms=check_terms)
+
+
+def for_validation(model, arguments, first, where):
+    """The :class:`WarnOnEpochTotals` of the weights ``fit``'s ``validation_data`` yields (a
+    dataset, ``PyDataset`` or generator: arrays are checked before training,
+    :func:`keras_bnn.validation_weights.warn_on_validation_weights`), or None.
+
+    ``evaluate`` (validation too) adds each batch's weights to the model's
+    ``validation_weight_totals`` (:meth:`keras_bnn.BayesianModel.compute_loss`);
+    the callback reads them after the first epoch that validated, and warns
+    with :class:`keras_bnn.validation_weights.ValidationWeightWarning`, output
+    by output.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        arguments: ``fit``'s arguments by name.
+        first: ``validation_data``'s first batch
+            (:func:`keras_bnn.fit_data.check_fit_data`), or None.
+        where: the line that called ``fit`` (:func:`keras_bnn.train_size.call_site`).
+
+    Returns:
+        The callback, or None.
+    """
+    validation = arguments.get("validation_data")
+    if (validation is None or isinstance(validation, (tuple, list))
+            or normalises_weights(model.loss)):
+        return None
+    totals = model._sampling_trackers["validation_weight_totals"]
+    names = weight_names(None if first is None else first[2], totals.outputs,
+                         "fit(validation_data)'s sample_weight{}")
+    return WarnOnEpochTotals(
+        totals, names, model.train_size, one_pass=arguments.get("validation_steps") is None,
+        where=where, warn=lambda name, mean, seen: warn_on_validation_mean(
+            name, mean, seen.replace("epoch's", "validation's"), where))
