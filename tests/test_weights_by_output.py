@@ -95,3 +95,25 @@ def test_the_host_and_the_step_slot_the_weights_alike():
     assert [len(leaves) for leaves in weight_mean.weight_slots(W, 2)] == [1, 0]
     assert weight_mean.weight_names((W, None), 2) == [
         "the sample_weight[0] in fit's data", "the sample_weight (output 1) in fit's data"]
+
+
+def test_a_datasets_timestep_weights_are_averaged_over_the_terms_the_loss_counts():
+    """``[N, T]`` weights yielded by a dataset for a masked per-timestep loss: Keras'
+    mean is ``Σ m·w·ℓ / Σ m``, so the weights' mean that scales the data is over the
+    66 unmasked tokens (as the array check's, since 2026-11-29). The step counted
+    every position: weights 1 at the tokens and 0 at the 30 padding positions warned
+    of mean 0.6875 over 96 weights; weights 2 at the tokens read 1.688, not 2."""
+    from fit_helpers import tagged_sequences
+    from test_per_timestep_loss import tagger, train_size_warnings
+
+    x, tags = tagged_sequences()
+    real = x != 0
+
+    def fit(weights):
+        data = tf.data.Dataset.from_tensor_slices((x, tags, weights.astype("float32"))).batch(8)
+        return train_size_warnings(tagger("categorical", 66), data, epochs=1)
+
+    assert fit(np.where(real, 1.0, 0.0)) == []
+    messages = fit(np.where(real, 2.0, 1.0))
+    assert len(messages) == 1
+    assert "has mean 2 over the first epoch's 66 weights" in messages[0], messages

@@ -307,7 +307,8 @@ class BayesianModel(keras.Model):
         if not training:
             if sample_weight is not None and hasattr(self, "_sampling_trackers"):
                 # validation's weights, checked after the first epoch (weight_mean.for_validation)
-                self._sampling_trackers["validation_weight_totals"].update_state(sample_weight)
+                self._sampling_trackers["validation_weight_totals"].update_step(
+                    self, y, y_pred, sample_weight)
             return self.potential_terms(y, y_pred, sample_weight, ())[0]
         return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
 

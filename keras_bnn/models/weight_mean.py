@@ -116,35 +116,59 @@ class WeightTotals(keras.metrics.Metric):
                                               aggregation="sum")
                             for part in ("terms", "sequences")]
 
-    def update_state(self, sample_weight):
+    def update_state(self, sample_weight, counted=None):
         """Adds a batch's weights to their outputs' totals (:func:`weight_slots`).
 
         Args:
             sample_weight: the batch's ``sample_weight`` as the step unpacks it.
+            counted: the positions the loss counts (``[b, T, ...]`` of 0/1:
+                :func:`keras_bnn.loss_terms.step_positions`), or None (every
+                weight counts): the totals are then ``Σ m·w``, ``Σ m·w²`` and
+                ``Σ m``, as the array check's mean over the loss's terms.
         """
         sums = []
         for leaves in weight_slots(sample_weight, self.outputs):
-            weights = [ops.reshape(ops.cast(w, self.dtype), (-1,)) for _, w in leaves]
-            weights = ops.concatenate(weights) if weights else ops.zeros((0,), self.dtype)
-            sums.append((ops.sum(weights), ops.sum(weights * weights),
-                         ops.cast(ops.size(weights), self.dtype)))
+            weights, counts = zip(*(self._flat(w, counted) for _, w in leaves)) if leaves else (
+                [ops.zeros((0,), self.dtype)], [ops.zeros((0,), self.dtype)])
+            weights, counts = ops.concatenate(weights), ops.concatenate(counts)
+            sums.append((ops.sum(counts * weights), ops.sum(counts * weights * weights),
+                         ops.sum(counts)))
         for variable, values in zip(self.weight_totals, zip(*sums)):
             variable.assign_add(ops.stack(values))
 
-    def add_terms(self, model, y, y_pred, sequences):
-        """Adds a batch's loss terms (:func:`keras_bnn.loss_terms.step_terms`) and sequences,
-        for a per-timestep loss or one of an ``ignore_class`` (nothing otherwise:
-        decided at trace time).
+    def _flat(self, weights, counted):
+        """``(weights, counts)``, flat: ``weights`` laid over ``counted`` (its trailing
+        axes of 1 dropped, or axes added), or every weight counted once."""
+        weights = ops.cast(weights, self.dtype)
+        if counted is None:
+            weights = ops.reshape(weights, (-1,))
+            return weights, ops.ones_like(weights)
+        while len(weights.shape) > len(counted.shape) and weights.shape[-1] == 1:
+            weights = ops.squeeze(weights, -1)
+        while len(weights.shape) < len(counted.shape):
+            weights = ops.expand_dims(weights, -1)
+        weights = ops.broadcast_to(weights, ops.shape(counted))
+        return ops.reshape(weights, (-1,)), ops.reshape(ops.cast(counted, self.dtype), (-1,))
+
+    def update_step(self, model, y, y_pred, sample_weight, sequences=None):
+        """Adds a step's weights, over the positions its loss counts, and (given
+        ``sequences``) its loss terms and sequences, for a per-timestep loss or one of
+        an ``ignore_class`` (:func:`keras_bnn.loss_terms.step_positions`; decided at
+        trace time).
 
         Args:
-            model: the model whose train step calls this.
+            model: the model whose step calls this.
             y, y_pred: the batch's labels and predictions.
-            sequences: the batch's number of examples.
+            sample_weight: the batch's weights, or None.
+            sequences: the batch's number of examples, or None (terms not counted:
+                ``evaluate``'s step).
         """
-        terms = loss_terms.step_terms(model, y, y_pred)
-        if terms is None:
+        counted = loss_terms.step_positions(model, y, y_pred)
+        if sample_weight is not None:
+            self.update_state(sample_weight, counted)
+        if counted is None or sequences is None:
             return
-        for variable, value in zip(self.term_totals, (terms, sequences)):
+        for variable, value in zip(self.term_totals, (ops.sum(counted), sequences)):
             variable.assign_add(ops.cast(value, self.dtype))
 
     def reset_state(self):
