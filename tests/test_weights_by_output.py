@@ -16,8 +16,9 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from fit_helpers import LOSS, three_class_rows
+from fit_helpers import LOSS, tagged_sequences, three_class_rows
 from keras_bnn.models import weight_mean
+from test_per_timestep_loss import tagger, train_size_warnings
 
 N = 20
 X, Y = three_class_rows(N)
@@ -103,9 +104,6 @@ def test_a_datasets_timestep_weights_are_averaged_over_the_terms_the_loss_counts
     66 unmasked tokens (as the array check's, since 2026-11-29). The step counted
     every position: weights 1 at the tokens and 0 at the 30 padding positions warned
     of mean 0.6875 over 96 weights; weights 2 at the tokens read 1.688, not 2."""
-    from fit_helpers import tagged_sequences
-    from test_per_timestep_loss import tagger, train_size_warnings
-
     x, tags = tagged_sequences()
     real = x != 0
 
