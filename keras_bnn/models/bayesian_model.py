@@ -517,7 +517,9 @@ class BayesianModel(keras.Model):
                 class indices in [0, K) for a categorical loss, 0/1 for a
                 Bernoulli one, finite values for a Gaussian one), and with a
                 sampler for ``callbacks`` holding a ``ReduceLROnPlateau`` or
-                ``LearningRateScheduler`` (they would change the step size).
+                ``LearningRateScheduler`` (they would change the step size), and
+                under JAX's ``keras.distribution`` for batches that do not split over
+                its devices (:func:`keras_bnn.distribute.check_data_batches`).
             keras_bnn.nonfinite.NonFiniteError: (a ``FloatingPointError``)
                 when the potential or a gradient becomes NaN/Inf; the weights
                 keep their last finite values, and samples already collected
