@@ -1,4 +1,5 @@
-"""tf.distribute helpers: who writes files, and the Keras 3 multi-worker workarounds.
+"""tf.distribute helpers: who writes files, and the Keras 3 multi-worker workarounds; the
+batches ``keras.distribution`` must split evenly on JAX (:func:`check_batches_split`).
 
 Everything specific to running ``fit`` under a distribution strategy lives
 here, with the one setting it refuses (:func:`check_jit_compile`). The
@@ -26,6 +27,12 @@ Remove both once the Keras version in use fixes the issue.
 TensorFlow is imported inside the functions: under the JAX backend
 ``import keras_bnn`` imports no TensorFlow.
 """
+
+import contextlib
+import math
+import re
+
+from keras_bnn.fit_data import array_examples, batch_length
 
 
 def is_multi_worker(strategy):
@@ -236,3 +243,138 @@ def check_variables(model, owner="fit"):
             f"({type(strategy).__name__}); got {len(outside)} made under another, such as "
             f"{outside[0]!r}. Build the Keras model, call kb.bayesian and compile all inside "
             "`with strategy.scope():` (or all outside it, on one device).")
+
+
+def batch_devices():
+    """The devices ``keras.distribution`` splits each of this process's batches over (JAX).
+
+    ``DataParallel`` (and ``ModelParallel``) shard a batch's first axis over
+    the device mesh's batch axis, and JAX shards only evenly: a batch of 5 on
+    2 devices fails with its ``IndivisibleError``.
+
+    Returns:
+        int: the batch axis's devices in this process; 1 without a distribution
+        (or on TensorFlow, whose ``tf.distribute`` takes uneven batches).
+    """
+    import keras
+
+    distribution = keras.distribution.distribution() if keras.backend.backend() == "jax" else None
+    mesh = getattr(distribution, "device_mesh", None)
+    if mesh is None or distribution.batch_dim_name not in mesh.axis_names:
+        return 1
+    import jax
+
+    axis = mesh.shape[list(mesh.axis_names).index(distribution.batch_dim_name)]
+    return max(1, axis // jax.process_count())
+
+
+def _split_error(owner, argument, got, examples, devices):
+    """The ``ValueError`` of batches ``keras.distribution`` cannot split over ``devices``."""
+    fix = f"pass {argument} = a multiple of {devices} ({devices}, {2 * devices}, ...)"
+    if examples is not None and examples % devices:  # every batch_size leaves an uneven one
+        fix += (f", and give a multiple of {devices} examples (drop {examples % devices} of "
+                f"the {examples}) or a dataset batched with drop_remainder=True")
+    return ValueError(
+        f"{owner}: `{argument}` must give batches that split evenly over the {devices} devices "
+        f"of keras.distribution (JAX shards each batch's first axis in equal parts); got "
+        f"{got}: {fix}.")
+
+
+def check_batches_split(owner, argument, batch_size, examples=None):
+    """Refuses, before any step, batches that ``keras.distribution`` cannot split (JAX).
+
+    Args:
+        owner: ``"fit"``, ``"evaluate"`` or ``"fit(validation_data)"``, for the message.
+        argument: the argument the message names (``"batch_size"``).
+        batch_size: the size of the batches (a dataset's first batch's).
+        examples: the number of array examples batched (their last batch is
+            checked too), or None (a dataset: its first batch only).
+
+    Raises:
+        ValueError: naming ``argument``, the device count and the allowed values
+            (a multiple of it), when a batch does not split evenly.
+    """
+    devices = batch_devices()
+    if devices == 1 or not batch_size:
+        return
+    sizes = {min(batch_size, examples or batch_size)}
+    if examples and examples % batch_size:
+        sizes.add(examples % batch_size)
+    if any(size % devices for size in sizes):
+        raise _split_error(owner, argument, f"{argument}={batch_size}" + (
+            f" over {examples} examples" if examples else ""), examples, devices)
+
+
+@contextlib.contextmanager
+def explained_uneven_batches(owner):
+    """Re-raises JAX's ``IndivisibleError`` of a batch ``keras.distribution`` cannot split
+    (one :func:`check_batches_split` could not see before training: a dataset's ragged
+    last batch) as a ``ValueError`` naming ``batch_size`` and the device count.
+
+    Args:
+        owner: ``"fit"`` or ``"evaluate"``, for the message.
+
+    Yields:
+        None.
+
+    Raises:
+        ValueError: for the ``IndivisibleError``, naming the batch's size.
+    """
+    try:
+        yield
+    except ValueError as error:
+        if type(error).__name__ != "IndivisibleError":  # jax._src.sharding's, not public
+            raise
+        size = re.search(r"dimension size is (\d+)", str(error))
+        got = (f"a batch of {size.group(1) if size else 'another number of'} examples (a "
+               "dataset's ragged last batch? dataset.batch(b, drop_remainder=True) drops it)")
+        raise _split_error(owner, "batch_size", got, None, batch_devices()) from error
+
+
+def _array_batch(arguments, examples, size_name, steps_name):
+    """The batch size Keras' array adapter takes: the argument's, else one of ``steps``
+    batches, else 32."""
+    steps = arguments.get(steps_name)
+    return arguments.get(size_name) or (math.ceil(examples / steps) if steps else 32)
+
+
+def check_data_batches(arguments, first, owner="fit"):
+    """Refuses, before any step, data whose batches ``keras.distribution`` cannot split (JAX):
+    arrays' (the last batch too; with ``fit``, ``validation_split``'s and array
+    ``validation_data``'s), a dataset's, ``PyDataset``'s or generator's first batch
+    (its last: :func:`explained_uneven_batches`).
+
+    Args:
+        arguments: ``fit``'s or ``evaluate``'s arguments by name.
+        first: the first batch of a dataset (:func:`keras_bnn.fit_data.check_fit_data`),
+            or None for arrays.
+        owner: ``"fit"`` or ``"evaluate"``.
+
+    Raises:
+        ValueError: as :func:`check_batches_split`.
+    """
+    if batch_devices() == 1:
+        return
+    if first is not None:
+        check_batches_split(owner, "batch_size", batch_length(first[0]))
+        return
+    examples = array_examples(arguments.get("x"))
+    if owner == "evaluate":
+        if examples is not None:
+            check_batches_split(owner, "batch_size", _array_batch(arguments, examples,
+                                                                  "batch_size", "steps"), examples)
+        return
+    held_out, split = None, arguments.get("validation_split")
+    if examples is not None:
+        kept = int(examples * (1.0 - split)) if split else examples  # Keras' split point
+        check_batches_split(owner, "batch_size", _array_batch(arguments, kept, "batch_size",
+                                                              "steps_per_epoch"), kept)
+        held_out = examples - kept if split else None
+    validation = arguments.get("validation_data")
+    if isinstance(validation, (tuple, list)):
+        held_out = array_examples(validation[0])
+    if held_out:  # Keras batches validation by validation_batch_size or batch_size
+        name = "validation_batch_size" if arguments.get("validation_batch_size") else "batch_size"
+        batch = arguments.get(name) or _array_batch(arguments, held_out, name,
+                                                    "validation_steps")
+        check_batches_split("fit(validation_data)", name, batch, held_out)

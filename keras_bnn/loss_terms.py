@@ -12,7 +12,7 @@ n = ``train_size`` counts those terms: the tokens, not the sequences; for an
 output ``[N, K]`` whose loss has an ``ignore_class`` (unlabelled rows), the
 labels scored, not the examples.
 :func:`training_terms` counts them in ``fit``'s arrays, for
-:func:`keras_bnn.train_size.warn_on_train_size`; :func:`step_terms` in a
+:func:`keras_bnn.train_size.warn_on_train_size`; :func:`step_positions` in a
 train step's batch, for a dataset's check after the first epoch
 (:mod:`keras_bnn.models.weight_mean`); :func:`denominator` the terms one
 output's loss divides by in a batch, for the means over a set of
@@ -229,14 +229,15 @@ def check_weight_shape(model, sample_weight, owner="fit"):
             f"[N{steps}] values)", sample_weight, owner, got=f"shape {tuple(shape)}")
 
 
-def step_terms(model, y, y_pred):
-    """The number of terms the loss averages over in a train step's batch, as a tensor.
+def step_positions(model, y, y_pred):
+    """The positions the loss averages over in a step's batch, as a tensor of 0/1.
 
-    ``Σ m`` over the batch's positions ``[b, T, ...]`` (the output's shape
-    less its last axis), ``m`` the output's Keras mask times the loss's own
-    (:func:`label_mask`): the denominator of Keras' masked mean, summed by
-    the train step (one reduction, no host work) for ``fit``'s check of a
-    dataset's terms against ``train_size``
+    ``m`` over the batch's positions ``[b, T, ...]`` (the output's shape
+    less its last axis), the output's Keras mask times the loss's own
+    (:func:`label_mask`): ``Σ m`` is the denominator of Keras' masked mean,
+    summed by the train step (one reduction, no host work) for ``fit``'s
+    check of a dataset's terms against ``train_size``, and the weights'
+    mean is over them (``Σ m·w / Σ m``)
     (:class:`keras_bnn.models.weight_mean.WarnOnEpochTotals`).
 
     Args:
@@ -245,7 +246,7 @@ def step_terms(model, y, y_pred):
         y, y_pred: the batch's labels and the model's predictions on it.
 
     Returns:
-        A float32 scalar tensor, or None for an output of rank 2 whose loss
+        A float32 tensor ``[b, T, ...]``, or None for an output of rank 2 whose loss
         has no ``ignore_class`` (one term per example), a multi-output model
         or no labels, and for a
         masked output whose mask the predictions do not carry: not counted
@@ -262,7 +263,7 @@ def step_terms(model, y, y_pred):
     for mask in (mask, label_mask(loss, y, y_pred)):
         if mask is not None:
             counted = counted * ops.cast(mask, "float32")
-    return ops.sum(counted)
+    return counted
 
 
 def batch_terms(model, x, y):

@@ -59,10 +59,26 @@ def warn_on_validation_weights(model, validation, where):
         seen = f"the {count} validation examples"
         if counted is not None:
             seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
-        warn_at(
-            f"keras_bnn: fit(validation_data)'s {name} has mean {mean:.4g} over {seen}: "
-            f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
-            "log-likelihood, not comparable with the training nll or with another weighting. "
-            "Divide the weights by their mean (or compile the loss with "
-            "reduction='mean_with_sample_weight') to reweight the examples among themselves.",
-            ValidationWeightWarning, where)
+        warn_on_validation_mean(f"fit(validation_data)'s {name}", mean, seen, where)
+
+
+def warn_on_validation_mean(name, mean, seen, where):
+    """Issues the :class:`ValidationWeightWarning` of validation weights whose mean is not 1.
+
+    Args:
+        name: the weights, as the message names them
+            (``"fit(validation_data)'s sample_weight['bin']"``).
+        mean: their mean over ``seen``.
+        seen: what the mean is over (``"the 16 validation examples"``).
+        where: the line that called ``fit`` (:func:`keras_bnn.train_size.call_site`).
+
+    Warns:
+        ValidationWeightWarning: naming the weights and their mean.
+    """
+    warn_at(
+        f"keras_bnn: {name} has mean {mean:.4g} over {seen}: "
+        f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
+        "log-likelihood, not comparable with the training nll or with another weighting. "
+        "Divide the weights by their mean (or compile the loss with "
+        "reduction='mean_with_sample_weight') to reweight the examples among themselves.",
+        ValidationWeightWarning, where)

@@ -109,12 +109,17 @@ def test_weights_whose_mean_is_not_one_warn_under_jax(jax_run, name):
     ("dataset_class_weight", "fit's class_weight")])
 def test_weights_in_a_dataset_whose_mean_is_not_one_warn_under_jax(jax_run, name, named):
     """The step's totals are metric state, passed in and out of JAX's compiled
-    step; they outlive validation's reset."""
+    step; they outlive validation's reset. The same weights as validation_data are
+    checked by evaluate's step (since 2026-11-29: a ValidationWeightWarning)."""
     result = jax_run[name]
     assert "error" not in result, result.get("trace", result)
-    means = [m for m in result["messages"] if "has mean" in m]
+    means = [m for m in result["messages"] if "has mean" in m and "validation_data" not in m]
     assert len(means) == 1 and means[0].startswith(
         f"keras_bnn: {named} has mean 2.406 over the first epoch's 32 weights"), means
+    validation = [m for m in result["messages"] if "fit(validation_data)'s" in m]
+    assert validation == [] if name == "dataset_class_weight" else validation[0].startswith(
+        "keras_bnn: fit(validation_data)'s sample_weight has mean 2.406 over the first "
+        "validation's 32 weights"), validation
 
 
 def test_validation_split_warns_and_validates_under_jax(jax_run):

@@ -105,7 +105,7 @@ def _potential_and_gradients(model, x, y, sample_weight):
     each output's Keras mask (``Embedding(mask_zero=True)``), which
     ``jax.value_and_grad``'s outputs lose: carried out as an auxiliary
     output and set again, so that the step's metrics and its count of a
-    per-timestep loss's terms (:func:`keras_bnn.loss_terms.step_terms`) read
+    per-timestep loss's terms (:func:`keras_bnn.loss_terms.step_positions`) read
     the masked mean, as on TensorFlow. A sampler computing in float16
     differentiates ``S·loss`` and divides by S
     (:func:`keras_bnn.precision.gradient_scale`, :func:`_unscaled`).

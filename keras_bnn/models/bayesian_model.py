@@ -215,7 +215,7 @@ class BayesianModel(keras.Model):
         optimizer = entry_points.compile_arguments(self, optimizer, loss, sampler, temperature,
                                                    train_size, allow_flat_prior)
         if not hasattr(self, "_sampling_trackers"):
-            subclassing.make_sampling_trackers(self)  # also on a built subclassed model
+            subclassing.make_sampling_trackers(self, loss)  # a built subclassed one too
         for name in ("metrics", "weighted_metrics"):
             if name in kwargs:
                 kwargs[name] = head_metrics(kwargs[name], loss)
@@ -245,7 +245,7 @@ class BayesianModel(keras.Model):
     def metrics(self):
         metrics = super().metrics
         trackers = getattr(self, "_sampling_trackers", {})
-        wanted = ["nll", "prior", "weight_totals"]
+        wanted = ["nll", "prior", "weight_totals", "validation_weight_totals"]
         if self.compiled:
             wanted += self.transition_kernel.metric_names
         if self.compiled and self._skips_nonfinite_steps():
@@ -305,6 +305,10 @@ class BayesianModel(keras.Model):
         """
         del x
         if not training:
+            if sample_weight is not None and hasattr(self, "_sampling_trackers"):
+                # validation's weights, checked after the first epoch (weight_mean.for_validation)
+                self._sampling_trackers["validation_weight_totals"].update_step(
+                    self, y, y_pred, sample_weight)
             return self.potential_terms(y, y_pred, sample_weight, ())[0]
         return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
 
@@ -377,7 +381,10 @@ class BayesianModel(keras.Model):
                 would read 0); an endless dataset without ``steps``.
         """
         kwargs = entry_points.evaluate_arguments(self, args, kwargs)
-        return super().evaluate(**kwargs)
+        validation = kwargs.get("_use_cached_eval_dataset")  # fit's, each epoch
+        with distribute.explained_uneven_batches(
+                "fit(validation_data)" if validation else "evaluate"):
+            return super().evaluate(**kwargs)
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
                        return_dict=False):
@@ -510,7 +517,9 @@ class BayesianModel(keras.Model):
                 class indices in [0, K) for a categorical loss, 0/1 for a
                 Bernoulli one, finite values for a Gaussian one), and with a
                 sampler for ``callbacks`` holding a ``ReduceLROnPlateau`` or
-                ``LearningRateScheduler`` (they would change the step size).
+                ``LearningRateScheduler`` (they would change the step size), and
+                under JAX's ``keras.distribution`` for batches that do not split over
+                its devices (:func:`keras_bnn.distribute.check_data_batches`).
             keras_bnn.nonfinite.NonFiniteError: (a ``FloatingPointError``)
                 when the potential or a gradient becomes NaN/Inf; the weights
                 keep their last finite values, and samples already collected
@@ -518,7 +527,8 @@ class BayesianModel(keras.Model):
         """
         kwargs = entry_points.fit_arguments(self, args, kwargs, call_site(2))  # fit's caller
         kwargs = array_order.keyed_arrays(self, kwargs)  # shuffled arrays: keyed on (seed, step)
-        with nonfinite.translated(lambda: current_step(self.optimizer)):
+        with (nonfinite.translated(lambda: current_step(self.optimizer)),
+              distribute.explained_uneven_batches("fit")):
             return super().fit(**kwargs)
 
 

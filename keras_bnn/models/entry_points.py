@@ -120,13 +120,14 @@ def fit_arguments(model, args, kwargs, where):
     # what the checks read: [y], {name: y} of one output as y (Keras is given them as they are)
     read = dict(kwargs, **{name: single_output(model, kwargs.get(name))
                            for name in ("y", "sample_weight")})
+    distribute.check_data_batches(kwargs, first)  # keras.distribution on JAX
     terms_warned = warn_on_train_size(model, read, first, where)
     callbacks = kwargs.get("callbacks") or []
     if isinstance(callbacks, keras.callbacks.CallbackList):  # Keras takes one as it is: its list
         callbacks = callbacks.callbacks
     callbacks = list(callbacks)
     # a dataset's or generator's weights, and per-timestep terms, after the first epoch
-    weights_check = weight_mean.for_fit(model, read, where, terms_warned)
+    weights_check = weight_mean.for_fit(model, read, where, terms_warned, first)
     if weights_check is not None:
         callbacks.append(weights_check)
     validation = kwargs.get("validation_data")
@@ -135,11 +136,15 @@ def fit_arguments(model, args, kwargs, where):
         parts = tuple(validation)[:3] if isinstance(validation, (tuple, list)) else (
             validation,)
         parts = parts[:1] + tuple(single_output(model, part) for part in parts[1:])
-        checked, _ = check_fit_data(model, dict(zip(("x", "y", "sample_weight"), parts)),
-                                    from_loss(model.loss), owner="fit(validation_data)")
+        checked, first_validation = check_fit_data(
+            model, dict(zip(("x", "y", "sample_weight"), parts)), from_loss(model.loss),
+            owner="fit(validation_data)")
         if len(parts) == 1:
             kwargs["validation_data"] = validation = checked
         warn_on_validation_weights(model, parts, where)
+        validation_check = weight_mean.for_validation(model, kwargs, first_validation, where)
+        if validation_check is not None:  # a dataset's weights, after the first validation
+            callbacks.append(validation_check)
         check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
     fit_callbacks.set_lower_better_modes(callbacks)
     if not getattr(model, "allow_flat_prior", False):
@@ -192,7 +197,9 @@ def evaluate_arguments(model, args, kwargs):
     """
     kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
     if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
-        kwargs["x"], _ = check_fit_data(model, kwargs, from_loss(model.loss), owner="evaluate")
+        kwargs["x"], first = check_fit_data(model, kwargs, from_loss(model.loss),
+                                            owner="evaluate")
+        distribute.check_data_batches(kwargs, first, "evaluate")
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
     return kwargs
 

@@ -55,9 +55,8 @@ def sampling_step(model, data):
     model._loss_tracker.update_state(step.loss, sample_weight=batch_size)
     trackers["nll"].update_state(step.loss - step.prior_term, sample_weight=batch_size)
     trackers["prior"].update_state(step.prior_term * float(model.train_size))
-    if sample_weight is not None:  # for fit's WarnOnEpochTotals
-        trackers["weight_totals"].update_state(sample_weight)
-    trackers["weight_totals"].add_terms(model, y, step.y_pred, batch_size)  # per timestep
+    # fit's WarnOnEpochTotals: the weights, over the terms the loss counts, and the terms
+    trackers["weight_totals"].update_step(model, y, step.y_pred, sample_weight, batch_size)
     for name, value in step.logs.items():
         trackers[name].update_state(value)
     if (model.transition_kernel.full_batch and model._compile_loss is not None

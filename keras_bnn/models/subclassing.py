@@ -80,16 +80,19 @@ def init_arguments(model, own_get_config):
     return dict(record.config)
 
 
-def make_sampling_trackers(model):
+def make_sampling_trackers(model, loss=None):
     """Gives ``model`` the metrics of its sampling diagnostics, ``model._sampling_trackers``.
 
     The :data:`TRACKED_MEANS`, ``nonfinite_steps`` (a ``Sum``) and
-    ``weight_totals`` (:class:`keras_bnn.models.weight_mean.WeightTotals`),
+    ``weight_totals`` and ``validation_weight_totals``
+    (:class:`keras_bnn.models.weight_mean.WeightTotals`: the train step's, ``evaluate``'s),
     tracked by Keras as on a model not built yet, also on a built one,
     whose tracking Keras locked: unlocked for them, then locked again.
 
     Args:
         model: a ``BayesianModel`` (built or not).
+        loss: ``compile``'s loss: one per output (a list, a dict) gives their number
+            where the model does not (a subclassed one), for ``weight_totals``' slots.
     """
     tracker = model._tracker
     locked = tracker.locked
@@ -97,8 +100,18 @@ def make_sampling_trackers(model):
     try:
         trackers = {name: keras.metrics.Mean(name=name) for name in TRACKED_MEANS}
         trackers["nonfinite_steps"] = keras.metrics.Sum(name="nonfinite_steps")
-        trackers["weight_totals"] = weight_mean.WeightTotals()  # logs nothing
+        for name in ("weight_totals", "validation_weight_totals"):  # log nothing
+            trackers[name] = weight_mean.WeightTotals(_outputs(model, loss), name=name)
         model._sampling_trackers = trackers
     finally:
         if locked:
             tracker.lock()
+
+
+def _outputs(model, loss):
+    """The number of ``model``'s outputs: its functional graph's, else ``loss``'s if one per
+    output, else 1."""
+    outputs = getattr(model, "outputs", None)  # None: a subclassed or unbuilt Sequential
+    if outputs:
+        return len(keras.tree.flatten(outputs))
+    return len(keras.tree.flatten(loss)) if isinstance(loss, (list, tuple, dict)) else 1

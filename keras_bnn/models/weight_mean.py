@@ -5,7 +5,7 @@
 ``tf.data.Dataset``, ``PyDataset`` or generator that yields ``(x, y, w)``,
 and ``class_weight`` with one (Keras maps it into per-example weights), are
 only seen batch by batch. The train step adds each batch's weights to
-:class:`WeightTotals` (three scalars, summed over replicas: no host work,
+:class:`WeightTotals` (three scalars an output, summed over replicas: no host work,
 no second pass over the data), and :class:`WarnOnEpochTotals` reads them
 once, after the first epoch, and issues the
 :class:`keras_bnn.TrainSizeWarning` of the array check when their mean is
@@ -32,6 +32,7 @@ from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
 from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_on_terms, warn_on_weight_mean
 from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.validation_weights import warn_on_validation_mean
 
 #: Standard errors of the mean a first epoch that is not one pass over the
 #: data (``steps_per_epoch``) may differ by from the data's mean: a
@@ -39,9 +40,57 @@ from keras_bnn.likelihoods import normalises_weights
 STANDARD_ERRORS = 4.0
 
 
+def weight_slots(sample_weight, outputs):
+    """The leaves of a batch's ``sample_weight`` that each output's totals count.
+
+    One array for each of a model's ``outputs`` (a dict by name, a list in
+    their order: each scales its own output's term) is counted on its own, in
+    ``keras.tree.flatten``'s order (a dict's keys sorted); one array (shared by
+    every output), or a structure of more leaves than outputs, is counted
+    whole, in the first slot. The train step (in its graph) and the host (to
+    name them, on the first batch) read the same structure alike.
+
+    Args:
+        sample_weight: a batch's weights: one tensor or array, or a structure of them.
+        outputs: the number of slots (:class:`WeightTotals`' ``outputs``).
+
+    Returns:
+        list: ``outputs`` lists of ``(path, weights)`` (``keras.tree.flatten_with_path``'s
+        paths; None leaves left out).
+    """
+    leaves = [(path, leaf) for path, leaf in keras.tree.flatten_with_path(sample_weight)]
+    slots = [[] for _ in range(outputs)]
+    for index, (path, leaf) in enumerate(leaves):
+        if leaf is not None:
+            slots[index if 1 < len(leaves) <= outputs else 0].append((path, leaf))
+    return slots
+
+
+def weight_names(sample_weight, outputs, template="the sample_weight{} in fit's data"):
+    """How :class:`WarnOnEpochTotals` names each slot's weights (:func:`weight_slots`).
+
+    Args:
+        sample_weight: the first batch's weights, or None where it is unknown.
+        outputs: the number of slots.
+        template: the name, ``{}`` where the output's key goes.
+
+    Returns:
+        list: ``outputs`` names, ``"the sample_weight['bin'] in fit's data"`` for one
+        output's, ``"the sample_weight in fit's data"`` for the first slot's otherwise.
+    """
+    names = [template.format(f" (output {index})" if index else "")
+             for index in range(outputs)]
+    if sample_weight is None:
+        return names
+    for index, leaves in enumerate(weight_slots(sample_weight, outputs)):
+        if len(leaves) == 1 and leaves[0][0]:  # one output's weights, by key or position
+            names[index] = template.format("".join(f"[{part!r}]" for part in leaves[0][0]))
+    return names
+
+
 class WeightTotals(keras.metrics.Metric):
-    """Σw, Σw², the number of weights, and the loss's terms and sequences, that the train
-    step has seen since :meth:`clear`.
+    """Σw, Σw², the number of weights (by output), and the loss's terms and sequences, that
+    the train step has seen since :meth:`clear`.
 
     A Keras metric so that its state is the step's on every backend (JAX
     passes it in and out of the compiled step; ``tf.distribute`` keeps a
@@ -50,41 +99,76 @@ class WeightTotals(keras.metrics.Metric):
     does nothing, so the first epoch's totals last until
     :class:`WarnOnEpochTotals` reads them. Its ``result()`` is empty: it
     logs nothing.
+
+    Args:
+        outputs: the model's number of outputs: a slot of weight totals each
+            (:func:`weight_slots`).
+        name: the metric's name.
     """
 
-    def __init__(self, name="weight_totals", **kwargs):
+    def __init__(self, outputs=1, name="weight_totals", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.totals = [self.add_variable(shape=(), initializer="zeros", name=part,
-                                         aggregation="sum")
-                       for part in ("total", "squares", "count", "terms", "sequences")]
+        self.outputs = outputs
+        self.weight_totals = [self.add_variable(shape=(outputs,), initializer="zeros",
+                                                name=part, aggregation="sum")
+                              for part in ("total", "squares", "count")]
+        self.term_totals = [self.add_variable(shape=(), initializer="zeros", name=part,
+                                              aggregation="sum")
+                            for part in ("terms", "sequences")]
 
-    def update_state(self, sample_weight):
-        """Adds a batch's weights (one tensor, or a structure of them: every leaf counts).
+    def update_state(self, sample_weight, counted=None):
+        """Adds a batch's weights to their outputs' totals (:func:`weight_slots`).
 
         Args:
             sample_weight: the batch's ``sample_weight`` as the step unpacks it.
+            counted: the positions the loss counts (``[b, T, ...]`` of 0/1:
+                :func:`keras_bnn.loss_terms.step_positions`), or None (every
+                weight counts): the totals are then ``Σ m·w``, ``Σ m·w²`` and
+                ``Σ m``, as the array check's mean over the loss's terms.
         """
-        leaves = [ops.reshape(ops.cast(w, self.dtype), (-1,))
-                  for w in keras.tree.flatten(sample_weight)]
-        weights = ops.concatenate(leaves) if len(leaves) > 1 else leaves[0]
-        for variable, value in zip(self.totals, (ops.sum(weights), ops.sum(weights * weights),
-                                                 ops.cast(ops.size(weights), self.dtype))):
-            variable.assign_add(value)
+        sums = []
+        for leaves in weight_slots(sample_weight, self.outputs):
+            weights, counts = zip(*(self._flat(w, counted) for _, w in leaves)) if leaves else (
+                [ops.zeros((0,), self.dtype)], [ops.zeros((0,), self.dtype)])
+            weights, counts = ops.concatenate(weights), ops.concatenate(counts)
+            sums.append((ops.sum(counts * weights), ops.sum(counts * weights * weights),
+                         ops.sum(counts)))
+        for variable, values in zip(self.weight_totals, zip(*sums)):
+            variable.assign_add(ops.stack(values))
 
-    def add_terms(self, model, y, y_pred, sequences):
-        """Adds a batch's loss terms (:func:`keras_bnn.loss_terms.step_terms`) and sequences,
-        for a per-timestep loss or one of an ``ignore_class`` (nothing otherwise:
-        decided at trace time).
+    def _flat(self, weights, counted):
+        """``(weights, counts)``, flat: ``weights`` laid over ``counted`` (its trailing
+        axes of 1 dropped, or axes added), or every weight counted once."""
+        weights = ops.cast(weights, self.dtype)
+        if counted is None:
+            weights = ops.reshape(weights, (-1,))
+            return weights, ops.ones_like(weights)
+        while len(weights.shape) > len(counted.shape) and weights.shape[-1] == 1:
+            weights = ops.squeeze(weights, -1)
+        while len(weights.shape) < len(counted.shape):
+            weights = ops.expand_dims(weights, -1)
+        weights = ops.broadcast_to(weights, ops.shape(counted))
+        return ops.reshape(weights, (-1,)), ops.reshape(ops.cast(counted, self.dtype), (-1,))
+
+    def update_step(self, model, y, y_pred, sample_weight, sequences=None):
+        """Adds a step's weights, over the positions its loss counts, and (given
+        ``sequences``) its loss terms and sequences, for a per-timestep loss or one of
+        an ``ignore_class`` (:func:`keras_bnn.loss_terms.step_positions`; decided at
+        trace time).
 
         Args:
-            model: the model whose train step calls this.
+            model: the model whose step calls this.
             y, y_pred: the batch's labels and predictions.
-            sequences: the batch's number of examples.
+            sample_weight: the batch's weights, or None.
+            sequences: the batch's number of examples, or None (terms not counted:
+                ``evaluate``'s step).
         """
-        terms = loss_terms.step_terms(model, y, y_pred)
-        if terms is None:
+        counted = loss_terms.step_positions(model, y, y_pred)
+        if sample_weight is not None:
+            self.update_state(sample_weight, counted)
+        if counted is None or sequences is None:
             return
-        for variable, value in zip(self.totals[3:], (terms, sequences)):
+        for variable, value in zip(self.term_totals, (ops.sum(counted), sequences)):
             variable.assign_add(ops.cast(value, self.dtype))
 
     def reset_state(self):
@@ -92,28 +176,32 @@ class WeightTotals(keras.metrics.Metric):
 
     def clear(self):
         """Sets the totals to 0 (``fit``'s start)."""
-        for variable in self.totals:
-            variable.assign(ops.zeros((), self.dtype))
+        for variable in self.weight_totals + self.term_totals:
+            variable.assign(ops.zeros(variable.shape, self.dtype))
 
     def result(self):
         """``{}``: nothing logged."""
         return {}
 
     def read(self):
-        """``(mean, standard deviation, count)`` of the weights seen, on the host.
+        """``(mean, standard deviation, count)`` of each output's weights seen, on the host.
 
         Returns:
-            Floats; ``(nan, nan, 0.0)`` when no weight was seen.
+            list: a tuple of floats per output; ``(nan, nan, 0.0)`` where no
+            weight was seen.
         """
-        total, squares, count = (float(backend.to_numpy(v)) for v in self.totals[:3])
-        if count == 0:
-            return math.nan, math.nan, 0.0
-        mean = total / count
-        return mean, math.sqrt(max(squares / count - mean * mean, 0.0)), count
+        totals, squares, counts = (backend.to_numpy(v).astype("float64").reshape(-1)
+                                   for v in self.weight_totals)
+        read = []
+        for total, square, count in zip(totals, squares, counts):
+            mean = total / count if count else math.nan
+            read.append((float(mean), math.sqrt(max(square / count - mean * mean, 0.0))
+                         if count else math.nan, float(count)))
+        return read
 
     def read_terms(self):
         """``(terms, sequences)`` seen, on the host (floats; 0 where none was counted)."""
-        return tuple(float(backend.to_numpy(v)) for v in self.totals[3:])
+        return tuple(float(backend.to_numpy(v)) for v in self.term_totals)
 
 
 class WarnOnEpochTotals(keras.callbacks.Callback):
@@ -134,7 +222,8 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
 
     Args:
         totals: the model's :class:`WeightTotals`.
-        name: the weights, as the warning names them, or None (not checked).
+        names: each output's weights, as the warning names them
+            (:func:`weight_names`), or None (not checked).
         train_size: the model's n.
         one_pass: whether an epoch is one pass over the data.
         where: the line that called ``fit``, which the warning names
@@ -143,13 +232,18 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
             ``"timesteps"`` (a per-timestep loss's), ``"labels"`` (the labels
             an ``[N, K]`` output's loss scores, not its ``ignore_class``:
             checked also where every label was scored), or False.
+        warn: ``warn(name, mean, seen)`` for weights of mean not 1, or None
+            (:func:`keras_bnn.train_size.warn_on_weight_mean`); one that is given
+            waits for the first epoch with weights (validation's, every
+            ``validation_freq`` epochs).
     """
 
-    def __init__(self, totals, name, train_size, one_pass, where, check_terms=False):
+    def __init__(self, totals, names, train_size, one_pass, where, check_terms=False,
+                 warn=None):
         super().__init__()
-        self.totals, self.name, self.train_size, self.one_pass = (totals, name, train_size,
-                                                                  one_pass)
-        self.where, self.check_terms = where, check_terms
+        self.totals, self.names, self.train_size, self.one_pass = (totals, names, train_size,
+                                                                   one_pass)
+        self.where, self.check_terms, self.warn = where, check_terms, warn
         self.done = False
 
     def on_train_begin(self, logs=None):
@@ -157,7 +251,8 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
         self.done = False
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.done:
+        read = self.totals.read() if self.names is not None else []
+        if self.done or (self.warn is not None and not any(count for *_, count in read)):
             return
         self.done = True
         if self.check_terms:
@@ -167,17 +262,22 @@ class WarnOnEpochTotals(keras.callbacks.Callback):
                     and abs(terms - self.train_size) > WEIGHT_MEAN_TOLERANCE * terms):
                 warn_on_terms(self.train_size, f"{sequences:.0f}", f"{terms:.0f}", self.where,
                               per_timestep=not labels)
-        mean, spread, count = self.totals.read()
-        if self.name is None or count == 0:  # no weights in the data
+        if self.names is None:
             return
-        allowed = WEIGHT_MEAN_TOLERANCE + (
-            0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))
-        if abs(mean - 1.0) > allowed:
-            warn_on_weight_mean(self.name, mean, f"the first epoch's {count:.0f} weights",
-                                self.train_size, where=self.where)
+        off = [(abs(mean - 1.0), name, mean, count)
+               for name, (mean, spread, count) in zip(self.names, read)
+               if count and abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE + (
+                   0.0 if self.one_pass else STANDARD_ERRORS * spread / math.sqrt(count))]
+        if off:  # as the array check: the output's mean farthest from 1
+            _, name, mean, count = max(off, key=lambda item: item[0])
+            seen = f"the first epoch's {count:.0f} weights"
+            if self.warn is not None:
+                self.warn(name, mean, seen)
+            else:
+                warn_on_weight_mean(name, mean, seen, self.train_size, where=self.where)
 
 
-def for_fit(model, arguments, where, terms_warned=False):
+def for_fit(model, arguments, where, terms_warned=False, first=None):
     """The :class:`WarnOnEpochTotals` of ``model.fit(**arguments)``, or None where it has none.
 
     Arrays' weights and terms are checked before training
@@ -194,6 +294,8 @@ def for_fit(model, arguments, where, terms_warned=False):
         where: the line that called ``fit``, which the warning names
             (:func:`keras_bnn.train_size.call_site`).
         terms_warned: whether ``warn_on_train_size`` warned already.
+        first: the first batch (:func:`keras_bnn.fit_data.check_fit_data`), whose
+            weights' structure names each output's (:func:`weight_names`), or None.
 
     Returns:
         The callback, or None.
@@ -201,12 +303,48 @@ def for_fit(model, arguments, where, terms_warned=False):
     if array_examples(arguments.get("x")) is not None:
         return None
     one_pass = arguments.get("steps_per_epoch") is None
-    name = None if normalises_weights(model.loss) else (
-        "fit's class_weight" if arguments.get("class_weight") else
-        "the sample_weight in fit's data")
+    totals = model._sampling_trackers["weight_totals"]
+    names = None if normalises_weights(model.loss) else weight_names(
+        None if first is None else first[2], totals.outputs)
+    if names is not None and arguments.get("class_weight"):  # Keras': one output's
+        names[0] = "fit's class_weight"
     check_terms = one_pass and not terms_warned and loss_terms.counts_terms(model) and (
         "timesteps" if loss_terms.has_positions(model) else "labels")
-    if name is None and not check_terms:
+    if names is None and not check_terms:
         return None
-    return WarnOnEpochTotals(model._sampling_trackers["weight_totals"], name, model.train_size,
-                             one_pass=one_pass, where=where, check_terms=check_terms)
+    return WarnOnEpochTotals(totals, names, model.train_size, one_pass=one_pass, where=where,
+                             check_terms=check_terms)
+
+
+def for_validation(model, arguments, first, where):
+    """The :class:`WarnOnEpochTotals` of the weights ``fit``'s ``validation_data`` yields (a
+    dataset, ``PyDataset`` or generator: arrays are checked before training,
+    :func:`keras_bnn.validation_weights.warn_on_validation_weights`), or None.
+
+    ``evaluate`` (validation too) adds each batch's weights to the model's
+    ``validation_weight_totals`` (:meth:`keras_bnn.BayesianModel.compute_loss`);
+    the callback reads them after the first epoch that validated, and warns
+    with :class:`keras_bnn.validation_weights.ValidationWeightWarning`, output
+    by output.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        arguments: ``fit``'s arguments by name.
+        first: ``validation_data``'s first batch
+            (:func:`keras_bnn.fit_data.check_fit_data`), or None.
+        where: the line that called ``fit`` (:func:`keras_bnn.train_size.call_site`).
+
+    Returns:
+        The callback, or None.
+    """
+    validation = arguments.get("validation_data")
+    if (validation is None or isinstance(validation, (tuple, list))
+            or normalises_weights(model.loss)):
+        return None
+    totals = model._sampling_trackers["validation_weight_totals"]
+    names = weight_names(None if first is None else first[2], totals.outputs,
+                         "fit(validation_data)'s sample_weight{}")
+    return WarnOnEpochTotals(
+        totals, names, model.train_size, one_pass=arguments.get("validation_steps") is None,
+        where=where, warn=lambda name, mean, seen: warn_on_validation_mean(
+            name, mean, seen.replace("epoch's", "validation's"), where))
