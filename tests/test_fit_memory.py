@@ -10,6 +10,8 @@ import weakref
 
 import keras
 import numpy as np
+from tensorflow.python.eager import context
+from tensorflow.python.framework import ops as tf_ops
 
 import keras_bnn as kb
 
@@ -35,3 +37,16 @@ def test_fit_on_shuffled_arrays_lets_the_model_go():
     gc.collect()  # a model is a reference cycle
     assert model() is None
 
+
+def test_fit_leaves_no_traced_step_behind():
+    # Keras' optimizer all-reduces the gradients through a graph-mode
+    # tf.custom_gradient, whose global registry entry held each traced train
+    # step, its graph and the functions it registered in the eager context.
+    _fit()  # traces the package's module-level functions once
+    gc.collect()
+    functions = set(context.context().list_function_names())
+    registered = set(tf_ops._gradient_registry._registry)  # pylint: disable=protected-access
+    _fit(epochs=2)
+    gc.collect()
+    assert set(tf_ops._gradient_registry._registry) - registered == set()
+    assert set(context.context().list_function_names()) - functions == set()
