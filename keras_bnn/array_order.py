@@ -21,6 +21,7 @@ counter at the pass's first batch: the one of the fit never stopped.
 
 import functools
 import math
+import weakref
 
 import keras
 import numpy as np
@@ -166,8 +167,12 @@ class KeyedArrays(ArrayDataAdapter):
         """
         import tensorflow as tf  # the TensorFlow backend's pipeline
 
+        # TensorFlow keeps a numpy_function's function as long as the outermost graph,
+        # the process's global one: it holds the adapter (and the model) weakly.
+        adapter = weakref.ref(self)
+
         def drawn():  # the batches' indices, one after another, and where each ends
-            batches = self._batches()
+            batches = adapter()._batches()
             return (np.concatenate(batches),
                     np.cumsum([0] + [len(indices) for indices in batches]))
 

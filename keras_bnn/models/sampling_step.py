@@ -4,8 +4,9 @@
 ``keras.ops`` (``backend.run_train_step`` adapts it to the backend's
 trainer); :func:`evaluation_logs` makes a test step's logs from Keras';
 :func:`reducible` makes a step's logs those of the global batch under
-``tf.distribute``. The model's methods keep Keras' signatures and their
-documentation.
+``tf.distribute``; :func:`dropping_traced_gradients` keeps TensorFlow from
+holding each trace of the train function. The model's methods keep Keras'
+signatures and their documentation.
 """
 
 import functools
@@ -109,3 +110,31 @@ def reducible(model, logs):
     if keras.backend.backend() == "tensorflow":
         logs = distribute.global_logs(model, logs)
     return distribute.reducible_logs(logs) if _multi_worker(model) else logs
+
+
+def dropping_traced_gradients(function):
+    """``function``, each call removing the gradient functions its traces registered.
+
+    TensorFlow's graph-mode ``tf.custom_gradient`` registers one per trace
+    in a global registry (a dict: new entries come last) and never removes it.
+
+    Args:
+        function: the model's TensorFlow train function.
+
+    Returns:
+        A callable with ``function``'s arguments and results.
+    """
+    from tensorflow.python.framework import ops as tf_ops  # pylint: disable=import-outside-toplevel
+
+    registry = tf_ops._gradient_registry._registry  # pylint: disable=protected-access
+
+    def run(*args, **kwargs):
+        known = len(registry)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if len(registry) > known:  # the call traced: O(1) otherwise, at every step
+                for name in list(registry)[known:]:
+                    del registry[name]
+
+    return run
