@@ -127,8 +127,8 @@ def test_train_evaluate_export_on_your_own_npy_files(tmp_path, capsys, monkeypat
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
 
 
-def test_float_targets_are_a_regression_and_refuse_a_classification_likelihood(tmp_path,
-                                                                              capsys):
+def test_float_targets_are_a_regression_and_refuse_a_classification_likelihood(
+        tmp_path, capsys):
     x, y = sklearn.datasets.load_diabetes(return_X_y=True)
     y = (y - y.mean()) / y.std()
     data_dir = _save(tmp_path / "diabetes", x[:342], y[:342], x[342:], y[342:])

@@ -439,7 +439,6 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     return RunConfig.from_json(path, overrides, argument="the run's config")
 
 
-
 def resume_config(output_dir, flags):
     """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
 

@@ -23,6 +23,7 @@ from keras_bnn.validation import argument_error
 #: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
 _NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
 
+
 def load_run(run_dir):
     """Reads a run directory.
 
@@ -365,4 +366,3 @@ def export(run_dir, model_dir, version=None):
         raise OSError(errno.ENOSPC, f"cannot write the export into {model_dir} "
                       f"({type(error).__name__}: {error.message}); no version was "
                       "published and the versions before are kept") from None
-

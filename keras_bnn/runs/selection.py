@@ -15,8 +15,9 @@ training set under the winner. The test split is never read.
 
 It selects where the training set is held in memory (the bundled datasets
 and your own ``.npy`` files, dataset "npy"); elsewhere (tensorflow-datasets,
-Fashion-MNIST, the synthetic task, data passed in) a run gets :data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its
-``prior_selection.json`` says so.
+Fashion-MNIST, the synthetic task, data passed in) a run gets
+:data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its ``prior_selection.json``
+says so.
 """
 
 import dataclasses
