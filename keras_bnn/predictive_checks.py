@@ -60,8 +60,10 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
         ValueError: if ``num_samples`` or ``batch_size`` is not a positive
             integer, ``seed`` is not an int in [0, 2³¹ − 1], ``x`` is not
             arrays or holds no examples, the model has no weight with a
-            prior, its output is not ``(batch, classes ≥ 2)``, or it outputs
-            probabilities (a softmax head) instead of logits.
+            prior, its output is not ``(batch, classes ≥ 2)``, it outputs
+            probabilities (a softmax head) instead of logits, or a draw's
+            logits are NaN or +Inf (its forward pass overflowed: no class
+            distribution to report).
     """
     num_samples = check_int(num_samples, "num_samples", 1, owner="prior_predictive")
     batch_size = check_int(batch_size, "batch_size", 1, owner="prior_predictive")
@@ -91,6 +93,7 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
                 value = prior.sample(tuple(variable.shape), seed=seeds)
                 variable.assign(ops.cast(value, variable.dtype))
             results.append(_mean_probabilities(model, x, num_examples, batch_size))
+            _refuse_non_finite(results[-1], draw, model)
     finally:
         for (variable, _), value in zip(prior_variables, saved):
             variable.assign(value)
@@ -114,6 +117,22 @@ def _mean_probabilities(model, x, num_examples, batch_size):
         batch_sum = probabilities.astype(np.float64).sum(axis=0)
         total = batch_sum if total is None else total + batch_sum
     return total / num_examples
+
+
+def _refuse_non_finite(mean_probabilities, draw, model):
+    """Raises if draw ``draw``'s average class distribution is NaN.
+
+    Its logits were NaN or +Inf: the network drawn from the prior overflowed
+    its compute dtype (a float16 one under ``mixed_float16`` at 65 504), and
+    softmax of such logits is NaN, not a class distribution.
+    """
+    if not np.all(np.isfinite(mean_probabilities)):
+        raise ValueError(
+            f"prior_predictive: draw {draw} from the prior gives NaN or Inf logits on `x`: "
+            f"model {model.name!r} overflows its compute dtype ({model.compute_dtype}) under "
+            "weights of that draw's size. Use a prior of smaller scale, or run the check "
+            "under a float32 dtype policy (not mixed_float16)."
+        )
 
 
 def _refuse_probabilities(outputs):
