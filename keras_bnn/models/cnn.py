@@ -42,13 +42,17 @@ def cnn(
 
     Raises:
         ValueError: naming the argument, for a non-positive count or size,
+            a ``filters`` that is not a tuple or list (an int such as 32 too),
             an ``input_shape`` that is not an image ``(h, w, c)`` or is
             smaller than ``2^len(filters)`` in height or width (the poolings
             would leave nothing), or an unknown prior.
     """
-    check_int(num_classes, "num_classes", 1, owner="cnn")
+    num_classes = check_int(num_classes, "num_classes", 1, owner="cnn")
     input_shape = check_shape(input_shape, "input_shape", 3,
                               "(height, width, channels) of ints >= 1", "cnn")
+    if not isinstance(filters, (tuple, list)):
+        raise argument_error("filters", "be a tuple or list of channel counts, e.g. (32, 64)",
+                             filters, "cnn")
     filters = tuple(check_int(f, f"filters[{i}]", 1, owner="cnn") for i, f in enumerate(filters))
     smallest = 2 ** len(filters)
     if min(input_shape[:2]) < smallest:

@@ -56,10 +56,10 @@ def cnn_lstm(
     sizes = dict(vocab_size=vocab_size, num_classes=num_classes, embedding_dim=embedding_dim,
                  filters=filters, kernel_size=kernel_size, pool_size=pool_size,
                  lstm_units=lstm_units)
+    (vocab_size, num_classes, embedding_dim, filters, kernel_size, pool_size, lstm_units) = (
+        check_int(value, argument, 1, owner="cnn_lstm") for argument, value in sizes.items())
     if sequence_length is not None:
-        sizes["sequence_length"] = sequence_length
-    for argument, value in sizes.items():
-        check_int(value, argument, 1, owner="cnn_lstm")
+        sequence_length = check_int(sequence_length, "sequence_length", 1, owner="cnn_lstm")
     shortest = kernel_size - 1 + pool_size
     if sequence_length is not None and sequence_length < shortest:
         raise argument_error(

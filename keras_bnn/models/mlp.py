@@ -41,7 +41,7 @@ def mlp(
     """
     input_shape = check_shape(input_shape, "input_shape",
                               layout="a tuple of ints >= 1, e.g. (784,)", owner="mlp")
-    check_int(num_classes, "num_classes", 1, owner="mlp")
+    num_classes = check_int(num_classes, "num_classes", 1, owner="mlp")
     if not isinstance(hidden, (tuple, list)):
         raise argument_error("hidden", "be a list of layer widths, e.g. [100, 100]", hidden,
                              "mlp")

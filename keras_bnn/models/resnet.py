@@ -16,20 +16,24 @@ _STAGES = 3
 
 
 def _blocks_per_stage(depth, layers_per_block, num_classes, width, builder):
-    """Checks a builder's sizes; returns ``k`` in ``depth = layers_per_block · 3 · k + 2``.
+    """Checks a builder's sizes.
+
+    Returns:
+        ``(k, num_classes, width)`` as ints, ``k`` in
+        ``depth = layers_per_block · 3 · k + 2``.
 
     Raises:
         ValueError: naming ``depth``, ``num_classes`` or ``width``.
     """
-    check_int(num_classes, "num_classes", 1, owner=builder)
-    check_int(width, "width", 1, owner=builder)
+    num_classes = check_int(num_classes, "num_classes", 1, owner=builder)
+    width = check_int(width, "width", 1, owner=builder)
     per_depth = layers_per_block * _STAGES
     blocks, remainder = divmod(check_int(depth, "depth", owner=builder) - 2, per_depth)
     if remainder or blocks < 1:
         examples = ", ".join(str(per_depth * k + 2) for k in (1, 2, 3, 6))
         raise argument_error("depth", f"be {per_depth}k+2 with k >= 1 ({examples}, ...)", depth,
                              builder)
-    return blocks
+    return blocks, num_classes, width
 
 
 def _image_shape(input_shape, builder):
@@ -115,7 +119,7 @@ def resnet_pp(
             non-positive ``num_classes``/``width``, an ``input_shape`` that
             is not ``(H, W, C)``, or an unknown prior.
     """
-    blocks = _blocks_per_stage(depth, 3, num_classes, width, "resnet_pp")
+    blocks, num_classes, width = _blocks_per_stage(depth, 3, num_classes, width, "resnet_pp")
     input_shape = _image_shape(input_shape, "resnet_pp")
     priors = dict(
         direction_prior=direction_prior, scale_prior=scale_prior, bias_prior=bias_prior
@@ -181,7 +185,8 @@ def resnet20_frn(
             With height or width None, such images are refused at a call,
             by the first :class:`~keras_bnn.layers.FRN` that gets 1x1.
     """
-    blocks = _blocks_per_stage(depth, 2, num_classes, width, "resnet20_frn")
+    blocks, num_classes, width = _blocks_per_stage(depth, 2, num_classes, width,
+                                                   "resnet20_frn")
     input_shape = _image_shape(input_shape, "resnet20_frn")
     _check_frn_resolution(input_shape, "resnet20_frn")
     priors = dict(kernel_prior=kernel_prior, bias_prior=bias_prior)
