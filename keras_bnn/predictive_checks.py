@@ -14,15 +14,6 @@ from keras_bnn import priors as priors_lib
 from keras_bnn.validation import argument_error, check_int, check_seed
 
 
-def _prior_variables(model):
-    """(variable, prior) for every weight of ``model`` that carries a prior."""
-    return [
-        (variable, variable.regularizer)
-        for variable in model.weights
-        if isinstance(getattr(variable, "regularizer", None), priors_lib.Prior)
-    ]
-
-
 def _draw_seeds(seed, draw):
     """A seed generator whose state is a pure function of (seed, draw)."""
     state = np.random.SeedSequence([seed, draw]).generate_state(1)
@@ -32,11 +23,15 @@ def _draw_seeds(seed, draw):
 def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
     """Average predicted class distribution of networks drawn from the prior.
 
-    For ``s = 1..S`` every weight that carries a prior (a
-    :class:`keras_bnn.priors.Prior` as its regularizer) is set to a draw
-    ``prior.sample(shape, seed=g_s)``, in the order of ``model.weights``, from a
-    seed generator ``g_s`` whose initial state is derived deterministically
-    from ``(seed, s)``; weights without a prior keep their values. Then
+    For ``s = 1..S`` every trainable weight that carries a prior (a
+    :class:`keras_bnn.priors.Prior` as its regularizer,
+    :func:`keras_bnn.priors.prior_variables`) is set to a draw
+    ``prior.sample(shape, seed=g_s)``, in the order of
+    ``model.trainable_weights``, from a seed generator ``g_s`` whose initial
+    state is derived deterministically from ``(seed, s)``; weights without a
+    prior keep their values, and so do frozen ones (``trainable=False``, a
+    pretrained trunk under a sampled head: no part of θ, which ``fit`` leaves
+    as they are and whose priors are not in the potential). Then
 
         P[s, c] = (1/N) Σ_n softmax(model(x_n))_c,
 
@@ -59,8 +54,8 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
     Raises:
         ValueError: if ``num_samples`` or ``batch_size`` is not a positive
             integer, ``seed`` is not an int in [0, 2³¹ − 1], ``x`` is not
-            arrays or holds no examples, the model has no weight with a
-            prior, its output is not ``(batch, classes ≥ 2)``, it outputs
+            arrays or holds no examples, the model has no trainable weight
+            with a prior, its output is not ``(batch, classes ≥ 2)``, it outputs
             probabilities (a softmax head) instead of logits, or a draw's
             logits are NaN or +Inf (its forward pass overflowed: no class
             distribution to report).
@@ -76,12 +71,13 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
     num_examples = len(leaves[0])
     if num_examples == 0:
         raise ValueError("`x` must hold at least one example.")
-    prior_variables = _prior_variables(model)
+    prior_variables = priors_lib.prior_variables(model)
     if not prior_variables:
         raise ValueError(
             f"Model {model.name!r} has no weight with a keras_bnn prior: put one on every "
-            "weight with `model = kb.bayesian(model)`, or build it from keras_bnn.layers (and "
-            "build it: call it once on inputs)."
+            "trainable weight with `model = kb.bayesian(model)`, or build it from "
+            "keras_bnn.layers (and build it: call it once on inputs). Frozen weights "
+            "(trainable=False) are no part of θ: they keep their values."
         )
 
     saved = [ops.convert_to_numpy(variable.value) for variable, _ in prior_variables]

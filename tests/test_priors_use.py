@@ -1,11 +1,16 @@
-"""Priors as a user meets them: the prior predictive of networks that overflow."""
+"""Priors as a user meets them: networks that overflow, a frozen trunk under a sampled head."""
+
+import importlib
 
 import keras
 import numpy as np
 import pytest
 
-from keras_bnn import models, priors
+from keras_bnn import BayesianModel, layers, models, priors
 from keras_bnn.predictive_checks import prior_predictive
+
+# The module, not the function that keras_bnn/__init__ re-exports under its name.
+prior_predictive_module = importlib.import_module("keras_bnn.predictive_checks")
 
 
 def _wide_mlp():
@@ -28,3 +33,47 @@ def test_a_draw_whose_logits_overflow_is_refused_not_returned_as_nan(policy):
         prior_predictive(model, x, num_samples=2, seed=0)
     for old, variable in zip(before, model.weights):
         np.testing.assert_array_equal(old, keras.ops.convert_to_numpy(variable))
+
+
+def _frozen_trunk_model():
+    # A Bayesian last layer on a trunk built from kb.layers: the trunk's
+    # weights carry the layer's default priors, then are frozen.
+    inputs = keras.Input((4,))
+    trunk = layers.Dense(8, activation="relu", name="trunk")
+    head = layers.Dense(3, name="head")
+    model = BayesianModel(inputs, head(trunk(inputs)))
+    trunk.trainable = False
+    return model, trunk, head
+
+
+def test_prior_predictive_leaves_a_frozen_trunk_as_it_is():
+    model, trunk, _ = _frozen_trunk_model()
+    x = np.random.default_rng(0).normal(size=(6, 4)).astype("float32")
+    trunk_values = [keras.ops.convert_to_numpy(v).copy() for v in trunk.weights]
+    seen = []
+    original = prior_predictive_module._mean_probabilities
+
+    def spy(*args):  # the trunk's weights while the draws are in place
+        seen.append([keras.ops.convert_to_numpy(v).copy() for v in trunk.weights])
+        return original(*args)
+
+    prior_predictive_module._mean_probabilities = spy
+    try:
+        prior_predictive(model, x, num_samples=2, seed=0)
+    finally:
+        prior_predictive_module._mean_probabilities = original
+    assert len(seen) == 2
+    for values in seen:
+        for old, new in zip(trunk_values, values):
+            np.testing.assert_array_equal(old, new)
+
+
+def test_log_prior_is_the_potentials_prior_term_with_a_frozen_trunk():
+    model, _, head = _frozen_trunk_model()
+    # The potential's prior term: Keras' model.losses, which hold the head's
+    # two priors only (a frozen weight's regularizer is left out).
+    assert len(model.losses) == 2
+    from_losses = -float(sum(keras.ops.convert_to_numpy(loss) for loss in model.losses))
+    expected = sum(float(v.regularizer.log_prob(v.value)) for v in head.weights)
+    np.testing.assert_allclose(from_losses, expected, rtol=1e-6)
+    np.testing.assert_allclose(float(priors.log_prior(model)), expected, rtol=1e-6)

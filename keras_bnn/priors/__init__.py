@@ -15,8 +15,9 @@ TensorFlow Probability.
 Modules: :mod:`~keras_bnn.priors.base` (:class:`Prior`),
 :mod:`~keras_bnn.priors.elementwise` (Normal, HeNormal, GlorotNormal, Laplace,
 StudentT, HeStudentT, Cauchy) and :mod:`~keras_bnn.priors.group` (GroupLaplace,
-UnitNormDirection); this module resolves priors by name (:func:`get`) and
-sums a model's log-prior (:func:`log_prior`). Every class is reported as
+UnitNormDirection); this module resolves priors by name (:func:`get`),
+lists a model's weights under a prior (:func:`prior_variables`) and sums its
+log-prior (:func:`log_prior`). Every class is reported as
 ``keras_bnn.priors.<name>``, the path its serialized config records.
 """
 
@@ -43,6 +44,7 @@ __all__ = [
     "get",
     "serialize",
     "log_prior",
+    "prior_variables",
 ]
 
 _BY_NAME = {
@@ -109,8 +111,28 @@ def serialize(prior):
     return None if prior is None else keras.saving.serialize_keras_object(prior)
 
 
+def prior_variables(model):
+    """The weights of θ that carry a prior: trainable ones whose regularizer is a :class:`Prior`.
+
+    A frozen weight (``trainable=False``, a pretrained trunk under a sampled
+    head) is no part of θ even where its layer gave it a prior: ``fit``
+    leaves it as it is and Keras leaves its regularizer out of
+    ``model.losses``, so the potential has no term of it.
+
+    Args:
+        model: a built Keras model (or layer).
+
+    Returns:
+        list of ``(variable, prior)``, in the order of ``model.trainable_weights``.
+    """
+    return [(variable, variable.regularizer) for variable in model.trainable_weights
+            if isinstance(getattr(variable, "regularizer", None), Prior)]
+
+
 def log_prior(model):
-    """Total ``log p(θ)`` of a model: the sum over its prior-carrying weights.
+    """Total ``log p(θ)`` of a model: the sum over :func:`prior_variables`.
+
+    Frozen weights are left out, as from the potential that ``fit`` samples.
 
     Args:
         model: a built Keras model (or layer).
@@ -118,9 +140,5 @@ def log_prior(model):
     Returns:
         Scalar tensor.
     """
-    terms = [
-        v.regularizer.log_prob(v.value)
-        for v in model.weights
-        if isinstance(getattr(v, "regularizer", None), Prior)
-    ]
+    terms = [prior.log_prob(variable.value) for variable, prior in prior_variables(model)]
     return ops.sum(ops.stack(terms)) if terms else ops.zeros(())
