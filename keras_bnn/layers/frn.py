@@ -17,6 +17,9 @@ from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.validation import argument_error, check_positive
 
+#: Compute dtypes whose statistics FRN computes in float32.
+_HALF_DTYPES = ("float16", "bfloat16")
+
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
 class TLU(PriorAwareMixin, keras.layers.Layer):
@@ -46,7 +49,9 @@ class FRN(TLU):
     """Filter Response Normalization followed by a TLU.
 
     ``ν² = mean(x², over H, W)``, ``y = γ · x / sqrt(ν² + ε) + β`` and
-    ``z = max(y, τ)``, with ``γ, β, τ`` of shape ``(C,)``.
+    ``z = max(y, τ)``, with ``γ, β, τ`` of shape ``(C,)``. Under a mixed
+    dtype policy (``mixed_float16``, ``mixed_bfloat16``) ``y`` is computed
+    in float32 and cast to the compute dtype.
 
     Args:
         epsilon: ε > 0 (default 1e-6, as in the FRN paper).
@@ -106,12 +111,16 @@ class FRN(TLU):
 
     def call(self, inputs):
         self._check_shape(inputs.shape)  # sizes unknown at build may be known now
-        spatial_axes = tuple(range(1, len(inputs.shape) - 1))
-        nu2 = ops.mean(ops.square(inputs), axis=spatial_axes, keepdims=True)
-        normalised = ops.multiply(inputs, ops.rsqrt(ops.add(nu2, self.epsilon)))
-        gamma = ops.cast(self.gamma, inputs.dtype)
-        beta = ops.cast(self.beta, inputs.dtype)
-        outputs = ops.add(ops.multiply(normalised, gamma), beta)
+        compute_dtype = keras.backend.standardize_dtype(inputs.dtype)
+        # In float32 under a mixed policy, as Keras's own normalisations: in
+        # float16 x² overflows at |x| > 256, ν² became Inf and the output β.
+        x = ops.cast(inputs, "float32") if compute_dtype in _HALF_DTYPES else inputs
+        spatial_axes = tuple(range(1, len(x.shape) - 1))
+        nu2 = ops.mean(ops.square(x), axis=spatial_axes, keepdims=True)
+        normalised = ops.multiply(x, ops.rsqrt(ops.add(nu2, self.epsilon)))
+        gamma = ops.cast(self.gamma, x.dtype)
+        beta = ops.cast(self.beta, x.dtype)
+        outputs = ops.cast(ops.add(ops.multiply(normalised, gamma), beta), compute_dtype)
         return super().call(outputs) if self.use_tlu else outputs
 
     def get_config(self):
