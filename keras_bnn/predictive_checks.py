@@ -55,8 +55,9 @@ def prior_predictive(model, x, num_samples, seed=0, batch_size=256):
         ValueError: if ``num_samples`` or ``batch_size`` is not a positive
             integer, ``seed`` is not an int in [0, 2³¹ − 1], ``x`` is not
             arrays or holds no examples, the model has no trainable weight
-            with a prior, its output is not ``(batch, classes ≥ 2)``, it outputs
-            probabilities (a softmax head) instead of logits, or a draw's
+            with a prior, it has more than one output, its output is not
+            ``(batch, classes ≥ 2)``, it outputs probabilities (a softmax
+            head) instead of logits, or a draw's
             logits are NaN or +Inf (its forward pass overflowed: no class
             distribution to report).
     """
@@ -101,7 +102,14 @@ def _mean_probabilities(model, x, num_examples, batch_size):
     total = None
     for start in range(0, num_examples, batch_size):
         batch = keras.tree.map_structure(lambda leaf: leaf[start:start + batch_size], x)
-        logits = model(batch, training=False)
+        outputs = keras.tree.flatten(model(batch, training=False))
+        if len(outputs) != 1:
+            raise ValueError(
+                f"prior_predictive needs a model of one output; `model` has {len(outputs)}. "
+                "Check one head at a time: prior_predictive(keras.Model(model.input, "
+                "model.outputs[i]), x, ...) (its weights and priors are the model's)."
+            )
+        logits = outputs[0]
         if len(logits.shape) != 2 or logits.shape[-1] < 2:
             raise ValueError(
                 "prior_predictive needs a model whose output is logits of shape "

@@ -77,3 +77,17 @@ def test_log_prior_is_the_potentials_prior_term_with_a_frozen_trunk():
     expected = sum(float(v.regularizer.log_prob(v.value)) for v in head.weights)
     np.testing.assert_allclose(from_losses, expected, rtol=1e-6)
     np.testing.assert_allclose(float(priors.log_prior(model)), expected, rtol=1e-6)
+
+
+def test_prior_predictive_refuses_a_model_of_two_heads_by_name_and_takes_one():
+    inputs = keras.Input((4,))
+    hidden = layers.Dense(8, activation="relu")(inputs)
+    model = BayesianModel(inputs, [layers.Dense(3)(hidden), layers.Dense(2)(hidden)])
+    x = np.ones((5, 4), "float32")
+    with pytest.raises(ValueError, match=r"one output; `model` has 2\. Check one head"):
+        prior_predictive(model, x, num_samples=1)
+    head = keras.Model(model.input, model.outputs[1])  # as the message says
+    assert prior_predictive(head, x, num_samples=2).shape == (2, 2)
+    one = BayesianModel(inputs, {"labels": model.outputs[0]})  # one output, in a dict
+    np.testing.assert_allclose(prior_predictive(one, x, num_samples=2).sum(axis=1), 1.0,
+                               rtol=1e-6)
