@@ -58,7 +58,7 @@ def stateless_normal(shape, seed, index, step, dtype):
     shape = tuple(shape)
     with tf.control_dependencies(None):
         draw = _compiled_normal(tf.constant([seed, index], tf.int64), tf.cast(step, tf.int64),
-                                size=math.prod(shape), dtype=draw_dtype)
+                                tf.constant(math.prod(shape), tf.int64), dtype=draw_dtype)
         return tf.cast(tf.reshape(draw, shape), dtype)
 
 
@@ -80,7 +80,8 @@ def fused(function):
 
     Returns:
         A callable running the compiled ``tf.function``; Keras variables among
-        its positional arguments are passed as their current values.
+        its positional arguments are passed as their current values. Its
+        ``tracing_count()`` is the number of traces of that function.
     """
     compiled = tf.function(function, jit_compile=True, autograph=False)
 
@@ -91,10 +92,16 @@ def fused(function):
             **kwargs,
         )
 
+    call.tracing_count = compiled.experimental_get_tracing_count
     return call
 
 
-#: The noise draw, compiled once per (size, dtype).
+#: The noise draw: traced once per dtype, its size a tensor that XLA takes as a
+#: compile-time constant (one executable per (size, dtype), kept for the process).
+#: Every train function (each new model's) builds an XLA kernel of each traced
+#: function it calls, and TensorFlow keeps it: traced per size (a Python int),
+#: the draws of an MLP of 3 sizes kept 3.1 MB per new train function, one trace
+#: 0.26 MB (2026-11-29; a new model's SGHMC fit: 2.95 → 0.97 MB kept).
 _compiled_normal = fused(threefry.normal)
 
 

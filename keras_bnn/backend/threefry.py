@@ -92,7 +92,8 @@ def normal(seed_and_index, step, size, dtype):
     Args:
         seed_and_index: int64 tensor ``[seed, index]``, both in [0, 2³²).
         step: integer scalar tensor (modulo 2³²).
-        size: Python int, the number of draws.
+        size: the number of draws, a Python int or an integer scalar tensor
+            (under XLA a compile-time constant).
         dtype: ``tf.float32`` or ``tf.float64``.
 
     Returns:
