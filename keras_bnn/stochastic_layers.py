@@ -6,10 +6,13 @@ fixed function of θ. Two kinds of Keras layer break that in training mode,
 where ``fit`` evaluates the potential:
 
 * **noise layers** (``Dropout`` and its spatial forms, ``AlphaDropout``,
-  ``GaussianDropout``, ``GaussianNoise``, and the ``dropout`` /
-  ``recurrent_dropout`` of recurrent and attention layers) make ``U`` random:
-  the chain samples the posterior of a noisy likelihood, not of the model
-  that ``predict`` and the ensembles evaluate (without the noise);
+  ``GaussianDropout``, ``GaussianNoise``, the ``dropout`` /
+  ``recurrent_dropout`` of recurrent and attention layers, and Keras'
+  random augmentation layers, ``RandomFlip``, ``RandomCrop``, ``MixUp`` and
+  the others that draw from a ``SeedGenerator`` kept as ``generator``) make
+  ``U`` random: the chain samples the posterior of a noisy likelihood, not
+  of the model that ``predict`` and the ensembles evaluate (without the
+  noise);
 * **batch normalisation** (trainable: Keras runs a frozen one,
   ``trainable=False``, on its fixed moving statistics, as in a pretrained
   backbone under a sampled head) computes each example's output from its batch's
@@ -49,6 +52,8 @@ def _noise(layer):
         if isinstance(layer, kind):
             value = getattr(layer, attribute, 0)
             return f"{attribute} {value:g}" if value else None
+    if isinstance(getattr(layer, "generator", None), keras.random.SeedGenerator):
+        return f"random augmentation, {type(layer).__name__}"  # Keras' augmentation layers
     rates = {attribute.lstrip("_"): value for attribute in _DROPOUT_ATTRIBUTES
              if isinstance(value := getattr(layer, attribute, 0), (int, float))
              and not isinstance(value, bool) and value > 0}

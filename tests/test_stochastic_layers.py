@@ -98,3 +98,23 @@ def test_a_frozen_batch_norm_is_deterministic_and_not_named():
     frozen_dropout = keras.layers.Dropout(0.3, name="drop")
     frozen_dropout.trainable = False
     assert stochastic_layers(_model(frozen_dropout))["noise"] == [("drop", "rate 0.3")]
+
+
+def test_random_augmentation_layers_are_noise_layers():
+    """Keras' augmentation layers (RandomFlip, RandomRotation, MixUp, ...) draw in training
+    mode, so the potential is random as with Dropout: HMC accepted them silently and ran its
+    Metropolis test on a potential that changed between the leapfrog's end points."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6, 6, 1))
+    h = keras.layers.RandomFlip("horizontal", name="flip")(inputs)
+    h = keras.layers.RandomRotation(0.1, name="rotate")(h)
+    h = keras.layers.Rescaling(0.5, name="scale")(h)  # deterministic: not named
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3, name="out")(
+        keras.layers.Flatten()(h))))
+    assert stochastic_layers(model)["noise"] == [("flip", "random augmentation, RandomFlip"),
+                                                 ("rotate", "random augmentation, RandomRotation")]
+    model.compile(sampler=kb.samplers.HMC(step_size=0.01, num_leapfrog_steps=2), train_size=N,
+                  loss=LOSS)
+    x = np.random.default_rng(0).normal(size=(N, 6, 6, 1)).astype("float32")
+    with pytest.raises(ValueError, match=r"layers 'flip' \(random augmentation, RandomFlip\)"):
+        model.fit(x, _data()[1], batch_size=N, epochs=1, verbose=0)
