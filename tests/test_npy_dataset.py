@@ -125,6 +125,12 @@ def test_train_evaluate_export_on_your_own_npy_files(tmp_path, capsys, monkeypat
                                      tf.float32))["probabilities"].numpy()
     assert probs.shape == (30, 3)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    # The run recorded its files' SHA-256: a test set changed since is refused, not scored.
+    recorded = json.load(open(os.path.join(run_dir, "data_files.json")))
+    assert sorted(recorded) == sorted(NPY_FILES)
+    np.save(os.path.join(data_dir, "y_test.npy"), np.zeros(30, np.int64))
+    code, _, err = _run(["evaluate", "--run-dir", run_dir], capsys)
+    assert code == 2 and "whose y_test.npy changed since" in err and "data_files.json" in err
 
 
 def test_float_targets_are_a_regression_and_refuse_a_classification_likelihood(
@@ -161,7 +167,9 @@ def test_prior_selection_and_chain_processes_read_the_files_again(tmp_path, caps
     selection = json.load(open(os.path.join(run_dir, "prior_selection.json")))
     assert len(selection["candidates"]) == 2 and selection["num_validation"] == 24
     assert selection["prior"] in ("he_normal", "student_t")
+    digests = json.load(open(os.path.join(run_dir, "data_files.json")))
     for chain in ("chain-0", "chain-1"):
+        assert json.load(open(os.path.join(run_dir, chain, "data_files.json"))) == digests
         config = json.load(open(os.path.join(run_dir, chain, "config.json")))
         assert (config["dataset"], config["data_dir"]) == ("npy", data_dir)
         assert config["prior"] == selection["prior"]

@@ -14,11 +14,14 @@ them before saving). The task follows ``y_train``'s dtype:
 
 Because the run records only the directory, every command that reads the
 run again (``evaluate``, ``train --resume``, the chains of ``--chains K``,
-``sweep``) reads the same files: keep them in place, unchanged.
+``sweep``) reads the same files: keep them in place, unchanged. A run
+records their SHA-256 (:func:`file_digests`), and ``evaluate`` and
+``--resume`` refuse files that changed since (:func:`check_unchanged`).
 
 Importing this module does not import TensorFlow.
 """
 
+import hashlib
 import os
 
 import numpy as np
@@ -119,6 +122,18 @@ def _labels(y_train, y_test, names):
     return y_train, y_test, "classification", int(max(y_train.max(), y_test.max())) + 1
 
 
+def _paths(data_dir):
+    """The paths of :data:`NPY_FILES` in ``data_dir``, all there (else the error says which)."""
+    if data_dir is None:
+        raise argument_error("data_dir", f"name the directory holding {', '.join(NPY_FILES)} "
+                             "for dataset 'npy' (--data-dir)", data_dir)
+    missing = [name for name in NPY_FILES if not os.path.isfile(os.path.join(data_dir, name))]
+    if missing:
+        raise FileNotFoundError(f"dataset 'npy': {data_dir!r} lacks {', '.join(missing)} (it "
+                                f"needs {', '.join(NPY_FILES)}, each saved with numpy.save)")
+    return [os.path.join(data_dir, name) for name in NPY_FILES]
+
+
 def npy_arrays(data_dir):
     """The four arrays of the "npy" dataset in ``data_dir`` (see the module).
 
@@ -137,14 +152,7 @@ def npy_arrays(data_dir):
             two splits, or its labels are negative or of the other split's kind.
         FileNotFoundError: if ``data_dir`` lacks a file (all missing ones named).
     """
-    if data_dir is None:
-        raise argument_error("data_dir", f"name the directory holding {', '.join(NPY_FILES)} "
-                             "for dataset 'npy' (--data-dir)", data_dir)
-    missing = [name for name in NPY_FILES if not os.path.isfile(os.path.join(data_dir, name))]
-    if missing:
-        raise FileNotFoundError(f"dataset 'npy': {data_dir!r} lacks {', '.join(missing)} (it "
-                                f"needs {', '.join(NPY_FILES)}, each saved with numpy.save)")
-    names = [os.path.join(data_dir, name) for name in NPY_FILES]
+    names = _paths(data_dir)
     x_train, y_train, x_test, y_test = (read_npy(path, "data_dir") for path in names)
     x_train, y_train = check_arrays(x_train, y_train, names[:2])
     x_test, y_test = check_arrays(x_test, y_test, names[2:])
@@ -179,3 +187,46 @@ def load_npy(data_dir=None, batch_size=128, seed=0):
     (x_train, y_train), (x_test, y_test), info = npy_arrays(data_dir)
     return (make_dataset(x_train, y_train, batch_size, shuffle=True, seed=seed),
             make_dataset(x_test, y_test, batch_size), info)
+
+
+def file_digests(data_dir):
+    """The SHA-256 of each of :data:`NPY_FILES` in ``data_dir``.
+
+    Args:
+        data_dir: the directory holding the files.
+
+    Returns:
+        dict ``{file name: hex digest}``.
+
+    Raises:
+        ValueError, FileNotFoundError: as :func:`npy_arrays`, for no
+            ``data_dir`` or a missing file.
+    """
+    digests = {}
+    for name, path in zip(NPY_FILES, _paths(data_dir)):
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digests[name] = digest.hexdigest()
+    return digests
+
+
+def check_unchanged(data_dir, recorded, run_dir):
+    """Refuses files of ``data_dir`` that differ from those a run was trained on.
+
+    Args:
+        data_dir: the directory holding the files.
+        recorded: the run's :func:`file_digests`, as recorded when it was trained.
+        run_dir: the run's directory, for the message.
+
+    Raises:
+        ValueError: naming ``data_dir`` and each changed file.
+    """
+    changed = [name for name, digest in file_digests(data_dir).items()
+               if recorded.get(name) != digest]
+    if changed:
+        raise argument_error("data_dir", f"hold the files the run in {run_dir!r} was trained "
+                             "on (its data_files.json records their SHA-256): restore them, "
+                             "or train a new run", data_dir,
+                             got=f"{data_dir!r}, whose {', '.join(changed)} changed since")

@@ -9,6 +9,7 @@ or the SGD/MAP baseline), built once.
 """
 
 import math
+import os
 
 import keras
 import numpy as np
@@ -226,6 +227,31 @@ def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=N
     return (data_lib.make_dataset(x, y.astype(dtype), batch_size, shuffle=True, seed=seed),
             data_lib.make_dataset(x_test, np.asarray(y_test).astype(dtype), batch_size),
             info)
+
+
+def check_data_files(run, config, record=False):
+    """Records, or checks, the files a run on the "npy" dataset reads.
+
+    A run records only ``data_dir``; ``data_files.json`` (:attr:`RunDir.data_files`)
+    holds the SHA-256 of its four files (:func:`keras_bnn.data.npy_arrays`), so
+    that a command reading the run again refuses files changed since. Other
+    datasets are left alone.
+
+    Args:
+        run: the run's :class:`keras_bnn.runs.RunDir`.
+        config: its :class:`RunConfig`.
+        record: write the digests where the run has none yet (training);
+            False: only check them where recorded (evaluation).
+
+    Raises:
+        ValueError: naming ``data_dir`` and the files that changed.
+    """
+    if config.dataset != "npy":
+        return
+    if os.path.exists(run.data_files):
+        data_lib.check_npy_unchanged(config.data_dir, run.read_json(run.data_files), run.path)
+    elif record:
+        run.write_json(run.data_files, data_lib.npy_file_digests(config.data_dir))
 
 
 def load_info(config):

@@ -15,7 +15,7 @@ from keras_bnn import diagnostics
 from keras_bnn import metrics as metrics_lib
 from keras_bnn import plots
 from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.runs.build import load_data, split_data
+from keras_bnn.runs.build import check_data_files, load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
 from keras_bnn.validation import argument_error
@@ -261,6 +261,7 @@ def _scored_data(run, config):
     Raises:
         ValueError: for a run on in-memory arrays (:func:`load_data`).
     """
+    check_data_files(run, config)  # "npy": the files the run was trained on
     if config.dataset == ARRAYS or not os.path.exists(run.validation_split):
         return load_data(config)
     return split_data(config, run.read_json(run.validation_split))

@@ -23,8 +23,8 @@ from keras_bnn import samplers
 from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
 from keras_bnn.runs.checkpoints import RunBackup
-from keras_bnn.runs.build import (build_model, compile_model, epoch_data, load_data,
-                                  steps_per_epoch)
+from keras_bnn.runs.build import (build_model, check_data_files, compile_model, epoch_data,
+                                  load_data, steps_per_epoch)
 from keras_bnn.runs.config import MIN_SAMPLED_SHARE, chain_seed, default_collect_every
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
@@ -138,6 +138,8 @@ def fit_run(run, config, verbose=1, resume=False, data=None):
     """
     store = run.store()
     keras.utils.set_random_seed(chain_seed(config))  # the initialisation
+    if data is None:
+        check_data_files(run, config, record=True)  # "npy": the files' digests, or a check
     train_ds, _, info = data or load_data(config)
     epochs_ds, steps = epoch_data(train_ds, config, info["num_train"])
     config.resolve_length(steps_per_epoch(config, info["num_train"]))  # stored with the run

@@ -149,6 +149,13 @@ class RunDir:
         return self._file("directional_noise.json")
 
     @property
+    def data_files(self):
+        """Path of ``data_files.json``: for a run on the "npy" dataset, the
+        SHA-256 of the files it was trained on
+        (:func:`keras_bnn.runs.build.check_data_files`)."""
+        return self._file("data_files.json")
+
+    @property
     def collection(self):
         """Path of ``collection.json``: when collection started, why, and the step size."""
         return self._file("collection.json")

@@ -12,6 +12,7 @@ import sys
 
 from keras_bnn.durable import DirectoryLock
 from keras_bnn.runs import fitting, selection
+from keras_bnn.runs.build import check_data_files
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.validation import check_int
 
@@ -103,6 +104,7 @@ def _run_chains(config, chains, verbose, processes):
     top = RunDir(config.output_dir)
     config = selection.resolve_prior(config, verbose=verbose)  # once, for every chain
     top.write_json(top.config, dataclasses.asdict(config))
+    check_data_files(top, config, record=True)  # "npy": what evaluate checks the chains by
     chain_dirs = [top.chain(k) for k in range(chains)]
     runs = [dataclasses.replace(config, chain=k, output_dir=chain_dir.path)
             for k, chain_dir in enumerate(chain_dirs)]
