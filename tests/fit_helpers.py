@@ -29,6 +29,20 @@ def sign_rows(n, features=4):
     return x, (x[:, 0] > 0).astype("int32")
 
 
+def two_head_model(as_dict, n):
+    """Class logits and a Bernoulli logit on 4 features: outputs ``{"cls", "bin"}`` or a
+    list of the two, compiled with SGLD (h = 1e-3) for ``train_size=n``."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    heads = [keras.layers.Dense(3, name="cls")(inputs), keras.layers.Dense(1, name="bin")(inputs)]
+    losses = [LOSS, keras.losses.BinaryCrossentropy(from_logits=True)]
+    if as_dict:
+        heads, losses = dict(zip(["cls", "bin"], heads)), dict(zip(["cls", "bin"], losses))
+    model = kb.bayesian(keras.Model(inputs, heads))
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=n, loss=losses)
+    return model
+
+
 def softmax_regression(sampler, train_size, strategy=None, loss=LOSS):
     """A 4→3 softmax regression with N(0, 1) priors, compiled with ``sampler``
     and ``loss`` (made, with the model, in ``strategy``'s scope when one is given)."""

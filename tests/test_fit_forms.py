@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from fit_helpers import LOSS, softmax_regression, three_class_rows
+from fit_helpers import LOSS, softmax_regression, three_class_rows, two_head_model
 from keras_bnn import priors
 
 N = 20
@@ -78,19 +78,6 @@ def test_weights_in_a_one_element_list_are_still_checked():
         _model().fit(X, [Y], sample_weight=[2 * W], epochs=1, verbose=0)
 
 
-def _two_head_model(as_dict):
-    """Class logits and a Bernoulli logit: outputs ``{"cls", "bin"}`` or a list of the two."""
-    keras.utils.set_random_seed(0)
-    inputs = keras.Input((4,))
-    heads = [keras.layers.Dense(3, name="cls")(inputs), keras.layers.Dense(1, name="bin")(inputs)]
-    losses = [LOSS, keras.losses.BinaryCrossentropy(from_logits=True)]
-    if as_dict:
-        heads, losses = dict(zip(["cls", "bin"], heads)), dict(zip(["cls", "bin"], losses))
-    model = kb.bayesian(keras.Model(inputs, heads))
-    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=losses)
-    return model
-
-
 @pytest.mark.parametrize("as_dict", [True, False], ids=["dict", "list"])
 def test_weights_by_output_are_taken_and_each_one_is_checked(as_dict):
     """A model of several outputs takes one weight array per output, by name or in
@@ -103,12 +90,12 @@ def test_weights_by_output_are_taken_and_each_one_is_checked(as_dict):
     labels, name = by_output(Y, (X[:, 0] > 0).astype("float32")), "'bin'" if as_dict else "1"
     with warnings.catch_warnings():  # every mean is 1
         warnings.simplefilter("error", kb.TrainSizeWarning)
-        _two_head_model(as_dict).fit(X, labels, sample_weight=by_output(W, W), epochs=1,
+        two_head_model(as_dict, N).fit(X, labels, sample_weight=by_output(W, W), epochs=1,
                                      verbose=0)
     doubled = by_output(W, 2 * W)
     with pytest.warns(kb.TrainSizeWarning, match=rf"fit's sample_weight\[{name}\] has mean 2 "):
-        _two_head_model(as_dict).fit(X, labels, sample_weight=doubled, epochs=1, verbose=0)
+        two_head_model(as_dict, N).fit(X, labels, sample_weight=doubled, epochs=1, verbose=0)
     with pytest.warns(kb.ValidationWeightWarning,
                       match=rf"validation_data\)'s sample_weight\[{name}\] has mean 2 "):
-        _two_head_model(as_dict).fit(X, labels, epochs=1, verbose=0,
+        two_head_model(as_dict, N).fit(X, labels, epochs=1, verbose=0,
                                      validation_data=(X, labels, doubled))

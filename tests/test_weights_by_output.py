@@ -10,13 +10,12 @@ heads read 1, and no warning was issued.
 import re
 import warnings
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from fit_helpers import LOSS, tagged_sequences, three_class_rows
+from fit_helpers import tagged_sequences, three_class_rows, two_head_model
 from keras_bnn.models import weight_mean
 from test_per_timestep_loss import tagger, train_size_warnings
 
@@ -25,19 +24,6 @@ X, Y = three_class_rows(N)
 BIN = (X[:, 0] > 0).astype("float32")
 #: Weights of mean 1 (exactly, in float32's round-off).
 W = np.linspace(0.5, 1.5, N).astype("float32")
-
-
-def _two_head_model(as_dict):
-    """Class logits and a Bernoulli logit: outputs ``{"cls", "bin"}`` or a list of the two."""
-    keras.utils.set_random_seed(0)
-    inputs = keras.Input((4,))
-    heads = [keras.layers.Dense(3, name="cls")(inputs), keras.layers.Dense(1, name="bin")(inputs)]
-    losses = [LOSS, keras.losses.BinaryCrossentropy(from_logits=True)]
-    if as_dict:
-        heads, losses = dict(zip(["cls", "bin"], heads)), dict(zip(["cls", "bin"], losses))
-    model = kb.bayesian(keras.Model(inputs, heads))
-    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=losses)
-    return model
 
 
 def _by_output(as_dict, cls, bin_):
@@ -49,7 +35,7 @@ def _warnings_of_fit(as_dict, weights, category=kb.TrainSizeWarning, **kwargs):
     rows = (X, _by_output(as_dict, Y, BIN), weights)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _two_head_model(as_dict).fit(tf.data.Dataset.from_tensor_slices(rows).batch(5),
+        two_head_model(as_dict, N).fit(tf.data.Dataset.from_tensor_slices(rows).batch(5),
                                      epochs=1, verbose=0, **kwargs)
     return [str(w.message) for w in caught if issubclass(w.category, category)]
 
