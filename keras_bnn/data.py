@@ -31,8 +31,6 @@ the loaders live in :mod:`keras_bnn.datasets`: ``pipeline`` (arrays as
 from keras_bnn.datasets.bundled import (BUNDLED, BUNDLED_SPLIT_SEED, bundled_arrays,
                                         load_bundled)
 from keras_bnn.datasets.npy_files import NPY_FILES, load_npy, npy_arrays
-from keras_bnn.datasets.npy_files import check_unchanged as check_npy_unchanged
-from keras_bnn.datasets.npy_files import file_digests as npy_file_digests
 from keras_bnn.datasets.pipeline import dataset_labels, make_dataset
 from keras_bnn.datasets.synthetic import synthetic_teacher, teacher_probs
 from keras_bnn.fashion_mnist import load_fashion_mnist
@@ -41,9 +39,9 @@ from keras_bnn.datasets.tfds_loaders import (CIFAR10_MEAN, CIFAR10_PAD, CIFAR10_
 from keras_bnn.validation import check_choice
 
 __all__ = ["BUNDLED", "BUNDLED_SPLIT_SEED", "CIFAR10_MEAN", "CIFAR10_PAD", "CIFAR10_STD",
-           "DATASETS", "NPY_FILES", "bundled_arrays", "check_npy_unchanged", "dataset_labels", "load", "load_bundled",
+           "DATASETS", "NPY_FILES", "bundled_arrays", "dataset_labels", "load", "load_bundled",
            "load_cifar10", "load_fashion_mnist", "load_imdb", "load_mnist", "load_npy",
-           "make_dataset", "npy_arrays", "npy_file_digests", "synthetic_teacher", "teacher_probs"]
+           "make_dataset", "npy_arrays", "synthetic_teacher", "teacher_probs"]
 
 DATASETS = ("synthetic", *BUNDLED, "npy", "fashion_mnist", "mnist", "cifar10", "imdb")
 

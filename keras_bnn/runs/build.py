@@ -19,6 +19,7 @@ from keras_bnn import likelihoods as likelihoods_lib
 from keras_bnn import models as models_lib
 from keras_bnn import priors as priors_lib
 from keras_bnn import samplers
+from keras_bnn.datasets import npy_files
 from keras_bnn.datasets.pipeline import data_epoch, endless
 from keras_bnn.runs.config import (ARRAYS, DEFAULT_MODEL_ARGS, STUDENT_T_DF, TASK_LIKELIHOOD,
                                    chain_seed)
@@ -233,7 +234,7 @@ def check_data_files(run, config, record=False):
     """Records, or checks, the files a run on the "npy" dataset reads.
 
     A run records only ``data_dir``; ``data_files.json`` (:attr:`RunDir.data_files`)
-    holds the SHA-256 of its four files (:func:`keras_bnn.data.npy_arrays`), so
+    holds the SHA-256 of its four files (:func:`keras_bnn.datasets.npy_files.file_digests`), so
     that a command reading the run again refuses files changed since. Other
     datasets are left alone.
 
@@ -249,9 +250,9 @@ def check_data_files(run, config, record=False):
     if config.dataset != "npy":
         return
     if os.path.exists(run.data_files):
-        data_lib.check_npy_unchanged(config.data_dir, run.read_json(run.data_files), run.path)
+        npy_files.check_unchanged(config.data_dir, run.read_json(run.data_files), run.path)
     elif record:
-        run.write_json(run.data_files, data_lib.npy_file_digests(config.data_dir))
+        run.write_json(run.data_files, npy_files.file_digests(config.data_dir))
 
 
 def load_info(config):
