@@ -460,7 +460,7 @@ class CollectSamples(keras.callbacks.Callback):
         # end of epoch - 1, whose sample a kill may have cut off.
         if not self._resumed_checked:
             if self.every is None:  # after every on_train_begin: CyclicalSchedule's too
-                check_cycles_end_epochs(self.model.optimizer, self.params.get("steps"),
+                check_cycles_end_epochs(self.model.optimizer, (self.params or {}).get("steps"),
                                         current_step(self.model.optimizer))
             self._check_chain_start()
             self._go_on_collecting(epoch)
