@@ -124,12 +124,28 @@ def gaussian_moments(members):
     Returns:
         (mean, aleatoric, epistemic), each [N, D].
     """
+    mean, log_aleatoric, epistemic = gaussian_log_moments(members)
+    return mean, ops.exp(log_aleatoric), epistemic
+
+
+def gaussian_log_moments(members):
+    """:func:`gaussian_moments` with the aleatoric part as its log, which cannot overflow.
+
+    log aleatoric = log-mean-exp_s log σ²_s; float32 ``exp`` overflows from 88.7, so
+    the predictive log-variance is log(aleatoric + epistemic) =
+    logaddexp(log aleatoric, log epistemic), never log(exp(...)).
+
+    Args:
+        members: [S, N, 2D] member outputs ``[μ, log σ²]``.
+
+    Returns:
+        (mean, log aleatoric, epistemic), each [N, D].
+    """
     units = members.shape[-1] // 2
     means, log_variances = members[..., :units], members[..., units:]
     mean = ops.mean(means, axis=0)
-    aleatoric = ops.exp(log_mean_exp(log_variances))
     epistemic = ops.mean(ops.square(means - mean), axis=0)
-    return mean, aleatoric, epistemic
+    return mean, log_mean_exp(log_variances), epistemic
 
 
 def predictive(members, likelihood):
@@ -147,8 +163,8 @@ def predictive(members, likelihood):
         return ops.exp(log_predictive(ops.log_softmax(members, axis=-1)))
     if likelihood == "bernoulli":
         return ops.exp(log_predictive(ops.log_sigmoid(members)))
-    mean, aleatoric, epistemic = gaussian_moments(members)
-    return ops.concatenate([mean, ops.log(aleatoric + epistemic)], axis=-1)
+    mean, log_aleatoric, epistemic = gaussian_log_moments(members)
+    return ops.concatenate([mean, ops.logaddexp(log_aleatoric, ops.log(epistemic))], axis=-1)
 
 
 def member_predictions(members, likelihood):
