@@ -33,7 +33,8 @@ _EXPORTS = {
     "config": ("ARRAYS", "DATASETS", "DEFAULTS", "FALLBACK_PRIOR", "LIKELIHOODS", "MAX_LENGTH",
                "MIN_SAMPLED_SHARE", "MODELS", "PRIOR_CANDIDATES", "PRIORS", "RunConfig",
                "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "chain_seed",
-               "check_arrays", "check_sweep", "read_config", "resume_config"),
+               "check_sweep", "read_config", "resume_config"),
+    "keras_bnn.datasets.npy_files": ("check_arrays",),
     "rundir": ("Chains", "RunDir", "stores_of"),
     "build": ("FULL_BATCH_EPOCH_STEPS", "KERNEL_PRIORS", "arrays_data", "build_model",
               "compile_model", "epoch_data", "likelihood_of", "load_data", "load_info",
@@ -54,7 +55,9 @@ __all__ = sorted(_MODULE_OF)
 def __getattr__(name):
     if name not in _MODULE_OF:
         raise AttributeError(f"module 'keras_bnn.runs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"keras_bnn.runs.{_MODULE_OF[name]}"), name)
+    module = _MODULE_OF[name]
+    value = getattr(importlib.import_module(
+        module if "." in module else f"keras_bnn.runs.{module}"), name)
     globals()[name] = value
     return value
 

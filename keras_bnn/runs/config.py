@@ -17,7 +17,6 @@ import os
 import numpy as np
 
 from keras_bnn.datasets.bundled import BUNDLED
-from keras_bnn.datasets.npy_files import check_arrays  # noqa: F401 - keras_bnn.runs' name
 from keras_bnn.runs.rundir import RunDir, sweep_value
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
                                   check_seed)

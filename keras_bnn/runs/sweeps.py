@@ -13,9 +13,10 @@ import math
 import os
 
 from keras_bnn import plots
+from keras_bnn.datasets.npy_files import check_arrays
 from keras_bnn.durable import atomic_write
 from keras_bnn.runs.build import split_data
-from keras_bnn.runs.config import ARRAYS, RunConfig, check_arrays, check_sweep
+from keras_bnn.runs.config import ARRAYS, RunConfig, check_sweep
 from keras_bnn.runs.evaluation import evaluate_sampled
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.runs.training import train
