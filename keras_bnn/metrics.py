@@ -204,8 +204,8 @@ def ece(probs, labels, num_bins=15, mask=None, sample_weight=None):
     Args:
       probs: [N, ..., K] class probabilities ([N, K]: one per example).
       labels: [N, ...] integer labels in [0, K).
-      mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: number B of equal-width bins on [0, 1], B >= 1.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
@@ -230,8 +230,8 @@ def reliability(probs, labels, num_bins=15, mask=None, sample_weight=None):
     Args:
       probs: [N, ..., K] class probabilities ([N, K]: one per example).
       labels: [N, ...] integer labels in [0, K).
-      mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: number B of equal-width bins on [0, 1], B >= 1.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
@@ -274,8 +274,8 @@ def evaluate_probs(probs, labels, num_bins=15, mask=None, sample_weight=None):
     Args:
       probs: [N, ..., K] class probabilities ([N, K]: one per example).
       labels: [N, ...] integer labels in [0, K).
-      mask: optional [N, ...] booleans, True = scored (module docstring).
       num_bins: bins for `ece`.
+      mask: optional [N, ...] booleans, True = scored (module docstring).
       sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
 
     Returns:
