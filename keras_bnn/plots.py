@@ -38,7 +38,8 @@ def _save_png(fig, path):
     return path
 
 
-def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None):
+def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None,
+                        sample_weight=None):
     """Draws a reliability diagram and writes it as a PNG.
 
     Top panel: accuracy acc_b of each equal-width confidence bin as a bar over
@@ -55,6 +56,8 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None)
       num_bins: number B of confidence bins, B >= 1.
       title: optional text placed before the ECE in the title.
       mask: optional [N, ...] booleans, True = scored (`metrics`).
+      sample_weight: optional weights w ≥ 0 (`metrics`): weighted bins, the
+        bottom panel their weight W_b, the ECE Σ_b (W_b/W)|acc_b - conf_b|.
 
     Returns:
       `path` as a string.
@@ -62,10 +65,11 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None)
     Raises:
       ValueError: as for `metrics.reliability`.
     """
-    stats = metrics.reliability(probs, labels, num_bins, mask)
-    ece = metrics.ece(probs, labels, num_bins, mask)
+    stats = metrics.reliability(probs, labels, num_bins, mask, sample_weight)
+    ece = metrics.ece(probs, labels, num_bins, mask, sample_weight)
     lower, width = stats["bin_lower"], 1.0 / num_bins
-    filled = stats["count"] > 0
+    amount = "count" if sample_weight is None else "weight"
+    filled = stats[amount] > 0
     fig = Figure(figsize=(5.5, 6.5), dpi=100)
     ax_acc, ax_count = fig.subplots(2, 1, sharex=True,
                                     gridspec_kw={"height_ratios": [3, 1]})
@@ -80,12 +84,12 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None)
     ax_acc.legend(loc="upper left")
     heading = f"ECE = {ece:.4f} ({num_bins} bins)"
     ax_acc.set_title(f"{title}\n{heading}" if title else heading)
-    ax_count.bar(lower, stats["count"], width=width, align="edge",
+    ax_count.bar(lower, stats[amount], width=width, align="edge",
                  color="tab:gray", edgecolor="black")
-    for x, n in zip(lower[filled] + width / 2, stats["count"][filled]):
-        ax_count.annotate(str(n), (x, n), ha="center", va="bottom", fontsize=7)
-    ax_count.set(xlabel="confidence (max predicted probability)", ylabel="count",
-                 ylim=(0, 1.25 * stats["count"].max()))
+    for x, n in zip(lower[filled] + width / 2, stats[amount][filled]):
+        ax_count.annotate(f"{n:.4g}", (x, n), ha="center", va="bottom", fontsize=7)
+    ax_count.set(xlabel="confidence (max predicted probability)", ylabel=amount,
+                 ylim=(0, 1.25 * stats[amount].max()))
     fig.tight_layout()
     return _save_png(fig, path)
 

@@ -11,7 +11,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_bnn import cli, console, diagnostics, runs
 from keras_bnn.runs import build
@@ -116,9 +115,3 @@ def test_a_shuffled_test_set_scores_as_the_ordered_one(tmp_path):
     assert not np.array_equal(mixed["test_labels"], ordered["test_labels"])
     for part in ("single_sample", "ensemble"):
         assert mixed[part] == pytest.approx(ordered[part], rel=1e-6)
-    # (inputs, labels, sample_weight) batches, which Keras' evaluate takes, raised
-    # "too many values to unpack (expected 2)".
-    weighted = test_ds.map(lambda x, y: (x, y, tf.ones(tf.shape(y))))
-    with pytest.raises(ValueError, match=r"`data` must hold a test set of \(inputs, labels\) "
-                                         r"batches .* got a test set of 3-tuples"):
-        runs.evaluate(run_dir, data=(train_ds, weighted, info))

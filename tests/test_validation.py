@@ -142,8 +142,8 @@ def test_fuzz_every_check_accepts_exactly_the_valid_values(helper, value, name, 
      "CollectSamples: `store` must be a keras_bnn.SampleStore (kb.SampleStore(path)); got str."),
     (lambda: priors.Cauchy(-1.0), "Cauchy: `scale` must be a positive finite number"),
     (lambda: kb.data.dataset_labels(np.zeros(3)),
-     "dataset_labels: `ds` must be a finite tf.data.Dataset of (inputs, labels) batches; "
-     "got ndarray."),
+     "dataset_labels: `ds` must be a finite tf.data.Dataset of (inputs, labels) or "
+     "(inputs, labels, sample_weight) batches; got ndarray."),
 ])
 def test_messages_name_the_argument_owner_and_allowed_values(call, message):
     with pytest.raises(ValueError) as error:

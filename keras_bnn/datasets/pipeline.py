@@ -179,7 +179,7 @@ def data_epoch(ds):
 
 
 def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
-                 drop_remainder=False):
+                 drop_remainder=False, sample_weight=None):
     """A batched, prefetched `tf.data.Dataset` of (x, y) from in-memory arrays.
 
     Args:
@@ -191,13 +191,16 @@ def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
       seed: shuffle seed (None: a random one, so a different order every run).
       repeat: repeat forever (then give `fit` a steps_per_epoch).
       drop_remainder: drop the last, smaller batch.
+      sample_weight: optional [n, ...] weights: (x, y, sample_weight)
+        batches, as Keras' ``fit`` and ``evaluate`` and
+        :func:`keras_bnn.runs.evaluate` take them.
 
     Returns:
-      tf.data.Dataset of (x_batch, y_batch).
+      tf.data.Dataset of (x_batch, y_batch), or of (x_batch, y_batch, w_batch).
 
     Raises:
-      ValueError: if x and y differ in length or are empty, or batch_size is
-        not a positive integer.
+      ValueError: if x and y (or ``sample_weight``) differ in length or are
+        empty, or batch_size is not a positive integer.
     """
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
 
@@ -205,20 +208,64 @@ def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
     if x.ndim == 0 or y.ndim == 0 or len(x) != len(y) or len(x) == 0:
         raise argument_error("y", "be non-empty, with as many examples as `x`", y,
                              got=f"shapes {x.shape} (x) and {y.shape} (y)")
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    arrays = (x, y)
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=np.float32)
+        if w.ndim == 0 or len(w) != len(x):
+            raise argument_error("sample_weight", "have one weight per example of `x` "
+                                 f"([{len(x)}] or [{len(x)}, ...])", None,
+                                 got=f"shape {list(w.shape)}")
+        arrays = (x, y, w)
+    ds = tf.data.Dataset.from_tensor_slices(arrays)
     return batched(ds, batch_size, shuffle, seed, repeat=repeat,
-                    drop_remainder=drop_remainder)
+                   drop_remainder=drop_remainder)
+
+
+def dataset_targets(ds):
+    """The labels and sample weights of a finite dataset, in one pass, in order.
+
+    Args:
+        ds: a finite ``tf.data.Dataset`` of (inputs, labels) or (inputs,
+            labels, sample_weight) batches (the elements Keras' ``evaluate``
+            takes).
+
+    Returns:
+        ``(labels, sample_weight)``: numpy arrays, ``sample_weight`` None for
+        (inputs, labels) batches.
+
+    Raises:
+        ValueError: naming ``ds`` for another object, an empty dataset, or a
+            dataset of other elements.
+    """
+    return _targets(ds, "dataset_targets")
 
 
 def dataset_labels(ds):
     """All labels of a finite (inputs, labels) dataset, in order, as a numpy
     array: the `labels` argument of `keras_bnn.metrics` for `model.predict(ds)`
-    on an unshuffled dataset (such as the test sets returned here).
+    on an unshuffled dataset (such as the test sets returned here). A dataset
+    of (inputs, labels, sample_weight) batches gives its labels
+    (:func:`dataset_targets` gives both).
 
     Raises:
-        ValueError: for a ``ds`` that is not a ``tf.data.Dataset``.
+        ValueError: for a ``ds`` that is not a ``tf.data.Dataset`` of such batches.
     """
-    if not hasattr(ds, "as_numpy_iterator"):
-        raise argument_error("ds", "be a finite tf.data.Dataset of (inputs, labels) batches",
-                             ds, "dataset_labels", got=type(ds).__name__)
-    return np.concatenate([np.asarray(y) for _, y in ds.as_numpy_iterator()])
+    return _targets(ds, "dataset_labels")[0]
+
+
+def _targets(ds, owner):
+    """:func:`dataset_targets`, its errors naming ``owner``."""
+    spec = getattr(ds, "element_spec", None)
+    if not hasattr(ds, "as_numpy_iterator") or not isinstance(spec, tuple) or len(spec) not in (
+            2, 3):
+        got = (f"a dataset of {len(spec)}-tuples" if isinstance(spec, tuple) else
+               f"a dataset of {type(spec).__name__}" if spec is not None else type(ds).__name__)
+        raise argument_error("ds", "be a finite tf.data.Dataset of (inputs, labels) or "
+                             "(inputs, labels, sample_weight) batches", None, owner, got=got)
+    columns = list(zip(*(batch[1:] for batch in ds.as_numpy_iterator())))
+    if not columns:
+        raise argument_error("ds", "hold at least one batch", None, owner,
+                             got="an empty dataset")
+    labels, *weights = (np.concatenate([np.asarray(part) for part in column])
+                        for column in columns)
+    return labels, (weights[0] if weights else None)

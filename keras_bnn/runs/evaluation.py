@@ -10,11 +10,12 @@ import os
 
 import numpy as np
 
-from keras_bnn import data as data_lib
 from keras_bnn import diagnostics
 from keras_bnn import metrics as metrics_lib
-from keras_bnn import plots
+from keras_bnn import plots, positions
+from keras_bnn.datasets.pipeline import dataset_targets
 from keras_bnn.ensemble import PosteriorEnsemble
+from keras_bnn.metric_inputs import take_weights
 from keras_bnn.runs.build import check_data_files, load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
@@ -77,19 +78,21 @@ def load_chains(run_dir):
     return config, stores_of(stores)
 
 
-def _gaussian_curve(members, targets):
+def _gaussian_curve(members, targets, sample_weight=None):
     """Regression metrics of the Gaussian members and of their mixture.
 
     ``members`` is [S, N, 2D] raw ``[μ, log σ²]``, scored in float64 by
     :func:`keras_bnn.metrics.evaluate_gaussian_members` (the exact mixture
-    (1/s) Σ_r N(μ_r, σ²_r) of the first s members, s = 1..S). Returns
+    (1/s) Σ_r N(μ_r, σ²_r) of the first s members, s = 1..S), weighted by
+    ``sample_weight`` (or None). Returns
     ``(last member's metrics, the S-member mixture's metrics, the curve,
     the S-member mixture's per-example NLL)``.
     """
     members = np.asarray(members, dtype=np.float64)
     units = members.shape[-1] // 2
     means, variances = members[..., :units], np.exp(members[..., units:])
-    scored = metrics_lib.evaluate_gaussian_members(means, variances, targets)
+    scored = metrics_lib.evaluate_gaussian_members(means, variances, targets,
+                                                   sample_weight=sample_weight)
     return (scored["members"][-1], scored["ensemble"], scored["metric_vs_num_samples"],
             metrics_lib.gaussian_mixture_nll_per_example(means, variances, targets))
 
@@ -120,7 +123,11 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
             (``nll_vs_baseline``).
         data: ``(train_ds, test_ds, info)`` to evaluate on (needed for runs
             on arrays; ``test_ds`` may be shuffled: it is read once, its
-            labels and predictions in one order); None: the test split of
+            labels and predictions in one order). A ``test_ds`` of
+            (inputs, labels, sample_weight) batches, as Keras' ``evaluate``
+            takes (:func:`keras_bnn.data.make_dataset` with
+            ``sample_weight=``), is scored weighted: every metric, the
+            reliability diagram and ``nll_vs_baseline``. None: the test split of
             ``config.dataset`` or, for a sweep's run on a validation split,
             the held-out rows the sweep scored it on
             (:func:`keras_bnn.runs.build.split_data`).
@@ -132,25 +139,27 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         ``metric_vs_num_samples`` curve, ``rhat`` (see :func:`chain_rhat`:
         rank-normalised R-hat and ESS in function and weight space; one
         chain is compared by its halves), the plot paths,
-        ``nll_per_example`` (the ensemble's) and ``test_labels`` (numpy
-        arrays, not written to ``metrics.json``) and, with a ``baseline``,
-        ``nll_vs_baseline``:
+        ``nll_per_example`` (the ensemble's), ``test_labels`` and
+        ``test_weights`` (None unweighted) (numpy arrays, not written to
+        ``metrics.json``) and, with a ``baseline``, ``nll_vs_baseline``:
         :func:`keras_bnn.metrics.paired_difference` of this ensemble's and
-        the baseline ensemble's per-example NLL (Δ < 0: this run is better).
+        the baseline ensemble's per-example NLL, weighted by the test
+        weights (Δ < 0: this run is better).
 
     Raises:
         FileNotFoundError, ValueError: as :func:`load_chains`.
         ValueError: if ``baseline`` was scored on another task, number of
-            test examples or sequence of test labels, or naming ``data`` for a
-            test set of other elements than (inputs, labels) batches.
+            test examples, sequence of test labels or of test weights, or
+            naming ``data`` for a test set of other elements than (inputs,
+            labels) or (inputs, labels, sample_weight) batches, or for
+            weights that :func:`keras_bnn.metrics.nll` refuses.
     """
     config, stores = load_chains(run_dir)
     run = RunDir(run_dir)
     # Cached: the labels and the predictions read the examples in one order,
     # also from a test set that reshuffles on every pass (shuffle's default).
     test_ds = (data or _scored_data(run, config))[1].cache()
-    _check_pairs(test_ds)
-    labels = data_lib.dataset_labels(test_ds)
+    labels, sample_weight = _targets(test_ds)
     # The store is read once, by from_store: the members' predictions and
     # the weight-space diagnostics both come from the ensemble.
     ensemble = PosteriorEnsemble.from_store(stores)
@@ -165,20 +174,22 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
               "likelihood": ensemble.likelihood, "num_chains": len(stores),
               "num_samples": num_samples}
     if baseline:
-        _check_baseline(baseline, result["likelihood"], labels, run_dir)
+        _check_baseline(baseline, result["likelihood"], labels, sample_weight, run_dir)
     if ensemble.likelihood == "gaussian":
-        single, scores, curve, per_example = _gaussian_curve(members, labels)
+        single, scores, curve, per_example = _gaussian_curve(members, labels, sample_weight)
         curve_metrics = (("rmse", "RMSE"), ("nll", "NLL (nats)"))
         result["reliability_plot"] = None
     else:
-        scored = metrics_lib.evaluate_members(members, labels, num_bins=num_bins)
+        scored = metrics_lib.evaluate_members(members, labels, num_bins=num_bins,
+                                              sample_weight=sample_weight)
         single, scores, curve = scored["members"][-1], scored["ensemble"], scored[
             "metric_vs_num_samples"]
         curve_metrics = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
         per_example = metrics_lib.nll_per_example(members.mean(axis=0), labels)
         result["reliability_plot"] = plots.reliability_diagram(
-            members.mean(axis=0), labels, run.reliability_plot,
-            num_bins=num_bins, title=f"{config.sampler} ensemble ({num_samples} samples)")
+            members.mean(axis=0), labels, run.reliability_plot, num_bins=num_bins,
+            title=f"{config.sampler} ensemble ({num_samples} samples)",
+            sample_weight=sample_weight)
     result.update({
         "single_sample": single,
         "ensemble": scores,
@@ -190,9 +201,10 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     })
     if baseline:
         result["nll_vs_baseline"] = metrics_lib.paired_difference(
-            per_example, baseline["nll_per_example"])
+            per_example, baseline["nll_per_example"], sample_weight=sample_weight)
     run.write_json(run.metrics, result)
-    result["nll_per_example"], result["test_labels"] = per_example, labels
+    result |= {"nll_per_example": per_example, "test_labels": labels,
+               "test_weights": sample_weight}
     return result
 
 
@@ -226,20 +238,28 @@ def read_metrics(run_dir):
                      if result.get(key) is not None}
 
 
-def _check_pairs(test_ds):
-    """Refuses a test set of other elements than (inputs, labels) batches.
+def _targets(test_ds):
+    """The labels and sample weights (None unweighted) of the test set.
 
     Raises:
-        ValueError: naming ``data``, e.g. for (inputs, labels, sample_weight)
-            batches, which Keras' ``evaluate`` takes.
+        ValueError: naming ``data``, for a test set of other elements than
+            (inputs, labels) or (inputs, labels, sample_weight) batches, or
+            for weights of another shape than the labels' [N] (or [N, 1]),
+            negative, not finite or all 0.
     """
     spec = test_ds.element_spec
-    if not isinstance(spec, tuple) or len(spec) != 2:
+    if not isinstance(spec, tuple) or len(spec) not in (2, 3):
         got = f"{len(spec)}-tuples" if isinstance(spec, tuple) else type(spec).__name__
-        raise argument_error(
-            "data", "hold a test set of (inputs, labels) batches (weighted scores: "
-            "kb.metrics.evaluate_members(ensemble.predict_members(x), y, sample_weight=w))",
-            None, got=f"a test set of {got}")
+        raise argument_error("data", "hold a test set of (inputs, labels) or (inputs, labels, "
+                             "sample_weight) batches", None, got=f"a test set of {got}")
+    labels, sample_weight = dataset_targets(test_ds)
+    if sample_weight is None:
+        return labels, None
+    try:  # the metrics' checks; Keras' [N, 1] as [N]
+        return labels, take_weights(sample_weight, positions.select(labels.shape[:1],
+                                                                    name="labels"))
+    except ValueError as error:
+        raise ValueError(f"`data`: its test set's sample weights are refused: {error}") from None
 
 
 def _scored_data(run, config):
@@ -267,12 +287,13 @@ def _scored_data(run, config):
     return split_data(config, run.read_json(run.validation_split))
 
 
-def _check_baseline(baseline, likelihood, labels, run_dir):
+def _check_baseline(baseline, likelihood, labels, sample_weight, run_dir):
     """Refuses a ``baseline`` scored on another test set or task than ``run_dir``.
 
     Raises:
-        ValueError: for another likelihood, number of test examples or
-            sequence of test labels.
+        ValueError: for another likelihood, number of test examples,
+            sequence of test labels or of test weights (an unweighted
+            baseline for a weighted test set, or the reverse).
     """
     which = "the baseline (`baseline=`, --baseline-run-dir)"
     if baseline["likelihood"] != likelihood:
@@ -285,6 +306,12 @@ def _check_baseline(baseline, likelihood, labels, run_dir):
     if not np.array_equal(theirs, labels):
         raise ValueError(f"{which} was scored on other test labels than {run_dir!r}: a "
                          "paired comparison needs the same test set, in the same order.")
+    their_weights = baseline.get("test_weights")  # none in a result of before 2026-11-30
+    if (their_weights is None) != (sample_weight is None) or (
+            sample_weight is not None and not np.array_equal(their_weights, sample_weight)):
+        raise ValueError(f"{which} was scored on other test weights than {run_dir!r} (one "
+                         "weighted, the other not, or other weights): a paired comparison "
+                         "needs the same weighted test set, in the same order.")
 
 
 def evaluate_sampled(run_dir, data=None):
