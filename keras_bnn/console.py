@@ -209,7 +209,7 @@ def print_vs_baseline(result):
           f"over {diff['n']} test examples): {verdict}")
     print(f"  median per-example difference {diff['median']:+.4f}; the largest is test example "
           f"{diff['largest_index']}, {diff['largest']:+.3f} "
-          f"(it adds {diff['largest'] / diff['n']:+.4f} to the mean)")
+          f"(it adds {diff['largest_share']:+.4f} to the mean)")
 
 
 def print_sweep(rows, param, output_dir):

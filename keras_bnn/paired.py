@@ -122,7 +122,8 @@ def paired_difference(a, b, mask=None, sample_weight=None):
       positive weight), "median" (the (weighted) median difference),
       "largest_index" (the index of the largest |d| in ``a``, or in
       ``mask`` for scores [M]: an int for [N], a tuple for [N, ...]) and
-      "largest" (that difference); per position also "examples" (n); with
+      "largest" (that difference), "largest_share" (its contribution
+      w d/Σ w to Δ̄; d/M unweighted); per position also "examples" (n); with
       ``sample_weight`` also "effective_n" ((Σ_i W_i)²/Σ_i W_i²).
       Python floats / ints.
 
@@ -148,7 +149,7 @@ def paired_difference(a, b, mask=None, sample_weight=None):
              else tuple(int(i) for i in np.unravel_index(flat[largest], shape)))
     result = {"mean": float(mean), "se": float(se), "n": int(d.size),
               "median": float(_weighted_median(d, w)), "largest_index": index,
-              "largest": float(d[largest])}
+              "largest": float(d[largest]), "largest_share": float(w[largest] * d[largest] / total)}
     if sample_weight is not None:
         result["effective_n"] = float(total ** 2 / np.sum(sizes ** 2))
     return result if len(shape) == 1 else result | {"examples": int(sums.size)}

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from keras_bnn import data, metrics, runs
+from keras_bnn import console, data, metrics, runs
 from keras_bnn.datasets.pipeline import dataset_targets
 
 _RUN = dict(dataset=runs.ARRAYS, model_args={"hidden": [8]}, batch_size=50, step_size=0.01,
@@ -189,3 +189,16 @@ def test_weighted_paired_difference_covers_the_weighted_mean_at_its_level():
         kish += error <= 1.96 * sd_w / np.sqrt(result["effective_n"])
     assert abs(covered / simulations - 0.95) < 0.02, covered / simulations
     assert kish / simulations < 0.93, kish / simulations
+
+
+def test_the_largest_difference_share_is_its_weighted_contribution(capsys):
+    """``largest_share`` is w_j d_j / Σ w (what the CLI prints as "it adds ... to the
+    mean"): it was printed as d_j / n, 0.5 here for a difference that adds 0.1."""
+    a, b = np.array([0.0, 0.0, 0.0, 0.0]), np.array([0.1, -0.2, 0.3, -2.0])
+    w = np.array([1.0, 1.0, 1.0, 0.2])
+    weighted = metrics.paired_difference(a, b, sample_weight=w)
+    assert weighted["largest_index"] == 3
+    np.testing.assert_allclose(weighted["largest_share"], 0.2 * 2.0 / 3.2)
+    np.testing.assert_allclose(metrics.paired_difference(a, b)["largest_share"], 2.0 / 4)
+    console.print_vs_baseline({"nll_vs_baseline": weighted})
+    assert "(it adds +0.1250 to the mean)" in capsys.readouterr().out
