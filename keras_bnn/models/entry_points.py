@@ -121,6 +121,8 @@ def fit_arguments(model, args, kwargs, where):
     read = dict(kwargs, **{name: single_output(model, kwargs.get(name))
                            for name in ("y", "sample_weight")})
     distribute.check_data_batches(kwargs, first)  # keras.distribution on JAX
+    # a slot of weights for each output the labels have (a subclassed model's, by them)
+    weight_mean.match_outputs(model, read.get("y") if first is None else first[1])
     terms_warned = warn_on_train_size(model, read, first, where)
     callbacks = kwargs.get("callbacks") or []
     if isinstance(callbacks, keras.callbacks.CallbackList):  # Keras takes one as it is: its list
