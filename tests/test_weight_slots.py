@@ -157,3 +157,25 @@ def test_a_subclassed_models_weights_are_split_by_the_outputs_its_labels_have(tm
     assert json.loads(line[len("RESULT "):]) == {
         f"{losses} {how}": [[["[1]", "1.5"]]] for losses in ("one", "recompiled")
         for how in ("arrays", "dataset")}
+
+
+def test_a_list_of_numbers_weighs_as_its_array():
+    """``sample_weight=[w_1, ..., w_N]`` (Python numbers) for a one-output model trains
+    as the same weights in an array (the same chain: noise is a function of the seed
+    and step) and is checked as one: mean 2 warns. Before: Keras' ValueError
+    "Unrecognized data type: x=[[0.1257 ...]] (of type <class 'numpy.ndarray'>)", about
+    ``x``, as plain Keras 3.15 raises."""
+    def fit(weights):
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((4,))
+        model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(1)(inputs)))
+        _compile(model, BCE)
+        messages = train_size_warnings(model, X, BIN, sample_weight=weights, epochs=1,
+                                       batch_size=5)
+        return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables], messages
+
+    listed, messages = fit([2.0] * N)
+    array, _ = fit(np.full(N, 2.0, "float32"))
+    assert len(messages) == 1 and "fit's sample_weight has mean 2 " in messages[0], messages
+    for got, want in zip(listed, array):
+        np.testing.assert_array_equal(got, want)
