@@ -11,6 +11,7 @@ only the first epoch tells. The warnings name the line that called ``fit``
 import sys
 import warnings
 
+import keras
 import numpy as np
 
 from keras_bnn import distribute
@@ -119,34 +120,109 @@ def _class_weights(y, class_weight):
     return weights
 
 
-def _output_weights(sample_weight, outputs):
-    """``[(name, array)]``: ``fit``'s ``sample_weight``, one array or one for each of
-    ``outputs`` outputs (a list in their order, or a dict by name; None skipped)."""
-    if outputs > 1 and isinstance(sample_weight, dict):
-        items = list(sample_weight.items())
-    elif outputs > 1 and isinstance(sample_weight, (list, tuple)) and len(sample_weight) == outputs:
-        items = list(enumerate(sample_weight))
-    else:
-        return [("sample_weight", sample_weight)]
-    return [(f"sample_weight[{key!r}]", value) for key, value in items if value is not None]
+def output_paths(model, structure=None):
+    """Where each of ``model``'s outputs sits in the structure of its predictions, as Keras'
+    loss finds its labels and ``sample_weight`` there.
+
+    Args:
+        model: the model: a functional one's ``output`` structure is read; a
+            subclassed one's outputs are unknown, and ``structure`` stands for them.
+        structure: what has the outputs' structure where the model does not
+            say: ``fit``'s labels (Keras broadcasts one loss to every output, so
+            ``y`` has one label array per output), or ``compile``'s loss given
+            one per output (a list, a dict); None: one output.
+
+    Returns:
+        list: one ``keras.tree.flatten_with_path`` path per output, in Keras'
+        order (a list's; a dict's keys sorted); ``[()]`` for one output.
+    """
+    if getattr(model, "outputs", None):  # functional (or a built Sequential): its own
+        structure = model.outputs if isinstance(model, keras.Sequential) else model.output
+    if not keras.tree.is_nested(structure) or len(keras.tree.flatten(structure)) < 2:
+        return [()]
+    return [path for path, _ in keras.tree.flatten_with_path(structure)]
 
 
-def weight_mean(arguments, count, counted=None, outputs=1):
+def weight_slots(sample_weight, paths, name="sample_weight"):
+    """The leaves of ``sample_weight`` that each output's loss reads, by Keras' rule.
+
+    Keras' loss reads output k's weights at its path in ``sample_weight``
+    (a list's k-th entry, a dict's entry of the output's name; entries no
+    output reads are left out), or the whole of a ``sample_weight`` that is
+    not nested (one array shared by every output). Both checks read
+    weights so: arrays before ``fit`` (:func:`weight_mean`) and a dataset's in
+    the train step's graph (:mod:`keras_bnn.models.weight_mean`). An array
+    shared by every output is counted once, in the first slot.
+
+    Args:
+        sample_weight: one array or tensor, a structure of them, or None.
+        paths: the outputs' paths (:func:`output_paths`).
+        name: ``sample_weight`` as an error names it.
+
+    Returns:
+        list: for each output, a list of ``(path, weights)``
+        (``keras.tree.flatten_with_path``'s paths, None leaves left out).
+
+    Raises:
+        ValueError: naming ``name``, for a structure without an entry at an
+            output's path (Keras' loss would fail on it).
+    """
+    slots = [[] for _ in paths]
+    if sample_weight is None:
+        return slots
+    if not keras.tree.is_nested(sample_weight):
+        slots[0].append(((), sample_weight))
+        return slots
+    for slot, path in zip(slots, paths):
+        part = sample_weight
+        for key in path:
+            if isinstance(part, dict) and key in part or (
+                    isinstance(part, (list, tuple)) and isinstance(key, int) and key < len(part)):
+                part = part[key]
+                continue
+            raise ValueError(
+                f"{name} has no weights for the model's output at [{key!r}] (its outputs: "
+                f"{', '.join(_path_name(p) for p in paths)}): pass one array (shared by every "
+                "output) or one per output, a list in the outputs' order for a model of "
+                "list outputs, a dict by output name for one of dict outputs; got "
+                f"{keras.tree.map_structure(lambda _: '*', sample_weight)}.")
+        slot.extend((path + tuple(inner), leaf) for inner, leaf in
+                    keras.tree.flatten_with_path(part) if leaf is not None)
+    return slots
+
+
+def _path_name(path):
+    """``"['bin']"``, ``"[0]"``: a path as a subscript."""
+    return "".join(f"[{part!r}]" for part in path)
+
+
+def slot_name(leaves):
+    """The subscript that names a slot's weights (:func:`weight_slots`): its one leaf's
+    path (``"['bin']"``, ``"[1]"``), or ``""`` (one array shared, or several leaves)."""
+    return _path_name(leaves[0][0]) if len(leaves) == 1 else ""
+
+
+def weight_mean(arguments, count, counted=None, paths=((),), argument="fit's sample_weight"):
     """``(argument name, mean weight)`` of ``fit``'s array weights over the first
     ``count`` examples, or None (no weights, or not arrays): over the loss values
     the loss counts (``counted``, :func:`keras_bnn.loss_terms.training_positions`:
     ``Σ m·w / Σ m``; None: every one), the weights' ranks matched to theirs. For a
-    model of several ``outputs`` given one weight array each (each scales its own
-    output's term), the mean farthest from 1, named by its output."""
+    model of several outputs (``paths``, :func:`output_paths`) given weights by
+    output (each scales its own output's term, :func:`weight_slots`), the mean
+    farthest from 1, named by its output (the first in the outputs' order on a tie);
+    ``argument`` names the weights in the error of weights without an output's."""
     sample_weight, class_weight, y = (arguments.get(name)
                                       for name in ("sample_weight", "class_weight", "y"))
     if sample_weight is not None and array_examples(sample_weight) is not None:
-        arrays = _output_weights(sample_weight, outputs)
-        if len(arrays) > 1:
-            means = [(name, float(np.mean(np.asarray(array, "float64")[:count])))
-                     for name, array in arrays]
+        slots = [(f"sample_weight{slot_name(leaves)}", [leaf for _, leaf in leaves])
+                 for leaves in weight_slots(sample_weight, paths, argument)
+                 if leaves]
+        if len(slots) > 1 or len(slots[0][1]) > 1:
+            means = [(name, float(np.mean(np.concatenate(
+                [np.asarray(leaf, "float64")[:count].reshape(-1) for leaf in leaves]))))
+                for name, leaves in slots]
             return max(means, key=lambda item: abs(item[1] - 1.0))
-        name, weights = "sample_weight", np.asarray(arrays[0][1], "float64")[:count]
+        name, weights = slots[0][0], np.asarray(slots[0][1][0], "float64")[:count]
     elif class_weight and y is not None and array_examples(y) is not None:
         name, weights = "class_weight", _class_weights(y, class_weight)[:count]
     else:
@@ -220,9 +296,8 @@ def warn_on_train_size(model, arguments, first, where):
                 f" (validation_split={split} holds out {count - kept} of {count})" if split
                 else "")
         # reduction="mean_with_sample_weight" normalises the weights within each batch.
-        outputs = len(getattr(model, "outputs", None) or ())
-        weights = (None if normalises_weights(model.loss)
-                   else weight_mean(arguments, kept, counted, outputs))
+        weights = (None if normalises_weights(model.loss) else weight_mean(
+            arguments, kept, counted, output_paths(model, arguments.get("y"))))
         if weights is not None and abs(weights[1] - 1.0) > WEIGHT_MEAN_TOLERANCE:
             name, mean = weights
             over = f"the {kept} training examples"

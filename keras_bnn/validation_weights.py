@@ -9,7 +9,7 @@ import numpy as np
 
 from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
-from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_at, weight_mean
+from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, output_paths, warn_at, weight_mean
 from keras_bnn.likelihoods import normalises_weights
 
 
@@ -53,8 +53,8 @@ def warn_on_validation_weights(model, validation, where):
     if count is None or array_examples(weights) is None or count == 0:
         return
     counted = (loss_terms.training_positions(model, x, y, count) or (None,) * 3)[2]
-    name, mean = weight_mean({"sample_weight": weights}, count, counted,
-                             len(getattr(model, "outputs", None) or ()))
+    name, mean = weight_mean({"sample_weight": weights}, count, counted, output_paths(model, y),
+                             "fit(validation_data)'s sample_weight")
     if abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE:
         seen = f"the {count} validation examples"
         if counted is not None:

@@ -76,11 +76,12 @@ def test_a_validation_datasets_weights_are_checked_output_by_output(category):
 
 def test_the_host_and_the_step_slot_the_weights_alike():
     """One array (shared by every output) is counted whole in the first slot; one per
-    output, each in its own (``keras.tree.flatten``'s order: a dict's keys sorted)."""
-    slots = weight_mean.weight_slots({"cls": W, "bin": 2 * W}, 2)
+    output, each in its own (at the output's path: Keras' order, a dict's keys sorted)."""
+    paths = [("bin",), ("cls",)]
+    slots = weight_mean.weight_slots({"cls": W, "bin": 2 * W}, paths)
     assert [[path for path, _ in leaves] for leaves in slots] == [[("bin",)], [("cls",)]]
-    assert [len(leaves) for leaves in weight_mean.weight_slots(W, 2)] == [1, 0]
-    assert weight_mean.weight_names((W, None), 2) == [
+    assert [len(leaves) for leaves in weight_mean.weight_slots(W, paths)] == [1, 0]
+    assert weight_mean.weight_names((W, None), [(0,), (1,)]) == [
         "the sample_weight[0] in fit's data", "the sample_weight (output 1) in fit's data"]
 
 

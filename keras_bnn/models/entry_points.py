@@ -12,8 +12,10 @@ its state). ``train_on_batch`` and ``test_on_batch``:
 """
 
 import contextlib
+import numbers
 
 import keras
+import numpy as np
 
 from keras_bnn import distribute
 from keras_bnn import loss_terms
@@ -25,7 +27,7 @@ from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, 
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.train_size import warn_on_train_size
+from keras_bnn.train_size import output_paths, warn_on_train_size
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
 from keras_bnn.validation_weights import warn_on_validation_weights
 
@@ -110,6 +112,7 @@ def fit_arguments(model, args, kwargs, where):
         ValueError: as :meth:`keras_bnn.BayesianModel.fit`.
     """
     kwargs = bound_arguments(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
+    kwargs["sample_weight"] = _listed_weights(model, kwargs)
     kwargs["x"], first = check_fit_data(model, kwargs, from_loss(model.loss))
     on_batch.build_unbuilt(
         model, first or tuple(kwargs.get(k) for k in ("x", "y", "sample_weight")))
@@ -121,6 +124,8 @@ def fit_arguments(model, args, kwargs, where):
     read = dict(kwargs, **{name: single_output(model, kwargs.get(name))
                            for name in ("y", "sample_weight")})
     distribute.check_data_batches(kwargs, first)  # keras.distribution on JAX
+    # a slot of weights for each output the labels have (a subclassed model's, by them)
+    weight_mean.match_outputs(model, read.get("y") if first is None else first[1])
     terms_warned = warn_on_train_size(model, read, first, where)
     callbacks = kwargs.get("callbacks") or []
     if isinstance(callbacks, keras.callbacks.CallbackList):  # Keras takes one as it is: its list
@@ -163,6 +168,18 @@ def fit_arguments(model, args, kwargs, where):
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs
+
+
+def _listed_weights(model, kwargs):
+    """``fit``'s ``sample_weight`` as an array where it is a list or tuple of numbers, one
+    per example, for a model of one output (Keras 3.15 takes arrays: the list made it
+    refuse ``x``, "Unrecognized data type: x=..."); else as given."""
+    weights = kwargs.get("sample_weight")
+    if (isinstance(weights, (list, tuple)) and weights
+            and all(isinstance(w, numbers.Real) for w in weights)
+            and output_paths(model, single_output(model, kwargs.get("y"))) == [()]):
+        return np.asarray(weights, keras.backend.floatx())
+    return weights
 
 
 def _first_batch_terms(model, kwargs, first):

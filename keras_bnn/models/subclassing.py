@@ -31,6 +31,7 @@ them, as Keras does for its own changes to a built layer.
 import keras
 
 from keras_bnn.models import weight_mean
+from keras_bnn.train_size import output_paths
 
 #: The diagnostics averaged over an epoch (``keras.metrics.Mean``).
 TRACKED_MEANS = (
@@ -109,9 +110,7 @@ def make_sampling_trackers(model, loss=None):
 
 
 def _outputs(model, loss):
-    """The number of ``model``'s outputs: its functional graph's, else ``loss``'s if one per
-    output, else 1."""
-    outputs = getattr(model, "outputs", None)  # None: a subclassed or unbuilt Sequential
-    if outputs:
-        return len(keras.tree.flatten(outputs))
-    return len(keras.tree.flatten(loss)) if isinstance(loss, (list, tuple, dict)) else 1
+    """The paths of ``model``'s outputs: its functional graph's, else ``loss``'s if one per
+    output (:func:`keras_bnn.train_size.output_paths`; ``fit`` reads its labels'
+    where they differ, :func:`keras_bnn.models.weight_mean.match_outputs`)."""
+    return output_paths(model, loss if isinstance(loss, (list, tuple, dict)) else None)

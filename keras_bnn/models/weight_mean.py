@@ -30,7 +30,8 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
-from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_on_terms, warn_on_weight_mean
+from keras_bnn.train_size import (WEIGHT_MEAN_TOLERANCE, output_paths, slot_name, warn_on_terms,
+                                  warn_on_weight_mean, weight_slots)
 from keras_bnn.likelihoods import normalises_weights
 from keras_bnn.validation_weights import warn_on_validation_mean
 
@@ -40,52 +41,53 @@ from keras_bnn.validation_weights import warn_on_validation_mean
 STANDARD_ERRORS = 4.0
 
 
-def weight_slots(sample_weight, outputs):
-    """The leaves of a batch's ``sample_weight`` that each output's totals count.
-
-    One array for each of a model's ``outputs`` (a dict by name, a list in
-    their order: each scales its own output's term) is counted on its own, in
-    ``keras.tree.flatten``'s order (a dict's keys sorted); one array (shared by
-    every output), or a structure of more leaves than outputs, is counted
-    whole, in the first slot. The train step (in its graph) and the host (to
-    name them, on the first batch) read the same structure alike.
-
-    Args:
-        sample_weight: a batch's weights: one tensor or array, or a structure of them.
-        outputs: the number of slots (:class:`WeightTotals`' ``outputs``).
-
-    Returns:
-        list: ``outputs`` lists of ``(path, weights)`` (``keras.tree.flatten_with_path``'s
-        paths; None leaves left out).
-    """
-    leaves = [(path, leaf) for path, leaf in keras.tree.flatten_with_path(sample_weight)]
-    slots = [[] for _ in range(outputs)]
-    for index, (path, leaf) in enumerate(leaves):
-        if leaf is not None:
-            slots[index if 1 < len(leaves) <= outputs else 0].append((path, leaf))
-    return slots
-
-
-def weight_names(sample_weight, outputs, template="the sample_weight{} in fit's data"):
-    """How :class:`WarnOnEpochTotals` names each slot's weights (:func:`weight_slots`).
+def weight_names(sample_weight, paths, template="the sample_weight{} in fit's data"):
+    """How :class:`WarnOnEpochTotals` names each output's weights, in their slots
+    (:func:`keras_bnn.train_size.weight_slots`, as the array check names them).
 
     Args:
         sample_weight: the first batch's weights, or None where it is unknown.
-        outputs: the number of slots.
+        paths: the outputs' paths (:func:`keras_bnn.train_size.output_paths`).
         template: the name, ``{}`` where the output's key goes.
 
     Returns:
-        list: ``outputs`` names, ``"the sample_weight['bin'] in fit's data"`` for one
-        output's, ``"the sample_weight in fit's data"`` for the first slot's otherwise.
+        list: a name for each output, ``"the sample_weight['bin'] in fit's data"`` for
+        one output's, ``"the sample_weight in fit's data"`` for the first slot's otherwise.
+
+    Raises:
+        ValueError: for weights without an entry at an output's path.
     """
     names = [template.format(f" (output {index})" if index else "")
-             for index in range(outputs)]
+             for index in range(len(paths))]
     if sample_weight is None:
         return names
-    for index, leaves in enumerate(weight_slots(sample_weight, outputs)):
-        if len(leaves) == 1 and leaves[0][0]:  # one output's weights, by key or position
-            names[index] = template.format("".join(f"[{part!r}]" for part in leaves[0][0]))
+    for index, leaves in enumerate(weight_slots(sample_weight, paths,
+                                                template.format("").replace("the ", ""))):
+        if slot_name(leaves):  # one output's weights, by key or position
+            names[index] = template.format(slot_name(leaves))
     return names
+
+
+def match_outputs(model, y):
+    """Gives ``model``'s :class:`WeightTotals` a slot for each output ``fit``'s labels
+    ``y`` have, where the model does not say its outputs (a subclassed one: Keras
+    broadcasts one loss to every output, or the loss ``compile`` was given last
+    has another structure than the one its totals were made for).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        y: ``fit``'s labels, or a batch's; None: nothing changes.
+    """
+    trackers = model._sampling_trackers
+    paths = output_paths(model, y)
+    if y is None or trackers["weight_totals"].paths == paths:
+        return
+    for name in ("weight_totals", "validation_weight_totals"):
+        totals = WeightTotals(paths, name=name)
+        if model._tracker.is_in_store("metrics", trackers[name]):
+            model._tracker.replace_tracked_value("metrics", trackers[name], totals)
+        dict.__setitem__(trackers, name, totals)  # tracked above (the tracker may be locked)
+    model.train_function = model.test_function = None  # traced with the old ones
 
 
 class WeightTotals(keras.metrics.Metric):
@@ -101,14 +103,15 @@ class WeightTotals(keras.metrics.Metric):
     logs nothing.
 
     Args:
-        outputs: the model's number of outputs: a slot of weight totals each
-            (:func:`weight_slots`).
+        paths: the model's outputs' paths (:func:`keras_bnn.train_size.output_paths`): a
+            slot of weight totals each (:func:`keras_bnn.train_size.weight_slots`).
         name: the metric's name.
     """
 
-    def __init__(self, outputs=1, name="weight_totals", **kwargs):
+    def __init__(self, paths=((),), name="weight_totals", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.outputs = outputs
+        self.paths = [tuple(path) for path in paths]
+        outputs = len(self.paths)
         self.weight_totals = [self.add_variable(shape=(outputs,), initializer="zeros",
                                                 name=part, aggregation="sum")
                               for part in ("total", "squares", "count")]
@@ -117,7 +120,8 @@ class WeightTotals(keras.metrics.Metric):
                             for part in ("terms", "sequences")]
 
     def update_state(self, sample_weight, counted=None):
-        """Adds a batch's weights to their outputs' totals (:func:`weight_slots`).
+        """Adds a batch's weights to their outputs' totals
+        (:func:`keras_bnn.train_size.weight_slots`).
 
         Args:
             sample_weight: the batch's ``sample_weight`` as the step unpacks it.
@@ -127,7 +131,7 @@ class WeightTotals(keras.metrics.Metric):
                 ``Σ m``, as the array check's mean over the loss's terms.
         """
         sums = []
-        for leaves in weight_slots(sample_weight, self.outputs):
+        for leaves in weight_slots(sample_weight, self.paths):
             weights, counts = zip(*(self._flat(w, counted) for _, w in leaves)) if leaves else (
                 [ops.zeros((0,), self.dtype)], [ops.zeros((0,), self.dtype)])
             weights, counts = ops.concatenate(weights), ops.concatenate(counts)
@@ -305,7 +309,7 @@ def for_fit(model, arguments, where, terms_warned=False, first=None):
     one_pass = arguments.get("steps_per_epoch") is None
     totals = model._sampling_trackers["weight_totals"]
     names = None if normalises_weights(model.loss) else weight_names(
-        None if first is None else first[2], totals.outputs)
+        None if first is None else first[2], totals.paths)
     if names is not None and arguments.get("class_weight"):  # Keras': one output's
         names[0] = "fit's class_weight"
     check_terms = one_pass and not terms_warned and loss_terms.counts_terms(model) and (
@@ -342,7 +346,7 @@ def for_validation(model, arguments, first, where):
             or normalises_weights(model.loss)):
         return None
     totals = model._sampling_trackers["validation_weight_totals"]
-    names = weight_names(None if first is None else first[2], totals.outputs,
+    names = weight_names(None if first is None else first[2], totals.paths,
                          "fit(validation_data)'s sample_weight{}")
     return WarnOnEpochTotals(
         totals, names, model.train_size, one_pass=arguments.get("validation_steps") is None,
