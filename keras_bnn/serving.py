@@ -75,6 +75,10 @@ def _to_json(value, argument="inputs"):
                          "(JSON cannot carry them, and the model refuses them).")
     if array.ndim == 0:
         raise ValueError(f"`{argument}` must have a batch axis; got a scalar.")
+    if array.ndim > 1 and not len(array):
+        raise ValueError(f"`{argument}` has no examples (shape {array.shape}): JSON's [] "
+                         "cannot carry their shape (TF Serving reads it as shape [0]); send "
+                         "at least one example.")
     return array.tolist()
 
 
@@ -236,8 +240,11 @@ class ServingClient:
                 signature with one input, or a dict ``{input_name: batch}``;
                 for a client given several ``input_names``, a list of the
                 batches in their order too (until 2026-11-29 a list read as one
-                ragged array). Without them a list of arrays of different
-                shapes is refused, saying so.
+                ragged array). Without them a list of two or more numpy
+                arrays is refused, saying so, as Keras reads it as several
+                inputs (until 2026-11-30 arrays of one shape went stacked as
+                one input's batch, and a server of several inputs answered an
+                error about JSON objects); nested lists of numbers are a batch.
             format: ``"columnar"`` (``"inputs"``/``"outputs"``) or ``"row"``
                 (``"instances"``/``"predictions"``); both give the same result.
 
@@ -248,8 +255,10 @@ class ServingClient:
 
         Raises:
             ValueError: for an unknown ``format``, inputs that are not
-                rectangular finite numeric arrays, or named inputs of
-                different batch sizes.
+                rectangular finite numeric arrays, an empty batch of examples
+                of rank >= 1, named inputs of
+                different batch sizes, or a list of arrays without
+                ``input_names``.
             ServingError: as for :meth:`request`, or when the reply lacks
                 the format's key or holds ragged, non-numeric or
                 wrong-batch-size outputs.
@@ -307,13 +316,14 @@ class ServingClient:
                 raise ValueError(f"`inputs` must be a list of {len(self.input_names)} batches, "
                                  f"one per input {self.input_names}; got {len(inputs)}.")
             return dict(zip(self.input_names, inputs))
-        shapes = {np.shape(item) for item in inputs if isinstance(item, np.ndarray)}
-        if len(inputs) > 1 and len(shapes) > 1 and all(
-                isinstance(item, np.ndarray) for item in inputs):
+        if (self.input_names is None and len(inputs) > 1
+                and all(isinstance(item, np.ndarray) for item in inputs)):
+            shapes = sorted({item.shape for item in inputs})
             raise ValueError(
-                "`inputs` is a list of arrays of different shapes (several inputs?): give "
+                "`inputs` is a list of arrays, which Keras reads as several inputs: give "
                 "them as a dict {input_name: batch}, or the client input_names= "
-                f"(ensemble.member_input_names); got shapes {sorted(shapes)}.")
+                "(ensemble.member_input_names); for one input's examples pass "
+                f"np.stack(inputs); got shapes {shapes}.")
         return inputs
 
     def _array(self, value, name, batch):

@@ -1,0 +1,183 @@
+"""An exported ensemble of two inputs queried the ways TF Serving's REST API is
+queried (row and columnar, named inputs, a batch of 1, float64 and integer
+JSON numbers) through :class:`keras_bnn.serving.ServingClient`, against a
+stand-in that parses the request body by TF Serving's own rules
+(``tensorflow_serving/util/json_tensor.cc``: a tensor's shape is read from
+its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
+``instances`` must not be empty) and runs the SavedModel's
+``serving_default``."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_bnn as kb
+from ensemble_helpers import weight_sets
+from keras_bnn.ensemble import CATEGORICAL_OUTPUTS
+from keras_bnn.serving import ServingClient, ServingError
+
+# float32 outputs through JSON (shortest repr) against the in-process float32 run.
+TOLERANCE = 1e-6
+
+
+def _error(message):
+    return 400, {"error": message}
+
+
+def _tensors(request, specs):
+    """The named input tensors TF Serving builds from ``request``, or an error text."""
+    if "instances" in request:
+        rows = request["instances"]
+        if not rows:
+            return "No values in 'instances' array"
+        if len(specs) > 1 and not isinstance(rows[0], dict):
+            return ("instances is a plain list, but expecting list of objects as multiple "
+                    "input tensors required as per tensorinfo_map")
+        if not isinstance(rows[0], dict):
+            rows = [{next(iter(specs)): row} for row in rows]
+        if any(sorted(row) != sorted(specs) for row in rows):
+            return f"keys must be equal to: {','.join(sorted(specs))}"
+        named = {name: [row[name] for row in rows] for name in specs}
+    else:
+        named = request["inputs"]
+        if not isinstance(named, dict):
+            if len(specs) > 1:
+                return ("inputs is a plain value/list, but expecting an object as multiple "
+                        "input tensors required as per tensorinfo_map")
+            named = {next(iter(specs)): named}
+        missing = sorted(set(specs) - set(named))
+        if missing:
+            return f"Missing named input: {missing[0]} in 'inputs' object."
+    tensors = {}
+    for name, spec in specs.items():
+        value = np.asarray(named[name])
+        if spec.dtype.is_floating and value.dtype.kind not in "iuf":
+            return f"JSON Value is not of expected type: {spec.dtype.name}"
+        tensors[name] = tf.constant(value, spec.dtype)
+    return tensors
+
+
+class _TFServing(BaseHTTPRequestHandler):
+    """POST .../:predict: parses the body as TF Serving does and runs the signature."""
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, request):
+        signature = self.server.signature
+        tensors = _tensors(request, signature.structured_input_signature[1])
+        if isinstance(tensors, str):
+            return _error(tensors)
+        try:
+            outputs = signature(**tensors)
+        except tf.errors.InvalidArgumentError as error:
+            return _error(error.message)
+        outputs = {name: value.numpy().tolist() for name, value in outputs.items()}
+        if "inputs" in request:
+            return 200, {"outputs": outputs}
+        return 200, {"predictions": [dict(zip(outputs, row)) for row in zip(*outputs.values())]}
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(request)
+        status, reply = self._answer(request)
+        body = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(URL, HTTP server, ensemble) of a two-input member (``a`` [2], ``b`` [2]) exported
+    and served as model ``two``."""
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((2,), name="a"), keras.Input((2,), name="b")
+    logits = keras.layers.Dense(3)(keras.layers.Concatenate()([a, b]))
+    model = keras.Model([a, b], logits)
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    version_dir = ensemble.export(tmp_path_factory.mktemp("saved_models") / "two")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TFServing)
+    httpd.signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    httpd.requests = []
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}", httpd, ensemble
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+def _batch(count, seed=3):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((count, 2)).astype("float32") for _ in range(2)]
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+@pytest.mark.parametrize("form", ["dict", "list", "one", "float64", "ints"])
+def test_two_inputs_in_every_request_form_match_the_ensemble(served, format, form):
+    """Named inputs as a dict, a list with ``input_names``, a batch of one example,
+    float64 arrays and integer JSON numbers where the signature takes float32: each
+    answers the documented outputs, ``[N, 3]`` and ``[N]``, equal to the in-process
+    ensemble's summary of the same (float32) values."""
+    url, httpd, ensemble = served
+    a, b = _batch(1 if form == "one" else 4)
+    if form == "ints":
+        a, b = np.round(3 * a).astype("int64"), np.round(3 * b).astype("int64")
+    names = ensemble.member_input_names
+    client = ServingClient("two", url=url, timeout=10,
+                           input_names=names if form == "list" else None)
+    sent = {"dict": {"a": a, "b": b}, "list": [a, b], "one": {"a": a, "b": b},
+            "float64": {"a": a.astype("float64"), "b": b.astype("float64")},
+            "ints": {"a": a, "b": b}}[form]
+    outputs = client.predict(sent, format=format)
+    expected = ensemble.predict_uncertainty([a.astype("float32"), b.astype("float32")])
+    assert names == ["a", "b"] and sorted(outputs) == sorted(CATEGORICAL_OUTPUTS)
+    for name, value in expected.items():
+        assert outputs[name].shape == ((len(a), 3) if value.ndim == 2 else (len(a),))
+        np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
+    request = httpd.requests[-1]
+    columns = request["inputs"] if format == "columnar" else request["instances"][0]
+    assert sorted(columns) == ["a", "b"] and request["signature_name"] == "serving_default"
+    if form == "ints":  # sent as JSON integers, which TF Serving takes for float32
+        assert all(type(value) is int for value in np.ravel(columns["a"]).tolist())
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+def test_a_list_of_same_shape_arrays_without_names_is_refused_naming_input_names(
+        served, format):
+    """``predict([a, b])`` without ``input_names`` (Keras' form for several inputs),
+    ``a`` and ``b`` of one shape: until 2026-11-30 the client stacked them into one
+    unnamed [2, N, 2] tensor and TF Serving answered HTTP 400 "inputs is a plain
+    value/list, but expecting an object as multiple input tensors"; now the client
+    refuses it, saying to name them, before any request."""
+    url, httpd, _ = served
+    a, b = _batch(4)
+    before = len(httpd.requests)
+    with pytest.raises(ValueError, match=r"several inputs.*input_names=.*np\.stack"):
+        ServingClient("two", url=url, timeout=10).predict([a, b], format=format)
+    assert len(httpd.requests) == before
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+def test_an_empty_batch_is_refused_before_the_request(served, format):
+    """A batch of 0 examples of shape [2]: JSON's ``[]`` loses the [0, 2] shape, so
+    until 2026-11-30 TF Serving answered HTTP 400 "Shape of tensor a [0] is not
+    compatible with expected shape [?,2]" (columnar) or "No values in 'instances'
+    array" (row); now the client says why, naming the argument, before any request."""
+    url, httpd, _ = served
+    a, b = _batch(0)
+    before = len(httpd.requests)
+    with pytest.raises(ValueError, match=r"`inputs\['a'\]` has no examples \(shape \(0, 2\)\)"):
+        ServingClient("two", url=url, timeout=10).predict({"a": a, "b": b}, format=format)
+    assert len(httpd.requests) == before
+    with pytest.raises(ServingError, match="No values in 'instances'"):
+        ServingClient("two", url=url, timeout=10).request({"instances": []})
