@@ -159,6 +159,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     try:
         archive = keras.export.ExportArchive()
         archive.track(ensemble)
+        for table in _lookup_tables(ensemble):
+            archive.track(table)
         archive.add_endpoint(
             SERVING_SIGNATURE,
             serve,
@@ -170,6 +172,18 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def _lookup_tables(ensemble):
+    """The member's lookup tables (``StringLookup``, ``IntegerLookup``,
+    ``TextVectorization``): the ensemble holds its member untracked, so the
+    archive does not find them (until 2026-11-30 the export of a member of
+    string inputs failed with "Tried to export a function which references an
+    'untracked' resource")."""
+    from tensorflow.saved_model.experimental import TrackableResource  # noqa: PLC0415
+
+    return [value for layer in ensemble._member.value._flatten_layers()
+            for value in vars(layer).values() if isinstance(value, TrackableResource)]
 
 
 def _publish(staging, target, automatic):

@@ -63,13 +63,15 @@ class ServingError(RuntimeError):
 
 
 def _to_json(value, argument="inputs"):
-    """Nested lists of a finite numeric tensor-like value, for the JSON body."""
+    """Nested lists of a finite numeric (or str: a text input's) tensor-like value, for the
+    JSON body."""
     try:
         array = np.asarray(value)
     except ValueError as error:  # ragged nested lists
         raise ValueError(f"`{argument}` must be a rectangular numeric array ({error}).") from None
-    if array.dtype.kind not in "biuf":
-        raise ValueError(f"`{argument}` must be numeric; got dtype {array.dtype}.")
+    if array.dtype.kind not in "biufU":
+        raise ValueError(f"`{argument}` must be numeric, or str for a text input; got dtype "
+                         f"{array.dtype}.")
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         raise ValueError(f"`{argument}` holds NaN or Inf values; inputs must be finite "
                          "(JSON cannot carry them, and the model refuses them).")
@@ -237,7 +239,8 @@ class ServingClient:
 
         Args:
             inputs: the batch, a numpy array or nested list [N, ...] for a
-                signature with one input, or a dict ``{input_name: batch}``;
+                signature with one input (numbers, or str for a text input,
+                sent as JSON strings: until 2026-11-30 refused), or a dict ``{input_name: batch}``;
                 for a client given several ``input_names``, a list of the
                 batches in their order too (until 2026-11-29 a list read as one
                 ragged array). Without them a list of two or more numpy
@@ -255,7 +258,7 @@ class ServingClient:
 
         Raises:
             ValueError: for an unknown ``format``, inputs that are not
-                rectangular finite numeric arrays, an empty batch of examples
+                rectangular finite numeric (or str) arrays, an empty batch of examples
                 of rank >= 1, named inputs of
                 different batch sizes, or a list of arrays without
                 ``input_names``.

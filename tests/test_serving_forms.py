@@ -5,8 +5,10 @@ stand-in that parses the request body by TF Serving's own rules
 (``tensorflow_serving/util/json_tensor.cc``: a tensor's shape is read from
 its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
 ``instances`` must not be empty) and runs the SavedModel's
-``serving_default``."""
+``serving_default``; and an ensemble of a text (string) input exported and
+queried alike."""
 
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from ensemble_helpers import weight_sets
+from ensemble_helpers import saved_model_cli, weight_sets
 from keras_bnn.ensemble import CATEGORICAL_OUTPUTS
 from keras_bnn.serving import ServingClient, ServingError
 
@@ -94,6 +96,23 @@ class _TFServing(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+@contextlib.contextmanager
+def _serving(version_dir):
+    """(URL, HTTP server) of the stand-in serving ``version_dir``, while in the block."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TFServing)
+    httpd.signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    httpd.requests = []
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}", httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(URL, HTTP server, ensemble) of a two-input member (``a`` [2], ``b`` [2]) exported
@@ -103,17 +122,21 @@ def served(tmp_path_factory):
     logits = keras.layers.Dense(3)(keras.layers.Concatenate()([a, b]))
     model = keras.Model([a, b], logits)
     ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
-    version_dir = ensemble.export(tmp_path_factory.mktemp("saved_models") / "two")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TFServing)
-    httpd.signature = tf.saved_model.load(version_dir).signatures["serving_default"]
-    httpd.requests = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}", httpd, ensemble
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+    with _serving(ensemble.export(tmp_path_factory.mktemp("models") / "two")) as (url, httpd):
+        yield url, httpd, ensemble
+
+
+@pytest.fixture(scope="module")
+def text_export(tmp_path_factory):
+    """(ensemble, version directory) of a member of one text input (StringLookup,
+    Embedding, Dense: 3 classes)."""
+    keras.utils.set_random_seed(0)
+    text = keras.Input((2,), dtype="string")
+    tokens = keras.layers.StringLookup(vocabulary=["good", "bad", "fine"])(text)
+    embedded = keras.layers.Flatten()(keras.layers.Embedding(4, 3)(tokens))
+    model = keras.Model(text, keras.layers.Dense(3)(embedded))
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    return ensemble, ensemble.export(tmp_path_factory.mktemp("models") / "text")
 
 
 def _batch(count, seed=3):
@@ -181,3 +204,42 @@ def test_an_empty_batch_is_refused_before_the_request(served, format):
     assert len(httpd.requests) == before
     with pytest.raises(ServingError, match="No values in 'instances'"):
         ServingClient("two", url=url, timeout=10).request({"instances": []})
+
+
+TEXT = [["good", "bad"], ["fine", "unseen"], ["bad", "bad"]]
+
+
+def test_a_text_input_ensemble_exports_and_runs_in_saved_model_cli(text_export, tmp_path):
+    """A member of a string input (StringLookup): until 2026-11-30 ``export``
+    failed with AssertionError "Tried to export a function which references an
+    'untracked' resource" (the lookup table of the member the ensemble holds
+    untracked); now its signature takes ``inputs`` string ``[-1, 2]`` and
+    ``saved_model_cli run --input_exprs`` answers the in-process summary."""
+    ensemble, version_dir = text_export
+    signature = tf.saved_model.load(version_dir).signatures["serving_default"]
+    (spec,) = signature.structured_input_signature[1].values()
+    assert spec.dtype == tf.string and spec.shape.as_list() == [None, 2]
+    expected = ensemble.predict_uncertainty(tf.constant(TEXT))
+    done = saved_model_cli(
+        "run", "--dir", version_dir, "--tag_set", "serve", "--signature_def",
+        "serving_default", "--input_exprs", f"inputs={TEXT!r}", "--outdir", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, value in expected.items():
+        np.testing.assert_allclose(np.load(tmp_path / f"{name}.npy"), value, rtol=0,
+                                   atol=TOLERANCE, err_msg=name)
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+def test_the_client_sends_a_text_batch_as_json_strings(text_export, format):
+    """``ServingClient.predict`` of a str array (until 2026-11-30 refused as "must be
+    numeric") sends JSON strings, which TF Serving reads into a string input, and
+    answers the in-process summary."""
+    ensemble, version_dir = text_export
+    expected = ensemble.predict_uncertainty(tf.constant(TEXT))
+    with _serving(version_dir) as (url, httpd):
+        outputs = ServingClient("text", url=url, timeout=10).predict(np.array(TEXT),
+                                                                     format=format)
+        sent = httpd.requests[-1]
+        assert (sent["inputs"] if format == "columnar" else sent["instances"]) == TEXT
+    for name, value in expected.items():
+        np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
