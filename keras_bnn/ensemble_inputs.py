@@ -335,6 +335,28 @@ def is_empty_batch(x):
     return shape is not None and len(shape) > 0 and shape[0] == 0
 
 
+def by_position(x, shape, input_names):
+    """A list member's arrays given as a dict keyed by its inputs' names, as the list.
+
+    Keras' functional model of a list of named ``keras.Input`` takes its
+    arrays as such a dict too (``model.predict({"a": a, "b": b})``), and the
+    export's signature names its inputs so (until 2026-11-30 the ensemble
+    refused the dict: "`x` must be a list of 2 arrays ...; got a dict").
+
+    Args:
+        x: the inputs given to ``predict`` (or another method).
+        shape: the signature's shape.
+        input_names: the member's input names in its order (:func:`names`).
+
+    Returns:
+        ``[x[name] for name in input_names]`` for a list signature and a dict
+        of exactly those keys; else ``x``.
+    """
+    if isinstance(shape, list) and isinstance(x, dict) and set(x) == set(input_names):
+        return [x[name] for name in input_names]
+    return x
+
+
 def check_examples(x, shape, owner):
     """Refuses arrays whose examples do not have the member's input shapes.
 

@@ -51,6 +51,7 @@ class Prediction:
         if (not ensemble_inputs.several(self.member_input_shape)
                 and isinstance(x, (list, tuple)) and len(x) == 1 and hasattr(x[0], "shape")):
             x = x[0]
+        x = ensemble_inputs.by_position(x, self.member_input_shape, self.member_input_names)
         self._check_inputs(x, owner)
         if ensemble_inputs.is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))

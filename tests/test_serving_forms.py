@@ -243,3 +243,21 @@ def test_the_client_sends_a_text_batch_as_json_strings(text_export, format):
         assert (sent["inputs"] if format == "columnar" else sent["instances"]) == TEXT
     for name, value in expected.items():
         np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
+
+
+def test_the_ensemble_takes_the_served_dict_of_a_list_member_in_process(served):
+    """A member ``keras.Model([a, b], ...)`` takes ``{"a": a, "b": b}`` in Keras (its
+    Input names), as its export does: until 2026-11-30 the ensemble refused it ("`x`
+    must be a list of 2 arrays (the member's inputs); got a dict"); now each
+    prediction method equals the list's. Other keys are still refused."""
+    _, _, ensemble = served
+    a, b = _batch(5)
+    np.testing.assert_array_equal(ensemble.predict({"b": b, "a": a}, verbose=0),
+                                  ensemble.predict([a, b], verbose=0))
+    np.testing.assert_array_equal(ensemble.predict_members({"a": a, "b": b}),
+                                  ensemble.predict_members([a, b]))
+    listed = ensemble.predict_uncertainty([a, b])
+    for name, value in ensemble.predict_uncertainty({"a": a, "b": b}).items():
+        np.testing.assert_array_equal(value, listed[name], err_msg=name)
+    with pytest.raises(ValueError, match=r"`x` must be a list of 2 arrays.*got a dict"):
+        ensemble.predict({"a": a, "c": b}, verbose=0)
