@@ -240,14 +240,17 @@ class ServingClient:
         Args:
             inputs: the batch, a numpy array or nested list [N, ...] for a
                 signature with one input (numbers, or str for a text input,
-                sent as JSON strings: until 2026-11-30 refused), or a dict ``{input_name: batch}``;
-                for a client given several ``input_names``, a list of the
-                batches in their order too (until 2026-11-29 a list read as one
-                ragged array). Without them a list of two or more numpy
-                arrays is refused, saying so, as Keras reads it as several
-                inputs (until 2026-11-30 arrays of one shape went stacked as
-                one input's batch, and a server of several inputs answered an
-                error about JSON objects); nested lists of numbers are a batch.
+                sent as JSON strings: until 2026-11-30 refused), or a dict
+                ``{input_name: batch}``; for a client given several
+                ``input_names``, a list of the batches in their order too
+                (until 2026-11-29 a list read as one ragged array). A list of
+                one numpy array is that array, as Keras reads ``[x]`` (until
+                2026-11-30 one example of a rank too many). Without
+                ``input_names`` a list of two or more numpy arrays is refused,
+                saying so, as Keras reads it as several inputs (until
+                2026-11-30 arrays of one shape went stacked as one input's
+                batch, and a server of several inputs answered an error about
+                JSON objects); nested lists of numbers are a batch.
             format: ``"columnar"`` (``"inputs"``/``"outputs"``) or ``"row"``
                 (``"instances"``/``"predictions"``); both give the same result.
 
@@ -311,9 +314,14 @@ class ServingClient:
         return self._array(outputs, key, batch)
 
     def _named(self, inputs):
-        """A list of several inputs' batches as a dict by :attr:`input_names`."""
+        """A list of several inputs' batches as a dict by :attr:`input_names`; a list
+        of one array as that array (one input's batch, as Keras and
+        :meth:`keras_bnn.PosteriorEnsemble.predict` read ``[x]``)."""
         if not isinstance(inputs, (list, tuple)):
             return inputs
+        if len(inputs) == 1 and isinstance(inputs[0], np.ndarray) and (
+                not self.input_names or len(self.input_names) == 1):
+            return inputs[0]
         if self.input_names and len(self.input_names) > 1:
             if len(inputs) != len(self.input_names):
                 raise ValueError(f"`inputs` must be a list of {len(self.input_names)} batches, "

@@ -261,3 +261,20 @@ def test_the_ensemble_takes_the_served_dict_of_a_list_member_in_process(served):
         np.testing.assert_array_equal(value, listed[name], err_msg=name)
     with pytest.raises(ValueError, match=r"`x` must be a list of 2 arrays.*got a dict"):
         ensemble.predict({"a": a, "c": b}, verbose=0)
+
+
+@pytest.mark.parametrize("input_names", [None, ["inputs"]])
+def test_a_list_of_one_array_is_that_inputs_batch(text_export, input_names):
+    """``predict([x])`` of a one-input export (Keras' and ``ensemble.predict``'s
+    reading of ``[x]``, e.g. code written for any number of inputs with
+    ``input_names=ensemble.member_input_names``): until 2026-11-30 sent as one
+    example [1, 3, 2], which the signature refused (HTTP 400 "Shape of tensor
+    inputs [1,3,2] is not compatible with expected shape [?,2]"); now the batch."""
+    ensemble, version_dir = text_export
+    assert ensemble.member_input_names == ["inputs"]
+    with _serving(version_dir) as (url, _):
+        client = ServingClient("text", url=url, timeout=10, input_names=input_names)
+        listed, plain = client.predict([np.array(TEXT)]), client.predict(np.array(TEXT))
+    assert sorted(listed) == sorted(CATEGORICAL_OUTPUTS)
+    for name, value in plain.items():
+        np.testing.assert_array_equal(listed[name], value, err_msg=name)
