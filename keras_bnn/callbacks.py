@@ -22,7 +22,8 @@ from keras_bnn.validation import argument_error, check_fraction, check_int
 
 
 class NotConvergedWarning(UserWarning):
-    """A run ended before its chain was at equilibrium: nothing (or too little) was collected."""
+    """A run ended before its chain was at equilibrium, or before an int ``start_epoch``
+    of :class:`CollectSamples`: nothing (or too little) was collected."""
 
 
 class WarmupSampleWarning(UserWarning):
@@ -102,7 +103,9 @@ class CollectSamples(keras.callbacks.Callback):
     several variables at once), and the test restarts on the epochs after
     it (:attr:`noise_lowerings`).
     From then
-    on (0-based, counted at epoch ends), a sample
+    on (0-based, counted at epoch ends; the count goes on across ``fit``
+    calls: a later ``fit`` without ``initial_epoch`` continues it, see
+    :meth:`_count`), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
     (every epoch with a constant step size): the cycles must end at epoch
@@ -142,7 +145,9 @@ class CollectSamples(keras.callbacks.Callback):
     run's schedule (equilibrium was reached before the kill); otherwise the
     test restarts on the epochs it sees.
 
-    An int ``start_epoch`` is taken as given, even inside the sampler's
+    An int ``start_epoch`` is an epoch of that count, so a second ``fit``
+    reaches it; a ``fit`` that ends before it warns with
+    :class:`NotConvergedWarning`. It is taken as given, even inside the sampler's
     warm-up (:func:`warmup_steps`; short test runs collect there), but the
     first sample taken at a warm-up step issues a
     :class:`WarmupSampleWarning` (the step size was still being tuned: the
@@ -212,6 +217,8 @@ class CollectSamples(keras.callbacks.Callback):
         self._epoch_start_step = 0
         self._warned_warmup = False
         self._warned_cycle = False
+        self._offset = None  # this fit's epoch -> the count across fits (_count)
+        self._last_end = None  # (epoch on that count, step) of the last epoch end seen
 
     @property
     def warmup_samples(self):
@@ -254,7 +261,7 @@ class CollectSamples(keras.callbacks.Callback):
                 f"{current_step(self.model.optimizer) - first_step}")
 
     def on_train_begin(self, logs=None):
-        self._resumed_checked = False
+        self._resumed_checked, self._offset = False, None
         self._warned_warmup = self._warned_cycle = False
         try:
             check_ensemble_model(self.model)
@@ -274,6 +281,24 @@ class CollectSamples(keras.callbacks.Callback):
             self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
             self.remeasurement = self.store.read_record(self._record("remeasurement"))
             self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
+
+    def _count(self, epoch):
+        """Epoch ``epoch`` of this ``fit`` on the count that goes on across fits.
+
+        A ``fit`` whose first epoch is 0 at optimizer step s > 0 (a later
+        ``fit`` without ``initial_epoch``) goes on from the epoch after the
+        last one this callback saw end at step s, or else (a new callback)
+        from epoch ``s // steps_per_epoch``; any other ``fit`` keeps its own
+        numbering (``initial_epoch``, or the epoch BackupAndRestore restored).
+        """
+        if self._offset is None:
+            self._offset, step = 0, current_step(self.model.optimizer)
+            if epoch == 0 and step > 0:
+                last_epoch, last_step = self._last_end or (None, None)
+                steps = (self.params or {}).get("steps")
+                self._offset = last_epoch + 1 if last_step == step else (
+                    step // steps if steps else 0)
+        return epoch + self._offset
 
     def _record(self, kind):
         """The store record's name of this chain's ``kind`` (a resumed run reads it)."""
@@ -448,9 +473,10 @@ class CollectSamples(keras.callbacks.Callback):
         runs no epoch).
 
         Args:
-            epoch: the epoch the restored run starts at.
+            epoch: the epoch the restored run starts at, in its ``fit``'s numbering.
         """
         self._resumed_checked = True
+        epoch = self._count(epoch)
         if epoch > 0 and current_step(self.model.optimizer) > 0:
             self._collect(epoch - 1)
 
@@ -463,7 +489,7 @@ class CollectSamples(keras.callbacks.Callback):
                 check_cycles_end_epochs(self.model.optimizer, (self.params or {}).get("steps"),
                                         current_step(self.model.optimizer))
             self._check_chain_start()
-            self._go_on_collecting(epoch)
+            self._go_on_collecting(self._count(epoch))
             self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)
         self._virial_begin = self._virial_sums()
@@ -483,6 +509,8 @@ class CollectSamples(keras.callbacks.Callback):
             self._virial_begin or [0.0] * len(end), end, steps)
 
     def on_epoch_end(self, epoch, logs=None):
+        epoch = self._count(epoch)
+        self._last_end = (epoch, current_step(self.model.optimizer))
         self._read_variable_temperatures()
         if self.auto:
             self._watch(epoch, logs or {})
@@ -520,6 +548,13 @@ class CollectSamples(keras.callbacks.Callback):
                 "pass start_epoch=<int> (keras-bnn train: --burn-in-epochs) to collect "
                 "from a given epoch anyway.",
                 NotConvergedWarning, stacklevel=2)
+        elif not self.auto and self._last_end and self._last_end[0] < self.start_epoch:
+            last = self._last_end[0]
+            warnings.warn(
+                f"CollectSamples: no sample was collected: start_epoch={self.start_epoch} was "
+                f"not reached, the last epoch was {last} (counted across fits: a later fit "
+                f"without initial_epoch goes on from epoch {last + 1}). Train for more "
+                "epochs, or pass a smaller start_epoch.", NotConvergedWarning, stacklevel=2)
 
     def _largest_variables(self, count=5):
         """The configurational temperatures of the ``count`` largest variables, as a sentence."""

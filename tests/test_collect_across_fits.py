@@ -1,0 +1,66 @@
+"""CollectSamples over several ``fit`` calls, as a notebook user runs them.
+
+A later ``fit`` without ``initial_epoch`` numbers its epochs from 0 again;
+until 2026-11-30 the ``every`` schedule and an int ``start_epoch`` restarted
+with it (every=2 over two fits of 5 epochs: samples at steps 6, 12, 21, 27;
+start_epoch=6: nothing collected, no warning).
+"""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+N, BATCH, EPOCHS = 120, 40, 5  # 3 steps an epoch
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, 3)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32")
+
+
+def _model(step_size=1e-3):
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp((3,), 2, hidden=(8,))
+    model.compile(sampler=kb.samplers.SGHMC(step_size=step_size), train_size=N,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _fit(model, callbacks, **kwargs):
+    x, y = _data()
+    model.fit(x, y, batch_size=BATCH, epochs=kwargs.pop("epochs", EPOCHS), verbose=0,
+              callbacks=callbacks, **kwargs)
+
+
+@pytest.mark.parametrize("new_callback", [False, True])
+def test_every_keeps_its_spacing_across_fits(tmp_path, new_callback):
+    model, store = _model(), kb.SampleStore(tmp_path / "samples")
+    collect = kb.callbacks.CollectSamples(store, start_epoch=0, every=2)
+    _fit(model, [collect])
+    if new_callback:  # counted from the step: 15 // 3 = epoch 5
+        collect = kb.callbacks.CollectSamples(store, start_epoch=0, every=2)
+    _fit(model, [collect])
+    # A fit given its initial_epoch keeps it (not shifted again).
+    _fit(model, [collect], initial_epoch=2 * EPOCHS, epochs=2 * EPOCHS + 2)
+    # Every 2 epochs of 3 steps: 6 steps apart across the boundaries (steps 15, 30) too.
+    assert [(m["epoch"], m["step"]) for m in store.metadata()] == [
+        (1, 6), (3, 12), (5, 18), (7, 24), (9, 30), (11, 36)]
+
+
+def test_an_int_start_epoch_counts_across_fits_and_warns_until_reached(tmp_path):
+    model, store = _model(), kb.SampleStore(tmp_path / "samples")
+    collect = kb.callbacks.CollectSamples(store, start_epoch=6, every=1)
+    with pytest.warns(kb.NotConvergedWarning, match=r"start_epoch=6 was not reached, the last "
+                      r"epoch was 4 .* goes on from epoch 5"):
+        _fit(model, [collect])
+    assert len(store) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.NotConvergedWarning)
+        _fit(model, [collect])
+    assert [(m["epoch"], m["step"]) for m in store.metadata()] == [
+        (6, 21), (7, 24), (8, 27), (9, 30)]
