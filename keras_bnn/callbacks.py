@@ -174,7 +174,8 @@ class CollectSamples(keras.callbacks.Callback):
             chain that starts at step 0 would reuse the id of a stored chain
             that started from other weights (:meth:`_check_chain_start`), or
             naming ``cycle_steps`` when ``every`` is None and the cycles of a
-            cyclical step size do not end at epoch ends.
+            cyclical step size do not end at epoch ends (``every`` for a
+            ``fit`` that starts inside an epoch).
     """
 
     def __init__(self, store, start_epoch="auto", every=None, chain=0,
@@ -470,14 +471,17 @@ class CollectSamples(keras.callbacks.Callback):
         """Takes the sample due at the end of epoch ``epoch - 1`` if a kill cut
         it off, once a ``fit``: the sample of a run restored at ``epoch``
         (called at its first epoch's start, or at the end of a ``fit`` that
-        runs no epoch).
+        runs no epoch). A store that holds that epoch's sample at another step
+        has it: a backup taken inside an epoch restores a step past its end.
 
         Args:
             epoch: the epoch the restored run starts at, in its ``fit``'s numbering.
         """
         self._resumed_checked = True
         epoch = self._count(epoch)
-        if epoch > 0 and current_step(self.model.optimizer) > 0:
+        if epoch > 0 and current_step(self.model.optimizer) > 0 and not any(
+                m.get("chain", 0) == self.chain and m.get("epoch") == epoch - 1
+                for m in self.store.metadata()):
             self._collect(epoch - 1)
 
     def on_epoch_begin(self, epoch, logs=None):

@@ -43,7 +43,9 @@ def check_cycles_end_epochs(optimizer, steps_per_epoch, step):
 
     Raises:
         ValueError: naming ``cycle_steps`` and ``burn_in_steps``, unless both
-            are multiples of ``steps_per_epoch`` counted from ``step``.
+            are multiples of ``steps_per_epoch`` counted from ``step``; where
+            they are multiples but ``step`` is not (a resume from a backup
+            taken inside an epoch), naming ``every`` and the value to pass.
     """
     schedule = cyclical_schedule(optimizer)
     if schedule is None or not steps_per_epoch:
@@ -51,6 +53,19 @@ def check_cycles_end_epochs(optimizer, steps_per_epoch, step):
     end = schedule.next_cycle_end(step)
     if schedule.cycle_steps % steps_per_epoch == 0 and (end + 1 - step) % steps_per_epoch == 0:
         return
+    if not schedule.cycle_steps % steps_per_epoch and not schedule.burn_in_steps % steps_per_epoch:
+        late = step % steps_per_epoch  # the cycles end at epoch ends of the step count
+        raise ValueError(
+            f"CollectSamples(every=None) takes a sample at the end of each epoch that ends a "
+            f"cycle of the step size, but this fit starts at step {step}, {late} steps into "
+            f"an epoch of {steps_per_epoch} steps (a run resumed from a backup taken inside "
+            "an epoch, BackupAndRestore(save_freq=<int>), runs that epoch again from its "
+            f"first batch): each of its epochs ends {late} steps after a cycle "
+            f"(cycle_steps={schedule.cycle_steps}, burn_in_steps={schedule.burn_in_steps}) "
+            "does, and no cycle's sample would be taken. Pass CollectSamples(every="
+            f"{schedule.cycle_steps // steps_per_epoch}) for one sample a cycle, taken at an "
+            "epoch end instead of the cycle's last step, or resume from a backup taken at an "
+            "epoch end (BackupAndRestore(save_freq='epoch')).")
     raise ValueError(
         f"CollectSamples(every=None) takes a sample at the end of each epoch that ends a "
         f"cycle of the step size, but the cycles (cycle_steps={schedule.cycle_steps}, "

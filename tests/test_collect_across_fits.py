@@ -64,3 +64,38 @@ def test_an_int_start_epoch_counts_across_fits_and_warns_until_reached(tmp_path)
         _fit(model, [collect])
     assert [(m["epoch"], m["step"]) for m in store.metadata()] == [
         (6, 21), (7, 24), (8, 27), (9, 30)]
+
+
+class _Kill(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) == 8:  # 2 steps into epoch 2
+            raise RuntimeError("killed")
+
+
+def test_a_resume_from_a_backup_inside_an_epoch_of_cycles(tmp_path):
+    """Keras restarts epoch 2 at the backup's step 8, so the resumed epochs
+    end at steps 11, 14, 17 (the store's count) instead of 9, 12, 15. Until
+    2026-11-30 the resumed run stored a second sample of epoch 1 at step 8
+    (the store held it at step 6), and with cycles of 2 epochs and
+    ``every=None`` the refusal asked for multiples of the steps per epoch,
+    which ``cycle_steps=6`` is; ``every=2``, which it now names, resumes."""
+    store = kb.SampleStore(tmp_path / "samples")
+    step_size = kb.schedules.CyclicalCosine(1e-3, cycle_steps=6)
+
+    def backup():
+        return keras.callbacks.BackupAndRestore(str(tmp_path / "backup"), save_freq=1)
+
+    def collect():
+        return kb.callbacks.CollectSamples(store, start_epoch=0, every=2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kb.MidEpochBackupWarning)
+        with pytest.raises(RuntimeError, match="killed"):
+            _fit(_model(step_size), [backup(), collect(), _Kill()])
+        with pytest.raises(ValueError, match=r"starts at step 8, 2 steps into an epoch "
+                           r"of 3 steps .* Pass CollectSamples\(every=2\)"):
+            _fit(_model(step_size), [backup(), kb.callbacks.CollectSamples(store, 0)])
+        resumed = _model(step_size)
+        _fit(resumed, [backup(), collect()])
+    assert int(resumed.optimizer.iterations.numpy()) == 8 + 3 * 3
+    assert [(m["epoch"], m["step"]) for m in store.metadata()] == [(1, 6), (3, 14)]
