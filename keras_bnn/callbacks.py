@@ -6,12 +6,12 @@ and importable from here (``kb.callbacks.*``).
 
 import warnings
 
-import keras
 import numpy as np
 
 from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
+from keras_bnn.epoch_count import EpochCount, current_step
 from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
 from keras_bnn.schedule_callbacks import (  # noqa: F401 - kb.callbacks.*
@@ -67,12 +67,7 @@ def warmup_steps(optimizer):
     return int(tuned) + int(getattr(optimizer, "num_adaptation_steps", 0) or 0)
 
 
-def current_step(optimizer):
-    """The optimizer's step counter as a Python int (also for a tf.distribute variable)."""
-    return int(backend.to_numpy(optimizer.iterations))
-
-
-class CollectSamples(keras.callbacks.Callback):
+class CollectSamples(EpochCount):
     """Appends the current weights to a :class:`keras_bnn.SampleStore`.
 
     Collection starts at ``start_epoch``: by default (``"auto"``) at the
@@ -105,7 +100,7 @@ class CollectSamples(keras.callbacks.Callback):
     From then
     on (0-based, counted at epoch ends; the count goes on across ``fit``
     calls: a later ``fit`` without ``initial_epoch`` continues it, see
-    :meth:`_count`), a sample
+    :class:`keras_bnn.epoch_count.EpochCount`), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
     (every epoch with a constant step size): the cycles must end at epoch
@@ -218,8 +213,6 @@ class CollectSamples(keras.callbacks.Callback):
         self._epoch_start_step = 0
         self._warned_warmup = False
         self._warned_cycle = False
-        self._offset = None  # this fit's epoch -> the count across fits (_count)
-        self._last_end = None  # (epoch on that count, step) of the last epoch end seen
 
     @property
     def warmup_samples(self):
@@ -262,7 +255,8 @@ class CollectSamples(keras.callbacks.Callback):
                 f"{current_step(self.model.optimizer) - first_step}")
 
     def on_train_begin(self, logs=None):
-        self._resumed_checked, self._offset = False, None
+        super().on_train_begin(logs)
+        self._resumed_checked = False
         self._warned_warmup = self._warned_cycle = False
         try:
             check_ensemble_model(self.model)
@@ -282,24 +276,6 @@ class CollectSamples(keras.callbacks.Callback):
             self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
             self.remeasurement = self.store.read_record(self._record("remeasurement"))
             self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
-
-    def _count(self, epoch):
-        """Epoch ``epoch`` of this ``fit`` on the count that goes on across fits.
-
-        A ``fit`` whose first epoch is 0 at optimizer step s > 0 (a later
-        ``fit`` without ``initial_epoch``) goes on from the epoch after the
-        last one this callback saw end at step s, or else (a new callback)
-        from epoch ``s // steps_per_epoch``; any other ``fit`` keeps its own
-        numbering (``initial_epoch``, or the epoch BackupAndRestore restored).
-        """
-        if self._offset is None:
-            self._offset, step = 0, current_step(self.model.optimizer)
-            if epoch == 0 and step > 0:
-                last_epoch, last_step = self._last_end or (None, None)
-                steps = (self.params or {}).get("steps")
-                self._offset = last_epoch + 1 if last_step == step else (
-                    step // steps if steps else 0)
-        return epoch + self._offset
 
     def _record(self, kind):
         """The store record's name of this chain's ``kind`` (a resumed run reads it)."""
@@ -513,8 +489,8 @@ class CollectSamples(keras.callbacks.Callback):
             self._virial_begin or [0.0] * len(end), end, steps)
 
     def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
         epoch = self._count(epoch)
-        self._last_end = (epoch, current_step(self.model.optimizer))
         self._read_variable_temperatures()
         if self.auto:
             self._watch(epoch, logs or {})

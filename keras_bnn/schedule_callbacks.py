@@ -8,6 +8,7 @@ schedule in epochs (:class:`keras_bnn.schedules.CyclicalCosine`);
 
 import keras
 
+from keras_bnn.epoch_count import EpochCount
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_int, check_positive
 
@@ -136,11 +137,14 @@ class CyclicalSchedule(keras.callbacks.Callback):
         self.model.make_train_function(force=True)
 
 
-class TemperatureRamp(keras.callbacks.Callback):
+class TemperatureRamp(EpochCount):
     """Moves the sampler's temperature linearly from ``start`` to ``end``.
 
     ``T_e = start + (end - start)·min(e / ramp_epochs, 1)`` at the start of
-    epoch ``e``; the temperature is a sampler variable, so no retracing.
+    epoch ``e``, counted across ``fit`` calls (a later ``fit`` without
+    ``initial_epoch`` goes on with the ramp:
+    :class:`keras_bnn.epoch_count.EpochCount`); the temperature is a sampler
+    variable, so no retracing.
 
     Args:
         start: T at epoch 0, > 0.
@@ -159,8 +163,9 @@ class TemperatureRamp(keras.callbacks.Callback):
         self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1, owner="TemperatureRamp")
 
     def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
         _sampler_of(self.model, "TemperatureRamp")
 
     def on_epoch_begin(self, epoch, logs=None):
-        fraction = min(epoch / self.ramp_epochs, 1.0)
+        fraction = min(self._count(epoch) / self.ramp_epochs, 1.0)
         self.model.optimizer.set_temperature(self.start + (self.end - self.start) * fraction)

@@ -99,3 +99,14 @@ def test_a_resume_from_a_backup_inside_an_epoch_of_cycles(tmp_path):
         _fit(resumed, [backup(), collect()])
     assert int(resumed.optimizer.iterations.numpy()) == 8 + 3 * 3
     assert [(m["epoch"], m["step"]) for m in store.metadata()] == [(1, 6), (3, 14)]
+
+
+def test_a_temperature_ramp_goes_on_across_fits():
+    """Until 2026-11-30 the second fit started the ramp over: T = 1 at its first epoch."""
+    model, seen = _model(), []
+    ramp = kb.callbacks.TemperatureRamp(1.0, 0.1, ramp_epochs=4)
+    record = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: seen.append(model.optimizer.temperature))
+    _fit(model, [ramp, record], epochs=3)
+    _fit(model, [ramp, record], epochs=3)
+    np.testing.assert_allclose(seen, [1.0, 0.775, 0.55, 0.325, 0.1, 0.1], rtol=1e-6)
