@@ -6,12 +6,12 @@ and importable from here (``kb.callbacks.*``).
 
 import warnings
 
-import keras
 import numpy as np
 
 from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
+from keras_bnn.epoch_count import EpochCount, current_step
 from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
 from keras_bnn.schedule_callbacks import (  # noqa: F401 - kb.callbacks.*
@@ -22,7 +22,8 @@ from keras_bnn.validation import argument_error, check_fraction, check_int
 
 
 class NotConvergedWarning(UserWarning):
-    """A run ended before its chain was at equilibrium: nothing (or too little) was collected."""
+    """A run ended before its chain was at equilibrium, or before an int ``start_epoch``
+    of :class:`CollectSamples`: nothing (or too little) was collected."""
 
 
 class WarmupSampleWarning(UserWarning):
@@ -66,12 +67,7 @@ def warmup_steps(optimizer):
     return int(tuned) + int(getattr(optimizer, "num_adaptation_steps", 0) or 0)
 
 
-def current_step(optimizer):
-    """The optimizer's step counter as a Python int (also for a tf.distribute variable)."""
-    return int(backend.to_numpy(optimizer.iterations))
-
-
-class CollectSamples(keras.callbacks.Callback):
+class CollectSamples(EpochCount):
     """Appends the current weights to a :class:`keras_bnn.SampleStore`.
 
     Collection starts at ``start_epoch``: by default (``"auto"``) at the
@@ -102,7 +98,9 @@ class CollectSamples(keras.callbacks.Callback):
     several variables at once), and the test restarts on the epochs after
     it (:attr:`noise_lowerings`).
     From then
-    on (0-based, counted at epoch ends), a sample
+    on (0-based, counted at epoch ends; the count goes on across ``fit``
+    calls: a later ``fit`` without ``initial_epoch`` continues it, see
+    :class:`keras_bnn.epoch_count.EpochCount`), a sample
     is taken at the end of every ``every``-th epoch, or, when ``every`` is
     ``None`` and the step size is cyclical, at the last step of each cycle
     (every epoch with a constant step size): the cycles must end at epoch
@@ -142,7 +140,9 @@ class CollectSamples(keras.callbacks.Callback):
     run's schedule (equilibrium was reached before the kill); otherwise the
     test restarts on the epochs it sees.
 
-    An int ``start_epoch`` is taken as given, even inside the sampler's
+    An int ``start_epoch`` is an epoch of that count, so a second ``fit``
+    reaches it; a ``fit`` that ends before it warns with
+    :class:`NotConvergedWarning`. It is taken as given, even inside the sampler's
     warm-up (:func:`warmup_steps`; short test runs collect there), but the
     first sample taken at a warm-up step issues a
     :class:`WarmupSampleWarning` (the step size was still being tuned: the
@@ -169,7 +169,8 @@ class CollectSamples(keras.callbacks.Callback):
             chain that starts at step 0 would reuse the id of a stored chain
             that started from other weights (:meth:`_check_chain_start`), or
             naming ``cycle_steps`` when ``every`` is None and the cycles of a
-            cyclical step size do not end at epoch ends.
+            cyclical step size do not end at epoch ends (``every`` for a
+            ``fit`` that starts inside an epoch).
     """
 
     def __init__(self, store, start_epoch="auto", every=None, chain=0,
@@ -254,6 +255,7 @@ class CollectSamples(keras.callbacks.Callback):
                 f"{current_step(self.model.optimizer) - first_step}")
 
     def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
         self._resumed_checked = False
         self._warned_warmup = self._warned_cycle = False
         try:
@@ -445,13 +447,17 @@ class CollectSamples(keras.callbacks.Callback):
         """Takes the sample due at the end of epoch ``epoch - 1`` if a kill cut
         it off, once a ``fit``: the sample of a run restored at ``epoch``
         (called at its first epoch's start, or at the end of a ``fit`` that
-        runs no epoch).
+        runs no epoch). A store that holds that epoch's sample at another step
+        has it: a backup taken inside an epoch restores a step past its end.
 
         Args:
-            epoch: the epoch the restored run starts at.
+            epoch: the epoch the restored run starts at, in its ``fit``'s numbering.
         """
         self._resumed_checked = True
-        if epoch > 0 and current_step(self.model.optimizer) > 0:
+        epoch = self._count(epoch)
+        if epoch > 0 and current_step(self.model.optimizer) > 0 and not any(
+                m.get("chain", 0) == self.chain and m.get("epoch") == epoch - 1
+                for m in self.store.metadata()):
             self._collect(epoch - 1)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -463,7 +469,7 @@ class CollectSamples(keras.callbacks.Callback):
                 check_cycles_end_epochs(self.model.optimizer, (self.params or {}).get("steps"),
                                         current_step(self.model.optimizer))
             self._check_chain_start()
-            self._go_on_collecting(epoch)
+            self._go_on_collecting(self._count(epoch))
             self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)
         self._virial_begin = self._virial_sums()
@@ -483,6 +489,8 @@ class CollectSamples(keras.callbacks.Callback):
             self._virial_begin or [0.0] * len(end), end, steps)
 
     def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        epoch = self._count(epoch)
         self._read_variable_temperatures()
         if self.auto:
             self._watch(epoch, logs or {})
@@ -520,6 +528,13 @@ class CollectSamples(keras.callbacks.Callback):
                 "pass start_epoch=<int> (keras-bnn train: --burn-in-epochs) to collect "
                 "from a given epoch anyway.",
                 NotConvergedWarning, stacklevel=2)
+        elif not self.auto and self._last_end and self._last_end[0] < self.start_epoch:
+            last = self._last_end[0]
+            warnings.warn(
+                f"CollectSamples: no sample was collected: start_epoch={self.start_epoch} was "
+                f"not reached, the last epoch was {last} (counted across fits: a later fit "
+                f"without initial_epoch goes on from epoch {last + 1}). Train for more "
+                "epochs, or pass a smaller start_epoch.", NotConvergedWarning, stacklevel=2)
 
     def _largest_variables(self, count=5):
         """The configurational temperatures of the ``count`` largest variables, as a sentence."""

@@ -8,6 +8,7 @@ schedule in epochs (:class:`keras_bnn.schedules.CyclicalCosine`);
 
 import keras
 
+from keras_bnn.epoch_count import EpochCount
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_int, check_positive
 
@@ -43,7 +44,9 @@ def check_cycles_end_epochs(optimizer, steps_per_epoch, step):
 
     Raises:
         ValueError: naming ``cycle_steps`` and ``burn_in_steps``, unless both
-            are multiples of ``steps_per_epoch`` counted from ``step``.
+            are multiples of ``steps_per_epoch`` counted from ``step``; where
+            they are multiples but ``step`` is not (a resume from a backup
+            taken inside an epoch), naming ``every`` and the value to pass.
     """
     schedule = cyclical_schedule(optimizer)
     if schedule is None or not steps_per_epoch:
@@ -51,6 +54,19 @@ def check_cycles_end_epochs(optimizer, steps_per_epoch, step):
     end = schedule.next_cycle_end(step)
     if schedule.cycle_steps % steps_per_epoch == 0 and (end + 1 - step) % steps_per_epoch == 0:
         return
+    if not schedule.cycle_steps % steps_per_epoch and not schedule.burn_in_steps % steps_per_epoch:
+        late = step % steps_per_epoch  # the cycles end at epoch ends of the step count
+        raise ValueError(
+            f"CollectSamples(every=None) takes a sample at the end of each epoch that ends a "
+            f"cycle of the step size, but this fit starts at step {step}, {late} steps into "
+            f"an epoch of {steps_per_epoch} steps (a run resumed from a backup taken inside "
+            "an epoch, BackupAndRestore(save_freq=<int>), runs that epoch again from its "
+            f"first batch): each of its epochs ends {late} steps after a cycle "
+            f"(cycle_steps={schedule.cycle_steps}, burn_in_steps={schedule.burn_in_steps}) "
+            "does, and no cycle's sample would be taken. Pass CollectSamples(every="
+            f"{schedule.cycle_steps // steps_per_epoch}) for one sample a cycle, taken at an "
+            "epoch end instead of the cycle's last step, or resume from a backup taken at an "
+            "epoch end (BackupAndRestore(save_freq='epoch')).")
     raise ValueError(
         f"CollectSamples(every=None) takes a sample at the end of each epoch that ends a "
         f"cycle of the step size, but the cycles (cycle_steps={schedule.cycle_steps}, "
@@ -121,11 +137,14 @@ class CyclicalSchedule(keras.callbacks.Callback):
         self.model.make_train_function(force=True)
 
 
-class TemperatureRamp(keras.callbacks.Callback):
+class TemperatureRamp(EpochCount):
     """Moves the sampler's temperature linearly from ``start`` to ``end``.
 
     ``T_e = start + (end - start)·min(e / ramp_epochs, 1)`` at the start of
-    epoch ``e``; the temperature is a sampler variable, so no retracing.
+    epoch ``e``, counted across ``fit`` calls (a later ``fit`` without
+    ``initial_epoch`` goes on with the ramp:
+    :class:`keras_bnn.epoch_count.EpochCount`); the temperature is a sampler
+    variable, so no retracing.
 
     Args:
         start: T at epoch 0, > 0.
@@ -144,8 +163,9 @@ class TemperatureRamp(keras.callbacks.Callback):
         self.ramp_epochs = check_int(ramp_epochs, "ramp_epochs", 1, owner="TemperatureRamp")
 
     def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
         _sampler_of(self.model, "TemperatureRamp")
 
     def on_epoch_begin(self, epoch, logs=None):
-        fraction = min(epoch / self.ramp_epochs, 1.0)
+        fraction = min(self._count(epoch) / self.ramp_epochs, 1.0)
         self.model.optimizer.set_temperature(self.start + (self.end - self.start) * fraction)

@@ -130,7 +130,8 @@ def test_logged_potential_matches_a_direct_computation():
 def test_a_second_fit_goes_on_collecting(tmp_path):
     """A second ``fit`` (epochs counted from 0 again) with a new
     ``CollectSamples`` on the chain's store took no sample, silently: the
-    store said collection starts at epoch 3."""
+    store said collection starts at epoch 3. Since 2026-11-30 the callback
+    counts epochs across fits: the second fit's are 5 and 6."""
     model = _compile(_model(), _sampler("sgld"))
     store = kb.SampleStore(tmp_path / "samples")
     model.fit(_dataset(), epochs=5, verbose=0,
@@ -138,7 +139,8 @@ def test_a_second_fit_goes_on_collecting(tmp_path):
     assert [m["epoch"] for m in store.metadata()] == [3, 4]
     collect = kb.callbacks.CollectSamples(store)  # "auto", as the README's example
     model.fit(_dataset(), epochs=2, verbose=0, callbacks=[collect])
-    assert len(store) == 4 and collect.started_epoch == 0
+    assert [m["epoch"] for m in store.metadata()] == [3, 4, 5, 6]
+    assert collect.started_epoch == 3
     steps = [m["step"] for m in store.metadata()]
     assert steps == sorted(set(steps))  # no step twice: the same chain, going on
 
