@@ -29,6 +29,10 @@ JAX_RUN = ("import json, sys; sys.path.insert(0, sys.argv[1]); import numpy as n
            "from test_jax_user import hmc_chain; initial = [np.asarray(w, 'float32') "
            "for w in json.loads(sys.argv[2])]; "
            "print('RESULT ' + json.dumps(hmc_chain(initial)))")
+#: The same for :func:`ragged_predictions` over 2 host devices.
+JAX_PREDICT = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
+               "from test_jax_user import ragged_predictions; "
+               "print('RESULT ' + json.dumps(ragged_predictions(sys.argv[2])))")
 
 
 def hmc_chain(initial):
@@ -54,6 +58,48 @@ def hmc_chain(initial):
             "states": states}
 
 
+def ragged_predictions(folder):
+    """An ensemble's predictions under ``keras.distribution.DataParallel`` over 2
+    devices: of 101 examples in batches of 50 (the last of 1 cannot be split),
+    then of 100.
+
+    Returns:
+        dict: ``error`` (type and message of the first call's), ``rows`` (the
+        second call's) and ``max_difference`` from the prediction on one device.
+    """
+    import jax
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(101, 5)).astype("float32")
+    net = kb.models.mlp((5,), 2, hidden=(8,))
+    net.compile(sampler=kb.samplers.SGLD(1e-3), train_size=100,
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    store = kb.SampleStore(folder)
+    store.append(net)
+    single = kb.PosteriorEnsemble.from_store(store).predict(x[:100], verbose=0)
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    ensemble = kb.PosteriorEnsemble.from_store(store)
+    try:
+        ensemble.predict(x, batch_size=50, verbose=0)
+        error = None
+    except Exception as raised:  # the type is what the test checks
+        error = f"{type(raised).__name__}: {raised}"
+    probs = ensemble.predict(x[:100], batch_size=50, verbose=0)
+    return {"error": error, "rows": len(probs),
+            "max_difference": float(np.max(np.abs(probs - single)))}
+
+
+def _jax_process(code, *arguments, **environment):
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+               **environment)
+    env.pop("JAX_ENABLE_X64", None)
+    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), *arguments],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(next(line for line in done.stdout.splitlines()
+                           if line.startswith("RESULT "))[len("RESULT "):])
+
+
 @pytest.fixture(scope="module")
 def initial_weights():
     keras.utils.set_random_seed(0)
@@ -62,14 +108,7 @@ def initial_weights():
 
 @pytest.fixture(scope="module")
 def jax_hmc(initial_weights):
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("JAX_ENABLE_X64", None)
-    done = subprocess.run([sys.executable, "-c", JAX_RUN, os.path.dirname(__file__),
-                           json.dumps(initial_weights)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(next(line for line in done.stdout.splitlines()
-                           if line.startswith("RESULT "))[len("RESULT "):])
+    return _jax_process(JAX_RUN, json.dumps(initial_weights))
 
 
 @pytest.mark.parametrize("shape, seed, index, step", [
@@ -105,3 +144,17 @@ def test_hmc_chain_is_the_same_chain_under_jax_and_tensorflow(jax_hmc, initial_w
     np.testing.assert_allclose(chain["acceptance"], reference["acceptance"], rtol=0,
                                atol=1e-4)
     assert min(reference["acceptance"]) < 0.99  # the uniform decided some transitions
+
+
+def test_ensemble_predict_refuses_unsplittable_batches_and_keeps_its_weights(tmp_path):
+    """Under DataParallel over 2 devices, ``predict`` on 101 examples in batches
+    of 50 is refused before Keras' loop, as ``fit`` and ``evaluate`` are, and the
+    ensemble predicts afterwards. Before, JAX's bare ``IndivisibleError`` came
+    from inside Keras' loop, which had taken the weights out of the variables:
+    every later call failed with "TypeError: 'NoneType' object is not callable"."""
+    result = _jax_process(JAX_PREDICT, str(tmp_path / "samples"),
+                          XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    assert result["error"].startswith("ValueError: predict: `batch_size`"), result["error"]
+    assert "2 devices" in result["error"] and "drop 1 of the 101" in result["error"]
+    assert result["rows"] == 100
+    assert result["max_difference"] < 1e-6  # float32 rounding of the sharded batch
