@@ -59,34 +59,35 @@ def hmc_chain(initial):
 
 
 def ragged_predictions(folder):
-    """An ensemble's predictions under ``keras.distribution.DataParallel`` over 2
-    devices: of 101 examples in batches of 50 (the last of 1 cannot be split),
-    then of 100.
+    """A model's and its ensemble's predictions under ``keras.distribution.DataParallel``
+    over 2 devices: of 100 examples in batches of 50, then of 101 (the last
+    batch of 1 cannot be split), then of the 100 again.
 
     Returns:
-        dict: ``error`` (type and message of the first call's), ``rows`` (the
-        second call's) and ``max_difference`` from the prediction on one device.
+        dict: for ``"model"`` and ``"ensemble"``, ``error`` (type and message
+        of the call on 101) and ``max_difference`` between the predictions on
+        the 100 before and after it.
     """
     import jax
 
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(101, 5)).astype("float32")
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    x = np.random.default_rng(0).normal(size=(101, 5)).astype("float32")
     net = kb.models.mlp((5,), 2, hidden=(8,))
     net.compile(sampler=kb.samplers.SGLD(1e-3), train_size=100,
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     store = kb.SampleStore(folder)
     store.append(net)
-    single = kb.PosteriorEnsemble.from_store(store).predict(x[:100], verbose=0)
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
-    ensemble = kb.PosteriorEnsemble.from_store(store)
-    try:
-        ensemble.predict(x, batch_size=50, verbose=0)
-        error = None
-    except Exception as raised:  # the type is what the test checks
-        error = f"{type(raised).__name__}: {raised}"
-    probs = ensemble.predict(x[:100], batch_size=50, verbose=0)
-    return {"error": error, "rows": len(probs),
-            "max_difference": float(np.max(np.abs(probs - single)))}
+    result = {}
+    for name, model in (("model", net), ("ensemble", kb.PosteriorEnsemble.from_store(store))):
+        before = model.predict(x[:100], batch_size=50, verbose=0)
+        try:
+            model.predict(x, batch_size=50, verbose=0)
+            error = None
+        except Exception as raised:  # the test checks its type and message
+            error = f"{type(raised).__name__}: {raised}"
+        after = model.predict(x[:100], batch_size=50, verbose=0)
+        result[name] = {"error": error, "max_difference": float(np.max(np.abs(after - before)))}
+    return result
 
 
 def _jax_process(code, *arguments, **environment):
@@ -146,15 +147,17 @@ def test_hmc_chain_is_the_same_chain_under_jax_and_tensorflow(jax_hmc, initial_w
     assert min(reference["acceptance"]) < 0.99  # the uniform decided some transitions
 
 
-def test_ensemble_predict_refuses_unsplittable_batches_and_keeps_its_weights(tmp_path):
+def test_predict_refuses_unsplittable_batches_and_keeps_the_weights(tmp_path):
     """Under DataParallel over 2 devices, ``predict`` on 101 examples in batches
-    of 50 is refused before Keras' loop, as ``fit`` and ``evaluate`` are, and the
-    ensemble predicts afterwards. Before, JAX's bare ``IndivisibleError`` came
-    from inside Keras' loop, which had taken the weights out of the variables:
-    every later call failed with "TypeError: 'NoneType' object is not callable"."""
+    of 50 is refused before Keras' loop, as ``fit`` and ``evaluate`` are, and
+    the model and its ensemble predict as before afterwards. Before, JAX's bare
+    ``IndivisibleError`` came from inside Keras' loop, which had taken the
+    weights out of the variables: every later call failed with
+    "TypeError: 'NoneType' object is not callable"."""
     result = _jax_process(JAX_PREDICT, str(tmp_path / "samples"),
                           XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    assert result["error"].startswith("ValueError: predict: `batch_size`"), result["error"]
-    assert "2 devices" in result["error"] and "drop 1 of the 101" in result["error"]
-    assert result["rows"] == 100
-    assert result["max_difference"] < 1e-6  # float32 rounding of the sharded batch
+    for name in ("model", "ensemble"):
+        error = result[name]["error"]
+        assert error.startswith("ValueError: predict: `batch_size`"), (name, error)
+        assert "2 devices" in error and "drop 1 of the 101" in error, (name, error)
+        assert result[name]["max_difference"] == 0.0, name  # the same weights, the same program

@@ -410,6 +410,28 @@ class BayesianModel(keras.Model):
                 "fit(validation_data)" if validation else "evaluate"):
             return super().evaluate(**kwargs)
 
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """``keras.Model.predict``, arrays checked first under ``keras.distribution``.
+
+        Keras' JAX predict loop takes the weights out of the variables and puts
+        them back only at a normal end: a batch it cannot shard (its bare
+        ``IndivisibleError``) left the model without weights.
+
+        Args:
+            x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
+
+        Returns:
+            As ``keras.Model.predict``.
+
+        Raises:
+            ValueError: naming ``batch_size`` where array batches do not split
+                over the devices (:func:`keras_bnn.distribute.check_data_batches`).
+        """
+        distribute.check_data_batches({"x": x, "batch_size": batch_size, "steps": steps}, None,
+                                      "predict")
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                               callbacks=callbacks)
+
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
                        return_dict=False):
         """``keras.Model.train_on_batch``: one transition, with ``fit``'s checks.
