@@ -63,8 +63,10 @@ class Prediction:
         if key not in self._views:
             view = FunctionModel(self, function, key[1], name=f"{self.name}_{owner}")
             self._views[key] = Untracked(view)
-        return self._views[key].value.predict(
-            x, batch_size=batch_size, steps=steps, verbose=verbose, callbacks=callbacks)
+        view = self._views[key].value
+        with backend.values_kept(view):  # a dataset's ragged last batch raises inside
+            return view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose,
+                                callbacks=callbacks)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The posterior predictive (:meth:`call`) over a dataset, batched.

@@ -109,6 +109,37 @@ def finite_guard(tensors, messages):
     return contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def values_kept(model):
+    """Puts back, should the body raise, the values Keras' JAX loop took out of
+    ``model``'s variables.
+
+    Keras' JAX ``predict`` takes the weights out of the variables at its first
+    batch (one copy on the device) and puts them back only at a normal end: a
+    batch that fails (one JAX cannot shard) left the model without weights, and
+    every later use failed with ``TypeError: 'NoneType' object is not callable``.
+    Where a batch ran, its step was given (donated) the arrays and returned
+    them in Keras' ``_jax_state``, which ``jax_state_sync`` assigns; where
+    none ran, the values read before the loop are put back.
+
+    Args:
+        model: a Keras model.
+
+    Yields:
+        None.
+    """
+    kept = [(v, v.value) for v in [*model.trainable_variables, *model.non_trainable_variables]]
+    try:
+        yield
+    except BaseException:
+        model.jax_state_sync()
+        for variable, value in kept:
+            if variable._value is None:  # taken out before a batch ran
+                variable._value = value
+        model._jax_state = None  # as at the end of Keras' loop
+        raise
+
+
 def num_replicas():
     """1: under JAX a data-parallel step works on global (sharded) arrays."""
     return 1

@@ -415,7 +415,9 @@ class BayesianModel(keras.Model):
 
         Keras' JAX predict loop takes the weights out of the variables and puts
         them back only at a normal end: a batch it cannot shard (its bare
-        ``IndivisibleError``) left the model without weights.
+        ``IndivisibleError``) left the model without weights. Arrays are
+        refused before the loop; where a dataset's batch fails inside it, the
+        weights are put back (:func:`keras_bnn.backend.values_kept`).
 
         Args:
             x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
@@ -429,8 +431,9 @@ class BayesianModel(keras.Model):
         """
         distribute.check_data_batches({"x": x, "batch_size": batch_size, "steps": steps}, None,
                                       "predict")
-        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
-                               callbacks=callbacks)
+        with backend.values_kept(self):  # a dataset's ragged last batch raises inside
+            return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                                   callbacks=callbacks)
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
                        return_dict=False):
