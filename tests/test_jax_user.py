@@ -61,7 +61,8 @@ def hmc_chain(initial):
 def ragged_predictions(folder):
     """A model's and its ensemble's predictions under ``keras.distribution.DataParallel``
     over 2 devices: of 100 examples in batches of 50, then of 101 (the last
-    batch of 1 cannot be split) as arrays and as a dataset, then of the 100 again.
+    batch of 1 cannot be split) as arrays and as a dataset (and the model's
+    ``evaluate`` of that dataset), then of the 100 again.
 
     Returns:
         dict: for ``"model"`` and ``"ensemble"``, ``errors`` (type and message
@@ -81,10 +82,15 @@ def ragged_predictions(folder):
     for name, model in (("model", net), ("ensemble", kb.PosteriorEnsemble.from_store(store))):
         before = model.predict(x[:100], batch_size=50, verbose=0)
         errors = []
-        for data in ({"x": x, "batch_size": 50}, {"x": tf.data.Dataset.from_tensor_slices(x)
-                                                         .batch(50)}):
+        labelled = tf.data.Dataset.from_tensor_slices((x, (x[:, 0] > 0).astype("int32")))
+        calls = [lambda: model.predict(x, batch_size=50, verbose=0),
+                 lambda: model.predict(tf.data.Dataset.from_tensor_slices(x).batch(50),
+                                       verbose=0)]
+        if name == "model":
+            calls.append(lambda: model.evaluate(labelled.batch(50), verbose=0))
+        for call in calls:
             try:
-                model.predict(**data, verbose=0)
+                call()
                 errors.append(None)
             except Exception as raised:  # the test checks its type and message
                 errors.append(f"{type(raised).__name__}: {raised}")
@@ -154,16 +160,18 @@ def test_hmc_chain_is_the_same_chain_under_jax_and_tensorflow(jax_hmc, initial_w
 def test_predict_refuses_unsplittable_batches_and_keeps_the_weights(tmp_path):
     """Under DataParallel over 2 devices, ``predict`` on 101 examples in batches
     of 50 is refused before Keras' loop, as ``fit`` and ``evaluate`` are; a
-    dataset's ragged last batch fails inside it (JAX's ``IndivisibleError``);
-    after both the model and its ensemble predict as before. Before, the
+    dataset's ragged last batch fails inside it (JAX's ``IndivisibleError``;
+    ``evaluate``'s explained as a ``ValueError``); after these the model and
+    its ensemble predict as before. Before, the
     arrays failed inside Keras' loop too, which had taken the weights out of
     the variables: every later call failed with
     "TypeError: 'NoneType' object is not callable"."""
     result = _jax_process(JAX_PREDICT, str(tmp_path / "samples"),
                           XLA_FLAGS="--xla_force_host_platform_device_count=2")
     for name in ("model", "ensemble"):
-        arrays, dataset = result[name]["errors"]
+        arrays, dataset, *evaluated = result[name]["errors"]
         assert arrays.startswith("ValueError: predict: `batch_size`"), (name, arrays)
         assert "2 devices" in arrays and "drop 1 of the 101" in arrays, (name, arrays)
         assert dataset is not None and "IndivisibleError" in dataset, (name, dataset)
         assert result[name]["max_difference"] == 0.0, name  # the same weights, the same program
+    assert result["model"]["errors"][2].startswith("ValueError: evaluate: `batch_size`")

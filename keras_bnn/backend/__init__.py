@@ -33,8 +33,8 @@ offer portably lives here, with the same names on every backend:
   strategy current at build time, not at construction;
 * ``to_numpy``: a value read on the host, mirrored variables inside a
   ``tf.distribute`` scope included;
-* ``values_kept``: a model's weights kept where Keras' predict loop raises
-  (JAX's takes them out of the variables during the loop);
+* ``values_kept``: a model's weights kept where Keras' predict or evaluate
+  loop raises (JAX's take them out of the variables during the loop);
 * ``wide_float``: the widest float dtype available now (HMC's energies).
 """
 

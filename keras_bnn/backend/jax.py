@@ -114,10 +114,11 @@ def values_kept(model):
     """Puts back, should the body raise, the values Keras' JAX loop took out of
     ``model``'s variables.
 
-    Keras' JAX ``predict`` takes the weights out of the variables at its first
-    batch (one copy on the device) and puts them back only at a normal end: a
-    batch that fails (one JAX cannot shard) left the model without weights, and
-    every later use failed with ``TypeError: 'NoneType' object is not callable``.
+    Keras' JAX ``predict`` and ``evaluate`` take the weights out of the
+    variables at their first batch (one copy on the device) and put them back
+    only at a normal end: a batch that fails (one JAX cannot shard) left the
+    model without weights, and every later use failed with
+    ``TypeError: 'NoneType' object is not callable``.
     Where a batch ran, its step was given (donated) the arrays and returned
     them in Keras' ``_jax_state``, which ``jax_state_sync`` assigns; where
     none ran, the values read before the loop are put back.
@@ -128,7 +129,8 @@ def values_kept(model):
     Yields:
         None.
     """
-    kept = [(v, v.value) for v in [*model.trainable_variables, *model.non_trainable_variables]]
+    kept = [(v, v.value) for v in [*model.trainable_variables, *model.non_trainable_variables,
+                                   *model.metrics_variables]]
     try:
         yield
     except BaseException:

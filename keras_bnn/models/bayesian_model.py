@@ -407,7 +407,7 @@ class BayesianModel(keras.Model):
         kwargs = entry_points.evaluate_arguments(self, args, kwargs)
         validation = kwargs.get("_use_cached_eval_dataset")  # fit's, each epoch
         with distribute.explained_uneven_batches(
-                "fit(validation_data)" if validation else "evaluate"):
+                "fit(validation_data)" if validation else "evaluate"), backend.values_kept(self):
             return super().evaluate(**kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
