@@ -345,10 +345,11 @@ def check_data_batches(arguments, first, owner="fit"):
     (its last: :func:`explained_uneven_batches`).
 
     Args:
-        arguments: ``fit``'s or ``evaluate``'s arguments by name.
+        arguments: ``fit``'s, ``evaluate``'s or ``predict``'s arguments by name.
         first: the first batch of a dataset (:func:`keras_bnn.fit_data.check_fit_data`),
             or None for arrays.
-        owner: ``"fit"`` or ``"evaluate"``.
+        owner: ``"fit"``, ``"evaluate"`` or a predict method's name (their
+            arrays are batched as ``evaluate``'s).
 
     Raises:
         ValueError: as :func:`check_batches_split`.
@@ -359,7 +360,7 @@ def check_data_batches(arguments, first, owner="fit"):
         check_batches_split(owner, "batch_size", batch_length(first[0]))
         return
     examples = array_examples(arguments.get("x"))
-    if owner == "evaluate":
+    if owner != "fit":
         if examples is not None:
             check_batches_split(owner, "batch_size", _array_batch(arguments, examples,
                                                                   "batch_size", "steps"), examples)

@@ -5,8 +5,9 @@
 each run one graph per ensemble for any batch size, a :class:`FunctionModel`
 view made on first use and held out of Keras' tracking (:class:`Untracked`);
 an empty dataset and examples of another shape than the members' input are
-refused before Keras' predict loop, and an array of 0 examples gives an empty
-result.
+refused before Keras' predict loop, as are arrays whose batches
+``keras.distribution`` cannot split over its devices (JAX), and an array of 0
+examples gives an empty result.
 """
 
 import keras
@@ -14,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from keras_bnn import backend
-from keras_bnn import ensemble_inputs
+from keras_bnn import distribute, ensemble_inputs
 from keras_bnn.validation import argument_error
 
 
@@ -55,12 +56,18 @@ class Prediction:
         self._check_inputs(x, owner)
         if ensemble_inputs.is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))
+        # Before Keras' JAX loop, which takes the weights out of the variables and
+        # loses them when a batch cannot be sharded.
+        distribute.check_data_batches({"x": x, "batch_size": batch_size, "steps": steps},
+                                      None, owner)
         key = (owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
         if key not in self._views:
             view = FunctionModel(self, function, key[1], name=f"{self.name}_{owner}")
             self._views[key] = Untracked(view)
-        return self._views[key].value.predict(
-            x, batch_size=batch_size, steps=steps, verbose=verbose, callbacks=callbacks)
+        view = self._views[key].value
+        with backend.values_kept(view):  # a dataset's ragged last batch raises inside
+            return view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose,
+                                callbacks=callbacks)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The posterior predictive (:meth:`call`) over a dataset, batched.

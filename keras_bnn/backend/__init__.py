@@ -33,6 +33,8 @@ offer portably lives here, with the same names on every backend:
   strategy current at build time, not at construction;
 * ``to_numpy``: a value read on the host, mirrored variables inside a
   ``tf.distribute`` scope included;
+* ``values_kept``: a model's weights kept where Keras' predict or evaluate
+  loop raises (JAX's take them out of the variables during the loop);
 * ``wide_float``: the widest float dtype available now (HMC's energies).
 """
 
@@ -43,7 +45,8 @@ import keras
 __all__ = ["adopt_current_strategy", "apply_if_finite", "assign_replicated", "assign_where",
            "batch_gradients", "finite_guard", "fused", "loss_as_shard", "map_members",
            "num_replicas", "potential_and_gradients", "predict_graph", "run_train_step",
-           "stateless_normal", "to_numpy", "value_and_gradients", "wide_float"]
+           "stateless_normal", "to_numpy", "value_and_gradients", "values_kept",
+           "wide_float"]
 
 if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
     raise ImportError(

@@ -1,10 +1,13 @@
 """JAX implementations of the backend operations."""
 
 import contextlib
+import math
 
 import jax
+import jax.extend.random
 import jax.numpy as jnp
 import keras
+import numpy as np
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import nonfinite, precision
@@ -27,8 +30,11 @@ def stateless_normal(shape, seed, index, step, dtype):
     """Standard normal noise that is a pure function of (seed, index, step).
 
     ``jax.random.normal(fold_in(fold_in(key(seed), index), step), shape)``;
-    the TensorFlow backend computes the same numbers for float32
-    (:mod:`keras_bnn.backend.threefry`).
+    the TensorFlow backend computes the same numbers for float32 and float64
+    (:mod:`keras_bnn.backend.threefry`). A float64 draw without 64-bit arrays
+    (HMC's accept draw, :func:`wide_float`) is that float64 draw in float32
+    (:func:`_float64_draw_in_float32`), not JAX's float32 draw, which is
+    other numbers.
 
     Args:
         shape: shape of the draw.
@@ -38,10 +44,40 @@ def stateless_normal(shape, seed, index, step, dtype):
         dtype: floating dtype of the draw.
 
     Returns:
-        Array of ``shape`` with i.i.d. N(0, 1) entries.
+        Array of ``shape`` with i.i.d. N(0, 1) entries (float32 for a float64
+        draw without 64-bit arrays).
     """
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), index), step)
+    if jnp.dtype(dtype) == jnp.float64 and wide_float() == "float32":
+        return _float64_draw_in_float32(key, tuple(shape))
     return jax.random.normal(key, shape, dtype=dtype)
+
+
+def _float64_draw_in_float32(key, shape):
+    """JAX's float64 normal draw of ``key`` computed in float32, to float32 rounding.
+
+    The float64 draw reads 64 random bits ``b1·2³² + b2`` per element (the
+    float32 draw reads ``b1 ^ b2``): ``(b1, b2) = H_key(0, i)``, the
+    Threefry-2x32 hash of element i's counter. Here the unit
+    ``f = (b1 + b2·2⁻³²)·2⁻³²`` in float32 (kept below 1), then, as JAX:
+    ``u = max(lo, f·(1 - lo) + lo)`` with ``lo`` the float next to -1
+    towards 0, and ``z = √2·erfinv(u)``.
+
+    Args:
+        key: a JAX PRNG key.
+        shape: tuple, the shape of the draw.
+
+    Returns:
+        float32 array of ``shape``.
+    """
+    size = math.prod(shape)
+    counters = jnp.concatenate([jnp.zeros(size, jnp.uint32), jnp.arange(size, dtype=jnp.uint32)])
+    bits = jax.extend.random.threefry_2x32(jax.random.key_data(key), counters)
+    high, low = bits[:size].astype(jnp.float32), bits[size:].astype(jnp.float32)
+    unit = jnp.minimum((high + low * 2.0**-32) * 2.0**-32, np.nextafter(np.float32(1), 0))
+    lo = np.nextafter(np.float32(-1), np.float32(0))
+    uniform = jnp.maximum(lo, unit * (1 - lo) + lo)
+    return (np.float32(np.sqrt(2)) * jax.lax.erf_inv(uniform)).reshape(shape)
 
 
 def fused(function):
@@ -71,6 +107,39 @@ def finite_guard(tensors, messages):
     """
     del tensors, messages
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def values_kept(model):
+    """Puts back, should the body raise, the values Keras' JAX loop took out of
+    ``model``'s variables.
+
+    Keras' JAX ``predict`` and ``evaluate`` take the weights out of the
+    variables at their first batch (one copy on the device) and put them back
+    only at a normal end: a batch that fails (one JAX cannot shard) left the
+    model without weights, and every later use failed with
+    ``TypeError: 'NoneType' object is not callable``.
+    Where a batch ran, its step was given (donated) the arrays and returned
+    them in Keras' ``_jax_state``, which ``jax_state_sync`` assigns; where
+    none ran, the values read before the loop are put back.
+
+    Args:
+        model: a Keras model.
+
+    Yields:
+        None.
+    """
+    kept = [(v, v.value) for v in [*model.trainable_variables, *model.non_trainable_variables,
+                                   *model.metrics_variables]]
+    try:
+        yield
+    except BaseException:
+        model.jax_state_sync()
+        for variable, value in kept:
+            if variable._value is None:  # taken out before a batch ran
+                variable._value = value
+        model._jax_state = None  # as at the end of Keras' loop
+        raise
 
 
 def num_replicas():
@@ -235,8 +304,8 @@ def batch_gradients(model):
         A callable ``(x, y)`` → list of gradient arrays, one per trainable
         variable.
     """
-    compiled = jax.jit(lambda values, x, y: potential_and_gradients(model, values, x, y,
-                                                                     None)[1])
+    compiled = jax.jit(
+        lambda values, x, y: potential_and_gradients(model, values, x, y, None)[1])
 
     def gradients(x, y):
         return compiled([variable.value for variable in model.trainable_variables], x, y)

@@ -407,8 +407,33 @@ class BayesianModel(keras.Model):
         kwargs = entry_points.evaluate_arguments(self, args, kwargs)
         validation = kwargs.get("_use_cached_eval_dataset")  # fit's, each epoch
         with distribute.explained_uneven_batches(
-                "fit(validation_data)" if validation else "evaluate"):
+                "fit(validation_data)" if validation else "evaluate"), backend.values_kept(self):
             return super().evaluate(**kwargs)
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """``keras.Model.predict``, arrays checked first under ``keras.distribution``.
+
+        Keras' JAX predict loop takes the weights out of the variables and puts
+        them back only at a normal end: a batch it cannot shard (its bare
+        ``IndivisibleError``) left the model without weights. Arrays are
+        refused before the loop; where a dataset's batch fails inside it, the
+        weights are put back (:func:`keras_bnn.backend.values_kept`).
+
+        Args:
+            x, batch_size, verbose, steps, callbacks: as for ``keras.Model.predict``.
+
+        Returns:
+            As ``keras.Model.predict``.
+
+        Raises:
+            ValueError: naming ``batch_size`` where array batches do not split
+                over the devices (:func:`keras_bnn.distribute.check_data_batches`).
+        """
+        distribute.check_data_batches({"x": x, "batch_size": batch_size, "steps": steps}, None,
+                                      "predict")
+        with backend.values_kept(self):  # a dataset's ragged last batch raises inside
+            return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
+                                   callbacks=callbacks)
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
                        return_dict=False):

@@ -75,7 +75,8 @@ class HMC(Sampler):
     Randomness follows the package's stateless rule: the momentum of variable
     i is ``stateless_normal(seed, i, iterations)`` and the accept uniform is
     ``Φ(z)`` with ``z = stateless_normal(seed, num_variables, iterations)``
-    (a reserved index), so a resumed run continues the same chain. Energies
+    (a reserved index; the float64 draw, the same z on both backends), so a
+    resumed run continues the same chain. Energies
     are summed in ``backend.wide_float()`` (float64; under JAX float32 unless
     ``jax_enable_x64``, read when the step is traced).
 
@@ -306,7 +307,9 @@ class HMC(Sampler):
         log_ratio = energy(u0, p0) - energy(u1, p1)
         log_ratio = ops.where(ops.isfinite(log_ratio), log_ratio, -math.inf)
         accept_prob = ops.exp(ops.minimum(log_ratio, 0.0))
-        z = backend.stateless_normal((), self.seed, len(variables), self.iterations, wide)
+        # The float64 draw on both backends (in float32 under JAX without x64): the same z.
+        z = backend.stateless_normal((), self.seed, len(variables), self.iterations,
+                                     "float64")
         uniform = 0.5 * (1.0 + ops.erf(z / math.sqrt(2.0)))
         # A non-finite start (where the guard below cannot raise) keeps everything.
         finite = nonfinite.all_finite(u0, grads0)

@@ -82,7 +82,7 @@ def one_transition(h=0.3, steps=3, temperature=0.5, seed=11, theta0=0.7):
     states, history = run(model, 1)
     step = ops.convert_to_tensor(0, "int32")
     p = backend.stateless_normal((1, 1), seed, 0, step, "float32")
-    z = backend.stateless_normal((), seed, 1, step, backend.wide_float())
+    z = backend.stateless_normal((), seed, 1, step, "float64")
     return dict(state=float(states[0, 0]), alpha=float(history["acceptance_rate"][0]),
                 p=float(ops.convert_to_numpy(p)[0, 0]), z=float(ops.convert_to_numpy(z)),
                 iterations=int(model.optimizer.iterations), h=h, steps=steps,
