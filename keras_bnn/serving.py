@@ -31,6 +31,7 @@ Example, for a :meth:`keras_bnn.PosteriorEnsemble.export`-ed model served as
     outputs["probabilities"], outputs["mutual_information"]
 """
 
+import base64
 import http.client
 import json
 import socket
@@ -62,16 +63,28 @@ class ServingError(RuntimeError):
         self.url = url
 
 
+def _is_bytes(array):
+    """Whether ``array`` holds bytes: numpy ``S`` strings, or the objects of a string tensor."""
+    return array.dtype.kind == "S" or (
+        array.dtype == object and array.size > 0
+        and all(isinstance(item, bytes) for item in array.flat))
+
+
+def _b64(item):
+    """TF Serving's JSON form of one binary string: ``{"b64": base64}``."""
+    return {"b64": base64.b64encode(item).decode("ascii")}
+
+
 def _to_json(value, argument="inputs"):
-    """Nested lists of a finite numeric (or str: a text input's) tensor-like value, for the
-    JSON body."""
+    """Nested lists of a finite numeric tensor-like value, for the JSON body; str (a text
+    input's) as JSON strings, bytes (a ``tf.string`` tensor's) as ``{"b64": ...}``."""
     try:
         array = np.asarray(value)
     except ValueError as error:  # ragged nested lists
         raise ValueError(f"`{argument}` must be a rectangular numeric array ({error}).") from None
-    if array.dtype.kind not in "biufU":
-        raise ValueError(f"`{argument}` must be numeric, or str for a text input; got dtype "
-                         f"{array.dtype}.")
+    if array.dtype.kind not in "biufU" and not _is_bytes(array):
+        raise ValueError(f"`{argument}` must be numeric, or str or bytes for a text input; got "
+                         f"dtype {array.dtype}.")
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         raise ValueError(f"`{argument}` holds NaN or Inf values; inputs must be finite "
                          "(JSON cannot carry them, and the model refuses them).")
@@ -81,6 +94,8 @@ def _to_json(value, argument="inputs"):
         raise ValueError(f"`{argument}` has no examples (shape {array.shape}): JSON's [] "
                          "cannot carry their shape (TF Serving reads it as shape [0]); send "
                          "at least one example.")
+    if _is_bytes(array):
+        return np.vectorize(_b64, otypes=[object])(array).tolist()
     return array.tolist()
 
 
@@ -239,8 +254,10 @@ class ServingClient:
 
         Args:
             inputs: the batch, a numpy array or nested list [N, ...] for a
-                signature with one input (numbers, or str for a text input,
-                sent as JSON strings: until 2026-11-30 refused), or a dict
+                signature with one input (numbers; for a text input str, sent
+                as JSON strings, or bytes such as a ``tf.string`` tensor's,
+                sent as TF Serving's ``{"b64": ...}``: until 2026-11-30
+                refused), or a dict
                 ``{input_name: batch}``; for a client given several
                 ``input_names``, a list of the batches in their order too
                 (until 2026-11-29 a list read as one ragged array). A list of
@@ -261,7 +278,7 @@ class ServingClient:
 
         Raises:
             ValueError: for an unknown ``format``, inputs that are not
-                rectangular finite numeric (or str) arrays, an empty batch of examples
+                rectangular finite numeric (or str, bytes) arrays, an empty batch of examples
                 of rank >= 1, named inputs of
                 different batch sizes, or a list of arrays without
                 ``input_names``.

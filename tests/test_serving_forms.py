@@ -8,6 +8,7 @@ its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
 ``serving_default``; and an ensemble of a text (string) input exported and
 queried alike."""
 
+import base64
 import contextlib
 import json
 import threading
@@ -29,6 +30,13 @@ TOLERANCE = 1e-6
 
 def _error(message):
     return 400, {"error": message}
+
+
+def _decoded(value):
+    """A string tensor's JSON: ``{"b64": ...}`` objects are its binary strings."""
+    if isinstance(value, dict):
+        return base64.b64decode(value["b64"])
+    return [_decoded(item) for item in value] if isinstance(value, list) else value
 
 
 def _tensors(request, specs):
@@ -57,7 +65,7 @@ def _tensors(request, specs):
             return f"Missing named input: {missing[0]} in 'inputs' object."
     tensors = {}
     for name, spec in specs.items():
-        value = np.asarray(named[name])
+        value = np.asarray(_decoded(named[name]) if spec.dtype == tf.string else named[name])
         if spec.dtype.is_floating and value.dtype.kind not in "iuf":
             return f"JSON Value is not of expected type: {spec.dtype.name}"
         tensors[name] = tf.constant(value, spec.dtype)
@@ -241,6 +249,23 @@ def test_the_client_sends_a_text_batch_as_json_strings(text_export, format):
                                                                      format=format)
         sent = httpd.requests[-1]
         assert (sent["inputs"] if format == "columnar" else sent["instances"]) == TEXT
+    for name, value in expected.items():
+        np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+def test_the_client_sends_a_string_tensor_as_b64(text_export, format):
+    """A ``tf.string`` tensor (its numpy value holds bytes) goes as TF Serving's
+    ``{"b64": ...}`` objects and answers the in-process summary; until 2026-11-30
+    refused ("must be numeric, or str for a text input; got dtype object")."""
+    ensemble, version_dir = text_export
+    expected = ensemble.predict_uncertainty(tf.constant(TEXT))
+    with _serving(version_dir) as (url, httpd):
+        outputs = ServingClient("text", url=url, timeout=10).predict(tf.constant(TEXT),
+                                                                     format=format)
+        sent = httpd.requests[-1]
+        rows = sent["inputs"] if format == "columnar" else sent["instances"]
+        assert rows[0][0] == {"b64": base64.b64encode(b"good").decode()}
     for name, value in expected.items():
         np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
 
