@@ -377,8 +377,10 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         ([S, N, ...], of which the first is kept) without a member traced for
         the mask alone (until 2026-11-29 one more member was).
         """
-        inputs = ensemble_inputs.convert(inputs, self.member_input_shape,
-                                         self.member_input_dtype)
+        inputs = ensemble_inputs.convert(
+            ensemble_inputs.by_position(inputs, self.member_input_shape,
+                                        self.member_input_names),
+            self.member_input_shape, self.member_input_dtype)
         values = [v.value for v in self._stacks]
         stacked = [j for j in range(len(values)) if j not in self._shared]
 

@@ -147,5 +147,8 @@ class FunctionModel(keras.Model):
         self.built = True
 
     def call(self, inputs):
+        ensemble = self.ensemble
+        inputs = ensemble_inputs.by_position(inputs, ensemble.member_input_shape,
+                                             ensemble.member_input_names)
         return self._function(ensemble_inputs.convert(
-            inputs, self.ensemble.member_input_shape, self.ensemble.member_input_dtype))
+            inputs, ensemble.member_input_shape, ensemble.member_input_dtype))

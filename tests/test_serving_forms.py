@@ -288,6 +288,25 @@ def test_the_ensemble_takes_the_served_dict_of_a_list_member_in_process(served):
         ensemble.predict({"a": a, "c": b}, verbose=0)
 
 
+def test_evaluate_and_datasets_take_the_dict_of_a_list_member_too():
+    """``evaluate`` with that dict, and ``evaluate``/``predict`` of a dataset yielding
+    it, as Keras takes them: until 2026-11-30 each raised TypeError in the ensemble's
+    ``call`` ("Cannot convert 'a' to EagerTensor"); now each equals the list's."""
+    keras.utils.set_random_seed(0)
+    a_in, b_in = keras.Input((2,), name="a"), keras.Input((2,), name="b")
+    model = keras.Model([a_in, b_in], keras.layers.Dense(3)(
+        keras.layers.Concatenate()([a_in, b_in])))
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    ensemble.compile(loss=keras.losses.SparseCategoricalCrossentropy())
+    (a, b), y = _batch(8), np.arange(8) % 3
+    listed = ensemble.evaluate([a, b], y, verbose=0)
+    assert ensemble.evaluate({"a": a, "b": b}, y, verbose=0) == listed
+    dicts = tf.data.Dataset.from_tensor_slices(({"a": a, "b": b}, y)).batch(4)
+    np.testing.assert_allclose(ensemble.evaluate(dicts, verbose=0), listed, rtol=1e-6)
+    np.testing.assert_allclose(ensemble.predict(dicts.map(lambda x, _: x), verbose=0),
+                               ensemble.predict([a, b], verbose=0), rtol=1e-6)  # batches of 4
+
+
 @pytest.mark.parametrize("input_names", [None, ["inputs"]])
 def test_a_list_of_one_array_is_that_inputs_batch(text_export, input_names):
     """``predict([x])`` of a one-input export (Keras' and ``ensemble.predict``'s
