@@ -3,8 +3,9 @@
 import math
 
 import numpy as np
+import pytest
 
-from keras_bnn import directional_noise
+from keras_bnn import diagnostics, directional_noise
 
 
 def test_equal_per_example_gradients_have_no_noisy_direction():
@@ -32,3 +33,19 @@ def test_ratio_spectrum_matches_the_dense_matrix_to_float64_precision():
     spectrum = directional_noise.ratio_spectrum(gradients, coefficients, n, b)
     np.testing.assert_allclose(spectrum["top"], np.linalg.eigvalsh(dense)[::-1][:3], rtol=1e-10)
     np.testing.assert_allclose(spectrum["mean"], np.trace(dense) / 8, rtol=1e-10)
+
+
+@pytest.mark.parametrize("call, draws", [
+    (diagnostics.convergence_summary, lambda x: x),
+    (diagnostics.predictive_rhat, lambda x: x[..., None, :]),
+    (diagnostics.predictive_ess, lambda x: x[1][:, None, :])])
+def test_a_diverged_chain_is_named_with_its_first_bad_draw(call, draws):
+    # Four chains of 20 draws, chain 1 diverging from draw 5 on: the error
+    # said only "non-finite values" (which of the chains, from when?). The
+    # one-chain form ([S, N, K]) is chain 0 of itself.
+    chains = np.random.default_rng(0).uniform(size=(4, 20, 3))
+    chains[1, 5:, 2] = np.nan
+    chains[1, 9, 0] = np.inf
+    where = "chain 0, draw 5" if call is diagnostics.predictive_ess else "chain 1, draw 5"
+    with pytest.raises(ValueError, match=f"got 16 non-finite values, the first at {where}"):
+        call(draws(chains))
