@@ -84,8 +84,11 @@ def _as_chains(states, name, shape_text, ndim=None):
     if x.shape[1] < 4:
         raise argument_error(name, f"have at least 4 draws per chain (shape {shape_text})",
                              states, got=f"shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise argument_error(name, "be finite", states, got="non-finite values")
+    bad = ~np.isfinite(x)
+    if bad.any():  # where: which chain diverged, and from which draw
+        chain, draw = np.argwhere(bad)[0][:2]
+        raise argument_error(name, "be finite", states, got=f"{bad.sum()} non-finite values, "
+                             f"the first at chain {chain}, draw {draw}")
     return x
 
 

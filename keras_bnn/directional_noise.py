@@ -49,7 +49,7 @@ from keras_bnn import backend
 from keras_bnn.validation import argument_error, check_int
 
 #: Largest number of per-example gradient entries held at once (float32):
-#: ``m·d`` ≤ this, 256 MiB.
+#: ``m·d`` ≤ this, 256 MiB (and their centred float64 copy, 512 MiB).
 MAX_GRADIENT_ENTRIES = 2 ** 26
 
 
@@ -231,7 +231,7 @@ def top_directions(gradients, coefficients, train_size, batch_size, num_directio
     eigenvalues, vectors = np.linalg.eigh(gram)
     order = np.argsort(eigenvalues)[::-1][:num_directions]
     order = order[eigenvalues[order] > 1e-12 * max(float(eigenvalues.max()), 0.0)]
-    directions = vectors[:, order].T @ scaled.astype(np.float64)
+    directions = vectors[:, order].T @ scaled
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     return directions.astype(np.float32), eigenvalues[order]
 
@@ -251,17 +251,23 @@ def ratios_along(gradients, coefficients, train_size, batch_size, directions):
         float numpy array ``[j]``.
     """
     scaled, factor = _scaled(gradients, coefficients, train_size, batch_size)
-    projected = scaled.astype(np.float64) @ np.asarray(directions, np.float64).T
+    projected = scaled @ np.asarray(directions, np.float64).T
     return factor * np.sum(projected ** 2, axis=0)
 
 
 def _scaled(gradients, coefficients, train_size, batch_size):
-    """``(A, f)``: ``A_i = √c ⊙ (g_i - ḡ)``, ``f = n·(n - b)/b/(m - 1)``."""
-    scaled = (gradients - gradients.mean(0)) * np.sqrt(coefficients).astype(np.float32)
+    """``(A, f)``: ``A_i = √c ⊙ (g_i - ḡ)`` in float64, ``f = n·(n - b)/b/(m - 1)``.
+
+    Centred in float64: the mean of equal float32 rows is then exact, so equal
+    gradients give A = 0 (a float32 mean is off by an ulp: a spurious direction).
+    """
+    gradients = np.asarray(gradients, np.float64)
+    scaled = gradients - gradients.mean(0)
+    scaled *= np.sqrt(coefficients)
     return scaled, train_size * (train_size - batch_size) / batch_size / (len(gradients) - 1)
 
 
 def _scaled_gram(gradients, coefficients, train_size, batch_size):
     """``(A, f·A·Aᵀ)`` (:func:`_scaled`)."""
     scaled, factor = _scaled(gradients, coefficients, train_size, batch_size)
-    return scaled, scaled.astype(np.float64) @ scaled.T.astype(np.float64) * factor
+    return scaled, scaled @ scaled.T * factor
