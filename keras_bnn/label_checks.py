@@ -38,7 +38,7 @@ def check_output_labels(model, y, owner="fit"):
     outputs = getattr(model, "outputs", None) or ()
     paths = output_paths(model, y)
     try:
-        labels = weight_slots(y, paths, "y")
+        labels = [[((), y)]] if paths == [()] else weight_slots(y, paths, "y")  # y: one array
         losses = ([[((), loss_leaves(loss)[0])]] * len(paths) if len(loss_leaves(loss)) == 1
                   else weight_slots(loss, paths, "loss"))
     except ValueError:  # not an entry per output: Keras' own error says so

@@ -11,7 +11,6 @@ only the first epoch tells. The warnings name the line that called ``fit``
 import sys
 import warnings
 
-import keras
 import numpy as np
 
 from keras_bnn import distribute

@@ -10,12 +10,8 @@ checked nothing under a list or dict of losses; ``validation_data=(x, y, w)``
 with ``w`` a list of numbers reached Keras as a list, which refuses it.
 """
 
-import os
-import subprocess
-import sys
 import types
 import warnings
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -23,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from fit_helpers import LOSS, three_class_rows, two_head_model
+from fit_helpers import LOSS, script_result, three_class_rows, two_head_model
 from keras_bnn.label_checks import check_output_labels
 
 N = 20
@@ -141,11 +137,4 @@ except ValueError as error:
 def test_a_subclassed_two_output_model_fits_under_one_loss(tmp_path):
     """The reported case end to end. Before: "RESULT fit: `y` must be class indices of
     shape [N] for a sparse categorical loss; ... got shape (2, 20)."."""
-    script = tmp_path / "subclassed_labels.py"
-    script.write_text(SUBCLASSED)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).parent.parent,
-                          env=dict(os.environ, KERAS_BACKEND="tensorflow",
-                                   PYTHONPATH=os.pathsep.join(sys.path)))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "RESULT ok" in done.stdout.splitlines(), done.stdout[-2000:]
+    assert script_result(tmp_path, "subclassed_labels.py", SUBCLASSED) == "ok"
