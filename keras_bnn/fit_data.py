@@ -13,7 +13,7 @@ import inspect
 import keras
 
 from keras_bnn import loss_terms
-from keras_bnn.label_checks import check_labels
+from keras_bnn.label_checks import check_output_labels
 from keras_bnn.validation import argument_error
 
 
@@ -206,7 +206,7 @@ def check_epoch_ends(data, steps, name, owner="fit"):
             steps, owner)
 
 
-def check_fit_data(model, arguments, likelihood=None, owner="fit"):
+def check_fit_data(model, arguments, owner="fit"):
     """Checks the data of ``model.fit(**arguments)`` (or ``evaluate``'s) before any graph runs.
 
     Array inputs (numpy arrays, lists) are checked whole (``[y]`` or
@@ -214,14 +214,12 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
     ``tf.data.Dataset`` for being empty when its length is known, and a
     dataset, ``keras.utils.PyDataset`` or Python generator by its first batch
     (:func:`peek`): batched, with labels the likelihood can score
-    (:func:`keras_bnn.label_checks.check_labels`).
+    (:func:`keras_bnn.label_checks.check_output_labels`).
 
     Args:
         model: the compiled model (its ``loss`` and ``outputs`` are read).
         arguments: the arguments of ``fit`` or ``evaluate`` by name (``x``,
             ``y``; ``BayesianModel`` binds positional ones to their names).
-        likelihood: the likelihood the model's loss implies
-            (:func:`keras_bnn.likelihoods.from_loss`), or None.
         owner: ``"fit"`` or ``"evaluate"``, for the messages.
 
     Returns:
@@ -273,13 +271,7 @@ def check_fit_data(model, arguments, likelihood=None, owner="fit"):
             "kb.models builders output logits) or "
             "kb.likelihoods.GaussianNLL() for regression; to sample the prior on purpose, "
             "call fit without labels", loss, "compile")
-    loss_name = getattr(loss, "name", getattr(loss, "__name__", loss))
-    outputs = getattr(model, "outputs", None)
-    classes = outputs[0].shape[-1] if outputs else None
-    check_labels(y, likelihood, classes, owner,
-                 sparse=loss_name == "sparse_categorical_crossentropy",
-                 output_shape=outputs[0].shape if outputs and len(outputs) == 1 else None,
-                 ignore_class=loss_terms.ignored_class(loss))
+    check_output_labels(model, y, owner)
     loss_terms.check_weight_shape(model, weights, owner)
     return x, batch
 

@@ -1,18 +1,64 @@
 """Checks that a likelihood can score ``fit``'s or ``evaluate``'s labels.
 
-:func:`check_labels` is called by :func:`keras_bnn.fit_data.check_fit_data`
-on arrays, and on a dataset's or generator's first batch; the messages
-follow :mod:`keras_bnn.validation`'s wording.
+:func:`check_output_labels` is called by
+:func:`keras_bnn.fit_data.check_fit_data` on arrays, and on a dataset's or
+generator's first batch: it reads each output's labels and loss as Keras'
+loss does (:mod:`keras_bnn.output_slots`) and checks them with
+:func:`check_labels`; the messages follow :mod:`keras_bnn.validation`'s wording.
 """
 
 import numpy as np
 
+from keras_bnn.likelihoods import from_loss, loss_leaves
+from keras_bnn.output_slots import output_paths, path_name, weight_slots
 from keras_bnn.validation import argument_error
 
 
+def check_output_labels(model, y, owner="fit"):
+    """Checks each output's labels against the loss Keras scores them with.
+
+    Keras' loss reads output k's labels at its path in the model's outputs (a
+    list's k-th entry, a dict's entry of the output's name; a subclassed
+    model's outputs are the labels' own entries) and scores them with
+    ``compile``'s one loss (broadcast to every output) or with output k's
+    entry of a list or dict of losses. Each is checked as :func:`check_labels`
+    says, against output k's shape where the model has that many outputs.
+    Labels or losses without an entry per output are left to Keras' own error.
+
+    Args:
+        model: the compiled model (its ``loss`` and ``outputs`` are read).
+        y: ``fit``'s or ``evaluate``'s labels, or a batch's (not None).
+        owner: the caller, for the message.
+
+    Raises:
+        ValueError: naming ``y`` (``y[1]``, ``y['cls']``: the output's
+            labels) and what they must be.
+    """
+    loss = getattr(model, "loss", None)
+    outputs = getattr(model, "outputs", None) or ()
+    paths = output_paths(model, y)
+    try:
+        labels = [[((), y)]] if paths == [()] else weight_slots(y, paths, "y")  # y: one array
+        losses = ([[((), loss_leaves(loss)[0])]] * len(paths) if len(loss_leaves(loss)) == 1
+                  else weight_slots(loss, paths, "loss"))
+    except ValueError:  # not an entry per output: Keras' own error says so
+        return
+    for index, (leaves, scored_by) in enumerate(zip(labels, losses)):
+        if len(scored_by) != 1:  # no loss for this output, or not one loss object
+            continue
+        output_loss = scored_by[0][1]
+        shape = outputs[index].shape if len(outputs) == len(paths) else None
+        loss_name = getattr(output_loss, "name", getattr(output_loss, "__name__", output_loss))
+        for path, leaf in leaves:
+            check_labels(leaf, from_loss(output_loss), shape[-1] if shape else None, owner,
+                         sparse=loss_name == "sparse_categorical_crossentropy", output_shape=shape,
+                         ignore_class=getattr(output_loss, "ignore_class", None),
+                         name="y" + path_name(path))
+
+
 def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
-                 output_shape=None, ignore_class=None):
-    """Checks that a likelihood can score ``labels`` (named ``y`` in the message).
+                 output_shape=None, ignore_class=None, name="y"):
+    """Checks that a likelihood can score ``labels`` (named ``name`` in the message).
 
     Requirements: ``"categorical"`` with a sparse loss: integer class indices
     in [0, K) (K = ``classes``), one per output row: ``[N]`` (or ``[N, 1]``)
@@ -34,37 +80,38 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
             sparse labels pass.
         ignore_class: the sparse loss's ``ignore_class`` (padding labels it
             leaves out of its mean: allowed besides [0, K)), or None.
+        name: the labels as the message names them (``"y"``, ``"y['cls']"``).
 
     Raises:
-        ValueError: naming ``y`` and what it must be.
+        ValueError: naming ``name`` and what it must be.
     """
     if likelihood is None:
         return
     labels = np.asarray(labels)
     if labels.size == 0:
-        raise argument_error("y", "be at least one label", labels, owner, got="no labels")
+        raise argument_error(name, "be at least one label", labels, owner, got="no labels")
     if labels.dtype.kind not in "biuf":
-        raise argument_error("y", "be numeric labels", labels, owner,
+        raise argument_error(name, "be numeric labels", labels, owner,
                              got=f"dtype {labels.dtype}")
     finite = labels.dtype.kind != "f" or bool(np.all(np.isfinite(labels)))
     if likelihood == "gaussian" or (likelihood == "categorical" and not sparse):
         if not finite:
-            raise argument_error("y", f"be finite for a {likelihood} likelihood", labels,
+            raise argument_error(name, f"be finite for a {likelihood} likelihood", labels,
                                  owner, got="NaN or inf values")
         return
     if likelihood == "bernoulli":
         outside = labels[~((labels == 0) | (labels == 1))]
         if outside.size:
             raise argument_error(
-                "y", "be 0 or 1 for a Bernoulli likelihood (one logit; K classes need a "
+                name, "be 0 or 1 for a Bernoulli likelihood (one logit; K classes need a "
                 "categorical head and loss)", labels, owner,
                 got=f"values such as {np.unique(outside)[:3]}")
         return
-    _check_sparse_shape(labels, output_shape, owner)
+    _check_sparse_shape(labels, output_shape, owner, name)
     integral = labels.dtype.kind in "biu" or (finite and np.all(labels == np.round(labels)))
     if not integral:
         bad = labels[~np.isfinite(labels) | (labels != np.round(labels))]
-        raise argument_error("y", "be integer class indices", labels, owner,
+        raise argument_error(name, "be integer class indices", labels, owner,
                              got=f"values such as {bad[:3]}")
     scored = labels if ignore_class is None else labels[labels != ignore_class]
     if classes is None or not scored.size:
@@ -73,11 +120,11 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
     if low < 0 or high >= classes:
         padding = "" if ignore_class is None else f", or the loss's ignore_class={ignore_class}"
         raise argument_error(
-            "y", f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)"
+            name, f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)"
             f"{padding}", labels, owner, got=f"class indices in [{low:g}, {high:g}]")
 
 
-def _check_sparse_shape(labels, output_shape, owner):
+def _check_sparse_shape(labels, output_shape, owner, name):
     """Refuses sparse labels that are not one class index per row of the output's logits.
 
     The output ``[N, ..., K]`` has rows ``[N, ...]``; the labels must have
@@ -96,7 +143,7 @@ def _check_sparse_shape(labels, output_shape, owner):
         outputs = (f" (the model outputs {tuple(output_shape)}: one class index per row of "
                    "logits)" if output_shape is not None else "")
         raise argument_error(
-            "y", f"be class indices of shape {expected} for a sparse categorical loss"
+            name, f"be class indices of shape {expected} for a sparse categorical loss"
             f"{outputs}; one-hot labels need "
             "keras.losses.CategoricalCrossentropy(from_logits=True)", labels, owner,
             got=f"shape {labels.shape}")

@@ -11,13 +11,13 @@ only the first epoch tells. The warnings name the line that called ``fit``
 import sys
 import warnings
 
-import keras
 import numpy as np
 
 from keras_bnn import distribute
 from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples, batch_length, cardinality, is_distributed
 from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.output_slots import output_paths, slot_name, weight_slots
 
 
 class TrainSizeWarning(UserWarning):
@@ -118,88 +118,6 @@ def _class_weights(y, class_weight):
     for label, weight in class_weight.items():
         weights[labels == int(label)] = weight
     return weights
-
-
-def output_paths(model, structure=None):
-    """Where each of ``model``'s outputs sits in the structure of its predictions, as Keras'
-    loss finds its labels and ``sample_weight`` there.
-
-    Args:
-        model: the model: a functional one's ``output`` structure is read; a
-            subclassed one's outputs are unknown, and ``structure`` stands for them.
-        structure: what has the outputs' structure where the model does not
-            say: ``fit``'s labels (Keras broadcasts one loss to every output, so
-            ``y`` has one label array per output), or ``compile``'s loss given
-            one per output (a list, a dict); None: one output.
-
-    Returns:
-        list: one ``keras.tree.flatten_with_path`` path per output, in Keras'
-        order (a list's; a dict's keys sorted); ``[()]`` for one output.
-    """
-    if getattr(model, "outputs", None):  # functional (or a built Sequential): its own
-        structure = model.outputs if isinstance(model, keras.Sequential) else model.output
-    if not keras.tree.is_nested(structure) or len(keras.tree.flatten(structure)) < 2:
-        return [()]
-    return [path for path, _ in keras.tree.flatten_with_path(structure)]
-
-
-def weight_slots(sample_weight, paths, name="sample_weight"):
-    """The leaves of ``sample_weight`` that each output's loss reads, by Keras' rule.
-
-    Keras' loss reads output k's weights at its path in ``sample_weight``
-    (a list's k-th entry, a dict's entry of the output's name; entries no
-    output reads are left out), or the whole of a ``sample_weight`` that is
-    not nested (one array shared by every output). Both checks read
-    weights so: arrays before ``fit`` (:func:`weight_mean`) and a dataset's in
-    the train step's graph (:mod:`keras_bnn.models.weight_mean`). An array
-    shared by every output is counted once, in the first slot.
-
-    Args:
-        sample_weight: one array or tensor, a structure of them, or None.
-        paths: the outputs' paths (:func:`output_paths`).
-        name: ``sample_weight`` as an error names it.
-
-    Returns:
-        list: for each output, a list of ``(path, weights)``
-        (``keras.tree.flatten_with_path``'s paths, None leaves left out).
-
-    Raises:
-        ValueError: naming ``name``, for a structure without an entry at an
-            output's path (Keras' loss would fail on it).
-    """
-    slots = [[] for _ in paths]
-    if sample_weight is None:
-        return slots
-    if not keras.tree.is_nested(sample_weight):
-        slots[0].append(((), sample_weight))
-        return slots
-    for slot, path in zip(slots, paths):
-        part = sample_weight
-        for key in path:
-            if isinstance(part, dict) and key in part or (
-                    isinstance(part, (list, tuple)) and isinstance(key, int) and key < len(part)):
-                part = part[key]
-                continue
-            raise ValueError(
-                f"{name} has no weights for the model's output at [{key!r}] (its outputs: "
-                f"{', '.join(_path_name(p) for p in paths)}): pass one array (shared by every "
-                "output) or one per output, a list in the outputs' order for a model of "
-                "list outputs, a dict by output name for one of dict outputs; got "
-                f"{keras.tree.map_structure(lambda _: '*', sample_weight)}.")
-        slot.extend((path + tuple(inner), leaf) for inner, leaf in
-                    keras.tree.flatten_with_path(part) if leaf is not None)
-    return slots
-
-
-def _path_name(path):
-    """``"['bin']"``, ``"[0]"``: a path as a subscript."""
-    return "".join(f"[{part!r}]" for part in path)
-
-
-def slot_name(leaves):
-    """The subscript that names a slot's weights (:func:`weight_slots`): its one leaf's
-    path (``"['bin']"``, ``"[1]"``), or ``""`` (one array shared, or several leaves)."""
-    return _path_name(leaves[0][0]) if len(leaves) == 1 else ""
 
 
 def weight_mean(arguments, count, counted=None, paths=((),), argument="fit's sample_weight"):

@@ -5,7 +5,11 @@ Importable from ``tests/`` (pytest puts it on the path) and from a worker in
 """
 
 import contextlib
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -41,6 +45,26 @@ def two_head_model(as_dict, n):
     model = kb.bayesian(keras.Model(inputs, heads))
     model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=n, loss=losses)
     return model
+
+
+def script_result(tmp_path, name, source):
+    """Runs ``source`` as the file ``tmp_path / name`` (warnings name its lines) in a process
+    of its own (the TensorFlow backend, this process's path): a subclassed model cannot
+    be made after a functional ``BayesianModel`` in one process.
+
+    Returns:
+        str: what the script printed after ``"RESULT "`` (it must exit 0 and print it).
+    """
+    script = tmp_path / name
+    script.write_text(source)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).parent.parent,
+                          env=dict(os.environ, KERAS_BACKEND="tensorflow",
+                                   PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [out for out in done.stdout.splitlines() if out.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:]
+    return lines[0][len("RESULT "):]
 
 
 def softmax_regression(sampler, train_size, strategy=None, loss=LOSS):

@@ -10,11 +10,7 @@ weights through :func:`keras_bnn.train_size.weight_slots`.
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -22,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from fit_helpers import three_class_rows, two_head_model
+from fit_helpers import script_result, three_class_rows, two_head_model
 from test_per_timestep_loss import train_size_warnings
 
 N = 20
@@ -146,15 +142,8 @@ def test_a_subclassed_models_weights_are_split_by_the_outputs_its_labels_have(tm
     paths, naming ``[1]``. Before: the array check saw no outputs and the step's
     totals had the one slot made at the first compile: the weights were pooled, mean
     1.25, named ``sample_weight`` on both paths."""
-    script = tmp_path / "subclassed_weights.py"  # a file: warnings name its lines
-    script.write_text(SUBCLASSED)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).parent.parent,
-                          env=dict(os.environ, KERAS_BACKEND="tensorflow",
-                                   PYTHONPATH=os.pathsep.join(sys.path)))
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
-    assert json.loads(line[len("RESULT "):]) == {
+    result = script_result(tmp_path, "subclassed_weights.py", SUBCLASSED)
+    assert json.loads(result) == {
         f"{losses} {how}": [[["[1]", "1.5"]]] for losses in ("one", "recompiled")
         for how in ("arrays", "dataset")}
 

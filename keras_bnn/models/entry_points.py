@@ -24,7 +24,7 @@ from keras_bnn import precision
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
                                 single_output)
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction, from_loss
+from keras_bnn.likelihoods import check_logit_head, check_loss_reduction
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.train_size import output_paths, warn_on_train_size
@@ -113,7 +113,7 @@ def fit_arguments(model, args, kwargs, where):
     """
     kwargs = bound_arguments(keras.Model.fit, args, kwargs)  # callbacks=, validation_data=, ...
     kwargs["sample_weight"] = _listed_weights(model, kwargs)
-    kwargs["x"], first = check_fit_data(model, kwargs, from_loss(model.loss))
+    kwargs["x"], first = check_fit_data(model, kwargs)
     on_batch.build_unbuilt(
         model, first or tuple(kwargs.get(k) for k in ("x", "y", "sample_weight")))
     check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
@@ -141,9 +141,11 @@ def fit_arguments(model, args, kwargs, where):
         parts = tuple(validation)[:3] if isinstance(validation, (tuple, list)) else (
             validation,)
         parts = parts[:1] + tuple(single_output(model, part) for part in parts[1:])
+        weights = _listed_weights(model, dict(zip(("y", "sample_weight"), parts[1:])))
+        if len(parts) == 3 and weights is not parts[2]:  # (x, y, [numbers]): fit's rule
+            parts = kwargs["validation_data"] = parts[:2] + (weights,)
         checked, first_validation = check_fit_data(
-            model, dict(zip(("x", "y", "sample_weight"), parts)), from_loss(model.loss),
-            owner="fit(validation_data)")
+            model, dict(zip(("x", "y", "sample_weight"), parts)), owner="fit(validation_data)")
         if len(parts) == 1:
             kwargs["validation_data"] = validation = checked
         warn_on_validation_weights(model, parts, where)
@@ -214,8 +216,7 @@ def evaluate_arguments(model, args, kwargs):
     """
     kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
     if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
-        kwargs["x"], first = check_fit_data(model, kwargs, from_loss(model.loss),
-                                            owner="evaluate")
+        kwargs["x"], first = check_fit_data(model, kwargs, owner="evaluate")
         distribute.check_data_batches(kwargs, first, "evaluate")
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
     return kwargs

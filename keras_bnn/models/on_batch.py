@@ -26,7 +26,6 @@ from keras_bnn import nonfinite
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import check_fit_data
-from keras_bnn.likelihoods import from_loss
 from keras_bnn.models import fit_callbacks
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -95,7 +94,7 @@ def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
         keras_bnn.NonFiniteError: when the potential or a gradient is
             NaN/Inf: the step changed nothing.
     """
-    check_fit_data(model, {"x": x, "y": y}, from_loss(model.loss), owner="train_on_batch")
+    check_fit_data(model, {"x": x, "y": y}, owner="train_on_batch")
     build_unbuilt(model, (x, y, sample_weight))
     _check_model(model, "train_on_batch")
     with nonfinite.translated(lambda: current_step(model.optimizer)):
@@ -124,5 +123,5 @@ def test_on_batch(model, keras_test_on_batch, x, y=None, sample_weight=None, ret
             labels given to a model compiled without a loss (``nll`` would
             read 0).
     """
-    check_fit_data(model, {"x": x, "y": y}, from_loss(model.loss), owner="test_on_batch")
+    check_fit_data(model, {"x": x, "y": y}, owner="test_on_batch")
     return keras_test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
