@@ -27,7 +27,8 @@ from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, 
 from keras_bnn.likelihoods import check_logit_head, check_loss_reduction
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
-from keras_bnn.train_size import output_paths, warn_on_train_size
+from keras_bnn.output_slots import output_paths
+from keras_bnn.train_size import warn_on_train_size
 from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
 from keras_bnn.validation_weights import warn_on_validation_weights
 

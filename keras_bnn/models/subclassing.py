@@ -31,7 +31,7 @@ them, as Keras does for its own changes to a built layer.
 import keras
 
 from keras_bnn.models import weight_mean
-from keras_bnn.train_size import output_paths
+from keras_bnn.output_slots import output_paths
 
 #: The diagnostics averaged over an epoch (``keras.metrics.Mean``).
 TRACKED_MEANS = (

@@ -30,9 +30,9 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
-from keras_bnn.train_size import (WEIGHT_MEAN_TOLERANCE, output_paths, slot_name, warn_on_terms,
-                                  warn_on_weight_mean, weight_slots)
 from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.output_slots import output_paths, slot_name, weight_slots
+from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_on_terms, warn_on_weight_mean
 from keras_bnn.validation_weights import warn_on_validation_mean
 
 #: Standard errors of the mean a first epoch that is not one pass over the
@@ -43,7 +43,7 @@ STANDARD_ERRORS = 4.0
 
 def weight_names(sample_weight, paths, template="the sample_weight{} in fit's data"):
     """How :class:`WarnOnEpochTotals` names each output's weights, in their slots
-    (:func:`keras_bnn.train_size.weight_slots`, as the array check names them).
+    (:func:`keras_bnn.output_slots.weight_slots`, as the array check names them).
 
     Args:
         sample_weight: the first batch's weights, or None where it is unknown.
@@ -104,7 +104,7 @@ class WeightTotals(keras.metrics.Metric):
 
     Args:
         paths: the model's outputs' paths (:func:`keras_bnn.train_size.output_paths`): a
-            slot of weight totals each (:func:`keras_bnn.train_size.weight_slots`).
+            slot of weight totals each (:func:`keras_bnn.output_slots.weight_slots`).
         name: the metric's name.
     """
 
@@ -121,7 +121,7 @@ class WeightTotals(keras.metrics.Metric):
 
     def update_state(self, sample_weight, counted=None):
         """Adds a batch's weights to their outputs' totals
-        (:func:`keras_bnn.train_size.weight_slots`).
+        (:func:`keras_bnn.output_slots.weight_slots`).
 
         Args:
             sample_weight: the batch's ``sample_weight`` as the step unpacks it.
