@@ -130,3 +130,19 @@ def test_a_worker_process_imports_the_keras_bnn_under_test():
                           capture_output=True, text=True, timeout=60, check=True)
     assert Path(done.stdout.strip()).resolve() == Path(keras_bnn.__file__).resolve()
     assert Path(keras_bnn.__file__).resolve().parents[1] == Path(__file__).resolve().parents[1]
+
+
+def test_each_backend_module_defines_every_backend_name():
+    """``keras_bnn.backend`` takes its names from the module of the Keras
+    backend in use: each of them (TensorFlow's hands on those of
+    ``backend/tensorflow_distribute.py``) must define all of them."""
+    names = set(ast.literal_eval(next(
+        node.value for node in ast.parse((PACKAGE / "backend" / "__init__.py").read_text()).body
+        if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")))
+    assert {"num_replicas", "loss_as_shard", "stateless_normal"} <= names
+    for module in ("tensorflow", "jax"):
+        tree = ast.parse((PACKAGE / "backend" / f"{module}.py").read_text())
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        defined |= {target.id for node in tree.body if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)}
+        assert names - defined == set(), module

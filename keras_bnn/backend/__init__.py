@@ -36,6 +36,11 @@ offer portably lives here, with the same names on every backend:
 * ``values_kept``: a model's weights kept where Keras' predict or evaluate
   loop raises (JAX's take them out of the variables during the loop);
 * ``wide_float``: the widest float dtype available now (HMC's energies).
+
+TensorFlow's ``tf.distribute`` helpers (``num_replicas``,
+``adopt_current_strategy``, ``loss_as_shard``, ``assign_replicated``,
+``assign_where``) are :mod:`keras_bnn.backend.tensorflow_distribute`'s,
+handed on by :mod:`keras_bnn.backend.tensorflow`.
 """
 
 import importlib

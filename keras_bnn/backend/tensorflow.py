@@ -7,8 +7,16 @@ import threading
 import keras
 import tensorflow as tf
 
-from keras_bnn import loss_terms, nonfinite, precision
-from keras_bnn.backend import tensorflow_float16, threefry
+from keras_bnn import nonfinite, precision
+from keras_bnn.backend import tensorflow_distribute, tensorflow_float16, threefry
+
+# The tf.distribute helpers (:mod:`keras_bnn.backend.tensorflow_distribute`),
+# under the names every backend has.
+num_replicas = tensorflow_distribute.num_replicas
+adopt_current_strategy = tensorflow_distribute.adopt_current_strategy
+loss_as_shard = tensorflow_distribute.loss_as_shard
+assign_replicated = tensorflow_distribute.assign_replicated
+assign_where = tensorflow_distribute.assign_where
 
 
 def wide_float():
@@ -106,41 +114,6 @@ def fused(function):
 _compiled_normal = fused(threefry.normal)
 
 
-def num_replicas():
-    """Number of replicas of the current ``tf.distribute`` strategy (1 without one)."""
-    return tf.distribute.get_strategy().num_replicas_in_sync
-
-
-def adopt_current_strategy(optimizer):
-    """Gives ``optimizer`` the ``tf.distribute`` strategy it is built under.
-
-    Keras' TensorFlow optimizer records the strategy current when it is
-    constructed and creates its slots under that one, so a sampler made
-    before ``strategy.scope()`` and compiled inside it failed at its first
-    step ("Mixing different tf.distribute.Strategy objects"). Its step counter
-    and learning-rate variable, made with it, were plain variables that each
-    replica updated: on 2 replicas ``iterations`` went up by 2 a step (the
-    noise keys skipped every other step, the warm-up lasted half its steps).
-    They are made again under the current strategy, keeping their values and
-    their places among the optimizer's variables (its checkpoint order).
-    Called when the sampler builds its state, inside the model's strategy scope.
-    """
-    strategy = tf.distribute.get_strategy()
-    if optimizer._distribution_strategy is strategy:
-        return
-    optimizer._distribution_strategy = strategy
-    for attribute in ("_iterations", "_learning_rate"):
-        old = getattr(optimizer, attribute)
-        if not isinstance(old, keras.Variable):  # a schedule or a callable
-            continue
-        with keras.name_scope(optimizer.name, caller=optimizer):
-            new = keras.Variable(old.numpy(), dtype=old.dtype, trainable=False,
-                                 aggregation="only_first_replica", name=old.name)
-        variables = [new if v is old else v for v in optimizer._variables]
-        setattr(optimizer, attribute, new)  # Keras' tracker appends it
-        optimizer._variables[:] = variables
-
-
 def to_numpy(value):
     """A tensor or variable's value as a NumPy array, read on the host.
 
@@ -170,8 +143,8 @@ def value_and_gradients(model, x, y, sample_weight):
     an overflowing gradient at ``S/2^m``). Under ``tf.distribute`` Keras
     divides each replica's terms by the replica count and the optimizer
     SUM-reduces gradients; each replica's loss is weighted by its share of
-    the batch (:func:`_shard_weight`), so the applied gradient is the global
-    batch's, evenly split or not.
+    the batch (:func:`keras_bnn.backend.tensorflow_distribute.shard_weight`),
+    so the applied gradient is the global batch's, evenly split or not.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -188,7 +161,7 @@ def value_and_gradients(model, x, y, sample_weight):
         y_pred = model(x, training=True)
         nll, prior_term = model.potential_terms(y, y_pred, sample_weight, model.losses)
         loss = tf.debugging.check_numerics(nll + prior_term, nonfinite.MARKER)
-        weight = _shard_weight(y_pred, loss.dtype)
+        weight = tensorflow_distribute.shard_weight(y_pred, loss.dtype)
         # `loss` itself but for a LossScaleOptimizer
         scaled = model.optimizer.scale_loss(loss * weight)
         if scale is not None:
@@ -325,79 +298,6 @@ def apply_if_finite(optimizer, loss, gradients, variables):
     return tf.cond(finite, apply, lambda: tf.constant(1.0))
 
 
-def _shard_size(y_pred, dtype):
-    """This replica's number of examples b_r (the first axis of its predictions)."""
-    return tf.cast(tf.shape(tf.nest.flatten(y_pred)[0])[0], dtype)
-
-
-def _shard_weight(y_pred, dtype):
-    """``R·b_r/B``: the weight that makes a replica's loss (Keras' mean over
-    its b_r examples, divided by R) its share of the global batch's mean.
-
-    Keras' own 1/R weighs the examples of a smaller shard more: a batch of 7
-    on 2 replicas (4 + 3) made an SG step 24 % off the single-device step.
-    One scalar all-reduce for B = Σ b_r; 1 without a strategy of several
-    replicas."""
-    replicas = num_replicas()
-    if replicas == 1:
-        return tf.constant(1.0, dtype)
-    shard = _shard_size(y_pred, dtype)
-    batch = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, shard)
-    return float(replicas) * shard / batch
-
-
-def loss_as_shard(value, y_pred, sample_weight, reduction, labels_counted=None):
-    """One output's loss on a replica, rescaled to weigh as a plain mean of its shard.
-
-    Keras divides a batch loss by its denominator ``d_r`` on this replica's
-    shard: the number of loss values for a plain mean, the number of unmasked
-    ones under a Keras mask (``Embedding(mask_zero=True)``: a per-timestep
-    loss is a mean over the real timesteps) times the loss's own
-    (``labels_counted``: labels not its ``ignore_class``), ``Σ_r w`` (times
-    the masks) for ``"mean_with_sample_weight"``. The global batch's loss divides by
-    ``D = Σ_r d_r``, so this replica's share of it is ``d_r/D``, not the
-    ``b_r/B`` of a plain mean that the step weighs each replica's loss by
-    (:func:`_shard_weight`, and Keras' logged ``loss``, weighted by ``b_r``).
-    Multiplied by ``(d_r/D)·(B/b_r)`` it weighs right in all of them, for
-    each output of a model of several (each has its own denominator).
-    Measured on a batch of 33 over 2 replicas (17 + 16), one SGLD step: a
-    masked per-timestep loss (17 full sequences, 16 of one timestep) had its
-    drift 14 % off the single-device step and ``nll`` read 1.0756 for
-    1.0305; ``"mean_with_sample_weight"`` losses on two outputs with weights
-    11 % and 1.9782 for 2.0510; labels padded with the loss's
-    ``ignore_class`` (no Keras mask; 16 sequences of one label) until
-    2026-11-29 counted as scored: drift 39 % off, ``nll`` 1.0994 for
-    1.1025. One all-reduce of two scalars where ``d_r`` is not a fixed
-    multiple of ``b_r``; ``value`` itself otherwise, without a strategy of
-    several replicas or outside a replica context.
-
-    Args:
-        value: this output's loss on this replica (Keras' reduction of it,
-            divided by the replica count R).
-        y_pred: this output's predictions (their first axis counts b_r;
-            their Keras mask, if any, is the loss's).
-        sample_weight: this output's weights, or None.
-        reduction: the loss's reduction (one of
-            :data:`keras_bnn.likelihoods.MEAN_REDUCTIONS`).
-        labels_counted: the loss's own mask of the labels it scores
-            (:func:`keras_bnn.loss_terms.label_mask`), or None.
-
-    Returns:
-        The rescaled loss (0 for an empty shard or a denominator of 0).
-    """
-    context = tf.distribute.get_replica_context()
-    # (Keras' TensorFlow tensors carry their mask as _keras_mask.)
-    masked = getattr(y_pred, "_keras_mask", None) is not None or labels_counted is not None
-    weighted = reduction == "mean_with_sample_weight" and sample_weight is not None
-    if num_replicas() == 1 or context is None or (not masked and not weighted):
-        return value
-    counted = tf.cast(loss_terms.denominator(y_pred, sample_weight, reduction, labels_counted),
-                      value.dtype)
-    local = tf.stack([counted, _shard_size(y_pred, value.dtype)])
-    total = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
-    return value * tf.math.divide_no_nan(local[0] * total[1], total[0] * local[1])
-
-
 def potential_and_gradients(model, values, x, y, sample_weight):
     """Mean-form potential and its gradients at weights ``values`` (not assigned).
 
@@ -438,7 +338,7 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         # smaller shard more (15 on 2: 8 + 7, each weighed 15/16 or 15/14: HMC
         # sampled another posterior). Weighted by R·b_r and divided by B = Σ b_r,
         # reduced in the same call, the sum is the global batch's.
-        shard = _shard_size(y_pred, scaled.dtype)
+        shard = tensorflow_distribute.shard_size(y_pred, scaled.dtype)
         weight = float(replicas) * shard
         batch, scaled_sum, *gradients = tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM,
@@ -534,62 +434,3 @@ def map_members(function, stacks):
     rest = tf.map_fn(function, [stack[1:] for stack in stacks],
                      fn_output_signature=[tf.TensorSpec.from_tensor(leaf) for leaf in first])
     return [tf.concat([leaf[None], more], 0) for leaf, more in zip(first, rest)]
-
-
-def assign_replicated(variables, values):
-    """Assigns ``values`` (the same on every replica) to ``variables``.
-
-    Outside a strategy a plain assignment; under ``tf.distribute`` (called in
-    replica context, as ``train_step`` is) every copy of each mirrored
-    variable is updated in a cross-replica ``merge_call``, as Keras'
-    optimizers do.
-
-    Args:
-        variables: Keras (or TensorFlow) variables.
-        values: tensors, one per variable.
-    """
-    variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
-
-    def update(distribution, pairs):
-        for variable, value in pairs:
-            distribution.extended.update(
-                variable, lambda v, new: v.assign(new), args=(value,), group=False
-            )
-
-    tf.__internal__.distribute.interim.maybe_merge_call(
-        update, tf.distribute.get_strategy(), list(zip(variables, values))
-    )
-
-
-def assign_where(condition, variables, values):
-    """Assigns ``values`` to ``variables`` where the scalar ``condition`` holds.
-
-    ``variables[i] ← values[i]() if condition else variables[i]``: when
-    ``condition`` is false (nearly every step) no element is computed, read
-    or written. Outside a strategy one ``tf.cond`` holds every assignment;
-    under ``tf.distribute`` each variable is updated on every replica (as
-    :func:`assign_replicated`) under a ``tf.cond`` of its own.
-
-    Args:
-        condition: boolean scalar tensor, the same on every replica.
-        variables: Keras (or TensorFlow) variables.
-        values: callables, one per variable, returning its new value.
-    """
-    variables = [v.value if isinstance(v, keras.Variable) else v for v in variables]
-    pairs = list(zip(variables, values))  # the same variables on every replica
-    # Outside a strategy, or inside its variable update (no replica context:
-    # Keras runs the optimizer's update steps there), one cond assigns.
-    if not tf.distribute.has_strategy() or tf.distribute.get_replica_context() is None:
-        tf.cond(condition, lambda: tf.group([v.assign(make()) for v, make in pairs]),
-                tf.no_op)
-        return
-
-    def update(distribution, flag):
-        for variable, make in pairs:
-            def assign(target, flag, make=make):
-                return tf.cond(flag, lambda: tf.group(target.assign(make())), tf.no_op)
-
-            distribution.extended.update(variable, assign, args=(flag,), group=False)
-
-    tf.__internal__.distribute.interim.maybe_merge_call(
-        update, tf.distribute.get_strategy(), condition)
