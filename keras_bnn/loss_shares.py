@@ -7,7 +7,7 @@ of its own (the shard's number of loss values, of unmasked timesteps, of
 labels not the loss's ``ignore_class``, or its sum of weights). Under
 ``tf.distribute`` the global batch's loss is ``Σ_k λ_k·Σ ℓ / D_k`` with
 ``D_k = Σ_r d_k,r``, so each output has to be rescaled by its own share
-(:func:`keras_bnn.backend.tensorflow.loss_as_shard`)
+(:func:`keras_bnn.backend.tensorflow_distribute.loss_as_shard`)
 before the outputs are summed: one factor for the sum cannot do it.
 :func:`weigh_by_share` wraps each output's loss function in the compiled
 loss, once it is built; the wrapper is the identity on one device and under
