@@ -237,35 +237,25 @@ def test_a_text_input_ensemble_exports_and_runs_in_saved_model_cli(text_export, 
                                    atol=TOLERANCE, err_msg=name)
 
 
-@pytest.mark.parametrize("format", ["columnar", "row"])
-def test_the_client_sends_a_text_batch_as_json_strings(text_export, format):
-    """``ServingClient.predict`` of a str array (until 2026-11-30 refused as "must be
-    numeric") sends JSON strings, which TF Serving reads into a string input, and
-    answers the in-process summary."""
-    ensemble, version_dir = text_export
-    expected = ensemble.predict_uncertainty(tf.constant(TEXT))
-    with _serving(version_dir) as (url, httpd):
-        outputs = ServingClient("text", url=url, timeout=10).predict(np.array(TEXT),
-                                                                     format=format)
-        sent = httpd.requests[-1]
-        assert (sent["inputs"] if format == "columnar" else sent["instances"]) == TEXT
-    for name, value in expected.items():
-        np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
+def _b64(text):
+    return {"b64": base64.b64encode(text.encode()).decode()}
 
 
 @pytest.mark.parametrize("format", ["columnar", "row"])
-def test_the_client_sends_a_string_tensor_as_b64(text_export, format):
-    """A ``tf.string`` tensor (its numpy value holds bytes) goes as TF Serving's
-    ``{"b64": ...}`` objects and answers the in-process summary; until 2026-11-30
-    refused ("must be numeric, or str for a text input; got dtype object")."""
+@pytest.mark.parametrize("kind", ["str", "bytes"])
+def test_the_client_sends_a_text_batch_as_json_strings_or_b64(text_export, format, kind):
+    """``ServingClient.predict`` of a str array sends JSON strings, and of a
+    ``tf.string`` tensor (its numpy value holds bytes) TF Serving's ``{"b64": ...}``
+    objects; TF Serving reads either into a string input, and the answer is the
+    in-process summary. Until 2026-11-30 both were refused ("must be numeric")."""
     ensemble, version_dir = text_export
     expected = ensemble.predict_uncertainty(tf.constant(TEXT))
+    batch, wire = ((np.array(TEXT), TEXT) if kind == "str" else
+                   (tf.constant(TEXT), [[_b64(text) for text in row] for row in TEXT]))
     with _serving(version_dir) as (url, httpd):
-        outputs = ServingClient("text", url=url, timeout=10).predict(tf.constant(TEXT),
-                                                                     format=format)
+        outputs = ServingClient("text", url=url, timeout=10).predict(batch, format=format)
         sent = httpd.requests[-1]
-        rows = sent["inputs"] if format == "columnar" else sent["instances"]
-        assert rows[0][0] == {"b64": base64.b64encode(b"good").decode()}
+        assert (sent["inputs"] if format == "columnar" else sent["instances"]) == wire
     for name, value in expected.items():
         np.testing.assert_allclose(outputs[name], value, rtol=0, atol=TOLERANCE, err_msg=name)
 
