@@ -100,9 +100,9 @@ def test_weighted_test_sets_and_baselines_that_do_not_fit_are_refused(classifier
                                          r"`sample_weight` must be >= 0; got minimum -1"):
         _evaluate(run_dir, given, x, y, np.where(w > 0, w, -1))
     quads = data.make_dataset(x, y, 50).map(lambda a, b: (a, b, b, b))
-    with pytest.raises(ValueError, match=r"`data` must hold a test set of \(inputs, labels\) "
-                                         r"or \(inputs, labels, sample_weight\) batches; got a "
-                                         r"test set of 4-tuples"):
+    with pytest.raises(ValueError, match=r"^`data` must be a finite tf.data.Dataset of "
+                                         r"\(inputs, labels\) or \(inputs, labels, "
+                                         r"sample_weight\) batches; got a dataset of 4-tuples"):
         runs.evaluate(run_dir, data=(given[0], quads, given[2]))
     with pytest.raises(ValueError, match=r"`sample_weight` must have one weight per example"):
         data.make_dataset(x, y, 50, sample_weight=w[:-1])

@@ -221,23 +221,25 @@ def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
                    drop_remainder=drop_remainder)
 
 
-def dataset_targets(ds):
+def dataset_targets(ds, name="ds", owner="dataset_targets"):
     """The labels and sample weights of a finite dataset, in one pass, in order.
 
     Args:
         ds: a finite ``tf.data.Dataset`` of (inputs, labels) or (inputs,
             labels, sample_weight) batches (the elements Keras' ``evaluate``
             takes).
+        name, owner: the argument and its function, as an error names them
+            (a caller's own argument, e.g. ``kb.runs.evaluate``'s ``data``).
 
     Returns:
         ``(labels, sample_weight)``: numpy arrays, ``sample_weight`` None for
         (inputs, labels) batches.
 
     Raises:
-        ValueError: naming ``ds`` for another object, an empty dataset, or a
+        ValueError: naming ``name`` for another object, an empty dataset, or a
             dataset of other elements.
     """
-    return _targets(ds, "dataset_targets")
+    return _targets(ds, name, owner)
 
 
 def dataset_labels(ds):
@@ -250,21 +252,21 @@ def dataset_labels(ds):
     Raises:
         ValueError: for a ``ds`` that is not a ``tf.data.Dataset`` of such batches.
     """
-    return _targets(ds, "dataset_labels")[0]
+    return _targets(ds, "ds", "dataset_labels")[0]
 
 
-def _targets(ds, owner):
-    """:func:`dataset_targets`, its errors naming ``owner``."""
+def _targets(ds, name, owner):
+    """:func:`dataset_targets`, its errors naming ``name`` and ``owner``."""
     spec = getattr(ds, "element_spec", None)
     if not hasattr(ds, "as_numpy_iterator") or not isinstance(spec, tuple) or len(spec) not in (
             2, 3):
         got = (f"a dataset of {len(spec)}-tuples" if isinstance(spec, tuple) else
                f"a dataset of {type(spec).__name__}" if spec is not None else type(ds).__name__)
-        raise argument_error("ds", "be a finite tf.data.Dataset of (inputs, labels) or "
+        raise argument_error(name, "be a finite tf.data.Dataset of (inputs, labels) or "
                              "(inputs, labels, sample_weight) batches", None, owner, got=got)
     columns = list(zip(*(batch[1:] for batch in ds.as_numpy_iterator())))
     if not columns:
-        raise argument_error("ds", "hold at least one batch", None, owner,
+        raise argument_error(name, "hold at least one batch", None, owner,
                              got="an empty dataset")
     labels, *weights = (np.concatenate([np.asarray(part) for part in column])
                         for column in columns)

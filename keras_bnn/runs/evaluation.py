@@ -19,7 +19,6 @@ from keras_bnn.metric_inputs import take_weights
 from keras_bnn.runs.build import check_data_files, load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
-from keras_bnn.validation import argument_error
 
 #: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
 _NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
@@ -247,12 +246,7 @@ def _targets(test_ds):
             for weights of another shape than the labels' [N] (or [N, 1]),
             negative, not finite or all 0.
     """
-    spec = test_ds.element_spec
-    if not isinstance(spec, tuple) or len(spec) not in (2, 3):
-        got = f"{len(spec)}-tuples" if isinstance(spec, tuple) else type(spec).__name__
-        raise argument_error("data", "hold a test set of (inputs, labels) or (inputs, labels, "
-                             "sample_weight) batches", None, got=f"a test set of {got}")
-    labels, sample_weight = dataset_targets(test_ds)
+    labels, sample_weight = dataset_targets(test_ds, name="data", owner=None)
     if sample_weight is None:
         return labels, None
     try:  # the metrics' checks; Keras' [N, 1] as [N]
