@@ -39,7 +39,8 @@ def check_output_labels(model, y, owner="fit"):
     paths = output_paths(model, y)
     try:
         labels = [[((), y)]] if paths == [()] else weight_slots(y, paths, "y")  # y: one array
-        losses = ([[((), loss_leaves(loss)[0])]] * len(paths) if len(loss_leaves(loss)) == 1
+        given = loss_leaves(loss)
+        losses = ([[((), given[0])]] * len(paths) if len(given) == 1
                   else weight_slots(loss, paths, "loss"))
     except ValueError:  # not an entry per output: Keras' own error says so
         return

@@ -6,7 +6,7 @@ model's outputs come in its keys' sorted order). The array check before
 ``fit`` read a dict in the order it was given and pooled a list not of one
 entry per output; the dataset check in the train step read a dict in sorted
 order and pooled a structure of more entries than outputs. Both now read
-weights through :func:`keras_bnn.train_size.weight_slots`.
+weights through :func:`keras_bnn.output_slots.weight_slots`.
 """
 
 import json

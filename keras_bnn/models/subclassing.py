@@ -111,6 +111,6 @@ def make_sampling_trackers(model, loss=None):
 
 def _outputs(model, loss):
     """The paths of ``model``'s outputs: its functional graph's, else ``loss``'s if one per
-    output (:func:`keras_bnn.train_size.output_paths`; ``fit`` reads its labels'
+    output (:func:`keras_bnn.output_slots.output_paths`; ``fit`` reads its labels'
     where they differ, :func:`keras_bnn.models.weight_mean.match_outputs`)."""
     return output_paths(model, loss if isinstance(loss, (list, tuple, dict)) else None)

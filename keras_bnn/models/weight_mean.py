@@ -47,7 +47,7 @@ def weight_names(sample_weight, paths, template="the sample_weight{} in fit's da
 
     Args:
         sample_weight: the first batch's weights, or None where it is unknown.
-        paths: the outputs' paths (:func:`keras_bnn.train_size.output_paths`).
+        paths: the outputs' paths (:func:`keras_bnn.output_slots.output_paths`).
         template: the name, ``{}`` where the output's key goes.
 
     Returns:
@@ -103,7 +103,7 @@ class WeightTotals(keras.metrics.Metric):
     logs nothing.
 
     Args:
-        paths: the model's outputs' paths (:func:`keras_bnn.train_size.output_paths`): a
+        paths: the model's outputs' paths (:func:`keras_bnn.output_slots.output_paths`): a
             slot of weight totals each (:func:`keras_bnn.output_slots.weight_slots`).
         name: the metric's name.
     """
