@@ -23,6 +23,15 @@ a truncated body, a bad status line, a redirect, non-JSON, ragged or
 non-numeric arrays, outputs of the wrong batch size). Only the standard
 library is used (``http.client``).
 
+Before its first request the client reads the signature from
+
+    GET http://host:port/v1/models/<name>[/versions/<version>]/metadata
+
+(``{"model_spec": ..., "metadata": {"signature_def": {"signature_def": {name:
+{"inputs": {input: {"dtype": "DT_FLOAT", "tensor_shape": {"dim": [{"size":
+"-1"}, ...]}}}}}}}}``) and checks each batch against its inputs (names, dtypes
+by TF Serving's JSON rules, shapes) before sending it.
+
 Example, for a :meth:`keras_bnn.PosteriorEnsemble.export`-ed model served as
 ``cifar10_atmc``::
 
@@ -40,7 +49,7 @@ import urllib.parse
 
 import numpy as np
 
-from keras_bnn.validation import check_choice, check_int, check_positive
+from keras_bnn.validation import check_bool, check_choice, check_int, check_positive
 
 FORMATS = ("columnar", "row")
 #: The largest model version: versions are int64 in TF Serving (here, not in
@@ -49,8 +58,8 @@ MAX_VERSION = 2**63 - 1
 
 
 class ServingError(RuntimeError):
-    """A predict request failed: the server's ``{"error": ...}`` message, an
-    HTTP error without one, an unreachable server or a malformed reply.
+    """A predict (or metadata) request failed: the server's ``{"error": ...}``
+    message, an HTTP error without one, an unreachable server or a malformed reply.
 
     Attributes:
         status: the HTTP status code, or ``None`` when no reply came.
@@ -75,9 +84,9 @@ def _b64(item):
     return {"b64": base64.b64encode(item).decode("ascii")}
 
 
-def _to_json(value, argument="inputs"):
-    """Nested lists of a finite numeric tensor-like value, for the JSON body; str (a text
-    input's) as JSON strings, bytes (a ``tf.string`` tensor's) as ``{"b64": ...}``."""
+def _as_array(value, argument="inputs"):
+    """A finite numeric (or str, bytes) batch as a numpy array, or ValueError naming
+    ``argument``."""
     try:
         array = np.asarray(value)
     except ValueError as error:  # ragged nested lists
@@ -94,9 +103,88 @@ def _to_json(value, argument="inputs"):
         raise ValueError(f"`{argument}` has no examples (shape {array.shape}): JSON's [] "
                          "cannot carry their shape (TF Serving reads it as shape [0]); send "
                          "at least one example.")
+    return array
+
+
+def _to_json(array):
+    """Nested lists of a batch for the JSON body; str (a text input's) as JSON
+    strings, bytes (a ``tf.string`` tensor's) as ``{"b64": ...}``."""
     if _is_bytes(array):
         return np.vectorize(_b64, otypes=[object])(array).tolist()
     return array.tolist()
+
+
+def _signature_inputs(reply, signature_name):
+    """{input name: (dtype, shape)} of ``signature_name`` in a metadata reply (dtype
+    ``"DT_FLOAT"`` and the like, shape a tuple with -1 for any size, or None for any
+    rank); None when the reply is not TF Serving's metadata.
+
+    Raises:
+        ValueError: naming ``signature_name`` and the served ones, when the model
+            has no such signature.
+    """
+    try:
+        signatures = reply["metadata"]["signature_def"]["signature_def"]
+        known = signature_name in signatures
+        inputs = signatures[signature_name]["inputs"] if known else {}
+        specs = {}
+        for name, info in inputs.items():
+            shape = info.get("tensor_shape", {})
+            specs[name] = (info["dtype"], None if shape.get("unknown_rank") else
+                           tuple(int(dim.get("size", -1)) for dim in shape.get("dim", [])))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if not known:
+        served = sorted(name for name in signatures if not str(name).startswith("__"))
+        raise ValueError(f"`signature_name` must be one of the served model's signatures "
+                         f"{served}; got {signature_name!r}.")
+    return specs
+
+
+#: TF Serving's JSON rules for an input of each dtype (``tensorflow_serving/util/
+#: json_tensor.cc``, ``AddValueToTensor``): its numpy name and the array kinds it takes.
+SIGNATURE_DTYPES = {
+    "DT_FLOAT": ("float32", "iuf"), "DT_DOUBLE": ("float64", "iuf"),
+    "DT_INT8": ("int8", "iu"), "DT_INT16": ("int16", "iu"), "DT_INT32": ("int32", "iu"),
+    "DT_INT64": ("int64", "iu"), "DT_UINT8": ("uint8", "iu"), "DT_UINT32": ("uint32", "iu"),
+    "DT_UINT64": ("uint64", "iu"), "DT_BOOL": ("bool", "b"), "DT_STRING": ("string", "US"),
+}
+_KIND_NAMES = {"iuf": "float or int arrays", "iu": "int arrays", "b": "bool arrays",
+               "US": "str or bytes arrays"}
+
+
+def _check_input(array, argument, name, spec):
+    """Raises ValueError, naming ``argument``, unless TF Serving takes ``array`` for
+    the signature input ``name`` of ``spec`` (dtype, shape)."""
+    dtype, shape = spec
+    if shape is not None and (array.ndim != len(shape) or any(
+            want not in (-1, got) for want, got in zip(shape, array.shape))):
+        raise ValueError(f"`{argument}` has shape {array.shape}, but the signature's input "
+                         f"{name!r} takes shape {list(shape)} (-1: any size).")
+    if dtype not in SIGNATURE_DTYPES:  # e.g. DT_HALF: left to the server
+        return
+    target, kinds = SIGNATURE_DTYPES[dtype]
+    kind = "S" if _is_bytes(array) else array.dtype.kind
+    if kind not in kinds:
+        cast = (f"; cast it with .astype({target!r}) if its values are meant as {target}"
+                if kinds != "US" and kind in "biuf" else "")
+        raise ValueError(f"`{argument}` has dtype {array.dtype}, but the signature's input "
+                         f"{name!r} is {target} ({dtype}), which takes {_KIND_NAMES[kinds]}"
+                         f"{cast}.")
+    if kind == "f":  # to a float input: TF Serving refuses values beyond its range
+        low, high, holds = -np.finfo(target).max, np.finfo(target).max, "range"
+    elif kind in "iu" and kinds == "iuf":  # integers: only those it holds exactly
+        high = 2 ** (np.finfo(target).nmant + 1) - 1
+        low, holds = -high, "exact integers"
+    elif kind in "iu":
+        low, high, holds = int(np.iinfo(target).min), int(np.iinfo(target).max), "range"
+    else:
+        return
+    outside = (array < low) | (array > high)
+    if np.any(outside):
+        raise ValueError(f"`{argument}` holds {array[outside].flat[0].item()!r}, outside the "
+                         f"{holds} [{low!s}, {high!s}] of the signature's input {name!r} "
+                         f"({target}), which TF Serving refuses.")
 
 
 class ServingClient:
@@ -117,17 +205,22 @@ class ServingClient:
             exported ensemble's ``ensemble.member_input_names``), so that
             :meth:`predict` takes a model of several inputs' batches as a
             list too; None: one input, or a dict of named inputs.
+        check_inputs: read the signature from the server's metadata endpoint
+            (once, at the first :meth:`predict`) and check each batch against
+            it before sending; a server that answers the metadata request with
+            an HTTP error (one without the endpoint) is sent unchecked batches.
+            False: no metadata request (saves that round trip for such a server).
 
     Raises:
         ValueError: for an empty ``model_name``, a ``url`` that is not
             ``http(s)://host[:port]``, a bad ``version``, a non-positive
-            ``timeout`` or ``max_reply_bytes``, or ``input_names`` that are not
-            distinct non-empty strings.
+            ``timeout`` or ``max_reply_bytes``, ``input_names`` that are not
+            distinct non-empty strings, or a ``check_inputs`` that is not a bool.
     """
 
     def __init__(self, model_name, url="http://localhost:8501", version=None,
                  signature_name="serving_default", timeout=30.0, max_reply_bytes=256 * 2**20,
-                 input_names=None):
+                 input_names=None, check_inputs=True):
         if not isinstance(model_name, str) or not model_name or "/" in model_name:
             raise ValueError(
                 f"`model_name` must be a non-empty name without '/'; got {model_name!r}."
@@ -149,8 +242,11 @@ class ServingClient:
         if version is not None:
             path += f"/versions/{check_int(version, 'version', 1, maximum=MAX_VERSION)}"
         self._scheme, self._host, self._port = parsed.scheme, parsed.hostname, port
-        self._path = f"{path}:predict"
+        self._path, self._metadata_path = f"{path}:predict", f"{path}/metadata"
         self.predict_url = f"{parsed.scheme}://{parsed.netloc}{self._path}"
+        self.metadata_url = f"{parsed.scheme}://{parsed.netloc}{self._metadata_path}"
+        self.check_inputs = check_bool(check_inputs, "check_inputs", "ServingClient")
+        self._inputs = None  # the signature's inputs, once read
         self.signature_name = signature_name
         if input_names is not None and (
                 isinstance(input_names, str) or not isinstance(input_names, (list, tuple))
@@ -160,12 +256,15 @@ class ServingClient:
                              f"(e.g. ensemble.member_input_names) or None; got {input_names!r}.")
         self.input_names = None if input_names is None else list(input_names)
 
-    def _error(self, message, status=None):
-        return ServingError(f"{message} ({self.predict_url})", status=status,
-                            url=self.predict_url)
+    def _error(self, message, status=None, url=None):
+        url = url or self.predict_url
+        return ServingError(f"{message} ({url})", status=status, url=url)
 
-    def _exchange(self, data):
-        """(status, body) of one POST, within the total deadline."""
+    def _exchange(self, data, method="POST"):
+        """(status, body) of one POST of ``data`` to the predict URL (or one GET of
+        the metadata URL), within the total deadline."""
+        path, url = ((self._path, self.predict_url) if method == "POST" else
+                     (self._metadata_path, self.metadata_url))
         connection_class = (http.client.HTTPSConnection if self._scheme == "https"
                             else http.client.HTTPConnection)
         connection = connection_class(self._host, self._port, timeout=self.timeout)
@@ -193,8 +292,8 @@ class ServingClient:
             sockets.append(connection.sock)
             if expired.is_set():  # the deadline passed while connecting
                 shut()
-            connection.request("POST", self._path, body=data,
-                               headers={"Content-Type": "application/json"})
+            connection.request(method, path, body=data,
+                               headers={"Content-Type": "application/json"} if data else {})
             response = connection.getresponse()
             payload = response.read(self.max_reply_bytes + 1)
             if expired.is_set():
@@ -205,12 +304,12 @@ class ServingClient:
         except (OSError, http.client.HTTPException, ValueError) as error:
             if expired.is_set():
                 raise self._error(f"No complete reply from TF Serving within the deadline "
-                                  f"timeout={self.timeout}s") from None
+                                  f"timeout={self.timeout}s", url=url) from None
             if isinstance(error, OSError) and not isinstance(error, http.client.HTTPException):
                 reason = getattr(error, "strerror", None) or error
-                raise self._error(f"Cannot reach TF Serving: {reason}") from error
+                raise self._error(f"Cannot reach TF Serving: {reason}", url=url) from error
             raise self._error(f"Malformed reply from TF Serving: {type(error).__name__}: "
-                              f"{error}") from None
+                              f"{error}", url=url) from None
         finally:
             timer.cancel()
             connection.close()
@@ -233,21 +332,65 @@ class ServingClient:
                 reply over ``max_reply_bytes`` or one that is not a JSON
                 object.
         """
-        status, payload = self._exchange(json.dumps(body, allow_nan=False).encode())
+        return self._reply(json.dumps(body, allow_nan=False).encode(), "POST")
+
+    def metadata(self):
+        """GETs the served model's metadata (:attr:`metadata_url`): TF Serving's
+        ``{"model_spec": ..., "metadata": {"signature_def": {"signature_def":
+        {signature_name: {"inputs": ..., "outputs": ...}}}}}``.
+
+        Returns:
+            The reply as a dict.
+
+        Raises:
+            ServingError: as for :meth:`request` (e.g. HTTP 404 for a server
+                without the metadata endpoint).
+        """
+        return self._reply(None, "GET")
+
+    def _reply(self, data, method):
+        """The decoded JSON object of one exchange, or ServingError."""
+        status, payload = self._exchange(data, method)
+        url = self.predict_url if method == "POST" else self.metadata_url
         if len(payload) > self.max_reply_bytes:
             raise self._error(f"Reply larger than max_reply_bytes={self.max_reply_bytes}",
-                              status=status)
+                              status=status, url=url)
         try:
             reply = json.loads(payload)
         except (ValueError, RecursionError):
             reply = None
         if isinstance(reply, dict) and "error" in reply:
             raise self._error(f"TF Serving error (HTTP {status}): {str(reply['error'])[:2000]}",
-                              status=status)
+                              status=status, url=url)
         if status != 200 or not isinstance(reply, dict):
             raise self._error(f"Unexpected reply (HTTP {status}): {payload[:200]!r}",
-                              status=status)
+                              status=status, url=url)
         return reply
+
+    def signature_inputs(self):
+        """The inputs of the client's signature, read once from :meth:`metadata`.
+
+        Returns:
+            ``{input_name: (dtype, shape)}``, e.g. ``{"inputs": ("DT_FLOAT",
+            (-1, 32, 32, 3))}`` (-1: any size; shape None: any rank); None when
+            ``check_inputs`` is False or the server answered the metadata request
+            with an HTTP error or not in TF Serving's form (asked again next time).
+
+        Raises:
+            ValueError: when the served model has no signature ``signature_name``
+                (naming the served ones).
+            ServingError: when no reply came (unreachable server, deadline,
+                malformed HTTP).
+        """
+        if self.check_inputs and self._inputs is None:
+            try:
+                reply = self.metadata()
+            except ServingError as error:
+                if error.status is None:
+                    raise
+                return None
+            self._inputs = _signature_inputs(reply, self.signature_name)
+        return self._inputs if self.check_inputs else None
 
     def predict(self, inputs, format="columnar"):
         """Runs the signature on a batch.
@@ -281,28 +424,36 @@ class ServingClient:
                 rectangular finite numeric (or str, bytes) arrays, an empty batch of examples
                 of rank >= 1, named inputs of
                 different batch sizes, or a list of arrays without
-                ``input_names``.
-            ServingError: as for :meth:`request`, or when the reply lacks
+                ``input_names``; and (see ``check_inputs``) for input names
+                other than the signature's, or a batch whose dtype, values or
+                shape its input does not take (naming the input, its dtype and
+                shape), before any predict request.
+            ServingError: as for :meth:`request` (and :meth:`metadata`, when
+                no reply came), or when the reply lacks
                 the format's key or holds ragged, non-numeric or
                 wrong-batch-size outputs.
         """
         check_choice(format, "format", FORMATS)
+        listed = isinstance(inputs, (list, tuple))
         inputs = self._named(inputs)
         if isinstance(inputs, dict):
             if not inputs or not all(isinstance(name, str) for name in inputs):
                 raise ValueError("`inputs` must be a non-empty dict {input_name: batch}; "
                                  f"got keys {list(inputs)!r}.")
-            columns = {name: _to_json(value, f"inputs[{name!r}]")
-                       for name, value in inputs.items()}
-            sizes = {name: len(column) for name, column in columns.items()}
+            arrays = {name: _as_array(value, f"inputs[{name!r}]")
+                      for name, value in inputs.items()}
+            sizes = {name: len(array) for name, array in arrays.items()}
             if len(set(sizes.values())) > 1:
                 raise ValueError(
                     f"`inputs` must share the batch size; got sizes {sizes}."
                 )
             batch = next(iter(sizes.values()))
+            self._check_signature(arrays, "input_names" if listed else "inputs")
+            columns = {name: _to_json(array) for name, array in arrays.items()}
         else:
-            columns = _to_json(inputs)
-            batch = len(columns)
+            array = _as_array(inputs)
+            self._check_signature(array, "inputs")
+            columns, batch = _to_json(array), len(array)
         body = {"signature_name": self.signature_name}
         if format == "columnar":
             body["inputs"] = columns
@@ -329,6 +480,30 @@ class ServingClient:
             return {str(name): self._array(tensor, name, batch)
                     for name, tensor in outputs.items()}
         return self._array(outputs, key, batch)
+
+    def _check_signature(self, arrays, argument):
+        """Raises ValueError, naming ``argument`` (the dict's, or ``input_names`` that
+        made it), unless the signature's inputs (when the server tells them) take
+        ``arrays``, a dict of them or one array."""
+        specs = self.signature_inputs()
+        if not specs:
+            return
+        names, signature = sorted(specs), self.signature_name
+        if not isinstance(arrays, dict):
+            if len(specs) > 1:
+                raise ValueError(f"`inputs` is one batch, but signature {signature!r} has the "
+                                 f"inputs {names}: give a dict {{input_name: batch}} (or the "
+                                 "client input_names= and a list).")
+            _check_input(arrays, "inputs", names[0], specs[names[0]])
+            return
+        unknown, missing = sorted(set(arrays) - set(specs)), sorted(set(specs) - set(arrays))
+        if unknown or missing:
+            wrong = "; ".join(f"{what} {found}" for what, found in
+                              (("unknown", unknown), ("missing", missing)) if found)
+            raise ValueError(f"`{argument}` must name the inputs of signature {signature!r}, "
+                             f"{names}; {wrong}.")
+        for name, array in arrays.items():
+            _check_input(array, f"inputs[{name!r}]", name, specs[name])
 
     def _named(self, inputs):
         """A list of several inputs' batches as a dict by :attr:`input_names`; a list

@@ -1,18 +1,11 @@
 """An exported ensemble of two inputs queried the ways TF Serving's REST API is
 queried (row and columnar, named inputs, a batch of 1, float64 and integer
-JSON numbers) through :class:`keras_bnn.serving.ServingClient`, against a
-stand-in that parses the request body by TF Serving's own rules
-(``tensorflow_serving/util/json_tensor.cc``: a tensor's shape is read from
-its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
-``instances`` must not be empty) and runs the SavedModel's
-``serving_default``; and an ensemble of a text (string) input exported and
-queried alike."""
+JSON numbers) through :class:`keras_bnn.serving.ServingClient`, against the
+stand-in of ``tf_serving_standin`` (TF Serving's own parsing rules, its
+metadata endpoint, the SavedModel's ``serving_default``); and an ensemble of a
+text (string) input exported and queried alike."""
 
 import base64
-import contextlib
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import keras
 import numpy as np
@@ -23,102 +16,10 @@ import keras_bnn as kb
 from ensemble_helpers import saved_model_cli, weight_sets
 from keras_bnn.ensemble import CATEGORICAL_OUTPUTS
 from keras_bnn.serving import ServingClient, ServingError
+from tf_serving_standin import serving
 
 # float32 outputs through JSON (shortest repr) against the in-process float32 run.
 TOLERANCE = 1e-6
-
-
-def _error(message):
-    return 400, {"error": message}
-
-
-def _decoded(value):
-    """A string tensor's JSON: ``{"b64": ...}`` objects are its binary strings."""
-    if isinstance(value, dict):
-        return base64.b64decode(value["b64"])
-    return [_decoded(item) for item in value] if isinstance(value, list) else value
-
-
-def _tensors(request, specs):
-    """The named input tensors TF Serving builds from ``request``, or an error text."""
-    if "instances" in request:
-        rows = request["instances"]
-        if not rows:
-            return "No values in 'instances' array"
-        if len(specs) > 1 and not isinstance(rows[0], dict):
-            return ("instances is a plain list, but expecting list of objects as multiple "
-                    "input tensors required as per tensorinfo_map")
-        if not isinstance(rows[0], dict):
-            rows = [{next(iter(specs)): row} for row in rows]
-        if any(sorted(row) != sorted(specs) for row in rows):
-            return f"keys must be equal to: {','.join(sorted(specs))}"
-        named = {name: [row[name] for row in rows] for name in specs}
-    else:
-        named = request["inputs"]
-        if not isinstance(named, dict):
-            if len(specs) > 1:
-                return ("inputs is a plain value/list, but expecting an object as multiple "
-                        "input tensors required as per tensorinfo_map")
-            named = {next(iter(specs)): named}
-        missing = sorted(set(specs) - set(named))
-        if missing:
-            return f"Missing named input: {missing[0]} in 'inputs' object."
-    tensors = {}
-    for name, spec in specs.items():
-        value = np.asarray(_decoded(named[name]) if spec.dtype == tf.string else named[name])
-        if spec.dtype.is_floating and value.dtype.kind not in "iuf":
-            return f"JSON Value is not of expected type: {spec.dtype.name}"
-        tensors[name] = tf.constant(value, spec.dtype)
-    return tensors
-
-
-class _TFServing(BaseHTTPRequestHandler):
-    """POST .../:predict: parses the body as TF Serving does and runs the signature."""
-
-    def log_message(self, *args):
-        pass
-
-    def _answer(self, request):
-        signature = self.server.signature
-        tensors = _tensors(request, signature.structured_input_signature[1])
-        if isinstance(tensors, str):
-            return _error(tensors)
-        try:
-            outputs = signature(**tensors)
-        except tf.errors.InvalidArgumentError as error:
-            return _error(error.message)
-        outputs = {name: value.numpy().tolist() for name, value in outputs.items()}
-        if "inputs" in request:
-            return 200, {"outputs": outputs}
-        return 200, {"predictions": [dict(zip(outputs, row)) for row in zip(*outputs.values())]}
-
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append(request)
-        status, reply = self._answer(request)
-        body = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-@contextlib.contextmanager
-def _serving(version_dir):
-    """(URL, HTTP server) of the stand-in serving ``version_dir``, while in the block."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TFServing)
-    httpd.signature = tf.saved_model.load(version_dir).signatures["serving_default"]
-    httpd.requests = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}", httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +31,8 @@ def served(tmp_path_factory):
     logits = keras.layers.Dense(3)(keras.layers.Concatenate()([a, b]))
     model = keras.Model([a, b], logits)
     ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
-    with _serving(ensemble.export(tmp_path_factory.mktemp("models") / "two")) as (url, httpd):
+    version_dir = ensemble.export(tmp_path_factory.mktemp("models") / "two")
+    with serving(version_dir, "two") as (url, httpd):
         yield url, httpd, ensemble
 
 
@@ -252,7 +154,7 @@ def test_the_client_sends_a_text_batch_as_json_strings_or_b64(text_export, forma
     expected = ensemble.predict_uncertainty(tf.constant(TEXT))
     batch, wire = ((np.array(TEXT), TEXT) if kind == "str" else
                    (tf.constant(TEXT), [[_b64(text) for text in row] for row in TEXT]))
-    with _serving(version_dir) as (url, httpd):
+    with serving(version_dir, "text") as (url, httpd):
         outputs = ServingClient("text", url=url, timeout=10).predict(batch, format=format)
         sent = httpd.requests[-1]
         assert (sent["inputs"] if format == "columnar" else sent["instances"]) == wire
@@ -306,7 +208,7 @@ def test_a_list_of_one_array_is_that_inputs_batch(text_export, input_names):
     inputs [1,3,2] is not compatible with expected shape [?,2]"); now the batch."""
     ensemble, version_dir = text_export
     assert ensemble.member_input_names == ["inputs"]
-    with _serving(version_dir) as (url, _):
+    with serving(version_dir, "text") as (url, _):
         client = ServingClient("text", url=url, timeout=10, input_names=input_names)
         listed, plain = client.predict([np.array(TEXT)]), client.predict(np.array(TEXT))
     assert sorted(listed) == sorted(CATEGORICAL_OUTPUTS)

@@ -1,0 +1,191 @@
+"""A stand-in for TensorFlow Serving's REST API (the real server cannot be installed
+here) that runs an exported SavedModel's ``serving_default``:
+
+* ``POST .../:predict`` parses the body by TF Serving's own rules
+  (``tensorflow_serving/util/json_tensor.cc``: a tensor's shape is read from
+  its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
+  ``instances`` must not be empty; ``AddValueToTensor``'s rules per dtype: a
+  float input takes JSON numbers, integers only up to ``2**24 - 1`` and decimals
+  only within float32's range ("without loss of precision"), an integer input
+  JSON integers, a bool input ``true``/``false``, a string input strings or
+  ``{"b64": ...}``);
+* ``GET /v1/models/<name>[/versions/<v>]/metadata`` answers TF Serving's
+  ``GetModelMetadata`` JSON (``tensorflow_serving/model_servers/
+  http_rest_api_util.cc``, ``ToJsonString``: ``{"model_spec": {...},
+  "metadata": {"signature_def": {"signature_def": {name: SignatureDef}}}}``, each
+  message printed with proto field names and default values, so int64 dim sizes
+  are JSON strings, ``"-1"`` for the batch), made from the SavedModel's own
+  MetaGraphDef; another model name or version answers 404 ``Servable not found``.
+"""
+
+import base64
+import contextlib
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+
+_METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata")
+#: The integers each float dtype holds exactly (json_tensor.cc, IsLosslessDecimal).
+_EXACT_INTEGERS = {tf.float32: 2**24 - 1, tf.float64: 2**53 - 1}
+_INT_RANGES = {tf.int32: (-2**31, 2**31 - 1), tf.int16: (-2**31, 2**31 - 1),
+               tf.int8: (-2**31, 2**31 - 1), tf.uint8: (-2**31, 2**31 - 1),
+               tf.int64: (-2**63, 2**63 - 1)}
+
+
+def _error(message):
+    return 400, {"error": message}
+
+
+def _decoded(value):
+    """A string tensor's JSON: ``{"b64": ...}`` objects are its binary strings."""
+    if isinstance(value, dict):
+        return base64.b64decode(value["b64"])
+    return [_decoded(item) for item in value] if isinstance(value, list) else value
+
+
+def _leaf_error(value, dtype):
+    """TF Serving's error for one JSON leaf ``value`` of a ``dtype`` input, or None."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if dtype.is_floating:
+        limit = _EXACT_INTEGERS[dtype] if isinstance(value, int) else float(dtype.max)
+        if number and abs(value) > limit:
+            return f"Cannot convert JSON value: {value} to {dtype.name} without loss of precision."
+        fits = number
+    elif dtype in _INT_RANGES:
+        low, high = _INT_RANGES[dtype]
+        fits = number and isinstance(value, int) and low <= value <= high
+    else:
+        fits = isinstance(value, {tf.bool: bool, tf.string: (str, dict)}[dtype])
+    return None if fits else (f"JSON Value: {json.dumps(value)} is not of expected type: "
+                              f"{dtype.name}")
+
+
+def _check_leaves(value, dtype):
+    if isinstance(value, list):
+        return next(filter(None, (_check_leaves(item, dtype) for item in value)), None)
+    return _leaf_error(value, dtype)
+
+
+def _tensors(request, specs):
+    """The named input tensors TF Serving builds from ``request``, or an error text."""
+    if "instances" in request:
+        rows = request["instances"]
+        if not rows:
+            return "No values in 'instances' array"
+        if len(specs) > 1 and not isinstance(rows[0], dict):
+            return ("instances is a plain list, but expecting list of objects as multiple "
+                    "input tensors required as per tensorinfo_map")
+        if not isinstance(rows[0], dict):
+            rows = [{next(iter(specs)): row} for row in rows]
+        if any(sorted(row) != sorted(specs) for row in rows):
+            return f"keys must be equal to: {','.join(sorted(specs))}"
+        named = {name: [row[name] for row in rows] for name in specs}
+    else:
+        named = request["inputs"]
+        if not isinstance(named, dict):
+            if len(specs) > 1:
+                return ("inputs is a plain value/list, but expecting an object as multiple "
+                        "input tensors required as per tensorinfo_map")
+            named = {next(iter(specs)): named}
+        missing = sorted(set(specs) - set(named))
+        if missing:
+            return f"Missing named input: {missing[0]} in 'inputs' object."
+    tensors = {}
+    for name, spec in specs.items():
+        error = _check_leaves(named[name], spec.dtype)
+        if error:
+            return error
+        value = np.asarray(_decoded(named[name]) if spec.dtype == tf.string else named[name])
+        tensors[name] = tf.constant(value, spec.dtype)
+    return tensors
+
+
+def metadata_json(version_dir, name, version):
+    """TF Serving's ``GET .../metadata`` reply for the SavedModel in ``version_dir``."""
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((Path(version_dir) / "saved_model.pb").read_bytes())
+    (graph,) = [graph for graph in saved_model.meta_graphs if "serve" in graph.meta_info_def.tags]
+
+    def as_json(message):
+        return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
+
+    return {"model_spec": {"name": name, "signature_name": "", "version": str(version)},
+            "metadata": {"signature_def": {"signature_def": {
+                key: as_json(signature) for key, signature in graph.signature_def.items()}}}}
+
+
+class _TFServing(BaseHTTPRequestHandler):
+    """POST .../:predict: parses the body as TF Serving does and runs the signature;
+    GET .../metadata: the signatures, as TF Serving answers (when the server has
+    ``metadata``; else 404 with a plain-text body, as a proxy without it)."""
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, request):
+        signature = self.server.signature
+        tensors = _tensors(request, signature.structured_input_signature[1])
+        if isinstance(tensors, str):
+            return _error(tensors)
+        try:
+            outputs = signature(**tensors)
+        except tf.errors.InvalidArgumentError as error:
+            return _error(error.message)
+        outputs = {name: value.numpy().tolist() for name, value in outputs.items()}
+        if "inputs" in request:
+            return 200, {"outputs": outputs}
+        return 200, {"predictions": [dict(zip(outputs, row)) for row in zip(*outputs.values())]}
+
+    def _send(self, status, reply):
+        body = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(request)
+        self._send(*self._answer(request))
+
+    def do_GET(self):
+        self.server.metadata_requests.append(self.path)
+        match = _METADATA_PATH.fullmatch(self.path)
+        if self.server.metadata is None or not match:
+            return self._send(404, b"Not Found")
+        name, version = match.groups()
+        if name != self.server.model_name or version not in (None, "1"):
+            servable = f"Specific({name}, {version})" if version else f"Latest({name})"
+            return self._send(404, {"error": f"Servable not found for request: {servable}"})
+        self._send(200, self.server.metadata)
+
+
+@contextlib.contextmanager
+def serving(version_dir, model_name="model", metadata=True):
+    """(URL, HTTP server) of the stand-in serving ``version_dir`` as version 1 of
+    ``model_name``, while in the block; ``metadata=False``: without the metadata
+    endpoint. The server records ``requests`` (the predict bodies) and
+    ``metadata_requests`` (the GET paths)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TFServing)
+    httpd.signature = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    httpd.model_name = model_name
+    httpd.metadata = metadata_json(version_dir, model_name, 1) if metadata else None
+    httpd.requests, httpd.metadata_requests = [], []
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}", httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
