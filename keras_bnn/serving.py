@@ -49,6 +49,7 @@ import urllib.parse
 
 import numpy as np
 
+from keras_bnn.serving_signature import check_input, is_bytes, signature_inputs
 from keras_bnn.validation import check_bool, check_choice, check_int, check_positive
 
 FORMATS = ("columnar", "row")
@@ -72,13 +73,6 @@ class ServingError(RuntimeError):
         self.url = url
 
 
-def _is_bytes(array):
-    """Whether ``array`` holds bytes: numpy ``S`` strings, or the objects of a string tensor."""
-    return array.dtype.kind == "S" or (
-        array.dtype == object and array.size > 0
-        and all(isinstance(item, bytes) for item in array.flat))
-
-
 def _b64(item):
     """TF Serving's JSON form of one binary string: ``{"b64": base64}``."""
     return {"b64": base64.b64encode(item).decode("ascii")}
@@ -91,7 +85,7 @@ def _as_array(value, argument="inputs"):
         array = np.asarray(value)
     except ValueError as error:  # ragged nested lists
         raise ValueError(f"`{argument}` must be a rectangular numeric array ({error}).") from None
-    if array.dtype.kind not in "biufU" and not _is_bytes(array):
+    if array.dtype.kind not in "biufU" and not is_bytes(array):
         raise ValueError(f"`{argument}` must be numeric, or str or bytes for a text input; got "
                          f"dtype {array.dtype}.")
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
@@ -109,82 +103,9 @@ def _as_array(value, argument="inputs"):
 def _to_json(array):
     """Nested lists of a batch for the JSON body; str (a text input's) as JSON
     strings, bytes (a ``tf.string`` tensor's) as ``{"b64": ...}``."""
-    if _is_bytes(array):
+    if is_bytes(array):
         return np.vectorize(_b64, otypes=[object])(array).tolist()
     return array.tolist()
-
-
-def _signature_inputs(reply, signature_name):
-    """{input name: (dtype, shape)} of ``signature_name`` in a metadata reply (dtype
-    ``"DT_FLOAT"`` and the like, shape a tuple with -1 for any size, or None for any
-    rank); None when the reply is not TF Serving's metadata.
-
-    Raises:
-        ValueError: naming ``signature_name`` and the served ones, when the model
-            has no such signature.
-    """
-    try:
-        signatures = reply["metadata"]["signature_def"]["signature_def"]
-        known = signature_name in signatures
-        inputs = signatures[signature_name]["inputs"] if known else {}
-        specs = {}
-        for name, info in inputs.items():
-            shape = info.get("tensor_shape", {})
-            specs[name] = (info["dtype"], None if shape.get("unknown_rank") else
-                           tuple(int(dim.get("size", -1)) for dim in shape.get("dim", [])))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    if not known:
-        served = sorted(name for name in signatures if not str(name).startswith("__"))
-        raise ValueError(f"`signature_name` must be one of the served model's signatures "
-                         f"{served}; got {signature_name!r}.")
-    return specs
-
-
-#: TF Serving's JSON rules for an input of each dtype (``tensorflow_serving/util/
-#: json_tensor.cc``, ``AddValueToTensor``): its numpy name and the array kinds it takes.
-SIGNATURE_DTYPES = {
-    "DT_FLOAT": ("float32", "iuf"), "DT_DOUBLE": ("float64", "iuf"),
-    "DT_INT8": ("int8", "iu"), "DT_INT16": ("int16", "iu"), "DT_INT32": ("int32", "iu"),
-    "DT_INT64": ("int64", "iu"), "DT_UINT8": ("uint8", "iu"), "DT_UINT32": ("uint32", "iu"),
-    "DT_UINT64": ("uint64", "iu"), "DT_BOOL": ("bool", "b"), "DT_STRING": ("string", "US"),
-}
-_KIND_NAMES = {"iuf": "float or int arrays", "iu": "int arrays", "b": "bool arrays",
-               "US": "str or bytes arrays"}
-
-
-def _check_input(array, argument, name, spec):
-    """Raises ValueError, naming ``argument``, unless TF Serving takes ``array`` for
-    the signature input ``name`` of ``spec`` (dtype, shape)."""
-    dtype, shape = spec
-    if shape is not None and (array.ndim != len(shape) or any(
-            want not in (-1, got) for want, got in zip(shape, array.shape))):
-        raise ValueError(f"`{argument}` has shape {array.shape}, but the signature's input "
-                         f"{name!r} takes shape {list(shape)} (-1: any size).")
-    if dtype not in SIGNATURE_DTYPES:  # e.g. DT_HALF: left to the server
-        return
-    target, kinds = SIGNATURE_DTYPES[dtype]
-    kind = "S" if _is_bytes(array) else array.dtype.kind
-    if kind not in kinds:
-        cast = (f"; cast it with .astype({target!r}) if its values are meant as {target}"
-                if kinds != "US" and kind in "biuf" else "")
-        raise ValueError(f"`{argument}` has dtype {array.dtype}, but the signature's input "
-                         f"{name!r} is {target} ({dtype}), which takes {_KIND_NAMES[kinds]}"
-                         f"{cast}.")
-    if kind == "f":  # to a float input: TF Serving refuses values beyond its range
-        low, high, holds = -np.finfo(target).max, np.finfo(target).max, "range"
-    elif kind in "iu" and kinds == "iuf":  # integers: only those it holds exactly
-        high = 2 ** (np.finfo(target).nmant + 1) - 1
-        low, holds = -high, "exact integers"
-    elif kind in "iu":
-        low, high, holds = int(np.iinfo(target).min), int(np.iinfo(target).max), "range"
-    else:
-        return
-    outside = (array < low) | (array > high)
-    if np.any(outside):
-        raise ValueError(f"`{argument}` holds {array[outside].flat[0].item()!r}, outside the "
-                         f"{holds} [{low!s}, {high!s}] of the signature's input {name!r} "
-                         f"({target}), which TF Serving refuses.")
 
 
 class ServingClient:
@@ -389,7 +310,7 @@ class ServingClient:
                 if error.status is None:
                     raise
                 return None
-            self._inputs = _signature_inputs(reply, self.signature_name)
+            self._inputs = signature_inputs(reply, self.signature_name)
         return self._inputs if self.check_inputs else None
 
     def predict(self, inputs, format="columnar"):
@@ -494,7 +415,7 @@ class ServingClient:
                 raise ValueError(f"`inputs` is one batch, but signature {signature!r} has the "
                                  f"inputs {names}: give a dict {{input_name: batch}} (or the "
                                  "client input_names= and a list).")
-            _check_input(arrays, "inputs", names[0], specs[names[0]])
+            check_input(arrays, "inputs", names[0], specs[names[0]])
             return
         unknown, missing = sorted(set(arrays) - set(specs)), sorted(set(specs) - set(arrays))
         if unknown or missing:
@@ -503,7 +424,7 @@ class ServingClient:
             raise ValueError(f"`{argument}` must name the inputs of signature {signature!r}, "
                              f"{names}; {wrong}.")
         for name, array in arrays.items():
-            _check_input(array, f"inputs[{name!r}]", name, specs[name])
+            check_input(array, f"inputs[{name!r}]", name, specs[name])
 
     def _named(self, inputs):
         """A list of several inputs' batches as a dict by :attr:`input_names`; a list
