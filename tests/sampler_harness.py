@@ -16,6 +16,7 @@ is larger than the Monte-Carlo error of these tests.
 """
 
 import numpy as np
+import scipy.linalg
 import tensorflow as tf
 import tensorflow_probability as tfp
 import keras
@@ -111,6 +112,26 @@ def total_ess(samples):
         for start in range(0, flat.shape[1], width)
     ])
     return np.sum(ess.reshape(samples.shape[1:]), axis=0)
+
+
+def sghmc_stationary_cov(precision, h, gamma, temperature, noise_var):
+    """Exact stationary position covariance of the discrete SGHMC chain.
+
+    On ``U = θᵀPθ/2`` with gradient noise of covariance ``B·I`` one step is
+    linear: ``m' = (1-hγ)m - hPθ + sqrt(2γhT)η + h·sqrt(B)ζ``, ``θ' = θ + hm'``
+    (unit mass), so the stationary covariance solves a discrete Lyapunov
+    equation. Its position block is ``T·P⁻¹·(1 + hB/(2γT))`` up to O(h²).
+    """
+    k = precision.shape[0]
+    eye = np.eye(k)
+    transition = np.block(
+        [[(1 - h * gamma) * eye, -h * precision],
+         [h * (1 - h * gamma) * eye, eye - h * h * precision]]
+    )
+    kick = np.block([[eye], [h * eye]])
+    noise = (2 * gamma * h * temperature + h * h * noise_var) * (kick @ kick.T)
+    cov = scipy.linalg.solve_discrete_lyapunov(transition, noise)
+    return cov[k:, k:]
 
 
 def gaussian_kl(mean_hat, cov_hat, mean, cov):

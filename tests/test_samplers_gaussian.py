@@ -15,11 +15,10 @@ import math
 
 import numpy as np
 import pytest
-import scipy.linalg
 import tensorflow as tf
 
 from keras_bnn import samplers
-from sampler_harness import gaussian_kl, run_chains, total_ess
+from sampler_harness import gaussian_kl, run_chains, sghmc_stationary_cov, total_ess
 
 H = 0.05  # step size of all Gaussian tests
 FRICTION = 2.0  # SGHMC γ (its default 0.1/h at h = 0.05)
@@ -30,26 +29,6 @@ def _sampler(name, temperature, seed):
     sampler = getattr(samplers, name)(step_size=H, seed=seed, **extra)
     sampler.configure(train_size=1, temperature=temperature)
     return sampler
-
-
-def _sghmc_stationary_cov(precision, h, gamma, temperature, noise_var):
-    """Exact stationary position covariance of the discrete SGHMC chain.
-
-    On ``U = θᵀPθ/2`` with gradient noise of covariance ``B·I`` one step is
-    linear: ``m' = (1-hγ)m - hPθ + sqrt(2γhT)η + h·sqrt(B)ζ``, ``θ' = θ + hm'``
-    (unit mass), so the stationary covariance solves a discrete Lyapunov
-    equation. Its position block is ``T·P⁻¹·(1 + hB/(2γT))`` up to O(h²).
-    """
-    k = precision.shape[0]
-    eye = np.eye(k)
-    transition = np.block(
-        [[(1 - h * gamma) * eye, -h * precision],
-         [h * (1 - h * gamma) * eye, eye - h * h * precision]]
-    )
-    kick = np.block([[eye], [h * eye]])
-    noise = (2 * gamma * h * temperature + h * h * noise_var) * (kick @ kick.T)
-    cov = scipy.linalg.solve_discrete_lyapunov(transition, noise)
-    return cov[k:, k:]
 
 
 # --------------------------------------------------------------------------
@@ -112,7 +91,7 @@ def test_standard_normal_mean_and_std(name, temperature):
     if name == "SGLD":
         exact_var = temperature / (1 - H / 2)
     elif name == "SGHMC":
-        exact_var = _sghmc_stationary_cov(np.eye(1), H, FRICTION, temperature, 0.0)[0, 0]
+        exact_var = sghmc_stationary_cov(np.eye(1), H, FRICTION, temperature, 0.0)[0, 0]
     if exact_var is not None:
         z = (std**2 - exact_var) / se_var
         assert abs(z) < 4.5, (std**2, exact_var, se_var)
@@ -204,7 +183,7 @@ def test_sghmc_without_thermostat_is_heated_by_gradient_noise():
     """
     temperature, noise_var = 1.0, 10 * BASE_NOISE
     samples, mean, cov, kl, ess = _run_2d("SGHMC", temperature, noise_var, seed=17)
-    predicted = _sghmc_stationary_cov(PRECISION_2D, H, FRICTION, temperature, noise_var)
+    predicted = sghmc_stationary_cov(PRECISION_2D, H, FRICTION, temperature, noise_var)
     predicted_kl = gaussian_kl(np.zeros(2), predicted, np.zeros(2), temperature * COV_2D)
     assert predicted_kl > 5 * KL_BOUND
     # KL well above the bound (sampling bias ≈ 2.5e-4, irrelevant here).
