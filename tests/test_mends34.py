@@ -1,6 +1,7 @@
 """Review leftovers: kinetic_temperature_report's errors name the variable; brier
 without a one-hot copy; the diagnostics split keeps kb.diagnostics' names."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -36,3 +37,17 @@ def test_diagnostics_names_are_their_homes():
     for name in ("temperature_band", "KineticTemperatureRow", "kinetic_temperature_report"):
         assert getattr(diagnostics, name) is getattr(temperature_report, name)
     assert all(hasattr(diagnostics, name) for name in diagnostics.__all__)
+
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's helpers")
+def test_backend_takes_the_distribute_helpers_from_their_home():
+    """TensorFlow's five tf.distribute names come from tensorflow_distribute.py
+    itself (before: assignments in tensorflow.py that handed them on)."""
+    from keras_bnn import backend  # noqa: PLC0415 - imports TensorFlow
+    from keras_bnn.backend import tensorflow, tensorflow_distribute  # noqa: PLC0415
+
+    names = ("num_replicas", "adopt_current_strategy", "loss_as_shard", "assign_replicated",
+             "assign_where")
+    assert all(getattr(backend, name) is getattr(tensorflow_distribute, name) for name in names)
+    assert [name for name in names if hasattr(tensorflow, name)] == []
