@@ -21,7 +21,8 @@ from keras_bnn.validation import check_choice
 
 
 def _common_draws(stores):
-    """The last S samples of each chain, S the shortest chain's length."""
+    """The last S samples of each chain (checked :class:`~keras_bnn.runs.Chains`), S the
+    shortest chain's length."""
     draws = min(len(store) for store in stores)
     return [[store[i] for i in range(len(store) - draws, len(store))] for store in stores]
 
@@ -37,12 +38,18 @@ def chain_weights(stores):
     are cut to the last S draws, S the shortest.
 
     Args:
-        stores: list of :class:`keras_bnn.SampleStore`, one per chain.
+        stores: the chains, as ``source`` of :func:`to_inference_data`: a list
+            of :class:`keras_bnn.SampleStore` (one per chain), a store, a run
+            directory or a list of paths (:func:`keras_bnn.runs.stores_of`).
 
     Returns:
         float64 array (D = 0 when no weight varies).
+
+    Raises:
+        ValueError: as :func:`keras_bnn.runs.stores_of`: for no store, an
+            empty one, or chains of different architectures.
     """
-    draws = _common_draws(stores)
+    draws = _common_draws(stores_of(stores))
     every = [sample.weights for chain in draws for sample in chain]
     varying = [j for j in range(len(every[0])) if not same_in_every_set(every, j)]
     return np.array([[np.concatenate([np.ravel(sample.weights[j]) for j in varying] or [[]])
@@ -62,7 +69,7 @@ def chain_predictions(stores, x, likelihood=None):
     Chains of different lengths are cut to the last S draws, S the shortest.
 
     Args:
-        stores: list of :class:`keras_bnn.SampleStore`, one per chain.
+        stores: the chains, as for :func:`chain_weights`.
         x: inputs (array or dataset) accepted by ``keras.Model.predict``.
         likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
             :meth:`keras_bnn.PosteriorEnsemble.predict_members`); None: the
@@ -71,7 +78,11 @@ def chain_predictions(stores, x, likelihood=None):
 
     Returns:
         numpy array.
+
+    Raises:
+        ValueError: as for :func:`chain_weights`, or for an unknown ``likelihood``.
     """
+    stores = stores_of(stores)
     draws = _common_draws(stores)
     model = stores[0].build_model()
     members = PosteriorEnsemble(  # one ensemble of every draw: one traced function

@@ -1,5 +1,6 @@
 """Review leftovers: kinetic_temperature_report's errors name the variable; brier
-without a one-hot copy; the diagnostics split keeps kb.diagnostics' names."""
+without a one-hot copy; the diagnostics split keeps kb.diagnostics' names; chain_weights and
+chain_predictions take a run's stores as to_inference_data does."""
 
 import tracemalloc
 
@@ -7,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_bnn as kb
 from keras_bnn import diagnostics, metric_inputs, metrics, stored_chains, temperature_report
 
 
@@ -107,3 +109,38 @@ def test_brier_makes_no_copy_of_the_probabilities_beyond_nlls():
         peaks[name] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert peaks["brier"] < peaks["nll"] + probs.nbytes / 4, peaks
+
+
+def _store(path, units):
+    """A store of 3 draws of a 4 → ``units`` Dense head whose kernel moves by 1 a draw."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(units)(inputs)))
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=8, allow_flat_prior=True,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    store = kb.SampleStore(path)
+    for _ in range(3):
+        model.layers[-1].kernel.assign_add(np.ones((4, units), "float32"))
+        store.append(model)
+    return store
+
+
+def test_chain_weights_and_predictions_take_the_sources_to_inference_data_takes(tmp_path):
+    """A store, a run's path, or a list: as ``to_inference_data``. Before: ``chain_weights(
+    store)`` "TypeError: object of type 'Sample' has no len()", a path "AttributeError:
+    'str' object has no attribute 'weights'", ``[]`` "min() arg is an empty sequence",
+    two architectures numpy's "inhomogeneous shape"."""
+    store, other = _store(tmp_path / "a", 3), _store(tmp_path / "b", 2)
+    weights = stored_chains.chain_weights([store])
+    assert weights.shape == (1, 3, 12)  # the kernel varies, the bias does not
+    np.testing.assert_allclose(np.diff(weights, axis=1), 1.0, rtol=1e-6)  # float32 steps
+    for source in (store, str(tmp_path / "a")):
+        np.testing.assert_array_equal(stored_chains.chain_weights(source), weights)
+    assert stored_chains.chain_predictions(store, np.zeros((2, 4), "float32")).shape == (
+        1, 3, 2, 3)
+    for call in (stored_chains.chain_weights, lambda s: stored_chains.chain_predictions(
+            s, np.zeros((2, 4), "float32"))):
+        with pytest.raises(ValueError, match="holds no sample store"):
+            call([])
+        with pytest.raises(ValueError, match="of different architectures"):
+            call([store, other])
