@@ -84,8 +84,10 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
 
     Returns:
       list of KineticTemperatureRow(name, d, t_kin, lo, hi, inside_band), in the
-      dict's order; `row._asdict()` gives a JSON-ready dict. A NaN T_kin (a
-      diverged chain) is outside its band.
+      dict's or sequence's order, one per entry (two variables of one path, as
+      a subclassed model's two layers of one name have, give two rows);
+      `row._asdict()` gives a JSON-ready dict. A NaN T_kin (a diverged chain)
+      is outside its band.
 
     Raises:
       ValueError: naming the entry (``per_variable['w']``) if it is not a
@@ -93,15 +95,17 @@ def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
         triple in a sequence: ``per_variable[i]``), or as for
         `temperature_band`.
     """
-    if not isinstance(per_variable, dict):
-        triples = list(per_variable)
-        for i, triple in enumerate(triples):
+    if isinstance(per_variable, dict):
+        entries = list(per_variable.items())
+    else:  # (name, T_kin, d) triples: a name may repeat, each triple is a row
+        entries = []
+        for i, triple in enumerate(per_variable):
             if not isinstance(triple, (tuple, list)) or len(triple) != 3:
                 raise argument_error(f"per_variable[{i}]", "be a (name, T_kin, d) triple",
                                      triple, "kinetic_temperature_report")
-        per_variable = {name: (t_kin, d) for name, t_kin, d in triples}
+            entries.append((triple[0], triple[1:]))
     rows = []
-    for name, entry in per_variable.items():
+    for name, entry in entries:
         t_kin, d = _entry(name, entry)
         lo, hi = temperature_band(d, temperature, confidence)
         rows.append(KineticTemperatureRow(str(name), d, t_kin, lo, hi, bool(lo <= t_kin <= hi)))

@@ -144,3 +144,14 @@ def test_chain_weights_and_predictions_take_the_sources_to_inference_data_takes(
             call([])
         with pytest.raises(ValueError, match="of different architectures"):
             call([store, other])
+
+
+def test_kinetic_temperature_report_keeps_every_variable_of_one_path():
+    """Keras gives two layers of one name in a subclassed model one path
+    ('m/head/kernel' twice); each is a row. Before: the triples went through a dict
+    and the first variable's row was lost (1 row for 2 variables)."""
+    rows = diagnostics.kinetic_temperature_report(
+        [("m/head/kernel", 1.0, 1000), ("m/head/kernel", 5.0, 1000), ("m/b", 1.0, 10)],
+        temperature=1.0)
+    assert [(row.name, row.t_kin, row.inside_band) for row in rows] == [
+        ("m/head/kernel", 1.0, True), ("m/head/kernel", 5.0, False), ("m/b", 1.0, True)]
