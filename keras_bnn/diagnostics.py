@@ -386,4 +386,3 @@ def weight_rhat(chains_weights, max_components=MAX_COMPONENTS):
     """
     chains = _as_chains(chains_weights, "chains_weights", "[C, S, D]", ndim=3)
     return _legacy_keys(chains, max_components)
-

@@ -410,4 +410,3 @@ def gradient_noise_rows(model):
              step_factor=factors[name], coefficient=coefficient)
         for (name, r, d), coefficient in zip(rows, coefficients)
     ]
-
