@@ -1,4 +1,4 @@
-"""Convergence diagnostics for SG-MCMC chains, and the thermostat's χ² band.
+"""Convergence diagnostics for SG-MCMC chains: R-hat, ESS and their verdict.
 
 One implementation of R-hat and ESS: ArviZ's estimators of Vehtari et al.
 (2021), per component (a predicted probability p(k|x_n), or one weight):
@@ -27,31 +27,37 @@ large test set is an estimate from that subset.
 :func:`convergence_summary` gives the full summary; :func:`predictive_rhat`,
 :func:`weight_rhat` and :func:`predictive_ess` are the same numbers under the
 keys ``keras-bnn evaluate`` prints (``rhat_median``, ``ess_min``, ...).
-:func:`to_inference_data` turns stored chains into an ``arviz.InferenceData``.
+The chains themselves, read from a run's stores (:func:`chain_weights`,
+:func:`chain_predictions`, :func:`to_inference_data`), live in
+:mod:`keras_bnn.stored_chains`, the thermostat's χ² band
+(:func:`temperature_band`, :func:`kinetic_temperature_report`) in
+:mod:`keras_bnn.temperature_report`; both are importable from here too.
 
-Thermostat check: with Gaussian momenta p_i ~ N(0, M·T) (mass M), the kinetic
-temperature T_kin = (1/d) Σ_i p_i²/M of d momenta is distributed as
-T·χ²_d/d; `temperature_band` gives its central confidence interval and
-`kinetic_temperature_report` checks per-variable estimates against it.
-
-This module imports numpy, scipy and Keras (ArviZ inside the functions that
-use it), not TensorFlow under ``KERAS_BACKEND=jax``.
+This module imports numpy and Keras (ArviZ inside the functions that use
+it), not TensorFlow under ``KERAS_BACKEND=jax``.
 """
 
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 
 from keras_bnn import positions
-from keras_bnn.runs.rundir import stores_of
-from keras_bnn.ensemble import PosteriorEnsemble
-from keras_bnn.ensemble_weights import same_in_every_set
-from keras_bnn.likelihoods import LIKELIHOODS, infer
 from keras_bnn.metric_inputs import as_numbers
-from keras_bnn.shared_weights import non_trainable_indices
-from keras_bnn.validation import (argument_error, check_bool, check_choice, check_fraction,
-                                  check_int, check_positive)
+from keras_bnn.stored_chains import chain_predictions, chain_weights, to_inference_data
+from keras_bnn.temperature_report import (KineticTemperatureRow, kinetic_temperature_report,
+                                          temperature_band)
+from keras_bnn.validation import argument_error, check_bool, check_int
+
+__all__ = [
+    "RHAT_THRESHOLDS", "MAX_COMPONENTS", "ESS_PER_CHAIN", "ConvergenceVerdict",
+    "convergence_summary", "convergence_verdict", "predictive_ess", "predictive_rhat",
+    "weight_rhat",
+    # keras_bnn.stored_chains, the chains read from a run's stores:
+    "chain_weights", "chain_predictions", "to_inference_data",
+    # keras_bnn.temperature_report, the thermostat's χ² band:
+    "temperature_band", "KineticTemperatureRow", "kinetic_temperature_report",
+]
+
 
 #: R-hat thresholds reported by :func:`convergence_summary`: Vehtari et al.
 #: (2021) recommend 1.01; 1.1 is the older, looser rule (Gelman & Rubin).
@@ -380,187 +386,3 @@ def weight_rhat(chains_weights, max_components=MAX_COMPONENTS):
     """
     chains = _as_chains(chains_weights, "chains_weights", "[C, S, D]", ndim=3)
     return _legacy_keys(chains, max_components)
-
-
-def temperature_band(d, temperature, confidence=0.99):
-    """Central confidence band of the kinetic temperature of d Gaussian momenta.
-
-    If p_i ~ N(0, M·T) independently (mass M), then
-    T_kin = (1/d) Σ_{i<=d} p_i²/M ~ T·χ²_d/d, so T_kin lies in
-    [T·q_{(1-c)/2}/d, T·q_{(1+c)/2}/d] with probability c, q_α being the
-    α-quantile of χ²_d. (For relativistic momenta p·∇K(p) is not
-    χ²-distributed and this band does not apply.)
-
-    Args:
-      d: number of momentum components, a positive integer.
-      temperature: target temperature T > 0.
-      confidence: coverage c in (0, 1).
-
-    Returns:
-      (lo, hi) floats.
-
-    Raises:
-      ValueError: naming ``d``, ``temperature`` or ``confidence`` when it is
-        out of range.
-    """
-    d = check_int(d, "d", 1)
-    temperature = check_positive(temperature, "temperature")
-    confidence = check_fraction(confidence, "confidence")
-    lo, hi = stats.chi2.ppf([(1 - confidence) / 2, (1 + confidence) / 2], df=d)
-    return float(temperature * lo / d), float(temperature * hi / d)
-
-
-class KineticTemperatureRow(NamedTuple):
-    """One variable's kinetic temperature against its confidence band."""
-    name: str
-    d: int
-    t_kin: float
-    lo: float
-    hi: float
-    inside_band: bool
-
-
-def kinetic_temperature_report(per_variable, temperature, confidence=0.99):
-    """Checks each variable's kinetic temperature against `temperature_band`.
-
-    With many variables, about a fraction 1 - confidence of them fall outside
-    by chance even when the sampler is correct.
-
-    Args:
-      per_variable: dict name -> (T_kin, d): the kinetic temperature estimate of
-        a variable and its number of elements; or a sequence of
-        (name, T_kin, d) triples, as `Sampler.kinetic_temperatures()` returns.
-      temperature: target temperature T > 0.
-      confidence: coverage of each band, in (0, 1).
-
-    Returns:
-      list of KineticTemperatureRow(name, d, t_kin, lo, hi, inside_band), in the
-      dict's order; `row._asdict()` gives a JSON-ready dict.
-
-    Raises:
-      ValueError: naming the entry if it is not a (T_kin, d) pair (a
-        (name, T_kin, d) triple in a sequence), or as for `temperature_band`.
-    """
-    if not isinstance(per_variable, dict):
-        triples = list(per_variable)
-        for i, triple in enumerate(triples):
-            if not isinstance(triple, (tuple, list)) or len(triple) != 3:
-                raise argument_error(f"per_variable[{i}]", "be a (name, T_kin, d) triple",
-                                     triple)
-        per_variable = {name: (t_kin, d) for name, t_kin, d in triples}
-    rows = []
-    for name, entry in per_variable.items():
-        if np.ndim(entry) != 1 or len(entry) != 2:
-            raise argument_error(f"per_variable[{name!r}]", "be a (T_kin, d) pair", entry)
-        t_kin, d = float(entry[0]), np.asarray(entry[1]).item()
-        lo, hi = temperature_band(d, temperature, confidence)
-        rows.append(KineticTemperatureRow(str(name), int(d), t_kin, lo, hi,
-                                          bool(lo <= t_kin <= hi)))
-    return rows
-
-
-def _common_draws(stores):
-    """The last S samples of each chain, S the shortest chain's length."""
-    draws = min(len(store) for store in stores)
-    return [[store[i] for i in range(len(store) - draws, len(store))] for store in stores]
-
-
-def chain_weights(stores):
-    """The weights that vary between draws, per chain: ``[C, S, D]`` (flattened, in order).
-
-    A weight the same, bit for bit, in every draw (a frozen backbone's, which
-    a store reads once from its shared file) is left out: it would be S·C
-    copies of constant components, which :func:`convergence_summary` leaves
-    out anyway, so its R-hat and ESS are those of every weight. Chains of
-    different lengths are cut to the last S draws, S the shortest.
-
-    Args:
-        stores: list of :class:`keras_bnn.SampleStore`, one per chain.
-
-    Returns:
-        float64 array (D = 0 when no weight varies).
-    """
-    draws = _common_draws(stores)
-    every = [sample.weights for chain in draws for sample in chain]
-    varying = [j for j in range(len(every[0])) if not same_in_every_set(every, j)]
-    return np.array([[np.concatenate([np.ravel(sample.weights[j]) for j in varying] or [[]])
-                      for sample in chain] for chain in draws], dtype=np.float64)
-
-
-def _likelihood(stores, model, likelihood):
-    """``likelihood`` checked, or for None the stores' own (as ``from_store``)."""
-    if likelihood is None:
-        return infer(model.outputs[0].shape[-1], stores[0].loss())
-    return check_choice(likelihood, "likelihood", LIKELIHOODS)
-
-
-def chain_predictions(stores, x, likelihood=None):
-    """Each sample's prediction on ``x``, per chain: ``[C, S, N, units]``.
-
-    Chains of different lengths are cut to the last S draws, S the shortest.
-
-    Args:
-        stores: list of :class:`keras_bnn.SampleStore`, one per chain.
-        x: inputs (array or dataset) accepted by ``keras.Model.predict``.
-        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS` (see
-            :meth:`keras_bnn.PosteriorEnsemble.predict_members`); None: the
-            one the stored model was compiled with, else its head's (as
-            :meth:`keras_bnn.PosteriorEnsemble.from_store`).
-
-    Returns:
-        numpy array.
-    """
-    draws = _common_draws(stores)
-    model = stores[0].build_model()
-    members = PosteriorEnsemble(  # one ensemble of every draw: one traced function
-        model, [s.weights for chain in draws for s in chain],
-        likelihood=_likelihood(stores, model, likelihood), member_loop="map").predict_members(x)
-    return members.reshape(len(draws), -1, *members.shape[1:])
-
-
-def to_inference_data(source, x=None, likelihood=None):
-    """The chains of a run as an ``arviz.InferenceData``.
-
-    ``posterior`` holds every sampled weight of the model (one variable per
-    weight, named after its path, dims ``(chain, draw, *shape)``),
-    ``constant_data`` once each non-trainable weight that is the same in
-    every draw (a frozen backbone's; no chain × draw copies);
-    ``posterior_predictive`` (when ``x`` is given) holds the predictions of
-    every draw on ``x`` (``"probabilities"``, or ``"outputs"`` ``[μ, log σ²]``
-    for a Gaussian head). ``az.summary``, ``az.plot_trace``, ``az.plot_rank`` and
-    ``az.rhat`` then work as for any PPL's output. Chains of different
-    lengths are cut to the last S draws, S the shortest.
-
-    Args:
-        source: a run directory (one chain, or ``chain-k`` subdirectories),
-            a :class:`keras_bnn.SampleStore`, or a list of stores / paths
-            (see :func:`keras_bnn.runs.stores_of`).
-        x: optional inputs for the posterior predictive.
-        likelihood: one of :data:`keras_bnn.likelihoods.LIKELIHOODS`, or
-            None for the stores' own (see :func:`chain_predictions`).
-
-    Returns:
-        ``arviz.InferenceData``.
-
-    Raises:
-        ValueError: for empty stores, chains of different architectures or
-            an unknown ``likelihood``.
-    """
-    import arviz as az  # noqa: PLC0415 - heavy import, only needed here
-
-    stores = stores_of(source)
-    model = stores[0].build_model()
-    likelihood = _likelihood(stores, model, likelihood)
-    names = [w.path.replace("/", "_") for w in model.weights]
-    draws = _common_draws(stores)
-    every = [sample.weights for chain in draws for sample in chain]
-    held = {j for j in non_trainable_indices(model) if same_in_every_set(every, j)}
-    groups = {"posterior": {
-        name: np.array([[sample.weights[j] for sample in chain] for chain in draws])
-        for j, name in enumerate(names) if j not in held}}
-    if held:
-        groups["constant_data"] = {names[j]: every[0][j] for j in sorted(held)}
-    if x is not None:
-        key = "outputs" if likelihood == "gaussian" else "probabilities"
-        groups["posterior_predictive"] = {key: chain_predictions(stores, x, likelihood)}
-    return az.from_dict(**groups)

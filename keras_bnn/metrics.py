@@ -183,9 +183,10 @@ def brier(probs, labels, mask=None, sample_weight=None):
     """
     p, y, _, w = _check(probs, labels, mask, sample_weight)
     binary = np.shape(probs)[-1] == 1  # after the check: a scalar has no last axis
-    onehot = np.eye(p.shape[1])[y]
-    return float(np.average(np.sum((p - onehot) ** 2, axis=1), weights=w)
-                 / (2.0 if binary else 1.0))
+    # Σ_k (p_k - 1[k = y])² = Σ_k p_k² - 2 p_y + 1, without a one-hot copy of p;
+    # >= 0 up to rounding (it is Σ_{k≠y} p_k² + (1 - p_y)²).
+    terms = np.einsum("ik,ik->i", p, p) - 2.0 * p[np.arange(p.shape[0]), y] + 1.0
+    return float(np.average(np.maximum(terms, 0.0), weights=w) / (2.0 if binary else 1.0))
 
 
 def ece(probs, labels, num_bins=15, mask=None, sample_weight=None):

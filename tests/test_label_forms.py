@@ -105,24 +105,16 @@ def _one_logit_head():
     return model
 
 
-#: A subclassed BayesianModel of two 3-class heads under one sparse loss, fitted on
-#: ``(Y, Y)``; prints ``RESULT ok`` or the error. In a process of its own: a subclass
-#: cannot be made after a functional BayesianModel (tests/workers/subclassed_fit.py).
+#: A subclassed BayesianModel of two 3-class heads (tests/two_output_models.py) under one
+#: sparse loss, fitted on ``(y, y)``; prints ``RESULT ok`` or the error. In a process of
+#: its own: a subclass cannot be made after a functional BayesianModel.
 SUBCLASSED = """
 import keras, numpy as np
 import keras_bnn as kb
+from two_output_models import TwoHeads, inputs
 
-class TwoHeads(kb.BayesianModel):
-    def __init__(self):
-        super().__init__()
-        self.first, self.second = keras.layers.Dense(3), keras.layers.Dense(3)
-
-    def call(self, x):
-        return self.first(x), self.second(x)
-
-x = np.random.default_rng(0).normal(size=(20, 4)).astype("float32")
-y = np.arange(20) % 3
-model = TwoHeads()
+x, y = inputs(20), np.arange(20) % 3
+model = TwoHeads(3)
 model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=20,
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 try:

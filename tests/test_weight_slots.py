@@ -95,32 +95,25 @@ def test_a_datasets_weights_past_the_outputs_are_left_out_as_keras_does():
         messages[0]), messages
 
 
-#: Fits a subclassed ``BayesianModel`` of two Bernoulli logits (a tuple) on arrays and on
-#: a dataset, with weights of means 1 and 1.5; prints ``RESULT <json>``: the outputs the
-#: TrainSizeWarnings name. In a process of its own: a subclass cannot be made after a
-#: functional ``BayesianModel`` in the same process (tests/workers/subclassed_fit.py).
+#: Fits a subclassed ``BayesianModel`` of two Bernoulli logits (a tuple,
+#: tests/two_output_models.py) on arrays and on a dataset, with weights of means 1 and 1.5;
+#: prints ``RESULT <json>``: the outputs the TrainSizeWarnings name. In a process of its
+#: own: a subclass cannot be made after a functional ``BayesianModel`` in the same process.
 SUBCLASSED = """
 import json, re, sys, warnings
 import keras, numpy as np, tensorflow as tf
 import keras_bnn as kb
-
-class TwoLogits(kb.BayesianModel):
-    def __init__(self):
-        super().__init__()
-        self.first, self.second = keras.layers.Dense(1), keras.layers.Dense(1)
-
-    def call(self, x):
-        return self.first(x), self.second(x)
+from two_output_models import TwoHeads, inputs
 
 N, BCE = 20, keras.losses.BinaryCrossentropy(from_logits=True)
-x = np.random.default_rng(0).normal(size=(N, 4)).astype("float32")
+x = inputs(N)
 y = (x[:, 0] > 0).astype("float32")[:, None]
 weights = (np.ones(N, "float32"), np.full(N, 1.5, "float32"))
 named = {}
 for losses in ("one", "recompiled"):
     for how in ("arrays", "dataset"):
         keras.utils.set_random_seed(0)
-        model = TwoLogits()
+        model = TwoHeads(1)
         for loss in [BCE] if losses == "one" else [BCE, [BCE, BCE]]:
             model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=loss)
         data = ((x, (y, y)), dict(sample_weight=weights, batch_size=5)) if how == "arrays" else (

@@ -39,8 +39,10 @@ offer portably lives here, with the same names on every backend:
 
 TensorFlow's ``tf.distribute`` helpers (``num_replicas``,
 ``adopt_current_strategy``, ``loss_as_shard``, ``assign_replicated``,
-``assign_where``) are :mod:`keras_bnn.backend.tensorflow_distribute`'s,
-handed on by :mod:`keras_bnn.backend.tensorflow`.
+``assign_where``) are taken from their module,
+:mod:`keras_bnn.backend.tensorflow_distribute`; the rest from
+:mod:`keras_bnn.backend.tensorflow`. The JAX backend's are all
+:mod:`keras_bnn.backend.jax`'s.
 """
 
 import importlib
@@ -58,5 +60,13 @@ if keras.backend.backend() not in ("tensorflow", "jax"):  # pragma: no cover
         "keras_bnn supports the 'tensorflow' and 'jax' Keras backends; "
         f"KERAS_BACKEND is {keras.backend.backend()!r}."
     )
+
+# The names whose TensorFlow implementations are tensorflow_distribute.py's.
+_DISTRIBUTED = ("adopt_current_strategy", "assign_replicated", "assign_where",
+                "loss_as_shard", "num_replicas")
+
 _implementation = importlib.import_module(f"keras_bnn.backend.{keras.backend.backend()}")
-globals().update({name: getattr(_implementation, name) for name in __all__})
+_distribute = (importlib.import_module("keras_bnn.backend.tensorflow_distribute")
+               if keras.backend.backend() == "tensorflow" else _implementation)
+globals().update({name: getattr(_distribute if name in _DISTRIBUTED else _implementation,
+                                name) for name in __all__})

@@ -10,14 +10,6 @@ import tensorflow as tf
 from keras_bnn import nonfinite, precision
 from keras_bnn.backend import tensorflow_distribute, tensorflow_float16, threefry
 
-# The tf.distribute helpers (:mod:`keras_bnn.backend.tensorflow_distribute`),
-# under the names every backend has.
-num_replicas = tensorflow_distribute.num_replicas
-adopt_current_strategy = tensorflow_distribute.adopt_current_strategy
-loss_as_shard = tensorflow_distribute.loss_as_shard
-assign_replicated = tensorflow_distribute.assign_replicated
-assign_where = tensorflow_distribute.assign_where
-
 
 def wide_float():
     """The widest float dtype (HMC's energies are summed in it).
@@ -172,7 +164,7 @@ def value_and_gradients(model, x, y, sample_weight):
         gradients = tensorflow_float16.unscaled(
             gradients, loss, scale,
             lambda s: _stateless_gradients(model, values, x, y, sample_weight, s * weight)[-1])
-    replicas = float(num_replicas())
+    replicas = float(tensorflow_distribute.num_replicas())
     return y_pred, loss * replicas, prior_term * replicas, gradients
 
 
@@ -331,7 +323,7 @@ def potential_and_gradients(model, values, x, y, sample_weight):
         gradients = tensorflow_float16.unscaled(
             gradients, scaled, scale,
             lambda s: _stateless_gradients(model, values, x, y, sample_weight, s)[-1])
-    replicas = num_replicas()
+    replicas = tensorflow_distribute.num_replicas()
     scaled_sum = scaled
     if replicas > 1:
         # Keras divides each replica's mean by R, which weighs the examples of a

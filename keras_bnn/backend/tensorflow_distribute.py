@@ -4,8 +4,8 @@ The replica count, a sampler's strategy taken at build time, each replica's
 share of the global batch (:func:`shard_weight`, :func:`loss_as_shard`) and
 the assignments that update every replica's copy of a variable
 (:func:`assign_replicated`, :func:`assign_where`).
-:mod:`keras_bnn.backend.tensorflow` hands the public ones on, under the
-names every backend has.
+:mod:`keras_bnn.backend` takes the public ones from here, under the names
+every backend has.
 """
 
 import keras

@@ -23,7 +23,7 @@ One module per job:
 * :mod:`~keras_bnn.runs.sweeps`: temperature and prior-scale sweeps.
 
 The names below are imported on first use, so that
-:mod:`keras_bnn.ensemble` and :mod:`keras_bnn.diagnostics` can use
+:mod:`keras_bnn.ensemble` and :mod:`keras_bnn.stored_chains` can use
 :func:`stores_of` without importing the training side.
 """
 

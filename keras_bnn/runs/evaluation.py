@@ -341,7 +341,7 @@ def chain_rhat(chain_probs, chain_weights):
         chain_probs: per chain, the ``[S_k, N, units]`` predictions of its samples.
         chain_weights: per chain, the ``[S_k, D]`` flattened weights of its
             samples (those that vary between samples, in ``model.weights``
-            order: see :func:`keras_bnn.diagnostics.chain_weights`).
+            order: see :func:`keras_bnn.stored_chains.chain_weights`).
 
     Returns:
         ``{"function": {...}, "weight": {...}}`` (keys ``median``, ``max``,

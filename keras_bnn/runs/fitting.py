@@ -18,7 +18,7 @@ import keras
 import numpy as np
 
 from keras_bnn import callbacks as callbacks_lib
-from keras_bnn import diagnostics, directional_noise
+from keras_bnn import directional_noise
 from keras_bnn import samplers
 from keras_bnn.datasets.pipeline import data_epoch
 from keras_bnn.durable import DirectoryLock
@@ -28,6 +28,7 @@ from keras_bnn.runs.build import (build_model, check_data_files, compile_model, 
 from keras_bnn.runs.config import MIN_SAMPLED_SHARE, chain_seed, default_collect_every
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
+from keras_bnn.temperature_report import kinetic_temperature_report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,7 +377,7 @@ def kinetic_temperature_rows(model, config):
             or getattr(sampler, "speed_limit", None)):
         return []
     per_variable = [(name, float(t), d) for name, t, d in sampler.kinetic_temperatures()]
-    return [row._asdict() for row in diagnostics.kinetic_temperature_report(
+    return [row._asdict() for row in kinetic_temperature_report(
         per_variable, config.temperature)]
 
 
@@ -409,4 +410,3 @@ def gradient_noise_rows(model):
              step_factor=factors[name], coefficient=coefficient)
         for (name, r, d), coefficient in zip(rows, coefficients)
     ]
-

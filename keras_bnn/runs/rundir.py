@@ -21,7 +21,7 @@ runs (:func:`sweep_value` spells the value), ``sweep.csv`` and
 ``sweep.png``. :func:`stores_of` turns a run directory, a store or a list
 of these into the checked stores, one per chain (:class:`Chains`), for
 :meth:`keras_bnn.PosteriorEnsemble.from_store`,
-:func:`keras_bnn.diagnostics.to_inference_data` and ``keras-bnn evaluate``.
+:func:`keras_bnn.stored_chains.to_inference_data` and ``keras-bnn evaluate``.
 
 The JSON files are strict JSON (RFC 8259), which ``jq``, JavaScript's
 ``JSON.parse`` and ``json.loads(..., parse_constant=...)`` read: a number

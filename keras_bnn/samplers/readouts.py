@@ -27,7 +27,7 @@ class SamplerReadouts:
 
         At equilibrium ``E[p·∇K(p)] = T`` for every coordinate (equipartition),
         so each value estimates T. For Gaussian momenta ``d·T_kin/T ~ χ²_d``;
-        :func:`keras_bnn.diagnostics.temperature_band` gives the band. The
+        :func:`keras_bnn.temperature_report.temperature_band` gives the band. The
         sums are taken by the last step from its new momenta (0 before the
         first step).
 
