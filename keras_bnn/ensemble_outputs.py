@@ -14,13 +14,14 @@ output (its predictive, as ``predict`` gives it) and its summary's outputs
 named ``<output>_<key>`` (:func:`served`). A member of one output (a
 one-entry dict too) is the ensemble of one output, unchanged.
 
-This module imports Keras, :mod:`keras_bnn.likelihoods`,
+This module imports Keras, :mod:`keras_bnn.likelihoods`, :mod:`keras_bnn.loss_checks`,
 :mod:`keras_bnn.uncertainty` and :mod:`keras_bnn.validation`.
 """
 
 import keras
 
 from keras_bnn import likelihoods as likelihoods_lib
+from keras_bnn import loss_checks
 from keras_bnn import uncertainty
 from keras_bnn.likelihoods import LIKELIHOODS
 from keras_bnn.validation import argument_error, check_choice
@@ -130,7 +131,7 @@ def choose(likelihood, units, loss=None):
 
 
 def check_scoring(arguments, likelihood, names):
-    """:func:`keras_bnn.likelihoods.check_ensemble_scoring`, output by output.
+    """:func:`keras_bnn.loss_checks.check_ensemble_scoring`, output by output.
 
     Args:
         arguments: the ensemble's ``compile`` arguments by name; for several
@@ -145,16 +146,16 @@ def check_scoring(arguments, likelihood, names):
         ``PredictiveGaussianNLL``.
 
     Raises:
-        ValueError: as :func:`keras_bnn.likelihoods.check_ensemble_scoring`
+        ValueError: as :func:`keras_bnn.loss_checks.check_ensemble_scoring`
             for any output's loss or metrics.
     """
     if names is None:
-        return likelihoods_lib.check_ensemble_scoring(arguments, likelihood)
+        return loss_checks.check_ensemble_scoring(arguments, likelihood)
     keys = ("loss", "metrics", "weighted_metrics")
     losses = []
     for index, name in enumerate(names):
         own = {key: _output_loss(arguments.get(key), name, index) for key in keys}
-        losses.append(likelihoods_lib.check_ensemble_scoring(own, likelihood[name])["loss"])
+        losses.append(loss_checks.check_ensemble_scoring(own, likelihood[name])["loss"])
     loss = arguments.get("loss")
     if isinstance(loss, dict) and "class_name" not in loss:
         loss = {name: losses[names.index(name)] for name in loss}

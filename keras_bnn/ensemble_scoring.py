@@ -2,7 +2,7 @@
 
 :class:`Scoring` is the ensemble's ``keras.Model`` methods of scoring: its
 ``compile`` refuses losses and metrics that would misread the ensemble's
-output (:func:`keras_bnn.likelihoods.check_ensemble_scoring`), a reloaded
+output (:func:`keras_bnn.loss_checks.check_ensemble_scoring`), a reloaded
 ensemble compiles as it was saved, ``fit`` is refused (nothing to train),
 and ``evaluate``'s loss of a ``"gaussian"`` ensemble reads the members'
 outputs, not the ensemble's (``compute_loss``): the NLL of the posterior
@@ -105,7 +105,7 @@ class Scoring:
             None.
 
         Raises:
-            ValueError: as :func:`keras_bnn.likelihoods.check_ensemble_scoring`
+            ValueError: as :func:`keras_bnn.loss_checks.check_ensemble_scoring`
                 (naming ``loss``, ``metrics`` or ``weighted_metrics``).
         """
         arguments = bound_arguments(keras.Model.compile, args, kwargs)

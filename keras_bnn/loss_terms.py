@@ -88,7 +88,7 @@ def denominator(y_pred, sample_weight, reduction, labels_counted=None):
             any, is the loss's).
         sample_weight: the output's weights, or None.
         reduction: the loss's reduction (one of
-            :data:`keras_bnn.likelihoods.MEAN_REDUCTIONS`).
+            :data:`keras_bnn.loss_checks.MEAN_REDUCTIONS`).
         labels_counted: the loss's own mask (:func:`label_mask`), or None.
 
     Returns:

@@ -16,7 +16,7 @@ import numpy as np
 from keras_bnn import distribute
 from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples, batch_length, cardinality, is_distributed
-from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.loss_checks import normalises_weights
 from keras_bnn.output_slots import output_paths, slot_name, weight_slots
 
 

@@ -11,7 +11,7 @@ from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
 from keras_bnn.output_slots import output_paths
 from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_at, weight_mean
-from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.loss_checks import normalises_weights
 
 
 class ValidationWeightWarning(UserWarning):

@@ -125,7 +125,7 @@ def loss_as_shard(value, y_pred, sample_weight, reduction, labels_counted=None):
             their Keras mask, if any, is the loss's).
         sample_weight: this output's weights, or None.
         reduction: the loss's reduction (one of
-            :data:`keras_bnn.likelihoods.MEAN_REDUCTIONS`).
+            :data:`keras_bnn.loss_checks.MEAN_REDUCTIONS`).
         labels_counted: the loss's own mask of the labels it scores
             (:func:`keras_bnn.loss_terms.label_mask`), or None.
 

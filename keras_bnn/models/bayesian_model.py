@@ -15,7 +15,7 @@ from keras_bnn import prior_attachment
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
-from keras_bnn.likelihoods import head_metrics
+from keras_bnn.loss_checks import head_metrics
 from keras_bnn.models import entry_points, sampling_step, subclassing
 from keras_bnn.models.loop_methods import LoopMethods
 from keras_bnn.samplers import kernel as kernel_lib
@@ -203,14 +203,14 @@ class BayesianModel(LoopMethods, keras.Model):
                 ``LossScaleOptimizer``), for the baseline under
                 ``"mixed_float16"`` on JAX, or for a model that outputs
                 probabilities or a cross-entropy without ``from_logits=True``
-                (:func:`keras_bnn.likelihoods.check_logit_head`: the model
+                (:func:`keras_bnn.loss_checks.check_logit_head`: the model
                 must output logits), a loss whose reduction is not a
-                batch mean (:func:`keras_bnn.likelihoods.check_loss_reduction`),
+                batch mean (:func:`keras_bnn.loss_checks.check_loss_reduction`),
                 in a ``tf.distribute`` scope for weights made outside it
                 (:func:`keras_bnn.distribute.check_variables`), or
                 ``metrics`` that misread the head: of probabilities, or
                 Keras' own for a Gaussian one
-                (:func:`keras_bnn.likelihoods.head_metrics`, which also makes a
+                (:func:`keras_bnn.loss_checks.head_metrics`, which also makes a
                 Bernoulli model's ``"accuracy"`` threshold its logit at 0).
         """
         optimizer = entry_points.compile_arguments(self, optimizer, loss, sampler, temperature,

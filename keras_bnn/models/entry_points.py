@@ -24,7 +24,7 @@ from keras_bnn import precision
 from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
                                 single_output)
-from keras_bnn.likelihoods import check_logit_head, check_loss_reduction
+from keras_bnn.loss_checks import check_logit_head, check_loss_reduction
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.output_slots import output_paths

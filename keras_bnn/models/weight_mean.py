@@ -30,7 +30,7 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import loss_terms
 from keras_bnn.fit_data import array_examples
-from keras_bnn.likelihoods import normalises_weights
+from keras_bnn.loss_checks import normalises_weights
 from keras_bnn.output_slots import output_paths, slot_name, weight_slots
 from keras_bnn.train_size import WEIGHT_MEAN_TOLERANCE, warn_on_terms, warn_on_weight_mean
 from keras_bnn.validation_weights import warn_on_validation_mean

@@ -1,0 +1,239 @@
+"""When :class:`keras_bnn.callbacks.CollectSamples` starts collecting: at equilibrium.
+
+:class:`CollectionStart` holds the decision of ``start_epoch="auto"``: the
+stationarity test on the epoch logs after the sampler's warm-up
+(:func:`warmup_steps`), with ``step_size="auto"`` the second noise
+measurement and the noise gate, what a resumed run reads back from the
+store, and the per-variable temperatures a run that ends before
+equilibrium reports. ``CollectSamples`` is its subclass and drives it from
+its epoch hooks.
+"""
+
+from keras_bnn import backend
+from keras_bnn import distribute
+from keras_bnn import equilibrium
+from keras_bnn.epoch_count import EpochCount, current_step
+from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
+
+
+def warmup_steps(optimizer):
+    """The steps a kernel spends tuning itself: never part of the sampled chain.
+
+    ``step_size="auto"``'s warm-up (``optimizer.warmup.warmup_steps``, see
+    :mod:`keras_bnn.samplers.warmup`) and HMC's step-size adaptation
+    (``num_adaptation_steps``).
+
+    Args:
+        optimizer: the model's optimizer.
+
+    Returns:
+        int ≥ 0.
+    """
+    tuned = getattr(getattr(optimizer, "warmup", None), "warmup_steps", 0) or 0
+    return int(tuned) + int(getattr(optimizer, "num_adaptation_steps", 0) or 0)
+
+
+class CollectionStart(EpochCount):
+    """The start of collection at equilibrium (``CollectSamples(start_epoch="auto")``).
+
+    Collection starts at the first epoch end where the chain is stationary
+    by :func:`keras_bnn.equilibrium.stationarity_test` on the epoch logs
+    (configurational and kinetic temperature, ``prior`` = −log p(θ), ``nll``)
+    of the epochs that began after the sampler's warm-up
+    (:func:`warmup_steps`). With
+    ``step_size="auto"`` the first time the test passes starts the second
+    noise measurement: each variable's gradient-noise ratio, averaged from
+    the first of the 2w epochs the test compared over at least
+    :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps, lowers
+    its step factor where it is more than 25 % above the warm-up's target
+    (:meth:`~keras_bnn.samplers.Sampler.lower_step_factors`: the noise
+    changes as the chain leaves its initialisation); if a factor was
+    lowered, the chain is a new kernel and the test restarts on the epochs
+    after it (:attr:`remeasurement` says what changed). With
+    ``step_size="auto"``, collection also needs every variable's
+    gradient-noise ratio, averaged over the last w epoch-end readings, at or
+    below :data:`~keras_bnn.samplers.NOISE_RATIO_LIMIT`, the level
+    :class:`~keras_bnn.GradientNoiseWarning` judges the collected epochs by:
+    ``r̄_v = (1/w) Σ_{e'=e−w+1..e} r_v(e') ≤ limit`` (unless the warm-up's
+    target is at or above the limit). A stationary epoch
+    where some ``r̄_v`` is above it lowers every factor by one ratio,
+    ``s_v ← s_v·(r*/max_u r̄_u)^{1/k}``
+    (:meth:`~keras_bnn.samplers.Sampler.lower_noisy_step_factors`: noise
+    that comes in bursts, longer than the second measurement and through
+    several variables at once), and the test restarts on the epochs after
+    it (:attr:`noise_lowerings`).
+
+    The subclass sets ``store``, ``chain``, ``every``, ``auto``,
+    ``start_epoch`` (None until collection starts), ``window`` and
+    ``false_alarm``, and calls :meth:`_resume_start` when ``fit`` begins,
+    :meth:`_read_variable_temperatures` and :meth:`_watch` at each epoch's
+    end.
+    """
+
+    def __init__(self):
+        super().__init__()
+        #: The :class:`keras_bnn.equilibrium.Verdict` of the last test (``"auto"``).
+        self.verdict = None
+        #: ``(variable_path, T_v, d_v)`` of the last epoch (empty without a sampler).
+        self.variable_temperatures = []
+        self._virial_begin = None
+        #: The second noise measurement (:meth:`keras_bnn.samplers.Sampler.lower_step_factors`)
+        #: from the first equilibrium: ``{"epoch", "first_epoch", "ratios", "lowered"}``
+        #: (the averaged epochs are ``first_epoch``…``epoch``), or None. Kept in the
+        #: store (:meth:`keras_bnn.SampleStore.write_record`), so a resumed run has it.
+        self.remeasurement = None
+        #: The factors lowered at stationary epochs where a variable's mean ratio over
+        #: the last ``window`` epochs was above the limit, oldest first:
+        #: ``[{"epoch", "ratios", "lowered"}]`` (every variable's mean ratio and
+        #: ``[old, new]`` factor, by path). Kept in the store, as ``remeasurement``.
+        self.noise_lowerings = []
+        self._series, self._noise_readings = {}, []
+        self._ratios, self._measured_from = [], None
+        self._epoch_start_step = 0
+
+    @property
+    def started_epoch(self):
+        """The epoch whose end took (or may take) the first sample, or None before."""
+        return self.start_epoch
+
+    @property
+    def reason(self):
+        """Why collection started, or why it has not (``"auto"``): a sentence."""
+        if self.verdict is None:
+            return "the run ended in warm-up"
+        if self.start_epoch is not None:
+            return self.verdict.reason
+        if self.noise_lowerings:
+            last = self.noise_lowerings[-1]
+            named = ", ".join(f"{name} {r:.3g}" for name, r in last["ratios"].items()
+                              if r > NOISE_RATIO_LIMIT)
+            return (f"the step factors were lowered at epoch {last['epoch']} (gradient-noise "
+                    f"ratio over the last {self.window} epochs above {NOISE_RATIO_LIMIT}: "
+                    f"{named}) and the test restarted: {self.verdict.reason}")
+        if self._measured_from is None:
+            lowered = self.remeasurement and self.remeasurement["lowered"]
+            return (f"the step factors were lowered at epoch {self.remeasurement['epoch']} "
+                    f"(second noise measurement) and the test restarted: "
+                    f"{self.verdict.reason}" if lowered else self.verdict.reason)
+        first_step = self._ratios[self._measured_from][0]
+        return (f"the chain was stationary, and the step factors' second noise measurement "
+                f"needs {self.model.optimizer.noise_averaging_steps()} steps from step "
+                f"{first_step}; the run ended after "
+                f"{current_step(self.model.optimizer) - first_step}")
+
+    def _resume_start(self):
+        """At ``fit``'s start: the test starts afresh, and a chain with samples in
+        the store collects on the uninterrupted run's schedule, its records read."""
+        self._series, self._ratios, self._measured_from = {}, [], None
+        self._noise_readings = []
+        epochs = [m.get("epoch") for m in self.store.metadata()
+                  if m.get("chain") == self.chain and m.get("epoch") is not None]
+        # The first sample is due at the end of start_epoch + every - 1 (_due).
+        self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
+        self.remeasurement = self.store.read_record(self._record("remeasurement"))
+        self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
+
+    def _record(self, kind):
+        """The store record's name of this chain's ``kind`` (a resumed run reads it)."""
+        return f"{kind}-chain-{self.chain}"
+
+    def _watch(self, epoch, logs):
+        """Adds an epoch's logs to the series and starts collecting at equilibrium."""
+        if self.start_epoch is not None or self._epoch_start_step < warmup_steps(
+                self.model.optimizer):
+            return
+        optimizer = self.model.optimizer
+        for name in equilibrium.QUANTITIES:
+            if name in logs:
+                self._series.setdefault(name, []).append(float(logs[name]))
+        self.verdict = equilibrium.stationarity_test(
+            self._series, getattr(optimizer, "temperature", 1.0),
+            window=self.window, false_alarm=self.false_alarm)
+        if getattr(optimizer, "warmup", None) is not None:  # step_size="auto"
+            self._noise_readings = self._noise_readings[1 - self.window:] + [{
+                name: float(backend.to_numpy(r))
+                for name, r, _ in optimizer.gradient_noise_ratios()}]
+        if self._remeasures():
+            # records in the store are another chain's
+            self.remeasurement, self.noise_lowerings = None, []
+            self._measure(epoch)
+        elif self.verdict.stationary:
+            self._start(epoch)
+
+    def _start(self, epoch):
+        """Starts collecting at the stationary epoch ``epoch``, or, where a
+        variable's mean noise ratio over the last ``window`` readings is
+        above the limit, lowers every factor and restarts the test."""
+        readings = self._noise_readings
+        means = {name: sum(row[name] for row in readings) / len(readings)
+                 for name in (readings[0] if readings else ())}
+        lowered = means and self.model.optimizer.lower_noisy_step_factors(
+            means, NOISE_RATIO_LIMIT)
+        if not lowered:
+            self.start_epoch = epoch
+            return
+        self.noise_lowerings.append({
+            "epoch": epoch, "ratios": means,
+            "lowered": {name: list(pair) for name, pair in lowered.items()}})
+        if distribute.is_chief(self.model):  # a resumed run reports them too
+            self.store.write_record(self._record("noise-lowerings"), self.noise_lowerings)
+        self._series, self._noise_readings = {}, []  # a new kernel
+
+    def _measure(self, epoch):
+        """The second noise measurement: from the first stationary window on,
+        over at least ``noise_averaging_steps()`` steps; then the factors
+        are lowered where needed, and a lowered one restarts the test."""
+        optimizer = self.model.optimizer
+        self._ratios.append((self._epoch_start_step, self._noise_readings[-1]))
+        if self._measured_from is None:
+            if not self.verdict.stationary:
+                del self._ratios[:-2 * self.window]
+                return
+            # From the first of the two windows the test compared.
+            self._measured_from = max(0, len(self._ratios) - 2 * self.window)
+        reads = self._ratios[self._measured_from:]
+        if current_step(optimizer) - reads[0][0] < optimizer.noise_averaging_steps():
+            return
+        ratios = {name: sum(row[name] for _, row in reads) / len(reads) for name in reads[0][1]}
+        lowered = optimizer.lower_step_factors(ratios)
+        self.remeasurement = {"epoch": epoch, "first_epoch": epoch - len(reads) + 1,
+                              "ratios": ratios,
+                              "lowered": {name: list(pair) for name, pair in lowered.items()}}
+        if distribute.is_chief(self.model):  # a resumed run reports it too
+            self.store.write_record(self._record("remeasurement"), self.remeasurement)
+        self._ratios, self._measured_from = [], None
+        if lowered:  # a new kernel: its equilibrium is tested afresh
+            self._series, self._noise_readings = {}, []
+        elif self.verdict.stationary:
+            self._start(epoch)
+
+    def _remeasures(self):
+        """Whether the sampler's step factors are still to be re-measured at equilibrium."""
+        pending = getattr(self.model.optimizer, "remeasure_pending", None)
+        return pending is not None and pending()
+
+    def _virial_sums(self):
+        """The sampler's running sums, or None (no sampler, or no step yet: sums of 0)."""
+        optimizer = self.model.optimizer
+        return optimizer.virial_sums() if getattr(optimizer, "virial_sums", None) and \
+            optimizer.built else None
+
+    def _read_variable_temperatures(self):
+        steps = current_step(self.model.optimizer) - self._epoch_start_step
+        end = self._virial_sums()
+        if end is None or steps < 1:
+            return
+        self.variable_temperatures = self.model.optimizer.configurational_temperatures_between(
+            self._virial_begin or [0.0] * len(end), end, steps)
+
+    def _largest_variables(self, count=5):
+        """The configurational temperatures of the ``count`` largest variables, as a sentence."""
+        if not self.variable_temperatures:
+            return ""
+        temperature = getattr(self.model.optimizer, "temperature", 1.0)
+        largest = sorted(self.variable_temperatures, key=lambda row: -row[2])[:count]
+        listed = ", ".join(f"{name} {t / temperature:.3g}·T ({d} weights)"
+                           for name, t, d in largest)
+        return (f" Configurational temperature over the last epoch, largest variables "
+                f"first: {listed}; a variable far below T is still moving out of its "
+                "initialisation.")
