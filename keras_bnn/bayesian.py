@@ -253,6 +253,9 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
         if getattr(layer, "activity_regularizer", None) is not None:
             activity.append(layer.name)
             set_recorded(undo, layer, "activity_regularizer", None)
+            if isinstance(layer, keras.layers.ActivityRegularization):
+                for factor in ("l1", "l2"):  # its config rebuilds the penalty from them
+                    set_recorded(undo, layer, factor, 0.0)
     unknown = sorted(set(priors) - known)
     if unknown:
         frozen = sorted(set(unknown) & _frozen_keys(model, found))

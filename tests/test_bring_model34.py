@@ -1,0 +1,60 @@
+"""``kb.bayesian`` on models a Keras user brings: priors found, counted once, kept on reload."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+
+def _prior_term(model, x):
+    """The layer losses the potential reads as ``-log p(θ)`` after a call on ``x``."""
+    model(x)
+    return float(sum(float(term) for term in model.losses))
+
+
+def test_an_activity_regularization_layer_stays_removed_after_save_and_clone(tmp_path):
+    """kb.bayesian removes ActivityRegularization's penalty on outputs (no prior), and a
+    reload or clone keeps it removed (until 2026-11-30 the layer's config rebuilt it from
+    its l1/l2: the reloaded chain's prior term held 0.5·Σh² of the data)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 6)).astype("float32")
+    inputs = keras.Input((6,))
+    hidden = keras.layers.ActivityRegularization(l2=0.5, name="penalty")(
+        keras.layers.Dense(4, name="hidden")(inputs))
+    with pytest.warns(UserWarning, match=r"activity regularizers of layers \['penalty'\]"):
+        bnn = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden)))
+    expected = -float(kb.priors.log_prior(bnn))
+    assert _prior_term(bnn, x) == pytest.approx(expected, rel=1e-6)
+    bnn.save(tmp_path / "model.keras")
+    copies = {"load_model": keras.saving.load_model(tmp_path / "model.keras"),
+              "clone_model": keras.models.clone_model(bnn)}
+    for how, copy in copies.items():
+        copy.set_weights(bnn.get_weights())
+        assert _prior_term(copy, x) == pytest.approx(expected, rel=1e-6), how
+
+
+def test_a_layer_shared_by_two_nested_models_takes_the_prior_of_either():
+    """``priors[layer name]`` covers all its sublayers' weights: a Dense called inside
+    nested models ``a`` and ``b`` is a sublayer of both (until 2026-11-30 only ``a``
+    counted, and ``priors={"b": ...}`` left it HeNormal/Normal(0, 1) silently)."""
+    shared = keras.layers.Dense(4, name="shared")
+    in_a, in_b = keras.Input((6,)), keras.Input((6,))
+    a = keras.Model(in_a, shared(in_a), name="a")
+    b = keras.Model(in_b, keras.layers.Dense(2, name="own")(shared(in_b)), name="b")
+    inputs = keras.Input((6,))
+    model = keras.Model(inputs, keras.layers.Concatenate()([a(inputs), b(inputs)]))
+    narrow = kb.priors.Normal(0.0, 0.5)
+    bnn = kb.bayesian(model, priors={"b": narrow})
+    got = {v.path: v.regularizer for v in bnn.trainable_variables}
+    assert all(got[path] is narrow for path in
+               ("shared/kernel", "shared/bias", "own/kernel", "own/bias")), got
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outer = kb.bayesian(model, priors={"a": narrow, "own/kernel": None},
+                            allow_flat=True)
+    got = {v.path: v.regularizer for v in outer.trainable_variables}
+    assert got["shared/kernel"] is narrow and got["own/kernel"] is None
+    assert isinstance(got["own/bias"], kb.priors.Normal) and got["own/bias"] is not narrow
