@@ -58,3 +58,24 @@ def test_a_layer_shared_by_two_nested_models_takes_the_prior_of_either():
     got = {v.path: v.regularizer for v in outer.trainable_variables}
     assert got["shared/kernel"] is narrow and got["own/kernel"] is None
     assert isinstance(got["own/bias"], kb.priors.Normal) and got["own/bias"] is not narrow
+
+
+def test_elementwise_weights_of_any_rank_take_no_fan_scaled_kernel_prior():
+    """A normalisation's shift and scale and a PReLU's slopes act element by element:
+    ``bias_prior`` (or gamma's Normal(1, 1) for a scale) at any rank. Until 2026-11-30
+    ``beta`` and ``alpha`` of shape (5, 6) took HeNormal (σ sqrt(2/5) from their layout)
+    and the RMSNormalization scale, which starts at 1, Normal(0, 1)."""
+    inputs = keras.Input((5, 6))
+    hidden = keras.layers.LayerNormalization(axis=[-2, -1], name="norm")(inputs)
+    if hasattr(keras.layers, "RMSNormalization"):
+        hidden = keras.layers.RMSNormalization(name="rms")(hidden)
+    hidden = keras.layers.Flatten()(keras.layers.PReLU(name="slope")(hidden))
+    bnn = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden)),
+                      bias_prior=kb.priors.Laplace(0.5))
+    got = {v.path: (type(v.regularizer).__name__, v.regularizer.get_config())
+           for v in bnn.trainable_variables}
+    shift = ("Laplace", {"loc": 0.0, "scale": 0.5})
+    scale = ("Normal", {"mean": 1.0, "stddev": 1.0})
+    assert got["norm/beta"] == got["slope/alpha"] == got["logits/bias"] == shift
+    assert got["norm/gamma"] == scale and got.get("rms/scale", scale) == scale
+    assert got["logits/kernel"] == ("HeNormal", {"scale": 1.0})
