@@ -79,3 +79,25 @@ def test_elementwise_weights_of_any_rank_take_no_fan_scaled_kernel_prior():
     assert got["norm/beta"] == got["slope/alpha"] == got["logits/bias"] == shift
     assert got["norm/gamma"] == scale and got.get("rms/scale", scale) == scale
     assert got["logits/kernel"] == ("HeNormal", {"scale": 1.0})
+
+
+def test_a_weight_frozen_by_itself_reloads_frozen_with_its_layer_sampled(tmp_path):
+    """Keras 3 freezes one weight with ``layer.bias.trainable = False``: it takes no prior,
+    and a reload freezes it again, its layer's kernel still sampled (until 2026-11-30
+    ``load_model`` froze the whole layer and then refused the recorded priors: "gives
+    weight 0 ('hidden/kernel') of shape (6, 4) a prior, but the rebuilt model has (4, 3)")."""
+    x = np.random.default_rng(0).normal(size=(8, 6)).astype("float32")
+    inputs = keras.Input((6,))
+    hidden = keras.layers.Dense(4, name="hidden")
+    model = keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden(inputs)))
+    hidden.bias.trainable = False
+    bnn = kb.bayesian(model, priors={"hidden": kb.priors.Laplace(0.5)})
+    bnn.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+
+    def priors(m):
+        return [(v.path, type(v.regularizer).__name__) for v in m.trainable_variables]
+    assert priors(loaded) == priors(bnn) == [
+        ("hidden/kernel", "Laplace"), ("logits/kernel", "HeNormal"), ("logits/bias", "Normal")]
+    assert loaded.get_layer("hidden").trainable
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), bnn.predict(x, verbose=0))
