@@ -23,8 +23,9 @@ Which prior:
 3. the defaults: :data:`NAMED_DEFAULTS` by weight name (embeddings
    ``Normal(0, 1)`` as in ``kb.layers.Embedding``; normalisation scales
    ``gamma`` ``Normal(1, 1)``, centred on their initial value 1, as
-   ``kb.layers.FRN``'s γ), else ``kernel_prior`` for weights of rank ≥ 2
-   not named ``bias`` (default ``HeNormal(1)``: σ = sqrt(2/fan_in), the
+   ``kb.layers.FRN``'s γ; an ``RMSNormalization``'s ``scale`` too), else
+   ``kernel_prior`` for weights of rank ≥ 2 not named ``bias`` and not of a
+   normalisation or ``PReLU`` layer (default ``HeNormal(1)``: σ = sqrt(2/fan_in), the
    variance that keeps a ReLU network's activations at unit scale) and
    ``bias_prior`` for the rest (default ``Normal(0, 1)``: biases, those of
    rank 2 of a GRU or an attention head too, normalisation shifts,
@@ -97,6 +98,11 @@ _UNSET = object()
 _CARRIED = "_keras_bnn_carried_prior"
 _TRANSPOSED = (keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose,
                keras.layers.Conv3DTranspose)
+#: Keras layers whose weights act element by element (scales, shifts, slopes) at any rank:
+#: no kernel with fans, so ``bias_prior`` (or a named default) whatever their rank.
+_RMS_NORMALIZATION = getattr(keras.layers, "RMSNormalization", ())  # Keras >= 3.9
+_ELEMENTWISE = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
+                keras.layers.GroupNormalization, _RMS_NORMALIZATION, keras.layers.PReLU)
 
 
 class SequentialAsOneLayerWarning(UserWarning):
@@ -117,8 +123,15 @@ def _keys(variable, layer, enclosing):
             *(outer.name for outer in enclosing), variable.name)
 
 
-def _choose(variable, keys, priors, kernel_prior, bias_prior):
-    """The prior of one weight, and the argument that chose it (see module doc).
+def _choose(variable, layer, keys, priors, kernel_prior, bias_prior):
+    """The prior of one weight of ``layer``, and the argument that chose it (see module doc).
+
+    An ``RMSNormalization``'s ``scale`` is a normalisation scale (``gamma``'s
+    default), and the weights of :data:`_ELEMENTWISE` layers take ``bias_prior``
+    at any rank: until 2026-11-30 a ``LayerNormalization(axis=[-2, -1])``'s
+    ``beta`` and a ``PReLU``'s ``alpha`` of rank ≥ 2 took ``kernel_prior``
+    (``HeNormal``'s σ then read from their layout: sqrt(2/5) for ``(5, 6)``),
+    and the scale ``Normal(0, 1)``, centred on 0 for a weight that starts at 1.
 
     Returns:
         ``(prior, argument)``: ``argument`` is ``"priors[key]"``,
@@ -132,9 +145,11 @@ def _choose(variable, keys, priors, kernel_prior, bias_prior):
             return priors_lib.get(priors[key], argument), argument
     if carried is not None:
         return carried, None
+    if isinstance(layer, _RMS_NORMALIZATION) and name == "scale":
+        name = "gamma"
     if name in NAMED_DEFAULTS:
         return NAMED_DEFAULTS[name](), None
-    if len(variable.shape) >= 2 and name != "bias":  # a GRU's or an attention head's bias
+    if len(variable.shape) >= 2 and name != "bias" and not isinstance(layer, _ELEMENTWISE):
         return kernel_prior, "kernel_prior"
     return bias_prior, "bias_prior"
 
@@ -223,7 +238,7 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
         layer, enclosing = found.get(id(variable), (model, ()))
         keys = _keys(variable, layer, enclosing)
         known.update(keys)
-        prior, argument = _choose(variable, keys, priors, kernel_prior, bias_prior)
+        prior, argument = _choose(variable, layer, keys, priors, kernel_prior, bias_prior)
         if prior is None and not allow_flat:
             raise ValueError(
                 f"bayesian: `{argument}` is None, so weight {variable.path!r} would get no "
@@ -253,6 +268,9 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
         if getattr(layer, "activity_regularizer", None) is not None:
             activity.append(layer.name)
             set_recorded(undo, layer, "activity_regularizer", None)
+            if isinstance(layer, keras.layers.ActivityRegularization):
+                for factor in ("l1", "l2"):  # its config rebuilds the penalty from them
+                    set_recorded(undo, layer, factor, 0.0)
     unknown = sorted(set(priors) - known)
     if unknown:
         frozen = sorted(set(unknown) & _frozen_keys(model, found))

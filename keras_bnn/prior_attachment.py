@@ -66,12 +66,16 @@ _DEPTHWISE = (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)
 def places(model):
     """``{id(variable): (layer, enclosing)}`` for each trainable weight: the layer
     that created it and the layers around that one, innermost first (``model``
-    itself left out)."""
+    itself left out), around each place it is in: a layer shared by two nested
+    models is inside both (until 2026-11-30 only the first, and
+    ``priors={"second": ...}`` left its weights the defaults)."""
     found = {}
 
     def visit(layer, chain):  # chain: the layer and those around it, innermost first
         for variable in layer._trainable_variables:  # the layer's own weights
-            found.setdefault(id(variable), (layer, chain[1:]))
+            owner, around = found.setdefault(id(variable), (layer, ()))
+            found[id(variable)] = (owner, (*around, *(outer for outer in chain[1:]
+                                                      if outer not in around)))
         for child in layer._flatten_layers(include_self=False, recursive=False):
             visit(child, (child, *chain))
 

@@ -47,8 +47,9 @@ def frozen(model):
         model: a built Keras model.
 
     Returns:
-        list of int: the weights of layers set ``trainable=False`` (not a
-        ``BatchNormalization``'s moving statistics, which are never trainable).
+        list of int: the weights of layers set ``trainable=False``, and those
+        frozen by themselves (not a ``BatchNormalization``'s moving statistics,
+        which are never trainable).
     """
     made, now = _owners(model), {id(variable) for variable in model.trainable_variables}
     return [index for index, variable in enumerate(model.weights)
@@ -59,7 +60,12 @@ def freeze(model, positions):
     """Freezes again the weights that :func:`frozen` recorded, where they are trainable.
 
     Sets ``trainable=False`` on the layer that made each such weight (one
-    inside a subclassed model or layer, which Keras rebuilt trainable).
+    inside a subclassed model or layer, which Keras rebuilt trainable) where
+    all that layer's weights are recorded, else on the weight alone: one
+    frozen by itself (``layer.bias.trainable = False``, which no Keras config
+    records) comes back frozen, its layer's other weights trainable (until
+    2026-11-30 its whole layer was frozen, and the reload refused the recorded
+    priors as another architecture's).
 
     Args:
         model: the built model rebuilt from a config.
@@ -70,10 +76,17 @@ def freeze(model, positions):
     """
     owners, weights = _owners(model), model.weights
     now = {id(variable) for variable in model.trainable_variables}
-    for index in positions:
-        variable = weights[index] if isinstance(index, int) and index < len(weights) else None
-        if variable is not None and id(variable) in now:
-            owners[id(variable)].trainable = False
+    recorded = [weights[index] for index in positions
+                if isinstance(index, int) and index < len(weights)]
+    kept = {id(variable) for variable in recorded}
+    for variable in recorded:
+        if id(variable) not in now:
+            continue
+        owner = owners[id(variable)]
+        if all(id(own) in kept for own in owner._trainable_variables):
+            owner.trainable = False
+        else:
+            variable.trainable = False
 
 
 def restore(layer, config):
