@@ -1,0 +1,62 @@
+"""The ``keras-bnn`` command line as a user drives it: its files read by other tools."""
+
+import json
+import math
+
+import numpy as np
+
+from keras_bnn import console, diagnostics, runs
+
+
+def _strict(text):
+    """``json.loads`` that refuses NaN and Infinity, as JSON (RFC 8259) does."""
+    def refuse(literal):
+        raise ValueError(f"not JSON: {literal}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def _stuck_chains_result():
+    """An evaluation result of 2 chains whose predictions each stay constant at
+    other values (R-hat inf: the chains disagree completely) and of 1 chain of
+    4 draws (R-hat undefined, NaN) in weight space."""
+    stuck = np.zeros((2, 8, 3))
+    stuck[1] += 1.0
+    short = np.random.default_rng(0).normal(size=(1, 4, 6))
+    scores = {"accuracy": 0.5, "nll": 0.7, "ece": 0.1, "brier": 0.4}
+    return {"sampler": "hmc", "temperature": 1.0, "likelihood": "categorical",
+            "num_chains": 2, "num_samples": 16, "reliability_plot": None,
+            "single_sample": scores, "ensemble": scores,
+            "metric_vs_num_samples": {"num_samples": [1, 2], "nll": [-math.inf, 0.7]},
+            "rhat": {"function": diagnostics.convergence_summary(stuck),
+                     "weight": diagnostics.convergence_summary(short)}}
+
+
+def test_infinite_rhat_is_told_from_undefined_in_metrics_json(tmp_path, capsys):
+    """Until 2026-11-30 an infinite R-hat was written as null, as an undefined
+    one: read back as NaN, the console said "R-hat is undefined" of chains that
+    had not mixed at all."""
+    result = _stuck_chains_result()
+    assert result["rhat"]["function"]["max"] == math.inf
+    assert math.isnan(result["rhat"]["weight"]["max"])
+    run = runs.RunDir(tmp_path / "run")
+    run.write_json(run.metrics, result)
+    with open(run.metrics) as handle:
+        written = _strict(handle.read())
+    assert written["rhat"]["function"]["median"] == "Infinity"
+    assert written["rhat"]["function"]["max"] == "Infinity"
+    assert written["rhat"]["weight"]["max"] is None
+    assert written["metric_vs_num_samples"]["nll"] == ["-Infinity", 0.7]
+    assert float(written["rhat"]["function"]["max"]) == math.inf  # what a reader does
+    read = runs.read_metrics(run.path)
+    assert read["rhat"]["function"]["max"] == math.inf
+    assert math.isnan(read["rhat"]["weight"]["median"])
+    assert read["metric_vs_num_samples"]["nll"] == [-math.inf, 0.7]
+    assert read["sampler"] == "hmc" and read["reliability_plot"] is None
+    console.print_rhat(read)
+    printed = capsys.readouterr().out
+    assert "function space: not converged: R-hat ≥ 1.01 for 100% of the" in printed
+    assert "(max inf)" in printed
+    assert "weight space: not assessed: R-hat is undefined (4 draws" in printed
+    function_row = next(line for line in printed.splitlines()
+                        if line.strip().startswith("function"))
+    assert function_row.split()[1:3] == ["inf", "inf"]
