@@ -4,8 +4,9 @@ import json
 import math
 
 import numpy as np
+import pytest
 
-from keras_bnn import console, diagnostics, runs
+from keras_bnn import cli, console, diagnostics, runs
 
 
 def _strict(text):
@@ -60,3 +61,36 @@ def test_infinite_rhat_is_told_from_undefined_in_metrics_json(tmp_path, capsys):
     function_row = next(line for line in printed.splitlines()
                         if line.strip().startswith("function"))
     assert function_row.split()[1:3] == ["inf", "inf"]
+
+
+def _refused(argv, capsys):
+    """The one error line of ``keras-bnn`` for ``argv``, which must exit with 2."""
+    assert cli.main(argv) == 2
+    return capsys.readouterr().err
+
+
+def test_a_cycle_for_sgd_is_refused_not_ignored(tmp_path, capsys):
+    """The SGD baseline's learning rate has no cycle: until 2026-11-30
+    `train --sampler sgd --cycle-epochs 2` trained (wine, 4 epochs) to a
+    history.json equal to the one without it, as a temperature is refused."""
+    err = _refused(["train", "--sampler", "sgd", "--epochs", "4", "--cycle-epochs", "2",
+                    "--output-dir", str(tmp_path / "run")], capsys)
+    assert err.startswith("keras-bnn: error: `cycle_epochs` applies to samplers")
+    assert "not to sampler='sgd'" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("values, named", [
+    ({"dataset": "wine", "num_train": 50, "epochs": 2}, "`num_train` in --config"),
+    ({"dataset": "digits", "num_test": 10, "epochs": 2}, "`num_test` in --config"),
+])
+def test_config_file_sizes_that_would_be_ignored_are_refused(tmp_path, capsys, values, named):
+    """A --config key that its flag's check refuses was ignored silently
+    (until 2026-11-30 `{"dataset": "wine", "num_train": 50}` trained on wine's
+    128 training rows, as the flag --num-train 50 is refused for)."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(values))
+    err = _refused(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")],
+                   capsys)
+    assert err.startswith(f"keras-bnn: error: {named} ")
+    assert not (tmp_path / "run").exists()
