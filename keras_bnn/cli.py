@@ -263,6 +263,12 @@ def _cmd_export(args):
     runs = _runs()
     import keras
 
+    from keras_bnn.export import check_model_dir
+
+    try:  # before the run is read; its errors name the Python API's `model_dir`
+        check_model_dir(args.export_dir)
+    except ValueError as error:
+        raise ValueError(str(error).replace("`model_dir`", "--export-dir")) from None
     if keras.backend.backend() != "tensorflow":
         # A SavedModel is TensorFlow's: the stored samples are backend-independent,
         # so the same command runs again under TensorFlow.
