@@ -351,8 +351,13 @@ def _cmd_demo(args):
     for config in configs:
         length = f"{config.epochs} epochs" if config.epochs else "the default length"
         print(f"== training {config.sampler} on {config.dataset} ({length})")
-        runs.train(config, verbose=args.verbose)
+        trained = runs.train(config, verbose=args.verbose)
         console.print_prior_selection(config.output_dir)
+        if not len(trained.store):  # evaluate's advice names train's flags, not demo's
+            raise ValueError(f"the {config.sampler} run collected no sample in {length}: its "
+                             "chain did not reach equilibrium (its collection.json in "
+                             f"{config.output_dir} says why); give demo more --epochs, or "
+                             "leave --epochs unset for the default length")
         result = runs.evaluate(config.output_dir, baseline=baseline)
         if config.sampler == "sgd":
             baseline = result
