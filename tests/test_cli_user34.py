@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -128,3 +129,17 @@ def test_a_demo_too_short_to_sample_names_its_own_flag(tmp_path, capsys):
     assert "give demo more --epochs" in line
     assert "--max-epochs" not in line and "--burn-in-epochs" not in line
     assert not (tmp_path / "models").exists()
+
+
+def test_train_refuses_a_sample_store_as_its_run_directory(tmp_path, capsys):
+    """`train --output-dir <run>/samples` trained a run into another run's
+    sample store (until 2026-11-30: its config.json and history.json among the
+    samples, its own samples in samples/samples)."""
+    store_dir = tmp_path / "run" / "samples"
+    store_dir.mkdir(parents=True)
+    (store_dir / "store.json").write_text("{}")
+    err = _refused(["train", "--sampler", "sgd", "--epochs", "1", "--num-train", "50",
+                    "--num-test", "10", "--verbose", "0", "--output-dir", str(store_dir)],
+                   capsys)
+    assert err.startswith(f"keras-bnn: error: `output_dir` {str(store_dir)!r} is a sample store")
+    assert sorted(os.listdir(store_dir)) == [".lock", "store.json"]
