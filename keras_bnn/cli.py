@@ -85,7 +85,8 @@ _CONFIG_FLAGS = (
     ("--batch-size", "batch_size", int,
      "minibatch size; the training set's size or more is the full batch (20 steps an epoch "
      "with an SG-MCMC sampler or sgd, one transition with hmc)"),
-    ("--cycle-epochs", "cycle_epochs", int, "cyclical step-size cycle length (epochs)"),
+    ("--cycle-epochs", "cycle_epochs", int,
+     "cyclical step-size cycle length (epochs; samplers, not sgd)"),
     ("--burn-in-epochs", "burn_in_epochs", _or_auto(int, "an int >= 0"),
      "epochs before collecting samples, or auto"),
     ("--collect-every", "collect_every", int, "collect a sample every k epochs"),
@@ -149,6 +150,14 @@ def _add_config_flags(parser):
 
 
 def _config_from(args):
+    """The checked RunConfig of ``--config`` and the flags (flags override).
+
+    Raises:
+        ValueError: for a config :meth:`RunConfig.validate` refuses, dataset
+            ``arrays``, or a synthetic task's size (``--num-train``,
+            ``--num-test``, or in ``--config`` other than the default) for
+            another dataset, which would ignore it.
+    """
     from keras_bnn.runs.config import ARRAYS, DATASETS, RunConfig
 
     flags = _flag_values(args)
@@ -160,10 +169,14 @@ def _config_from(args):
         raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
                          "Python API's name for arrays passed in memory; on the command line "
                          "--dataset npy --data-dir D reads your arrays from .npy files)")
-    sizes = sorted({"num_train", "num_test"} & set(flags))
+    unset = RunConfig()
+    sizes = [field for field in ("num_train", "num_test")
+             if field in flags or getattr(config, field) != getattr(unset, field)]
     if sizes and config.dataset != "synthetic":
-        raise ValueError(f"--{sizes[0].replace('_', '-')} sizes the synthetic task; dataset "
-                         f"{config.dataset!r} has its own split: drop it")
+        given = (f"--{sizes[0].replace('_', '-')}" if sizes[0] in flags
+                 else f"`{sizes[0]}` in --config")
+        raise ValueError(f"{given} sizes the synthetic task; dataset {config.dataset!r} has "
+                         "its own split: drop it")
     return config
 
 
@@ -250,6 +263,12 @@ def _cmd_export(args):
     runs = _runs()
     import keras
 
+    from keras_bnn.export import check_model_dir
+
+    try:  # before the run is read; its errors name the Python API's `model_dir`
+        check_model_dir(args.export_dir)
+    except ValueError as error:
+        raise ValueError(str(error).replace("`model_dir`", "--export-dir")) from None
     if keras.backend.backend() != "tensorflow":
         # A SavedModel is TensorFlow's: the stored samples are backend-independent,
         # so the same command runs again under TensorFlow.
@@ -332,8 +351,13 @@ def _cmd_demo(args):
     for config in configs:
         length = f"{config.epochs} epochs" if config.epochs else "the default length"
         print(f"== training {config.sampler} on {config.dataset} ({length})")
-        runs.train(config, verbose=args.verbose)
+        trained = runs.train(config, verbose=args.verbose)
         console.print_prior_selection(config.output_dir)
+        if not len(trained.store):  # evaluate's advice names train's flags, not demo's
+            raise ValueError(f"the {config.sampler} run collected no sample in {length}: its "
+                             "chain did not reach equilibrium (its collection.json in "
+                             f"{config.output_dir} says why); give demo more --epochs, or "
+                             "leave --epochs unset for the default length")
         result = runs.evaluate(config.output_dir, baseline=baseline)
         if config.sampler == "sgd":
             baseline = result

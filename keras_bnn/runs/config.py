@@ -297,6 +297,10 @@ class RunConfig:
         if not collects and self.temperature != 1.0:
             raise ValueError(f"`temperature` applies to samplers, not to "
                              f"sampler={self.sampler!r}.")
+        if not collects and self.cycle_epochs is not None:
+            raise ValueError(f"`cycle_epochs` applies to samplers (a cyclical step size "
+                             f"between samples), not to sampler={self.sampler!r}, whose "
+                             "learning rate stays constant: leave it unset.")
         burn_in = 0 if self.burn_in_epochs == "auto" else self.burn_in_epochs
         if self.epochs is not None and burn_in >= self.epochs and collects:
             raise ValueError(

@@ -18,7 +18,7 @@ from keras_bnn.ensemble import PosteriorEnsemble
 from keras_bnn.metric_inputs import take_weights
 from keras_bnn.runs.build import check_data_files, load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
-from keras_bnn.runs.rundir import RunDir, nulls_as_nan, stores_of
+from keras_bnn.runs.rundir import RunDir, json_numbers, stores_of
 
 #: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
 _NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
@@ -104,9 +104,10 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier);
     regression runs with :func:`keras_bnn.metrics.evaluate_gaussian_members`
     (NLL, RMSE, coverage of the central 50/90/95 % intervals) of the
-    members' Gaussian mixture. Writes ``metrics.json`` (strict JSON, non-finite
-    numbers as null: :func:`read_metrics`), ``reliability.png`` (classification)
-    and ``metric_vs_samples.png`` into ``run_dir``. The runs' models
+    members' Gaussian mixture. Writes ``metrics.json`` (strict JSON, NaN as
+    null and ±inf as ``"Infinity"``/``"-Infinity"``: :func:`read_metrics`),
+    ``reliability.png`` (classification) and ``metric_vs_samples.png`` into
+    ``run_dir``. The runs' models
     (:mod:`keras_bnn.models`) output ``[N, K]``: none is a tagger, whose
     ensemble is scored by :mod:`keras_bnn.metrics` with ``mask=``.
 
@@ -210,19 +211,22 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
 def read_metrics(run_dir):
     """The ``metrics.json`` that :func:`evaluate` wrote into ``run_dir``.
 
-    The file is strict JSON: a number that is not finite (an undefined
-    R-hat, NaN, of a single chain of fewer than 8 draws) is ``null`` there
-    (:mod:`keras_bnn.runs.rundir`), read back here as NaN, so that the
-    result is :func:`evaluate`'s (without its arrays), which
-    :func:`keras_bnn.console.print_rhat` and
+    The file is strict JSON (:mod:`keras_bnn.runs.rundir`): a NaN (an
+    undefined R-hat, of a single chain of fewer than 8 draws) is ``null``
+    there and an infinity (the R-hat of chains that each stay constant at
+    different values) the string ``"Infinity"``, read back here as NaN and
+    inf, so that the result is :func:`evaluate`'s (without its arrays),
+    which :func:`keras_bnn.console.print_rhat` and
     :func:`keras_bnn.diagnostics.convergence_verdict` read. A file written
-    before 2026-11-29 (``NaN`` and ``Infinity`` literals) reads the same.
+    before 2026-11-29 (``NaN`` and ``Infinity`` literals) reads the same;
+    one written before 2026-11-30 has its infinities as ``null``, read as
+    NaN.
 
     Args:
         run_dir: an evaluated run directory.
 
     Returns:
-        dict: the metrics, numbers as floats (NaN where not finite); ``rhat``
+        dict: the metrics, numbers as floats (NaN and ±inf where not finite); ``rhat``
         None when the chains had too few draws.
 
     Raises:
@@ -233,7 +237,7 @@ def read_metrics(run_dir):
         raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no metrics.json: evaluate it "
                                 "first (keras-bnn evaluate --run-dir, kb.runs.evaluate).")
     result = RunDir.read_json(path)
-    return result | {key: nulls_as_nan(result[key]) for key in _NUMBERS
+    return result | {key: json_numbers(result[key]) for key in _NUMBERS
                      if result.get(key) is not None}
 
 

@@ -93,6 +93,10 @@ def claim(config, resume=False, data=None):
 
 def _refuse_occupied(run, config, resume, data):
     """:func:`claim`'s checks of the run directory."""
+    if SampleStore.is_store(run.path):  # not empty: DirectoryLock's file is there
+        raise FileExistsError(
+            f"`output_dir` {config.output_dir!r} is a sample store (another run's samples/, "
+            "or a CollectSamples directory), not a run directory: train into a new directory.")
     chains = run.chains()
     if chains:
         raise FileExistsError(

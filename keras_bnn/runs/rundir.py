@@ -24,12 +24,17 @@ of these into the checked stores, one per chain (:class:`Chains`), for
 :func:`keras_bnn.stored_chains.to_inference_data` and ``keras-bnn evaluate``.
 
 The JSON files are strict JSON (RFC 8259), which ``jq``, JavaScript's
-``JSON.parse`` and ``json.loads(..., parse_constant=...)`` read: a number
-that is not finite (an undefined R-hat, a diverged loss) is written as
-``null``, as JavaScript's ``JSON.stringify`` writes it, and
-:meth:`RunDir.read_numbers` reads it back as NaN. Until 2026-11-29 such
-numbers were written as the literals ``NaN`` and ``Infinity`` (Python's
-default, not JSON); those files still read, as NaN and inf.
+``JSON.parse`` and ``json.loads(..., parse_constant=...)`` read. JSON has no
+literal for a number that is not finite, so one is written as a value a
+reader tells apart (:func:`strict_json`): NaN (undefined: an R-hat of too
+few draws, a diverged loss) as ``null``, as JavaScript's ``JSON.stringify``
+writes it, and +inf and -inf (an R-hat of chains that each stay constant
+at different values) as the strings ``"Infinity"`` and ``"-Infinity"``,
+which Python's ``float`` and JavaScript's ``Number`` read as infinities.
+:meth:`RunDir.read_numbers` reads them back as NaN and ±inf. Until
+2026-11-29 such numbers were written as the literals ``NaN`` and
+``Infinity`` (Python's default, not JSON), and until 2026-11-30 ±inf as
+``null`` too (read back as NaN); those files still read, as written.
 """
 
 import importlib
@@ -44,19 +49,25 @@ _CHAIN = "chain-{}"
 _CHAIN_RE = re.compile(r"^chain-(\d+)$")
 
 
+#: How :func:`strict_json` writes the infinities (strings: JSON has no literal for them).
+_INFINITIES = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_INFINITY_TEXTS = {text: value for value, text in _INFINITIES.items()}
+
+
 def strict_json(value):
-    """``value`` with every non-finite float replaced by None: what
-    :meth:`RunDir.write_json` writes.
+    """``value`` with every non-finite float replaced by a JSON value:
+    what :meth:`RunDir.write_json` writes.
 
     Args:
         value: a JSON-serialisable value (dicts, lists, tuples, numbers, ...).
 
     Returns:
-        The same value, NaN and ±inf (nested in dicts, lists and tuples, the
-        tuples as lists) replaced by None.
+        The same value (nested in dicts, lists and tuples, the tuples as
+        lists), NaN replaced by None and ±inf by ``"Infinity"`` and
+        ``"-Infinity"``.
     """
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value if math.isfinite(value) else _INFINITIES.get(value)
     if isinstance(value, dict):
         return {key: strict_json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -64,23 +75,27 @@ def strict_json(value):
     return value
 
 
-def nulls_as_nan(value):
-    """A JSON value of numbers as read, with the nulls that stood for
-    non-finite numbers (:meth:`RunDir.write_json`) read as NaN.
+def json_numbers(value):
+    """A JSON value of numbers as read, with the values that stood for
+    non-finite numbers (:func:`strict_json`) read as those numbers.
 
     Args:
-        value: a value of :meth:`RunDir.read_json`: numbers, None, and dicts
-            and lists of these.
+        value: a value of :meth:`RunDir.read_json`: numbers, None, the
+            strings ``"Infinity"`` and ``"-Infinity"``, and dicts and lists
+            of these.
 
     Returns:
-        The same value, every None (nested in dicts and lists) NaN.
+        The same value (nested in dicts and lists), every None NaN, and
+        ``"Infinity"`` and ``"-Infinity"`` inf and -inf.
     """
     if value is None:
         return math.nan
+    if isinstance(value, str):
+        return _INFINITY_TEXTS.get(value, value)
     if isinstance(value, dict):
-        return {key: nulls_as_nan(item) for key, item in value.items()}
+        return {key: json_numbers(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [nulls_as_nan(item) for item in value]
+        return [json_numbers(item) for item in value]
     return value
 
 
@@ -263,8 +278,9 @@ class RunDir:
 
     def write_json(self, path, value):
         """Writes ``value`` as indented strict JSON to ``path`` (one of this run's
-        paths), atomically (:func:`keras_bnn.durable.atomic_write`); a
-        non-finite number is written as ``null`` (:func:`strict_json`)."""
+        paths), atomically (:func:`keras_bnn.durable.atomic_write`); NaN is
+        written as ``null``, ±inf as ``"Infinity"`` and ``"-Infinity"``
+        (:func:`strict_json`)."""
         os.makedirs(self.path, exist_ok=True)
         text = json.dumps(strict_json(value), indent=2, allow_nan=False)
         atomic_write(path, lambda handle: handle.write(text.encode()))
@@ -281,8 +297,9 @@ class RunDir:
 
     @staticmethod
     def read_json(path):
-        """The JSON value in ``path`` (one of a run's paths); a non-finite number
-        is None (NaN or inf in a file written before 2026-11-29).
+        """The JSON value in ``path`` (one of a run's paths), as written: NaN is
+        None and ±inf ``"Infinity"`` and ``"-Infinity"`` (:func:`strict_json`;
+        NaN or inf in a file written before 2026-11-29).
 
         Args:
             path: one of a run's paths.
@@ -299,19 +316,20 @@ class RunDir:
     @staticmethod
     def read_numbers(path):
         """The JSON value in ``path``, a file of numbers (``history.json``), with
-        its nulls read as NaN (:func:`nulls_as_nan`): the same numbers for a file
-        written now and one written before 2026-11-29 (``NaN`` literals).
+        its non-finite numbers read back (:func:`json_numbers`): the same
+        numbers for a file written now and one written before 2026-11-29
+        (``NaN`` literals).
 
         Args:
             path: one of a run's paths.
 
         Returns:
-            The value, numbers as floats (NaN where not finite).
+            The value, numbers as floats (NaN and ±inf where not finite).
 
         Raises:
             FileNotFoundError: if there is no such file.
         """
-        return nulls_as_nan(RunDir.read_json(path))
+        return json_numbers(RunDir.read_json(path))
 
 
 class Chains(tuple):
