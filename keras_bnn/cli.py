@@ -265,10 +265,13 @@ def _cmd_export(args):
 
     from keras_bnn.export import check_model_dir
 
-    try:  # before the run is read; its errors name the Python API's `model_dir`
+    def named_as_flag(error):  # the Python API's errors name `model_dir`
+        return ValueError(str(error).replace("`model_dir`", "--export-dir"))
+
+    try:  # before the run is read
         check_model_dir(args.export_dir)
     except ValueError as error:
-        raise ValueError(str(error).replace("`model_dir`", "--export-dir")) from None
+        raise named_as_flag(error) from None
     if keras.backend.backend() != "tensorflow":
         # A SavedModel is TensorFlow's: the stored samples are backend-independent,
         # so the same command runs again under TensorFlow.
@@ -278,7 +281,11 @@ def _cmd_export(args):
             command += ["--version", str(args.version)]
         return subprocess.run(command, env=console.child_environment(KERAS_BACKEND="tensorflow"),
                               check=False).returncode
-    print(f"exported: {runs.export(args.run_dir, args.export_dir, args.version)}")
+    try:  # e.g. another signature than the served version's
+        path = runs.export(args.run_dir, args.export_dir, args.version)
+    except ValueError as error:
+        raise named_as_flag(error) from None
+    print(f"exported: {path}")
     return 0
 
 

@@ -91,7 +91,9 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         FileExistsError: if ``model_dir/<version>`` already exists (nothing
             is overwritten; pass another version or ``version=None``).
         ValueError: if ``version`` is not a positive int64 or ``model_dir``
-            is empty or not a path, or naming two of the model's outputs that
+            is empty or not a path, if the newest version in ``model_dir`` has
+            another signature (:func:`check_same_signature`: nothing is
+            published), or naming two of the model's outputs that
             would be served under one name
             (:func:`keras_bnn.ensemble_outputs.check_served_names`) or an
             input that a signature cannot name (:func:`check_input_names`).
@@ -167,11 +169,81 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             input_signature=specs,
         )
         archive.write_out(staging, verbose=verbose)
+        check_same_signature(model_dir, staging)
         target = _publish(staging, target, automatic)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def served_signature(version_dir):
+    """The inputs and outputs of a SavedModel's :data:`SERVING_SIGNATURE`, read
+    from its ``saved_model.pb`` (no graph loaded; as ``saved_model_cli show``).
+
+    Args:
+        version_dir: a directory holding ``saved_model.pb``.
+
+    Returns:
+        ``{"inputs": {name: (dtype, shape)}, "outputs": {...}}``, dtype a
+        TensorFlow dtype name, shape a tuple with -1 for any size (None for
+        any rank); None when the file is missing, unreadable or has no such
+        signature.
+    """
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
+    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415
+
+    model = saved_model_pb2.SavedModel()
+    try:
+        with open(os.path.join(version_dir, "saved_model.pb"), "rb") as handle:
+            model.ParseFromString(handle.read())
+        signature = model.meta_graphs[0].signature_def[SERVING_SIGNATURE]
+    except (OSError, IndexError, KeyError, ValueError):  # DecodeError is a ValueError
+        return None
+    return {side: {name: (tf.dtypes.as_dtype(info.dtype).name,
+                          None if info.tensor_shape.unknown_rank
+                          else tuple(dim.size for dim in info.tensor_shape.dim))
+                   for name, info in getattr(signature, side).items()}
+            for side in ("inputs", "outputs")}
+
+
+def check_same_signature(model_dir, staging):
+    """Refuses a new version whose signature differs from the newest version's.
+
+    TF Serving serves a model directory's newest version and moves to a new
+    one as soon as it appears, so a version of another signature (another
+    task's ensemble exported into the same directory: other inputs, dtypes,
+    shapes or outputs) would break every client of the served model at once
+    (until 2026-11-30 it was published: wine's, then diabetes' ensemble as
+    versions 1 and 2 of one model).
+
+    Args:
+        model_dir: the model's base path.
+        staging: the new version's directory, not yet published.
+
+    Raises:
+        ValueError: naming ``model_dir``, the newest version and what differs.
+    """
+    versions = _versions(model_dir)
+    if not versions:
+        return
+    newest = os.path.join(model_dir, str(max(versions)))
+    old, new = served_signature(newest), served_signature(staging)
+    if old is None or new is None or old == new:
+        return
+    differences = [
+        f"{side} {name!r}: {old[side].get(name, 'absent')} -> {new[side].get(name, 'absent')}"
+        for side in ("inputs", "outputs")
+        for name in sorted(set(old[side]) | set(new[side]))
+        if old[side].get(name) != new[side].get(name)]
+    raise ValueError(
+        f"`model_dir` {model_dir!r} serves version {max(versions)} with another "
+        f"{SERVING_SIGNATURE!r} signature, which its clients expect; a model server would "
+        f"switch them to this one at once. Differences ((dtype, shape) -1: any size): "
+        f"{'; '.join(differences[:6])}"
+        f"{f'; and {len(differences) - 6} more' if len(differences) > 6 else ''}. Export it "
+        f"into another model directory, or remove the older versions from {model_dir!r} "
+        "once the clients are ready for the new signature.")
 
 
 def _lookup_tables(ensemble):
@@ -260,6 +332,12 @@ def check_model_dir(model_dir):
     return path
 
 
+def _versions(model_dir):
+    """The integer version entries of an existing ``model_dir``."""
+    return [int(name) for name in os.listdir(model_dir)
+            if name.isascii() and name.isdigit() and int(name) <= MAX_VERSION]
+
+
 def next_version(model_dir):
     """The version a new export gets: one more than the largest integer entry.
 
@@ -274,8 +352,7 @@ def next_version(model_dir):
     """
     if not os.path.isdir(model_dir):
         return 1
-    versions = [int(name) for name in os.listdir(model_dir)
-                if name.isascii() and name.isdigit() and int(name) <= MAX_VERSION]
+    versions = _versions(model_dir)
     version = max(versions, default=0) + 1
     if version > MAX_VERSION:
         raise ValueError(f"`model_dir` {model_dir!r} already holds version {MAX_VERSION}, "
