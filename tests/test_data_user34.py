@@ -111,3 +111,28 @@ def test_a_list_of_numbers_or_numpy_scalars_is_still_one_array():
     ds = data.make_dataset([[float(k)] for k in range(6)], labels, 6)
     xb, yb = next(ds.as_numpy_iterator())
     assert xb.shape == (6, 1) and yb.tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def _npy_dir(directory, **replace):
+    arrays = {"x_train": np.ones((6, 2)), "y_train": np.arange(6) % 2,
+              "x_test": np.ones((3, 2)), "y_test": np.arange(3) % 2, **replace}
+    directory.mkdir()
+    for name, array in arrays.items():
+        np.save(directory / f"{name}.npy", array)
+    return directory
+
+
+def test_npy_complex_features_are_refused_not_cut_to_their_real_part(tmp_path):
+    """x_train of 0.5 + 1j was served as 0.5 (numpy's ComplexWarning only)."""
+    directory = _npy_dir(tmp_path / "npy", x_train=np.full((6, 2), 0.5 + 1j))
+    with pytest.raises(ValueError, match=r"x_train.npy` must hold numbers: integers, floats or "
+                                         r"bools \(not complex\); got dtype complex128"):
+        data.npy_arrays(directory)
+
+
+def test_npy_features_beyond_float32_are_named_as_such(tmp_path):
+    """1e300 (finite in the file) was reported as '12 NaN or infinite values'."""
+    directory = _npy_dir(tmp_path / "npy", x_train=np.full((6, 2), 1e300))
+    with pytest.raises(ValueError, match=r"x_train.npy` must hold finite numbers within "
+                                         r"float32's range .*; got 12 NaN, infinite or larger"):
+        data.npy_arrays(directory)
