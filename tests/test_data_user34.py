@@ -136,3 +136,12 @@ def test_npy_features_beyond_float32_are_named_as_such(tmp_path):
     with pytest.raises(ValueError, match=r"x_train.npy` must hold finite numbers within "
                                          r"float32's range .*; got 12 NaN, infinite or larger"):
         data.npy_arrays(directory)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, None, True])
+def test_synthetic_teacher_names_a_bad_seed(seed):
+    """-1 and 1.5 raised numpy's 'expected non-negative integer' or a TypeError
+    naming SeedSequence; None drew another task at every call, True served seed 1."""
+    with pytest.raises(ValueError, match=r"synthetic_teacher: `seed` must be an int in "
+                                         r"\[0, 9223372036854775807\]"):
+        data.synthetic_teacher(5, 5, seed=seed)
