@@ -132,8 +132,9 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
 
     Raises:
         FileNotFoundError: see :func:`find_files`.
-        ValueError: for a ``validation_split`` outside [0, 1), a bad ``seed``,
-            or a damaged file (named).
+        ValueError: for a ``validation_split`` outside [0, 1) or that holds
+            out no image or every one, a bad ``seed``, a damaged file (named)
+            or labels outside 0..9.
     """
     if validation_split != 0:
         check_fraction(validation_split, "validation_split", "fashion_mnist_arrays")
@@ -146,9 +147,18 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
             raise argument_error("data_dir", f"hold 28x28 images with one label each "
                                  f"({split} split)", place,
                                  got=f"images {x.shape} and labels {y.shape}")
+        if y.size and y.max() >= len(CLASS_NAMES):
+            raise argument_error("data_dir", f"hold class labels 0..{len(CLASS_NAMES) - 1} "
+                                 f"({split} split)", place, got=f"label {int(y.max())} in "
+                                 + os.path.join(place, FILES[f"y_{split}"]))
     x_train, y_train = arrays["x_train"], arrays["y_train"].astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(x_train))
     held = int(round(validation_split * len(x_train)))
+    if validation_split and not 0 < held < len(x_train):
+        raise argument_error("validation_split", f"hold out between 1 and {len(x_train) - 1} "
+                             f"of the {len(x_train)} training images (round(validation_split"
+                             f" * {len(x_train)}) of them) or be 0", validation_split,
+                             "fashion_mnist_arrays", got=f"{validation_split!r} ({held} images)")
     train, val = order[:len(order) - held], order[len(order) - held:]
 
     def scaled(x):

@@ -75,7 +75,8 @@ def check_arrays(x, y, names=("x", "y")):
 
     Raises:
         ValueError: naming both arguments and their lengths if these differ,
-            or the argument that is empty, a scalar, or not numeric, or ``y``
+            or the argument that is empty, a scalar, or not real numbers
+            (complex ones are refused, not cut to their real part), or ``y``
             if it is not 1-D.
     """
     arrays = []
@@ -84,8 +85,10 @@ def check_arrays(x, y, names=("x", "y")):
         if array.ndim == 0 or not len(array):
             raise argument_error(name, "be an array of one or more examples", value,
                                  got=f"shape {array.shape}")
-        if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-            raise argument_error(name, "hold numbers", value, got=f"dtype {array.dtype}")
+        if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool) or (
+                np.issubdtype(array.dtype, np.complexfloating)):
+            raise argument_error(name, "hold numbers: integers, floats or bools (not complex)",
+                                 value, got=f"dtype {array.dtype}")
         if name == names[1] and array.ndim != 1:
             raise argument_error(name, "be 1-D: one label or target per example", value,
                                  got=f"shape {array.shape}")
@@ -100,8 +103,9 @@ def check_arrays(x, y, names=("x", "y")):
 def _finite(array, name):
     """Refuses a NaN or infinite value in ``array`` (the file ``name``)."""
     if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
-        raise argument_error(name, "hold finite numbers", None,
-                             got=f"{int(np.sum(~np.isfinite(array)))} NaN or infinite values")
+        raise argument_error(name, "hold finite numbers within float32's range (|x| < 3.4e38)",
+                             None, got=f"{int(np.sum(~np.isfinite(array)))} NaN, infinite or "
+                             "larger values")
 
 
 def _labels(y_train, y_test, names):
@@ -159,7 +163,8 @@ def npy_arrays(data_dir):
     if x_test.shape[1:] != x_train.shape[1:]:
         raise argument_error(names[2], f"hold examples of {names[0]}'s shape "
                              f"{x_train.shape[1:]}", None, got=f"shape {x_test.shape[1:]}")
-    x_train, x_test = x_train.astype(np.float32), x_test.astype(np.float32)
+    with np.errstate(over="ignore"):  # a value beyond float32 is refused below
+        x_train, x_test = x_train.astype(np.float32), x_test.astype(np.float32)
     for array, name in ((x_train, names[0]), (x_test, names[2]), (y_train, names[1]),
                         (y_test, names[3])):
         _finite(array, name)

@@ -92,7 +92,7 @@ class _EpochOrder:
                                  got=f"cardinality {self.size}")
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-        self.key = tf.constant(check_int(seed, "seed", 0), tf.int64)
+        self.key = tf.constant(check_int(seed, "seed", 0, 2**63 - 1), tf.int64)
         self.example_seeds = example_seeds
         with tf.init_scope():
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
@@ -183,42 +183,72 @@ def make_dataset(x, y, batch_size, shuffle=False, seed=None, repeat=False,
     """A batched, prefetched `tf.data.Dataset` of (x, y) from in-memory arrays.
 
     Args:
-      x: [n, ...] inputs.
-      y: [n] labels.
+      x: [n, ...] inputs: an array (or a ``pandas`` object), or, as Keras'
+        ``fit`` takes them for a model of several inputs, a dict of such
+        arrays by input name or a list or tuple of them in order.
+      y: [n] labels, or a dict, list or tuple of them by output.
       batch_size: examples per batch, >= 1.
       shuffle: a new order every epoch, a pure function of (seed, epoch)
         (see :func:`batched`).
       seed: shuffle seed (None: a random one, so a different order every run).
       repeat: repeat forever (then give `fit` a steps_per_epoch).
       drop_remainder: drop the last, smaller batch.
-      sample_weight: optional [n, ...] weights: (x, y, sample_weight)
-        batches, as Keras' ``fit`` and ``evaluate`` and
-        :func:`keras_bnn.runs.evaluate` take them.
+      sample_weight: optional [n, ...] weights (or a dict, list or tuple of
+        them by output): (x, y, sample_weight) batches, as Keras' ``fit`` and
+        ``evaluate`` and :func:`keras_bnn.runs.evaluate` take them.
 
     Returns:
-      tf.data.Dataset of (x_batch, y_batch), or of (x_batch, y_batch, w_batch).
+      tf.data.Dataset of (x_batch, y_batch), or of (x_batch, y_batch, w_batch);
+      a list of arrays is yielded as a tuple.
 
     Raises:
-      ValueError: if x and y (or ``sample_weight``) differ in length or are
-        empty, or batch_size is not a positive integer.
+      ValueError: if an array of x, y (or ``sample_weight``) differs in length
+        from x's first or is empty, or batch_size is not a positive integer,
+        or is larger than the data with ``drop_remainder`` (no batch at all).
     """
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow only where tf.data is built
 
-    x, y = np.asarray(x), np.asarray(y)
-    if x.ndim == 0 or y.ndim == 0 or len(x) != len(y) or len(x) == 0:
-        raise argument_error("y", "be non-empty, with as many examples as `x`", y,
-                             got=f"shapes {x.shape} (x) and {y.shape} (y)")
+    x, y = _arrays(x), _arrays(y)
+    size = _length(x, "x", None, "hold arrays of one length (examples first)")
+    _length(y, "y", size, "be non-empty, with as many examples as `x`")
     arrays = (x, y)
     if sample_weight is not None:
-        w = np.asarray(sample_weight, dtype=np.float32)
-        if w.ndim == 0 or len(w) != len(x):
-            raise argument_error("sample_weight", "have one weight per example of `x` "
-                                 f"([{len(x)}] or [{len(x)}, ...])", None,
-                                 got=f"shape {list(w.shape)}")
+        w = _arrays(sample_weight, np.float32)
+        _length(w, "sample_weight", size,
+                f"have one weight per example of `x` ([{size}] or [{size}, ...])")
         arrays = (x, y, w)
+    if drop_remainder and check_int(batch_size, "batch_size", 1) > size:
+        raise argument_error("batch_size", f"be at most the {size} examples with "
+                             "drop_remainder=True (else no batch at all)", batch_size)
     ds = tf.data.Dataset.from_tensor_slices(arrays)
     return batched(ds, batch_size, shuffle, seed, repeat=repeat,
                    drop_remainder=drop_remainder)
+
+
+def _arrays(value, dtype=None):
+    """``value`` as numpy arrays: a dict by name, a tuple for a list or tuple of
+    arrays (Keras' forms of several inputs or outputs), else one array (a list
+    of numbers or of NumPy scalars too)."""
+    if isinstance(value, dict):
+        return {key: np.asarray(item, dtype) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) and value and all(
+            len(getattr(item, "shape", ())) for item in value):
+        return tuple(np.asarray(item, dtype) for item in value)
+    return np.asarray(value, dtype)
+
+
+def _length(arrays, name, size, requirement):
+    """The common length of ``arrays`` (one, or a dict or tuple of them), which
+    must be ``size`` and non-zero (``size`` None: any); else the error names ``name``."""
+    leaves = list(arrays.values()) if isinstance(arrays, dict) else (
+        list(arrays) if isinstance(arrays, tuple) else [arrays])
+    lengths = [len(leaf) if leaf.ndim else -1 for leaf in leaves]
+    wanted = {lengths[0] if size is None and lengths else size}
+    if not lengths or -1 in lengths or set(lengths) != wanted or (size is not None and not size):
+        shapes = ", ".join(str(leaf.shape) for leaf in leaves) or "nothing"
+        raise argument_error(name, requirement, None, got=f"shapes {shapes} ({name})"
+                             + ("" if size is None else f" for {size} examples"))
+    return lengths[0]
 
 
 def dataset_targets(ds, name="ds", owner="dataset_targets"):

@@ -53,7 +53,8 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
       num_classes: number of classes K, >= 2.
       hidden: widths of the teacher's hidden layers (may be empty).
       logit_scale: standard deviation scale s > 0 of the output weights.
-      seed: integer seed.
+      seed: integer seed in [0, 2**63 - 1] (``load("synthetic")`` shuffles
+        the training set with it too).
 
     Returns:
       ((x_train, y_train), (x_test, y_test), metadata): x float32
@@ -64,8 +65,9 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
       accuracy and NLL on the test labels are the Bayes-optimal reference).
 
     Raises:
-      ValueError: if a size is not a positive integer, num_classes < 2 or
-        logit_scale <= 0.
+      ValueError: if a size is not a positive integer, num_classes < 2,
+        logit_scale <= 0, or seed is not an integer in [0, 2**63 - 1] (None
+        and bools too: the task would not be reproducible, or 1 for True).
     """
     owner = "synthetic_teacher"
     num_train = check_int(num_train, "num_train", 1, owner=owner)
@@ -74,6 +76,7 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
     num_classes = check_int(num_classes, "num_classes", 2, owner=owner)
     hidden = tuple(check_int(h, f"hidden[{i}]", 1, owner=owner) for i, h in enumerate(hidden))
     logit_scale = check_positive(logit_scale, "logit_scale", owner)
+    seed = check_int(seed, "seed", 0, 2**63 - 1, owner=owner)
     teacher_seq, train_seq, test_seq = np.random.SeedSequence(seed).spawn(3)
 
     rng = np.random.default_rng(teacher_seq)
