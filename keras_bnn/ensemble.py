@@ -146,8 +146,10 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
             (``"auto"``, ``"unroll"``, ``"map"``, ``"vectorized_map"``),
             for a head that does not fit ``likelihood`` (categorical with
             one logit, bernoulli with more than one, gaussian with an odd
-            number of outputs), or naming ``shared_weights`` for an index of
-            a weight that differs between the sets.
+            number of outputs; a categorical or Bernoulli output layer with a
+            softmax or sigmoid activation: the member outputs logits), or
+            naming ``shared_weights`` for an index of a weight that differs
+            between the sets.
     """
 
     def __init__(self, model, weight_sets, likelihood=None, member_loop="auto",
@@ -162,6 +164,7 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         if names:  # Keras' compile reads a multi-output model's loss dict by these
             self.output_names = names
         self._likelihoods = [self.likelihood[n] for n in names] if names else [self.likelihood]
+        ensemble_outputs.check_logit_outputs(model, self._likelihoods)
         outputs = ensemble_inputs.symbolic(model)[1]
         self._outputs = Untracked((names, isinstance(outputs, dict)))
         values, self._shared, self._num_members = ensemble_weights.arrange(

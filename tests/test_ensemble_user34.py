@@ -1,0 +1,41 @@
+"""A demanding user's checks of PosteriorEnsemble (small models, each test < 10 s)."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+
+def _sets(model, count, seed=0, scale=0.5):
+    rng = np.random.default_rng(seed)
+    return [[w + scale * rng.standard_normal(w.shape).astype(w.dtype)
+             for w in model.get_weights()] for _ in range(count)]
+
+
+@pytest.mark.parametrize("activation, units, likelihood", [
+    ("softmax", 3, "categorical"), ("sigmoid", 1, "bernoulli")])
+def test_a_squashing_classifier_head_is_refused(activation, units, likelihood):
+    # A Keras classifier ending in softmax: the ensemble softmaxed its probabilities
+    # again (p̄ pulled toward uniform, no error).
+    keras.utils.set_random_seed(0)
+    squashed = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
+        units, activation=activation, name="head")])
+    with pytest.raises(ValueError, match=rf"`model` must output logits.*'head' with "
+                                         rf"activation '{activation}'"):
+        kb.PosteriorEnsemble(squashed, _sets(squashed, 3), likelihood=likelihood)
+
+
+def test_a_squashing_head_is_refused_per_output_and_a_gaussian_one_is_not():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(5)(inputs)
+    member = keras.Model(inputs, {
+        "cls": keras.layers.Dense(3, activation="softmax", name="cls")(hidden),
+        "reg": keras.layers.Dense(2, activation="sigmoid", name="reg")(hidden)})
+    with pytest.raises(ValueError, match=r"'cls' with activation 'softmax'"):
+        kb.PosteriorEnsemble(member, _sets(member, 2),
+                             likelihood={"cls": "categorical", "reg": "gaussian"})
+    gaussian = keras.Model(inputs, keras.layers.Dense(2, activation="sigmoid")(hidden))
+    assert kb.PosteriorEnsemble(gaussian, _sets(gaussian, 2),
+                                likelihood="gaussian").num_members == 2
