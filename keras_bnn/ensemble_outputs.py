@@ -130,7 +130,6 @@ def choose(likelihood, units, loss=None):
     return {name: _checked(value, units[name], name) for name, value in zip(names, given)}
 
 
-
 def check_logit_outputs(model, likelihoods):
     """Refuses a categorical or Bernoulli output that a softmax or sigmoid computes.
 
@@ -154,6 +153,7 @@ def check_logit_outputs(model, likelihoods):
     for layer, likelihood in zip(layers, likelihoods):
         if likelihood != "gaussian":
             loss_checks.check_logit_layer(model, layer, "PosteriorEnsemble")
+
 
 def check_scoring(arguments, likelihood, names):
     """:func:`keras_bnn.loss_checks.check_ensemble_scoring`, output by output.
