@@ -39,3 +39,19 @@ def test_a_squashing_head_is_refused_per_output_and_a_gaussian_one_is_not():
     gaussian = keras.Model(inputs, keras.layers.Dense(2, activation="sigmoid")(hidden))
     assert kb.PosteriorEnsemble(gaussian, _sets(gaussian, 2),
                                 likelihood="gaussian").num_members == 2
+
+
+@pytest.mark.parametrize("wrap", [list, tuple], ids=["list", "tuple"])
+def test_a_one_input_member_is_called_on_a_list_of_one_array(wrap):
+    # Keras' own model([x]) takes it (warning); ensemble([x]) raised "Invalid input shape
+    # ... Expected shape (None, 4), but input has incompatible shape (1, 9, 4)".
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    member = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    ensemble = kb.PosteriorEnsemble(member, _sets(member, 3))
+    x = np.random.default_rng(1).standard_normal((9, 4)).astype("float32")
+    expected = keras.ops.convert_to_numpy(ensemble(x))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(ensemble(wrap([x]))), expected)
+    summary = ensemble.predictive_summary(wrap([x]))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(summary["probabilities"]),
+                                  expected)
