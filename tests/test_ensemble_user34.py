@@ -55,3 +55,37 @@ def test_a_one_input_member_is_called_on_a_list_of_one_array(wrap):
     summary = ensemble.predictive_summary(wrap([x]))
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(summary["probabilities"]),
                                   expected)
+
+
+def test_a_trunk_beside_an_input_that_feeds_the_head_keeps_the_member_savable(tmp_path):
+    # Input b feeds a sampled layer directly, beside a frozen trunk on input a: building
+    # the ensemble re-wired b (Keras' clone of a model input's node), and the member and
+    # the ensemble could no longer be saved ("could not find node key ..._ib-1").
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    frozen = keras.layers.Dense(4, trainable=False)(a)
+    member = keras.Model({"a": a, "b": b}, {
+        "y": keras.layers.Dense(3)(keras.layers.Concatenate()([frozen, b])),
+        "z": keras.layers.Dense(2)(b)})
+    sets = _sets(member, 3)
+    for weights in sets:
+        weights[:2] = member.get_weights()[:2]  # the frozen trunk's, held once
+    ensemble = kb.PosteriorEnsemble(member, sets,
+                                    likelihood={"y": "categorical", "z": "gaussian"})
+    assert ensemble._trunk.value is not None  # the trunk runs once per call
+    rng = np.random.default_rng(2)
+    x = {"a": rng.standard_normal((5, 3)).astype("float32"),
+         "b": rng.standard_normal((5, 2)).astype("float32")}
+    logits = []
+    for weights in sets:
+        member.set_weights(weights)
+        logits.append(keras.ops.convert_to_numpy(member(x)["y"]))
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    predicted = ensemble.predict(x, verbose=0)
+    np.testing.assert_allclose(predicted["y"], probs.mean(0), rtol=1e-5, atol=1e-6)
+    member.save(tmp_path / "member.keras")
+    ensemble.save(tmp_path / "ensemble.keras")
+    loaded = keras.saving.load_model(tmp_path / "ensemble.keras")
+    for key in ("y", "z"):
+        np.testing.assert_allclose(loaded.predict(x, verbose=0)[key], predicted[key],
+                                   rtol=1e-6, atol=1e-6)
