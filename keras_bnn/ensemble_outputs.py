@@ -137,7 +137,8 @@ def check_logit_outputs(model, likelihoods):
     Keras classifier ending in ``activation="softmax"`` was squashed twice, its
     predictive pulled toward uniform with no error (until 2026-11-30; the
     weights of such a member serve a member without that activation as they are).
-    A Gaussian output is not checked.
+    A log-softmax output is taken (its softmax is that of the logits), and a
+    Gaussian output is not checked.
 
     Args:
         model: the member model (a model without a graph is not checked).
@@ -152,7 +153,8 @@ def check_logit_outputs(model, likelihoods):
         likelihoods = ["categorical"] * len(layers) if "gaussian" not in likelihoods else []
     for layer, likelihood in zip(layers, likelihoods):
         if likelihood != "gaussian":
-            loss_checks.check_logit_layer(model, layer, "PosteriorEnsemble")
+            loss_checks.check_logit_layer(model, layer, "PosteriorEnsemble",
+                                          ("softmax", "sigmoid"))
 
 
 def check_scoring(arguments, likelihood, names):

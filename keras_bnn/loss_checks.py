@@ -201,21 +201,22 @@ def check_logit_head(model, loss):
         check_logit_layer(model, layer, owner)
 
 
-def check_logit_layer(model, layer, owner):
+def check_logit_layer(model, layer, owner, squashing=_SQUASHING):
     """Refuses an output layer whose activation squashes logits (:func:`check_logit_head`).
 
     Args:
         model: the model, for the message.
         layer: one of its output layers (:func:`output_layers`).
         owner: the function or method that checks, for the message.
+        squashing: the activation names refused (default softmax, sigmoid, log-softmax).
 
     Raises:
-        ValueError: naming ``model``, for a softmax, sigmoid or log-softmax activation.
+        ValueError: naming ``model``, for an activation in ``squashing``.
     """
     activation = getattr(layer, "activation", None)
     name = "softmax" if isinstance(layer, keras.layers.Softmax) else getattr(
         activation, "__name__", None)
-    if name in _SQUASHING:
+    if name in squashing:
         raise argument_error(
             "model", f"output logits, not probabilities: ensembles, metrics and exports "
             f"apply the softmax or sigmoid themselves, so a {name} output would be applied "

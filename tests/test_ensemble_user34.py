@@ -89,3 +89,16 @@ def test_a_trunk_beside_an_input_that_feeds_the_head_keeps_the_member_savable(tm
     for key in ("y", "z"):
         np.testing.assert_allclose(loaded.predict(x, verbose=0)[key], predicted[key],
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_a_log_softmax_head_is_taken_as_its_logits():
+    # softmax(log_softmax(f)) = softmax(f): such a member's predictive is right as it is.
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    logits = keras.Model(inputs, keras.layers.Dense(3, name="head")(inputs))
+    logs = keras.Model(inputs, keras.layers.Activation("log_softmax")(logits.output))
+    sets = _sets(logits, 3)
+    x = np.random.default_rng(1).standard_normal((6, 4)).astype("float32")
+    np.testing.assert_allclose(kb.PosteriorEnsemble(logs, sets).predict(x, verbose=0),
+                               kb.PosteriorEnsemble(logits, sets).predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-7)
