@@ -42,28 +42,26 @@ outputs are :meth:`PosteriorEnsemble.predictive_summary` (named as in
 :data:`GAUSSIAN_OUTPUTS`); :mod:`keras_bnn.serving` is a TF Serving client.
 Scoring: ``compile`` and ``evaluate`` are :mod:`keras_bnn.ensemble_scoring`'s
 (a Gaussian ensemble's loss is its mixture's NLL, read from the members).
-Serialisation: ``get_config``/``from_config`` and ``ensemble.save("x.keras")``
-/ ``keras.saving.load_model`` (the member architecture and which weights are
-held once are in the config, the weights in the weights file).
+Creation from stores and serialisation (``from_store``, ``get_config``/
+``from_config``, ``ensemble.save("x.keras")`` / ``keras.saving.load_model``:
+the member architecture and which weights are held once are in the config,
+the weights in the weights file) are :mod:`keras_bnn.ensemble_loading`'s.
 """
 
 import functools
 
 import keras
-import numpy as np
 from keras import ops
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import ensemble_inputs, ensemble_outputs, ensemble_scoring, ensemble_trunk
-from keras_bnn import backend, ensemble_prediction, ensemble_weights
-from keras_bnn import trainable_flags
+from keras_bnn import backend, ensemble_loading, ensemble_prediction, ensemble_weights
 from keras_bnn import export as export_lib
 from keras_bnn import uncertainty
 from keras_bnn.ensemble_prediction import Untracked
-from keras_bnn.member_model import check_ensemble_model, derived_state_layers
-from keras_bnn.runs.rundir import stores_of
+from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
-from keras_bnn.validation import check_choice, check_int
+from keras_bnn.validation import check_choice
 
 __all__ = ["PosteriorEnsemble", "MEMBER_LOOPS", "CATEGORICAL_OUTPUTS",
            "BERNOULLI_OUTPUTS", "GAUSSIAN_OUTPUTS"]
@@ -78,7 +76,7 @@ AUTO_UNROLL_MAX = {"tensorflow": 10, "jax": 1}
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
 class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring,
-                        keras.Model):
+                        ensemble_loading.Loading, keras.Model):
     """Posterior predictive average of S weight sets of one member model.
 
     See :mod:`keras_bnn.uncertainty` for the formulas. ``ensemble(x)`` and
@@ -148,8 +146,10 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
             (``"auto"``, ``"unroll"``, ``"map"``, ``"vectorized_map"``),
             for a head that does not fit ``likelihood`` (categorical with
             one logit, bernoulli with more than one, gaussian with an odd
-            number of outputs), or naming ``shared_weights`` for an index of
-            a weight that differs between the sets.
+            number of outputs; a categorical or Bernoulli output layer with a
+            softmax or sigmoid activation: the member outputs logits), or
+            naming ``shared_weights`` for an index of a weight that differs
+            between the sets.
     """
 
     def __init__(self, model, weight_sets, likelihood=None, member_loop="auto",
@@ -164,6 +164,7 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         if names:  # Keras' compile reads a multi-output model's loss dict by these
             self.output_names = names
         self._likelihoods = [self.likelihood[n] for n in names] if names else [self.likelihood]
+        ensemble_outputs.check_logit_outputs(model, self._likelihoods)
         outputs = ensemble_inputs.symbolic(model)[1]
         self._outputs = Untracked((names, isinstance(outputs, dict)))
         values, self._shared, self._num_members = ensemble_weights.arrange(
@@ -195,88 +196,6 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         self._output_masked = [get_keras_mask(output) is not None for output in outputs]
         self.built = True
         self._finalize_member_state()
-
-    def _finalize_member_state(self):
-        """Gives the member's layers that derive call-time state from their weights
-        (``finalize_state``) the first member's values, and has them derive it.
-
-        ``stateless_call`` swaps a member's weights into the graph, but an
-        adapted ``Normalization`` reads the mean and variance it derived from
-        its weights at its last ``finalize_state``: a member rebuilt from its
-        config (``from_store``, a loaded ensemble) normalised with 0 and 1
-        (wine: accuracy 0.33 where the samples' was 0.98). That state is
-        non-trainable, the same in every sample.
-        """
-        member = self._member.value
-        layers = derived_state_layers(member)
-        position = {id(w): j for j, w in enumerate(member.weights)}
-        for layer in layers:
-            for weight in layer.weights:
-                j = position[id(weight)]
-                weight.assign(self._stacks[j] if j in self._shared else self._stacks[j][0])
-            layer.finalize_state()
-        if layers:
-            self._views = {}  # graphs traced with the old state
-
-    def load_own_variables(self, store):
-        """Keras' loading of the stacked weights (``keras.saving.load_model``), after
-        which the member's derived state is made again (:meth:`_finalize_member_state`).
-
-        Args:
-            store: Keras' variable store for this layer.
-        """
-        super().load_own_variables(store)
-        self._finalize_member_state()
-
-    # ------------------------------------------------------------- creation
-    @classmethod
-    def from_store(cls, store, max_samples=None, model=None, **kwargs):
-        """Builds the ensemble of the samples in one or several sample stores.
-
-        Args:
-            store: a :class:`keras_bnn.SampleStore`, a path to a store, a run
-                directory, a multi-chain run directory (``chain-k/samples``)
-                or a list of these: the samples of all chains are pooled
-                (chain by chain, in order).
-            max_samples: use at most this many samples, evenly spaced over the
-                pooled samples (the first and, for ``max_samples`` ≥ 2, the
-                last included); ``None`` uses all.
-            model: the member model; ``None`` rebuilds the model that wrote
-                the store (``store.build_model()``).
-            **kwargs: passed to the constructor (``likelihood``,
-                ``member_loop``, ``name``). Without ``likelihood``, it is
-                the one the store records (from the loss the model was
-                compiled with, :func:`keras_bnn.likelihoods.infer`); for a
-                model compiled without a loss ``"bernoulli"`` for one logit
-                and ``"categorical"`` otherwise.
-
-        Returns:
-            A :class:`PosteriorEnsemble`.
-
-        Raises:
-            ValueError: if a store is empty, the stores are of different
-                architectures, ``max_samples`` is not a positive integer,
-                ``model`` is of another architecture than the samples, or
-                without ``likelihood`` the stored loss names no likelihood
-                (``mse``, a custom potential).
-        """
-        stores = stores_of(store)
-        pooled = [(s, i) for s in stores for i in range(len(s))]
-        if model is None:
-            model = stores[0].build_model()
-        else:
-            stores[0].check_model(model)
-        if max_samples is None:
-            indices = range(len(pooled))
-        else:
-            max_samples = check_int(max_samples, "max_samples", 1)
-            indices = np.round(
-                np.linspace(0, len(pooled) - 1, min(max_samples, len(pooled)))).astype(int)
-        if "likelihood" not in kwargs:
-            kwargs["likelihood"] = ensemble_outputs.choose(
-                None, check_ensemble_model(model)[2], stores[0].loss())
-        chosen = (pooled[int(i)] for i in indices)
-        return cls(model, (chain[j].weights for chain, j in chosen), **kwargs)
 
     @property
     def num_members(self):
@@ -310,41 +229,6 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
             return self.member_loop
         unrolled = AUTO_UNROLL_MAX[keras.backend.backend()]
         return "unroll" if self.num_members <= unrolled else "map"
-
-    def get_config(self):
-        """The member architecture, S, likelihood, member loop and weights held once.
-
-        Returns:
-            dict for :meth:`from_config` (the weights apart).
-        """
-        return {
-            "name": self.name,
-            "model": keras.saving.serialize_keras_object(self._member.value),
-            "num_members": self.num_members,
-            "likelihood": self.likelihood,
-            "member_loop": self.member_loop,
-            "shared_weights": list(self._shared),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        """Rebuilds an ensemble of ``num_members`` zero weight sets.
-
-        Keras' loading (``keras.saving.load_model``) then restores the
-        weights. A config saved before weights were held once (no
-        ``shared_weights``) stacks every weight, as that ensemble did.
-
-        Args:
-            config: dict from :meth:`get_config`.
-
-        Returns:
-            A :class:`PosteriorEnsemble`.
-        """
-        config = dict(config)
-        model = trainable_flags.deserialize(config.pop("model"))
-        zeros = [np.zeros(w.shape, w.dtype) for w in model.weights]
-        config["shared_weights"] = config.get("shared_weights", ())
-        return cls(model, [zeros] * config.pop("num_members"), **config)
 
     # ----------------------------------------------------------- the graph
     def _run(self, part, inputs, weights):

@@ -336,24 +336,33 @@ def is_empty_batch(x):
 
 
 def by_position(x, shape, input_names):
-    """A list member's arrays given as a dict keyed by its inputs' names, as the list.
+    """The inputs in the member's structure, where Keras takes another form of them.
 
-    Keras' functional model of a list of named ``keras.Input`` takes its
-    arrays as such a dict too (``model.predict({"a": a, "b": b})``), and the
-    export's signature names its inputs so (until 2026-11-30 the ensemble
-    refused the dict: "`x` must be a list of 2 arrays ...; got a dict").
+    A list member's arrays given as a dict keyed by its inputs' names become
+    the list: Keras' functional model of a list of named ``keras.Input``
+    takes its arrays as such a dict too (``model.predict({"a": a, "b":
+    b})``), and the export's signature names its inputs so (until 2026-11-30
+    the ensemble refused the dict: "`x` must be a list of 2 arrays ...; got a
+    dict"). A one-input member's array given as a list or tuple of one
+    becomes the array, as Keras' models take it (until 2026-11-29 in
+    ``predict`` and 2026-11-30 in ``ensemble([x])`` its batch became one
+    example of a rank too many: "Invalid input shape ... (1, 9, 4)").
 
     Args:
-        x: the inputs given to ``predict`` (or another method).
+        x: the inputs given to ``predict``, ``call`` (or another method).
         shape: the signature's shape.
         input_names: the member's input names in its order (:func:`names`).
 
     Returns:
         ``[x[name] for name in input_names]`` for a list signature and a dict
-        of exactly those keys; else ``x``.
+        of exactly those keys; ``x[0]`` for one input and a list or tuple of one
+        array; else ``x``.
     """
     if isinstance(shape, list) and isinstance(x, dict) and set(x) == set(input_names):
         return [x[name] for name in input_names]
+    if (not several(shape) and isinstance(x, (list, tuple)) and len(x) == 1
+            and hasattr(x[0], "shape")):
+        return x[0]
     return x
 
 

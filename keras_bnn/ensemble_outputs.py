@@ -130,6 +130,33 @@ def choose(likelihood, units, loss=None):
     return {name: _checked(value, units[name], name) for name, value in zip(names, given)}
 
 
+def check_logit_outputs(model, likelihoods):
+    """Refuses a categorical or Bernoulli output that a softmax or sigmoid computes.
+
+    The ensemble applies the softmax or sigmoid to the member's logits itself: a
+    Keras classifier ending in ``activation="softmax"`` was squashed twice, its
+    predictive pulled toward uniform with no error (until 2026-11-30; the
+    weights of such a member serve a member without that activation as they are).
+    A log-softmax output is taken (its softmax is that of the logits), and a
+    Gaussian output is not checked.
+
+    Args:
+        model: the member model (a model without a graph is not checked).
+        likelihoods: the likelihood of each output, in :func:`output_names`' order.
+
+    Raises:
+        ValueError: naming ``model`` and the output layer, as
+            :func:`keras_bnn.loss_checks.check_logit_layer`.
+    """
+    layers = loss_checks.output_layers(model)
+    if len(layers) != len(likelihoods):  # a nested model of several outputs at the end
+        likelihoods = ["categorical"] * len(layers) if "gaussian" not in likelihoods else []
+    for layer, likelihood in zip(layers, likelihoods):
+        if likelihood != "gaussian":
+            loss_checks.check_logit_layer(model, layer, "PosteriorEnsemble",
+                                          ("softmax", "sigmoid"))
+
+
 def check_scoring(arguments, likelihood, names):
     """:func:`keras_bnn.loss_checks.check_ensemble_scoring`, output by output.
 

@@ -45,13 +45,9 @@ class Prediction:
 
         Keras' predict loop runs no batch on an empty array (and then fails),
         so an array of 0 examples is passed to ``function`` directly: the
-        outputs have 0 rows and their usual trailing shape. A member of one
-        input takes its array as a list or tuple of one too, as Keras' models
-        do (until 2026-11-29 its batch became one example of a rank too many).
+        outputs have 0 rows and their usual trailing shape. ``x`` may take
+        the other forms Keras takes (:func:`keras_bnn.ensemble_inputs.by_position`).
         """
-        if (not ensemble_inputs.several(self.member_input_shape)
-                and isinstance(x, (list, tuple)) and len(x) == 1 and hasattr(x[0], "shape")):
-            x = x[0]
         x = ensemble_inputs.by_position(x, self.member_input_shape, self.member_input_names)
         self._check_inputs(x, owner)
         if ensemble_inputs.is_empty_batch(x):

@@ -79,5 +79,11 @@ def split(model, shared):
     # Several inputs: the trunk takes them as the member does (a list or a dict).
     inputs = graph.inputs if len(graph.inputs) == 1 else graph.input
     trunk = keras.Model(inputs, boundary, name=f"{model.name}_trunk")
+    # A model input that feeds the head directly (beside the trunk's outputs): Keras
+    # wires it to a new node of its InputLayer, which left the member unsavable
+    # ("could not find node key"); it is given its own node back.
+    histories = [(t, t._keras_history) for t in boundary if id(t) in input_ids]
     head = keras.Model(boundary, graph.outputs, name=f"{model.name}_head")
+    for tensor, history in histories:
+        tensor._keras_history = history
     return trunk, head

@@ -20,15 +20,22 @@ from keras_bnn.validation import argument_error
 _SQUASHING = ("softmax", "sigmoid", "log_softmax")
 
 
-def _output_layers(model):
-    """The layers that compute a functional model's outputs (inside nested functional
-    models and Sequentials); none for a model without a graph."""
+def output_layers(model):
+    """The layers that compute a functional model's outputs.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        list of layers, in the order of ``model.outputs`` (inside nested functional
+        models and Sequentials: their output layers); empty for a model without a graph.
+    """
     try:
         operations = [output._keras_history.operation for output in model.outputs]
     except (AttributeError, TypeError, ValueError):
         return []
     return [layer for operation in operations for layer in (
-        _output_layers(operation) if isinstance(operation, keras.Model)
+        output_layers(operation) if isinstance(operation, keras.Model)
         and operation is not model else [operation])]
 
 
@@ -190,16 +197,26 @@ def check_logit_head(model, loss):
                 f"and exports apply the softmax or sigmoid themselves); use "
                 f"keras.losses.{fix}(from_logits=True) and an output layer without "
                 "activation", leaf, owner, got=f"{loss_name(leaf)!r} (from_logits=False)")
-    for layer in _output_layers(model):
-        _check_logit_layer(model, layer, owner)
+    for layer in output_layers(model):
+        check_logit_layer(model, layer, owner)
 
 
-def _check_logit_layer(model, layer, owner):
-    """Refuses an output layer whose activation squashes logits (:func:`check_logit_head`)."""
+def check_logit_layer(model, layer, owner, squashing=_SQUASHING):
+    """Refuses an output layer whose activation squashes logits (:func:`check_logit_head`).
+
+    Args:
+        model: the model, for the message.
+        layer: one of its output layers (:func:`output_layers`).
+        owner: the function or method that checks, for the message.
+        squashing: the activation names refused (default softmax, sigmoid, log-softmax).
+
+    Raises:
+        ValueError: naming ``model``, for an activation in ``squashing``.
+    """
     activation = getattr(layer, "activation", None)
     name = "softmax" if isinstance(layer, keras.layers.Softmax) else getattr(
         activation, "__name__", None)
-    if name in _SQUASHING:
+    if name in squashing:
         raise argument_error(
             "model", f"output logits, not probabilities: ensembles, metrics and exports "
             f"apply the softmax or sigmoid themselves, so a {name} output would be applied "
