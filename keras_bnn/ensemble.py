@@ -101,8 +101,13 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         likelihood: ``"categorical"`` (member outputs K ≥ 2 logits),
             ``"bernoulli"`` (one logit, p(y=1|x) = sigmoid) or
             ``"gaussian"`` (member outputs ``[mean, log variance]``); None:
-            ``"categorical"``. For several outputs, one per output (a list or a dict by
-            output name; :func:`keras_bnn.ensemble_outputs.choose`; None: inferred).
+            inferred, as :meth:`from_store` does, from the loss ``model`` was
+            compiled with, and without one ``"categorical"`` for K ≥ 2 units,
+            ``"bernoulli"`` for one (:func:`keras_bnn.likelihoods.infer`; until
+            2026-11-30 ``"categorical"`` always: a compiled Gaussian head's
+            ``[mean, log variance]`` was read as two logits). For several
+            outputs, one per output (a list or a dict by output name;
+            :func:`keras_bnn.ensemble_outputs.choose`; None: inferred).
         member_loop: how the graph evaluates the S members:
             ``"auto"`` (default) is ``"unroll"`` for S ≤ :data:`AUTO_UNROLL_MAX`
             (10 under TensorFlow, 1 under JAX) and ``"map"`` above
@@ -149,7 +154,8 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
             number of outputs; a categorical or Bernoulli output layer with a
             softmax or sigmoid activation: the member outputs logits), or
             naming ``shared_weights`` for an index of a weight that differs
-            between the sets.
+            between the sets; without ``likelihood``, naming it when the
+            model's compiled loss names none (a mean squared error).
     """
 
     def __init__(self, model, weight_sets, likelihood=None, member_loop="auto",
@@ -157,8 +163,6 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         super().__init__(**kwargs)
         self.member_loop = member_loop
         self.member_input_shape, self.member_input_dtype, units = check_ensemble_model(model)
-        if likelihood is None and not isinstance(units, dict):
-            likelihood = "categorical"  # one output's default (several: inferred per output)
         self.likelihood = ensemble_outputs.choose(likelihood, units, getattr(model, "loss", None))
         names = list(units) if isinstance(units, dict) else None
         if names:  # Keras' compile reads a multi-output model's loss dict by these
