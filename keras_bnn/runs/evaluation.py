@@ -19,6 +19,7 @@ from keras_bnn.metric_inputs import take_weights
 from keras_bnn.runs.build import check_data_files, load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, json_numbers, stores_of
+from keras_bnn.validation import counted
 
 #: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
 _NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
@@ -44,8 +45,8 @@ def load_run(run_dir):
         collection = run.read_json(run.collection)
         raise FileNotFoundError(
             f"`run_dir` {run_dir!r} holds no samples: its chain did not reach equilibrium in "
-            f"its {collection['epochs']} epochs ({collection['reason']}); train a run with "
-            "more --epochs or --max-epochs, or collect from a given epoch with "
+            f"its {counted(collection['epochs'], 'epoch')} ({collection['reason']}); train a "
+            "run with more --epochs or --max-epochs, or collect from a given epoch with "
             "--burn-in-epochs.")
     return config, store
 
@@ -188,7 +189,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         per_example = metrics_lib.nll_per_example(members.mean(axis=0), labels)
         result["reliability_plot"] = plots.reliability_diagram(
             members.mean(axis=0), labels, run.reliability_plot, num_bins=num_bins,
-            title=f"{config.sampler} ensemble ({num_samples} samples)",
+            title=f"{config.sampler} ensemble ({counted(num_samples, 'sample')})",
             sample_weight=sample_weight)
     result.update({
         "single_sample": single,

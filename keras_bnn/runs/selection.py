@@ -28,6 +28,7 @@ from keras_bnn.runs import evaluation, fitting
 from keras_bnn.runs.build import split_data, steps_per_epoch
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.runs.tables import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
+from keras_bnn.validation import counted
 
 
 def select_prior(config, verbose=0):
@@ -71,7 +72,7 @@ def select_prior(config, verbose=0):
     num_validation = data[2]["num_test"]
     steps = steps_per_epoch(config, data[2]["num_train"])
     length = dataclasses.replace(config).resolve_length(steps)
-    most = f"{length.max_epochs} epochs"
+    most = counted(length.max_epochs, "epoch")
     rows = []
     for prior, scale in PRIOR_CANDIDATES:
         run = root.prior_candidate(prior, scale)

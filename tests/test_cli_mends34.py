@@ -1,0 +1,34 @@
+"""The ``keras-bnn`` command's rough edges: its counts, a sweep passed as a
+run, and an unsampled chain's advice (run directories built by hand, as in
+tests/test_cli_user34.py, or one short run)."""
+
+import dataclasses
+
+import pytest
+
+import keras_bnn as kb
+from keras_bnn import cli, runs
+
+
+def _write_run(path, **fields):
+    """A run directory holding only its ``config.json``."""
+    config = runs.RunConfig(output_dir=str(path), **fields).validate()
+    run = runs.RunDir(path)
+    run.write_json(run.config, dataclasses.asdict(config))
+    return run
+
+
+def test_one_sample_taken_in_the_warm_up_is_one_sample(tmp_path, capsys):
+    """`train --burn-in-epochs 1 --epochs 2` on 4 steps an epoch takes 1
+    sample, at step 8 of the 1000-step warm-up; until 2026-11-30 the report
+    said "fixed burn-in of 1 epochs; 1 samples taken during the warm-up"."""
+    with pytest.warns(kb.WarmupSampleWarning):
+        code = cli.main(["train", "--num-train", "200", "--num-test", "40", "--batch-size", "50",
+                         "--epochs", "2", "--burn-in-epochs", "1", "--verbose", "0",
+                         "--output-dir", str(tmp_path / "run")])
+    assert code == 0
+    line = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("step size"))
+    assert line.endswith("collection from epoch 1: fixed burn-in of 1 epoch; 1 sample taken "
+                         "during the warm-up (steps up to 1000)")
+    assert len(runs.RunDir(tmp_path / "run").store()) == 1
