@@ -32,3 +32,18 @@ def test_one_sample_taken_in_the_warm_up_is_one_sample(tmp_path, capsys):
     assert line.endswith("collection from epoch 1: fixed burn-in of 1 epoch; 1 sample taken "
                          "during the warm-up (steps up to 1000)")
     assert len(runs.RunDir(tmp_path / "run").store()) == 1
+
+
+def test_evaluate_on_a_sweep_names_its_runs(tmp_path, capsys):
+    """`evaluate --run-dir <a sweep's root>` said "holds no run (no
+    config.json)" until 2026-11-30, as of an empty directory."""
+    root = runs.RunDir(tmp_path / "sweep")
+    made = [_write_run(root.sweep_run("temperature", value, 0).path, temperature=value)
+            for value in (0.1, 1.0)]
+    (tmp_path / "sweep" / "temperature=3" / "seed=0").mkdir(parents=True)  # not started
+    assert cli.main(["evaluate", "--run-dir", root.path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"keras-bnn: error: --run-dir {root.path!r} is a sweep's directory, not a "
+                   f"run: pass one of its 2 runs: {made[0].path}, {made[1].path}.")
+    assert cli.main(["evaluate", "--run-dir", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.strip().endswith("holds no run (no config.json).")

@@ -21,7 +21,7 @@ from keras_bnn.runs.tables import (ARRAYS, DATASETS, DEFAULT_MODEL_ARGS, DEFAULT
                                    PRIOR_VALIDATION_SPLIT, PRIORS, SAMPLER_ARGS, SAMPLERS,
                                    SAMPLES_PER_RUN, STUDENT_T_DF, SWEEP_PARAMS, TASK_LIKELIHOOD)
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
-                                  check_seed)
+                                  check_seed, counted)
 
 #: This module's names, and the tables it re-exports (their home until 2026-11-30).
 __all__ = ["ARRAYS", "DATASETS", "DEFAULT_MODEL_ARGS", "DEFAULT_STEPS", "DEFAULTS",
@@ -340,13 +340,19 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
         The validated :class:`RunConfig`.
 
     Raises:
-        FileNotFoundError: if ``run_dir`` holds no ``config.json``.
+        FileNotFoundError: if ``run_dir`` holds no ``config.json`` (for a
+            sweep's root directory, the error lists its runs).
         ValueError: for an invalid stored config.
     """
-    path = RunDir(run_dir).config
-    if not os.path.exists(path):
+    run = RunDir(run_dir)
+    if not os.path.exists(run.config):
+        sweep = run.sweep_runs()
+        if sweep:
+            raise FileNotFoundError(
+                f"{argument} {run_dir!r} is a sweep's directory, not a run: pass one of its "
+                f"{counted(len(sweep), 'run')}: {', '.join(r.path for r in sweep)}.")
         raise FileNotFoundError(f"{argument} {run_dir!r} holds no run (no config.json).")
-    return RunConfig.from_json(path, overrides, argument="the run's config")
+    return RunConfig.from_json(run.config, overrides, argument="the run's config")
 
 
 def resume_config(output_dir, flags):
