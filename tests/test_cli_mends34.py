@@ -47,3 +47,22 @@ def test_evaluate_on_a_sweep_names_its_runs(tmp_path, capsys):
                    f"run: pass one of its 2 runs: {made[0].path}, {made[1].path}.")
     assert cli.main(["evaluate", "--run-dir", str(tmp_path / "empty")]) == 2
     assert capsys.readouterr().err.strip().endswith("holds no run (no config.json).")
+
+
+def test_an_unsampled_chain_names_the_flags_of_train(tmp_path, capsys):
+    """Chain 1 of `train --chains 2` ended without reaching equilibrium:
+    evaluate's error advised `CollectSamples(start_epoch='auto')`, the Python
+    API's, until 2026-11-30; it names the chain and train's flags."""
+    root = _write_run(tmp_path / "run", epochs=3)
+    model = kb.models.mlp((4,), 2, hidden=[3])
+    kb.SampleStore(root.chain(0).samples).append(model, step=0)
+    chain = root.chain(1)
+    chain.store()  # empty
+    chain.write_json(chain.collection, {"epochs": 3, "reason": "still trending"})
+    chain.write_json(chain.kinetic_temperatures, [])  # the run is complete
+    assert cli.main(["evaluate", "--run-dir", root.path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"keras-bnn: error: the chain {chain.path!r} of `run_dir` {root.path!r} "
+                   "holds no samples: its chain did not reach equilibrium in its 3 epochs "
+                   "(still trending); train a run with more --epochs or --max-epochs, or "
+                   "collect from a given epoch with --burn-in-epochs.")
