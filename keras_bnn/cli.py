@@ -7,146 +7,23 @@ each command checks its arguments and the run configuration
 (:mod:`keras_bnn.runs.config`) first and imports them after, with
 TensorFlow's C++ start-up log silenced unless ``TF_CPP_MIN_LOG_LEVEL`` is set
 (:func:`keras_bnn.console.import_keras_quietly`; what the commands print is
-:mod:`keras_bnn.console`'s too). Under
+:mod:`keras_bnn.console`'s too, and their arguments and help
+:mod:`keras_bnn.cli_parser`'s). Under
 ``KERAS_BACKEND=jax`` this module imports no TensorFlow itself, except that
 ``export`` (a TensorFlow SavedModel) runs again as a TensorFlow process.
 """
 
-import argparse
 import dataclasses
-import functools
 import os
 import subprocess
 import sys
 import time
 
-from keras_bnn import console
+from keras_bnn import cli_parser, console
+from keras_bnn.cli_parser import flag_values, int_at_least
 from keras_bnn.durable import InUseError
 
-
-def _or_auto(kind, requirement):
-    """An argparse type: ``"auto"``, or the text as ``kind`` (its error names ``requirement``)."""
-
-    def parse(text):
-        try:
-            return text if text == "auto" else kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be {requirement} or 'auto'; got {text!r}") from None
-
-    return parse
-
-
-def int_at_least(minimum):
-    """An argparse type: an int ≥ ``minimum``, refused in argparse's one line naming the flag.
-
-    Args:
-        minimum: the smallest value allowed.
-
-    Returns:
-        A function of the flag's text (for ``add_argument(type=...)``); used
-        by the scripts in ``benchmarks/`` too.
-    """
-
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an int >= {minimum}; got {text!r}")
-        return value
-
-    return parse
-
-
-_CONFIG_FLAGS = (
-    # flag, RunConfig field, type, help
-    ("--dataset", "dataset", str,
-     "synthetic, digits, breast_cancer, wine, diabetes (bundled), npy (your x_train.npy, "
-     "y_train.npy, x_test.npy, y_test.npy in --data-dir), fashion_mnist (local files), "
-     "mnist, cifar10 or imdb"),
-    ("--data-dir", "data_dir", str,
-     "tensorflow-datasets data directory, the Fashion-MNIST files' directory, or the "
-     "directory of the npy dataset's four files"),
-    ("--model", "model", str, "mlp, resnet_pp, resnet20_frn, cnn_lstm or cnn"),
-    ("--sampler", "sampler", str,
-     "atmc, sghmc, sgnht, sgld, hmc (exact, full batch) or sgd (baseline)"),
-    ("--step-size", "step_size", _or_auto(float, "a number > 0"), "step size h0 > 0, or auto"),
-    ("--temperature", "temperature", float, "posterior temperature T > 0"),
-    ("--prior", "prior", str,
-     "kernel prior: he_normal, glorot_normal, student_t, he_student_t or auto"),
-    ("--prior-scale", "prior_scale", float, "scale s > 0 of the kernel prior"),
-    ("--likelihood", "likelihood", str, "categorical, bernoulli or gaussian"),
-    ("--epochs", "epochs", int, "training epochs"),
-    ("--max-epochs", "max_epochs", int,
-     "with --burn-in-epochs auto: train on past --epochs, up to this, until the chain has "
-     "been sampled for a quarter of --epochs"),
-    ("--batch-size", "batch_size", int,
-     "minibatch size; the training set's size or more is the full batch (20 steps an epoch "
-     "with an SG-MCMC sampler or sgd, one transition with hmc)"),
-    ("--cycle-epochs", "cycle_epochs", int,
-     "cyclical step-size cycle length (epochs; samplers, not sgd)"),
-    ("--burn-in-epochs", "burn_in_epochs", _or_auto(int, "an int >= 0"),
-     "epochs before collecting samples, or auto"),
-    ("--collect-every", "collect_every", int, "collect a sample every k epochs"),
-    ("--num-train", "num_train", int, "synthetic task: training examples"),
-    ("--num-test", "num_test", int, "synthetic task: test examples"),
-    ("--seed", "seed", int, "seed of initialisation, data order and sampler noise"),
-    ("--output-dir", "output_dir", str, "run directory"),
-)
-_CONFIG_FIELDS = {field for _, field, _, _ in _CONFIG_FLAGS}
-#: The default of the RunConfig fields that are None until validation.
-_COMPUTED_DEFAULTS = {
-    "data_dir": "tensorflow-datasets' own; Fashion-MNIST: Keras' cache, then "
-                "/usr/share/datasets/fashion-mnist",
-    "step_size": "auto: a warm-up chooses it (HMC: 0.001, then adapted by dual averaging)",
-    "epochs": "enough for 4000 steps, at least 30",
-    "max_epochs": "twice the default --epochs when --epochs is not given, else --epochs",
-    "likelihood": "the dataset's",
-    "cycle_epochs": "none, a constant step size",
-    "burn_in_epochs": "auto: collect from the first epoch at equilibrium",
-    "collect_every": "about 100 samples a run, or every cycle end with --cycle-epochs",
-}
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise ValueError(message)
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each flag's default, except where there is none to show; a
-    RunConfig flag's is looked up when the help is shown (argument errors
-    import nothing)."""
-
-    def _get_help_string(self, action):
-        if action.dest in _CONFIG_FIELDS:
-            return f"{action.help} (default: {_config_default(action.dest)})"
-        if action.default in (None, False):
-            return action.help
-        return super()._get_help_string(action)
-
-
-def _config_default(field):
-    """The default of a RunConfig field, in words."""
-    from keras_bnn.runs.config import PRIOR_CANDIDATES, RunConfig
-
-    default = {f.name: f.default for f in dataclasses.fields(RunConfig)}[field]
-    if default is not None:
-        return str(default)
-    if field in _COMPUTED_DEFAULTS:
-        return _COMPUTED_DEFAULTS[field]
-    if field == "prior_scale":
-        return "1.0, or chosen with --prior auto"
-    candidates = " or ".join(f"{prior}({scale:g})" for prior, scale in PRIOR_CANDIDATES)
-    return f"auto: {candidates}, chosen on a validation split of the training set"
-
-
-def _add_config_flags(parser):
-    parser.add_argument("--config", help="JSON file with RunConfig fields (flags override)")
-    for flag, field, kind, text in _CONFIG_FLAGS:
-        parser.add_argument(flag, dest=field, type=kind, default=None, help=text)
+__all__ = ["build_parser", "int_at_least", "main"]
 
 
 def _config_from(args):
@@ -160,7 +37,7 @@ def _config_from(args):
     """
     from keras_bnn.runs.config import ARRAYS, DATASETS, RunConfig
 
-    flags = _flag_values(args)
+    flags = flag_values(args)
     if args.config:
         config = RunConfig.from_json(args.config, flags, argument="--config")
     else:
@@ -212,7 +89,7 @@ def _cmd_train(args):
                              "without --chains.")
         return _cmd_train_chains(args, _config_from(args))
     if args.resume:
-        given = _flag_values(args)
+        given = flag_values(args)
         if args.config:
             given["config"] = args.config  # refused by resume_config
         config = config_lib.resume_config(args.output_dir, given)
@@ -298,7 +175,7 @@ def _numbers(text, flag, kind=float):
 
 def _refuse_swept(args, swept, why):
     """Refuses a flag that sets what the sweep varies (the sweep would override it)."""
-    given = sorted(set(_flag_values(args)) & set(swept))
+    given = sorted(set(flag_values(args)) & set(swept))
     if given:
         raise ValueError(f"--{given[0].replace('_', '-')} is set by the sweep ({why}): drop it")
 
@@ -381,63 +258,15 @@ def _cmd_demo(args):
 
 
 def build_parser():
-    """The argument parser of ``keras-bnn`` (exposed for the docs and tests)."""
-    parser = _Parser(prog="keras-bnn", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(
-        dest="command", required=True,
-        parser_class=functools.partial(_Parser, formatter_class=_HelpFormatter))
-    train = commands.add_parser("train", help="train by sampling and collect samples")
-    _add_config_flags(train)
-    train.add_argument("--chains", type=int, default=1,
-                       help="independent chains, stored as chain-0..chain-K-1 in the run dir")
-    train.add_argument("--processes", type=int, default=1,
-                       help="with --chains: run this many chains at once, as processes")
-    train.add_argument("--resume", action="store_true",
-                       help="continue the killed run in --output-dir from its last epoch "
-                            "(its config.json; no sample is duplicated or dropped)")
-    sweep_t = commands.add_parser("sweep-temperature",
-                                  help="runs per temperature on the test split + plot + CSV")
-    _add_config_flags(sweep_t)
-    sweep_t.add_argument("--temperatures", default="0.03,0.1,0.3,1,3",
-                         help="comma-separated temperatures (colder ones need more "
-                              "--epochs to reach equilibrium: README, command line)")
-    sweep = commands.add_parser(
-        "sweep", help="runs per value of --param on a validation split + plot + CSV")
-    _add_config_flags(sweep)
-    sweep.add_argument("--param", required=True, help="temperature or prior_scale")
-    sweep.add_argument("--values", required=True, help="comma-separated positive values")
-    sweep.add_argument("--seeds", default="0", help="comma-separated seeds per value")
-    sweep.add_argument("--validation-split", type=float, default=0.2,
-                       help="fraction of the training data held out (0: use the test split)")
-    sweep.add_argument("--x", help=".npy file of training inputs (instead of --dataset)")
-    sweep.add_argument("--y", help=".npy file of training labels or targets")
-    evaluate = commands.add_parser("evaluate", help="metrics and plots of a run")
-    evaluate.add_argument("--run-dir", required=True,
-                          help="a run directory of keras-bnn train (one chain or --chains K)")
-    evaluate.add_argument("--num-bins", type=int, default=15,
-                          help="confidence bins of the ECE and the reliability plot")
-    evaluate.add_argument("--baseline-run-dir",
-                          help="a reference run (e.g. --sampler sgd), drawn in the plots")
-    export = commands.add_parser("export", help="export a run's ensemble for TF Serving")
-    export.add_argument("--run-dir", required=True,
-                        help="a run directory of keras-bnn train (all chains are pooled)")
-    export.add_argument("--export-dir", required=True, help="saved_models/<name>")
-    export.add_argument("--version", type=int, default=None, help="default: next free")
-    demo = commands.add_parser("demo", help="SGD vs ATMC on digits, end to end")
-    demo.add_argument("--dataset", default="digits", help="a bundled or synthetic dataset")
-    demo.add_argument("--output-dir", default="runs/demo")
-    demo.add_argument("--export-dir", default="saved_models/demo")
-    demo.add_argument("--epochs", type=int, default=None, help="default: the train defaults")
-    demo.add_argument("--seed", type=int, default=0)
-    for sub in (train, sweep_t, sweep, demo):
-        sub.add_argument("--verbose", type=int, default=2, help="Keras progress verbosity")
-    train.set_defaults(run=_cmd_train)
-    sweep_t.set_defaults(run=_cmd_sweep_temperature)
-    sweep.set_defaults(run=_cmd_sweep)
-    evaluate.set_defaults(run=_cmd_evaluate)
-    export.set_defaults(run=_cmd_export)
-    demo.set_defaults(run=_cmd_demo)
-    return parser
+    """The argument parser of ``keras-bnn`` (exposed for the docs and tests).
+
+    Returns:
+        :func:`keras_bnn.cli_parser.build_parser`'s parser, each subcommand
+        running its ``_cmd_*`` function here.
+    """
+    return cli_parser.build_parser(__doc__.splitlines()[0], {
+        "train": _cmd_train, "sweep-temperature": _cmd_sweep_temperature, "sweep": _cmd_sweep,
+        "evaluate": _cmd_evaluate, "export": _cmd_export, "demo": _cmd_demo})
 
 
 #: What a command may import beyond Keras and its backend (``main`` names a missing one).
@@ -508,12 +337,6 @@ def _failed_package(error):
         package = top if top in _TENSORFLOW_PACKAGES else package
         frame = frame.tb_next
     return package
-
-
-def _flag_values(args):
-    """The RunConfig fields given as flags."""
-    return {field: getattr(args, field) for _, field, _, _ in _CONFIG_FLAGS
-            if getattr(args, field) is not None}
 
 
 if __name__ == "__main__":

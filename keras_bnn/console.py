@@ -133,10 +133,13 @@ def print_train_result(result, output_dir):
         print(format_table(collection["variable_temperatures"], ["name", "d", "t_conf"]))
     print_prior_selection(output_dir)
     if collection["step_size"] is not None:
+        from keras_bnn.validation import counted  # numpy: Keras is imported already
+
         warmup, steps = collection["warmup_steps"], collection["steps"]
-        chosen = ("given" if not warmup else f"chosen by a warm-up of {warmup} steps"
+        chosen = ("given" if not warmup else f"chosen by a warm-up of {counted(warmup, 'step')}"
                   if steps >= warmup else f"not chosen: the run ended at step {steps}, inside "
-                  f"its warm-up of {warmup} steps; this is the warm-up's current value")
+                  f"its warm-up of {counted(warmup, 'step')}; this is the warm-up's current "
+                  "value")
         start = collection["start_epoch"]
         print(f"\nstep size {collection['step_size']:.4g} ({chosen}); "
               + ("no collection" if start is None else f"collection from epoch {start}")

@@ -78,6 +78,19 @@ def argument_error(name, requirement, value, owner=None, *, got=None):
     return ValueError(f"{prefix}`{name}` must {requirement}; got {shown}.")
 
 
+def counted(number, noun):
+    """A count in the package's messages: ``"1 sample"``, ``"0 samples"``, ``"2 samples"``.
+
+    Args:
+        number: the count (an int).
+        noun: the singular noun; its plural adds "s".
+
+    Returns:
+        str.
+    """
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _as_float(value):
     """``float(value)`` for real numbers (not bools or strings), else NaN."""
     if isinstance(value, (bool, str, bytes)):

@@ -379,7 +379,7 @@ def test_a_run_with_a_burn_in_inside_the_warm_up_reports_it(tmp_path):
                                burn_in_epochs=1, output_dir=str(tmp_path / "run"))
     with pytest.warns(kb.WarmupSampleWarning, match="first 1000 steps"):
         result = kb.runs.train(config, verbose=0)
-    expected = "fixed burn-in of 1 epochs; 2 samples taken during the warm-up (steps up to 1000)"
+    expected = "fixed burn-in of 1 epoch; 2 samples taken during the warm-up (steps up to 1000)"
     assert result.collection["reason"] == expected
     with open(tmp_path / "run" / "collection.json") as handle:
         assert json.load(handle)["reason"] == expected

@@ -16,7 +16,7 @@ import types
 import numpy as np
 import pytest
 
-from keras_bnn import cli
+from keras_bnn import cli, cli_parser
 from keras_bnn import data as data_lib
 from keras_bnn import likelihoods, models, runs, samplers
 from keras_bnn.runs import config as config_lib
@@ -176,7 +176,7 @@ def test_the_light_name_tables_match_the_registries():
     assert runs.DATASETS == data_lib.DATASETS
     assert runs.SAMPLERS == {name: m.collects for name, m in samplers.REGISTRY.items()}
     assert runs.PRIORS == tuple(runs.KERNEL_PRIORS)
-    prior_help = dict((flag, text) for flag, _, _, text in cli._CONFIG_FLAGS)["--prior"]
+    prior_help = dict((flag, text) for flag, _, _, text in cli_parser.CONFIG_FLAGS)["--prior"]
     assert all(name in prior_help for name in runs.PRIORS)  # he_student_t was left out
     assert runs.LIKELIHOODS == likelihoods.LIKELIHOODS
 

@@ -4,7 +4,9 @@ One module per job:
 
 * :mod:`~keras_bnn.runs.config`: :class:`RunConfig`, its defaults, the
   chains' seeds, the checks of a resumed run's and a sweep's arguments
-  (no Keras or TensorFlow import: the CLI answers bad input at once);
+  (no Keras or TensorFlow import: the CLI answers bad input at once), and
+  :mod:`~keras_bnn.runs.tables`, the names a run accepts and the defaults'
+  tables;
 * :mod:`~keras_bnn.runs.rundir`: :class:`RunDir`, the one owner of the
   on-disk layout (samples, config, chains, backup, metrics, plots), and
   :func:`stores_of`, the stores of a run;
@@ -30,10 +32,10 @@ The names below are imported on first use, so that
 import importlib
 
 _EXPORTS = {
-    "config": ("ARRAYS", "DATASETS", "DEFAULTS", "FALLBACK_PRIOR", "LIKELIHOODS", "MAX_LENGTH",
-               "MIN_SAMPLED_SHARE", "MODELS", "PRIOR_CANDIDATES", "PRIORS", "RunConfig",
-               "SAMPLERS", "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "chain_seed",
-               "check_sweep", "read_config", "resume_config"),
+    "config": ("RunConfig", "chain_seed", "check_sweep", "read_config", "resume_config"),
+    "tables": ("ARRAYS", "DATASETS", "DEFAULTS", "FALLBACK_PRIOR", "LIKELIHOODS", "MAX_LENGTH",
+               "MIN_SAMPLED_SHARE", "MODELS", "PRIOR_CANDIDATES", "PRIORS", "SAMPLERS",
+               "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD"),
     "keras_bnn.datasets.npy_files": ("check_arrays",),
     "rundir": ("Chains", "RunDir", "stores_of"),
     "build": ("FULL_BATCH_EPOCH_STEPS", "KERNEL_PRIORS", "arrays_data", "build_model",

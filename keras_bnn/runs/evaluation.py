@@ -19,6 +19,7 @@ from keras_bnn.metric_inputs import take_weights
 from keras_bnn.runs.build import check_data_files, load_data, split_data
 from keras_bnn.runs.config import ARRAYS, read_config
 from keras_bnn.runs.rundir import RunDir, json_numbers, stores_of
+from keras_bnn.validation import counted
 
 #: The parts of ``metrics.json`` that hold numbers only (:func:`read_metrics`).
 _NUMBERS = ("single_sample", "ensemble", "metric_vs_num_samples", "rhat", "nll_vs_baseline")
@@ -31,23 +32,31 @@ def load_run(run_dir):
         ``(config, store)``.
 
     Raises:
-        FileNotFoundError: if ``run_dir`` holds no run.
+        FileNotFoundError: if ``run_dir`` holds no run, or no samples.
     """
-    config = read_config(run_dir)
-    run = RunDir(run_dir)
+    return read_config(run_dir), _sampled_store(RunDir(run_dir), f"`run_dir` {run_dir!r}")
+
+
+def _sampled_store(run, named):
+    """The store of ``run`` (a :class:`RunDir`), refused when it holds no sample.
+
+    Raises:
+        FileNotFoundError: saying why it holds none and which flags to change;
+            the message names the run as ``named``.
+    """
     store = run.store()
     if not len(store):
         if not run.complete:
-            raise FileNotFoundError(f"`run_dir` {run_dir!r} holds no samples yet: it is still "
+            raise FileNotFoundError(f"{named} holds no samples yet: it is still "
                                     "training, or was stopped before its first sample "
                                     "(continue it with keras-bnn train --resume).")
         collection = run.read_json(run.collection)
         raise FileNotFoundError(
-            f"`run_dir` {run_dir!r} holds no samples: its chain did not reach equilibrium in "
-            f"its {collection['epochs']} epochs ({collection['reason']}); train a run with "
-            "more --epochs or --max-epochs, or collect from a given epoch with "
+            f"{named} holds no samples: its chain did not reach equilibrium in "
+            f"its {counted(collection['epochs'], 'epoch')} ({collection['reason']}); train a "
+            "run with more --epochs or --max-epochs, or collect from a given epoch with "
             "--burn-in-epochs.")
-    return config, store
+    return store
 
 
 def load_chains(run_dir):
@@ -64,13 +73,16 @@ def load_chains(run_dir):
         :class:`keras_bnn.SampleStore` per chain.
 
     Raises:
-        FileNotFoundError: if ``run_dir`` holds no run.
-        ValueError: if a chain holds no samples, or the chains are of
-            different architectures.
+        FileNotFoundError: if ``run_dir`` holds no run, or it or one of its
+            chains holds no samples (the error names the chain's directory
+            and the ``keras-bnn train`` flags that would give it samples).
+        ValueError: if the chains are of different architectures.
     """
     chains = RunDir(run_dir).chains()
     if chains:
-        config, stores = read_config(run_dir), [chain.store() for chain in chains]
+        config = read_config(run_dir)
+        stores = [_sampled_store(chain, f"the chain {chain.path!r} of `run_dir` {run_dir!r}")
+                  for chain in chains]
     else:
         config, store = load_run(run_dir)
         stores = [store]
@@ -188,7 +200,7 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         per_example = metrics_lib.nll_per_example(members.mean(axis=0), labels)
         result["reliability_plot"] = plots.reliability_diagram(
             members.mean(axis=0), labels, run.reliability_plot, num_bins=num_bins,
-            title=f"{config.sampler} ensemble ({num_samples} samples)",
+            title=f"{config.sampler} ensemble ({counted(num_samples, 'sample')})",
             sample_weight=sample_weight)
     result.update({
         "single_sample": single,

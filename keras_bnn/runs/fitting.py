@@ -29,6 +29,7 @@ from keras_bnn.runs.config import MIN_SAMPLED_SHARE, chain_seed, default_collect
 from keras_bnn.runs.rundir import RunDir
 from keras_bnn.store import SampleStore
 from keras_bnn.temperature_report import kinetic_temperature_report
+from keras_bnn.validation import counted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +101,7 @@ def _refuse_occupied(run, config, resume, data):
     chains = run.chains()
     if chains:
         raise FileExistsError(
-            f"`output_dir` {config.output_dir!r} holds a run of {len(chains)} chains "
+            f"`output_dir` {config.output_dir!r} holds a run of {counted(len(chains), 'chain')} "
             f"({', '.join(os.path.basename(c.path) for c in chains)}): train into a new "
             "directory, or continue one killed chain with --resume and that chain's "
             f"directory as --output-dir (e.g. {chains[0].path}).")
@@ -113,13 +114,14 @@ def _refuse_occupied(run, config, resume, data):
                          "directory.")
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
-                         f"({len(store)} samples); nothing to resume.")
+                         f"({counted(len(store), 'sample')}); nothing to resume.")
     # A chain process of run_chains finds the config its parent wrote: the same one.
     if not resume and (len(store) or os.path.exists(run.backup) or run.complete
                        or run.holds_other_config(dataclasses.asdict(config))):
         raise FileExistsError(
-            f"`output_dir` {config.output_dir!r} already holds a run ({len(store)} samples); "
-            "choose a new directory, or continue a killed run with --resume."
+            f"`output_dir` {config.output_dir!r} already holds a run "
+            f"({counted(len(store), 'sample')}); choose a new directory, or continue a killed "
+            "run with --resume."
         )
 
 
@@ -255,7 +257,7 @@ class EndWhenSampled(keras.callbacks.Callback):
         trained = self.epochs_trained or self.params.get("epochs")
         if trained <= self.epochs:
             return {"epochs": trained, "lengthened": None}
-        goal = f"sampled {self.sampled_epochs} epochs from equilibrium"
+        goal = f"sampled {counted(self.sampled_epochs, 'epoch')} from equilibrium"
         if self._ends_after(trained - 1):
             why = (f"collection started at epoch {self.collector.started_epoch}, and the run "
                    f"went on until it had {goal}")
@@ -336,9 +338,9 @@ def collection_report(model, collector):
     if collector.auto:
         reason = collector.reason
     else:
-        reason = f"fixed burn-in of {collector.start_epoch} epochs"
+        reason = f"fixed burn-in of {counted(collector.start_epoch, 'epoch')}"
         if collector.warmup_samples:
-            reason += (f"; {collector.warmup_samples} samples taken during the warm-up "
+            reason += (f"; {counted(collector.warmup_samples, 'sample')} taken during the warm-up "
                        f"(steps up to {callbacks_lib.warmup_steps(sampler)})")
     return {"step_size": float(sampler.step_size_value),
             "warmup_steps": int(callbacks_lib.warmup_steps(sampler)),

@@ -37,6 +37,7 @@ which Python's ``float`` and JavaScript's ``Number`` read as infinities.
 ``null`` too (read back as NaN); those files still read, as written.
 """
 
+import glob
 import importlib
 import json
 import math
@@ -250,6 +251,16 @@ class RunDir:
             A :class:`RunDir` ``<param>=<value>/seed=<seed>``.
         """
         return RunDir(os.path.join(self.path, f"{param}={sweep_value(value)}", f"seed={seed}"))
+
+    def sweep_runs(self):
+        """The runs of a sweep rooted here that have started, in path order.
+
+        Returns:
+            List of :class:`RunDir` ``<param>=<value>/seed=<seed>`` holding a
+            ``config.json`` (empty when this is no sweep's root).
+        """
+        pattern = os.path.join(glob.escape(self.path), "*=*", "seed=*")
+        return [run for run in map(RunDir, sorted(glob.glob(pattern))) if run.started]
 
     @property
     def validation_split(self):

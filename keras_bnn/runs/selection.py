@@ -7,7 +7,7 @@ He-normal(1) the posterior predictive of digits and wine is underconfident
 makes a few breast_cancer test rows confidently wrong (ensemble NLL 0.17
 against 0.14). So the default is a rule, the same for every dataset
 (:func:`select_prior`): train one run per candidate of
-:data:`~keras_bnn.runs.config.PRIOR_CANDIDATES` on the first 80 % of a fixed
+:data:`~keras_bnn.runs.tables.PRIOR_CANDIDATES` on the first 80 % of a fixed
 permutation of the training set, score each by the mean NLL of its own
 predictive on the other 20 % (the posterior ensemble of a sampler, the point
 of SGD/MAP: each method chooses for itself), and train the run on the whole
@@ -16,7 +16,7 @@ training set under the winner. The test split is never read.
 It selects where the training set is held in memory (the bundled datasets
 and your own ``.npy`` files, dataset "npy"); elsewhere (tensorflow-datasets,
 Fashion-MNIST, the synthetic task, data passed in) a run gets
-:data:`~keras_bnn.runs.config.FALLBACK_PRIOR`, and its ``prior_selection.json``
+:data:`~keras_bnn.runs.tables.FALLBACK_PRIOR`, and its ``prior_selection.json``
 says so.
 """
 
@@ -26,8 +26,9 @@ import shutil
 from keras_bnn import data as data_lib
 from keras_bnn.runs import evaluation, fitting
 from keras_bnn.runs.build import split_data, steps_per_epoch
-from keras_bnn.runs.config import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
 from keras_bnn.runs.rundir import RunDir
+from keras_bnn.runs.tables import FALLBACK_PRIOR, PRIOR_CANDIDATES, PRIOR_VALIDATION_SPLIT
+from keras_bnn.validation import counted
 
 
 def select_prior(config, verbose=0):
@@ -71,7 +72,7 @@ def select_prior(config, verbose=0):
     num_validation = data[2]["num_test"]
     steps = steps_per_epoch(config, data[2]["num_train"])
     length = dataclasses.replace(config).resolve_length(steps)
-    most = f"{length.max_epochs} epochs"
+    most = counted(length.max_epochs, "epoch")
     rows = []
     for prior, scale in PRIOR_CANDIDATES:
         run = root.prior_candidate(prior, scale)
