@@ -148,8 +148,9 @@ def test_model_without_priors_and_empty_inputs_are_rejected():
         prior_predictive(_small_model(), [0.0, 1.0, 2.0, 3.0], 1)
 
 
-def test_a_model_with_one_output_is_refused():
+def test_a_model_with_one_output_is_a_bernoulli_head_not_a_softmax_of_one():
     """softmax over one logit is 1 for every draw: it returned [[1.], [1.]]."""
     one = models.mlp((4,), 1, hidden=(8,))
-    with pytest.raises(ValueError, match=r"classes >= 2; got output shape \(4, 1\)"):
-        prior_predictive(one, np.zeros((4, 4), "float32"), 2)
+    with pytest.raises(ValueError, match=r"`likelihood` must be 'bernoulli' for a model with 1"):
+        prior_predictive(one, np.zeros((4, 4), "float32"), 2, likelihood="categorical")
+    assert prior_predictive(one, np.zeros((4, 4), "float32"), 2).shape == (2, 2)
