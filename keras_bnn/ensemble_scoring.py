@@ -7,7 +7,9 @@ ensemble compiles as it was saved, ``fit`` is refused (nothing to train),
 and ``evaluate``'s loss of a ``"gaussian"`` ensemble reads the members'
 outputs, not the ensemble's (``compute_loss``): the NLL of the posterior
 predictive, the mixture (1/S) Σ_s N(μ_s, σ²_s), as ``keras-bnn evaluate``
-scores it, where the ensemble outputs its moment-matched Gaussian. The
+scores it, where the ensemble outputs its moment-matched Gaussian; that of a
+categorical or Bernoulli one reads log p̄ (:func:`attach_log_probabilities`),
+not p̄, which underflows float32 for members certain of a wrong class. The
 members are computed once per ``evaluate`` batch: ``call`` carries them on
 its output (:func:`attach_members`, as Keras carries ``_keras_mask``), and
 ``compute_loss`` reads them there (Keras' ``test_step`` has no other way to
@@ -110,8 +112,10 @@ class Scoring:
         (the one the member model was trained with) would score
         log-softmax(p̄), a wrong NLL with no error. Use
         :class:`keras_bnn.likelihoods.PredictiveNLL` (Keras' cross-entropies
-        clip p̄ at 1e-7): ``loss`` is then :func:`keras_bnn.metrics.nll`,
-        ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble's loss is
+        clip p̄ at 1e-7): ``loss`` is then ``−(1/N)·Σ log p̄(y_i|x_i)``, read
+        from log p̄ in log space (:meth:`compute_loss`), exact where p̄
+        underflows float32 (:func:`keras_bnn.metrics.nll` floors it). A
+        ``"gaussian"`` ensemble's loss is
         :class:`keras_bnn.likelihoods.PredictiveGaussianNLL` (a
         ``GaussianNLL`` is replaced by one), fed the members' outputs: the
         mixture's NLL ``(1/N)·Σ_i [log S − logsumexp_s log N(y_i; μ_si, σ²_si)]``,
@@ -161,9 +165,14 @@ class Scoring:
         members' outputs on ``x``, ``[N, S, 2D]``: those ``call`` carried on
         ``y_pred`` (:func:`attach_members`), computed again from ``x`` only
         for a ``y_pred`` that does not carry them (zeros of their shape in
-        Keras' symbolic shape pass, ``in_symbolic_scope``). The categorical and
-        Bernoulli losses read ``y_pred``. Of an ensemble of several outputs,
-        each Gaussian output's loss reads its members so.
+        Keras' symbolic shape pass, ``in_symbolic_scope``). A categorical or
+        Bernoulli output's :class:`keras_bnn.likelihoods.PredictiveNLL` is
+        given log p̄ of each outcome, which ``call`` carried on ``y_pred``
+        (:func:`attach_log_probabilities`; log max(p̄, PROB_FLOOR) for a
+        ``y_pred`` without it): −log p̄_y exact where p̄_y underflows float32
+        (until 2026-11-30 floored at 87.3 nats); their other losses read
+        ``y_pred``. Of an ensemble of several outputs, each output's loss
+        reads its own so.
 
         Args:
             x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
