@@ -329,11 +329,19 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         members, finite, masks = self._members_and_finite_rows(inputs)
         outputs = []
         for leaf, likelihood, mask in zip(members, self._likelihoods, masks):
-            output = uncertainty.nan_rows(uncertainty.predictive(leaf, likelihood), finite)
-            set_keras_mask(output, mask)
-            if likelihood == "gaussian":  # for evaluate's loss, made only if it is read
+            if likelihood == "gaussian":
+                output = uncertainty.nan_rows(uncertainty.predictive(leaf, likelihood), finite)
+                # for evaluate's loss, made only if it is read
                 ensemble_scoring.attach_members(output, functools.partial(
                     self._batch_first, leaf, likelihood, finite, mask))
+            else:  # evaluate's loss reads log p̄, exact where p̄ underflows
+                log_probs = uncertainty.log_predictive_outcomes(leaf, likelihood)
+                output = uncertainty.nan_rows(
+                    uncertainty.outcome_probabilities(log_probs, likelihood), finite)
+                log_probs = uncertainty.nan_rows(log_probs, finite)
+                set_keras_mask(log_probs, mask)
+                ensemble_scoring.attach_log_probabilities(output, log_probs)
+            set_keras_mask(output, mask)
             outputs.append(output)
         return self._pack(outputs)
 

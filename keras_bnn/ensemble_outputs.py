@@ -64,9 +64,18 @@ def pack(leaves, names, as_dict):
     return dict(zip(names, leaves)) if as_dict else list(leaves)
 
 
-def _output_loss(loss, name, index):
-    """One output's loss in ``compile``'s ``loss``: a dict's by name, a list's by index,
-    else the one loss (Keras gives each output that one)."""
+def output_loss(loss, name, index):
+    """One output's loss in ``compile``'s ``loss``.
+
+    Args:
+        loss: ``compile``'s ``loss``.
+        name: the output's name (None for one output).
+        index: its index in :func:`output_names`' order.
+
+    Returns:
+        A dict's loss by name, a list's by index, else the one loss (Keras
+        gives each output that one); None where there is none.
+    """
     if isinstance(loss, dict) and "class_name" not in loss:
         return loss.get(name)
     if isinstance(loss, (list, tuple)):
@@ -115,7 +124,7 @@ def choose(likelihood, units, loss=None):
                         else likelihood, units, None)
     names = list(units)
     if likelihood is None:
-        given = [likelihoods_lib.infer(units[name], _output_loss(loss, name, i))
+        given = [likelihoods_lib.infer(units[name], output_loss(loss, name, i))
                  for i, name in enumerate(names)]
     elif isinstance(likelihood, str):
         given = [likelihood] * len(names)
@@ -181,7 +190,7 @@ def check_scoring(arguments, likelihood, names):
     keys = ("loss", "metrics", "weighted_metrics")
     losses = []
     for index, name in enumerate(names):
-        own = {key: _output_loss(arguments.get(key), name, index) for key in keys}
+        own = {key: output_loss(arguments.get(key), name, index) for key in keys}
         losses.append(loss_checks.check_ensemble_scoring(own, likelihood[name])["loss"])
     loss = arguments.get("loss")
     if isinstance(loss, dict) and "class_name" not in loss:

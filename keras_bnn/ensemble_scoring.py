@@ -7,7 +7,9 @@ ensemble compiles as it was saved, ``fit`` is refused (nothing to train),
 and ``evaluate``'s loss of a ``"gaussian"`` ensemble reads the members'
 outputs, not the ensemble's (``compute_loss``): the NLL of the posterior
 predictive, the mixture (1/S) Σ_s N(μ_s, σ²_s), as ``keras-bnn evaluate``
-scores it, where the ensemble outputs its moment-matched Gaussian. The
+scores it, where the ensemble outputs its moment-matched Gaussian; that of a
+categorical or Bernoulli one reads log p̄ (:func:`attach_log_probabilities`),
+not p̄, which underflows float32 for members certain of a wrong class. The
 members are computed once per ``evaluate`` batch: ``call`` carries them on
 its output (:func:`attach_members`, as Keras carries ``_keras_mask``), and
 ``compute_loss`` reads them there (Keras' ``test_step`` has no other way to
@@ -27,16 +29,21 @@ an ``ignore_class``, the weights of ``"mean_with_sample_weight"``) for any
 
 import keras
 from keras import ops
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn import ensemble_outputs
+from keras_bnn import likelihoods
 from keras_bnn import loss_shares
+from keras_bnn.metrics import PROB_FLOOR
 from keras_bnn.validation import bound_arguments
 
 
 #: The attribute of a Gaussian ensemble's output that carries its members' outputs.
 MEMBERS_ATTR = "_keras_bnn_members"
+#: The attribute of a categorical or Bernoulli ensemble's output that carries log p̄.
+LOG_PROBABILITIES_ATTR = "_keras_bnn_log_probabilities"
 
 
 def attach_members(output, members):
@@ -54,6 +61,30 @@ def attach_members(output, members):
         None.
     """
     set_tensor_attr(output, MEMBERS_ATTR, members)
+
+
+def attach_log_probabilities(output, log_probs):
+    """Carries log p̄ on a categorical or Bernoulli ``output`` for :meth:`Scoring.compute_loss`.
+
+    Args:
+        output: the ensemble's output tensor, p̄ [N, ..., K] or p̄(y=1) [N, ..., 1].
+        log_probs: log p̄ of each outcome, [N, ..., K] or [N, ..., 2] (y=0, y=1)
+            (:func:`keras_bnn.uncertainty.log_predictive_outcomes`), carrying the mask.
+
+    Returns:
+        None.
+    """
+    set_tensor_attr(output, LOG_PROBABILITIES_ATTR, log_probs)
+
+
+def _floored_log_probabilities(output, likelihood):
+    """log max(p̄, PROB_FLOOR) of each outcome of an output that carries no log p̄
+    (Keras' symbolic shape pass, or a ``y_pred`` not made by ``call``), with its mask."""
+    if likelihood == "bernoulli":
+        output = ops.concatenate([1.0 - output, output], axis=-1)
+    log_probs = ops.log(ops.maximum(output, PROB_FLOOR))
+    set_keras_mask(log_probs, get_keras_mask(output))
+    return log_probs
 
 
 def _nothing_to_train(method):
@@ -81,8 +112,10 @@ class Scoring:
         (the one the member model was trained with) would score
         log-softmax(p̄), a wrong NLL with no error. Use
         :class:`keras_bnn.likelihoods.PredictiveNLL` (Keras' cross-entropies
-        clip p̄ at 1e-7): ``loss`` is then :func:`keras_bnn.metrics.nll`,
-        ``−(1/N)·Σ log p̄(y_i|x_i)``. A ``"gaussian"`` ensemble's loss is
+        clip p̄ at 1e-7): ``loss`` is then ``−(1/N)·Σ log p̄(y_i|x_i)``, read
+        from log p̄ in log space (:meth:`compute_loss`), exact where p̄
+        underflows float32 (:func:`keras_bnn.metrics.nll` floors it). A
+        ``"gaussian"`` ensemble's loss is
         :class:`keras_bnn.likelihoods.PredictiveGaussianNLL` (a
         ``GaussianNLL`` is replaced by one), fed the members' outputs: the
         mixture's NLL ``(1/N)·Σ_i [log S − logsumexp_s log N(y_i; μ_si, σ²_si)]``,
@@ -132,9 +165,14 @@ class Scoring:
         members' outputs on ``x``, ``[N, S, 2D]``: those ``call`` carried on
         ``y_pred`` (:func:`attach_members`), computed again from ``x`` only
         for a ``y_pred`` that does not carry them (zeros of their shape in
-        Keras' symbolic shape pass, ``in_symbolic_scope``). The categorical and
-        Bernoulli losses read ``y_pred``. Of an ensemble of several outputs,
-        each Gaussian output's loss reads its members so.
+        Keras' symbolic shape pass, ``in_symbolic_scope``). A categorical or
+        Bernoulli output's :class:`keras_bnn.likelihoods.PredictiveNLL` is
+        given log p̄ of each outcome, which ``call`` carried on ``y_pred``
+        (:func:`attach_log_probabilities`; log max(p̄, PROB_FLOOR) for a
+        ``y_pred`` without it): −log p̄_y exact where p̄_y underflows float32
+        (until 2026-11-30 floored at 87.3 nats); their other losses read
+        ``y_pred``. Of an ensemble of several outputs, each output's loss
+        reads its own so.
 
         Args:
             x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
@@ -142,10 +180,12 @@ class Scoring:
         Returns:
             The loss, a scalar tensor.
         """
-        gaussian = [likelihood == "gaussian" for likelihood in self._likelihoods]
-        if any(gaussian) and self.loss is not None and x is not None:
-            outputs, again = keras.tree.flatten(y_pred), None
-            for j in (j for j, is_gaussian in enumerate(gaussian) if is_gaussian):
+        if self.loss is None or x is None:
+            return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        outputs, again = keras.tree.flatten(y_pred), None
+        names = self._outputs.value[0] or [None]
+        for j, likelihood in enumerate(self._likelihoods):
+            if likelihood == "gaussian":
                 members = get_tensor_attr(outputs[j], MEMBERS_ATTR)
                 if members is not None:
                     outputs[j] = members()
@@ -155,8 +195,14 @@ class Scoring:
                 else:
                     again = again or keras.tree.flatten(self._batch_first_members(x))
                     outputs[j] = again[j]
-            y_pred = self._pack(outputs)
-        return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+            elif isinstance(ensemble_outputs.output_loss(self.loss, names[j], j),
+                            likelihoods.PredictiveNLL):
+                log_probs = get_tensor_attr(outputs[j], LOG_PROBABILITIES_ATTR)
+                outputs[j] = (_floored_log_probabilities(outputs[j], likelihood)
+                              if log_probs is None else log_probs)
+        with likelihoods.log_probabilities_given():
+            return super().compute_loss(x, y, self._pack(outputs), sample_weight,
+                                        training=training)
 
     def test_step(self, *args):
         """Keras' test step, each output's loss weighed by the terms it counts.

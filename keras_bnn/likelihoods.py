@@ -17,7 +17,9 @@ The checks ``compile`` makes of a loss and metrics against the head are
 :mod:`keras_bnn.loss_checks`.
 """
 
+import contextlib
 import math
+import threading
 
 import keras
 from keras import ops
@@ -109,19 +111,44 @@ class PredictiveGaussianNLL(keras.losses.Loss):
         return {"name": self.name, "reduction": self.reduction}
 
 
+#: ``log_probabilities``: whether :class:`PredictiveNLL` is given log p̄ (in a loss's trace).
+_given = threading.local()
+
+
+@contextlib.contextmanager
+def log_probabilities_given():
+    """Within it, :class:`PredictiveNLL` reads its ``y_pred`` as log p̄ of each outcome.
+
+    :meth:`keras_bnn.PosteriorEnsemble.compute_loss` gives it so
+    (``[N, ..., K]``, or ``[N, ..., 2]`` for a Bernoulli head's y = 0, 1).
+
+    Yields:
+        None.
+    """
+    _given.log_probabilities = True
+    try:
+        yield
+    finally:
+        _given.log_probabilities = False
+
+
 @keras.saving.register_keras_serializable(package="keras_bnn")
 class PredictiveNLL(keras.losses.Loss):
     """Negative log-likelihood of predicted probabilities, as ``kb.metrics.nll`` scores it.
 
     The loss for :meth:`keras_bnn.PosteriorEnsemble.evaluate`, whose output
-    is the predictive p̄ (probabilities, not logits): per example
-    ``−log max(p̄_y, PROB_FLOOR)`` with :data:`keras_bnn.metrics.PROB_FLOOR`
-    (float32 ``tiny``: at most 87.3 nats), for ``y_pred`` ``[N, K]`` class
-    probabilities and integer labels, or ``[N, 1]`` p(y=1) and labels 0/1.
-    Keras' ``"sparse_categorical_crossentropy"`` and
-    ``"binary_crossentropy"`` clip p̄ to [ε, 1 − ε] (``keras.config.epsilon()``
+    is the predictive p̄ (probabilities, not logits): for ``y_pred`` ``[N, K]``
+    class probabilities and integer labels, or ``[N, 1]`` p(y=1) and labels
+    0/1, per example ``−log max(p̄_y, PROB_FLOOR)`` with
+    :data:`keras_bnn.metrics.PROB_FLOOR` (float32 ``tiny``: at most 87.3 nats).
+    An ensemble's ``evaluate`` gives it log p̄ of each outcome instead
+    (:func:`log_probabilities_given`; ``[N, K]``, or ``[N, 2]`` for y = 0, 1),
+    the log-mean-exp of the members' log-probabilities: exact where p̄
+    underflows float32 (members certain of a wrong class; until 2026-11-30
+    floored at 87.3 nats per example). Keras' ``"sparse_categorical_crossentropy"``
+    and ``"binary_crossentropy"`` clip p̄ to [ε, 1 − ε] (``keras.config.epsilon()``
     = 1e-7), so they charge at most 16.1 nats: a confidently wrong
-    prediction costs less than ``kb.metrics`` and ``keras-bnn evaluate`` say.
+    prediction costs less than it should.
     """
 
     def __init__(self, name="predictive_nll", reduction="sum_over_batch_size", dtype=None):
@@ -129,6 +156,9 @@ class PredictiveNLL(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         labels = ops.reshape(y_true, ops.shape(y_pred)[:-1])
+        if getattr(_given, "log_probabilities", False):
+            labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
+            return -ops.take_along_axis(y_pred, labels, axis=-1)[..., 0]
         if y_pred.shape[-1] == 1:
             p = ops.where(ops.cast(labels, "bool"), y_pred[..., 0], 1.0 - y_pred[..., 0])
         else:

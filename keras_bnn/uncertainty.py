@@ -148,6 +148,49 @@ def gaussian_log_moments(members):
     return mean, log_mean_exp(log_variances), epistemic
 
 
+def member_log_probabilities(members, likelihood):
+    """Each member's log-probability of each outcome.
+
+    Args:
+        members: [S, N, ..., units] raw member outputs.
+        likelihood: ``"categorical"`` or ``"bernoulli"``.
+
+    Returns:
+        ``"categorical"``: log_softmax f_s, [S, N, ..., K]; ``"bernoulli"``:
+        the two outcomes (y=0, y=1) as the last axis, log sigmoid(∓f_s), [S, N, ..., 2].
+    """
+    if likelihood == "bernoulli":
+        return ops.concatenate([ops.log_sigmoid(-members), ops.log_sigmoid(members)], axis=-1)
+    return ops.log_softmax(members, axis=-1)
+
+
+def log_predictive_outcomes(members, likelihood):
+    """log p̄ of each outcome, in log space: finite where p̄ underflows float32.
+
+    Args:
+        members: [S, N, ..., units] raw member outputs.
+        likelihood: ``"categorical"`` or ``"bernoulli"``.
+
+    Returns:
+        [N, ..., K] (``"categorical"``) or [N, ..., 2] (``"bernoulli"``: y=0, y=1):
+        :func:`log_predictive` of :func:`member_log_probabilities`.
+    """
+    return log_predictive(member_log_probabilities(members, likelihood))
+
+
+def outcome_probabilities(log_probs, likelihood):
+    """The predictive an ensemble outputs, of :func:`log_predictive_outcomes`.
+
+    Args:
+        log_probs: [N, ..., K] or [N, ..., 2] log p̄ of each outcome.
+        likelihood: ``"categorical"`` or ``"bernoulli"``.
+
+    Returns:
+        ``"categorical"``: p̄ [N, ..., K]; ``"bernoulli"``: p̄(y=1) [N, ..., 1].
+    """
+    return ops.exp(log_probs[..., 1:] if likelihood == "bernoulli" else log_probs)
+
+
 def predictive(members, likelihood):
     """The posterior predictive of member outputs (module docstring).
 
@@ -159,10 +202,8 @@ def predictive(members, likelihood):
         ``"categorical"``: p̄ [N, K]; ``"bernoulli"``: p̄(y=1) [N, 1];
         ``"gaussian"``: the mixture's ``[mean, log var]`` [N, 2D].
     """
-    if likelihood == "categorical":
-        return ops.exp(log_predictive(ops.log_softmax(members, axis=-1)))
-    if likelihood == "bernoulli":
-        return ops.exp(log_predictive(ops.log_sigmoid(members)))
+    if likelihood != "gaussian":
+        return outcome_probabilities(log_predictive_outcomes(members, likelihood), likelihood)
     mean, log_aleatoric, epistemic = gaussian_log_moments(members)
     return ops.concatenate([mean, ops.logaddexp(log_aleatoric, ops.log(epistemic))], axis=-1)
 
@@ -224,12 +265,7 @@ def summary(members, likelihood):
             "aleatoric_variance": aleatoric,
             "epistemic_variance": epistemic,
         }
-    if likelihood == "bernoulli":
-        # The two outcomes (y=0, y=1) as the last axis: log sigmoid(∓f).
-        member_log_probs = ops.concatenate(
-            [ops.log_sigmoid(-members), ops.log_sigmoid(members)], axis=-1)
-    else:
-        member_log_probs = ops.log_softmax(members, axis=-1)
+    member_log_probs = member_log_probabilities(members, likelihood)
     member_probs = ops.exp(member_log_probs)
     log_probs = log_predictive(member_log_probs)
     probs = ops.exp(log_probs)

@@ -116,10 +116,13 @@ def test_paired_difference_is_scipy_s_paired_t_test(data):
 @pytest.mark.parametrize("units", [3, 1])
 def test_ensemble_evaluate_loss_is_the_metrics_nll(units):
     """``PosteriorEnsemble.evaluate`` compiled with ``PredictiveNLL`` reports
-    ``kb.metrics.nll`` of its predictions, also for confidently wrong
-    members (one random kernel ×20, 25, 30: some p̄_y far below 1e-7), where
-    Keras' clipped cross-entropy reported less (measured: 4.73 nats against
-    6.23 on members of three independent kernels). float32
+    the predictive's NLL, also for confidently wrong members (one random
+    kernel ×20, 25, 30: some p̄_y far below 1e-7), where Keras' clipped
+    cross-entropy reported less (measured: 4.73 nats against 6.23 on members
+    of three independent kernels): the exact log-mean-exp NLL in float64,
+    which is ``kb.metrics.nll`` of its predictions for 3 classes; for one
+    logit ``kb.metrics.nll`` reads 1 − p̄(y=1), which float32 rounds to 0
+    (floored: 17.85 nats where evaluate's exact NLL is 11.66). float32
     sums of 30 terms: relative tolerance 1e-5."""
     import keras  # noqa: PLC0415
 
@@ -135,7 +138,14 @@ def test_ensemble_evaluate_loss_is_the_metrics_nll(units):
         model, weight_sets, likelihood="categorical" if units > 1 else "bernoulli")
     ensemble.compile(loss=kb.likelihoods.PredictiveNLL())
     probs = ensemble.predict(x, verbose=0)
-    expected = metrics.nll(probs, y)
+    logits = np.stack([x.astype(np.float64) @ kernel_ for kernel_, _ in weight_sets])
+    if units == 1:  # the outcomes y = 0, 1 as logits [−f, 0]: softmax gives sigmoid(±f)
+        logits = np.concatenate([-logits, np.zeros_like(logits)], axis=-1)
+    log_probs = scipy.special.logsumexp(scipy.special.log_softmax(logits, axis=-1),
+                                        axis=0) - np.log(len(weight_sets))
+    expected = -np.mean(log_probs[np.arange(len(y)), y])
+    if units > 1:
+        assert metrics.nll(probs, y) == pytest.approx(expected, rel=1e-5)
     assert np.min(metrics.nll_per_example(probs, y)) < 16  # some examples are not clipped
     assert np.max(metrics.nll_per_example(probs, y)) > 16.2  # and some would be
     assert ensemble.evaluate(x, y, verbose=0) == pytest.approx(expected, rel=1e-5)
