@@ -29,6 +29,7 @@ _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
     "bayesian": "keras_bnn.bayesian",
+    "DataDirWarning": "keras_bnn.fashion_mnist",
     "GradientNoiseWarning": "keras_bnn.models.fit_callbacks",
     "MidEpochBackupWarning": "keras_bnn.callbacks",
     "MinibatchHMCWarning": "keras_bnn.samplers.hmc",

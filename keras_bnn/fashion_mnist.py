@@ -7,19 +7,26 @@ keep the names Keras' ``keras.datasets.fashion_mnist`` caches them under:
     train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz
     t10k-images-idx3-ubyte.gz   t10k-labels-idx1-ubyte.gz
 
-They are looked for, in this order, in ``data_dir`` (when given; it must
-exist, so that a misspelt directory is not passed over for another copy), Keras'
-cache ``~/.keras/datasets/fashion-mnist/`` and Debian's package
-``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist/``). When no
-place holds all four, :class:`FileNotFoundError` lists the places searched
-and how to get the files; nothing is downloaded (a download without internet
-hangs for minutes).
+Each may also be stored ungzipped, under the same name without ``.gz``
+(as torchvision and Kaggle keep them); the ``.gz`` file is read when both are
+there. All four are read from one place, the first, in this order, that holds
+all four: ``data_dir`` (when given; it must exist, so that a misspelt directory
+is not passed over for another copy), Keras' cache
+``~/.keras/datasets/fashion-mnist/`` and Debian's package
+``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist/``). A
+``data_dir`` that lacks some of them is passed over with a
+:class:`DataDirWarning` that names the files it lacks and the place read
+instead; a set split between two places is never mixed. When no place holds
+all four, :class:`FileNotFoundError` lists the places searched and how to get
+the files; nothing is downloaded (a download without internet hangs for
+minutes).
 
 Importing this module does not import TensorFlow.
 """
 
 import gzip
 import os
+import warnings
 
 import numpy as np
 
@@ -38,25 +45,31 @@ CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", 
 _IDX_UBYTE = 0x08  # the IDX type code of unsigned bytes
 
 
+class DataDirWarning(UserWarning):
+    """A ``data_dir`` was given that lacks some of the four files: they were
+    all read from another place (named in the message)."""
+
+
 def read_idx(path):
-    """Reads one gzipped IDX file of unsigned bytes (LeCun's MNIST format).
+    """Reads one IDX file of unsigned bytes (LeCun's MNIST format), gzipped
+    when its name ends in ``.gz``.
 
     Header: two zero bytes, the type code (0x08, unsigned byte), the number
     of dimensions k, then k big-endian uint32 sizes; the data follow in C
     order.
 
     Args:
-        path: the ``.gz`` file.
+        path: the file (``.gz``: gzipped; any other name: not).
 
     Returns:
         uint8 array of the stored shape.
 
     Raises:
-        ValueError: naming the file, if it is not a gzipped unsigned-byte IDX
-            file or its data do not match its header.
+        ValueError: naming the file, if it is not a (gzipped) unsigned-byte
+            IDX file or its data do not match its header.
     """
     try:
-        with gzip.open(path, "rb") as handle:
+        with (gzip.open if os.fspath(path).endswith(".gz") else open)(path, "rb") as handle:
             raw = handle.read()
     except (OSError, EOFError) as error:
         raise ValueError(f"{path} is not a gzipped IDX file ({error}).") from None
@@ -86,8 +99,40 @@ def search_path(data_dir=None):
     return [os.path.abspath(os.path.expanduser(p)) for p in (*places, KERAS_CACHE, DEBIAN_DIR)]
 
 
+def files_in(place):
+    """The four files in one directory, each gzipped or else ungzipped.
+
+    Args:
+        place: the directory.
+
+    Returns:
+        ``(paths, missing)``: ``paths`` maps "x_train", "y_train", "x_test",
+        "y_test" to the file found (the ``.gz`` one when both are there);
+        ``missing`` lists, in that order, the ``.gz`` names of those found
+        neither way.
+    """
+    paths, missing = {}, []
+    for key, name in FILES.items():
+        candidates = (os.path.join(place, name), os.path.join(place, name[:-len(".gz")]))
+        path = next((p for p in candidates if os.path.isfile(p)), None)
+        if path is None:
+            missing.append(name)
+        else:
+            paths[key] = path
+    return paths, missing
+
+
 def find_files(data_dir=None):
     """The first directory of :func:`search_path` that holds all four files.
+
+    Warns with :class:`DataDirWarning` when ``data_dir`` lacks some of them
+    and another place is read.
+
+    Args:
+        data_dir: a directory to try first, or None.
+
+    Returns:
+        The absolute path of that directory (every file is read from it).
 
     Raises:
         FileNotFoundError: for a ``data_dir`` that does not exist (named), or
@@ -103,12 +148,17 @@ def find_files(data_dir=None):
                                 "directory (it is not passed over for another copy of the "
                                 f"files). {remedy}")
     places = search_path(data_dir)
+    lacking = ("" if data_dir is None else f"`data_dir` {places[0]!r} lacks "
+               + ", ".join(files_in(places[0])[1]) + " (each may also be stored without .gz)")
     for place in places:
-        if all(os.path.isfile(os.path.join(place, name)) for name in FILES.values()):
+        if not files_in(place)[1]:
+            if data_dir is not None and place != places[0]:
+                warnings.warn(f"Fashion-MNIST: {lacking}; all four files were read from "
+                              f"{place!r} instead.", DataDirWarning, stacklevel=2)
             return place
     raise FileNotFoundError("Fashion-MNIST: no directory holds all four files ("
-                            + ", ".join(FILES.values()) + "). Searched: " + "; ".join(places)
-                            + ". " + remedy)
+                            + ", ".join(FILES.values()) + ", each gzipped or not). Searched: "
+                            + "; ".join(places) + ". " + (lacking and lacking + ". ") + remedy)
 
 
 def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
@@ -131,7 +181,8 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
         "data_dir" (the directory read).
 
     Raises:
-        FileNotFoundError: see :func:`find_files`.
+        FileNotFoundError: see :func:`find_files` (which may also warn
+            with :class:`DataDirWarning`).
         ValueError: for a ``validation_split`` outside [0, 1) or that holds
             out no image or every one, a bad ``seed``, a damaged file (named)
             or labels outside 0..9.
@@ -140,7 +191,8 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
         check_fraction(validation_split, "validation_split", "fashion_mnist_arrays")
     seed = check_seed(seed, owner="fashion_mnist_arrays")
     place = find_files(data_dir)
-    arrays = {key: read_idx(os.path.join(place, name)) for key, name in FILES.items()}
+    paths = files_in(place)[0]
+    arrays = {key: read_idx(path) for key, path in paths.items()}
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim != 3 or x.shape[1:] != (28, 28) or y.shape != (len(x),):
@@ -150,7 +202,7 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
         if y.size and y.max() >= len(CLASS_NAMES):
             raise argument_error("data_dir", f"hold class labels 0..{len(CLASS_NAMES) - 1} "
                                  f"({split} split)", place, got=f"label {int(y.max())} in "
-                                 + os.path.join(place, FILES[f"y_{split}"]))
+                                 + paths[f"y_{split}"])
     x_train, y_train = arrays["x_train"], arrays["y_train"].astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(x_train))
     held = int(round(validation_split * len(x_train)))
