@@ -66,7 +66,6 @@ def __dir__():
     return sorted([*globals(), *__all__])
 
 
-
 #: Modules whose import registers the package's Keras classes
 #: (``@keras.saving.register_keras_serializable``).
 _SERIALIZABLE = ("keras_bnn.priors", "keras_bnn.layers", "keras_bnn.models",
