@@ -131,4 +131,3 @@ class PriorAwareMixin:
                 config.pop(regularizer_argument, None)
             config[argument] = priors_lib.serialize(getattr(self, argument))
         return config
-

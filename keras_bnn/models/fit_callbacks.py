@@ -296,4 +296,3 @@ def set_lower_better_modes(callbacks):
         if (isinstance(callback, monitoring) and callback.mode == "auto"
                 and callback.monitor.removeprefix("val_") in LOWER_BETTER):
             callback.mode = "min"
-

@@ -83,7 +83,7 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         owner = type(self).__name__
         decay = check_fraction(noise_estimate_decay, "noise_estimate_decay", owner)
         step_size, warmup = self.resolve_step_size(step_size, warmup_steps, target_noise_ratio,
-                                                    decay, owner)
+                                                   decay, owner)
         if not isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
             step_size = schedules.CyclicalCosine(
                 check_positive(step_size, "step_size", owner)

@@ -7,6 +7,7 @@ from keras_bnn.samplers import integrators
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.validation import check_choice, check_fraction, check_positive
 
+
 @keras.saving.register_keras_serializable(package="keras_bnn")
 class SGLD(Sampler):
     """SGLD: Euler–Maruyama steps of ``dθ = -∇U dt + sqrt(2T) dW``.
