@@ -182,10 +182,9 @@ def load(httpd, version_dir, version):
         httpd.metadata = metadata_json(version_dir, httpd.model_name, version)
 
 
-@contextlib.contextmanager
-def serving(version_dir, model_name="model", metadata=True, port=0):
+def start(version_dir, model_name="model", metadata=True, port=0):
     """(URL, HTTP server) of the stand-in serving ``version_dir`` as version 1 of
-    ``model_name`` on ``port`` (0: a free one), while in the block;
+    ``model_name`` on ``port`` (0: a free one), from a daemon thread;
     ``metadata=False``: without the metadata endpoint. The server records
     ``requests`` (the predict bodies) and ``metadata_requests`` (the GET paths);
     :func:`load` swaps in another version; ``httpd.after_predict``, when set, is
@@ -194,12 +193,19 @@ def serving(version_dir, model_name="model", metadata=True, port=0):
     httpd.model_name, httpd.metadata = model_name, metadata or None
     load(httpd, version_dir, 1)
     httpd.requests, httpd.metadata_requests, httpd.after_predict = [], [], None
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
+    httpd.thread = threading.Thread(target=httpd.serve_forever,
+                                    kwargs={"poll_interval": 0.05}, daemon=True)
+    httpd.thread.start()
+    return f"http://127.0.0.1:{httpd.server_port}", httpd
+
+
+@contextlib.contextmanager
+def serving(*args, **kwargs):
+    """:func:`start`'s (URL, HTTP server) while in the block; shut down after it."""
+    url, httpd = start(*args, **kwargs)
     try:
-        yield f"http://127.0.0.1:{httpd.server_port}", httpd
+        yield url, httpd
     finally:
         httpd.shutdown()
         httpd.server_close()
-        thread.join(timeout=5)
+        httpd.thread.join(timeout=5)
