@@ -129,7 +129,16 @@ class ServingClient:
         check_inputs: read the signature from the server's metadata endpoint
             (once, at the first :meth:`predict`) and check each batch against
             it before sending; a server that answers the metadata request with
-            an HTTP error (one without the endpoint) is sent unchecked batches.
+            an HTTP error (one without the endpoint) is sent unchecked batches,
+            and once a predict has then answered, the endpoint is taken as
+            absent for this client: later predicts send one request each (until
+            2026-11-30 each asked for the metadata again). Without a pinned
+            ``version``, a batch the signature read earlier refuses, or a
+            predict answered HTTP 400 after checks against it, reads the
+            metadata once more: when the server now serves another signature
+            (a new version), the batch is checked against it (ValueError) and,
+            fitting, sent (once more); until 2026-11-30 the first signature
+            read was kept for good.
             False: no metadata request (saves that round trip for such a server).
 
     Raises:
@@ -168,6 +177,10 @@ class ServingClient:
         self.metadata_url = f"{parsed.scheme}://{parsed.netloc}{self._metadata_path}"
         self.check_inputs = check_bool(check_inputs, "check_inputs", "ServingClient")
         self._inputs = None  # the signature's inputs, once read
+        # "failed": the metadata GET answered an HTTP error; "absent": and then a
+        # predict answered (the server has no metadata endpoint: not asked again).
+        self._metadata_state = None
+        self._pinned = version is not None
         self.signature_name = signature_name
         if input_names is not None and (
                 isinstance(input_names, str) or not isinstance(input_names, (list, tuple))
@@ -295,7 +308,9 @@ class ServingClient:
             ``{input_name: (dtype, shape)}``, e.g. ``{"inputs": ("DT_FLOAT",
             (-1, 32, 32, 3))}`` (-1: any size; shape None: any rank); None when
             ``check_inputs`` is False or the server answered the metadata request
-            with an HTTP error or not in TF Serving's form (asked again next time).
+            with an HTTP error or not in TF Serving's form (asked again next time,
+            unless a predict has answered since an HTTP error: the endpoint is
+            then absent, see ``check_inputs``).
 
         Raises:
             ValueError: when the served model has no signature ``signature_name``
@@ -303,12 +318,13 @@ class ServingClient:
             ServingError: when no reply came (unreachable server, deadline,
                 malformed HTTP).
         """
-        if self.check_inputs and self._inputs is None:
+        if self.check_inputs and self._inputs is None and self._metadata_state != "absent":
             try:
                 reply = self.metadata()
             except ServingError as error:
                 if error.status is None:
                     raise
+                self._metadata_state = "failed"
                 return None
             self._inputs = signature_inputs(reply, self.signature_name)
         return self._inputs if self.check_inputs else None
@@ -348,7 +364,8 @@ class ServingClient:
                 ``input_names``; and (see ``check_inputs``) for input names
                 other than the signature's, or a batch whose dtype, values or
                 shape its input does not take (naming the input, its dtype and
-                shape), before any predict request.
+                shape), before any predict request (or, answered HTTP 400, before
+                resending to a new signature: see ``check_inputs``).
             ServingError: as for :meth:`request` (and :meth:`metadata`, when
                 no reply came), or when the reply lacks
                 the format's key or holds ragged, non-numeric or
@@ -368,13 +385,12 @@ class ServingClient:
                 raise ValueError(
                     f"`inputs` must share the batch size; got sizes {sizes}."
                 )
-            batch = next(iter(sizes.values()))
-            self._check_signature(arrays, "input_names" if listed else "inputs")
+            batch, argument = next(iter(sizes.values())), "input_names" if listed else "inputs"
             columns = {name: _to_json(array) for name, array in arrays.items()}
         else:
-            array = _as_array(inputs)
-            self._check_signature(array, "inputs")
-            columns, batch = _to_json(array), len(array)
+            arrays, argument = _as_array(inputs), "inputs"
+            columns, batch = _to_json(arrays), len(arrays)
+        cached = self._checked(arrays, argument)
         body = {"signature_name": self.signature_name}
         if format == "columnar":
             body["inputs"] = columns
@@ -385,7 +401,14 @@ class ServingClient:
                 if isinstance(columns, dict) else columns
             )
             key = "predictions"
-        reply = self.request(body)
+        try:
+            reply = self.request(body)
+        except ServingError as error:
+            if not (cached and error.status == 400 and self._refreshed(arrays, argument)):
+                raise
+            reply = self.request(body)
+        if self._metadata_state == "failed":
+            self._metadata_state = "absent"
         if key not in reply:
             raise self._error(f"Reply has no {key!r}: keys {sorted(reply)}", status=200)
         outputs = reply[key]
@@ -401,6 +424,34 @@ class ServingClient:
             return {str(name): self._array(tensor, name, batch)
                     for name, tensor in outputs.items()}
         return self._array(outputs, key, batch)
+
+    def _checked(self, arrays, argument):
+        """Checks ``arrays`` (:meth:`_check_signature`); a batch the signature read
+        earlier refuses is checked once more against a new one (:meth:`_refreshed`).
+        Returns whether the signature was read before this call."""
+        cached = self._inputs is not None
+        try:
+            self._check_signature(arrays, argument)
+        except ValueError:
+            if not (cached and self._refreshed(arrays, argument)):
+                raise
+        return cached
+
+    def _refreshed(self, arrays, argument):
+        """Whether, with no pinned version, the server now serves another signature,
+        read anew, that takes ``arrays`` (ValueError, as :meth:`_check_signature`,
+        when it does not)."""
+        if self._pinned:
+            return False
+        try:
+            specs = signature_inputs(self.metadata(), self.signature_name)
+        except ServingError:
+            return False
+        if specs is None or specs == self._inputs:
+            return False
+        self._inputs = specs
+        self._check_signature(arrays, argument)
+        return True
 
     def _check_signature(self, arrays, argument):
         """Raises ValueError, naming ``argument`` (the dict's, or ``input_names`` that

@@ -17,9 +17,9 @@ comment on the line before its fence says otherwise; there are two markers:
   "Posterior ensemble" (a CIFAR-10 run's store and test set: CIFAR-10 is a
   download, so a CIFAR-shaped CNN with four perturbed weight sets and random
   images stand in) and the ``ServingClient`` of "Query it" (TensorFlow
-  Serving cannot be installed here: tests/test_serving.py's stand-in serves
-  an export of that CNN on localhost:8501). The Bayesian last layer's
-  (a pretrained trunk and the digits arrays) are made by
+  Serving cannot be installed here: tests/tf_serving_standin.py serves an
+  export of that CNN on localhost:8501, with TF Serving's metadata
+  endpoint). The Bayesian last layer's (a pretrained trunk and the digits arrays) are made by
   tests/test_readme_examples.py.
 
 The blocks tests/test_readme_examples.py already runs in-process, with
@@ -75,18 +75,14 @@ GIVEN_IN_PROCESS = {"pretrained_trunk": "examples/bayesian_last_layer.py's trunk
 PRELUDES = {
     # A sampled store in runs/cifar10_atmc/samples and test_ds (CIFAR-10 is a download).
     "cifar10_store": _CIFAR10_STORE,
-    # TF Serving's REST API on localhost:8501 (tests/test_serving.py's stand-in).
+    # TF Serving's REST API on localhost:8501, metadata endpoint included
+    # (tests/tf_serving_standin.py).
     "tf_serving": _CIFAR10_STORE + f"""\
-import threading as _threading
-from http.server import ThreadingHTTPServer as _Server
 import sys as _sys
 _sys.path.insert(0, {str(ROOT / "tests")!r})
-import test_serving as _serving
-_serving.MODEL_NAME = "cifar10_atmc"
+from tf_serving_standin import start as _start
 _export = _kb.PosteriorEnsemble.from_store(_store).export("saved_models/cifar10_atmc")
-_httpd = _Server(("127.0.0.1", 8501), _serving._PredictHandler)
-_httpd.served, _httpd.requests = _tf.saved_model.load(_export), []
-_threading.Thread(target=_httpd.serve_forever, daemon=True).start()
+_start(_export, "cifar10_atmc", port=8501)
 """,
 }
 
@@ -166,10 +162,11 @@ def _ensemble(done, tmp_path):
 
 
 def _serving(done, tmp_path):
-    """The shapes and the server's 400 the README's comments show."""
+    """The shapes and the ValueError before sending the README's comments show (until
+    2026-11-30 the stand-in had no metadata endpoint: the server's 400 came instead)."""
     lines = done.stdout.splitlines()
-    assert lines[0] == "(2, 10) (2,)"
-    assert lines[1].startswith("400 TF Serving error")
+    assert lines == ["(2, 10) (2,)", "`inputs` has shape (2, 28, 28, 1), but the signature's "
+                     "input 'inputs' takes shape [-1, 32, 32, 3] (-1: any size)."]
 
 
 #: Programs tests/test_readme_examples.py runs in-process, with checks of what they

@@ -155,7 +155,10 @@ class _TFServing(BaseHTTPRequestHandler):
     def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append(request)
-        self._send(*self._answer(request))
+        answer = self._answer(request)
+        if self.server.after_predict:  # e.g. a new version loaded while answering
+            self.server.after_predict()
+        self._send(*answer)
 
     def do_GET(self):
         self.server.metadata_requests.append(self.path)
@@ -163,29 +166,46 @@ class _TFServing(BaseHTTPRequestHandler):
         if self.server.metadata is None or not match:
             return self._send(404, b"Not Found")
         name, version = match.groups()
-        if name != self.server.model_name or version not in (None, "1"):
+        if name != self.server.model_name or version not in (None, self.server.version):
             servable = f"Specific({name}, {version})" if version else f"Latest({name})"
             return self._send(404, {"error": f"Servable not found for request: {servable}"})
         self._send(200, self.server.metadata)
 
 
-@contextlib.contextmanager
-def serving(version_dir, model_name="model", metadata=True):
-    """(URL, HTTP server) of the stand-in serving ``version_dir`` as version 1 of
-    ``model_name``, while in the block; ``metadata=False``: without the metadata
-    endpoint. The server records ``requests`` (the predict bodies) and
-    ``metadata_requests`` (the GET paths)."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TFServing)
+def load(httpd, version_dir, version):
+    """Makes the stand-in ``httpd`` serve ``version_dir`` as ``version`` (as TF Serving
+    loads a new version directory and serves the latest), its metadata too when it
+    has the endpoint."""
     httpd.signature = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
-    httpd.model_name = model_name
-    httpd.metadata = metadata_json(version_dir, model_name, 1) if metadata else None
-    httpd.requests, httpd.metadata_requests = [], []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
+    httpd.version = str(version)
+    if httpd.metadata is not None:
+        httpd.metadata = metadata_json(version_dir, httpd.model_name, version)
+
+
+def start(version_dir, model_name="model", metadata=True, port=0):
+    """(URL, HTTP server) of the stand-in serving ``version_dir`` as version 1 of
+    ``model_name`` on ``port`` (0: a free one), from a daemon thread;
+    ``metadata=False``: without the metadata endpoint. The server records
+    ``requests`` (the predict bodies) and ``metadata_requests`` (the GET paths);
+    :func:`load` swaps in another version; ``httpd.after_predict``, when set, is
+    called after each predict is answered, before the reply is sent."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _TFServing)
+    httpd.model_name, httpd.metadata = model_name, metadata or None
+    load(httpd, version_dir, 1)
+    httpd.requests, httpd.metadata_requests, httpd.after_predict = [], [], None
+    httpd.thread = threading.Thread(target=httpd.serve_forever,
+                                    kwargs={"poll_interval": 0.05}, daemon=True)
+    httpd.thread.start()
+    return f"http://127.0.0.1:{httpd.server_port}", httpd
+
+
+@contextlib.contextmanager
+def serving(*args, **kwargs):
+    """:func:`start`'s (URL, HTTP server) while in the block; shut down after it."""
+    url, httpd = start(*args, **kwargs)
     try:
-        yield f"http://127.0.0.1:{httpd.server_port}", httpd
+        yield url, httpd
     finally:
         httpd.shutdown()
         httpd.server_close()
-        thread.join(timeout=5)
+        httpd.thread.join(timeout=5)
