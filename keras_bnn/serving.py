@@ -40,72 +40,23 @@ Example, for a :meth:`keras_bnn.PosteriorEnsemble.export`-ed model served as
     outputs["probabilities"], outputs["mutual_information"]
 """
 
-import base64
-import http.client
 import json
-import socket
-import threading
 import urllib.parse
 
 import numpy as np
 
-from keras_bnn.serving_signature import check_input, is_bytes, signature_inputs
+from keras_bnn.serving_batches import as_arrays, named
+from keras_bnn.serving_http import (NOT_SERVED, ServingError, check_url, decode_reply,
+                                    exchange, failure)
+from keras_bnn.serving_signature import check_batch, signature_inputs
 from keras_bnn.validation import check_bool, check_choice, check_int, check_positive
+
+__all__ = ["FORMATS", "MAX_VERSION", "ServingClient", "ServingError"]
 
 FORMATS = ("columnar", "row")
 #: The largest model version: versions are int64 in TF Serving (here, not in
 #: :mod:`keras_bnn.export`, so that the client imports no Keras).
 MAX_VERSION = 2**63 - 1
-
-
-class ServingError(RuntimeError):
-    """A predict (or metadata) request failed: the server's ``{"error": ...}``
-    message, an HTTP error without one, an unreachable server or a malformed reply.
-
-    Attributes:
-        status: the HTTP status code, or ``None`` when no reply came.
-        url: the URL requested.
-    """
-
-    def __init__(self, message, status=None, url=None):
-        super().__init__(message)
-        self.status = status
-        self.url = url
-
-
-def _b64(item):
-    """TF Serving's JSON form of one binary string: ``{"b64": base64}``."""
-    return {"b64": base64.b64encode(item).decode("ascii")}
-
-
-def _as_array(value, argument="inputs"):
-    """A finite numeric (or str, bytes) batch as a numpy array, or ValueError naming
-    ``argument``."""
-    try:
-        array = np.asarray(value)
-    except ValueError as error:  # ragged nested lists
-        raise ValueError(f"`{argument}` must be a rectangular numeric array ({error}).") from None
-    if array.dtype.kind not in "biufU" and not is_bytes(array):
-        raise ValueError(f"`{argument}` must be numeric, or str or bytes for a text input; got "
-                         f"dtype {array.dtype}.")
-    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
-        raise ValueError(f"`{argument}` holds NaN or Inf values; inputs must be finite "
-                         "(JSON cannot carry them, and the model refuses them).")
-    if array.ndim == 0:
-        raise ValueError(f"`{argument}` must have a batch axis; got a scalar.")
-    if array.ndim > 1 and not len(array):
-        raise ValueError(f"`{argument}` has no examples (shape {array.shape}): JSON's [] "
-                         "cannot carry their shape (TF Serving reads it as shape [0]); send "
-                         "at least one example.")
-    return array
-
-
-def _to_json(array):
-    """Nested lists of a batch for the JSON body; str (a text input's) as JSON
-    strings, bytes (a ``tf.string`` tensor's) as ``{"b64": ...}``."""
-    if is_bytes(array):
-        return np.vectorize(_b64, otypes=[object])(array).tolist()
-    return array.tolist()
 
 
 class ServingClient:
@@ -155,14 +106,7 @@ class ServingClient:
             raise ValueError(
                 f"`model_name` must be a non-empty name without '/'; got {model_name!r}."
             )
-        try:
-            parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
-            port = parsed and parsed.port
-        except ValueError:
-            parsed = None
-        if (parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname
-                or parsed.path.strip("/") or parsed.query or parsed.fragment):
-            raise ValueError(f"`url` must look like http://host:port; got url={url!r}.")
+        parsed = check_url(url)
         if not isinstance(signature_name, str) or not signature_name:
             raise ValueError(f"`signature_name` must be a non-empty str; got "
                              f"{signature_name!r}.")
@@ -171,10 +115,10 @@ class ServingClient:
         path = f"/v1/models/{urllib.parse.quote(model_name, safe='')}"
         if version is not None:
             path += f"/versions/{check_int(version, 'version', 1, maximum=MAX_VERSION)}"
-        self._scheme, self._host, self._port = parsed.scheme, parsed.hostname, port
-        self._path, self._metadata_path = f"{path}:predict", f"{path}/metadata"
-        self.predict_url = f"{parsed.scheme}://{parsed.netloc}{self._path}"
-        self.metadata_url = f"{parsed.scheme}://{parsed.netloc}{self._metadata_path}"
+        self.predict_url = f"{parsed.scheme}://{parsed.netloc}{path}:predict"
+        self.metadata_url = f"{parsed.scheme}://{parsed.netloc}{path}/metadata"
+        self._servable = (f"model_name={model_name!r} " + (
+            f"version={version}" if version is not None else "(its latest version)"))
         self.check_inputs = check_bool(check_inputs, "check_inputs", "ServingClient")
         self._inputs = None  # the signature's inputs, once read
         # "failed": the metadata GET answered an HTTP error; "absent": and then a
@@ -191,62 +135,7 @@ class ServingClient:
         self.input_names = None if input_names is None else list(input_names)
 
     def _error(self, message, status=None, url=None):
-        url = url or self.predict_url
-        return ServingError(f"{message} ({url})", status=status, url=url)
-
-    def _exchange(self, data, method="POST"):
-        """(status, body) of one POST of ``data`` to the predict URL (or one GET of
-        the metadata URL), within the total deadline."""
-        path, url = ((self._path, self.predict_url) if method == "POST" else
-                     (self._metadata_path, self.metadata_url))
-        connection_class = (http.client.HTTPSConnection if self._scheme == "https"
-                            else http.client.HTTPConnection)
-        connection = connection_class(self._host, self._port, timeout=self.timeout)
-        expired = threading.Event()
-        sockets = []  # the connected socket, kept: a reply that closes the
-        # connection (HTTP/1.0, `Connection: close`) takes it over and
-        # `connection.sock` becomes None while the reply is still being read.
-
-        def shut():
-            for sock in sockets:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-        def expire():  # wakes a read blocked on a slow (dripping) server
-            expired.set()
-            shut()
-
-        timer = threading.Timer(self.timeout, expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            connection.connect()
-            sockets.append(connection.sock)
-            if expired.is_set():  # the deadline passed while connecting
-                shut()
-            connection.request(method, path, body=data,
-                               headers={"Content-Type": "application/json"} if data else {})
-            response = connection.getresponse()
-            payload = response.read(self.max_reply_bytes + 1)
-            if expired.is_set():
-                raise TimeoutError
-            if len(payload) <= self.max_reply_bytes and response.length:
-                raise http.client.IncompleteRead(payload, response.length)
-            return response.status, payload
-        except (OSError, http.client.HTTPException, ValueError) as error:
-            if expired.is_set():
-                raise self._error(f"No complete reply from TF Serving within the deadline "
-                                  f"timeout={self.timeout}s", url=url) from None
-            if isinstance(error, OSError) and not isinstance(error, http.client.HTTPException):
-                reason = getattr(error, "strerror", None) or error
-                raise self._error(f"Cannot reach TF Serving: {reason}", url=url) from error
-            raise self._error(f"Malformed reply from TF Serving: {type(error).__name__}: "
-                              f"{error}", url=url) from None
-        finally:
-            timer.cancel()
-            connection.close()
+        return failure(message, url or self.predict_url, status)
 
     def request(self, body):
         """POSTs a JSON body to the predict URL and returns the decoded reply.
@@ -282,24 +171,18 @@ class ServingClient:
         """
         return self._reply(None, "GET")
 
+    def _exchange(self, data, method="POST"):
+        """(status, body) of one POST of ``data`` to the predict URL (or one GET of
+        the metadata URL), within the total deadline (:func:`exchange`)."""
+        url = self.predict_url if method == "POST" else self.metadata_url
+        return exchange(url, data if method == "POST" else None, self.timeout,
+                        self.max_reply_bytes)
+
     def _reply(self, data, method):
         """The decoded JSON object of one exchange, or ServingError."""
         status, payload = self._exchange(data, method)
         url = self.predict_url if method == "POST" else self.metadata_url
-        if len(payload) > self.max_reply_bytes:
-            raise self._error(f"Reply larger than max_reply_bytes={self.max_reply_bytes}",
-                              status=status, url=url)
-        try:
-            reply = json.loads(payload)
-        except (ValueError, RecursionError):
-            reply = None
-        if isinstance(reply, dict) and "error" in reply:
-            raise self._error(f"TF Serving error (HTTP {status}): {str(reply['error'])[:2000]}",
-                              status=status, url=url)
-        if status != 200 or not isinstance(reply, dict):
-            raise self._error(f"Unexpected reply (HTTP {status}): {payload[:200]!r}",
-                              status=status, url=url)
-        return reply
+        return decode_reply(status, payload, url, self.max_reply_bytes, self._servable)
 
     def signature_inputs(self):
         """The inputs of the client's signature, read once from :meth:`metadata`.
@@ -316,13 +199,16 @@ class ServingClient:
             ValueError: when the served model has no signature ``signature_name``
                 (naming the served ones).
             ServingError: when no reply came (unreachable server, deadline,
-                malformed HTTP).
+                malformed HTTP), or TF Serving's 404 ``Servable not found``
+                came: it serves no such model name or version (naming
+                ``model_name`` and ``version``; until 2026-11-30 taken as a
+                server without the endpoint, and the batch sent unchecked).
         """
         if self.check_inputs and self._inputs is None and self._metadata_state != "absent":
             try:
                 reply = self.metadata()
             except ServingError as error:
-                if error.status is None:
+                if error.status is None or str(error).startswith(NOT_SERVED):
                     raise
                 self._metadata_state = "failed"
                 return None
@@ -373,23 +259,7 @@ class ServingClient:
         """
         check_choice(format, "format", FORMATS)
         listed = isinstance(inputs, (list, tuple))
-        inputs = self._named(inputs)
-        if isinstance(inputs, dict):
-            if not inputs or not all(isinstance(name, str) for name in inputs):
-                raise ValueError("`inputs` must be a non-empty dict {input_name: batch}; "
-                                 f"got keys {list(inputs)!r}.")
-            arrays = {name: _as_array(value, f"inputs[{name!r}]")
-                      for name, value in inputs.items()}
-            sizes = {name: len(array) for name, array in arrays.items()}
-            if len(set(sizes.values())) > 1:
-                raise ValueError(
-                    f"`inputs` must share the batch size; got sizes {sizes}."
-                )
-            batch, argument = next(iter(sizes.values())), "input_names" if listed else "inputs"
-            columns = {name: _to_json(array) for name, array in arrays.items()}
-        else:
-            arrays, argument = _as_array(inputs), "inputs"
-            columns, batch = _to_json(arrays), len(arrays)
+        arrays, columns, batch, argument = as_arrays(named(inputs, self.input_names), listed)
         cached = self._checked(arrays, argument)
         body = {"signature_name": self.signature_name}
         if format == "columnar":
@@ -456,50 +326,10 @@ class ServingClient:
     def _check_signature(self, arrays, argument):
         """Raises ValueError, naming ``argument`` (the dict's, or ``input_names`` that
         made it), unless the signature's inputs (when the server tells them) take
-        ``arrays``, a dict of them or one array."""
+        ``arrays``, a dict of them or one array (:func:`check_batch`)."""
         specs = self.signature_inputs()
-        if not specs:
-            return
-        names, signature = sorted(specs), self.signature_name
-        if not isinstance(arrays, dict):
-            if len(specs) > 1:
-                raise ValueError(f"`inputs` is one batch, but signature {signature!r} has the "
-                                 f"inputs {names}: give a dict {{input_name: batch}} (or the "
-                                 "client input_names= and a list).")
-            check_input(arrays, "inputs", names[0], specs[names[0]])
-            return
-        unknown, missing = sorted(set(arrays) - set(specs)), sorted(set(specs) - set(arrays))
-        if unknown or missing:
-            wrong = "; ".join(f"{what} {found}" for what, found in
-                              (("unknown", unknown), ("missing", missing)) if found)
-            raise ValueError(f"`{argument}` must name the inputs of signature {signature!r}, "
-                             f"{names}; {wrong}.")
-        for name, array in arrays.items():
-            check_input(array, f"inputs[{name!r}]", name, specs[name])
-
-    def _named(self, inputs):
-        """A list of several inputs' batches as a dict by :attr:`input_names`; a list
-        of one array as that array (one input's batch, as Keras and
-        :meth:`keras_bnn.PosteriorEnsemble.predict` read ``[x]``)."""
-        if not isinstance(inputs, (list, tuple)):
-            return inputs
-        if len(inputs) == 1 and isinstance(inputs[0], np.ndarray) and (
-                not self.input_names or len(self.input_names) == 1):
-            return inputs[0]
-        if self.input_names and len(self.input_names) > 1:
-            if len(inputs) != len(self.input_names):
-                raise ValueError(f"`inputs` must be a list of {len(self.input_names)} batches, "
-                                 f"one per input {self.input_names}; got {len(inputs)}.")
-            return dict(zip(self.input_names, inputs))
-        if (self.input_names is None and len(inputs) > 1
-                and all(isinstance(item, np.ndarray) for item in inputs)):
-            shapes = sorted({item.shape for item in inputs})
-            raise ValueError(
-                "`inputs` is a list of arrays, which Keras reads as several inputs: give "
-                "them as a dict {input_name: batch}, or the client input_names= "
-                "(ensemble.member_input_names); for one input's examples pass "
-                f"np.stack(inputs); got shapes {shapes}.")
-        return inputs
+        if specs:
+            check_batch(specs, arrays, argument, self.signature_name)
 
     def _array(self, value, name, batch):
         """A reply tensor as a numeric numpy array with ``batch`` rows, or ServingError."""

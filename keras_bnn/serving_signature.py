@@ -80,16 +80,25 @@ def check_input(array, argument, name, spec):
 
     Raises:
         ValueError: naming ``argument``, when the shape differs from the
-            signature's outside its -1 dims, the dtype kind is not one the
-            input's dtype takes, or a value is outside what that dtype holds.
+            signature's outside its -1 dims, the input's dtype is one TF
+            Serving's JSON cannot fill (``DT_HALF``, ``DT_BFLOAT16``: any value;
+            until 2026-11-30 sent, as the server refuses every one with HTTP
+            501), the dtype kind is not one the input's dtype takes, or a value
+            is outside what that dtype holds.
     """
     dtype, shape = spec
     if shape is not None and (array.ndim != len(shape) or any(
             want not in (-1, got) for want, got in zip(shape, array.shape))):
         raise ValueError(f"`{argument}` has shape {array.shape}, but the signature's input "
                          f"{name!r} takes shape {list(shape)} (-1: any size).")
-    if dtype not in SIGNATURE_DTYPES:  # e.g. DT_HALF: left to the server
-        return
+    if dtype not in SIGNATURE_DTYPES:
+        raise ValueError(
+            f"`{argument}` goes to the signature's input {name!r} of dtype {dtype}, which TF "
+            "Serving's REST API cannot fill from JSON: json_tensor.cc converts JSON values "
+            f"only to {', '.join(SIGNATURE_DTYPES)} and answers HTTP 501 \"Conversion of "
+            f"JSON Value: ... to type\" for any other (tensorflow/serving#1639, for DT_HALF); "
+            "query it over gRPC, or export the model with a float32 input (cast inside "
+            "the model).")
     target, kinds = SIGNATURE_DTYPES[dtype]
     kind = "S" if is_bytes(array) else array.dtype.kind
     if kind not in kinds:
@@ -112,3 +121,38 @@ def check_input(array, argument, name, spec):
         raise ValueError(f"`{argument}` holds {array[outside].flat[0].item()!r}, outside the "
                          f"{holds} [{low!s}, {high!s}] of the signature's input {name!r} "
                          f"({target}), which TF Serving refuses.")
+
+
+def check_batch(specs, arrays, argument, signature_name):
+    """Checks a predict's batch against a signature's inputs (:func:`check_input`
+    for each).
+
+    Args:
+        specs: the signature's inputs from :func:`signature_inputs`.
+        arrays: one batch (a numpy array), or a dict ``{input_name: batch}``.
+        argument: the argument that named a dict's batches (``"inputs"``, or
+            ``"input_names"`` that made it from a list), for the message.
+        signature_name: the signature's name, for the message.
+
+    Raises:
+        ValueError: naming ``argument`` and the signature's inputs, for one
+            batch to a signature of several inputs or input names other than
+            the signature's; as :func:`check_input` for a batch its input
+            does not take.
+    """
+    names = sorted(specs)
+    if not isinstance(arrays, dict):
+        if len(specs) > 1:
+            raise ValueError(f"`inputs` is one batch, but signature {signature_name!r} has the "
+                             f"inputs {names}: give a dict {{input_name: batch}} (or the "
+                             "client input_names= and a list).")
+        check_input(arrays, "inputs", names[0], specs[names[0]])
+        return
+    unknown, missing = sorted(set(arrays) - set(specs)), sorted(set(specs) - set(arrays))
+    if unknown or missing:
+        wrong = "; ".join(f"{what} {found}" for what, found in
+                          (("unknown", unknown), ("missing", missing)) if found)
+        raise ValueError(f"`{argument}` must name the inputs of signature {signature_name!r}, "
+                         f"{names}; {wrong}.")
+    for name, array in arrays.items():
+        check_input(array, f"inputs[{name!r}]", name, specs[name])

@@ -15,7 +15,11 @@ here) that runs an exported SavedModel's ``serving_default``:
   "metadata": {"signature_def": {"signature_def": {name: SignatureDef}}}}``, each
   message printed with proto field names and default values, so int64 dim sizes
   are JSON strings, ``"-1"`` for the batch), made from the SavedModel's own
-  MetaGraphDef; another model name or version answers 404 ``Servable not found``.
+  MetaGraphDef;
+* a predict or metadata request for another model name or version answers 404
+  ``{"error": "Servable not found for request: Latest(<name>)"}`` (or
+  ``Specific(<name>, <version>)``), as TF Serving's ``BasicManager`` does (until
+  2026-11-30 a predict for any name or version answered).
 """
 
 import base64
@@ -31,16 +35,20 @@ import tensorflow as tf
 from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
-_METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata")
+_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?(:predict|/metadata)")
 #: The integers each float dtype holds exactly (json_tensor.cc, IsLosslessDecimal).
 _EXACT_INTEGERS = {tf.float32: 2**24 - 1, tf.float64: 2**53 - 1}
 _INT_RANGES = {tf.int32: (-2**31, 2**31 - 1), tf.int16: (-2**31, 2**31 - 1),
                tf.int8: (-2**31, 2**31 - 1), tf.uint8: (-2**31, 2**31 - 1),
-               tf.int64: (-2**63, 2**63 - 1)}
+               tf.int64: (-2**63, 2**63 - 1), tf.uint32: (0, 2**32 - 1),
+               tf.uint64: (0, 2**64 - 1)}
+#: The dtypes AddValueToTensor converts JSON to; any other (DT_HALF, DT_BFLOAT16)
+#: answers Unimplemented, HTTP 501 (tensorflow/serving#1639).
+_JSON_DTYPES = {*_EXACT_INTEGERS, *_INT_RANGES, tf.bool, tf.string}
 
 
-def _error(message):
-    return 400, {"error": message}
+def _error(message, status=400):
+    return status, {"error": message}
 
 
 def _decoded(value):
@@ -56,47 +64,54 @@ def _leaf_error(value, dtype):
     if dtype.is_floating:
         limit = _EXACT_INTEGERS[dtype] if isinstance(value, int) else float(dtype.max)
         if number and abs(value) > limit:
-            return f"Cannot convert JSON value: {value} to {dtype.name} without loss of precision."
+            return _error(f"Cannot convert JSON value: {value} to {dtype.name} without loss of "
+                          "precision.")
         fits = number
     elif dtype in _INT_RANGES:
         low, high = _INT_RANGES[dtype]
         fits = number and isinstance(value, int) and low <= value <= high
     else:
         fits = isinstance(value, {tf.bool: bool, tf.string: (str, dict)}[dtype])
-    return None if fits else (f"JSON Value: {json.dumps(value)} is not of expected type: "
-                              f"{dtype.name}")
+    return None if fits else _error(f"JSON Value: {json.dumps(value)} is not of expected "
+                                    f"type: {dtype.name}")
 
 
 def _check_leaves(value, dtype):
+    if dtype not in _JSON_DTYPES:
+        while isinstance(value, list) and value:
+            value = value[0]
+        name = {tf.float16: "half"}.get(dtype, dtype.name)  # TF's DataTypeString
+        return _error(f"Conversion of JSON Value: {json.dumps(value)} to type: {name}", 501)
     if isinstance(value, list):
         return next(filter(None, (_check_leaves(item, dtype) for item in value)), None)
     return _leaf_error(value, dtype)
 
 
 def _tensors(request, specs):
-    """The named input tensors TF Serving builds from ``request``, or an error text."""
+    """The named input tensors TF Serving builds from ``request``, or its (status,
+    error reply)."""
     if "instances" in request:
         rows = request["instances"]
         if not rows:
-            return "No values in 'instances' array"
+            return _error("No values in 'instances' array")
         if len(specs) > 1 and not isinstance(rows[0], dict):
-            return ("instances is a plain list, but expecting list of objects as multiple "
-                    "input tensors required as per tensorinfo_map")
+            return _error("instances is a plain list, but expecting list of objects as "
+                          "multiple input tensors required as per tensorinfo_map")
         if not isinstance(rows[0], dict):
             rows = [{next(iter(specs)): row} for row in rows]
         if any(sorted(row) != sorted(specs) for row in rows):
-            return f"keys must be equal to: {','.join(sorted(specs))}"
+            return _error(f"keys must be equal to: {','.join(sorted(specs))}")
         named = {name: [row[name] for row in rows] for name in specs}
     else:
         named = request["inputs"]
         if not isinstance(named, dict):
             if len(specs) > 1:
-                return ("inputs is a plain value/list, but expecting an object as multiple "
-                        "input tensors required as per tensorinfo_map")
+                return _error("inputs is a plain value/list, but expecting an object as "
+                              "multiple input tensors required as per tensorinfo_map")
             named = {next(iter(specs)): named}
         missing = sorted(set(specs) - set(named))
         if missing:
-            return f"Missing named input: {missing[0]} in 'inputs' object."
+            return _error(f"Missing named input: {missing[0]} in 'inputs' object.")
     tensors = {}
     for name, spec in specs.items():
         error = _check_leaves(named[name], spec.dtype)
@@ -133,8 +148,8 @@ class _TFServing(BaseHTTPRequestHandler):
     def _answer(self, request):
         signature = self.server.signature
         tensors = _tensors(request, signature.structured_input_signature[1])
-        if isinstance(tensors, str):
-            return _error(tensors)
+        if isinstance(tensors, tuple):
+            return tensors
         try:
             outputs = signature(**tensors)
         except tf.errors.InvalidArgumentError as error:
@@ -152,8 +167,24 @@ class _TFServing(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _unserved(self, endpoint):
+        """TF Serving's 404 for a path that is not ``endpoint`` of the served model's
+        name and version (True when sent)."""
+        match = _PATH.fullmatch(self.path)
+        if not match or match.group(3) != endpoint:
+            self._send(404, b"Not Found")
+            return True
+        name, version, _ = match.groups()
+        if name != self.server.model_name or version not in (None, self.server.version):
+            servable = f"Specific({name}, {version})" if version else f"Latest({name})"
+            self._send(404, {"error": f"Servable not found for request: {servable}"})
+            return True
+        return False
+
     def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self._unserved(":predict"):
+            return
         self.server.requests.append(request)
         answer = self._answer(request)
         if self.server.after_predict:  # e.g. a new version loaded while answering
@@ -162,14 +193,10 @@ class _TFServing(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.server.metadata_requests.append(self.path)
-        match = _METADATA_PATH.fullmatch(self.path)
-        if self.server.metadata is None or not match:
+        if self.server.metadata is None:
             return self._send(404, b"Not Found")
-        name, version = match.groups()
-        if name != self.server.model_name or version not in (None, self.server.version):
-            servable = f"Specific({name}, {version})" if version else f"Latest({name})"
-            return self._send(404, {"error": f"Servable not found for request: {servable}"})
-        self._send(200, self.server.metadata)
+        if not self._unserved("/metadata"):
+            self._send(200, self.server.metadata)
 
 
 def load(httpd, version_dir, version):

@@ -1,0 +1,74 @@
+"""Serving follow-ups of 2026-11-30: a model name or version the server does not
+serve (TF Serving's 404 ``Servable not found``), and float16 / bfloat16 inputs,
+which TF Serving's REST API cannot fill from JSON (``json_tensor.cc``,
+``AddValueToTensor``: HTTP 501 for every value, tensorflow/serving#1639).
+Served by the stand-in of ``tf_serving_standin``."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ensemble_helpers import inputs, tiny_ensemble
+from keras_bnn.serving import ServingClient, ServingError
+from tf_serving_standin import serving
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(URL, server, ensemble) of a tiny categorical ensemble served as ``m``, version 1."""
+    ensemble = tiny_ensemble(count=2)
+    with serving(ensemble.export(tmp_path_factory.mktemp("models") / "m"), "m") as (url, httpd):
+        yield url, httpd, ensemble
+
+
+@pytest.mark.parametrize("check_inputs", [True, False])
+@pytest.mark.parametrize("name, version, servable, asked", [
+    ("other", None, r"model_name='other' \(its latest version\)", r"Latest\(other\)"),
+    ("m", 2, r"model_name='m' version=2", r"Specific\(m, 2\)"),
+])
+def test_a_model_the_server_does_not_serve_is_a_404_naming_it(
+        served, check_inputs, name, version, servable, asked):
+    """Until 2026-11-30 the stand-in answered a predict for any name or version
+    (a misspelt ``model_name`` got predictions), and the client took the metadata
+    404 as a server without the endpoint; now TF Serving's 404, raised as a
+    ServingError naming the argument, the request and the URL, before any predict
+    when the metadata answered it."""
+    url, httpd, _ = served
+    before = len(httpd.requests)
+    client = ServingClient(name, url=url, version=version, timeout=10,
+                           check_inputs=check_inputs)
+    with pytest.raises(ServingError, match=rf"TF Serving serves no {servable}: check "
+                                           rf"`model_name` and `version`.*HTTP 404.*"
+                                           rf"Servable not found for request: {asked}") as raised:
+        client.predict(inputs(2))
+    assert raised.value.status == 404 and str(raised.value).endswith(f"({raised.value.url})")
+    assert raised.value.url == (client.metadata_url if check_inputs else client.predict_url)
+    assert len(httpd.requests) == before
+
+
+def _half_model(path, dtype):
+    """A SavedModel whose ``serving_default`` takes one ``dtype`` input [-1, 3]."""
+    module = tf.Module()
+    module.serve = tf.function(lambda x: {"y": tf.cast(x, tf.float32) * 2.0},
+                               input_signature=[tf.TensorSpec([None, 3], dtype, name="x")])
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+@pytest.mark.parametrize("dtype, name", [(tf.float16, "DT_HALF"), (tf.bfloat16, "DT_BFLOAT16")])
+def test_a_half_input_is_refused_before_sending(tmp_path, dtype, name):
+    """TF Serving answers HTTP 501 "Conversion of JSON Value: 1.0 to type: half" to
+    any JSON value for such an input (the stand-in too, now); until 2026-11-30 the
+    client checked only the shape, sending values beyond float16's range too."""
+    with serving(_half_model(tmp_path / "half", dtype), "h") as (url, httpd):
+        for batch in (np.ones((2, 3), "float32"), np.full((2, 3), 1e5), [["a"] * 3] * 2):
+            with pytest.raises(ValueError, match=rf"`inputs` goes to the signature's input "
+                                                 rf"'x' of dtype {name}, which TF Serving's "
+                                                 rf"REST API cannot fill from JSON"):
+                ServingClient("h", url=url, timeout=10).predict(batch)
+        assert not httpd.requests
+        with pytest.raises(ServingError, match=r"HTTP 501\): Conversion of JSON Value: 1\.0 "
+                                               rf"to type: {name[3:].lower()}") as raised:
+            ServingClient("h", url=url, timeout=10, check_inputs=False).predict(
+                np.ones((2, 3), "float32"))
+        assert raised.value.status == 501
