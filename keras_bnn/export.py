@@ -35,6 +35,8 @@ SERVING_INPUT = ensemble_inputs.ONE_INPUT
 SERVING_SIGNATURE = "serving_default"
 #: The ``--model_config_file`` written next to the versions.
 MODELS_CONFIG = "models.config"
+#: Input dtypes served as float32: TF Serving's JSON cannot fill them.
+_HALF_DTYPES = ("float16", "bfloat16")
 #: The input names a signature takes: TensorFlow's op names.
 _INPUT_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
 
@@ -44,7 +46,10 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
 
     The SavedModel (``keras.export.ExportArchive``) has one signature,
     ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
-    member's dtype: any batch size, and any size along the member's own
+    member's dtype, float32 for a float16 or bfloat16 one, cast inside after
+    a range check, as TF Serving's REST API cannot fill those from JSON (until
+    2026-11-30 served as such, and every REST request answered HTTP 501): any
+    batch size, and any size along the member's own
     None dimensions, a tagger's sequence length; for a member of several
     inputs one such input per member input, named by
     ``ensemble.member_input_names``: the Input layers' names for a list, the
@@ -125,10 +130,13 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             target,
         )
     shape = ensemble.member_input_shape
-    specs = [tf.TensorSpec([None, *example], dtype, name=name) for example, dtype, name in zip(
-        ensemble_inputs.leaves(shape, shape),
-        ensemble_inputs.leaves(ensemble.member_input_dtype, shape),
-        ensemble.member_input_names)]
+    dtypes = [tf.as_dtype(dtype) for dtype in
+              ensemble_inputs.leaves(ensemble.member_input_dtype, shape)]
+    # TF Serving's REST API cannot fill a float16 or bfloat16 input from JSON
+    # (HTTP 501 for every value): such an input is served as float32.
+    specs = [tf.TensorSpec([None, *example], tf.float32 if dtype in _HALF_DTYPES else dtype,
+                           name=name) for example, dtype, name in zip(
+        ensemble_inputs.leaves(shape, shape), dtypes, ensemble.member_input_names)]
 
     def serve(*inputs):
         # A loaded signature (and TF Serving) does not check the fed shape
@@ -137,11 +145,13 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         # non-finite input is an InvalidArgument error too (HTTP 400), never
         # a confident-looking answer.
         checked = []
-        for tensor, spec in zip(inputs, specs):
+        for tensor, spec, dtype in zip(inputs, specs, dtypes):
             tensor = tf.ensure_shape(tensor, spec.shape)
             if tensor.dtype.is_floating:
                 tensor = tf.debugging.assert_all_finite(
                     tensor, f"`{spec.name}` holds NaN or Inf values; inputs must be finite")
+            if dtype != tensor.dtype:  # a float16 or bfloat16 member input
+                tensor = tf.cast(_within(tensor, dtype, spec.name), dtype)
             checked.append(tensor)
         checked = ensemble_inputs.pack(checked, shape)
         if isinstance(ensemble.likelihood, dict):  # several outputs, named per output
@@ -175,6 +185,19 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def _within(tensor, dtype, name):
+    """``tensor`` (float32), checked to hold only values that ``dtype`` holds
+    finite (InvalidArgument, HTTP 400 from TF Serving, naming ``name``)."""
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
+
+    largest = float(dtype.max)
+    with tf.control_dependencies([tf.debugging.assert_less_equal(
+            tf.abs(tensor), largest,
+            message=f"`{name}` holds values outside [-{largest:g}, {largest:g}], the range "
+                    f"of {dtype.name}, the dtype of the member input")]):
+        return tf.identity(tensor)
 
 
 def served_signature(version_dir):

@@ -4,11 +4,13 @@ which TF Serving's REST API cannot fill from JSON (``json_tensor.cc``,
 ``AddValueToTensor``: HTTP 501 for every value, tensorflow/serving#1639).
 Served by the stand-in of ``tf_serving_standin``."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ensemble_helpers import inputs, tiny_ensemble
+import keras_bnn as kb
+from ensemble_helpers import INPUT_DIM, inputs, tiny_ensemble, weight_sets
 from keras_bnn.serving import ServingClient, ServingError
 from tf_serving_standin import serving
 
@@ -72,3 +74,26 @@ def test_a_half_input_is_refused_before_sending(tmp_path, dtype, name):
             ServingClient("h", url=url, timeout=10, check_inputs=False).predict(
                 np.ones((2, 3), "float32"))
         assert raised.value.status == 501
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_an_ensemble_of_a_half_input_is_served_as_float32(tmp_path, dtype):
+    """Until 2026-11-30 the export's input was the member's float16 (DT_HALF), which
+    no REST request can fill; now float32, cast inside after a range check: the
+    served predictions are the in-process ensemble's, and a value beyond float16's
+    range is the model's HTTP 400, not an overflow to inf."""
+    keras.utils.set_random_seed(0)
+    x = keras.Input((INPUT_DIM,), dtype=dtype)
+    model = keras.Model(x, keras.layers.Dense(3, dtype=dtype)(x))
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    with serving(ensemble.export(tmp_path / "half"), "h") as (url, _):
+        client = ServingClient("h", url=url, timeout=10)
+        assert client.signature_inputs() == {"inputs": ("DT_FLOAT", (-1, INPUT_DIM))}
+        np.testing.assert_allclose(client.predict(inputs(4))["probabilities"],
+                                   ensemble.predict(inputs(4), verbose=0), atol=1e-5)
+        if dtype == "float16":
+            with pytest.raises(ServingError, match=r"`inputs` holds values outside "
+                                                   r"\[-65504, 65504\], the range of float16, "
+                                                   r"the dtype of the member input") as raised:
+                client.predict(np.full((2, INPUT_DIM), 7e4, "float32"))
+            assert raised.value.status == 400
