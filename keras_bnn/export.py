@@ -120,7 +120,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     automatic = version is None
     version = (next_version(model_dir) if automatic
                else check_int(version, "version", 1, maximum=MAX_VERSION))
-    target = os.path.join(model_dir, str(version))
+    # TF Serving reads "007" as version 7: such an entry holds the version too.
+    target = os.path.join(model_dir, _versions(model_dir).get(version, str(version)))
     if os.path.lexists(target):
         raise FileExistsError(
             errno.EEXIST,
@@ -250,7 +251,7 @@ def check_same_signature(model_dir, staging):
     versions = _versions(model_dir)
     if not versions:
         return
-    newest = os.path.join(model_dir, str(max(versions)))
+    newest = os.path.join(model_dir, versions[max(versions)])
     old, new = served_signature(newest), served_signature(staging)
     if old is None or new is None or old == new:
         return
@@ -356,9 +357,17 @@ def check_model_dir(model_dir):
 
 
 def _versions(model_dir):
-    """The integer version entries of an existing ``model_dir``."""
-    return [int(name) for name in os.listdir(model_dir)
-            if name.isascii() and name.isdigit() and int(name) <= MAX_VERSION]
+    """``{version: entry name}`` of the integer entries of ``model_dir`` ({} when it
+    does not exist): TF Serving reads a version from a name as ``absl::SimpleAtoi``
+    does, "007" as 7 (until 2026-11-30 the name was taken as ``str(version)``, so
+    version 1 was published again next to "001", and a newest version "002" of
+    another signature was not compared)."""
+    try:
+        names = os.listdir(model_dir)
+    except FileNotFoundError:
+        return {}
+    return {int(name): name for name in sorted(names)
+            if name.isascii() and name.isdigit() and int(name) <= MAX_VERSION}
 
 
 def next_version(model_dir):

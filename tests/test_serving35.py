@@ -4,6 +4,8 @@ which TF Serving's REST API cannot fill from JSON (``json_tensor.cc``,
 ``AddValueToTensor``: HTTP 501 for every value, tensorflow/serving#1639).
 Served by the stand-in of ``tf_serving_standin``."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -97,3 +99,22 @@ def test_an_ensemble_of_a_half_input_is_served_as_float32(tmp_path, dtype):
                                                    r"the dtype of the member input") as raised:
                 client.predict(np.full((2, INPUT_DIM), 7e4, "float32"))
             assert raised.value.status == 400
+
+
+def test_a_zero_padded_version_is_that_version(tmp_path):
+    """TF Serving reads the entry "001" as version 1 (``absl::SimpleAtoi``). Until
+    2026-11-30 an export with ``version=1`` published "1" next to it (version 1
+    twice), and one of another signature was published over it, as the newest
+    version "001" was looked for as "1" and not compared."""
+    model_dir = tmp_path / "m"
+    os.rename(tiny_ensemble(count=2).export(model_dir), model_dir / "001")
+    x = keras.Input((INPUT_DIM + 2,))
+    other = keras.Model(x, keras.layers.Dense(2)(x))
+    other = kb.PosteriorEnsemble(other, weight_sets(other, 2))
+    with pytest.raises(FileExistsError, match="Version directory exists") as raised:
+        other.export(model_dir, version=1)
+    assert raised.value.filename == str(model_dir / "001")
+    with pytest.raises(ValueError, match=r"serves version 1 with another 'serving_default' "
+                                         r"signature"):
+        other.export(model_dir)
+    assert sorted(os.listdir(model_dir)) == ["001", "models.config"]
