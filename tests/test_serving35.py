@@ -50,6 +50,17 @@ def test_a_model_the_server_does_not_serve_is_a_404_naming_it(
     assert len(httpd.requests) == before
 
 
+def test_a_model_name_is_url_decoded_as_tf_serving_does(tmp_path):
+    """The client sends "my model" as my%20model; TF Serving decodes it
+    (ParseModelInfo), as the stand-in now does: the name answers, checked."""
+    version_dir = tiny_ensemble(count=2).export(tmp_path / "m")
+    with serving(version_dir, "my model") as (url, httpd):
+        client = ServingClient("my model", url=url, timeout=10)
+        assert client.predict(inputs(2))["probabilities"].shape == (2, 3)
+        assert client.signature_inputs() == {"inputs": ("DT_FLOAT", (-1, INPUT_DIM))}
+        assert httpd.metadata_requests == ["/v1/models/my%20model/metadata"]
+
+
 def _half_model(path, dtype):
     """A SavedModel whose ``serving_default`` takes one ``dtype`` input [-1, 3]."""
     module = tf.Module()

@@ -27,6 +27,7 @@ import contextlib
 import json
 import re
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -175,6 +176,7 @@ class _TFServing(BaseHTTPRequestHandler):
             self._send(404, b"Not Found")
             return True
         name, version, _ = match.groups()
+        name = urllib.parse.unquote(name)  # as TF Serving's ParseModelInfo (DecodeArg)
         if name != self.server.model_name or version not in (None, self.server.version):
             servable = f"Specific({name}, {version})" if version else f"Latest({name})"
             self._send(404, {"error": f"Servable not found for request: {servable}"})
