@@ -35,8 +35,9 @@ SERVING_INPUT = ensemble_inputs.ONE_INPUT
 SERVING_SIGNATURE = "serving_default"
 #: The ``--model_config_file`` written next to the versions.
 MODELS_CONFIG = "models.config"
-#: Input dtypes served as float32: TF Serving's JSON cannot fill them.
-_HALF_DTYPES = ("float16", "bfloat16")
+#: Input dtypes TF Serving's JSON cannot fill (json_tensor.cc, AddValueToTensor:
+#: HTTP 501 for every value), and the dtype each is served as.
+_SERVED_AS = {"float16": "float32", "bfloat16": "float32", "uint16": "int32"}
 #: The input names a signature takes: TensorFlow's op names.
 _INPUT_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
 
@@ -46,7 +47,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
 
     The SavedModel (``keras.export.ExportArchive``) has one signature,
     ``serving_default``: input ``inputs`` (``[None, *input_shape]``, the
-    member's dtype, float32 for a float16 or bfloat16 one, cast inside after
+    member's dtype; float32 for a float16 or bfloat16 one, int32 for a uint16
+    one, cast inside after
     a range check, as TF Serving's REST API cannot fill those from JSON (until
     2026-11-30 served as such, and every REST request answered HTTP 501): any
     batch size, and any size along the member's own
@@ -133,11 +135,9 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     shape = ensemble.member_input_shape
     dtypes = [tf.as_dtype(dtype) for dtype in
               ensemble_inputs.leaves(ensemble.member_input_dtype, shape)]
-    # TF Serving's REST API cannot fill a float16 or bfloat16 input from JSON
-    # (HTTP 501 for every value): such an input is served as float32.
-    specs = [tf.TensorSpec([None, *example], tf.float32 if dtype in _HALF_DTYPES else dtype,
-                           name=name) for example, dtype, name in zip(
-        ensemble_inputs.leaves(shape, shape), dtypes, ensemble.member_input_names)]
+    specs = [tf.TensorSpec([None, *example], _SERVED_AS.get(dtype.name, dtype), name=name)
+             for example, dtype, name in zip(ensemble_inputs.leaves(shape, shape), dtypes,
+                                             ensemble.member_input_names)]
 
     def serve(*inputs):
         # A loaded signature (and TF Serving) does not check the fed shape
@@ -151,7 +151,7 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             if tensor.dtype.is_floating:
                 tensor = tf.debugging.assert_all_finite(
                     tensor, f"`{spec.name}` holds NaN or Inf values; inputs must be finite")
-            if dtype != tensor.dtype:  # a float16 or bfloat16 member input
+            if dtype != tensor.dtype:  # served as another dtype (_SERVED_AS)
                 tensor = tf.cast(_within(tensor, dtype, spec.name), dtype)
             checked.append(tensor)
         checked = ensemble_inputs.pack(checked, shape)
@@ -189,15 +189,16 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
 
 
 def _within(tensor, dtype, name):
-    """``tensor`` (float32), checked to hold only values that ``dtype`` holds
-    finite (InvalidArgument, HTTP 400 from TF Serving, naming ``name``)."""
+    """``tensor`` (of a :data:`_SERVED_AS` dtype), checked to hold only values in
+    ``dtype``'s range (InvalidArgument, HTTP 400 from TF Serving, naming ``name``)."""
     import tensorflow as tf  # noqa: PLC0415 - TensorFlow backend only
 
-    largest = float(dtype.max)
-    with tf.control_dependencies([tf.debugging.assert_less_equal(
-            tf.abs(tensor), largest,
-            message=f"`{name}` holds values outside [-{largest:g}, {largest:g}], the range "
-                    f"of {dtype.name}, the dtype of the member input")]):
+    low, high = dtype.min, dtype.max
+    inside = tf.reduce_all((tensor >= tf.cast(low, tensor.dtype))
+                           & (tensor <= tf.cast(high, tensor.dtype)))
+    with tf.control_dependencies([tf.debugging.Assert(inside, [
+            f"`{name}` holds values outside [{low:g}, {high:g}], the range of {dtype.name}, "
+            "the dtype of the member input"])]):
         return tf.identity(tensor)
 
 

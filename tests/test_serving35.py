@@ -89,26 +89,34 @@ def test_a_half_input_is_refused_before_sending(tmp_path, dtype, name):
         assert raised.value.status == 501
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_an_ensemble_of_a_half_input_is_served_as_float32(tmp_path, dtype):
-    """Until 2026-11-30 the export's input was the member's float16 (DT_HALF), which
-    no REST request can fill; now float32, cast inside after a range check: the
-    served predictions are the in-process ensemble's, and a value beyond float16's
-    range is the model's HTTP 400, not an overflow to inf."""
+@pytest.mark.parametrize("dtype, served, batch, outside, refused", [
+    ("float16", "DT_FLOAT", inputs(4), 7e4, r"\[-65504, 65504\], the range of float16"),
+    ("bfloat16", "DT_FLOAT", inputs(4), None, None),
+    ("uint16", "DT_INT32", np.arange(4 * INPUT_DIM).reshape(4, -1) * 3000, 65536,
+     r"\[0, 65535\], the range of uint16"),
+])
+def test_an_input_json_cannot_fill_is_served_as_one_it_can(
+        tmp_path, dtype, served, batch, outside, refused):
+    """Until 2026-11-30 the export's input had the member's dtype, float16
+    (DT_HALF), bfloat16 or uint16, which no REST request can fill; now float32
+    (int32 for uint16), cast inside after a range check: the served predictions are
+    the in-process ensemble's, and a value outside the dtype's range is the model's
+    HTTP 400, not an overflow to inf or a wrapped integer."""
     keras.utils.set_random_seed(0)
     x = keras.Input((INPUT_DIM,), dtype=dtype)
-    model = keras.Model(x, keras.layers.Dense(3, dtype=dtype)(x))
+    scaled = keras.layers.Rescaling(1e-4)(keras.ops.cast(x, "float32"))
+    model = keras.Model(x, keras.layers.Dense(3)(scaled))
     ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
-    with serving(ensemble.export(tmp_path / "half"), "h") as (url, _):
-        client = ServingClient("h", url=url, timeout=10)
-        assert client.signature_inputs() == {"inputs": ("DT_FLOAT", (-1, INPUT_DIM))}
-        np.testing.assert_allclose(client.predict(inputs(4))["probabilities"],
-                                   ensemble.predict(inputs(4), verbose=0), atol=1e-5)
-        if dtype == "float16":
-            with pytest.raises(ServingError, match=r"`inputs` holds values outside "
-                                                   r"\[-65504, 65504\], the range of float16, "
-                                                   r"the dtype of the member input") as raised:
-                client.predict(np.full((2, INPUT_DIM), 7e4, "float32"))
+    with serving(ensemble.export(tmp_path / "m"), "m") as (url, _):
+        client = ServingClient("m", url=url, timeout=10)
+        assert client.signature_inputs() == {"inputs": (served, (-1, INPUT_DIM))}
+        np.testing.assert_allclose(client.predict(batch)["probabilities"],
+                                   ensemble.predict(batch.astype(dtype), verbose=0), atol=1e-5)
+        if outside is not None:
+            with pytest.raises(ServingError, match=rf"`inputs` holds values outside "
+                                                   rf"{refused}, the dtype of the member "
+                                                   r"input") as raised:
+                client.predict(np.full((2, INPUT_DIM), outside, batch.dtype))
             assert raised.value.status == 400
 
 
