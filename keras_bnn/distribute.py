@@ -108,6 +108,32 @@ def is_chief(model):
     return task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
+def wait_for_workers(model):
+    """Returns on every worker of ``model``'s multi-worker strategy once all have called it.
+
+    One all-reduce of a scalar over the workers: what the chief wrote before
+    calling it (:func:`is_chief`) is on disk when any worker returns. A no-op
+    without a multi-worker strategy (and on JAX).
+
+    Args:
+        model: the Keras model being trained.
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow" or not is_multi_worker(model.distribute_strategy):
+        return
+    import tensorflow as tf
+
+    strategy = model.distribute_strategy
+
+    @tf.function(autograph=False)
+    def barrier():
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.constant(1.0)))
+
+    barrier()
+
+
 def local_batch(iterator, strategy):
     """Workaround 1: this worker's first batch, as plain tensors.
 
