@@ -1,6 +1,6 @@
 """Distributed sampling as a user drives it: ``train_on_batch`` under MirroredStrategy
 (2 logical CPUs, tests/conftest.py), and two MultiWorkerMirroredStrategy workers on
-127.0.0.1 that collect into one store (tests/workers/multi_worker_collect.py)."""
+127.0.0.1 that collect into one store (``_COLLECT_WORKER``, written to ``tmp_path``)."""
 
 import itertools
 
