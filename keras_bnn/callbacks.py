@@ -69,7 +69,9 @@ class CollectSamples(CollectionStart):
     a constant step size): the cycles must end at epoch ends
     (:func:`keras_bnn.schedule_callbacks.check_cycles_end_epochs`; where
     ``fit`` cannot tell the steps per epoch, a cycle that ends inside an
-    epoch warns, its sample not taken). Only the chief worker writes.
+    epoch warns, its sample not taken). Only the chief worker writes; under
+    ``MultiWorkerMirroredStrategy`` every worker's ``fit`` returns once the
+    chief's samples are on disk (:func:`keras_bnn.distribute.wait_for_workers`).
 
     Exactly once: a sample's identity is (``chain``, ``step``), the
     optimizer step it was taken at. A sample already in the store is not
@@ -335,6 +337,9 @@ class CollectSamples(CollectionStart):
         # A run restored after its last epoch runs no epoch at all.
         if not self._resumed_checked:
             self.collect_restored(self.params.get("epochs") or 0)
+        # Every worker's fit returns with the chief's samples on disk (a worker that
+        # read the store after fit missed the last one: an ensemble of other samples).
+        distribute.wait_for_workers(self.model)
         if self.auto and self.start_epoch is None:
             reason = self.reason
             warnings.warn(

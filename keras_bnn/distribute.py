@@ -108,6 +108,32 @@ def is_chief(model):
     return task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
+def wait_for_workers(model):
+    """Returns on every worker of ``model``'s multi-worker strategy once all have called it.
+
+    One all-reduce of a scalar over the workers: what the chief wrote before
+    calling it (:func:`is_chief`) is on disk when any worker returns. A no-op
+    without a multi-worker strategy (and on JAX).
+
+    Args:
+        model: the Keras model being trained.
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow" or not is_multi_worker(model.distribute_strategy):
+        return
+    import tensorflow as tf
+
+    strategy = model.distribute_strategy
+
+    @tf.function(autograph=False)
+    def barrier():
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.constant(1.0)))
+
+    barrier()
+
+
 def local_batch(iterator, strategy):
     """Workaround 1: this worker's first batch, as plain tensors.
 
@@ -185,7 +211,7 @@ def global_logs(model, logs):
     return {name: read.get(name, value) for name, value in logs.items()}
 
 
-def check_jit_compile(model):
+def check_jit_compile(model, owner="fit"):
     """Refuses ``jit_compile=True`` for a model made under a ``tf.distribute`` strategy.
 
     Under XLA a non-finite step is skipped by a conditional around the
@@ -195,15 +221,18 @@ def check_jit_compile(model):
     defining a new graph"), on one device or several. Keras' default
     ``jit_compile="auto"`` leaves XLA off under ``tf.distribute``.
 
+    ``train_on_batch`` runs the same step: it failed with that RuntimeError.
+
     Args:
         model: a compiled Keras model (TensorFlow backend).
+        owner: the method checking (``"fit"``, ``"train_on_batch"``), for the message.
 
     Raises:
         ValueError: naming ``jit_compile`` and the strategy.
     """
     if model.jit_compile is True and model._distribute_strategy is not None:  # as Keras reads it
         raise ValueError(
-            f"fit: `jit_compile` must be False or 'auto' under "
+            f"{owner}: `jit_compile` must be False or 'auto' under "
             f"{type(model.distribute_strategy).__name__}: the NaN/Inf policy's skipped step holds "
             "the optimizer's cross-replica update, which TensorFlow cannot compile inside a "
             "conditional; got jit_compile=True (compile without it; XLA on several devices: "

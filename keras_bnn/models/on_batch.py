@@ -22,7 +22,7 @@ import weakref
 
 import keras
 
-from keras_bnn import nonfinite
+from keras_bnn import distribute, nonfinite
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import check_fit_data
@@ -90,11 +90,14 @@ def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
         ValueError: as ``fit`` (:func:`keras_bnn.fit_data.check_fit_data`):
             labels the likelihood cannot score or given without a loss,
             inputs of another shape; dropout, noise or batch normalisation
-            sampled by HMC.
+            sampled by HMC; ``jit_compile=True`` under a ``tf.distribute``
+            strategy (:func:`keras_bnn.distribute.check_jit_compile`).
         keras_bnn.NonFiniteError: when the potential or a gradient is
             NaN/Inf: the step changed nothing.
     """
     check_fit_data(model, {"x": x, "y": y}, owner="train_on_batch")
+    if keras.backend.backend() == "tensorflow":
+        distribute.check_jit_compile(model, "train_on_batch")
     build_unbuilt(model, (x, y, sample_weight))
     _check_model(model, "train_on_batch")
     with nonfinite.translated(lambda: current_step(model.optimizer)):
