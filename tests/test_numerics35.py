@@ -1,4 +1,4 @@
-"""Numerics of the priors and samplers: Student-t tails, ...
+"""Numerics of the priors: the log-density and the draws of heavy-tailed Student-t priors.
 
 Statistical tolerances: a sample frequency is compared with its exact value
 within 5 binomial standard errors (each check fails by chance with
