@@ -96,6 +96,17 @@ def resnet_pp(
     weight is weight-normalised and carries the direction, scale and bias
     priors.
 
+    The default priors' prior predictive is degenerate, by the prior, not by
+    its sampler: a scale is Laplace(0, 5) (each ``φ_s`` is a group of one),
+    of RMS 5·√2 ≈ 7.1, so each weight layer multiplies the activations' RMS
+    by about 7. ``kb.prior_predictive(resnet_pp((16, 16, 3), 10, width=4), x,
+    20)`` (x: 128 standard normal images, ``np.random.default_rng(0)``) gives
+    draws that put on average 0.89 of their mass on one class (0.55 of them
+    over 0.99), with logits of RMS ~1e12. Over 20 other draws, the scales
+    drawn by ``GroupLaplace.sample`` give 0.93 and numpy's
+    ``laplace(scale=5)`` 0.94: the same. ``scale_prior=GroupLaplace(0.2)``
+    gives 0.32 (uniform: 0.1).
+
     Args:
         input_shape: ``(H, W, C)``, channels last (e.g. ``(32, 32, 3)``).
         num_classes: number of output logits.
