@@ -208,16 +208,23 @@ def predictive(members, likelihood):
     return ops.concatenate([mean, ops.logaddexp(log_aleatoric, ops.log(epistemic))], axis=-1)
 
 
-def member_predictions(members, likelihood):
+def member_predictions(members, likelihood, log_probabilities=False):
     """Each member's own prediction: softmax f_s, sigmoid f_s, or ``[μ_s, log σ²_s]``.
 
     Args:
         members: [S, N, ..., units] raw member outputs.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
+        log_probabilities: for ``"categorical"`` and ``"bernoulli"``, each
+            member's log-probability of each outcome instead
+            (:func:`member_log_probabilities`: finite where a probability underflows).
 
     Returns:
-        [S, N, ..., units]: class probabilities, p(y=1), or the raw Gaussian outputs.
+        [S, N, ..., units]: class probabilities, p(y=1), or the raw Gaussian
+        outputs; with ``log_probabilities`` log_softmax f_s [S, N, ..., K] or
+        log sigmoid(∓f_s) [S, N, ..., 2] (y=0, y=1).
     """
+    if log_probabilities and likelihood != "gaussian":
+        return member_log_probabilities(members, likelihood)
     if likelihood == "categorical":
         return ops.softmax(members, axis=-1)
     if likelihood == "bernoulli":
