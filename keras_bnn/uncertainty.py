@@ -232,6 +232,12 @@ def member_predictions(members, likelihood, log_probabilities=False):
     return members
 
 
+def _entropy(probs, log_probs):
+    """H = −Σ_k p_k log p_k over the last axis, with 0 · log 0 = 0: a class of
+    probability 0 (a logit of −inf, masked out) adds 0, not NaN (until 2026-11-30)."""
+    return -ops.sum(ops.where(probs > 0.0, probs * log_probs, 0.0), axis=-1)
+
+
 def summary(members, likelihood):
     """The predictive and its uncertainty decomposition.
 
@@ -240,7 +246,8 @@ def summary(members, likelihood):
 
     * ``probabilities`` p̄ [N, K] and ``log_probabilities`` log p̄ [N, K]
       (log-mean-exp of the member log-softmax: finite where p̄ underflows);
-    * ``predictive_entropy`` H[p̄] [N] (total uncertainty);
+    * ``predictive_entropy`` H[p̄] [N] (total uncertainty; 0 · log 0 = 0, so
+      a class a member rules out with a logit of −inf adds nothing);
     * ``expected_entropy`` (1/S) Σ_s H[p_s] [N] (aleatoric);
     * ``mutual_information`` H[p̄] − (1/S) Σ_s H[p_s] [N] (epistemic; ≥ 0
       by concavity of H, clipped at 0 against round-off, 0 when all
@@ -276,8 +283,8 @@ def summary(members, likelihood):
     member_probs = ops.exp(member_log_probs)
     log_probs = log_predictive(member_log_probs)
     probs = ops.exp(log_probs)
-    predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
-    expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
+    predictive_entropy = _entropy(probs, log_probs)
+    expected_entropy = ops.mean(_entropy(member_probs, member_log_probs), axis=0)
     information = predictive_entropy - expected_entropy
     result = {
         "probabilities": probs,

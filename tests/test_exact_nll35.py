@@ -181,3 +181,26 @@ def test_evaluate_nll_is_exact_where_the_predictive_underflows(digits_run):
     tolerance = 1e-5 * np.abs(np.stack(logits)).max()
     np.testing.assert_allclose(result["nll_per_example"], exact, rtol=0, atol=tolerance)
     np.testing.assert_allclose(result["ensemble"]["nll"], exact.mean(), rtol=0, atol=tolerance)
+
+
+def test_uncertainty_of_a_class_ruled_out_by_an_infinite_logit_is_finite():
+    """A logit of −inf (a class masked out, which Keras' cross-entropy takes): p = 0
+    adds 0 · log 0 = 0 to the entropies, as scipy's ``entr``; until 2026-11-30 NaN."""
+    import keras  # noqa: PLC0415 - the ensemble's tests need a backend; the metrics' do not
+    from scipy.special import entr, softmax  # noqa: PLC0415
+
+    from keras_bnn import uncertainty  # noqa: PLC0415
+
+    logits = np.random.default_rng(6).standard_normal((3, 5, 3)).astype(np.float32)
+    logits[..., 2] = -np.inf
+    got = {key: keras.ops.convert_to_numpy(value) for key, value in uncertainty.summary(
+        keras.ops.convert_to_tensor(logits), "categorical").items()}
+    probs = softmax(logits[..., :2].astype(np.float64), axis=-1)  # the class of p = 0 left out
+    total, aleatoric = entr(probs.mean(0)).sum(-1), entr(probs).sum(-1).mean(0)
+    np.testing.assert_allclose(got["predictive_entropy"], total, rtol=1e-5)
+    np.testing.assert_allclose(got["expected_entropy"], aleatoric, rtol=1e-5)
+    np.testing.assert_allclose(got["mutual_information"], total - aleatoric, atol=1e-6)
+    certain = uncertainty.summary(keras.ops.convert_to_tensor(
+        np.full((2, 4, 1), np.inf, np.float32)), "bernoulli")
+    for key in ("predictive_entropy", "expected_entropy", "mutual_information"):
+        np.testing.assert_array_equal(np.abs(keras.ops.convert_to_numpy(certain[key])), 0.0)
