@@ -161,8 +161,8 @@ class Scoring:
         (:func:`attach_log_probabilities`, marked as log-probabilities; a
         ``y_pred`` without it stays p̄, which the loss floors at PROB_FLOOR):
         −log p̄_y exact where p̄_y underflows float32 (until 2026-11-30
-        floored at 87.3 nats); their other losses read ``y_pred``. Of an ensemble of several outputs, each output's loss
-        reads its own so.
+        floored at 87.3 nats); their other losses read ``y_pred``. Of an
+        ensemble of several outputs, each output's loss reads its own so.
 
         Args:
             x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
