@@ -359,17 +359,18 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         """Per-output values in the member's output structure (one: the value)."""
         return ensemble_outputs.pack(leaves, *self._outputs.value)
 
-    def _batch_first_members(self, inputs):
-        """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`)
-        on ``inputs``, [N, S, ..., units], NaN in the rows of a non-finite input,
-        carrying the member's Keras mask [N, ...] (for a loss of the members)."""
+    def _batch_first_members(self, inputs, log_probabilities=False):
+        """Each member's prediction (:func:`keras_bnn.uncertainty.member_predictions`,
+        ``log_probabilities`` as there) on ``inputs``, [N, S, ..., units], NaN in the
+        rows of a non-finite input, carrying the member's Keras mask [N, ...] (for a
+        loss of the members)."""
         members, finite, masks = self._members_and_finite_rows(inputs)
-        return self._pack([self._batch_first(*item, finite, mask) for item, mask in zip(
-            zip(members, self._likelihoods), masks)])
+        return self._pack([self._batch_first(*item, finite, mask, log_probabilities)
+                           for item, mask in zip(zip(members, self._likelihoods), masks)])
 
-    def _batch_first(self, members, likelihood, finite, mask):
+    def _batch_first(self, members, likelihood, finite, mask, log_probabilities=False):
         """One output's :meth:`_batch_first_members` of its [S, N, ..., units] members."""
-        predictions = uncertainty.member_predictions(members, likelihood)
+        predictions = uncertainty.member_predictions(members, likelihood, log_probabilities)
         output = uncertainty.nan_rows(ops.swapaxes(predictions, 0, 1), finite)
         set_keras_mask(output, mask)
         return output

@@ -10,6 +10,8 @@ refused before Keras' predict loop, as are arrays whose batches
 examples gives an empty result.
 """
 
+import functools
+
 import keras
 import numpy as np
 from keras import ops
@@ -38,9 +40,11 @@ class Prediction:
     its views in the ensemble's ``_views`` (emptied where its state changes).
     """
 
-    def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None):
+    def _predict_with(self, owner, function, x, batch_size, steps, verbose, callbacks=None,
+                      view_name=None):
         """``function`` over ``x`` in the predict loop of the view model of
-        ``owner`` (the method's name), made on its first use (one graph for
+        ``owner`` (the method's name, in errors) or of ``view_name`` (another name for
+        another function of one method), made on its first use (one graph for
         any batch size, see :class:`FunctionModel`).
 
         Keras' predict loop runs no batch on an empty array (and then fails),
@@ -56,10 +60,10 @@ class Prediction:
         # loses them when a batch cannot be sharded.
         distribute.check_data_batches({"x": x, "batch_size": batch_size, "steps": steps},
                                       None, owner)
-        key = (owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
+        key = (view_name or owner, bool(self.jit_compile))  # compile(jit_compile=...) may change it
         if key not in self._views:
-            view = FunctionModel(self, function, key[1], name=f"{self.name}_{owner}")
-            self._views[key] = Untracked(view)
+            self._views[key] = Untracked(FunctionModel(self, function, key[1],
+                                                       name=f"{self.name}_{key[0]}"))
         view = self._views[key].value
         with backend.values_kept(view):  # a dataset's ragged last batch raises inside
             return view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose,
@@ -106,20 +110,31 @@ class Prediction:
         return self._predict_with("predict_uncertainty", self.predictive_summary, x,
                                   batch_size, steps, verbose)
 
-    def predict_members(self, x, batch_size=None, steps=None, verbose=0):
+    def predict_members(self, x, batch_size=None, steps=None, verbose=0,
+                        log_probabilities=False):
         """Each member's own prediction (e.g. for :func:`keras_bnn.metrics.evaluate_members`).
 
         Args:
             x, batch_size, steps, verbose: as for ``keras.Model.predict``.
+            log_probabilities: each member's log-probabilities instead of its
+                probabilities (a ``"gaussian"`` output's stay its raw outputs),
+                computed as such, finite where a probability underflows float32:
+                what :func:`keras_bnn.metrics.predictive_log_probs` and
+                ``evaluate_members(..., member_log_probs=...)`` score exactly.
 
         Returns:
             numpy array [S, N, ..., units]: class probabilities softmax f(x;θ_s)
             (``"categorical"``), p(y=1) = sigmoid f(x;θ_s) (``"bernoulli"``,
             units = 1) or the raw ``[mean, log variance]``
             (``"gaussian"``); one per output (a list or dict) for several outputs.
+            With ``log_probabilities``: log_softmax f(x;θ_s) [S, N, ..., K], and
+            for ``"bernoulli"`` both outcomes [log σ(−f), log σ(f)] [S, N, ..., 2].
         """
-        outputs = self._predict_with("predict_members", self._batch_first_members, x,
-                                     batch_size, steps, verbose)
+        function = functools.partial(self._batch_first_members,
+                                     log_probabilities=bool(log_probabilities))
+        outputs = self._predict_with("predict_members", function, x, batch_size, steps, verbose,
+                                     view_name="predict_member_log_probabilities"
+                                     if log_probabilities else None)
         return keras.tree.map_structure(lambda leaf: np.swapaxes(leaf, 0, 1), outputs)
 
 

@@ -29,14 +29,12 @@ an ``ignore_class``, the weights of ``"mean_with_sample_weight"``) for any
 
 import keras
 from keras import ops
-from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn import ensemble_outputs
 from keras_bnn import likelihoods
 from keras_bnn import loss_shares
-from keras_bnn.metrics import PROB_FLOOR
 from keras_bnn.validation import bound_arguments
 
 
@@ -69,22 +67,14 @@ def attach_log_probabilities(output, log_probs):
     Args:
         output: the ensemble's output tensor, p̄ [N, ..., K] or p̄(y=1) [N, ..., 1].
         log_probs: log p̄ of each outcome, [N, ..., K] or [N, ..., 2] (y=0, y=1)
-            (:func:`keras_bnn.uncertainty.log_predictive_outcomes`), carrying the mask.
+            (:func:`keras_bnn.uncertainty.log_predictive_outcomes`), carrying the mask;
+            marked (:func:`keras_bnn.likelihoods.mark_log_probabilities`) here.
 
     Returns:
         None.
     """
-    set_tensor_attr(output, LOG_PROBABILITIES_ATTR, log_probs)
-
-
-def _floored_log_probabilities(output, likelihood):
-    """log max(p̄, PROB_FLOOR) of each outcome of an output that carries no log p̄
-    (Keras' symbolic shape pass, or a ``y_pred`` not made by ``call``), with its mask."""
-    if likelihood == "bernoulli":
-        output = ops.concatenate([1.0 - output, output], axis=-1)
-    log_probs = ops.log(ops.maximum(output, PROB_FLOOR))
-    set_keras_mask(log_probs, get_keras_mask(output))
-    return log_probs
+    set_tensor_attr(output, LOG_PROBABILITIES_ATTR,
+                    likelihoods.mark_log_probabilities(log_probs))
 
 
 def _nothing_to_train(method):
@@ -168,11 +158,11 @@ class Scoring:
         Keras' symbolic shape pass, ``in_symbolic_scope``). A categorical or
         Bernoulli output's :class:`keras_bnn.likelihoods.PredictiveNLL` is
         given log p̄ of each outcome, which ``call`` carried on ``y_pred``
-        (:func:`attach_log_probabilities`; log max(p̄, PROB_FLOOR) for a
-        ``y_pred`` without it): −log p̄_y exact where p̄_y underflows float32
-        (until 2026-11-30 floored at 87.3 nats); their other losses read
-        ``y_pred``. Of an ensemble of several outputs, each output's loss
-        reads its own so.
+        (:func:`attach_log_probabilities`, marked as log-probabilities; a
+        ``y_pred`` without it stays p̄, which the loss floors at PROB_FLOOR):
+        −log p̄_y exact where p̄_y underflows float32 (until 2026-11-30
+        floored at 87.3 nats); their other losses read ``y_pred``. Of an
+        ensemble of several outputs, each output's loss reads its own so.
 
         Args:
             x, y, y_pred, sample_weight, training: as for ``keras.Model.compute_loss``.
@@ -198,11 +188,9 @@ class Scoring:
             elif isinstance(ensemble_outputs.output_loss(self.loss, names[j], j),
                             likelihoods.PredictiveNLL):
                 log_probs = get_tensor_attr(outputs[j], LOG_PROBABILITIES_ATTR)
-                outputs[j] = (_floored_log_probabilities(outputs[j], likelihood)
-                              if log_probs is None else log_probs)
-        with likelihoods.log_probabilities_given():
-            return super().compute_loss(x, y, self._pack(outputs), sample_weight,
-                                        training=training)
+                outputs[j] = outputs[j] if log_probs is None else log_probs
+        return super().compute_loss(x, y, self._pack(outputs), sample_weight,
+                                    training=training)
 
     def test_step(self, *args):
         """Keras' test step, each output's loss weighed by the terms it counts.

@@ -17,12 +17,12 @@ The checks ``compile`` makes of a loss and metrics against the head are
 :mod:`keras_bnn.loss_checks`.
 """
 
-import contextlib
 import math
-import threading
 
 import keras
 from keras import ops
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
+from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn.metrics import PROB_FLOOR
 from keras_bnn.uncertainty import log_mean_exp
@@ -111,25 +111,44 @@ class PredictiveGaussianNLL(keras.losses.Loss):
         return {"name": self.name, "reduction": self.reduction}
 
 
-#: ``log_probabilities``: whether :class:`PredictiveNLL` is given log p̄ (in a loss's trace).
-_given = threading.local()
+#: The attribute that marks a tensor as log-probabilities of each outcome
+#: (:func:`mark_log_probabilities`), as Keras' ``_keras_mask`` marks padding.
+_LOG_PROBABILITIES_ATTR = "_keras_bnn_log_probabilities_of_outcomes"
 
 
-@contextlib.contextmanager
-def log_probabilities_given():
-    """Within it, :class:`PredictiveNLL` reads its ``y_pred`` as log p̄ of each outcome.
+def mark_log_probabilities(log_probs):
+    """Marks ``log_probs`` as log p̄ of each outcome: :class:`PredictiveNLL` reads it so.
 
-    :meth:`keras_bnn.PosteriorEnsemble.compute_loss` gives it so
-    (``[N, ..., K]``, or ``[N, ..., 2]`` for a Bernoulli head's y = 0, 1).
+    Keras' ``set_tensor_attr`` (as for ``_keras_mask``): the tensor itself
+    says what it holds; an unmarked ``y_pred`` is read as probabilities.
+    :meth:`keras_bnn.PosteriorEnsemble.call` marks the log p̄ it carries for
+    ``evaluate``'s loss.
 
-    Yields:
-        None.
+    Args:
+        log_probs: ``[N, ..., K]``, or ``[N, ..., 2]`` for a Bernoulli head's y = 0, 1.
+
+    Returns:
+        ``log_probs``, marked.
     """
-    _given.log_probabilities = True
-    try:
-        yield
-    finally:
-        _given.log_probabilities = False
+    set_tensor_attr(log_probs, _LOG_PROBABILITIES_ATTR, True)
+    return log_probs
+
+
+def floored_log_probabilities(probs):
+    """log max(p, PROB_FLOOR) of each outcome, carrying the Keras mask of ``probs``.
+
+    Args:
+        probs: ``[N, ..., K]`` class probabilities, or ``[N, ..., 1]`` p(y=1).
+
+    Returns:
+        ``[N, ..., K]``, or ``[N, ..., 2]`` (y = 0, 1) for ``[N, ..., 1]``.
+    """
+    probs = ops.convert_to_tensor(probs)
+    if probs.shape[-1] == 1:
+        probs = ops.concatenate([1.0 - probs, probs], axis=-1)
+    log_probs = ops.log(ops.maximum(probs, PROB_FLOOR))
+    set_keras_mask(log_probs, get_keras_mask(probs))
+    return log_probs
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -142,10 +161,12 @@ class PredictiveNLL(keras.losses.Loss):
     0/1, per example ``−log max(p̄_y, PROB_FLOOR)`` with
     :data:`keras_bnn.metrics.PROB_FLOOR` (float32 ``tiny``: at most 87.3 nats).
     An ensemble's ``evaluate`` gives it log p̄ of each outcome instead
-    (:func:`log_probabilities_given`; ``[N, K]``, or ``[N, 2]`` for y = 0, 1),
-    the log-mean-exp of the members' log-probabilities: exact where p̄
-    underflows float32 (members certain of a wrong class; until 2026-11-30
-    floored at 87.3 nats per example). Keras' ``"sparse_categorical_crossentropy"``
+    (marked by :func:`mark_log_probabilities`; ``[N, K]``, or ``[N, 2]`` for
+    y = 0, 1), the log-mean-exp of the members' log-probabilities, and the
+    loss is ``−log p̄_y``: exact where p̄ underflows float32 (members
+    certain of a wrong class; until 2026-11-30 floored at 87.3 nats per
+    example). ``call`` reads log-probabilities: ``__call__`` takes the
+    floored log of an unmarked ``y_pred``. Keras' ``"sparse_categorical_crossentropy"``
     and ``"binary_crossentropy"`` clip p̄ to [ε, 1 − ε] (``keras.config.epsilon()``
     = 1e-7), so they charge at most 16.1 nats: a confidently wrong
     prediction costs less than it should.
@@ -154,17 +175,16 @@ class PredictiveNLL(keras.losses.Loss):
     def __init__(self, name="predictive_nll", reduction="sum_over_batch_size", dtype=None):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if not get_tensor_attr(y_pred, _LOG_PROBABILITIES_ATTR):
+            y_pred = floored_log_probabilities(y_pred)
+        return super().__call__(y_true, y_pred, sample_weight)
+
     def call(self, y_true, y_pred):
+        """−log p_y of ``y_pred``, log p of each outcome ``[N, ..., K]`` (see the class)."""
         labels = ops.reshape(y_true, ops.shape(y_pred)[:-1])
-        if getattr(_given, "log_probabilities", False):
-            labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
-            return -ops.take_along_axis(y_pred, labels, axis=-1)[..., 0]
-        if y_pred.shape[-1] == 1:
-            p = ops.where(ops.cast(labels, "bool"), y_pred[..., 0], 1.0 - y_pred[..., 0])
-        else:
-            labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
-            p = ops.take_along_axis(y_pred, labels, axis=-1)[..., 0]
-        return -ops.log(ops.maximum(p, PROB_FLOOR))
+        labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
+        return -ops.take_along_axis(y_pred, labels, axis=-1)[..., 0]
 
     def get_config(self):
         return {"name": self.name, "reduction": self.reduction}

@@ -2,16 +2,17 @@
 
 :mod:`keras_bnn.metrics` and :mod:`keras_bnn.ood` take predictions and labels
 as numpy arrays, eager tensors or lists; the checks here turn them into
-float64 probabilities and int64 class indices, or raise a ValueError that
-names the argument. Labels come in the forms Keras' sparse losses take:
-``[N, ...]`` integer classes, the same with a trailing axis of size 1
-(``[N, 1]``: CIFAR-10's ``y``, a binary head's targets), and booleans for
-binary labels.
+float64 probabilities (or log-probabilities) and int64 class indices, or
+raise a ValueError that names the argument. Labels come in the forms Keras'
+sparse losses take: ``[N, ...]`` integer classes, the same with a trailing
+axis of size 1 (``[N, 1]``: CIFAR-10's ``y``, a binary head's targets), and
+booleans for binary labels.
 
-Numpy only: importing this module does not import TensorFlow.
+Numpy and scipy: importing this module does not import TensorFlow.
 """
 
 import numpy as np
+from scipy.special import logsumexp
 
 from keras_bnn.validation import argument_error
 
@@ -69,6 +70,42 @@ def check_probabilities(probs, name="probs"):
                              f"{_ROW_SUM_ATOL} (not logits)", probs,
                              got=f"a row sum off by {deviation:.4g}")
     return np.minimum(p, 1.0)  # a float32 mean can pass 1 by an ulp: -log p stays >= 0
+
+
+def check_log_probabilities(log_probs, name="probs"):
+    """Returns ``log_probs`` as a float64 array after checking it is [..., K] rows of
+    log-probabilities (no NaN, at most 0, logsumexp of each row 0).
+
+    Args:
+      log_probs: [..., N, K] log-probabilities log p_k, K >= 2 (a binary
+        prediction as its two outcomes [log(1 − p), log p]); −inf admitted
+        (a probability of exactly 0).
+      name: the argument's name, for errors.
+
+    Returns:
+      float64 numpy array, clipped at 0 (a float32 log-mean-exp can pass 0 by an ulp).
+
+    Raises:
+        ValueError: naming ``name``, for any other array (probabilities or
+          logits included, and one outcome [..., 1]).
+    """
+    lp = as_numbers(log_probs, name)
+    if lp.ndim < 2 or lp.shape[-1] < 2 or lp.size == 0:
+        raise argument_error(name, "be log-probabilities of shape [..., N, K] with N >= 1 and "
+                             "K >= 2 (a binary prediction as its two outcomes "
+                             "[log(1 - p), log p])", log_probs, got=f"shape {lp.shape}")
+    if np.any(np.isnan(lp)) or np.any(lp == np.inf):
+        raise argument_error(name, "be log-probabilities, without NaN or +inf", log_probs,
+                             got="NaN or +inf values")
+    with np.errstate(divide="ignore"):  # a row of -inf only: its logsumexp is -inf
+        deviation = np.max(np.abs(logsumexp(lp, axis=-1)))
+    if lp.max() > _ROW_SUM_ATOL or not deviation <= _ROW_SUM_ATOL:
+        raise argument_error(name, f"be rows of log-probabilities (at most 0, whose "
+                             f"exponentials sum to 1 within {_ROW_SUM_ATOL}; not "
+                             "probabilities or logits)", log_probs,
+                             got=f"values up to {lp.max():.4g}, a row's logsumexp off by "
+                             f"{deviation:.4g}")
+    return np.minimum(lp, 0.0)
 
 
 def take_labels(labels, at, num_classes):

@@ -18,6 +18,7 @@ defined in :mod:`keras_bnn.gaussian_metrics` and re-exported here.
 
 * accuracy  = (1/N) Σ_i 1[argmax_k p_ik = y_i]
 * nll       = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR)
+              (of log-probabilities, ``log_probs=True``: (1/N) Σ_i -log p_{i,y_i}, exact)
 * brier     = (1/N) Σ_i Σ_k (p_ik - 1[k = y_i])²   (not divided by K; in [0, 2])
 * ece       = Σ_b (n_b/N) |acc_b - conf_b|         (Guo et al. 2017, eq. 3)
 
@@ -32,6 +33,19 @@ losses under ``reduction="mean_with_sample_weight"``; its default divides
 by N, not Σ w_i): an integer weight counts as that many copies of the
 example. For the ECE, n_b/N becomes W_b/W (W_b = Σ_{i∈b} w_i) and acc_b,
 conf_b the bin's weighted means.
+
+The NLL of an ensemble is exact only in log space: where members are certain
+of a wrong class, p̄_{i,y_i} underflows float32 (and is floored at
+PROB_FLOOR, 87.3 nats). From the members' log-probabilities log p_s
+(log-softmax of their logits; a Bernoulli member's two outcomes
+[log σ(−f), log σ(f)]), :func:`predictive_log_probs` gives
+
+    log p̄ = logsumexp_s log p_s − log S,
+
+which ``nll(..., log_probs=True)`` and ``nll_per_example(..., log_probs=True)``
+score without a floor, and ``evaluate_members(..., member_log_probs=...)``
+scores the members', the ensemble's and the curve's NLL so
+(``PosteriorEnsemble.predict_members(x, log_probabilities=True)`` gives them).
 
 ``nll_per_example`` / ``gaussian_nll_per_example`` /
 ``gaussian_mixture_nll_per_example`` give the terms of the NLL, and
@@ -53,19 +67,20 @@ no TensorFlow, on any Keras backend.
 """
 
 import numpy as np
+from scipy.special import logsumexp
 
 from keras_bnn import positions
 from keras_bnn.gaussian_metrics import (TARGET_AXES, evaluate_gaussian, evaluate_gaussian_members,
                                         gaussian_mixture_nll_per_example,
                                         gaussian_nll_per_example)
-from keras_bnn.metric_inputs import (as_numbers, check_probabilities, take_labels, take_weights,
-                                     two_class)
+from keras_bnn.metric_inputs import (as_numbers, check_log_probabilities, check_probabilities,
+                                     take_labels, take_weights, two_class)
 from keras_bnn.paired import paired_difference
 from keras_bnn.validation import argument_error, check_int
 
 __all__ = [
-    "PROB_FLOOR", "METRIC_NAMES", "accuracy", "nll", "nll_per_example", "brier", "ece",
-    "reliability", "evaluate_probs", "evaluate_members", "paired_difference",
+    "PROB_FLOOR", "METRIC_NAMES", "accuracy", "nll", "nll_per_example", "predictive_log_probs",
+    "brier", "ece", "reliability", "evaluate_probs", "evaluate_members", "paired_difference",
     # keras_bnn.gaussian_metrics, the regression metrics:
     "TARGET_AXES", "evaluate_gaussian", "gaussian_nll_per_example",
     "gaussian_mixture_nll_per_example", "evaluate_gaussian_members",
@@ -78,12 +93,13 @@ PROB_FLOOR = float(np.finfo(np.float32).tiny)
 METRIC_NAMES = ("accuracy", "nll", "ece", "brier")
 
 
-def _check(probs, labels, mask=None, sample_weight=None):
+def _check(probs, labels, mask=None, sample_weight=None, log_probs=False):
     """``(p [M, K], y [M], positions, w [M] or None)``: the scored positions of ``probs``
-    [N, ..., K], ``labels`` [N, ...] and ``sample_weight``, checked."""
-    p = two_class(probs)
+    [N, ..., K] (log-probabilities for ``log_probs``), ``labels`` [N, ...] and
+    ``sample_weight``, checked."""
+    p = as_numbers(probs, "probs") if log_probs else two_class(probs)
     at = positions.select(p.shape[:-1], mask)
-    p = check_probabilities(at.take(p, "probs"))
+    p = (check_log_probabilities if log_probs else check_probabilities)(at.take(p, "probs"))
     return p, take_labels(labels, at, p.shape[1]), at, take_weights(sample_weight, at)
 
 
@@ -111,42 +127,53 @@ def accuracy(probs, labels, mask=None, sample_weight=None):
     return float(np.average(np.argmax(p, axis=1) == y, weights=w))
 
 
-def nll(probs, labels, mask=None, sample_weight=None):
+def nll(probs, labels, mask=None, sample_weight=None, log_probs=False):
     """Mean negative log-likelihood of the labels, in nats.
 
     nll = (1/N) Σ_i -log max(p_{i,y_i}, PROB_FLOOR); the floor (float32 `tiny`)
-    keeps one zero probability from making the mean infinite. With weights
-    the mean is Σ_i w_i nll_i / Σ_i w_i (sklearn's ``log_loss``).
+    keeps one zero probability from making the mean infinite, and caps an
+    example's term at 87.3 nats. ``log_probs=True`` reads log p instead:
+    nll = (1/N) Σ_i -log p_{i,y_i}, exact (no floor; an ensemble's log p̄ is
+    :func:`predictive_log_probs` of its members'). With weights the mean is
+    Σ_i w_i nll_i / Σ_i w_i (sklearn's ``log_loss``).
 
     Args:
-      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example), or
+        with ``log_probs`` their logs (K >= 2: a binary prediction as its
+        two outcomes [log(1 − p), log p]).
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
       sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
+      log_probs: whether ``probs`` holds log-probabilities.
 
     Returns:
-      float >= 0.
+      float >= 0 (inf with ``log_probs`` where a label's log p is -inf).
 
     Raises:
-      ValueError: as for `accuracy`.
+      ValueError: as for `accuracy` (with ``log_probs``, naming ``probs`` when
+        its rows are not log-probabilities).
     """
-    p, y, _, w = _check(probs, labels, mask, sample_weight)
-    return float(np.average(_nll_terms(p, y), weights=w))
+    p, y, _, w = _check(probs, labels, mask, sample_weight, log_probs)
+    return float(np.average(_nll_terms(p, y, log_probs), weights=w))
 
 
-def _nll_terms(p, y):
-    return -np.log(np.maximum(p[np.arange(p.shape[0]), y], PROB_FLOOR))
+def _nll_terms(p, y, log_probs=False):
+    """−log p_{i,y_i} of probabilities (floored at PROB_FLOOR) or of log-probabilities."""
+    picked = p[np.arange(p.shape[0]), y]
+    return 0.0 - picked if log_probs else -np.log(np.maximum(picked, PROB_FLOOR))
 
 
-def nll_per_example(probs, labels, mask=None):
+def nll_per_example(probs, labels, mask=None, log_probs=False):
     """Each example's negative log-likelihood, in nats: the terms of :func:`nll`.
 
-    nll_i = -log max(p_{i,y_i}, PROB_FLOOR).
+    nll_i = -log max(p_{i,y_i}, PROB_FLOOR); with ``log_probs`` -log p_{i,y_i}.
 
     Args:
-      probs: [N, ..., K] class probabilities ([N, K]: one per example).
+      probs: [N, ..., K] class probabilities ([N, K]: one per example), or
+        with ``log_probs`` their logs (as for :func:`nll`).
       labels: [N, ...] integer labels in [0, K).
       mask: optional [N, ...] booleans, True = scored (module docstring).
+      log_probs: whether ``probs`` holds log-probabilities.
 
     Returns:
       float64 numpy array [N, ...] (the positions' shape), or [M] with a mask:
@@ -156,8 +183,36 @@ def nll_per_example(probs, labels, mask=None):
     Raises:
       ValueError: as for `accuracy`.
     """
-    p, y, at, _ = _check(probs, labels, mask)
-    return at.restore(_nll_terms(p, y))
+    p, y, at, _ = _check(probs, labels, mask, log_probs=log_probs)
+    return at.restore(_nll_terms(p, y, log_probs))
+
+
+def predictive_log_probs(member_log_probs):
+    """The log of an ensemble's predictive, exact where p̄ underflows.
+
+    log p̄_k = logsumexp_s log p_{s,k} − log S (at most 0), in float64: the
+    log of p̄ = (1/S) Σ_s p_s without forming p_s. Give it to :func:`nll`
+    with ``log_probs=True``.
+
+    Args:
+      member_log_probs: [S, N, ..., K] log-probabilities of S members, K >= 2
+        (log-softmax of their logits; a Bernoulli member's two outcomes
+        [log σ(−f), log σ(f)]): ``PosteriorEnsemble.predict_members(x,
+        log_probabilities=True)``.
+
+    Returns:
+      float64 numpy array [N, ..., K].
+
+    Raises:
+      ValueError: naming ``member_log_probs`` for an array of another rank,
+        or rows that are not log-probabilities.
+    """
+    lp = as_numbers(member_log_probs, "member_log_probs")
+    if lp.ndim < 3:
+        raise argument_error("member_log_probs", "be an array of shape [S, N, ..., K]", None,
+                             got=f"shape {lp.shape}")
+    lp = check_log_probabilities(lp, "member_log_probs")
+    return np.minimum(logsumexp(lp, axis=0) - np.log(lp.shape[0]), 0.0)
 
 
 def brier(probs, labels, mask=None, sample_weight=None):
@@ -291,12 +346,17 @@ def evaluate_probs(probs, labels, num_bins=15, mask=None, sample_weight=None):
             "ece": ece(probs, labels, num_bins, mask, w), "brier": brier(probs, labels, mask, w)}
 
 
-def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight=None):
+def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight=None,
+                     member_log_probs=None):
     """Scores each member, the ensemble, and the ensemble as members are added.
 
     The ensemble's predictive distribution is the mean of the member
     probabilities, p̄ = (1/S) Σ_s p_s; the running ensemble of the first s
-    members is p̄_s = (1/s) Σ_{r<=s} p_r.
+    members is p̄_s = (1/s) Σ_{r<=s} p_r. Given ``member_log_probs``, every
+    NLL (each member's, the ensemble's, the curve's) is exact, from log p_s:
+    −log p_{s,y}, and −log p̄_s,y = −(logsumexp_{r<=s} log p_{r,y} − log s),
+    where the probabilities' NLL floors p̄ at PROB_FLOOR (87.3 nats); the
+    other metrics read ``member_probs``.
 
     Args:
       member_probs: [S, N, ..., K] class probabilities of S members (posterior
@@ -305,6 +365,10 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight
       num_bins: bins for `ece`.
       mask: optional [N, ...] booleans, True = scored (module docstring).
       sample_weight: optional weights w_i ≥ 0, [N] or [N, ...] (module docstring).
+      member_log_probs: optional [S, N, ..., K] log-probabilities of the same
+        members (for binary ``member_probs`` [S, N, ..., 1] the two outcomes
+        [log(1 − p), log p], [S, N, ..., 2]), e.g. from
+        ``PosteriorEnsemble.predict_members(x, log_probabilities=True)``.
 
     Returns:
       dict with
@@ -314,8 +378,9 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight
           list per name in METRIC_NAMES, the metrics of p̄_s.
 
     Raises:
-      ValueError: if `member_probs` is not [S, N, ..., K] probabilities, or as
-        for `ece`.
+      ValueError: if `member_probs` is not [S, N, ..., K] probabilities, naming
+        `member_log_probs` if it is not their log-probabilities' shape or not
+        log-probabilities, or as for `ece`.
     """
     probs = as_numbers(member_probs, "member_probs")
     if probs.ndim < 3:
@@ -326,6 +391,8 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight
     classes = check_probabilities(two_class(probs), name="member_probs").shape[-1]
     labels, w = take_labels(labels, at, classes), take_weights(sample_weight, at)
     members = [evaluate_probs(p, labels, num_bins, sample_weight=w) for p in probs]
+    exact = None if member_log_probs is None else _label_log_probs(
+        member_log_probs, probs.shape[:-1] + (classes,), at, labels)
     curve = {"num_samples": []}
     curve.update({name: [] for name in METRIC_NAMES})
     running_sum = np.zeros_like(probs[0])
@@ -335,6 +402,23 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight
         curve["num_samples"].append(s)
         for name in METRIC_NAMES:
             curve[name].append(scores[name])
+    if exact is not None:  # [S, M]: log p_{s,y}; the running log-sums log Σ_{r<=s} p_{r,y}
+        running = np.logaddexp.accumulate(exact, axis=0) - np.log(curve["num_samples"])[:, None]
+        for scores, terms in zip(members, exact):
+            scores["nll"] = float(np.average(0.0 - terms, weights=w))
+        curve["nll"] = [float(np.average(0.0 - terms, weights=w)) for terms in running]
     ensemble = {name: curve[name][-1] for name in METRIC_NAMES}
     return {"members": members, "ensemble": ensemble,
             "metric_vs_num_samples": curve}
+
+
+def _label_log_probs(member_log_probs, shape, at, labels):
+    """[S, M]: log p_{s,y} of the M scored positions' labels, from ``member_log_probs``
+    of ``shape`` [S, M, K] at the positions ``at`` (checked, naming the argument)."""
+    lp = as_numbers(member_log_probs, "member_log_probs")
+    if lp.ndim < 3 or lp.shape[0] != shape[0] or lp.shape[-1] != shape[-1]:
+        raise argument_error("member_log_probs", f"have the shape of the members' "
+                             f"log-probabilities, [{shape[0]}, N, ..., {shape[-1]}]", None,
+                             got=f"shape {lp.shape}")
+    lp = check_log_probabilities(at.take(lp, "member_log_probs", lead=1), "member_log_probs")
+    return lp[:, np.arange(len(labels)), labels]

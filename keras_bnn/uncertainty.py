@@ -208,21 +208,34 @@ def predictive(members, likelihood):
     return ops.concatenate([mean, ops.logaddexp(log_aleatoric, ops.log(epistemic))], axis=-1)
 
 
-def member_predictions(members, likelihood):
+def member_predictions(members, likelihood, log_probabilities=False):
     """Each member's own prediction: softmax f_s, sigmoid f_s, or ``[μ_s, log σ²_s]``.
 
     Args:
         members: [S, N, ..., units] raw member outputs.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``.
+        log_probabilities: for ``"categorical"`` and ``"bernoulli"``, each
+            member's log-probability of each outcome instead
+            (:func:`member_log_probabilities`: finite where a probability underflows).
 
     Returns:
-        [S, N, ..., units]: class probabilities, p(y=1), or the raw Gaussian outputs.
+        [S, N, ..., units]: class probabilities, p(y=1), or the raw Gaussian
+        outputs; with ``log_probabilities`` log_softmax f_s [S, N, ..., K] or
+        log sigmoid(∓f_s) [S, N, ..., 2] (y=0, y=1).
     """
+    if log_probabilities and likelihood != "gaussian":
+        return member_log_probabilities(members, likelihood)
     if likelihood == "categorical":
         return ops.softmax(members, axis=-1)
     if likelihood == "bernoulli":
         return ops.sigmoid(members)
     return members
+
+
+def _entropy(probs, log_probs):
+    """H = −Σ_k p_k log p_k over the last axis, with 0 · log 0 = 0: a class of
+    probability 0 (a logit of −inf, masked out) adds 0, not NaN (until 2026-11-30)."""
+    return -ops.sum(ops.where(probs > 0.0, probs * log_probs, 0.0), axis=-1)
 
 
 def summary(members, likelihood):
@@ -233,7 +246,8 @@ def summary(members, likelihood):
 
     * ``probabilities`` p̄ [N, K] and ``log_probabilities`` log p̄ [N, K]
       (log-mean-exp of the member log-softmax: finite where p̄ underflows);
-    * ``predictive_entropy`` H[p̄] [N] (total uncertainty);
+    * ``predictive_entropy`` H[p̄] [N] (total uncertainty; 0 · log 0 = 0, so
+      a class a member rules out with a logit of −inf adds nothing);
     * ``expected_entropy`` (1/S) Σ_s H[p_s] [N] (aleatoric);
     * ``mutual_information`` H[p̄] − (1/S) Σ_s H[p_s] [N] (epistemic; ≥ 0
       by concavity of H, clipped at 0 against round-off, 0 when all
@@ -269,8 +283,8 @@ def summary(members, likelihood):
     member_probs = ops.exp(member_log_probs)
     log_probs = log_predictive(member_log_probs)
     probs = ops.exp(log_probs)
-    predictive_entropy = -ops.sum(probs * log_probs, axis=-1)
-    expected_entropy = -ops.mean(ops.sum(member_probs * member_log_probs, axis=-1), axis=0)
+    predictive_entropy = _entropy(probs, log_probs)
+    expected_entropy = ops.mean(_entropy(member_probs, member_log_probs), axis=0)
     information = predictive_entropy - expected_entropy
     result = {
         "probabilities": probs,

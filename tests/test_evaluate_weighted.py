@@ -77,8 +77,8 @@ def test_weighted_scores_are_those_of_the_examples_repeated(classifier):
                          baseline=_evaluate(sgd_dir, given, x[copies], y[copies]))
     _assert_scores_equal(weighted, repeated)
     paired, copied = weighted["nll_vs_baseline"], repeated["nll_vs_baseline"]
-    for key in ("mean", "median", "largest"):
-        assert paired[key] == pytest.approx(copied[key], rel=1e-9, abs=1e-12), key
+    for key in ("mean", "median", "largest"):  # float32 log-softmax: an ulp per batch position
+        assert paired[key] == pytest.approx(copied[key], rel=1e-6, abs=1e-12), key
     assert (paired["n"], copied["n"]) == (int(np.sum(w > 0)), len(copies))
     # The SE is that of the examples that carry weight (none of the zeros)...
     kept = w > 0

@@ -113,7 +113,9 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
 
     The ensemble is :meth:`PosteriorEnsemble.from_store` (its likelihood read
     from the store). Classification and binary runs are scored with
-    :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier);
+    :func:`keras_bnn.metrics.evaluate_members` (accuracy, NLL, ECE, Brier;
+    every NLL exact, from the members' log-probabilities: no floor at 87.3
+    nats an example where p̄ underflows float32, as until 2026-11-30);
     regression runs with :func:`keras_bnn.metrics.evaluate_gaussian_members`
     (NLL, RMSE, coverage of the central 50/90/95 % intervals) of the
     members' Gaussian mixture. Writes ``metrics.json`` (strict JSON, NaN as
@@ -175,7 +177,8 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     # The store is read once, by from_store: the members' predictions and
     # the weight-space diagnostics both come from the ensemble.
     ensemble = PosteriorEnsemble.from_store(stores)
-    members = ensemble.predict_members(test_ds)  # chain by chain
+    # Chain by chain; log-probabilities, whose NLL is exact where p̄ underflows.
+    members = ensemble.predict_members(test_ds, log_probabilities=True)
     num_samples = len(members)
     chain_ends = np.cumsum([len(s) for s in stores])[:-1]
     # Weight space is the weights that vary: one held once (a frozen
@@ -192,12 +195,16 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
         curve_metrics = (("rmse", "RMSE"), ("nll", "NLL (nats)"))
         result["reliability_plot"] = None
     else:
+        log_members = members
+        members = _member_probabilities(log_members, ensemble.likelihood)
         scored = metrics_lib.evaluate_members(members, labels, num_bins=num_bins,
-                                              sample_weight=sample_weight)
+                                              sample_weight=sample_weight,
+                                              member_log_probs=log_members)
         single, scores, curve = scored["members"][-1], scored["ensemble"], scored[
             "metric_vs_num_samples"]
         curve_metrics = (("accuracy", "accuracy"), ("nll", "NLL (nats)"))
-        per_example = metrics_lib.nll_per_example(members.mean(axis=0), labels)
+        per_example = metrics_lib.nll_per_example(metrics_lib.predictive_log_probs(log_members),
+                                                  labels, log_probs=True)
         result["reliability_plot"] = plots.reliability_diagram(
             members.mean(axis=0), labels, run.reliability_plot, num_bins=num_bins,
             title=f"{config.sampler} ensemble ({counted(num_samples, 'sample')})",
@@ -218,6 +225,12 @@ def evaluate(run_dir, num_bins=15, baseline=None, data=None):
     result |= {"nll_per_example": per_example, "test_labels": labels,
                "test_weights": sample_weight}
     return result
+
+
+def _member_probabilities(log_members, likelihood):
+    """The members' probabilities [S, N, K] (p(y=1) [S, N, 1] for ``"bernoulli"``) of their
+    log-probabilities [S, N, K] ([S, N, 2]: y=0, y=1)."""
+    return np.exp(log_members[..., 1:] if likelihood == "bernoulli" else log_members)
 
 
 def read_metrics(run_dir):
