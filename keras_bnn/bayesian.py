@@ -301,6 +301,11 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     carries the priors as regularizers too). Compile it as any
     ``BayesianModel``: ``compile(sampler=..., train_size=n, loss=...)``.
 
+    A model whose ``fit`` ran before (``kb.bayesian(bnn, ...)`` of a
+    ``BayesianModel`` returns ``bnn`` itself) traces its train step again:
+    until 2026-11-30 it went on sampling under the priors it was traced with
+    (its ``prior`` metric 24.2 where the new priors' -log p(θ) was 1169).
+
     Args:
         model: a built Keras model: Sequential (with an ``Input`` or built),
             functional, or subclassed (called once on data, or ``build``).
@@ -391,6 +396,8 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                       "BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
     result.flat_prior_weights = flat
+    for owner in (model, result):  # their train steps were traced with the old priors
+        owner.train_function = owner.test_function = None
     return result
 
 

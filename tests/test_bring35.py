@@ -96,3 +96,21 @@ def test_a_frozen_lora_layer_saves(tmp_path):
     bnn = kb.bayesian(keras.Model(inputs, keras.layers.Dense(2)(model(inputs))))
     bnn.save(tmp_path / "model.keras")
     assert (tmp_path / "model.keras").exists()
+
+
+def test_kb_bayesian_again_after_fit_samples_the_new_priors():
+    """kb.bayesian(bnn, ...) returns bnn with new priors; until 2026-11-30 its cached train
+    step went on with the priors it was traced with (with SGLD, its prior metric 24.2 where
+    the new priors' -log p(θ) was 1169). The SGD baseline (learning rate 0: the weights stay,
+    so the metric is -log p(θ) exactly) runs the same cached step, 5 times faster to trace."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(16, 6)).astype("float32"), rng.normal(size=(16, 1)).astype("float32")
+    inputs = keras.Input((6,))
+    bnn = kb.bayesian(keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Dense(4)(inputs))))
+    bnn.compile(optimizer=keras.optimizers.SGD(0.0), train_size=16, loss="mse")
+    bnn.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    again = kb.bayesian(bnn, kernel_prior=kb.priors.Normal(0.0, 0.05))
+    assert again is bnn
+    history = again.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    assert history.history["prior"][0] == pytest.approx(-float(kb.priors.log_prior(again)),
+                                                        rel=1e-5)
