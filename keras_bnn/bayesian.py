@@ -274,10 +274,15 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
     unknown = sorted(set(priors) - known)
     if unknown:
         frozen = sorted(set(unknown) & _frozen_keys(model, found))
+        # Keras' Bidirectional runs copies of the layer given to it, not that layer
+        copies = sorted(f"{side}_{key}" for key in unknown for side in ("forward", "backward")
+                        if f"{side}_{key}" in known)
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
                          f"model: {unknown}"
                          + (f" ({frozen} name frozen weights only, trainable=False: they are "
                             "not sampled and take no prior)" if frozen else "")
+                         + (f" (a Bidirectional runs copies of the layer it was given, named "
+                            f"{copies}: name those, or the Bidirectional)" if copies else "")
                          + f"; known weight paths: "
                          f"{[v.path for v in model.trainable_variables][:20]}.")
     _record_in_composites(passed, undo)

@@ -114,3 +114,13 @@ def test_kb_bayesian_again_after_fit_samples_the_new_priors():
     history = again.fit(x, y, epochs=1, batch_size=16, verbose=0)
     assert history.history["prior"][0] == pytest.approx(-float(kb.priors.log_prior(again)),
                                                         rel=1e-5)
+
+
+def test_a_priors_key_naming_the_layer_given_to_bidirectional_says_what_to_name():
+    """Keras' Bidirectional runs copies "forward_l" and "backward_l" of the LSTM "l" it was
+    given: until 2026-11-30 priors={"l": ...} raised listing weight paths only."""
+    inputs = keras.Input((5, 3))
+    outputs = keras.layers.Bidirectional(keras.layers.LSTM(2, name="l"), name="bi")(inputs)
+    with pytest.raises(ValueError, match=r"\['l'\].*copies of the layer it was given, named "
+                       r"\['backward_l', 'forward_l'\]"):
+        kb.bayesian(keras.Model(inputs, outputs), priors={"l": kb.priors.Normal(0.0, 0.5)})
