@@ -274,10 +274,15 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
     unknown = sorted(set(priors) - known)
     if unknown:
         frozen = sorted(set(unknown) & _frozen_keys(model, found))
+        # Keras' Bidirectional runs copies of the layer given to it, not that layer
+        copies = sorted(f"{side}_{key}" for key in unknown for side in ("forward", "backward")
+                        if f"{side}_{key}" in known)
         raise ValueError(f"bayesian: `priors` names no weight, layer or weight name of the "
                          f"model: {unknown}"
                          + (f" ({frozen} name frozen weights only, trainable=False: they are "
                             "not sampled and take no prior)" if frozen else "")
+                         + (f" (a Bidirectional runs copies of the layer it was given, named "
+                            f"{copies}: name those, or the Bidirectional)" if copies else "")
                          + f"; known weight paths: "
                          f"{[v.path for v in model.trainable_variables][:20]}.")
     _record_in_composites(passed, undo)
@@ -300,6 +305,11 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     The result shares ``model``'s layers and weights (``model`` itself now
     carries the priors as regularizers too). Compile it as any
     ``BayesianModel``: ``compile(sampler=..., train_size=n, loss=...)``.
+
+    A model whose ``fit`` ran before (``kb.bayesian(bnn, ...)`` of a
+    ``BayesianModel`` returns ``bnn`` itself) traces its train step again:
+    until 2026-11-30 it went on sampling under the priors it was traced with
+    (its ``prior`` metric 24.2 where the new priors' -log p(θ) was 1169).
 
     Args:
         model: a built Keras model: Sequential (with an ``Input`` or built),
@@ -391,6 +401,8 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
                       "BayesianModel reads every layer loss as -log p(w), scaled by 1/n).",
                       UserWarning, stacklevel=2)
     result.flat_prior_weights = flat
+    for owner in (model, result):  # their train steps were traced with the old priors
+        owner.train_function = owner.test_function = None
     return result
 
 

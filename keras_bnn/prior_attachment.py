@@ -46,6 +46,7 @@ has no config to miss the record: it does not (until 2026-11-29 it did).
 import warnings
 
 import keras
+from keras.src.models.functional import Functional  # what Keras rebuilds from a graph config
 from keras.src.saving import serialization_lib  # Keras' deserialization scope
 
 from keras_bnn import trainable_flags
@@ -56,6 +57,9 @@ from keras_bnn.prior_guard import MissingPriorWarning, weights_without_prior
 CONFIG_KEY = "weight_priors"
 #: The key of a subclassed ``BayesianModel``'s config that records its build config.
 BUILD_KEY = "weight_priors_build"
+#: The key of a functional ``BayesianModel``'s config naming layers shared across nested
+#: models (:func:`shared_across`), which Keras cannot rebuild.
+SHARED_KEY = "weight_priors_shared"
 #: Weight names whose layer attribute is not ``<name>_regularizer``.
 _REGULARIZER_ATTRIBUTES = {"recurrent_kernel": "recurrent_regularizer",
                            "depthwise_kernel": "depthwise_regularizer",
@@ -231,7 +235,9 @@ def config_entries(model, keras_config):
     Returns:
         dict: ``{"weight_priors": record(model)}``, with
         ``"weight_priors_frozen"`` where it has frozen weights
-        (:func:`keras_bnn.trainable_flags.frozen`) and, for a built
+        (:func:`keras_bnn.trainable_flags.frozen`), ``"weight_priors_shared"``
+        where a layer is shared across its nested models (:func:`shared_across`,
+        which :func:`refuse_shared` refuses at the reload) and, for a built
         subclassed one, ``"weight_priors_build"`` (its Keras build config);
         empty for an unbuilt subclassed one (no weights yet).
 
@@ -242,9 +248,102 @@ def config_entries(model, keras_config):
     if not functional and not has_weights(model):
         return {}
     positions = trainable_flags.frozen(model)
+    shared = shared_across(model) if functional else []
     return {CONFIG_KEY: record(model),
             **({trainable_flags.FROZEN_KEY: positions} if positions else {}),
+            **({SHARED_KEY: shared} if shared else {}),
             **({} if functional else {BUILD_KEY: model.get_build_config()})}
+
+
+def shared_across(model):
+    """The layers of a model that two of its graphs hold (see :func:`refuse_shared`).
+
+    Args:
+        model: a functional model.
+
+    Returns:
+        ``[[layer name, [names of the models holding it]], ...]``: each layer
+        that two or more functional or Sequential models among ``model`` and
+        its nested models have among their own layers.
+    """
+    holders = {}
+
+    def visit(graph):
+        for child in graph._flatten_layers(include_self=False, recursive=False):
+            known = id(child) in holders
+            held = holders.setdefault(id(child), (child, []))[1]
+            if isinstance(graph, (Functional, keras.Sequential)) and all(
+                    graph is not other for other in held):
+                held.append(graph)
+            if not known:
+                visit(child)
+
+    visit(model)
+    return [[layer.name, [graph.name for graph in held]]
+            for layer, held in holders.values() if len(held) > 1]
+
+
+def refuse_shared(config):
+    """Refuses a config whose model had a layer shared across nested models.
+
+    Keras rebuilds each nested model's layers from that model's own config,
+    so such a layer would come back as one layer per model, each with
+    weights of its own: another model than the saved one (Keras' own
+    ``load_model`` fails on its weights file; until 2026-11-30 the reload
+    said that the config was altered, or rebuilt the copies without a word).
+
+    Args:
+        config: a ``BayesianModel``'s config (:func:`config_entries`' key is popped).
+
+    Raises:
+        ValueError: naming the shared layers, the models that share them and
+            what to do.
+    """
+    shared = config.pop(SHARED_KEY, None)
+    if not shared:
+        return
+    named = "; ".join(f"layer {name!r} by the models {holders}" for name, holders in shared)
+    raise ValueError(
+        f"BayesianModel.from_config: the saved model had layers shared across nested models "
+        f"({named}). Keras rebuilds each nested model's layers from its own config, so a "
+        "shared layer would come back as several layers with weights of their own, another "
+        "model than the one sampled (Keras' own load_model fails on it too). Rebuild the "
+        "model with your code and load its weights (model.load_weights), or build it so that "
+        "no layer is inside two nested models (call the shared layer in the outer graph, or "
+        "write the whole model as one functional model) and sample it again.")
+
+
+def refuse_lora(model, method):
+    """Refuses to save a model that samples the LoRA weights of a layer (``enable_lora``).
+
+    Keras saves such a layer's kernel with the LoRA product merged in and
+    reloads its LoRA weights as zeros: the reloaded model predicts the same,
+    but the sampled weights are gone, their log prior is that of zeros, and a
+    chain continued from there starts where their gradients are 0 (both
+    factors are 0), in another posterior (until 2026-11-30 ``save`` and
+    ``save_weights`` did this without a word). A ``kb.SampleStore``, a
+    run's backup and ``get_weights`` keep them as they are.
+
+    Args:
+        model: a ``BayesianModel``.
+        method: the method's name, for the message.
+
+    Raises:
+        ValueError: naming the layers and what to do.
+    """
+    trainable = {id(variable) for variable in model.trainable_variables}
+    lora = [layer.name for layer in model._flatten_layers(include_self=False)
+            if getattr(layer, "lora_enabled", False) and any(
+                id(variable) in trainable for variable in layer._trainable_variables
+                if "lora" in variable.name)]
+    if lora:
+        raise ValueError(
+            f"BayesianModel.{method}: layers {lora} sample LoRA weights (enable_lora), which "
+            "Keras saves merged into the kernel and reloads as zeros: the sampled weights and "
+            "their prior would be lost, and a chain continued from the file would start at "
+            "LoRA weights 0 (zero gradients) in another posterior. Keep the samples with "
+            "kb.callbacks.CollectSamples (a SampleStore holds the LoRA weights as they are), "
+            "or save model.get_weights().")
 
 
 def has_weights(model):

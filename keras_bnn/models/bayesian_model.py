@@ -110,11 +110,31 @@ class BayesianModel(LoopMethods, keras.Model):
 
         Raises:
             ValueError: for a prior that a reload could not rebuild, naming
-                the weight, before the file is touched.
+                the weight, or for a layer that samples LoRA weights
+                (:func:`keras_bnn.prior_attachment.refuse_lora`), before the
+                file is touched.
         """
+        prior_attachment.refuse_lora(self, "save")
         if prior_attachment.has_weights(self):  # get_config records their priors
             prior_attachment.record(self)
         return super().save(filepath, *args, **kwargs)
+
+    def save_weights(self, filepath, *args, **kwargs):
+        """``keras.Model.save_weights``, refusing a layer that samples LoRA weights.
+
+        Args:
+            filepath, *args, **kwargs: as in ``keras.Model.save_weights``.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: for a layer that samples LoRA weights, which Keras would
+                save merged into its kernel
+                (:func:`keras_bnn.prior_attachment.refuse_lora`).
+        """
+        prior_attachment.refuse_lora(self, "save_weights")
+        return super().save_weights(filepath, *args, **kwargs)
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
@@ -131,9 +151,12 @@ class BayesianModel(LoopMethods, keras.Model):
 
         Raises:
             ValueError: where the recorded priors do not fit the rebuilt
-                model's weights (an altered config, a subclass's changed code).
+                model's weights (an altered config, a subclass's changed code),
+                or the saved model had a layer shared across nested models
+                (:func:`keras_bnn.prior_attachment.refuse_shared`).
         """
         keras_config = copy.deepcopy(config)  # Keras pops keys of the configs it is given
+        prior_attachment.refuse_shared(keras_config)
         recorded, build = prior_attachment.take_recorded(keras_config)
         model = super().from_config(keras_config, custom_objects=custom_objects)
         trainable_flags.restore(model, config)  # a nested Sequential's, which Keras drops
