@@ -10,7 +10,7 @@ loss does (:mod:`keras_bnn.output_slots`) and checks them with
 import numpy as np
 
 from keras_bnn.likelihoods import from_loss, loss_leaves
-from keras_bnn.output_slots import output_paths, path_name, weight_slots
+from keras_bnn.output_slots import output_paths, path_name, reading_paths, weight_slots
 from keras_bnn.validation import argument_error
 
 
@@ -19,9 +19,11 @@ def check_output_labels(model, y, owner="fit"):
 
     Keras' loss reads output k's labels at its path in the model's outputs (a
     list's k-th entry, a dict's entry of the output's name; a subclassed
-    model's outputs are the labels' own entries) and scores them with
+    model's outputs are the labels' own entries; a dict by output name for
+    list outputs, a list in the keys' order for dict outputs:
+    :func:`keras_bnn.output_slots.reading_paths`) and scores them with
     ``compile``'s one loss (broadcast to every output) or with output k's
-    entry of a list or dict of losses. Each is checked as :func:`check_labels`
+    entry of a list or dict of losses (read so too). Each is checked as :func:`check_labels`
     says, against output k's shape where the model has that many outputs.
     Labels or losses without an entry per output are left to Keras' own error.
 
@@ -38,10 +40,11 @@ def check_output_labels(model, y, owner="fit"):
     outputs = getattr(model, "outputs", None) or ()
     paths = output_paths(model, y)
     try:
-        labels = [[((), y)]] if paths == [()] else weight_slots(y, paths, "y")  # y: one array
+        labels = ([[((), y)]] if paths == [()]  # y: one array
+                  else weight_slots(y, reading_paths(model, y, paths), "y"))
         given = loss_leaves(loss)
         losses = ([[((), given[0])]] * len(paths) if len(given) == 1
-                  else weight_slots(loss, paths, "loss"))
+                  else weight_slots(loss, reading_paths(model, loss, paths), "loss"))
     except ValueError:  # not an entry per output: Keras' own error says so
         return
     for index, (leaves, scored_by) in enumerate(zip(labels, losses)):

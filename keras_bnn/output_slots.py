@@ -34,6 +34,37 @@ def output_paths(model, structure=None):
     return [path for path, _ in keras.tree.flatten_with_path(structure)]
 
 
+def reading_paths(model, value, paths):
+    """Where Keras' loss reads each output's labels or loss in ``value``, by output.
+
+    Keras reads labels and ``compile``'s losses given in another container
+    than the model's outputs: a dict by output name for list outputs (its
+    ``output_names`` order), a list or tuple for dict outputs (their paths'
+    order: the keys sorted). Sample weights it reads at the outputs' own
+    paths only.
+
+    Args:
+        model: the model (its ``output_names`` are read).
+        value: labels, or ``compile``'s loss.
+        paths: the outputs' paths (:func:`output_paths`).
+
+    Returns:
+        list: the path in ``value`` of each output's entry, in ``paths``'
+        order: ``[("out_a",), ("out_b",)]``, ``[(0,), (1,)]``, or ``paths``.
+    """
+    keys = [path[0] for path in paths if len(path) == 1]
+    if len(keys) != len(paths) or len(paths) < 2:
+        return paths
+    names = list(getattr(model, "output_names", None) or ())
+    if (isinstance(value, dict) and all(isinstance(key, int) for key in keys)
+            and len(names) == len(paths) and set(value) == set(names)):
+        return [(name,) for name in names]
+    if (isinstance(value, (list, tuple)) and all(isinstance(key, str) for key in keys)
+            and len(value) == len(paths)):
+        return [(index,) for index in range(len(paths))]
+    return paths
+
+
 def weight_slots(sample_weight, paths, name="sample_weight"):
     """The leaves of ``sample_weight`` that each output's loss reads, by Keras' rule.
 
