@@ -67,3 +67,51 @@ def test_list_labels_of_dict_outputs_are_read_in_the_keys_order():
     check_output_labels(model, [Y3, Y5])
     with pytest.raises(ValueError, match=r"`y\[0\]` must be class indices in \[0, 2\]"):
         check_output_labels(model, [Y5, Y5])
+
+
+def _tokens(counts, seed=0):
+    """Scores of the scored tokens [M] of sequences of ``counts`` tokens (mask [N, 3]),
+    a model's and a baseline of zeros."""
+    mask = np.arange(3) < np.asarray(counts)[:, None]
+    a = np.random.default_rng(seed).normal(size=int(mask.sum()))
+    return a, np.zeros_like(a), mask
+
+
+def test_paired_weights_one_per_score_read_per_score():
+    """Scores [M] (M = 6 tokens of N = 4 sequences) with weights [M] (``w[mask]``): each
+    score its own weight, as the same weights in the mask's shape. Before: refused,
+    "`sample_weight` must have shape [4, 3] or [4]"."""
+    a, b, mask = _tokens([2, 1, 3, 0])
+    w = np.arange(1.0, 7.0)
+    full = np.zeros(mask.shape)
+    full[mask] = w
+    got = kb.metrics.paired_difference(a, b, mask=mask, sample_weight=w)
+    assert got == kb.metrics.paired_difference(a, b, mask=mask, sample_weight=full)
+    assert got["mean"] == pytest.approx(np.sum(w * a) / np.sum(w), rel=1e-12)
+    per_example = kb.metrics.paired_difference(a, b, mask=mask, sample_weight=[1., 2., 3., 4.])
+    repeated = np.repeat([1., 2., 3.], [2, 1, 3])
+    assert per_example["mean"] == pytest.approx(np.sum(repeated * a) / 13.0, rel=1e-12)
+
+
+def test_paired_weights_as_many_as_scores_and_examples_are_read_only_when_unambiguous():
+    """M = N = 4 scores (tokens 2, 0, 1, 1): weights [4] read per example weigh the
+    first two scores alike, per score each its own; the call is refused, naming
+    ``sample_weight``, and both readings are reachable in the mask's shape. Where the
+    readings agree (one token per sequence, or equal weights) it passes. Before: read
+    per example, silently."""
+    a, b, mask = _tokens([2, 0, 1, 1])
+    w = np.array([1.0, 3.0, 2.0, 4.0])
+    with pytest.raises(ValueError, match=r"`sample_weight` must not be of length 4, both"):
+        kb.metrics.paired_difference(a, b, mask=mask, sample_weight=w)
+    per_score = np.zeros(mask.shape)
+    per_score[mask] = w
+    by_score = kb.metrics.paired_difference(a, b, mask=mask, sample_weight=per_score)
+    by_example = kb.metrics.paired_difference(
+        a, b, mask=mask, sample_weight=np.broadcast_to(w[:, None], mask.shape))
+    assert by_score["mean"] == pytest.approx(np.sum(w * a) / 10.0, rel=1e-12)
+    assert by_example["mean"] == pytest.approx(np.sum([1., 1., 2., 4.] * a) / 8.0, rel=1e-12)
+    same = kb.metrics.paired_difference(a, b, mask=mask, sample_weight=np.full(4, 2.0))
+    assert same["mean"] == pytest.approx(np.mean(a), rel=1e-12)
+    a, b, mask = _tokens([1, 1, 1, 1])
+    assert kb.metrics.paired_difference(a, b, mask=mask, sample_weight=w)["mean"] == (
+        pytest.approx(np.sum(w * a) / 10.0, rel=1e-12))
