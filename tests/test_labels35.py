@@ -115,3 +115,34 @@ def test_paired_weights_as_many_as_scores_and_examples_are_read_only_when_unambi
     a, b, mask = _tokens([1, 1, 1, 1])
     assert kb.metrics.paired_difference(a, b, mask=mask, sample_weight=w)["mean"] == (
         pytest.approx(np.sum(w * a) / 10.0, rel=1e-12))
+
+
+def _three_logits():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3)(inputs)))
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=LOSS)
+    return model
+
+
+def test_evaluate_weights_of_another_rank_than_the_loss_values():
+    """Weights ``[N]`` or ``[N, 1]`` for labels ``[N]`` or ``[N, 1]`` of an output ``[N, 3]``
+    give the weighted mean Σ w·ℓ / N (numpy, to float32 round-off), as plain Keras;
+    ``[N, 1, 1]`` (which Keras broadcasts to ``[N, N, 1]``: 1.605 for 1.451 in a
+    measurement) and ``[N, 2]`` (an InvalidArgumentError inside the compiled loss) are
+    refused naming ``sample_weight``. Before: [N, 1, 1] gave the broadcast mean."""
+    model = _three_logits()
+    w = np.linspace(0.5, 2.0, N).astype("float32")
+    terms = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)(
+        Y3, model.predict(X, verbose=0))
+    expected = float(np.mean(w * keras.ops.convert_to_numpy(terms)))
+    for labels, weights in ((Y3, w[:, None]), (Y3[:, None], w), (Y3[:, None], w[:, None])):
+        # a fresh model each: Keras' retraced step fails on weights of another rank than
+        # its last call's ("Cannot take the length of shape with unknown rank"), plain too
+        got = _three_logits().evaluate(X, labels, sample_weight=weights, verbose=0,
+                                       return_dict=True)
+        assert got["nll"] == pytest.approx(expected, rel=1e-5)
+    for weights in (w[:, None, None], np.stack([w, w], 1)):
+        with pytest.raises(ValueError, match=r"evaluate: `sample_weight` must have shape \[N\] "
+                                             r"or \[N, 1\] \(one weight an example\)"):
+            model.evaluate(X, Y3, sample_weight=weights, verbose=0)
