@@ -125,18 +125,19 @@ def batch_length(inputs):
 
 
 def _check_batched(model, inputs, owner):
-    """Refuses a dataset whose elements are single examples of a one-input model."""
+    """Refuses a dataset whose elements are single examples: every input one axis short."""
     expected = getattr(model, "inputs", None)
     leaves = keras.tree.flatten(inputs)
-    if not expected or len(expected) != 1 or len(leaves) != 1:
+    if not expected or len(expected) != len(leaves):
         return
-    shape, expected = tuple(leaves[0].shape), tuple(expected[0].shape)
-    if len(shape) == len(expected) - 1 and all(
-            e is None or e == g for e, g in zip(expected[1:], shape)):
+    shapes = [(tuple(leaf.shape), tuple(want.shape)[1:]) for leaf, want in zip(leaves, expected)]
+    if all(len(shape) == len(want) and all(w is None or w == g for w, g in zip(want, shape))
+           for shape, want in shapes):
+        wanted, got = (", ".join(str(pair[i]) for pair in shapes) for i in (1, 0))
         raise argument_error(
-            "x", f"yield batches of examples of shape {expected[1:]} (the model's input): "
-            "batch the dataset, dataset.batch(batch_size)", inputs, owner,
-            got=f"single examples of shape {shape}")
+            "x", f"yield batches of examples of shape {wanted} (the model's input"
+            f"{'s' if len(shapes) > 1 else ''}): batch the dataset, dataset.batch(batch_size)",
+            inputs, owner, got=f"single examples of shape {got}")
 
 
 def single_output(model, value):

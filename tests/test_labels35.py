@@ -9,6 +9,7 @@ keys' order. Until 2026-11-30 the label check skipped both forms: labels of
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import keras_bnn as kb
 from fit_helpers import LOSS
@@ -146,3 +147,43 @@ def test_evaluate_weights_of_another_rank_than_the_loss_values():
         with pytest.raises(ValueError, match=r"evaluate: `sample_weight` must have shape \[N\] "
                                              r"or \[N, 1\] \(one weight an example\)"):
             model.evaluate(X, Y3, sample_weight=weights, verbose=0)
+
+
+def test_one_hot_labels_must_be_distributions_over_the_outputs_classes():
+    """Under ``CategoricalCrossentropy``: one-hot and soft labels of the output's shape pass
+    (all-zero padding rows too); negative labels (a negative NLL: -1.106 in a
+    measurement, plain Keras too), rows summing to 2 and class indices are refused
+    naming ``y``. Before: only finiteness was checked; class indices reached Keras'
+    "must have the same rank"."""
+    model = _three_logits()
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N,
+                  loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    one_hot = np.eye(3, dtype="float32")[Y3]
+    check_output_labels(model, one_hot)
+    check_output_labels(model, np.full((N, 3), 1 / 3, "float32"))
+    check_output_labels(model, np.vstack([one_hot[:-1], np.zeros((1, 3))]))
+    with pytest.raises(ValueError, match=r"`y` must be one-hot labels or class probabilities, "
+                                         r"in \[0, 1\].*; got values in \[-1, 0\]"):
+        model.evaluate(X, -one_hot, verbose=0)
+    with pytest.raises(ValueError, match=r"`y` must have rows summing to 1 .*; got row sums "
+                                         r"such as \[2\.\]"):
+        check_output_labels(model, np.minimum(one_hot + np.eye(3)[(Y3 + 1) % 3], 1))
+    with pytest.raises(ValueError, match=r"`y` must be one-hot labels or class probabilities of "
+                                         r"the output's shape \(None, 3\).*got shape \(20,\)"):
+        check_output_labels(model, Y3)
+
+
+def test_an_unbatched_dataset_of_two_inputs_is_refused_naming_x():
+    """A two-input model given ``Dataset.from_tensor_slices(({"a": xa, "b": xb}, y))``
+    without ``batch``: refused as a one-input model's. Before: Keras' "Invalid input
+    shape for input Tensor(...) with name 'a'" from inside the model's call."""
+    keras.utils.set_random_seed(0)
+    inputs = {"a": keras.Input((4,), name="a"), "b": keras.Input((2,), name="b")}
+    joined = keras.layers.Concatenate()([inputs["a"], inputs["b"]])
+    model = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3)(joined)))
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=N, loss=LOSS)
+    data = tf.data.Dataset.from_tensor_slices(({"a": X, "b": X[:, :2]}, Y3))
+    with pytest.raises(ValueError, match=r"fit: `x` must yield batches of examples of shape "
+                                         r"\(4,\), \(2,\) \(the model's inputs\)"):
+        model.fit(data, epochs=1, verbose=0)
+    model.fit(data.batch(10), epochs=1, verbose=0)
