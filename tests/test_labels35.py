@@ -173,10 +173,12 @@ def test_one_hot_labels_must_be_distributions_over_the_outputs_classes():
         check_output_labels(model, Y3)
 
 
-def test_an_unbatched_dataset_of_two_inputs_is_refused_naming_x():
+def test_two_input_data_unbatched_or_of_another_shape_is_refused_naming_x():
     """A two-input model given ``Dataset.from_tensor_slices(({"a": xa, "b": xb}, y))``
-    without ``batch``: refused as a one-input model's. Before: Keras' "Invalid input
-    shape for input Tensor(...) with name 'a'" from inside the model's call."""
+    without ``batch``: refused as a one-input model's; arrays ``{"a": x4, "b": x4}`` for
+    an input ``b`` of 2 features: refused naming ``x['b']``. Before: Keras' "Invalid
+    input shape for input Tensor(...) with name 'a'" from inside the model's call, and
+    "Matrix size-incompatible: In[0]: [20,8], In[1]: [6,3]" from the graph."""
     keras.utils.set_random_seed(0)
     inputs = {"a": keras.Input((4,), name="a"), "b": keras.Input((2,), name="b")}
     joined = keras.layers.Concatenate()([inputs["a"], inputs["b"]])
@@ -186,4 +188,7 @@ def test_an_unbatched_dataset_of_two_inputs_is_refused_naming_x():
     with pytest.raises(ValueError, match=r"fit: `x` must yield batches of examples of shape "
                                          r"\(4,\), \(2,\) \(the model's inputs\)"):
         model.fit(data, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"fit: `x\['b'\]` must hold examples of shape \(2,\) "
+                                         r"\(the model's input\); got examples of shape \(4,\)"):
+        model.fit({"a": X, "b": X}, Y3, epochs=1, verbose=0)
     model.fit(data.batch(10), epochs=1, verbose=0)
