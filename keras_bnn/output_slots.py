@@ -5,7 +5,9 @@ the structure of the model's predictions (:func:`output_paths`): a list's k-th
 entry, a dict's entry of the output's name. :func:`weight_slots` splits weights
 (and labels, :mod:`keras_bnn.label_checks`) so; :mod:`keras_bnn.train_size`,
 :mod:`keras_bnn.models.weight_mean` and :mod:`keras_bnn.label_checks` read them
-through it. This module imports Keras only.
+through it. Labels and losses Keras also reads from the other container (a
+dict by output name for list outputs, a list for dict outputs):
+:func:`reading_paths`. This module imports Keras only.
 """
 
 import keras
