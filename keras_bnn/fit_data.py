@@ -125,18 +125,19 @@ def batch_length(inputs):
 
 
 def _check_batched(model, inputs, owner):
-    """Refuses a dataset whose elements are single examples of a one-input model."""
+    """Refuses a dataset whose elements are single examples: every input one axis short."""
     expected = getattr(model, "inputs", None)
     leaves = keras.tree.flatten(inputs)
-    if not expected or len(expected) != 1 or len(leaves) != 1:
+    if not expected or len(expected) != len(leaves):
         return
-    shape, expected = tuple(leaves[0].shape), tuple(expected[0].shape)
-    if len(shape) == len(expected) - 1 and all(
-            e is None or e == g for e, g in zip(expected[1:], shape)):
+    shapes = [(tuple(leaf.shape), tuple(want.shape)[1:]) for leaf, want in zip(leaves, expected)]
+    if all(len(shape) == len(want) and all(w is None or w == g for w, g in zip(want, shape))
+           for shape, want in shapes):
+        wanted, got = (", ".join(str(pair[i]) for pair in shapes) for i in (1, 0))
         raise argument_error(
-            "x", f"yield batches of examples of shape {expected[1:]} (the model's input): "
-            "batch the dataset, dataset.batch(batch_size)", inputs, owner,
-            got=f"single examples of shape {shape}")
+            "x", f"yield batches of examples of shape {wanted} (the model's input"
+            f"{'s' if len(shapes) > 1 else ''}): batch the dataset, dataset.batch(batch_size)",
+            inputs, owner, got=f"single examples of shape {got}")
 
 
 def single_output(model, value):
@@ -163,7 +164,7 @@ def single_output(model, value):
     return element if hasattr(element, "shape") else value
 
 
-def check_example_shape(x, expected, owner=None):
+def check_example_shape(x, expected, owner=None, name="x"):
     """Refuses an array ``x`` whose examples do not have the model's input shape.
 
     Args:
@@ -171,16 +172,32 @@ def check_example_shape(x, expected, owner=None):
             arrays) is left to Keras.
         expected: one example's shape (None: any size along that axis).
         owner: the function or class, for the message.
+        name: ``x`` as the message names it (``"x['b']"``: one input's array).
 
     Raises:
-        ValueError: naming ``x``, the expected and the given example shape.
+        ValueError: naming ``name``, the expected and the given example shape.
     """
     if not (hasattr(x, "shape") and len(x.shape) >= 1):
         return
     expected, got = tuple(expected), tuple(x.shape[1:])
     if len(expected) != len(got) or any(e is not None and e != g for e, g in zip(expected, got)):
-        raise argument_error("x", f"hold examples of shape {expected} (the model's input)", x,
+        raise argument_error(name, f"hold examples of shape {expected} (the model's input)", x,
                              owner, got=f"examples of shape {got}")
+
+
+def _check_input_arrays(model, x, owner):
+    """Checks each array of ``x`` against the input Keras feeds it to: a dict's by the
+    model's dict of inputs' keys, a list's by position; other forms are left to Keras."""
+    structure = getattr(model, "input", None)
+    if isinstance(x, dict) and isinstance(structure, dict) and set(x) == set(structure):
+        pairs = [(f"x[{key!r}]", x[key], structure[key]) for key in structure]
+    elif (isinstance(x, (list, tuple)) and isinstance(structure, (list, tuple))
+          and len(x) == len(structure)):
+        pairs = [(f"x[{index}]", *pair) for index, pair in enumerate(zip(x, structure))]
+    else:
+        return
+    for name, array, tensor in pairs:
+        check_example_shape(array, tensor.shape[1:], owner, name)
 
 
 def check_epoch_ends(data, steps, name, owner="fit"):
@@ -228,7 +245,8 @@ def check_fit_data(model, arguments, owner="fit"):
 
     Raises:
         ValueError: for a model not compiled, naming ``x`` for no examples,
-            examples of another shape than the model's input or a dataset of
+            examples of another shape than the model's input (``x['b']``, ``x[1]``:
+            one of several inputs' arrays) or a dataset of
             single examples (not batched), ``y`` for
             labels the likelihood cannot score, ``sample_weight`` of one
             weight a sequence ``[N]`` for a per-timestep loss
@@ -257,6 +275,8 @@ def check_fit_data(model, arguments, owner="fit"):
         inputs = getattr(model, "inputs", None)
         if inputs and len(inputs) == 1:
             check_example_shape(x, inputs[0].shape[1:], owner)
+        elif inputs:
+            _check_input_arrays(model, x, owner)
     y, weights = single_output(model, y), single_output(model, weights)
     if y is None:
         return x, batch

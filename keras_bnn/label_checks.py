@@ -10,8 +10,13 @@ loss does (:mod:`keras_bnn.output_slots`) and checks them with
 import numpy as np
 
 from keras_bnn.likelihoods import from_loss, loss_leaves
-from keras_bnn.output_slots import output_paths, path_name, weight_slots
+from keras_bnn.output_slots import output_paths, path_name, reading_paths, weight_slots
 from keras_bnn.validation import argument_error
+
+#: How far from 1 a one-hot or soft label's row may sum (:func:`check_labels`): a row
+#: summing to s weighs its example as s examples, and ``fit``'s weights may make the data
+#: weigh 1 % more or fewer before it warns (``keras_bnn.train_size.WEIGHT_MEAN_TOLERANCE``).
+ROW_SUM_TOLERANCE = 0.01
 
 
 def check_output_labels(model, y, owner="fit"):
@@ -19,9 +24,11 @@ def check_output_labels(model, y, owner="fit"):
 
     Keras' loss reads output k's labels at its path in the model's outputs (a
     list's k-th entry, a dict's entry of the output's name; a subclassed
-    model's outputs are the labels' own entries) and scores them with
+    model's outputs are the labels' own entries; a dict by output name for
+    list outputs, a list in the keys' order for dict outputs:
+    :func:`keras_bnn.output_slots.reading_paths`) and scores them with
     ``compile``'s one loss (broadcast to every output) or with output k's
-    entry of a list or dict of losses. Each is checked as :func:`check_labels`
+    entry of a list or dict of losses (read so too). Each is checked as :func:`check_labels`
     says, against output k's shape where the model has that many outputs.
     Labels or losses without an entry per output are left to Keras' own error.
 
@@ -38,10 +45,11 @@ def check_output_labels(model, y, owner="fit"):
     outputs = getattr(model, "outputs", None) or ()
     paths = output_paths(model, y)
     try:
-        labels = [[((), y)]] if paths == [()] else weight_slots(y, paths, "y")  # y: one array
+        labels = ([[((), y)]] if paths == [()]  # y: one array
+                  else weight_slots(y, reading_paths(model, y, paths), "y"))
         given = loss_leaves(loss)
         losses = ([[((), given[0])]] * len(paths) if len(given) == 1
-                  else weight_slots(loss, paths, "loss"))
+                  else weight_slots(loss, reading_paths(model, loss, paths), "loss"))
     except ValueError:  # not an entry per output: Keras' own error says so
         return
     for index, (leaves, scored_by) in enumerate(zip(labels, losses)):
@@ -66,7 +74,9 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
     for an output ``[N, K]``, ``[N, T]`` (or ``[N, T, 1]``) for a
     per-timestep output ``[N, T, K]`` (a tagger: ``y_nt`` scored by
     ``softmax(f(x_n)_t)``); ``"bernoulli"``: every label 0 or 1;
-    ``"gaussian"``: every label finite.
+    ``"gaussian"``: every label finite; ``"categorical"`` with a one-hot
+    loss: finite, of the output's shape, in [0, 1], rows summing to 1 (or
+    0: padding).
 
     Args:
         labels: array-like of labels.
@@ -74,8 +84,7 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
             (nothing to check).
         classes: K, the model's output width, for ``"categorical"``.
         owner: the caller, for the message.
-        sparse: False for a one-hot categorical loss (then only finiteness
-            is checked).
+        sparse: False for a one-hot categorical loss (one-hot or soft labels).
         output_shape: the model's output shape (batch axis first, None for
             a size not known), or None: then only ``[N]`` or ``[N, 1]``
             sparse labels pass.
@@ -99,6 +108,8 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
         if not finite:
             raise argument_error(name, f"be finite for a {likelihood} likelihood", labels,
                                  owner, got="NaN or inf values")
+        if likelihood == "categorical":
+            _check_distributions(labels, output_shape, owner, name)
         return
     if likelihood == "bernoulli":
         outside = labels[~((labels == 0) | (labels == 1))]
@@ -123,6 +134,36 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
         raise argument_error(
             name, f"be class indices in [0, {classes - 1}] (the model outputs {classes} classes)"
             f"{padding}", labels, owner, got=f"class indices in [{low:g}, {high:g}]")
+
+
+def _check_distributions(labels, output_shape, owner, name):
+    """Refuses one-hot or soft labels that are not a distribution over the output's classes.
+
+    ``-Σ_k y_k log p_k`` is the negative log-likelihood of a label drawn from
+    ``y`` only for ``y`` in [0, 1] summing to 1 (to :data:`ROW_SUM_TOLERANCE`):
+    a row summing to s weighs its example as s examples, a negative entry
+    rewards the class it names. All-zero rows (padding, scored 0) pass; so
+    do labels of the output's shape ``[N, ..., K]`` only.
+    """
+    rows = None if output_shape is None else tuple(output_shape)[1:]
+    if rows is not None and (len(labels.shape) != len(rows) + 1 or any(
+            r is not None and r != g for r, g in zip(rows, labels.shape[1:]))):
+        raise argument_error(
+            name, f"be one-hot labels or class probabilities of the output's shape "
+            f"{tuple(output_shape)} for a categorical loss; class indices need "
+            "keras.losses.SparseCategoricalCrossentropy(from_logits=True)", labels, owner,
+            got=f"shape {labels.shape}")
+    if labels.min() < 0 or labels.max() > 1:
+        raise argument_error(name, "be one-hot labels or class probabilities, in [0, 1], for "
+                             "a categorical loss", labels, owner,
+                             got=f"values in [{labels.min() + 0.0:g}, {labels.max() + 0.0:g}]")
+    sums = labels.reshape(-1, labels.shape[-1]).sum(-1) if labels.ndim >= 2 else np.ones(1)
+    bad = sums[(np.abs(sums - 1) > ROW_SUM_TOLERANCE) & (sums != 0)]
+    if bad.size:
+        raise argument_error(
+            name, "have rows summing to 1 for a categorical loss (a distribution over the "
+            "classes; all-zero padding rows score 0): a row summing to s weighs its example "
+            "as s examples", labels, owner, got=f"row sums such as {np.unique(bad)[:3]}")
 
 
 def _check_sparse_shape(labels, output_shape, owner, name):

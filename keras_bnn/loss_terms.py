@@ -25,7 +25,7 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
 from keras.src.losses.loss import squeeze_or_expand_to_same_rank  # as Keras' reduction does
 
-from keras_bnn.likelihoods import loss_leaves
+from keras_bnn.likelihoods import from_loss, loss_leaves
 from keras_bnn.validation import argument_error
 
 #: Rows of ``x`` a forward pass counts the mask of at once.
@@ -198,13 +198,19 @@ def has_positions(model):
 
 
 def check_weight_shape(model, sample_weight, owner="fit"):
-    """Refuses one weight per sequence ``[N]`` for a per-timestep loss.
+    """Refuses weights that Keras would not match one to one to the loss's values.
 
-    Keras multiplies the unreduced values ``[N, T]`` by the weights after
-    matching their ranks, and ``[N]`` against ``[N, T]`` fails inside the
-    compiled loss ("Dimensions must be equal, but are 8 and 6"). ``[N, 1]``
-    (one weight a sequence, broadcast over its timesteps) and ``[N, T]``
-    (one a timestep) work.
+    Keras multiplies the unreduced values (``[N]`` for an output ``[N, K]``,
+    ``[N, T]`` per timestep ``[N, T, K]``) by the weights after dropping a
+    trailing axis of 1 from whichever has one more. ``[N]`` against
+    ``[N, T]`` fails inside the compiled loss ("Dimensions must be equal,
+    but are 8 and 6"); ``[N, 1, 1]`` against ``[N]`` broadcasts to
+    ``[N, N, 1]``, every weight against every example, silently (a mean of
+    1.605 for 1.451). Weights pass of the values' shape, each axis after the
+    first of its size or 1 (``[N, 1]``: one weight a sequence), with a
+    trailing axis of 1 allowed. Checked for one output of rank >= 2 under a
+    per-position loss or a likelihood's (:func:`keras_bnn.likelihoods.from_loss`:
+    values one per row of the output's last axis).
 
     Args:
         model: the compiled model (its ``loss`` and ``outputs`` are read).
@@ -216,17 +222,25 @@ def check_weight_shape(model, sample_weight, owner="fit"):
         ValueError: naming ``sample_weight`` and the shapes that work.
     """
     shape = getattr(sample_weight, "shape", None)
-    if shape is None or not has_positions(model):
+    outputs = getattr(model, "outputs", None) or ()
+    if (shape is None or len(outputs) != 1 or len(outputs[0].shape) < 2
+            or not (has_positions(model) or from_loss(getattr(model, "loss", None)))):
         return
-    positions = tuple(model.outputs[0].shape)[1:-1]
-    if len(shape) < 1 + len(positions):
-        ones = ", 1" * len(positions)
-        steps = "".join(f", {p or 'T'}" for p in positions)
-        raise argument_error(
-            "sample_weight", f"have shape [N{ones}] (one weight a sequence, sample_weight"
-            f"[:, None]) or [N{steps}] (one a timestep) for a per-timestep loss (the model "
-            f"outputs {tuple(model.outputs[0].shape)}: Keras cannot match [N] to the loss's "
-            f"[N{steps}] values)", sample_weight, owner, got=f"shape {tuple(shape)}")
+    values, given = tuple(outputs[0].shape)[:-1], tuple(shape)
+    shape = given[:-1] if len(given) == len(values) + 1 and given[-1] == 1 else given
+    if len(shape) == len(values) and all(
+            g is None or v is None or g in (1, v) for g, v in zip(shape[1:], values[1:])):
+        return
+    positions = values[1:]
+    ones = ", 1" * len(positions)
+    steps = "".join(f", {p or 'T'}" for p in positions)
+    shapes = (f"[N{ones}] (one weight a sequence, sample_weight[:, None]) or [N{steps}] (one "
+              "a timestep) for a per-timestep loss" if positions
+              else "[N] or [N, 1] (one weight an example)")
+    raise argument_error(
+        "sample_weight", f"have shape {shapes} (the model outputs {tuple(outputs[0].shape)}: "
+        f"Keras matches the weights to the loss's [N{steps}] values, and fails or broadcasts "
+        "other shapes against them)", sample_weight, owner, got=f"shape {given}")
 
 
 def step_positions(model, y, y_pred):

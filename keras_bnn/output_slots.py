@@ -5,7 +5,9 @@ the structure of the model's predictions (:func:`output_paths`): a list's k-th
 entry, a dict's entry of the output's name. :func:`weight_slots` splits weights
 (and labels, :mod:`keras_bnn.label_checks`) so; :mod:`keras_bnn.train_size`,
 :mod:`keras_bnn.models.weight_mean` and :mod:`keras_bnn.label_checks` read them
-through it. This module imports Keras only.
+through it. Labels and losses Keras also reads from the other container (a
+dict by output name for list outputs, a list for dict outputs):
+:func:`reading_paths`. This module imports Keras only.
 """
 
 import keras
@@ -32,6 +34,37 @@ def output_paths(model, structure=None):
     if not keras.tree.is_nested(structure) or len(keras.tree.flatten(structure)) < 2:
         return [()]
     return [path for path, _ in keras.tree.flatten_with_path(structure)]
+
+
+def reading_paths(model, value, paths):
+    """Where Keras' loss reads each output's labels or loss in ``value``, by output.
+
+    Keras reads labels and ``compile``'s losses given in another container
+    than the model's outputs: a dict by output name for list outputs (its
+    ``output_names`` order), a list or tuple for dict outputs (their paths'
+    order: the keys sorted). Sample weights it reads at the outputs' own
+    paths only.
+
+    Args:
+        model: the model (its ``output_names`` are read).
+        value: labels, or ``compile``'s loss.
+        paths: the outputs' paths (:func:`output_paths`).
+
+    Returns:
+        list: the path in ``value`` of each output's entry, in ``paths``'
+        order: ``[("out_a",), ("out_b",)]``, ``[(0,), (1,)]``, or ``paths``.
+    """
+    keys = [path[0] for path in paths if len(path) == 1]
+    if len(keys) != len(paths) or len(paths) < 2:
+        return paths
+    names = list(getattr(model, "output_names", None) or ())
+    if (isinstance(value, dict) and all(isinstance(key, int) for key in keys)
+            and len(names) == len(paths) and set(value) == set(names)):
+        return [(name,) for name in names]
+    if (isinstance(value, (list, tuple)) and all(isinstance(key, str) for key in keys)
+            and len(value) == len(paths)):
+        return [(index,) for index in range(len(paths))]
+    return paths
 
 
 def weight_slots(sample_weight, paths, name="sample_weight"):

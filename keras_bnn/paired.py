@@ -12,7 +12,7 @@ Numpy only: importing this module does not import TensorFlow.
 import numpy as np
 
 from keras_bnn import positions
-from keras_bnn.metric_inputs import take_weights
+from keras_bnn.metric_inputs import as_numbers, take_weights
 from keras_bnn.validation import argument_error
 
 
@@ -32,7 +32,7 @@ def _differences(a, b, mask, sample_weight):
                              f"or per position of its shape {list(np.shape(mask))}", None,
                              got=f"shape {list(a.shape)}")
     a, b = (v if scored else at.take(v, name, event=False) for v, name in ((a, "a"), (b, "b")))
-    w = take_weights(sample_weight, at)
+    w = take_weights(_score_weights(sample_weight, at) if scored else sample_weight, at)
     w = np.ones(a.size) if w is None else w
     kept = w > 0  # a zero weight leaves its example out, as a False entry of `mask`
     for name, values in (("a", a), ("b", b)):
@@ -40,6 +40,26 @@ def _differences(a, b, mask, sample_weight):
             raise argument_error(name, "be finite", values, got="NaN or inf values")
     flat = np.arange(a.size) if at.index is None else at.index
     return (a - b)[kept], w[kept], flat[kept], at.shape
+
+
+def _score_weights(sample_weight, at):
+    """The weights of scores ``[M]`` selected by a mask (:class:`keras_bnn.positions.Positions`
+    ``at``): weights ``[M]``, one per score, laid out at the mask's positions; other
+    shapes (``[N]``, the mask's) as given. Weights ``[M]`` with M = N that would
+    weigh the scores otherwise as one per example are refused."""
+    if sample_weight is None or np.shape(sample_weight) != at.index.shape:
+        return sample_weight
+    w = as_numbers(sample_weight, "sample_weight")
+    example = at.index // int(np.prod(at.shape[1:]))
+    if w.size == at.shape[0] and not np.array_equal(w[example], w, equal_nan=True):
+        raise argument_error(
+            "sample_weight", f"not be of length {w.size}, both the number of scores and of "
+            "examples, unless both readings agree: pass one weight per example as "
+            "np.broadcast_to(w[:, None], mask.shape), or one per score as an array of the "
+            "mask's shape holding them where it is True", None, got=f"shape {list(w.shape)}")
+    positions = np.zeros(int(np.prod(at.shape)))
+    positions[at.index] = w
+    return positions.reshape(at.shape)
 
 
 def _weighted_median(d, w):
@@ -115,7 +135,10 @@ def paired_difference(a, b, mask=None, sample_weight=None):
         (:mod:`keras_bnn.positions`).
       sample_weight: optional weights w ≥ 0 of the examples [N], or of the
         positions [N, ...] (of the shape of ``mask`` for scores [M]), as
-        :func:`keras_bnn.metrics.nll` takes them.
+        :func:`keras_bnn.metrics.nll` takes them; for scores [M] also [M],
+        one per score (``w[mask]``). Weights of length M = N (as many scores
+        as examples) are refused where the two readings, per example and per
+        score, differ: pass them in the mask's shape then.
 
     Returns:
       dict with "mean" (Δ̄), "se", "n" (the number M of differences of
@@ -132,7 +155,8 @@ def paired_difference(a, b, mask=None, sample_weight=None):
         (with positive weight), a scored value is not finite, ``mask`` is
         neither of the shape of ``a`` nor has as many True entries as ``a``
         [M] has scores, or naming ``sample_weight`` for another shape, a
-        negative, NaN or infinite weight, or all weights 0.
+        negative, NaN or infinite weight, all weights 0, or weights [M] of
+        M = N that read otherwise per example than per score.
     """
     d, w, flat, shape = _differences(a, b, mask, sample_weight)
     example = flat // int(np.prod(shape[1:]))  # the cluster of each difference
