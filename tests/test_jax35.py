@@ -5,11 +5,6 @@ The JAX half runs in a subprocess (the Keras backend is fixed at import),
 which imports a function of this file, as tests/test_jax_user.py does.
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 pytest.importorskip("jax")
@@ -50,30 +45,22 @@ def ensemble_evaluations(folder):
     ensemble.compile(loss=kb.likelihoods.PredictiveNLL())
     before = ensemble.predict(x[:100], batch_size=50, verbose=0)
     losses = [ensemble.evaluate(x[:100], y[:100], batch_size=50, verbose=0)]
-    errors = []
-    for call in (lambda: ensemble.evaluate(x, y, batch_size=50, verbose=0),
-                 lambda: ensemble.evaluate(((x[i:i + 50], y[i:i + 50]) for i in (0, 50, 100)),
-                                           verbose=0)):
-        try:
-            call()
-            errors.append(None)
-        except Exception as raised:  # the test checks its type and message
-            errors.append(f"{type(raised).__name__}: {raised}")
+    errors = [_error_of(lambda: ensemble.evaluate(x, y, batch_size=50, verbose=0)),
+              _error_of(lambda: ensemble.evaluate(
+                  ((x[i:i + 50], y[i:i + 50]) for i in (0, 50, 100)), verbose=0))]
     after = ensemble.predict(x[:100], batch_size=50, verbose=0)
     losses.append(ensemble.evaluate(x[:100], y[:100], batch_size=50, verbose=0))
     return {"errors": errors, "loss": [float(loss) for loss in losses],
             "max_difference": float(np.max(np.abs(after - before)))}
 
 
-def _jax_process(code, *arguments, **environment):
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-               **environment)
-    env.pop("JAX_ENABLE_X64", None)
-    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), *arguments],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(next(line for line in done.stdout.splitlines()
-                           if line.startswith("RESULT "))[len("RESULT "):])
+def _error_of(call):
+    """None where ``call()`` returns, else the type and message of what it raised."""
+    try:
+        call()
+    except Exception as raised:  # the test checks its type and message
+        return f"{type(raised).__name__}: {raised}"
+    return None
 
 
 def test_ensemble_evaluate_refuses_unsplittable_batches_and_keeps_the_weights(tmp_path):
@@ -81,10 +68,12 @@ def test_ensemble_evaluate_refuses_unsplittable_batches_and_keeps_the_weights(tm
     examples in batches of 50 is refused before Keras' loop, naming
     ``batch_size``, as the model's is; a dataset's ragged last batch (a
     generator's) fails inside it, explained the same way; after both the
-    ensemble predicts and scores as before. Before, both raised JAX's bare ``IndivisibleError``
-    inside Keras' loop, which had taken the weights out of the variables:
-    every later ``predict`` or ``evaluate`` failed with
+    ensemble predicts and scores as before. Before, both raised JAX's bare
+    ``IndivisibleError`` inside Keras' loop, which had taken the weights out
+    of the variables: every later ``predict`` or ``evaluate`` failed with
     "TypeError: 'NoneType' object is not callable"."""
+    from test_jax_user import _jax_process  # here: the JAX process imports this file
+
     result = _jax_process(JAX_EVALUATE, str(tmp_path / "samples"),
                           XLA_FLAGS="--xla_force_host_platform_device_count=2")
     arrays, dataset = result["errors"]
