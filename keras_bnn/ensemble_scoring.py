@@ -32,6 +32,7 @@ from keras import ops
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
+from keras_bnn import backend, distribute
 from keras_bnn import ensemble_outputs
 from keras_bnn import likelihoods
 from keras_bnn import loss_shares
@@ -209,6 +210,32 @@ class Scoring:
         """
         with loss_shares.counting_terms():
             return super().test_step(*args)
+
+    def evaluate(self, *args, **kwargs):
+        """``keras.Model.evaluate``, batches checked first under ``keras.distribution``.
+
+        As the model's :meth:`keras_bnn.BayesianModel.evaluate`: arrays whose
+        batches do not split over the devices are refused before Keras' JAX
+        loop, which takes the weights out of the variables; where a dataset's
+        ragged last batch fails inside it, the error names ``batch_size`` and
+        the weights are put back (:func:`keras_bnn.backend.values_kept`; until
+        2026-11-30 the ensemble was left without weights, every later call
+        failing with ``TypeError: 'NoneType' object is not callable``).
+
+        Args:
+            *args, **kwargs: as for ``keras.Model.evaluate``.
+
+        Returns:
+            As ``keras.Model.evaluate``.
+
+        Raises:
+            ValueError: naming ``batch_size`` where batches do not split over
+                the devices (:func:`keras_bnn.distribute.check_data_batches`).
+        """
+        kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
+        distribute.check_data_batches(kwargs, None, "evaluate")
+        with distribute.explained_uneven_batches("evaluate"), backend.values_kept(self):
+            return super().evaluate(**kwargs)
 
     def get_metrics_result(self):
         """``keras.Model.get_metrics_result``; ``loss`` of several outputs the sum of
