@@ -33,9 +33,11 @@ def _config_from(args):
         ValueError: for a config :meth:`RunConfig.validate` refuses, dataset
             ``arrays``, or a synthetic task's size (``--num-train``,
             ``--num-test``, or in ``--config`` other than the default) for
-            another dataset, which would ignore it.
+            another dataset, which would ignore it; or ``--burn-in-epochs``
+            or ``--collect-every`` (or in ``--config``) for a sampler that
+            collects no sample (sgd), which would ignore them.
     """
-    from keras_bnn.runs.config import ARRAYS, DATASETS, RunConfig
+    from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, RunConfig
 
     flags = flag_values(args)
     if args.config:
@@ -47,14 +49,27 @@ def _config_from(args):
                          "Python API's name for arrays passed in memory; on the command line "
                          "--dataset npy --data-dir D reads your arrays from .npy files)")
     unset = RunConfig()
-    sizes = [field for field in ("num_train", "num_test")
-             if field in flags or getattr(config, field) != getattr(unset, field)]
+    sizes = _fields_set(flags, config, num_train=(unset.num_train,),
+                        num_test=(unset.num_test,))
     if sizes and config.dataset != "synthetic":
-        given = (f"--{sizes[0].replace('_', '-')}" if sizes[0] in flags
-                 else f"`{sizes[0]}` in --config")
-        raise ValueError(f"{given} sizes the synthetic task; dataset {config.dataset!r} has "
+        raise ValueError(f"{sizes[0]} sizes the synthetic task; dataset {config.dataset!r} has "
                          "its own split: drop it")
+    collection = _fields_set(flags, config, burn_in_epochs=(None, "auto"), collect_every=(None,))
+    if collection and not SAMPLERS[config.sampler]:
+        raise ValueError(f"{collection[0]} sets when a sampler collects samples; --sampler "
+                         f"{config.sampler} collects none (it keeps each chain's final "
+                         f"weights; a deep ensemble is --sampler {config.sampler} --chains K): "
+                         "drop it")
     return config
+
+
+def _fields_set(flags, config, **unset):
+    """The RunConfig fields named in ``unset`` that are set, as errors name them:
+    a field's flag if given, else ``"`field` in --config"`` if ``config`` holds
+    a value other than the field's ``unset`` values."""
+    return [f"--{field.replace('_', '-')}" if field in flags else f"`{field}` in --config"
+            for field, values in unset.items()
+            if field in flags or getattr(config, field) not in values]
 
 
 def _runs():
