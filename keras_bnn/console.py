@@ -68,13 +68,15 @@ def print_rhat(result):
     rhat = result.get("rhat")
     if not rhat:
         return
-    print(f"\nrank-normalised split R-hat and ESS across {result['num_chains']} chain(s) "
-          f"x {rhat['function']['num_draws']} draws (Vehtari et al. 2021):")
+    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
+    from keras_bnn.validation import counted
+
+    chains, draws = result["num_chains"], rhat["function"]["num_draws"]
+    print(f"\nrank-normalised split R-hat and ESS across {counted(chains, 'chain')} x "
+          f"{counted(draws, 'draw')} (Vehtari et al. 2021):")
     rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
             for space in ("function", "weight")]
     print(format_table(rows, _RHAT_COLUMNS))
-    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
-
     print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
           f"{diagnostics.ESS_PER_CHAIN} per chain:")
     predictions = ("predicted means and log-variances" if result["likelihood"] == "gaussian"
