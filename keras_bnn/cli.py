@@ -82,7 +82,7 @@ def _runs():
 
 def _cmd_train_chains(args, config):
     chains = _runs().run_chains(config, args.chains, verbose=args.verbose,
-                                processes=args.processes)
+                                processes=args.processes, resume=args.resume)
     rows = [dict(chain=k, samples=len(store), epochs=len(logs.get("loss", [])),
                  **{key: logs[key][-1] for key in sorted(logs)})
             for k, (store, logs) in enumerate(chains)]
@@ -98,18 +98,15 @@ def _cmd_train(args):
     check_int(args.processes, "--processes", 1)
     if args.processes != 1 and args.chains == 1:
         raise ValueError("--processes runs chains at once: it needs --chains K (K >= 2)")
-    if args.chains != 1:
-        if args.resume:
-            raise ValueError("--resume continues one chain: pass --output-dir <run dir>/chain-k "
-                             "without --chains.")
-        return _cmd_train_chains(args, _config_from(args))
     if args.resume:
         given = flag_values(args)
         if args.config:
             given["config"] = args.config  # refused by resume_config
-        config = config_lib.resume_config(args.output_dir, given)
+        config = config_lib.resume_config(args.output_dir, given, args.chains)
     else:
         config = _config_from(args)
+    if args.chains != 1:
+        return _cmd_train_chains(args, config)
     result = _runs().train(config, verbose=args.verbose, resume=args.resume)
     console.print_train_result(result, config.output_dir)
 

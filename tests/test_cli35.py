@@ -1,12 +1,15 @@
 """The ``keras-bnn`` command line as a demanding user drives it: flags that
 would be ignored are refused, and what it prints reads right."""
 
+import dataclasses
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
 
-from keras_bnn import cli, console, diagnostics
+from keras_bnn import cli, console, diagnostics, runs
 
 
 def _refused(argv, capsys):
@@ -51,3 +54,63 @@ def test_rhat_header_counts_chains_and_draws_with_the_right_noun(num_chains, dra
     out = capsys.readouterr().out
     assert f"rank-normalised split R-hat and ESS {words}(Vehtari et al. 2021):" in out
     assert "(s)" not in out
+
+
+SMALL = ["--num-train", "200", "--num-test", "60", "--batch-size", "50", "--epochs", "4",
+         "--burn-in-epochs", "1", "--prior", "he_normal", "--verbose", "0"]
+
+
+def _weights(run_dir):
+    return [np.concatenate([w.ravel() for w in sample.weights]) for sample in
+            runs.RunDir(run_dir).store()]
+
+
+@pytest.mark.slow  # 3 chains of 4 epochs, then 2 again: ~50 s on 2 cores
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_killed_run_of_chains_continues_with_the_same_command_and_resume(processes, tmp_path,
+                                                                           capsys):
+    """Ctrl-C during `train --chains K` says "continue the run with the same
+    command and --resume"; until 2026-11-30 that command was refused
+    ("--resume continues one chain"), and a chain that had not started could
+    not be trained at all (`train --output-dir run/chain-1` trains chain 0's
+    seed again). Now the complete chains are kept, the killed one continues
+    and the missing one trains, to the samples of the uninterrupted run."""
+    run_dir = str(tmp_path / "run")
+    argv = ["train", *SMALL, "--sampler", "sghmc", "--chains", "3", "--processes",
+            str(processes), "--output-dir", run_dir]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    whole = {k: _weights(os.path.join(run_dir, f"chain-{k}")) for k in range(3)}
+    kept = os.path.getmtime(os.path.join(run_dir, "chain-0", "history.json"))
+    # Chain 1 killed before its last file (tests/test_resume.py kills runs at
+    # each point of a run); chain 2 never started.
+    os.remove(runs.RunDir(os.path.join(run_dir, "chain-1")).kinetic_temperatures)
+    shutil.rmtree(os.path.join(run_dir, "chain-2"))
+    capsys.readouterr()
+    assert cli.main([*argv, "--resume"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert os.path.getmtime(os.path.join(run_dir, "chain-0", "history.json")) == kept
+    for k in range(3):
+        resumed = _weights(os.path.join(run_dir, f"chain-{k}"))
+        assert len(resumed) == len(whole[k]) == 3, (k, len(resumed))
+        for a, b in zip(resumed, whole[k]):
+            np.testing.assert_array_equal(a, b)
+    assert out.count("\n") >= 5  # the table of 3 chains
+    assert not np.array_equal(whole[0][-1], whole[2][-1])  # chain 2's own seed
+    code = cli.main([*argv, "--resume"])
+    assert code == 2 and "is complete (3 chains); nothing to resume" in capsys.readouterr().err
+
+
+def test_resume_of_chains_refuses_a_run_of_another_number_of_chains(tmp_path, capsys):
+    """`train --chains K --resume` continues a run of K chains: a run of one
+    chain, or of more chains than K, is refused before Keras is imported."""
+    config = json.dumps(dataclasses.asdict(runs.RunConfig().validate()))
+    single, three = tmp_path / "single", tmp_path / "three"
+    for run_dir, subdirs in ((single, ["samples"]), (three, ["chain-0", "chain-1", "chain-2"])):
+        for sub in subdirs:
+            os.makedirs(run_dir / sub)
+        (run_dir / "config.json").write_text(config)
+    for run_dir, words in ((single, "holds a run of one chain, not of --chains 2: drop --chains"),
+                           (three, "holds a run of 3 chains: pass --chains 3")):
+        err = _refused(["train", "--chains", "2", "--resume", "--output-dir", str(run_dir)],
+                       capsys)
+        assert err == f"keras-bnn: error: --resume: {str(run_dir)!r} {words}.\n"

@@ -355,21 +355,25 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     return RunConfig.from_json(run.config, overrides, argument="the run's config")
 
 
-def resume_config(output_dir, flags):
-    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
+def resume_config(output_dir, flags, chains=1):
+    """The config of the run in ``output_dir``, for ``train(..., resume=True)``
+    (or ``run_chains(..., resume=True)``).
 
     Args:
         output_dir: the run directory (``--output-dir``).
         flags: RunConfig fields given on the command line besides
             ``output_dir``; each must equal the stored value (a resumed run
             continues the same chain).
+        chains: the chains of the run (``--chains``): 1 for a run of one
+            chain, else the run's K (its ``chain-k`` directories, k < K).
 
     Returns:
         The stored :class:`RunConfig`.
 
     Raises:
-        ValueError: without ``output_dir``, with ``--config``, or for a flag
-            that differs from the stored config.
+        ValueError: without ``output_dir``, with ``--config``, for a flag
+            that differs from the stored config, or for ``chains`` > 1 and
+            a run of one chain or of more than ``chains`` chains.
         FileNotFoundError: if ``output_dir`` holds no run (or one stopped
             during its prior selection, which the same command without
             ``--resume`` continues).
@@ -385,6 +389,13 @@ def resume_config(output_dir, flags):
             "(prior auto), before it began: run the same command again without --resume (the "
             "candidates that finished are reused).")
     config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
+    found = run.chains()
+    if chains != 1 and os.path.isdir(run.samples):
+        raise ValueError(f"--resume: {output_dir!r} holds a run of one chain, not of "
+                         f"--chains {chains}: drop --chains.")
+    if chains != 1 and len(found) > chains:
+        raise ValueError(f"--resume: {output_dir!r} holds a run of "
+                         f"{counted(len(found), 'chain')}: pass --chains {len(found)}.")
     for name, value in flags.items():
         if name != "output_dir" and getattr(config, name) != value:
             raise ValueError(f"--resume continues the stored run: `{name}` is "
