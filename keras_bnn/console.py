@@ -29,20 +29,26 @@ def format_table(rows, columns):
 
     Args:
         rows: dicts holding every key of ``columns``; floats print with 4
-            decimals, other values with ``str``.
+            decimals, or with 4 significant digits where 4 decimals would
+            show a nonzero value as 0 (a step size of 2.56e-06), other
+            values with ``str``.
         columns: the keys to show, in order (the header line).
 
     Returns:
         str: the header, a rule of dashes, and one line per row.
     """
-    cells = [[str(c) for c in columns]] + [
-        [f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns]
-        for row in rows
-    ]
+    cells = [[str(c) for c in columns]] + [[_cell(row[c]) for c in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _cell(value):
+    """A value of :func:`format_table` as text."""
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.3e}" if 0 < abs(value) < 5e-5 else f"{value:.4f}"
 
 
 def metric_columns(result):

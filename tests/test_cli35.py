@@ -114,3 +114,24 @@ def test_resume_of_chains_refuses_a_run_of_another_number_of_chains(tmp_path, ca
         err = _refused(["train", "--chains", "2", "--resume", "--output-dir", str(run_dir)],
                        capsys)
         assert err == f"keras-bnn: error: --resume: {str(run_dir)!r} {words}.\n"
+
+
+def test_demo_help_shows_demo_s_own_defaults(capsys):
+    """`keras-bnn demo --help` said "--dataset ... (default: synthetic)", train's
+    default, while demo trains on digits; a default of 0 (--seed) and those
+    without a help text (--output-dir, --export-dir) were not shown."""
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for shown in ("a bundled or synthetic dataset (default: digits)", "(default: runs/demo)",
+                  "(default: saved_models/demo)", "seed of both runs (default: 0)"):
+        assert shown in out, shown
+    assert "synthetic)" not in out.replace("synthetic dataset", "")
+
+
+def test_a_table_shows_a_small_step_size_not_zero():
+    """The train table printed a step size of 2.56e-06 (wine, in the warm-up)
+    as 0.0000."""
+    table = console.format_table([{"step_size": 2.56e-06, "nll": 0.5, "ratio": 0.0}],
+                                 ["step_size", "nll", "ratio"])
+    assert table.splitlines()[-1].split() == ["2.560e-06", "0.5000", "0.0000"]
