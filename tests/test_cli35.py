@@ -135,3 +135,16 @@ def test_a_table_shows_a_small_step_size_not_zero():
     table = console.format_table([{"step_size": 2.56e-06, "nll": 0.5, "ratio": 0.0}],
                                  ["step_size", "nll", "ratio"])
     assert table.splitlines()[-1].split() == ["2.560e-06", "0.5000", "0.0000"]
+
+
+def test_an_output_dir_inside_a_file_is_refused_before_keras(tmp_path, capsys):
+    """`train --output-dir afile/run` imported Keras and built the run (24 s on
+    2 cores) before it failed with "[Errno 20] Not a directory: 'afile/run'",
+    which named no flag; `--output-dir afile` itself was refused at once."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    for output_dir in (blocker / "run", blocker / "a" / "run"):
+        err = _refused(["train", "--dataset", "wine", "--epochs", "3", "--output-dir",
+                        str(output_dir)], capsys)
+        assert err == ("keras-bnn: error: RunConfig: `output_dir` must be a directory (or a path "
+                       f"to create one); got a path inside the file {str(blocker)!r}.\n")

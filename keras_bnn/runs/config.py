@@ -197,9 +197,12 @@ class RunConfig:
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
         if self.dataset == "npy" and self.data_dir is not None:
             self.data_dir = os.path.abspath(self.data_dir)
-        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+        blocker = _file_on(self.output_dir)
+        if blocker is not None:
             raise argument_error("output_dir", "be a directory (or a path to create one)",
-                                 self.output_dir, "RunConfig", got="a file")
+                                 self.output_dir, "RunConfig",
+                                 got="a file" if blocker == os.path.abspath(self.output_dir)
+                                 else f"a path inside the file {blocker!r}")
         collects = SAMPLERS[self.sampler]
         if not collects and self.temperature != 1.0:
             raise ValueError(f"`temperature` applies to samplers, not to "
@@ -307,6 +310,15 @@ class RunConfig:
             raise ValueError(f"{argument} {os.fspath(path)!r} must hold a JSON object of "
                              f"RunConfig fields; it holds a {type(values).__name__}")
         return cls.from_dict(dict(values, **(overrides or {})))
+
+
+def _file_on(path):
+    """The deepest existing part of ``path`` (made absolute) if it is not a
+    directory, else None: a directory cannot be made at ``path`` then."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return None if os.path.isdir(path) else path
 
 
 def chain_seed(config):
