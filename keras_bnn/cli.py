@@ -211,6 +211,9 @@ def _cmd_sweep(args):
     from keras_bnn.datasets.npy_files import check_arrays, read_npy
     from keras_bnn.runs.config import check_sweep
 
+    if not 0 <= args.validation_split < 1:
+        raise ValueError("--validation-split must lie in [0, 1) (0: score on the test split); "
+                         f"got {args.validation_split!r}")
     if (args.x is None) != (args.y is None):
         raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
     if args.x is not None and args.dataset is not None:
@@ -233,8 +236,13 @@ def _cmd_sweep(args):
 
 
 def _cmd_demo(args):
+    from keras_bnn.datasets.bundled import BUNDLED
     from keras_bnn.runs.config import RunConfig
 
+    if args.dataset not in ("synthetic", *BUNDLED):  # demo has no --data-dir
+        raise ValueError(f"--dataset must be one of synthetic, {', '.join(BUNDLED)} for demo "
+                         f"(a bundled or synthetic dataset; train takes the others); got "
+                         f"{args.dataset!r}")
     root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
     base = RunConfig(dataset=args.dataset, seed=args.seed)
     if args.epochs is not None:

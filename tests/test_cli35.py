@@ -148,3 +148,15 @@ def test_an_output_dir_inside_a_file_is_refused_before_keras(tmp_path, capsys):
                         str(output_dir)], capsys)
         assert err == ("keras-bnn: error: RunConfig: `output_dir` must be a directory (or a path "
                        f"to create one); got a path inside the file {str(blocker)!r}.\n")
+
+
+@pytest.mark.parametrize("argv, error", [
+    # Said "`data_dir` must name the directory ... (--data-dir)": demo has no --data-dir.
+    (["demo", "--dataset", "npy"], "--dataset must be one of synthetic, digits, breast_cancer, "
+                                   "wine, diabetes for demo"),
+    # Said "`validation_split` must lie in (0, 1) or be None": the flag takes 0.
+    (["sweep", "--param", "temperature", "--values", "1", "--validation-split", "1"],
+     "--validation-split must lie in [0, 1) (0: score on the test split); got 1.0"),
+])
+def test_demo_and_sweep_name_their_own_flags(argv, error, capsys):
+    assert _refused(argv, capsys).startswith(f"keras-bnn: error: {error}")
