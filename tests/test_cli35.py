@@ -44,8 +44,8 @@ def test_collection_flags_with_sgd_are_refused_not_ignored(flags, named, tmp_pat
 
 @pytest.mark.parametrize("num_chains, draws, words", [
     (1, 8, "across 1 chain x 8 draws "), (2, 40, "across 2 chains x 40 draws ")])
-def test_rhat_header_counts_chains_and_draws_with_the_right_noun(num_chains, draws, words,
-                                                               capsys):
+def test_rhat_header_counts_chains_and_draws_with_the_right_noun(
+        num_chains, draws, words, capsys):
     """It said "across 1 chain(s) x 51 draws"."""
     rng = np.random.default_rng(0)
     summary = diagnostics.convergence_summary(rng.standard_normal((num_chains, draws, 3)))
