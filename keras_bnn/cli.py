@@ -33,9 +33,11 @@ def _config_from(args):
         ValueError: for a config :meth:`RunConfig.validate` refuses, dataset
             ``arrays``, or a synthetic task's size (``--num-train``,
             ``--num-test``, or in ``--config`` other than the default) for
-            another dataset, which would ignore it.
+            another dataset, which would ignore it; or ``--burn-in-epochs``
+            or ``--collect-every`` (or in ``--config``) for a sampler that
+            collects no sample (sgd), which would ignore them.
     """
-    from keras_bnn.runs.config import ARRAYS, DATASETS, RunConfig
+    from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, RunConfig
 
     flags = flag_values(args)
     if args.config:
@@ -47,14 +49,27 @@ def _config_from(args):
                          "Python API's name for arrays passed in memory; on the command line "
                          "--dataset npy --data-dir D reads your arrays from .npy files)")
     unset = RunConfig()
-    sizes = [field for field in ("num_train", "num_test")
-             if field in flags or getattr(config, field) != getattr(unset, field)]
+    sizes = _fields_set(flags, config, num_train=(unset.num_train,),
+                        num_test=(unset.num_test,))
     if sizes and config.dataset != "synthetic":
-        given = (f"--{sizes[0].replace('_', '-')}" if sizes[0] in flags
-                 else f"`{sizes[0]}` in --config")
-        raise ValueError(f"{given} sizes the synthetic task; dataset {config.dataset!r} has "
+        raise ValueError(f"{sizes[0]} sizes the synthetic task; dataset {config.dataset!r} has "
                          "its own split: drop it")
+    collection = _fields_set(flags, config, burn_in_epochs=(None, "auto"), collect_every=(None,))
+    if collection and not SAMPLERS[config.sampler]:
+        raise ValueError(f"{collection[0]} sets when a sampler collects samples; --sampler "
+                         f"{config.sampler} collects none (it keeps each chain's final "
+                         f"weights; a deep ensemble is --sampler {config.sampler} --chains K): "
+                         "drop it")
     return config
+
+
+def _fields_set(flags, config, **unset):
+    """The RunConfig fields named in ``unset`` that are set, as errors name them:
+    a field's flag if given, else ``"`field` in --config"`` if ``config`` holds
+    a value other than the field's ``unset`` values."""
+    return [f"--{field.replace('_', '-')}" if field in flags else f"`{field}` in --config"
+            for field, values in unset.items()
+            if field in flags or getattr(config, field) not in values]
 
 
 def _runs():
@@ -67,7 +82,7 @@ def _runs():
 
 def _cmd_train_chains(args, config):
     chains = _runs().run_chains(config, args.chains, verbose=args.verbose,
-                                processes=args.processes)
+                                processes=args.processes, resume=args.resume)
     rows = [dict(chain=k, samples=len(store), epochs=len(logs.get("loss", [])),
                  **{key: logs[key][-1] for key in sorted(logs)})
             for k, (store, logs) in enumerate(chains)]
@@ -83,18 +98,15 @@ def _cmd_train(args):
     check_int(args.processes, "--processes", 1)
     if args.processes != 1 and args.chains == 1:
         raise ValueError("--processes runs chains at once: it needs --chains K (K >= 2)")
-    if args.chains != 1:
-        if args.resume:
-            raise ValueError("--resume continues one chain: pass --output-dir <run dir>/chain-k "
-                             "without --chains.")
-        return _cmd_train_chains(args, _config_from(args))
     if args.resume:
         given = flag_values(args)
         if args.config:
             given["config"] = args.config  # refused by resume_config
-        config = config_lib.resume_config(args.output_dir, given)
+        config = config_lib.resume_config(args.output_dir, given, args.chains)
     else:
         config = _config_from(args)
+    if args.chains != 1:
+        return _cmd_train_chains(args, config)
     result = _runs().train(config, verbose=args.verbose, resume=args.resume)
     console.print_train_result(result, config.output_dir)
 
@@ -199,6 +211,9 @@ def _cmd_sweep(args):
     from keras_bnn.datasets.npy_files import check_arrays, read_npy
     from keras_bnn.runs.config import check_sweep
 
+    if not 0 <= args.validation_split < 1:
+        raise ValueError("--validation-split must lie in [0, 1) (0: score on the test split); "
+                         f"got {args.validation_split!r}")
     if (args.x is None) != (args.y is None):
         raise ValueError("--x and --y go together (two .npy files: inputs and labels)")
     if args.x is not None and args.dataset is not None:
@@ -221,8 +236,13 @@ def _cmd_sweep(args):
 
 
 def _cmd_demo(args):
+    from keras_bnn.datasets.bundled import BUNDLED
     from keras_bnn.runs.config import RunConfig
 
+    if args.dataset not in ("synthetic", *BUNDLED):  # demo has no --data-dir
+        raise ValueError(f"--dataset must be one of synthetic, {', '.join(BUNDLED)} for demo "
+                         f"(a bundled or synthetic dataset; train takes the others); got "
+                         f"{args.dataset!r}")
     root = os.path.join(args.output_dir, time.strftime("run-%Y%m%d-%H%M%S"))
     base = RunConfig(dataset=args.dataset, seed=args.seed)
     if args.epochs is not None:

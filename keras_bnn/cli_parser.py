@@ -76,8 +76,9 @@ CONFIG_FLAGS = (
     ("--cycle-epochs", "cycle_epochs", int,
      "cyclical step-size cycle length (epochs; samplers, not sgd)"),
     ("--burn-in-epochs", "burn_in_epochs", _or_auto(int, "an int >= 0"),
-     "epochs before collecting samples, or auto"),
-    ("--collect-every", "collect_every", int, "collect a sample every k epochs"),
+     "epochs before collecting samples, or auto (samplers, not sgd)"),
+    ("--collect-every", "collect_every", int,
+     "collect a sample every k epochs (samplers, not sgd)"),
     ("--num-train", "num_train", int, "synthetic task: training examples"),
     ("--num-test", "num_test", int, "synthetic task: test examples"),
     ("--seed", "seed", int, "seed of initialisation, data order and sampler noise"),
@@ -105,13 +106,13 @@ class _Parser(argparse.ArgumentParser):
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows each flag's default, except where there is none to show; a
-    RunConfig flag's is looked up when the help is shown (argument errors
-    import nothing)."""
+    RunConfig flag's that the parser leaves None is looked up when the help
+    is shown (argument errors import nothing)."""
 
     def _get_help_string(self, action):
-        if action.dest in _CONFIG_FIELDS:
+        if action.dest in _CONFIG_FIELDS and action.default is None:
             return f"{action.help} (default: {_config_default(action.dest)})"
-        if action.default in (None, False):
+        if action.default is None or action.default is False:  # not 0: a default to show
             return action.help
         return super()._get_help_string(action)
 
@@ -164,7 +165,8 @@ def build_parser(description, handlers):
                        help="with --chains: run this many chains at once, as processes")
     train.add_argument("--resume", action="store_true",
                        help="continue the killed run in --output-dir from its last epoch "
-                            "(its config.json; no sample is duplicated or dropped)")
+                            "(its config.json; no sample is duplicated or dropped); with "
+                            "--chains K, its chains: complete ones are kept")
     sweep_t = commands.add_parser("sweep-temperature",
                                   help="runs per temperature on the test split + plot + CSV")
     _add_config_flags(sweep_t)
@@ -195,10 +197,12 @@ def build_parser(description, handlers):
     export.add_argument("--version", type=int, default=None, help="default: next free")
     demo = commands.add_parser("demo", help="SGD vs ATMC on digits, end to end")
     demo.add_argument("--dataset", default="digits", help="a bundled or synthetic dataset")
-    demo.add_argument("--output-dir", default="runs/demo")
-    demo.add_argument("--export-dir", default="saved_models/demo")
-    demo.add_argument("--epochs", type=int, default=None, help="default: the train defaults")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--output-dir", default="runs/demo",
+                      help="the runs go to run-<date>-<time>/sgd and .../atmc in it")
+    demo.add_argument("--export-dir", default="saved_models/demo",
+                      help="the ATMC ensemble is exported to its next version")
+    demo.add_argument("--epochs", type=int, default=None, help="training epochs of each run")
+    demo.add_argument("--seed", type=int, default=0, help="seed of both runs")
     for sub in (train, sweep_t, sweep, demo):
         sub.add_argument("--verbose", type=int, default=2, help="Keras progress verbosity")
     for name, sub in commands.choices.items():

@@ -29,20 +29,26 @@ def format_table(rows, columns):
 
     Args:
         rows: dicts holding every key of ``columns``; floats print with 4
-            decimals, other values with ``str``.
+            decimals, or with 4 significant digits where 4 decimals would
+            show a nonzero value as 0 (a step size of 2.56e-06), other
+            values with ``str``.
         columns: the keys to show, in order (the header line).
 
     Returns:
         str: the header, a rule of dashes, and one line per row.
     """
-    cells = [[str(c) for c in columns]] + [
-        [f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns]
-        for row in rows
-    ]
+    cells = [[str(c) for c in columns]] + [[_cell(row[c]) for c in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _cell(value):
+    """A value of :func:`format_table` as text."""
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.3e}" if 0 < abs(value) < 5e-5 else f"{value:.4f}"
 
 
 def metric_columns(result):
@@ -68,13 +74,15 @@ def print_rhat(result):
     rhat = result.get("rhat")
     if not rhat:
         return
-    print(f"\nrank-normalised split R-hat and ESS across {result['num_chains']} chain(s) "
-          f"x {rhat['function']['num_draws']} draws (Vehtari et al. 2021):")
+    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
+    from keras_bnn.validation import counted
+
+    chains, draws = result["num_chains"], rhat["function"]["num_draws"]
+    print(f"\nrank-normalised split R-hat and ESS across {counted(chains, 'chain')} x "
+          f"{counted(draws, 'draw')} (Vehtari et al. 2021):")
     rows = [dict(space=space, **{k: rhat[space][k] for k in _RHAT_COLUMNS[1:]})
             for space in ("function", "weight")]
     print(format_table(rows, _RHAT_COLUMNS))
-    from keras_bnn import diagnostics  # Keras is imported: the result came from `runs`
-
     print(f"Vehtari et al. (2021) ask R-hat < 1.01 and bulk and tail ESS ≥ "
           f"{diagnostics.ESS_PER_CHAIN} per chain:")
     predictions = ("predicted means and log-variances" if result["likelihood"] == "gaussian"

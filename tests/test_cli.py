@@ -16,8 +16,12 @@ import keras_bnn as kb
 from keras_bnn import cli, console
 from keras_bnn.runs.evaluation import load_chains
 
-SMALL = ["--num-train", "200", "--num-test", "100", "--batch-size", "50",
-         "--epochs", "4", "--burn-in-epochs", "1", "--verbose", "0"]
+#: A short run of the SGD baseline, which collects no sample (it keeps its
+#: final weights): the collection flags are refused for it.
+SGD_SMALL = ["--num-train", "200", "--num-test", "100", "--batch-size", "50",
+             "--epochs", "4", "--verbose", "0"]
+#: A short run of a sampler: SGD_SMALL and when collection starts.
+SMALL = [*SGD_SMALL, "--burn-in-epochs", "1"]
 
 
 def _run(argv, capsys):
@@ -90,7 +94,8 @@ def test_evaluate_against_a_baseline_reports_the_paired_nll_difference(tmp_path,
     dirs = {}
     for sampler in ("sgd", "sghmc"):
         dirs[sampler] = str(tmp_path / sampler)
-        code, _, err = _run(["train", *SMALL, "--epochs", "4", "--sampler", sampler,
+        flags = SGD_SMALL if sampler == "sgd" else SMALL
+        code, _, err = _run(["train", *flags, "--sampler", sampler,
                              "--verbose", "0", "--output-dir", dirs[sampler]], capsys)
         assert code == 0, err
     code, out, err = _run(["evaluate", "--run-dir", dirs["sghmc"],
@@ -257,7 +262,7 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
     dirs = {}
     for name, num_test in (("a", "100"), ("b", "60")):
         dirs[name] = str(tmp_path / name)
-        argv = ["train", *SMALL, "--sampler", "sgd", "--output-dir", dirs[name]]
+        argv = ["train", *SGD_SMALL, "--sampler", "sgd", "--output-dir", dirs[name]]
         argv[argv.index("--num-test") + 1] = num_test
         code, _, err = _run(argv, capsys)
         assert code == 0, err
@@ -266,7 +271,7 @@ def test_a_baseline_on_another_test_set_is_refused(tmp_path, capsys):
     assert code != 0 and "--baseline-run-dir) was scored on 60 test examples" in err
     # The same number of test examples of another draw (seed) or another task.
     dirs["c"] = str(tmp_path / "c")
-    argv = ["train", *SMALL, "--sampler", "sgd", "--seed", "1", "--output-dir", dirs["c"]]
+    argv = ["train", *SGD_SMALL, "--sampler", "sgd", "--seed", "1", "--output-dir", dirs["c"]]
     argv[argv.index("--num-test") + 1] = "100"
     code, _, err = _run(argv, capsys)
     assert code == 0, err
@@ -344,7 +349,7 @@ def test_train_refuses_a_directory_that_holds_a_run_of_any_kind(tmp_path, capsys
     code, _, err = _run(["train", *SMALL, "--chains", "2", "--output-dir", chains], capsys)
     assert code == 0, err
     stored = open(os.path.join(chains, "config.json")).read()
-    for argv in ([*SMALL, "--sampler", "sgd"], ["--resume"]):
+    for argv in ([*SGD_SMALL, "--sampler", "sgd"], ["--resume"]):
         code, _, err = _run(["train", *argv, "--output-dir", chains], capsys)
         assert code == 2 and "holds a run of 2 chains (chain-0, chain-1)" in err, err
     assert open(os.path.join(chains, "config.json")).read() == stored

@@ -197,9 +197,12 @@ class RunConfig:
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
         if self.dataset == "npy" and self.data_dir is not None:
             self.data_dir = os.path.abspath(self.data_dir)
-        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+        blocker = _file_on(self.output_dir)
+        if blocker is not None:
             raise argument_error("output_dir", "be a directory (or a path to create one)",
-                                 self.output_dir, "RunConfig", got="a file")
+                                 self.output_dir, "RunConfig",
+                                 got="a file" if blocker == os.path.abspath(self.output_dir)
+                                 else f"a path inside the file {blocker!r}")
         collects = SAMPLERS[self.sampler]
         if not collects and self.temperature != 1.0:
             raise ValueError(f"`temperature` applies to samplers, not to "
@@ -309,6 +312,15 @@ class RunConfig:
         return cls.from_dict(dict(values, **(overrides or {})))
 
 
+def _file_on(path):
+    """The deepest existing part of ``path`` (made absolute) if it is not a
+    directory, else None: a directory cannot be made at ``path`` then."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return None if os.path.isdir(path) else path
+
+
 def chain_seed(config):
     """Seed of a chain's initialisation and sampler noise.
 
@@ -355,21 +367,25 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     return RunConfig.from_json(run.config, overrides, argument="the run's config")
 
 
-def resume_config(output_dir, flags):
-    """The config of the run in ``output_dir``, for ``train(..., resume=True)``.
+def resume_config(output_dir, flags, chains=1):
+    """The config of the run in ``output_dir``, for ``train(..., resume=True)``
+    (or ``run_chains(..., resume=True)``).
 
     Args:
         output_dir: the run directory (``--output-dir``).
         flags: RunConfig fields given on the command line besides
             ``output_dir``; each must equal the stored value (a resumed run
             continues the same chain).
+        chains: the chains of the run (``--chains``): 1 for a run of one
+            chain, else the run's K (its ``chain-k`` directories, k < K).
 
     Returns:
         The stored :class:`RunConfig`.
 
     Raises:
-        ValueError: without ``output_dir``, with ``--config``, or for a flag
-            that differs from the stored config.
+        ValueError: without ``output_dir``, with ``--config``, for a flag
+            that differs from the stored config, or for ``chains`` > 1 and
+            a run of one chain or of more than ``chains`` chains.
         FileNotFoundError: if ``output_dir`` holds no run (or one stopped
             during its prior selection, which the same command without
             ``--resume`` continues).
@@ -385,6 +401,13 @@ def resume_config(output_dir, flags):
             "(prior auto), before it began: run the same command again without --resume (the "
             "candidates that finished are reused).")
     config = read_config(output_dir, "--resume: `output_dir`", output_dir=output_dir)
+    found = run.chains()
+    if chains != 1 and os.path.isdir(run.samples):
+        raise ValueError(f"--resume: {output_dir!r} holds a run of one chain, not of "
+                         f"--chains {chains}: drop --chains.")
+    if chains != 1 and len(found) > chains:
+        raise ValueError(f"--resume: {output_dir!r} holds a run of "
+                         f"{counted(len(found), 'chain')}: pass --chains {len(found)}.")
     for name, value in flags.items():
         if name != "output_dir" and getattr(config, name) != value:
             raise ValueError(f"--resume continues the stored run: `{name}` is "

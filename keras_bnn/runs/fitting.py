@@ -103,8 +103,7 @@ def _refuse_occupied(run, config, resume, data):
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} holds a run of {counted(len(chains), 'chain')} "
             f"({', '.join(os.path.basename(c.path) for c in chains)}): train into a new "
-            "directory, or continue one killed chain with --resume and that chain's "
-            f"directory as --output-dir (e.g. {chains[0].path}).")
+            "directory, or continue the killed run with --resume and its --chains K.")
     store = run.store()
     if resume and data is None and os.path.exists(run.validation_split):
         raise ValueError(f"--resume: the run in {config.output_dir!r} is a sweep's run on a "

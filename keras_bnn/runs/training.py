@@ -14,7 +14,7 @@ from keras_bnn.durable import DirectoryLock
 from keras_bnn.runs import fitting, selection
 from keras_bnn.runs.build import check_data_files
 from keras_bnn.runs.rundir import RunDir
-from keras_bnn.validation import check_int
+from keras_bnn.validation import check_int, counted
 
 
 def train(config, verbose=1, resume=False, data=None):
@@ -61,7 +61,7 @@ def train(config, verbose=1, resume=False, data=None):
         return fitting.fit_run(run, config, verbose, resume, data)
 
 
-def run_chains(config, chains, verbose=1, processes=1):
+def run_chains(config, chains, verbose=1, processes=1, resume=False):
     """Trains ``chains`` independent chains of one configuration.
 
     Chain k is :func:`train` with ``chain=k`` (its own initialisation and
@@ -78,6 +78,10 @@ def run_chains(config, chains, verbose=1, processes=1):
         chains: K ≥ 1.
         verbose: Keras progress-bar verbosity of each chain (in-process).
         processes: concurrent chain processes, ≥ 1.
+        resume: continue the killed run of ``chains`` chains in ``output_dir``:
+            its complete chains are kept, a chain that started continues from
+            its backup (:func:`train` with ``resume=True``) and one that did
+            not start trains.
 
     Returns:
         List of ``(store, logs)``, one per chain: its
@@ -85,7 +89,8 @@ def run_chains(config, chains, verbose=1, processes=1):
         in ``chain-k/history.json``).
 
     Raises:
-        ValueError: for ``chains`` or ``processes`` < 1 or an invalid config.
+        ValueError: for ``chains`` or ``processes`` < 1 or an invalid config;
+            with ``resume``, for a run whose chains are all complete.
         FileExistsError: if a chain directory already holds samples.
         ChildProcessError: if a chain process fails (with the end of its
             stderr).
@@ -96,10 +101,10 @@ def run_chains(config, chains, verbose=1, processes=1):
     processes = check_int(processes, "processes", 1)
     config = dataclasses.replace(config.validate(), chain=0)
     with DirectoryLock(config.output_dir):
-        return _run_chains(config, chains, verbose, processes)
+        return _run_chains(config, chains, verbose, processes, resume)
 
 
-def _run_chains(config, chains, verbose, processes):
+def _run_chains(config, chains, verbose, processes, resume):
     """:func:`run_chains` in the locked run directory."""
     top = RunDir(config.output_dir)
     config = selection.resolve_prior(config, verbose=verbose)  # once, for every chain
@@ -108,17 +113,29 @@ def _run_chains(config, chains, verbose, processes):
     chain_dirs = [top.chain(k) for k in range(chains)]
     runs = [dataclasses.replace(config, chain=k, output_dir=chain_dir.path)
             for k, chain_dir in enumerate(chain_dirs)]
-    if processes == 1:
-        return [(result.store, result.history.history) for result in
-                (train(run, verbose=verbose) for run in runs)]
-    for start in range(0, chains, processes):
-        _train_in_processes(runs[start:start + processes])
+    if resume:
+        runs = [run for run, chain_dir in zip(runs, chain_dirs) if not chain_dir.complete]
+        if not runs:
+            raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
+                             f"({counted(chains, 'chain')}); nothing to resume.")
+    for start in range(0, len(runs), processes):
+        if processes == 1:
+            train(runs[start], verbose=verbose, resume=resume and _started(runs[start]))
+        else:
+            _train_in_processes(runs[start:start + processes], resume)
     return [(chain_dir.store(), chain_dir.read_numbers(chain_dir.history))
             for chain_dir in chain_dirs]
 
 
-def _train_in_processes(runs):
+def _started(run):
+    """Whether the chain of config ``run`` started training (it holds its config.json)."""
+    return RunDir(run.output_dir).started
+
+
+def _train_in_processes(runs, resume=False):
     """Runs ``keras-bnn train`` for each config concurrently; raises on a failure.
+
+    With ``resume``, a chain that started runs ``keras-bnn train --resume``.
 
     The package's warnings each chain printed (``keras-bnn: NotConvergedWarning:
     ...``, :func:`keras_bnn.console.library_warnings_as_lines`) are passed on
@@ -126,10 +143,14 @@ def _train_in_processes(runs):
     """
     launched = []
     for run in runs:
-        path = RunDir(run.output_dir).config  # train() writes the same
-        RunDir(run.output_dir).write_json(path, dataclasses.asdict(run))
+        chain = RunDir(run.output_dir)
+        if resume and _started(run):
+            where = ["--output-dir", chain.path, "--resume"]
+        else:
+            chain.write_json(chain.config, dataclasses.asdict(run))  # train() writes the same
+            where = ["--config", chain.config]
         launched.append((run, subprocess.Popen(
-            [sys.executable, "-m", "keras_bnn.cli", "train", "--config", path, "--verbose", "0"],
+            [sys.executable, "-m", "keras_bnn.cli", "train", *where, "--verbose", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
     errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
     for run, err, _ in errors:
