@@ -84,3 +84,52 @@ def test_ensemble_evaluate_refuses_unsplittable_batches_and_keeps_the_weights(tm
     assert "a batch of 1 examples" in dataset, dataset
     assert result["max_difference"] == 0.0  # the same weights, the same program
     assert result["loss"][1] == result["loss"][0]
+
+
+#: The JAX process of :func:`on_batch_errors`.
+JAX_ON_BATCH = JAX_EVALUATE.replace("ensemble_evaluations", "on_batch_errors")
+
+
+def on_batch_errors(_folder):
+    """``train_on_batch`` and ``test_on_batch`` under ``DataParallel`` over 2
+    devices: of 51 rows (not split evenly), then of 50.
+
+    Returns:
+        dict: ``errors`` (type and message of the two calls on 51 rows) and
+        ``steps`` (the sampler's step count after them, then after one
+        ``train_on_batch`` of 50).
+    """
+    import jax
+    import keras
+    import numpy as np
+
+    import keras_bnn as kb
+
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    x = np.random.default_rng(0).normal(size=(51, 5)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    net = kb.models.mlp((5,), 2, hidden=(8,))
+    net.compile(sampler=kb.samplers.SGLD(1e-3), train_size=100,
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    errors = [_error_of(lambda: net.train_on_batch(x, y)),
+              _error_of(lambda: net.test_on_batch(x, y))]
+    steps = [int(net.optimizer.iterations.numpy())]
+    net.train_on_batch(x[:50], y[:50])
+    steps.append(int(net.optimizer.iterations.numpy()))
+    return {"errors": errors, "steps": steps}
+
+
+def test_on_batch_methods_refuse_a_batch_that_does_not_split_naming_its_length(tmp_path):
+    """Under DataParallel over 2 devices, ``train_on_batch`` and
+    ``test_on_batch`` of 51 rows are refused before any step with a
+    ``ValueError`` naming ``len(x)`` and the device count, as ``fit`` names
+    ``batch_size``; 50 rows then train one step. Before, both raised JAX's
+    bare ``IndivisibleError`` from inside the step."""
+    from test_jax_user import _jax_process
+
+    result = _jax_process(JAX_ON_BATCH, str(tmp_path),
+                          XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    for owner, error in zip(("train_on_batch", "test_on_batch"), result["errors"]):
+        assert error is not None and error.startswith(f"ValueError: {owner}: `len(x)`"), error
+        assert "2 devices" in error and "len(x)=51" in error, error
+    assert result["steps"] == [0, 1]

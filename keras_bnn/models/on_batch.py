@@ -25,7 +25,7 @@ import keras
 from keras_bnn import distribute, nonfinite
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import current_step
-from keras_bnn.fit_data import check_fit_data
+from keras_bnn.fit_data import array_examples, check_fit_data
 from keras_bnn.models import fit_callbacks
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.stochastic_layers import check_stochastic_layers
@@ -72,6 +72,12 @@ def build_unbuilt(model, data_batch):
     model._symbolic_build(data_batch=data_batch)  # what Keras does under a strategy
 
 
+def _check_batch_splits(x, owner):
+    """Refuses a batch of arrays ``keras.distribution`` cannot split over its devices
+    (JAX), naming ``len(x)``: until 2026-11-30 JAX's bare ``IndivisibleError``."""
+    distribute.check_batches_split(owner, "len(x)", array_examples(x))
+
+
 def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
                    class_weight=None, return_dict=False):
     """One transition on a batch, with ``fit``'s checks and NaN/Inf policy.
@@ -92,10 +98,13 @@ def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
             inputs of another shape; dropout, noise or batch normalisation
             sampled by HMC; ``jit_compile=True`` under a ``tf.distribute``
             strategy (:func:`keras_bnn.distribute.check_jit_compile`).
+            Under JAX's ``keras.distribution``, a batch whose length does not
+            split over its devices, naming ``len(x)``.
         keras_bnn.NonFiniteError: when the potential or a gradient is
             NaN/Inf: the step changed nothing.
     """
     check_fit_data(model, {"x": x, "y": y}, owner="train_on_batch")
+    _check_batch_splits(x, "train_on_batch")
     if keras.backend.backend() == "tensorflow":
         distribute.check_jit_compile(model, "train_on_batch")
     build_unbuilt(model, (x, y, sample_weight))
@@ -124,7 +133,8 @@ def test_on_batch(model, keras_test_on_batch, x, y=None, sample_weight=None, ret
     Raises:
         ValueError: as ``evaluate``: labels the likelihood cannot score, or
             labels given to a model compiled without a loss (``nll`` would
-            read 0).
+            read 0), a batch ``keras.distribution`` cannot split (``len(x)``).
     """
     check_fit_data(model, {"x": x, "y": y}, owner="test_on_batch")
+    _check_batch_splits(x, "test_on_batch")
     return keras_test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
