@@ -204,7 +204,8 @@ def build_parser(description, handlers):
     demo.add_argument("--epochs", type=int, default=None, help="training epochs of each run")
     demo.add_argument("--seed", type=int, default=0, help="seed of both runs")
     for sub in (train, sweep_t, sweep, demo):
-        sub.add_argument("--verbose", type=int, default=2, help="Keras progress verbosity")
+        sub.add_argument("--verbose", type=int, default=2, choices=(0, 1, 2),
+                         help="Keras progress verbosity")
     for name, sub in commands.choices.items():
         sub.set_defaults(run=handlers[name])
     return parser

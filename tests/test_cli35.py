@@ -160,3 +160,36 @@ def test_an_output_dir_inside_a_file_is_refused_before_keras(tmp_path, capsys):
 ])
 def test_demo_and_sweep_name_their_own_flags(argv, error, capsys):
     assert _refused(argv, capsys).startswith(f"keras-bnn: error: {error}")
+
+
+def test_verbose_takes_only_keras_levels(capsys):
+    """Until 2026-11-30 `--verbose 5` was taken and passed to Keras."""
+    err = _refused(["train", "--verbose", "5"], capsys)
+    assert "--verbose" in err and "(choose from 0, 1, 2)" in err, err
+
+
+@pytest.mark.parametrize("failing, said", [(1, "1 chain failed"), (2, "2 chains failed")])
+def test_failed_chain_processes_are_counted_with_the_right_noun(
+        failing, said, tmp_path, monkeypatch):
+    """The error of failed chain processes counts them: until 2026-11-30 "1 chain
+    process(es) failed"."""
+    from keras_bnn.runs import training
+
+    class Failing:
+        """A chain process that failed (the first ``failing`` of them)."""
+        started = 0
+
+        def __init__(self, *args, **kwargs):
+            Failing.started += 1
+            self.returncode = int(Failing.started <= failing)
+
+        def communicate(self):
+            return "", "Traceback ...\nValueError: boom"
+
+    monkeypatch.setattr(training.subprocess, "Popen", Failing)
+    chains = [dataclasses.replace(runs.RunConfig(dataset="wine"), chain=k,
+                                  output_dir=str(tmp_path / f"chain-{k}")) for k in range(2)]
+    with pytest.raises(ChildProcessError) as raised:
+        training._train_in_processes(chains)
+    assert str(raised.value).startswith(f"{said}; chain 0 ("), raised.value
+    assert str(raised.value).endswith("said: Traceback ...\nValueError: boom")

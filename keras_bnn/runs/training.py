@@ -161,5 +161,5 @@ def _train_in_processes(runs, resume=False):
     if failures:
         run, err = failures[0]
         raise ChildProcessError(
-            f"{len(failures)} chain process(es) failed; chain {run.chain} "
+            f"{counted(len(failures), 'chain')} failed; chain {run.chain} "
             f"({run.output_dir}) said: {err.strip()[-2000:]}")
