@@ -27,18 +27,11 @@ def ensemble_evaluations(folder):
         one ran), ``loss`` (of the 100, before and after) and
         ``max_difference`` between the predictions before and after.
     """
-    import jax
-    import keras
     import numpy as np
 
     import keras_bnn as kb
 
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
-    x = np.random.default_rng(0).normal(size=(101, 5)).astype("float32")
-    y = (x[:, 0] > 0).astype("int32")
-    net = kb.models.mlp((5,), 2, hidden=(8,))
-    net.compile(sampler=kb.samplers.SGLD(1e-3), train_size=100,
-                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y, net = _sampled_mlp(101)
     store = kb.SampleStore(folder)
     store.append(net)
     ensemble = kb.PosteriorEnsemble.from_store(store)
@@ -52,6 +45,24 @@ def ensemble_evaluations(folder):
     losses.append(ensemble.evaluate(x[:100], y[:100], batch_size=50, verbose=0))
     return {"errors": errors, "loss": [float(loss) for loss in losses],
             "max_difference": float(np.max(np.abs(after - before)))}
+
+
+def _sampled_mlp(rows):
+    """Under ``DataParallel`` over the JAX devices: ``rows`` examples ``x`` [rows, 5],
+    labels ``y`` and a 5-8-2 MLP compiled with SGLD (in the JAX process)."""
+    import jax
+    import keras
+    import numpy as np
+
+    import keras_bnn as kb
+
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    x = np.random.default_rng(0).normal(size=(rows, 5)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    net = kb.models.mlp((5,), 2, hidden=(8,))
+    net.compile(sampler=kb.samplers.SGLD(1e-3), train_size=100,
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return x, y, net
 
 
 def _error_of(call):
@@ -99,18 +110,7 @@ def on_batch_errors(_folder):
         ``steps`` (the sampler's step count after them, then after one
         ``train_on_batch`` of 50).
     """
-    import jax
-    import keras
-    import numpy as np
-
-    import keras_bnn as kb
-
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
-    x = np.random.default_rng(0).normal(size=(51, 5)).astype("float32")
-    y = (x[:, 0] > 0).astype("int32")
-    net = kb.models.mlp((5,), 2, hidden=(8,))
-    net.compile(sampler=kb.samplers.SGLD(1e-3), train_size=100,
-                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y, net = _sampled_mlp(51)
     errors = [_error_of(lambda: net.train_on_batch(x, y)),
               _error_of(lambda: net.test_on_batch(x, y))]
     steps = [int(net.optimizer.iterations.numpy())]
