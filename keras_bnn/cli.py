@@ -200,9 +200,9 @@ def _cmd_sweep_temperature(args):
     if not SAMPLERS[config.sampler]:
         raise ValueError(f"sweep-temperature needs a sampler: --sampler {config.sampler} has no "
                          "temperature")
-    _, temperatures, _ = check_sweep("temperature", _numbers(args.temperatures,
-                                                             "--temperatures"),
-                                     [config.seed], None, names=("--temperatures", "--seed"))
+    _, temperatures, _ = check_sweep(
+        "temperature", _numbers(args.temperatures, "--temperatures"), [config.seed], None,
+        names=("param", "--temperatures", "--seed"))
     rows = _runs().sweep_temperature(config, temperatures, verbose=args.verbose)
     console.print_sweep(rows, "temperature", config.output_dir)
 
@@ -228,7 +228,7 @@ def _cmd_sweep(args):
     config = _config_from(args)
     param, values, seeds = check_sweep(args.param, _numbers(args.values, "--values"),
                                        _numbers(args.seeds, "--seeds", int), split,
-                                       names=("--values", "--seeds"))
+                                       names=("--param", "--values", "--seeds"))
     runs = _runs()
     rows = runs.sweep(param, values, config=config, seeds=seeds, validation_split=split,
                       verbose=args.verbose, **arrays)

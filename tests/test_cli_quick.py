@@ -38,7 +38,7 @@ BAD = [
     (["train", "--config", "{tmp}/bad.json"], "is not valid JSON"),
     (["evaluate", "--run-dir", "{tmp}/none"], "--run-dir '{tmp}/none' holds no run"),
     (["export", "--run-dir", "{tmp}/none", "--export-dir", "{tmp}/e"], "holds no run"),
-    (["sweep", "--param", "depth", "--values", "1"], "`param` must be one of"),
+    (["sweep", "--param", "depth", "--values", "1"], "`--param` must be one of"),
     (["sweep", "--param", "temperature", "--values", "1,-2"], "`--values` must be positive"),
     (["sweep", "--param", "temperature", "--values", "1", "--x", "{tmp}/x.npz", "--y",
       "{tmp}/y50.npy"], "--x must be a .npy file holding one array"),

@@ -74,7 +74,7 @@ def test_cli_sweep_on_npy_arrays_and_a_bundled_dataset(tmp_path, capsys):
     rows = list(csv.DictReader(open(tmp_path / "b" / "sweep.csv")))
     assert [float(r["prior_scale"]) for r in rows] == [1.0]
     code = cli.main(["sweep", "--param", "width", "--values", "1"])
-    assert code == 2 and "`param` must be one of" in capsys.readouterr().err
+    assert code == 2 and "`--param` must be one of" in capsys.readouterr().err
 
 
 def test_run_config_has_one_set_of_defaults_for_every_dataset():

@@ -415,7 +415,7 @@ def resume_config(output_dir, flags, chains=1):
     return config
 
 
-def check_sweep(param, values, seeds, validation_split, names=("values", "seeds")):
+def check_sweep(param, values, seeds, validation_split, names=("param", "values", "seeds")):
     """Checks the arguments of :func:`keras_bnn.runs.sweep` that are not arrays.
 
     Args:
@@ -425,8 +425,8 @@ def check_sweep(param, values, seeds, validation_split, names=("values", "seeds"
             significant digits).
         seeds: at least one integer seed, none twice.
         validation_split: a fraction in (0, 1), or None.
-        names: how errors name ``values`` and ``seeds`` (the command line's
-            flags, e.g. ``("--temperatures", "--seed")``).
+        names: how errors name ``param``, ``values`` and ``seeds`` (the
+            command line's flags, e.g. ``("--param", "--values", "--seeds")``).
 
     Returns:
         ``(param, values, seeds)`` with ``values`` as floats and ``seeds`` as ints.
@@ -434,22 +434,22 @@ def check_sweep(param, values, seeds, validation_split, names=("values", "seeds"
     Raises:
         ValueError: naming the argument and the allowed values.
     """
-    param = check_choice(param, "param", SWEEP_PARAMS)
+    param = check_choice(param, names[0], SWEEP_PARAMS)
     values = [float(v) for v in values]
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise ValueError(f"`{names[0]}` must be positive numbers; got {values!r}.")
+        raise ValueError(f"`{names[1]}` must be positive numbers; got {values!r}.")
     spelled = [sweep_value(v) for v in values]
     for i, name in enumerate(spelled):
         if name in spelled[:i]:
-            raise ValueError(f"`{names[0]}` must be distinct to 6 significant digits (each "
+            raise ValueError(f"`{names[1]}` must be distinct to 6 significant digits (each "
                              f"value's runs go to `{param}=<value>`); got "
                              f"{values[spelled.index(name)]!r} and {values[i]!r}, both "
                              f"`{param}={name}`.")
-    seeds = [check_seed(seed, names[1]) for seed in seeds]
+    seeds = [check_seed(seed, names[2]) for seed in seeds]
     if not seeds:
-        raise ValueError(f"`{names[1]}` must hold at least one seed.")
+        raise ValueError(f"`{names[2]}` must hold at least one seed.")
     if len(set(seeds)) < len(seeds):
-        raise ValueError(f"`{names[1]}` must be distinct seeds (each seed's run goes to "
+        raise ValueError(f"`{names[2]}` must be distinct seeds (each seed's run goes to "
                          f"`seed=<seed>`); got {seeds!r}.")
     if validation_split is not None and not 0 < validation_split < 1:
         raise ValueError(f"`validation_split` must lie in (0, 1) or be None; "
