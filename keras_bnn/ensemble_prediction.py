@@ -18,6 +18,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import distribute, ensemble_inputs
+from keras_bnn.fit_data import check_dataset_batched
 from keras_bnn.validation import argument_error
 
 
@@ -54,6 +55,7 @@ class Prediction:
         """
         x = ensemble_inputs.by_position(x, self.member_input_shape, self.member_input_names)
         self._check_inputs(x, owner)
+        check_dataset_batched(self._member.value, x, owner)  # the member's inputs
         if ensemble_inputs.is_empty_batch(x):
             return keras.tree.map_structure(ops.convert_to_numpy, function(x))
         # Before Keras' JAX loop, which takes the weights out of the variables and

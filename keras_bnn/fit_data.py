@@ -140,6 +140,30 @@ def _check_batched(model, inputs, owner):
             inputs, owner, got=f"single examples of shape {got}")
 
 
+def check_dataset_batched(model, data, owner):
+    """Refuses a ``tf.data.Dataset`` of single examples, read from its ``element_spec``
+    (nothing is read from the dataset): ``predict``'s check that ``fit`` and
+    ``evaluate`` make on their first batch.
+
+    Args:
+        model: the model (its ``inputs`` are read).
+        data: ``predict``'s ``x``; anything but a ``tf.data.Dataset`` passes.
+        owner: the method, for the message.
+
+    Raises:
+        ValueError: naming ``x`` for a dataset whose elements are single
+            examples (until 2026-11-30 Keras' "Exception encountered when
+            calling BayesianModel.call()" or a graph's InvalidArgumentError).
+    """
+    spec = getattr(data, "element_spec", None)
+    if spec is None or is_distributed(data):
+        return
+    inputs = _unpack(spec)[0]
+    if all(getattr(leaf, "shape", None) is not None and leaf.shape.rank is not None
+           for leaf in keras.tree.flatten(inputs)):  # of unknown rank: Keras finds out
+        _check_batched(model, inputs, owner)
+
+
 def single_output(model, value):
     """``y`` or ``sample_weight`` as a one-output model's loss reads it.
 

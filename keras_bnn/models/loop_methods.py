@@ -11,6 +11,7 @@ from keras_bnn import array_order, backend
 from keras_bnn import distribute
 from keras_bnn import nonfinite
 from keras_bnn.callbacks import current_step
+from keras_bnn.fit_data import check_dataset_batched
 from keras_bnn.models import entry_points, on_batch
 from keras_bnn.train_size import call_site
 
@@ -50,8 +51,11 @@ class LoopMethods:
 
         Raises:
             ValueError: naming ``batch_size`` where array batches do not split
-                over the devices (:func:`keras_bnn.distribute.check_data_batches`).
+                over the devices (:func:`keras_bnn.distribute.check_data_batches`),
+                ``x`` for a dataset of single examples
+                (:func:`keras_bnn.fit_data.check_dataset_batched`).
         """
+        check_dataset_batched(self, x, "predict")
         distribute.check_data_batches({"x": x, "batch_size": batch_size, "steps": steps}, None,
                                       "predict")
         with backend.values_kept(self):  # a dataset's ragged last batch raises inside
