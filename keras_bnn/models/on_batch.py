@@ -22,7 +22,7 @@ import weakref
 
 import keras
 
-from keras_bnn import distribute, nonfinite
+from keras_bnn import distribute, loss_terms, nonfinite
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import array_examples, check_fit_data
@@ -78,6 +78,25 @@ def _check_batch_splits(x, owner):
     distribute.check_batches_split(owner, "len(x)", array_examples(x))
 
 
+def _check_batch_terms(model, x, y):
+    """HMC's minibatch check where ``train_size`` counts loss terms, not examples.
+
+    The traced step checks the batch's examples (``BatchPotential.batch_size``),
+    which is None where the loss averages over other terms (a per-timestep
+    output's unmasked timesteps, labels not ``ignore_class``): until
+    2026-11-30 ``train_on_batch`` of 8 sequences of 48 tokens with
+    ``train_size=96`` ran a minibatch HMC transition with no
+    ``MinibatchHMCWarning`` (``fit`` warned). Here the batch's terms are
+    compared with ``train_size``, as ``fit`` compares its first batch's.
+    """
+    kernel = model.transition_kernel
+    if not (kernel.full_batch and loss_terms.counts_terms(model)):
+        return
+    counted = loss_terms.batch_terms(model, x, y)
+    if counted is not None:
+        kernel.check_batch_size(batch_size=array_examples(x), terms=int(counted[0]))
+
+
 def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
                    class_weight=None, return_dict=False):
     """One transition on a batch, with ``fit``'s checks and NaN/Inf policy.
@@ -102,6 +121,11 @@ def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
             split over its devices, naming ``len(x)``.
         keras_bnn.NonFiniteError: when the potential or a gradient is
             NaN/Inf: the step changed nothing.
+
+    Warns:
+        keras_bnn.MinibatchHMCWarning: HMC on a batch of fewer than
+            ``train_size`` examples, or loss terms where ``train_size``
+            counts those (once per sampler until a ``fit``).
     """
     check_fit_data(model, {"x": x, "y": y}, owner="train_on_batch")
     _check_batch_splits(x, "train_on_batch")
@@ -109,6 +133,7 @@ def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
         distribute.check_jit_compile(model, "train_on_batch")
     build_unbuilt(model, (x, y, sample_weight))
     _check_model(model, "train_on_batch")
+    _check_batch_terms(model, x, y)
     with nonfinite.translated(lambda: current_step(model.optimizer)):
         logs = keras_train_on_batch(x, y, sample_weight=sample_weight,
                                     class_weight=class_weight, return_dict=True)

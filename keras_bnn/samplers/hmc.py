@@ -11,7 +11,7 @@ from keras_bnn import nonfinite
 from keras_bnn.fit_data import array_examples
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.samplers.kernel import Transition
-from keras_bnn.validation import check_fraction, check_int
+from keras_bnn.validation import argument_error, check_fraction, check_int
 
 # Dual-averaging constants of Hoffman & Gelman (2014), Algorithm 5.
 _GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75
@@ -93,7 +93,8 @@ class HMC(Sampler):
     stops at the end of the epoch.
 
     Args:
-        step_size: initial leapfrog step size h > 0.
+        step_size: initial leapfrog step size h > 0 (a float or a
+            ``LearningRateSchedule``; not ``"auto"``).
         num_leapfrog_steps: L ≥ 1.
         num_adaptation_steps: transitions of step-size adaptation (0: none).
         target_accept_rate: δ in (0, 1) for the adaptation.
@@ -103,7 +104,9 @@ class HMC(Sampler):
     Raises:
         ValueError: for ``num_leapfrog_steps < 1``, a negative
             ``num_adaptation_steps``, ``target_accept_rate`` outside (0, 1),
-            or a non-positive step size, temperature or train size.
+            a string step size (``"auto"``: until 2026-11-30 the SG samplers'
+            warm-up, which HMC never ran, left h at 1e-8 and the chain
+            still), or a non-positive step size, temperature or train size.
     """
 
     has_momentum = False  # p is redrawn each transition: no kinetic temperature to log
@@ -115,6 +118,11 @@ class HMC(Sampler):
         leapfrog_steps = check_int(num_leapfrog_steps, "num_leapfrog_steps", 1, owner="HMC")
         adaptation_steps = check_int(num_adaptation_steps, "num_adaptation_steps", 0, owner="HMC")
         target = check_fraction(target_accept_rate, "target_accept_rate", "HMC")
+        if isinstance(step_size, str):  # the SG samplers' "auto" froze h at 1e-8 here
+            raise argument_error(
+                "step_size", "be a number > 0 or a LearningRateSchedule (HMC has no 'auto' "
+                "warm-up: num_adaptation_steps > 0 tunes h toward target_accept_rate)",
+                step_size, "HMC")
         super().__init__(step_size=step_size, **kwargs)
         self.num_leapfrog_steps = leapfrog_steps
         self.num_adaptation_steps = adaptation_steps
