@@ -68,8 +68,9 @@ def _diabetes_regression():
 
 @pytest.mark.slow
 def test_an_adapted_chain_matches_the_exact_gaussian_posterior(tmp_path):
-    """fit with dual averaging for 100 transitions, then CollectSamples('auto'): mean and sd of 5 weights within 4 Monte Carlo
-    standard errors derived from the chain's ESS (TFP, Geyer truncation)."""
+    """fit with dual averaging for 100 transitions, then CollectSamples('auto'): mean
+    and sd of 5 weights within 4 Monte Carlo standard errors derived from the chain's
+    ESS (TFP, Geyer truncation)."""
     x, y, mean, cov = _diabetes_regression()
     keras.utils.set_random_seed(0)
     inputs = keras.Input((5,))
