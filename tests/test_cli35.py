@@ -193,3 +193,15 @@ def test_failed_chain_processes_are_counted_with_the_right_noun(
         training._train_in_processes(chains)
     assert str(raised.value).startswith(f"{said}; chain 0 ("), raised.value
     assert str(raised.value).endswith("said: Traceback ...\nValueError: boom")
+
+
+@pytest.mark.parametrize("sampler", ["hmc", "sgd"])
+def test_an_auto_step_is_refused_where_no_warm_up_chooses_it(sampler, capsys):
+    """`--step-size auto` with hmc or sgd: until 2026-11-30 the run loaded its data and
+    then failed building the optimizer (HMC: its own error; SGD: Keras')."""
+    err = _refused(["train", "--sampler", sampler, "--step-size", "auto", "--dataset", "wine"],
+                   capsys)
+    assert err.startswith(f"keras-bnn: error: RunConfig: `step_size` must be a number > 0 for "
+                          f"sampler '{sampler}'"), err
+    with pytest.raises(ValueError, match="`step_size` must be a number > 0"):
+        runs.RunConfig(sampler=sampler, step_size="auto").validate()

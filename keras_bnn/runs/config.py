@@ -50,6 +50,13 @@ def default_collect_every(epochs):
     return max(1, round(epochs / SAMPLES_PER_RUN))
 
 
+#: Runs whose optimizer has no step-size warm-up, and what sets their step:
+#: ``step_size="auto"`` is refused for them (until 2026-11-30 the run failed
+#: when its sampler was built, after the data was loaded).
+AUTO_STEP_REFUSED = {"hmc": "HMC has no 'auto' warm-up: its num_adaptation_steps tune h",
+                     "sgd": "the SGD/MAP baseline's learning rate; omit it for the default 0.05"}
+
+
 @dataclasses.dataclass
 class RunConfig:
     """Everything a run needs; the CLI builds it from a JSON file and flags.
@@ -190,6 +197,10 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and not (name == "step_size" and value == "auto"):
                 check_positive(value, name, "RunConfig")
+        if self.step_size == "auto" and self.sampler in AUTO_STEP_REFUSED:
+            raise argument_error("step_size", f"be a number > 0 for sampler {self.sampler!r} "
+                                 f"({AUTO_STEP_REFUSED[self.sampler]})", self.step_size,
+                                 "RunConfig")
         for name in ("dataset", "model", "sampler", "output_dir", "data_dir"):
             value = getattr(self, name)
             unset_data_dir = name == "data_dir" and value is None
