@@ -105,6 +105,7 @@ def _cmd_train(args):
         config = config_lib.resume_config(args.output_dir, given, args.chains)
     else:
         config = _config_from(args)
+    args.run_dir = config.output_dir  # what a Ctrl-C's advice reads (main)
     if args.chains != 1:
         return _cmd_train_chains(args, config)
     result = _runs().train(config, verbose=args.verbose, resume=args.resume)
@@ -293,6 +294,23 @@ def build_parser():
 _TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_datasets", "tensorflow_probability")
 
 
+def _interrupted_train_advice(args):
+    """What an interrupted ``train`` tells the user to do next: ``--resume`` a run that
+    began training; the same command again for one stopped while it chose its prior,
+    which ``--resume`` refuses (:func:`keras_bnn.runs.config.resume_config`)."""
+    from keras_bnn.runs.rundir import RunDir
+
+    run_dir = getattr(args, "run_dir", None)
+    if run_dir is not None and not RunDir(run_dir).started:
+        if os.path.isdir(RunDir(run_dir).prior_candidates):
+            return (" The run was choosing its prior (prior auto) and has not begun: run the "
+                    "same command again, without --resume (the candidates that finished "
+                    "are reused).")
+        return " The run had not begun: run the same command again, without --resume."
+    return (" What was written is kept (samples and epoch backups are written whole); "
+            "continue the run with the same command and --resume.")
+
+
 def main(argv=None):
     """Entry point of the ``keras-bnn`` console script.
 
@@ -304,14 +322,13 @@ def main(argv=None):
         interrupted (Ctrl-C).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    args = None
     try:
         args = build_parser().parse_args(argv)
         with console.library_warnings_as_lines():
             code = args.run(args)
     except KeyboardInterrupt:
-        advice = (" What was written is kept (samples and epoch backups are written whole); "
-                  "continue the run with the same command and --resume."
-                  if argv[:1] == ["train"] else "")
+        advice = _interrupted_train_advice(args) if argv[:1] == ["train"] else ""
         print(f"keras-bnn: interrupted.{advice}", file=sys.stderr)
         return 130
     except (ValueError, TypeError, KeyError, OSError, FloatingPointError, RecursionError,
