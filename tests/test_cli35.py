@@ -162,9 +162,10 @@ def test_demo_and_sweep_name_their_own_flags(argv, error, capsys):
     assert _refused(argv, capsys).startswith(f"keras-bnn: error: {error}")
 
 
-def test_verbose_takes_only_keras_levels(capsys):
+def test_verbose_takes_only_keras_levels(tmp_path, capsys):
     """Until 2026-11-30 `--verbose 5` was taken and passed to Keras."""
-    err = _refused(["train", "--verbose", "5"], capsys)
+    err = _refused(["train", "--verbose", "5", "--dataset", "wine", "--epochs", "2",
+                    "--output-dir", str(tmp_path / "run")], capsys)
     assert "--verbose" in err and "(choose from 0, 1, 2)" in err, err
 
 
