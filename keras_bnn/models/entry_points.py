@@ -191,14 +191,13 @@ def _first_batch_terms(model, kwargs, first):
     timesteps, the labels an ``ignore_class`` loss scores: ``train_size`` counts those,
     :func:`keras_bnn.loss_terms.counts_terms`); else None (``first``: the first batch of
     a dataset or ``PyDataset``, None for arrays)."""
+    if first is not None:
+        return on_batch.full_batch_terms(model, first[0], first[1])
     if not (model.transition_kernel.full_batch and loss_terms.counts_terms(model)):
         return None
-    if first is not None:
-        counted = loss_terms.batch_terms(model, first[0], first[1])
-    else:
-        x = kwargs.get("x")
-        rows = min(kwargs.get("batch_size") or 32, array_examples(x) or 0)
-        counted = loss_terms.training_terms(model, x, kwargs.get("y"), rows)
+    x = kwargs.get("x")
+    rows = min(kwargs.get("batch_size") or 32, array_examples(x) or 0)
+    counted = loss_terms.training_terms(model, x, kwargs.get("y"), rows)
     return None if counted is None else int(counted[0])
 
 

@@ -89,12 +89,27 @@ def _check_batch_terms(model, x, y):
     ``MinibatchHMCWarning`` (``fit`` warned). Here the batch's terms are
     compared with ``train_size``, as ``fit`` compares its first batch's.
     """
-    kernel = model.transition_kernel
-    if not (kernel.full_batch and loss_terms.counts_terms(model)):
-        return
+    terms = full_batch_terms(model, x, y)
+    if terms is not None:
+        model.transition_kernel.check_batch_size(batch_size=array_examples(x), terms=terms)
+
+
+def full_batch_terms(model, x, y):
+    """The loss terms of the batch ``(x, y)`` where a full-batch kernel's ``train_size``
+    counts terms, not examples (:func:`keras_bnn.loss_terms.counts_terms`); else None.
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        x, y: a batch's inputs and labels.
+
+    Returns:
+        int, or None (an SG kernel, a loss of one term an example, or terms
+        that cannot be counted).
+    """
+    if not (model.transition_kernel.full_batch and loss_terms.counts_terms(model)):
+        return None
     counted = loss_terms.batch_terms(model, x, y)
-    if counted is not None:
-        kernel.check_batch_size(batch_size=array_examples(x), terms=int(counted[0]))
+    return None if counted is None else int(counted[0])
 
 
 def train_on_batch(model, keras_train_on_batch, x, y=None, sample_weight=None,
