@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow test-all bench fashion-mnist clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e ".[test]"
+	$(PY) -m pip install -e ".[test]" -c constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
