@@ -13,7 +13,8 @@ class probabilities ``p_s(x)`` (S members) and their mean ``p̄(x)``,
 
 * predictive entropy ``H[p̄] = -Σ_k p̄_k log p̄_k`` (total uncertainty);
 * mutual information ``H[p̄] - (1/S) Σ_s H[p_s]`` (the members'
-  disagreement; 0 for a single network).
+  disagreement; 0, exactly, for a single network and wherever the members
+  give the same probabilities).
 
 :func:`auroc` is the area under the ROC curve of a score separating OOD
 (positive) from in-distribution inputs: the probability that a random OOD
@@ -89,9 +90,13 @@ def _information(probs):
     def entropy(p):
         return -np.sum(p * np.log(np.clip(p, 1e-38, None)), axis=-1)
 
-    total = entropy(probs.mean(axis=0))
-    return {"entropy": total,
-            "mutual_information": np.maximum(total - entropy(probs).mean(axis=0), 0.0)}
+    # Where every member gives the same row the disagreement is 0 exactly, not
+    # the round-off of (1/S) Σ_s p_s and of the difference of entropies (up to
+    # 1e-15, which would rank such positions at random in :func:`auroc`).
+    agree = np.all(probs == probs[:1], axis=(0, -1))
+    total = entropy(np.where(agree[:, None], probs[0], probs.mean(axis=0)))
+    information = np.maximum(total - entropy(probs).mean(axis=0), 0.0)
+    return {"entropy": total, "mutual_information": np.where(agree, 0.0, information)}
 
 
 def uncertainty_scores(member_probs, mask=None, members=None):
@@ -185,7 +190,8 @@ def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
 
     Returns:
         dict ``{"entropy": AUROC, "mutual_information": AUROC}`` (the latter
-        0.5 for one member: its information is 0 everywhere).
+        0.5 for one member, or members that agree everywhere: their
+        information is 0 everywhere).
 
     Raises:
         ValueError: naming the argument, for arrays that are not rows of

@@ -38,6 +38,16 @@ def _save_png(fig, path):
     return path
 
 
+def _amount_text(n):
+    """A bin's count or weight as printed above its bar, without an exponent: a
+    whole number or one of 1000 or more to the unit (12345, not 1.234e+04), a
+    smaller one to 4 significant digits."""
+    if float(n).is_integer() or n >= 1000:
+        return f"{n:.0f}"
+    return np.format_float_positional(n, precision=4, unique=False, fractional=False,
+                                      trim="-")
+
+
 def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None,
                         sample_weight=None):
     """Draws a reliability diagram and writes it as a PNG.
@@ -87,7 +97,7 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None,
     ax_count.bar(lower, stats[amount], width=width, align="edge",
                  color="tab:gray", edgecolor="black")
     for x, n in zip(lower[filled] + width / 2, stats[amount][filled]):
-        ax_count.annotate(f"{n:.4g}", (x, n), ha="center", va="bottom", fontsize=7)
+        ax_count.annotate(_amount_text(n), (x, n), ha="center", va="bottom", fontsize=7)
     ax_count.set(xlabel="confidence (max predicted probability)", ylabel=amount,
                  ylim=(0, 1.25 * stats[amount].max()))
     fig.tight_layout()

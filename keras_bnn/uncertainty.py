@@ -250,8 +250,8 @@ def summary(members, likelihood):
       a class a member rules out with a logit of −inf adds nothing);
     * ``expected_entropy`` (1/S) Σ_s H[p_s] [N] (aleatoric);
     * ``mutual_information`` H[p̄] − (1/S) Σ_s H[p_s] [N] (epistemic; ≥ 0
-      by concavity of H, clipped at 0 against round-off, 0 when all
-      members agree);
+      by concavity of H, clipped at 0 against round-off, exactly 0 where all
+      members give the same log-probabilities);
     * ``class_std`` sqrt((1/S) Σ_s (p_s − p̄)²) [N, K] (population
       standard deviation across members, per class).
 
@@ -285,7 +285,10 @@ def summary(members, likelihood):
     probs = ops.exp(log_probs)
     predictive_entropy = _entropy(probs, log_probs)
     expected_entropy = ops.mean(_entropy(member_probs, member_log_probs), axis=0)
-    information = predictive_entropy - expected_entropy
+    # Members that agree have no information, exactly: not the round-off of the
+    # log-mean-exp and of the difference (up to 2e-7 in float32).
+    agree = ops.all(ops.all(ops.equal(member_log_probs, member_log_probs[:1]), axis=0), axis=-1)
+    information = ops.where(agree, 0.0, predictive_entropy - expected_entropy)
     result = {
         "probabilities": probs,
         "log_probabilities": log_probs,
