@@ -156,7 +156,8 @@ def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=No
 
     For each value v of ``param`` and each part (ensemble, single sample) it
     draws the mean over the rows (seeds) with value v, with error bars of ±
-    one standard deviation over those rows (none for a single seed). NaN
+    the sample standard deviation over those rows,
+    sqrt(Σ (x_i − x̄)² / (r − 1)) for r rows (none for a single seed). NaN
     scores (a run that collected no sample) are left out; a value with no
     other score has no point.
 
@@ -190,7 +191,7 @@ def sweep_plot(rows, path, param="temperature", metrics=_CURVE_METRICS, title=No
                       for v in values]
             scores = [v[np.isfinite(v)] for v in scores]
             ax.errorbar(values, [v.mean() if v.size else np.nan for v in scores],
-                        yerr=[v.std() if v.size else np.nan for v in scores],
+                        yerr=[v.std(ddof=1) if v.size > 1 else np.nan for v in scores],
                         fmt=style, capsize=3, label=part.replace("_", " "))
         if param == "temperature":
             ax.axvline(1.0, color="gray", linewidth=0.8)

@@ -57,3 +57,27 @@ def test_reliability_diagram_prints_counts_in_full(tmp_path, monkeypatch):
                                   sample_weight=sample_weight)
         counts = figures.pop().axes[1]
         assert [text.get_text() for text in counts.texts] == printed  # was 1.234e+04
+
+
+def test_sweep_plot_error_bars_are_the_sample_standard_deviation(tmp_path, monkeypatch):
+    """Error bars over seeds are sqrt(Σ(x − x̄)²/(r − 1)): three seeds scoring
+    1, 2, 3 give ±1. Until 2026-11-30 they were numpy's population sd
+    (ddof=0), ±0.816, 18 % short, and a single seed drew a bar of 0."""
+    from matplotlib.axes import Axes
+
+    drawn = []
+    original = Axes.errorbar
+
+    def record(self, x, y, yerr=None, **kwargs):
+        drawn.append(np.asarray(yerr, dtype=float))
+        return original(self, x, y, yerr=yerr, **kwargs)
+
+    monkeypatch.setattr(Axes, "errorbar", record)
+    rows = [{"temperature": 1.0, "ensemble_nll": s, "single_sample_nll": s}
+            for s in (1.0, 2.0, 3.0)]
+    rows.append({"temperature": 0.1, "ensemble_nll": 5.0, "single_sample_nll": 5.0})
+    plots.sweep_plot(rows, tmp_path / "w.png", metrics=(("nll", "NLL"),))
+    assert len(drawn) == 2
+    for yerr in drawn:  # values sorted: 0.1 (one seed), then 1.0
+        assert np.isnan(yerr[0])
+        np.testing.assert_allclose(yerr[1], 1.0, rtol=1e-12)
