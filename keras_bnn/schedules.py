@@ -95,9 +95,21 @@ class CyclicalCosine(keras.optimizers.schedules.LearningRateSchedule):
         cycles = max(int(step) - self.burn_in_steps, 0) // self.cycle_steps
         return self.burn_in_steps + (cycles + 1) * self.cycle_steps - 1
 
+    def cycle_config(self):
+        """The cycle alone, for a config that records the step size otherwise.
+
+        A sampler with ``step_size="auto"`` records ``"auto"`` instead of this
+        schedule (its h0 is the cycle's factor 1, the warm-up's h multiplies
+        it), so it keeps these entries beside it and :meth:`configure` takes
+        them back (until 2026-11-30 a saved model reloaded a constant step).
+
+        Returns:
+            ``{"cycle_steps": L, "burn_in_steps": B}``; ``{}`` for a constant.
+        """
+        if self.cycle_steps is None:
+            return {}
+        return {"cycle_steps": self.cycle_steps, "burn_in_steps": self.burn_in_steps}
+
     def get_config(self):
-        return {
-            "initial_step_size": self.initial_step_size,
-            "cycle_steps": self.cycle_steps,
-            "burn_in_steps": self.burn_in_steps,
-        }
+        return {"initial_step_size": self.initial_step_size, "cycle_steps": self.cycle_steps,
+                "burn_in_steps": self.burn_in_steps}

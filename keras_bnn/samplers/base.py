@@ -215,6 +215,8 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
             noise_estimate_decay=self.noise_estimate_decay,
             **self.warmup_config(),
         )
+        if self.warmup is not None:  # "auto" stands for the schedule: its cycle goes beside
+            config.update(self.schedule.cycle_config())
         return config
 
     @classmethod
@@ -226,7 +228,11 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
             config["step_size"] = keras.saving.deserialize_keras_object(
                 config["step_size"], custom_objects=custom_objects
             )
-        return cls(**config)
+        cycle = {key: config.pop(key) for key in ("cycle_steps", "burn_in_steps") if key in config}
+        sampler = cls(**config)
+        if cycle:
+            sampler.set_cycle(**cycle)
+        return sampler
 
     # ------------------------------------------------------------------ state
     def build(self, var_list):
