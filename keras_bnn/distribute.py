@@ -100,12 +100,41 @@ def is_chief(model):
         import jax
 
         return jax.process_index() == 0
-    resolver = getattr(model.distribute_strategy, "cluster_resolver", None)
+    return _is_chief_task(getattr(model.distribute_strategy, "cluster_resolver", None))
+
+
+def _is_chief_task(resolver):
+    """Whether a cluster resolver's task is the chief (or worker 0 of a cluster without one)."""
     task_type = getattr(resolver, "task_type", None)
     if task_type is None or task_type == "chief":
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def cluster_task(strategy=None):
+    """This TensorFlow process's task in its cluster, for files only the chief writes.
+
+    Read from the cluster resolver of ``strategy`` (a
+    ``MultiWorkerMirroredStrategy``'s), else of the strategy in scope, else
+    from ``TF_CONFIG`` (``TFConfigClusterResolver``), as a model trained
+    under the strategy and an object made outside its scope (an ensemble of
+    its samples) run in the same worker process.
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``, or None.
+
+    Returns:
+        ``(chief, task)``: whether this process writes the files (as
+        :func:`is_chief`), and its task as ``"worker 1"`` (None outside a cluster).
+    """
+    import tensorflow as tf
+
+    resolver = (getattr(strategy, "cluster_resolver", None)
+                or getattr(tf.distribute.get_strategy(), "cluster_resolver", None)
+                or tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    task = None if resolver.task_type is None else f"{resolver.task_type} {resolver.task_id}"
+    return _is_chief_task(resolver), task
 
 
 def wait_for_workers(model):

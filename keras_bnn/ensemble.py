@@ -428,7 +428,8 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
             verbose: print the exported endpoint.
 
         Returns:
-            The path of the new version directory.
+            The path of the new version directory (None on a multi-worker
+            cluster's worker that is not the chief, which exports nothing).
 
         Raises:
             FileExistsError: if ``model_dir/<version>`` already exists.

@@ -18,13 +18,14 @@ only: this module imports under any Keras backend.
 """
 
 import errno
+import logging
 import os
 import re
 import shutil
 
 import keras
 
-from keras_bnn import durable, ensemble_inputs, ensemble_outputs
+from keras_bnn import distribute, durable, ensemble_inputs, ensemble_outputs
 from keras_bnn.serving import MAX_VERSION
 from keras_bnn.validation import check_directory_path, check_int
 
@@ -91,8 +92,15 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             export publishes that version first.
         verbose: print the exported endpoint.
 
+    Under a multi-worker cluster (``MultiWorkerMirroredStrategy``, read from
+    the ensemble's strategy, the one in scope, or ``TF_CONFIG``:
+    :func:`keras_bnn.distribute.cluster_task`) only the chief exports; another
+    worker logs a warning naming its task and returns None, writing nothing
+    (until 2026-11-30 each worker published a version of its own).
+
     Returns:
-        The path of the new version directory.
+        The path of the new version directory (None on a worker that is not
+        the chief).
 
     Raises:
         FileExistsError: if ``model_dir/<version>`` already exists (nothing
@@ -122,6 +130,13 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     automatic = version is None
     version = (next_version(model_dir) if automatic
                else check_int(version, "version", 1, maximum=MAX_VERSION))
+    chief, task = distribute.cluster_task(getattr(ensemble, "distribute_strategy", None))
+    if not chief:  # every worker runs the script: one version, the chief's
+        logging.getLogger(__name__).warning(
+            "PosteriorEnsemble.export: this process is %s of a multi-worker cluster, not its "
+            "chief: nothing exported to %s (only the chief, or worker 0 of a cluster without "
+            "one, exports, as only it writes samples).", task, model_dir)
+        return None
     # TF Serving reads "007" as version 7: such an entry holds the version too.
     target = os.path.join(model_dir, _versions(model_dir).get(version, str(version)))
     if os.path.lexists(target):

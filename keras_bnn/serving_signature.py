@@ -84,7 +84,11 @@ def check_input(array, argument, name, spec):
             Serving's JSON cannot fill (``DT_HALF``, ``DT_BFLOAT16``: any value;
             until 2026-11-30 sent, as the server refuses every one with HTTP
             501), the dtype kind is not one the input's dtype takes, or a value
-            is outside what that dtype holds.
+            is outside what that dtype holds. Integers to a float input are
+            sent whatever their size: TF Serving (2.5 on, json_tensor.cc)
+            rounds them to a double, then to the input's dtype (until
+            2026-11-30 those above ``2**24 - 1`` to float32 were refused, the
+            rule of TF Serving before 2.5).
     """
     dtype, shape = spec
     if shape is not None and (array.ndim != len(shape) or any(
@@ -107,20 +111,18 @@ def check_input(array, argument, name, spec):
         raise ValueError(f"`{argument}` has dtype {array.dtype}, but the signature's input "
                          f"{name!r} is {target} ({dtype}), which takes {_KIND_NAMES[kinds]}"
                          f"{cast}.")
-    if kind == "f":  # to a float input: TF Serving refuses values beyond its range
-        low, high, holds = -np.finfo(target).max, np.finfo(target).max, "range"
-    elif kind in "iu" and kinds == "iuf":  # integers: only those it holds exactly
-        high = 2 ** (np.finfo(target).nmant + 1) - 1
-        low, holds = -high, "exact integers"
-    elif kind in "iu":
-        low, high, holds = int(np.iinfo(target).min), int(np.iinfo(target).max), "range"
+    if kind == "f":  # to a float input: TF Serving reads values beyond its range as inf
+        low, high, server = -np.finfo(target).max, np.finfo(target).max, "reads as ±inf"
+    elif kind in "iu" and kinds != "iuf":  # to an int input; a float one rounds any integer
+        low, high = int(np.iinfo(target).min), int(np.iinfo(target).max)
+        server = "refuses"
     else:
         return
     outside = (array < low) | (array > high)
     if np.any(outside):
         raise ValueError(f"`{argument}` holds {array[outside].flat[0].item()!r}, outside the "
-                         f"{holds} [{low!s}, {high!s}] of the signature's input {name!r} "
-                         f"({target}), which TF Serving refuses.")
+                         f"range [{low!s}, {high!s}] of the signature's input {name!r} "
+                         f"({target}), which TF Serving {server}.")
 
 
 def check_batch(specs, arrays, argument, signature_name):

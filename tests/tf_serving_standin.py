@@ -5,8 +5,10 @@ here) that runs an exported SavedModel's ``serving_default``:
   (``tensorflow_serving/util/json_tensor.cc``: a tensor's shape is read from
   its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
   ``instances`` must not be empty; ``AddValueToTensor``'s rules per dtype: a
-  float input takes JSON numbers, integers only up to ``2**24 - 1`` and decimals
-  only within float32's range ("without loss of precision"), an integer input
+  float input takes any JSON number, read as a double and cast (integers beyond
+  ``2**24`` rounded to float32, decimals beyond its range ±inf: TF Serving 2.5 on,
+  whose commit 57dac6cd dropped the "without loss of precision" check; until
+  2026-11-30 the stand-in kept it), an integer input
   JSON integers, a bool input ``true``/``false``, a string input strings or
   ``{"b64": ...}``);
 * ``GET /v1/models/<name>[/versions/<v>]/metadata`` answers TF Serving's
@@ -37,15 +39,15 @@ from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
 _PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?(:predict|/metadata)")
-#: The integers each float dtype holds exactly (json_tensor.cc, IsLosslessDecimal).
-_EXACT_INTEGERS = {tf.float32: 2**24 - 1, tf.float64: 2**53 - 1}
+#: The float dtypes, each filled as ``val.GetFloat()``/``GetDouble()``: numpy's dtype.
+_FLOATS = {tf.float32: np.float32, tf.float64: np.float64}
 _INT_RANGES = {tf.int32: (-2**31, 2**31 - 1), tf.int16: (-2**31, 2**31 - 1),
                tf.int8: (-2**31, 2**31 - 1), tf.uint8: (-2**31, 2**31 - 1),
                tf.int64: (-2**63, 2**63 - 1), tf.uint32: (0, 2**32 - 1),
                tf.uint64: (0, 2**64 - 1)}
 #: The dtypes AddValueToTensor converts JSON to; any other (DT_HALF, DT_BFLOAT16)
 #: answers Unimplemented, HTTP 501 (tensorflow/serving#1639).
-_JSON_DTYPES = {*_EXACT_INTEGERS, *_INT_RANGES, tf.bool, tf.string}
+_JSON_DTYPES = {*_FLOATS, *_INT_RANGES, tf.bool, tf.string}
 
 
 def _error(message, status=400):
@@ -63,10 +65,6 @@ def _leaf_error(value, dtype):
     """TF Serving's error for one JSON leaf ``value`` of a ``dtype`` input, or None."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if dtype.is_floating:
-        limit = _EXACT_INTEGERS[dtype] if isinstance(value, int) else float(dtype.max)
-        if number and abs(value) > limit:
-            return _error(f"Cannot convert JSON value: {value} to {dtype.name} without loss of "
-                          "precision.")
         fits = number
     elif dtype in _INT_RANGES:
         low, high = _INT_RANGES[dtype]
@@ -118,8 +116,12 @@ def _tensors(request, specs):
         error = _check_leaves(named[name], spec.dtype)
         if error:
             return error
-        value = np.asarray(_decoded(named[name]) if spec.dtype == tf.string else named[name])
-        tensors[name] = tf.constant(value, spec.dtype)
+        value = named[name]
+        if spec.dtype in _FLOATS:  # rapidjson's GetFloat: the double, cast (beyond: ±inf)
+            with np.errstate(over="ignore"):
+                value = np.asarray(value, np.float64).astype(_FLOATS[spec.dtype])
+        tensors[name] = tf.constant(np.asarray(
+            _decoded(value) if spec.dtype == tf.string else value), spec.dtype)
     return tensors
 
 
