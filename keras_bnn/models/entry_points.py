@@ -29,7 +29,8 @@ from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.output_slots import output_paths
 from keras_bnn.train_size import warn_on_train_size
-from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
+from keras_bnn.validation import (argument_error, bound_arguments, check_bool,
+                                  check_positive_int)
 from keras_bnn.validation_weights import warn_on_validation_weights
 
 
@@ -53,7 +54,9 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
     Raises:
         ValueError: as ``BayesianModel.compile``: both ``sampler`` and
             ``optimizer``, a missing or invalid ``train_size``, ``temperature``
-            without a sampler, an unknown sampler name, a dtype policy or
+            without a sampler, an unknown sampler name, a sampler given a Keras
+            optimizer option that changes the chain (:data:`CHAIN_CHANGING_OPTIONS`),
+            a dtype policy or
             ``tf.distribute`` scope that does not fit, a loss or head that is not
             a batch-mean NLL of logits.
     """
@@ -73,6 +76,7 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
     model.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
     if sampler is not None:
         sampler = samplers_lib.get(sampler)
+        _check_sampler_options(sampler)
         precision.check_sampling_policy(model)
         sampler.configure(train_size=model.train_size, temperature=temperature)
         optimizer = sampler
@@ -85,6 +89,45 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
         precision.check_baseline_policy(model)
     model.sampler = sampler
     return optimizer
+
+
+#: The ``keras.optimizers.Optimizer`` options a sampler takes (its ``**kwargs``) that change
+#: the chain, with what they do: refused by ``compile`` unless off (None, False or 0).
+_CLIPPING = "clipping the gradient changes the potential U the chain samples"
+CHAIN_CHANGING_OPTIONS = {
+    "clipnorm": _CLIPPING, "clipvalue": _CLIPPING, "global_clipnorm": _CLIPPING,
+    "weight_decay": "decoupled weight decay is a Gaussian prior that neither the potential nor "
+                    "its logs count; give the layers a prior instead",
+    "use_ema": "fit ends by setting the weights to their moving average, not the chain's last "
+               "state, and a later fit goes on from there; the posterior mean is the collected "
+               "samples' (kb.PosteriorEnsemble)",
+    "gradient_accumulation_steps": "one transition then takes several batches, and the "
+                                   "step counter, warm-up and noise keys count transitions; "
+                                   "raise batch_size instead",
+}
+
+
+def _check_sampler_options(sampler):
+    """Refuses a sampler given an option of :data:`CHAIN_CHANGING_OPTIONS` that is on.
+
+    Keras applied them around the SG samplers' update, silently until 2026-11-30
+    (measured on wine, SGLD h=1e-3, 6 steps: ``clipnorm=1e-6`` moved the
+    weights 0.18 from the chain without it; ``use_ema=True`` ended ``fit``
+    with the chain's weights replaced by their average, 0.35 away, also with
+    HMC, whose transition skips Keras' clipping and decay: ignored there).
+
+    Args:
+        sampler: the :class:`keras_bnn.samplers.Sampler` being compiled.
+
+    Raises:
+        ValueError: naming the option and its allowed value.
+    """
+    for name, effect in CHAIN_CHANGING_OPTIONS.items():
+        value = getattr(sampler, name, None)
+        if value:
+            raise argument_error(
+                name, f"be {'False' if name == 'use_ema' else 'None'} for a sampler: {effect}",
+                value, f"BayesianModel.compile: the sampler {type(sampler).__name__}")
 
 
 def _check_train_size(train_size):
