@@ -44,3 +44,31 @@ def test_keras_optimizer_options_left_off_or_neutral_still_compile():
     x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
     model.fit(x, (x[:, 0] > 0).astype("int32"), batch_size=32, epochs=1, verbose=0)
     assert int(model.optimizer.iterations) == 1
+
+
+def _data():
+    x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32")
+
+
+def test_steps_per_epoch_that_is_not_whole_executions_is_refused_with_a_sampler():
+    """Found 2026-11-30: Keras runs whole executions while an epoch's count is below
+    ``steps_per_epoch``: steps_per_epoch=5 with steps_per_execution=4 ran 8 steps an
+    epoch (iterations 8, 16, 24; the same for SGD), so CyclicalSchedule(cycle_epochs=2)
+    made cycles of 10 steps in epochs of 8 and CollectSamples took 1 sample in 6 epochs,
+    not 3. A multiple runs as asked."""
+    model = _model()
+    model.compile(sampler=kb.samplers.SGLD(step_size=1e-3), train_size=32,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=4)
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"`steps_per_epoch` must be a multiple of "
+                                         r"compile\(steps_per_execution=4\).*runs whole "
+                                         r"executions, 8 steps an epoch.*got 5"):
+        model.fit(x, y, batch_size=2, epochs=2, steps_per_epoch=5, verbose=0)
+    assert int(model.optimizer.iterations) == 0
+    ends = []
+    model.fit(x, y, batch_size=2, epochs=2, steps_per_epoch=4, verbose=0, callbacks=[
+        keras.callbacks.LambdaCallback(
+            on_epoch_end=lambda epoch, logs: ends.append(int(model.optimizer.iterations)))])
+    assert ends == [4, 8]

@@ -161,6 +161,7 @@ def fit_arguments(model, args, kwargs, where):
     on_batch.build_unbuilt(
         model, first or tuple(kwargs.get(k) for k in ("x", "y", "sample_weight")))
     check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
+    _check_whole_executions(model, kwargs.get("steps_per_epoch"))
     if keras.backend.backend() == "tensorflow":
         distribute.check_jit_compile(model)
         distribute.check_variables(model)
@@ -214,6 +215,40 @@ def fit_arguments(model, args, kwargs, where):
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs
+
+
+def _check_whole_executions(model, steps_per_epoch):
+    """Refuses, with a sampler, a ``steps_per_epoch`` that is not a multiple of
+    ``compile(steps_per_execution=E)``.
+
+    Keras' epoch iterator runs whole executions of ``E`` steps while the
+    epoch's count is below ``steps_per_epoch``: ``ceil(steps_per_epoch / E)·E``
+    steps an epoch (measured: 8, 16, 24 steps after 3 epochs of
+    ``steps_per_epoch=5``, ``E=4``, as for an optimizer), and the sampler's
+    epochs (``CyclicalSchedule``'s cycles, ``CollectSamples``' samples,
+    ``TemperatureRamp``, the equilibrium windows) counted other steps than
+    asked: ``CyclicalSchedule(cycle_epochs=2)`` took 1 sample in 6 epochs
+    instead of 3 (until 2026-11-30).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        steps_per_epoch: ``fit``'s, or None.
+
+    Raises:
+        ValueError: naming ``steps_per_epoch``, ``E`` and the steps Keras would run.
+    """
+    executed = model.steps_per_execution
+    if (not isinstance(model.optimizer, samplers_lib.Sampler)
+            or not isinstance(steps_per_epoch, numbers.Integral) or steps_per_epoch < 1
+            or steps_per_epoch % executed == 0):
+        return
+    runs = -(-steps_per_epoch // executed) * executed
+    raise argument_error(
+        "steps_per_epoch", f"be a multiple of compile(steps_per_execution={executed}) when a "
+        f"sampler samples: Keras runs whole executions, {runs} steps an epoch, and the "
+        "sampler's epochs (CyclicalSchedule's cycles, CollectSamples' samples, "
+        f"TemperatureRamp) would count other steps than asked (pass {runs}, or lower "
+        "steps_per_execution)", steps_per_epoch, "BayesianModel.fit")
 
 
 def _listed_weights(model, kwargs):
