@@ -1,5 +1,7 @@
 """A sampler driven by Keras' training loop as a Keras user drives it (kcb36)."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -72,3 +74,21 @@ def test_steps_per_epoch_that_is_not_whole_executions_is_refused_with_a_sampler(
         keras.callbacks.LambdaCallback(
             on_epoch_end=lambda epoch, logs: ends.append(int(model.optimizer.iterations)))])
     assert ends == [4, 8]
+
+
+def test_evaluate_with_weights_whose_mean_is_not_one_warns_as_validation_does():
+    """Found 2026-11-30: evaluate(x, y, sample_weight=2) logged nll = 1.192, twice the
+    data's mean NLL 0.596 (wine, SGLD), silently, where fit(validation_data=(x, y, w))
+    warns about the same weights. Weights of mean 1 pass."""
+    model = _model()
+    _compile(model, kb.samplers.SGLD(step_size=1e-3))
+    x, y = _data()
+    plain = model.evaluate(x, y, verbose=0, return_dict=True)["nll"]
+    with pytest.warns(kb.ValidationWeightWarning, match=r"^keras_bnn: evaluate's sample_weight "
+                      r"has mean 2 over the 32 examples: nll = \(1/b\)"):
+        doubled = model.evaluate(x, y, sample_weight=np.full(32, 2.0, "float32"), verbose=0,
+                                 return_dict=True)["nll"]
+    assert doubled == pytest.approx(2 * plain, rel=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kb.ValidationWeightWarning)
+        model.evaluate(x, y, sample_weight=np.ones(32, "float32"), verbose=0)

@@ -279,12 +279,14 @@ def _first_batch_terms(model, kwargs, first):
     return None if counted is None else int(counted[0])
 
 
-def evaluate_arguments(model, args, kwargs):
+def evaluate_arguments(model, args, kwargs, where):
     """``evaluate``'s arguments, checked (not those of ``fit``'s validation).
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
         args, kwargs: the arguments given to ``evaluate``.
+        where: the line that called ``evaluate`` (:func:`keras_bnn.train_size.call_site`),
+            which its warnings name.
 
     Returns:
         dict: the keyword arguments for ``keras.Model.evaluate``.
@@ -297,6 +299,10 @@ def evaluate_arguments(model, args, kwargs):
         kwargs["x"], first = check_fit_data(model, kwargs, owner="evaluate")
         distribute.check_data_batches(kwargs, first, "evaluate")
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
+        # nll reads the weights' mean times the data's mean NLL, as val_nll does
+        parts = (kwargs["x"],) + tuple(single_output(model, kwargs.get(name))
+                                       for name in ("y", "sample_weight"))
+        warn_on_validation_weights(model, parts, where, "evaluate")
     return kwargs
 
 
