@@ -20,8 +20,9 @@ class ValidationWeightWarning(UserWarning):
 
     Keras' validation loss (and ``evaluate``'s ``nll``) is
     ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i`` (``m_i``: the values the loss counts),
-    so weights of mean ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the data's mean negative log-likelihood, not
-    comparable with the training ``nll``. (Until 2026-11-29 issued as
+    so weights of mean ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the
+    data's mean negative log-likelihood, not comparable with the training
+    ``nll``. (Until 2026-11-29 issued as
     :class:`keras_bnn.train_size.TrainSizeWarning`, a category about
     ``train_size``.)
     """
