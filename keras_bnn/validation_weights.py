@@ -1,4 +1,4 @@
-"""The check of ``fit(validation_data=(x, y, w))``'s array weights: their mean.
+"""The check of ``fit(validation_data=(x, y, w))``'s and ``evaluate``'s array weights: their mean.
 
 Split from :mod:`keras_bnn.train_size` with a warning category of its own: the
 weights do not change the posterior (``train_size``'s
@@ -15,19 +15,22 @@ from keras_bnn.loss_checks import normalises_weights
 
 
 class ValidationWeightWarning(UserWarning):
-    """``validation_data=(x, y, w)``'s weights do not average 1 over the loss's terms.
+    """``validation_data=(x, y, w)``'s (or ``evaluate``'s) weights do not average 1 over the
+    loss's terms.
 
-    Keras' validation loss is ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i`` (``m_i``:
-    the values the loss counts), so weights of mean ``w̄ = Σ m_i·w_i / Σ m_i``
-    make it read w̄ times the data's mean negative log-likelihood, not
-    comparable with the training ``nll``. (Until 2026-11-29 issued as
+    Keras' validation loss (and ``evaluate``'s ``nll``) is
+    ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i`` (``m_i``: the values the loss counts),
+    so weights of mean ``w̄ = Σ m_i·w_i / Σ m_i`` make it read w̄ times the
+    data's mean negative log-likelihood, not comparable with the training
+    ``nll``. (Until 2026-11-29 issued as
     :class:`keras_bnn.train_size.TrainSizeWarning`, a category about
     ``train_size``.)
     """
 
 
-def warn_on_validation_weights(model, validation, where):
-    """Warns when the array weights of ``validation_data=(x, y, w)`` do not average 1.
+def warn_on_validation_weights(model, validation, where, owner="fit(validation_data)"):
+    """Warns when the array weights of ``validation_data=(x, y, w)`` (or of
+    ``evaluate(x, y, sample_weight=w)``) do not average 1.
 
     Keras' validation loss is the weighted mean ``val_nll = Σ m_i·w_i·ℓ_i / Σ m_i``
     (``m_i``: the values the loss counts,
@@ -41,11 +44,12 @@ def warn_on_validation_weights(model, validation, where):
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
         validation: ``fit``'s ``validation_data`` as a tuple (``(x, y, w)``;
-            anything else passes).
+            anything else passes), or ``evaluate``'s ``(x, y, sample_weight)``.
         where: the line that called ``fit`` (:func:`keras_bnn.train_size.call_site`).
+        owner: what the data were given to: ``"fit(validation_data)"`` or ``"evaluate"``.
 
     Warns:
-        ValidationWeightWarning: naming ``validation_data``'s weights and their mean.
+        ValidationWeightWarning: naming the weights (``owner``'s) and their mean.
     """
     if len(validation) < 3 or normalises_weights(model.loss):
         return
@@ -55,15 +59,16 @@ def warn_on_validation_weights(model, validation, where):
         return
     counted = (loss_terms.training_positions(model, x, y, count) or (None,) * 3)[2]
     name, mean = weight_mean({"sample_weight": weights}, count, counted, output_paths(model, y),
-                             "fit(validation_data)'s sample_weight")
+                             f"{owner}'s sample_weight")
     if abs(mean - 1.0) > WEIGHT_MEAN_TOLERANCE:
-        seen = f"the {count} validation examples"
+        seen = f"the {count} {'validation ' if owner != 'evaluate' else ''}examples"
         if counted is not None:
             seen = f"the {np.sum(counted):.0f} loss terms of {seen}"
-        warn_on_validation_mean(f"fit(validation_data)'s {name}", mean, seen, where)
+        warn_on_validation_mean(f"{owner}'s {name}", mean, seen, where,
+                                "nll" if owner == "evaluate" else "val_nll")
 
 
-def warn_on_validation_mean(name, mean, seen, where):
+def warn_on_validation_mean(name, mean, seen, where, logged="val_nll"):
     """Issues the :class:`ValidationWeightWarning` of validation weights whose mean is not 1.
 
     Args:
@@ -72,13 +77,14 @@ def warn_on_validation_mean(name, mean, seen, where):
         mean: their mean over ``seen``.
         seen: what the mean is over (``"the 16 validation examples"``).
         where: the line that called ``fit`` (:func:`keras_bnn.train_size.call_site`).
+        logged: the log that reads the weighted mean (``"val_nll"``, ``evaluate``'s ``"nll"``).
 
     Warns:
         ValidationWeightWarning: naming the weights and their mean.
     """
     warn_at(
         f"keras_bnn: {name} has mean {mean:.4g} over {seen}: "
-        f"val_nll = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
+        f"{logged} = (1/b)·Σ w_i·ℓ_i reads {mean:.4g} times their mean negative "
         "log-likelihood, not comparable with the training nll or with another weighting. "
         "Divide the weights by their mean (or compile the loss with "
         "reduction='mean_with_sample_weight') to reweight the examples among themselves.",

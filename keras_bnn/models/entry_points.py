@@ -29,7 +29,8 @@ from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.output_slots import output_paths
 from keras_bnn.train_size import warn_on_train_size
-from keras_bnn.validation import bound_arguments, check_bool, check_positive_int
+from keras_bnn.validation import (argument_error, bound_arguments, check_bool,
+                                  check_positive_int)
 from keras_bnn.validation_weights import warn_on_validation_weights
 
 
@@ -53,7 +54,9 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
     Raises:
         ValueError: as ``BayesianModel.compile``: both ``sampler`` and
             ``optimizer``, a missing or invalid ``train_size``, ``temperature``
-            without a sampler, an unknown sampler name, a dtype policy or
+            without a sampler, an unknown sampler name, a sampler given a Keras
+            optimizer option that changes the chain (:data:`CHAIN_CHANGING_OPTIONS`),
+            a dtype policy or
             ``tf.distribute`` scope that does not fit, a loss or head that is not
             a batch-mean NLL of logits.
     """
@@ -73,6 +76,7 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
     model.allow_flat_prior = check_bool(allow_flat_prior, "allow_flat_prior", "compile")
     if sampler is not None:
         sampler = samplers_lib.get(sampler)
+        _check_sampler_options(sampler)
         precision.check_sampling_policy(model)
         sampler.configure(train_size=model.train_size, temperature=temperature)
         optimizer = sampler
@@ -85,6 +89,45 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
         precision.check_baseline_policy(model)
     model.sampler = sampler
     return optimizer
+
+
+#: The ``keras.optimizers.Optimizer`` options a sampler takes (its ``**kwargs``) that change
+#: the chain, with what they do: refused by ``compile`` unless off (None, False or 0).
+_CLIPPING = "clipping the gradient changes the potential U the chain samples"
+CHAIN_CHANGING_OPTIONS = {
+    "clipnorm": _CLIPPING, "clipvalue": _CLIPPING, "global_clipnorm": _CLIPPING,
+    "weight_decay": "decoupled weight decay is a Gaussian prior that neither the potential nor "
+                    "its logs count; give the layers a prior instead",
+    "use_ema": "fit ends by setting the weights to their moving average, not the chain's last "
+               "state, and a later fit goes on from there; the posterior mean is the collected "
+               "samples' (kb.PosteriorEnsemble)",
+    "gradient_accumulation_steps": "one transition then takes several batches, and the "
+                                   "step counter, warm-up and noise keys count transitions; "
+                                   "raise batch_size instead",
+}
+
+
+def _check_sampler_options(sampler):
+    """Refuses a sampler given an option of :data:`CHAIN_CHANGING_OPTIONS` that is on.
+
+    Keras applied them around the SG samplers' update, silently until 2026-11-30
+    (measured on wine, SGLD h=1e-3, 6 steps: ``clipnorm=1e-6`` moved the
+    weights 0.18 from the chain without it; ``use_ema=True`` ended ``fit``
+    with the chain's weights replaced by their average, 0.35 away, also with
+    HMC, whose transition skips Keras' clipping and decay: ignored there).
+
+    Args:
+        sampler: the :class:`keras_bnn.samplers.Sampler` being compiled.
+
+    Raises:
+        ValueError: naming the option and its allowed value.
+    """
+    for name, effect in CHAIN_CHANGING_OPTIONS.items():
+        value = getattr(sampler, name, None)
+        if value:
+            raise argument_error(
+                name, f"be {'False' if name == 'use_ema' else 'None'} for a sampler: {effect}",
+                value, f"BayesianModel.compile: the sampler {type(sampler).__name__}")
 
 
 def _check_train_size(train_size):
@@ -118,6 +161,7 @@ def fit_arguments(model, args, kwargs, where):
     on_batch.build_unbuilt(
         model, first or tuple(kwargs.get(k) for k in ("x", "y", "sample_weight")))
     check_epoch_ends(kwargs.get("x"), kwargs.get("steps_per_epoch"), "steps_per_epoch")
+    _check_whole_executions(model, kwargs.get("steps_per_epoch"))
     if keras.backend.backend() == "tensorflow":
         distribute.check_jit_compile(model)
         distribute.check_variables(model)
@@ -173,6 +217,40 @@ def fit_arguments(model, args, kwargs, where):
     return kwargs
 
 
+def _check_whole_executions(model, steps_per_epoch):
+    """Refuses, with a sampler, a ``steps_per_epoch`` that is not a multiple of
+    ``compile(steps_per_execution=E)``.
+
+    Keras' epoch iterator runs whole executions of ``E`` steps while the
+    epoch's count is below ``steps_per_epoch``: ``ceil(steps_per_epoch / E)·E``
+    steps an epoch (measured: 8, 16, 24 steps after 3 epochs of
+    ``steps_per_epoch=5``, ``E=4``, as for an optimizer), and the sampler's
+    epochs (``CyclicalSchedule``'s cycles, ``CollectSamples``' samples,
+    ``TemperatureRamp``, the equilibrium windows) counted other steps than
+    asked: ``CyclicalSchedule(cycle_epochs=2)`` took 1 sample in 6 epochs
+    instead of 3 (until 2026-11-30).
+
+    Args:
+        model: the compiled :class:`keras_bnn.BayesianModel`.
+        steps_per_epoch: ``fit``'s, or None.
+
+    Raises:
+        ValueError: naming ``steps_per_epoch``, ``E`` and the steps Keras would run.
+    """
+    executed = model.steps_per_execution
+    if (not isinstance(model.optimizer, samplers_lib.Sampler)
+            or not isinstance(steps_per_epoch, numbers.Integral) or steps_per_epoch < 1
+            or steps_per_epoch % executed == 0):
+        return
+    runs = -(-steps_per_epoch // executed) * executed
+    raise argument_error(
+        "steps_per_epoch", f"be a multiple of compile(steps_per_execution={executed}) when a "
+        f"sampler samples: Keras runs whole executions, {runs} steps an epoch, and the "
+        "sampler's epochs (CyclicalSchedule's cycles, CollectSamples' samples, "
+        f"TemperatureRamp) would count other steps than asked (pass {runs}, or lower "
+        "steps_per_execution)", steps_per_epoch, "BayesianModel.fit")
+
+
 def _listed_weights(model, kwargs):
     """``fit``'s ``sample_weight`` as an array where it is a list or tuple of numbers, one
     per example, for a model of one output (Keras 3.15 takes arrays: the list made it
@@ -201,12 +279,14 @@ def _first_batch_terms(model, kwargs, first):
     return None if counted is None else int(counted[0])
 
 
-def evaluate_arguments(model, args, kwargs):
+def evaluate_arguments(model, args, kwargs, where):
     """``evaluate``'s arguments, checked (not those of ``fit``'s validation).
 
     Args:
         model: the compiled :class:`keras_bnn.BayesianModel`.
         args, kwargs: the arguments given to ``evaluate``.
+        where: the line that called ``evaluate`` (:func:`keras_bnn.train_size.call_site`),
+            which its warnings name.
 
     Returns:
         dict: the keyword arguments for ``keras.Model.evaluate``.
@@ -219,6 +299,10 @@ def evaluate_arguments(model, args, kwargs):
         kwargs["x"], first = check_fit_data(model, kwargs, owner="evaluate")
         distribute.check_data_batches(kwargs, first, "evaluate")
         check_epoch_ends(kwargs.get("x"), kwargs.get("steps"), "steps", "evaluate")
+        # nll reads the weights' mean times the data's mean NLL, as val_nll does
+        parts = (kwargs["x"],) + tuple(single_output(model, kwargs.get(name))
+                                       for name in ("y", "sample_weight"))
+        warn_on_validation_weights(model, parts, where, "evaluate")
     return kwargs
 
 

@@ -22,13 +22,17 @@ class LoopMethods:
     def evaluate(self, *args, **kwargs):
         """``keras.Model.evaluate``: ``loss`` = ``nll``, the mean NLL of the data.
 
+        Array ``sample_weight`` whose mean is not 1 warns
+        (:class:`keras_bnn.ValidationWeightWarning`): ``nll`` then reads their
+        mean times the data's mean NLL, as ``val_nll`` does.
+
         Raises:
             ValueError: as :meth:`fit` (:func:`keras_bnn.fit_data.check_fit_data`):
                 labels the likelihood cannot score, or labels given to a
                 model compiled without a loss (nothing would score them: nll
                 would read 0); an endless dataset without ``steps``.
         """
-        kwargs = entry_points.evaluate_arguments(self, args, kwargs)
+        kwargs = entry_points.evaluate_arguments(self, args, kwargs, call_site(2))
         validation = kwargs.get("_use_cached_eval_dataset")  # fit's, each epoch
         with distribute.explained_uneven_batches(
                 "fit(validation_data)" if validation else "evaluate"), backend.values_kept(self):
