@@ -1,0 +1,64 @@
+"""Sampling in float64: ``set_dtype_policy("float64")`` alone leaves Keras' loss, so the
+potential and its gradients, in floatx (float32) and warns; ``set_floatx("float64")``
+computes the potential in float64 and is not warned of."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+
+N = 32
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(N, 6)), rng.integers(0, 3, size=N)
+
+
+def _compiled():
+    """An MLP and its loss made under the current floatx and policy, compiled with HMC."""
+    keras.utils.set_random_seed(0)
+    model = kb.models.mlp((6,), 3, hidden=(8,))
+    model.compile(sampler="hmc", train_size=N,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+@pytest.fixture
+def floatx64(policy):
+    """floatx float64 (the global policy following it) for the test; float32 afterwards."""
+    keras.config.set_floatx("float64")
+    policy("float64")
+    try:
+        yield
+    finally:
+        keras.config.set_floatx("float32")
+
+
+def test_a_float64_policy_under_float32_floatx_warns_that_the_potential_is_float32(policy):
+    # Found 2026-11-30: compiled silently, the NLL computed in float32 (Keras' loss dtype is
+    # floatx) and the float64 prior cast down to it: with n = 2^20 and h = 1e-7 HMC rejected
+    # up to 11% of its transitions on float32 rounding (0 with floatx float64).
+    policy("float64")
+    x, y = _data()
+    with pytest.warns(UserWarning, match=r"(?s)floatx\(\) is 'float32'.*set_floatx\('float64'\)"):
+        model = _compiled()
+    nll, prior = model.potential_terms(y, model(x), None, model.losses)
+    assert model(x).dtype == "float64" and nll.dtype == "float32"  # what the warning says
+
+
+def test_float64_floatx_computes_the_potential_in_float64_without_a_warning(floatx64):
+    x, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model = _compiled()
+    logits = model(x)
+    nll, prior = model.potential_terms(y, logits, None, model.losses)
+    assert nll.dtype == "float64" and prior.dtype == "float64"
+    log_p = keras.ops.convert_to_numpy(keras.ops.log_softmax(logits))
+    exact = -np.mean(log_p[np.arange(N), y])
+    # float64 rounding of a mean of N terms near 1 (float32's would be ~1e-7 off).
+    np.testing.assert_allclose(float(nll), exact, rtol=N * 2.0 ** -52)
