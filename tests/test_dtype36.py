@@ -62,3 +62,26 @@ def test_float64_floatx_computes_the_potential_in_float64_without_a_warning(floa
     exact = -np.mean(log_p[np.arange(N), y])
     # float64 rounding of a mean of N terms near 1 (float32's would be ~1e-7 off).
     np.testing.assert_allclose(float(nll), exact, rtol=N * 2.0 ** -52)
+
+
+@pytest.mark.parametrize("dtype_policy", ["mixed_bfloat16", "mixed_float16"])
+def test_hmc_under_a_low_precision_compute_dtype_warns_of_its_metropolis_test(policy,
+                                                                            dtype_policy):
+    # Found 2026-11-30: compiled silently; at n = 4096 (full batch) under mixed_bfloat16
+    # HMC accepted 0.05-1 (mean 0.55) at h = 1e-4, where float32 accepts all, and its
+    # adaptation ended at h = 3.6e-6 against float32's 0.0082.
+    policy(dtype_policy)
+    with pytest.warns(UserWarning, match=rf"(?s)computes in {dtype_policy[6:]}.*Metropolis"
+                                         r".*'float32' or 'float64'"):
+        _compiled()
+
+
+def test_the_sg_samplers_and_float32_hmc_compile_without_the_metropolis_warning(policy):
+    policy("mixed_bfloat16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        kb.models.mlp((6,), 3, hidden=(8,)).compile(
+            sampler="sgld", train_size=N,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        policy("float32")
+        _compiled()
