@@ -65,8 +65,8 @@ def test_float64_floatx_computes_the_potential_in_float64_without_a_warning(floa
 
 
 @pytest.mark.parametrize("dtype_policy", ["mixed_bfloat16", "mixed_float16"])
-def test_hmc_under_a_low_precision_compute_dtype_warns_of_its_metropolis_test(policy,
-                                                                            dtype_policy):
+def test_hmc_under_a_low_precision_compute_dtype_warns_of_its_metropolis_test(
+        policy, dtype_policy):
     # Found 2026-11-30: compiled silently; at n = 4096 (full batch) under mixed_bfloat16
     # HMC accepted 0.05-1 (mean 0.55) at h = 1e-4, where float32 accepts all, and its
     # adaptation ended at h = 3.6e-6 against float32's 0.0082.
