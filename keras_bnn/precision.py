@@ -30,6 +30,11 @@ low-precision dtype. keras_bnn samples under:
 
 and refuses, in ``BayesianModel.compile(sampler=...)``:
 
+* ``keras.config.floatx()`` float16 or bfloat16: Keras computes every loss
+  in floatx, so the potential would be: under ``set_floatx("float16")`` and
+  ``"mixed_bfloat16"`` the prior term was a float16 8.7·10⁻⁴, the SGLD
+  warm-up's step size 0 and the chain did not move (measured 2026-11-30;
+  8.7·10⁻⁹ under floatx float32);
 * low-precision variables (``"float16"``, ``"bfloat16"``): a sampler's
   steps are far below their 8- or 11-bit precision, so the chain would
   round them away;
@@ -79,7 +84,9 @@ def check_sampling_policy(model, owner="BayesianModel.compile"):
         owner: the caller, for the message.
 
     Raises:
-        ValueError: naming the first layer (or variable) that keeps
+        ValueError: naming ``keras.config.floatx()`` where it is float16 or
+            bfloat16 (Keras computes the loss in it); naming the first layer
+            (or variable) that keeps
             trainable weights in float16 or bfloat16, its dtype policy and
             the policies to use instead; or a float64 layer
             under JAX without 64-bit arrays enabled.
@@ -89,6 +96,16 @@ def check_sampling_policy(model, owner="BayesianModel.compile"):
             dtype policy computes in float64 while ``keras.config.floatx()``
             is not float64 (the loss, so the potential, is computed in floatx).
     """
+    floatx = keras.config.floatx()
+    if floatx in _LOW_VARIABLES:
+        raise ValueError(
+            f"{owner}: keras.config.floatx() is {floatx!r}, the dtype Keras computes the "
+            "loss in, so the potential U(θ), its gradients and the prior term "
+            f"(1/n)·(-log p(θ)) would be {floatx} numbers, and the step size too small for "
+            "them (a warm-up's h of 1e-8 is 0 in float16). Call "
+            "keras.config.set_floatx('float32') (or 'float64') and keep the low precision "
+            "to the dtype policy: keras.config.set_dtype_policy('mixed_bfloat16') or "
+            "'mixed_float16', set before the model is built.")
     for layer in model._flatten_layers(include_self=True):
         policy = layer.dtype_policy
         if "float64" in (policy.compute_dtype, policy.variable_dtype) and not _has_float64():
@@ -103,7 +120,6 @@ def check_sampling_policy(model, owner="BayesianModel.compile"):
     for variable in model.trainable_weights:
         if variable.dtype in _LOW_VARIABLES:
             _refuse_variables(owner, f"variable {variable.path!r}", variable.dtype, "")
-    floatx = keras.config.floatx()
     if model.dtype_policy.compute_dtype == "float64" and floatx != "float64":
         warnings.warn(
             f"{owner}: model {model.name!r} computes in float64 (dtype policy "

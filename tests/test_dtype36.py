@@ -1,6 +1,6 @@
-"""Sampling in float64: ``set_dtype_policy("float64")`` alone leaves Keras' loss, so the
-potential and its gradients, in floatx (float32) and warns; ``set_floatx("float64")``
-computes the potential in float64 and is not warned of."""
+"""Keras computes the loss, so the potential, in floatx: ``set_dtype_policy("float64")``
+alone leaves it float32 and warns, ``set_floatx("float64")`` computes it in float64, a
+float16 or bfloat16 floatx is refused; HMC warns of a low-precision forward pass."""
 
 import warnings
 
@@ -28,14 +28,19 @@ def _compiled():
 
 
 @pytest.fixture
-def floatx64(policy):
-    """floatx float64 (the global policy following it) for the test; float32 afterwards."""
-    keras.config.set_floatx("float64")
-    policy("float64")
+def floatx():
+    """Sets keras.config.floatx for the test; float32 afterwards."""
     try:
-        yield
+        yield keras.config.set_floatx
     finally:
         keras.config.set_floatx("float32")
+
+
+@pytest.fixture
+def floatx64(floatx, policy):
+    """floatx float64 and the float64 policy for the test; float32 afterwards."""
+    floatx("float64")
+    policy("float64")
 
 
 def test_a_float64_policy_under_float32_floatx_warns_that_the_potential_is_float32(policy):
@@ -84,4 +89,15 @@ def test_the_sg_samplers_and_float32_hmc_compile_without_the_metropolis_warning(
             sampler="sgld", train_size=N,
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         policy("float32")
+        _compiled()
+
+
+@pytest.mark.parametrize("low", ["float16", "bfloat16"])
+def test_a_low_precision_floatx_is_refused_under_a_mixed_policy(floatx, policy, low):
+    # Found 2026-11-30: set_floatx("float16") with "mixed_bfloat16" compiled; the potential,
+    # the prior term (8.7e-4) and the sampler's state were float16, the SGLD warm-up's
+    # h = 8.7e-9 was 0 and 8 steps moved no weight.
+    floatx(low)
+    policy("mixed_bfloat16")
+    with pytest.raises(ValueError, match=rf"(?s)floatx\(\) is '{low}'.*set_floatx\('float32'\)"):
         _compiled()
