@@ -28,12 +28,10 @@ def _compiled():
 
 
 @pytest.fixture
-def floatx():
+def floatx(request):
     """Sets keras.config.floatx for the test; float32 afterwards."""
-    try:
-        yield keras.config.set_floatx
-    finally:
-        keras.config.set_floatx("float32")
+    request.addfinalizer(lambda: keras.config.set_floatx("float32"))
+    return keras.config.set_floatx
 
 
 @pytest.fixture
