@@ -78,6 +78,8 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
         sampler = samplers_lib.get(sampler)
         _check_sampler_options(sampler)
         precision.check_sampling_policy(model)
+        if isinstance(sampler, samplers_lib.HMC):
+            precision.check_metropolis_policy(model)
         sampler.configure(train_size=model.train_size, temperature=temperature)
         optimizer = sampler
     elif temperature is not None:
