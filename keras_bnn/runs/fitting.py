@@ -86,10 +86,58 @@ def claim(config, resume=False, data=None):
             ``output_dir``.
     """
     config.validate()
-    with DirectoryLock(config.output_dir):
-        run = RunDir(config.output_dir)
+    run = RunDir(config.output_dir)
+    with refused_leaves_nothing(run.path, lambda: run.started or
+                                os.path.isdir(run.prior_candidates)):
         _refuse_occupied(run, config, resume, data)
         yield run
+
+
+def _first_missing(path):
+    """The outermost directory of ``path`` (made absolute) that does not exist, or None."""
+    path, missing = os.path.abspath(path), None
+    while not os.path.exists(path):
+        path, missing = os.path.dirname(path), path
+    return missing
+
+
+@contextlib.contextmanager
+def refused_leaves_nothing(directory, begun):
+    """:class:`keras_bnn.durable.DirectoryLock` on ``directory``, and a refusal
+    (an exception) before the run began leaves nothing behind.
+
+    On an ``Exception`` in the ``with`` block while ``begun()`` is False,
+    what this lock and the block created is removed: the directories made
+    for ``directory`` if it did not exist, else the entries that were not
+    in it (the lock file included). A ``KeyboardInterrupt`` removes nothing.
+
+    Args:
+        directory: the run directory.
+        begun: a function, True once the run holds what a later command
+            continues (its ``config.json``, a chosen prior's candidates).
+
+    Yields:
+        None.
+
+    Raises:
+        keras_bnn.durable.InUseError: if another process holds ``directory``.
+    """
+    missing = _first_missing(directory)
+    before = None if missing else set(os.listdir(directory))
+    with DirectoryLock(directory):
+        try:
+            yield
+        except Exception:
+            if not begun():
+                made = [missing] if missing else [os.path.join(directory, name) for name in
+                                                  set(os.listdir(directory)) - before]
+                for path in made:
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.remove(path)
+            raise
 
 
 def _refuse_occupied(run, config, resume, data):

@@ -7,10 +7,10 @@ in the locked run directory, then train with :mod:`~keras_bnn.runs.fitting`.
 """
 
 import dataclasses
+import os
 import subprocess
 import sys
 
-from keras_bnn.durable import DirectoryLock
 from keras_bnn.runs import fitting, selection
 from keras_bnn.runs.build import check_data_files
 from keras_bnn.runs.rundir import RunDir
@@ -100,7 +100,9 @@ def run_chains(config, chains, verbose=1, processes=1, resume=False):
     chains = check_int(chains, "chains", 1)
     processes = check_int(processes, "processes", 1)
     config = dataclasses.replace(config.validate(), chain=0)
-    with DirectoryLock(config.output_dir):
+    top = RunDir(config.output_dir)
+    with fitting.refused_leaves_nothing(top.path, lambda: os.path.isdir(top.prior_candidates)
+                                        or any(chain.started for chain in top.chains())):
         return _run_chains(config, chains, verbose, processes, resume)
 
 

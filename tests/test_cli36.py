@@ -1,0 +1,104 @@
+"""The ``keras-bnn`` command line as a demanding user drives it: a flag the
+dataset would ignore is refused, and a refused command leaves nothing behind."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from keras_bnn import cli
+
+READ_BY = "is read by datasets npy, fashion_mnist, mnist, cifar10, imdb; "
+
+
+def _refused(argv, capsys):
+    """The error line of a command that must fail with exit code 2."""
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return err
+
+
+def _tree(root):
+    """Every path under ``root``, relative to it."""
+    return sorted(os.path.relpath(os.path.join(path, name), root)
+                  for path, dirs, files in os.walk(root) for name in dirs + files)
+
+
+@pytest.mark.parametrize("dataset", ["wine", "digits", "breast_cancer", "diabetes",
+                                     "synthetic"])
+@pytest.mark.parametrize("command", [["train"], ["train", "--chains", "2"],
+                                     ["sweep-temperature"],
+                                     ["sweep", "--param", "temperature", "--values", "1"]])
+def test_data_dir_with_a_dataset_that_reads_no_files_is_refused(dataset, command, tmp_path,
+                                                                 monkeypatch, capsys):
+    """Until 2026-11-30 `train --dataset wine --data-dir mydata` trained on
+    the bundled wine data without a word: --data-dir was ignored."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mydata").mkdir()
+    err = _refused([*command, "--dataset", dataset, "--data-dir", "mydata", "--epochs", "2"],
+                   capsys)
+    assert err == (f"keras-bnn: error: --data-dir {READ_BY}dataset {dataset!r} reads no files "
+                   "from it, and would ignore it: drop it\n")
+    assert _tree(tmp_path) == ["mydata"]
+
+
+def test_data_dir_in_the_config_file_or_with_sweep_arrays_is_refused(tmp_path, capsys):
+    """`data_dir` in --config was ignored for a bundled dataset, and
+    --data-dir (or --num-train) for `sweep --x --y`, which reads its arrays."""
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"dataset": "digits", "data_dir": str(tmp_path)}))
+    err = _refused(["train", "--config", str(config), "--output-dir", str(tmp_path / "r")],
+                   capsys)
+    assert err.startswith(f"keras-bnn: error: `data_dir` in --config {READ_BY}dataset "
+                          "'digits' reads no files"), err
+    np.save(tmp_path / "x.npy", np.zeros((20, 3), "float32"))
+    np.save(tmp_path / "y.npy", np.zeros(20, "int64"))
+    sweep = ["sweep", "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.npy"),
+             "--param", "temperature", "--values", "1", "--output-dir", str(tmp_path / "s")]
+    err = _refused([*sweep, "--data-dir", str(tmp_path)], capsys)
+    assert err.startswith(f"keras-bnn: error: --data-dir {READ_BY}the --x/--y arrays reads no "
+                          "files from it"), err
+    err = _refused([*sweep, "--num-train", "10"], capsys)
+    assert err.startswith("keras-bnn: error: --num-train sizes the synthetic task; the --x/--y "
+                          "arrays has its own split: drop it"), err
+    assert sorted(os.listdir(tmp_path)) == ["run.json", "x.npy", "y.npy"]
+
+
+# Refusals found only once Keras is imported: by the model's build, the data's load.
+LATE_REFUSALS = [
+    (["--dataset", "wine", "--likelihood", "gaussian"], "`likelihood` must be 'categorical'"),
+    (["--dataset", "npy", "--data-dir", "no-such-dir"], "dataset 'npy': "),
+    (["--dataset", "fashion_mnist", "--data-dir", "no-such-dir"], "Fashion-MNIST: `data_dir`"),
+]
+
+
+@pytest.mark.parametrize("flags, reason", LATE_REFUSALS)
+@pytest.mark.parametrize("chains", ["1", "2"])
+def test_a_refused_train_creates_nothing(flags, reason, chains, tmp_path, monkeypatch, capsys):
+    """Until 2026-11-30 these refusals left runs/default/.lock and
+    runs/default/samples/ (fashion_mnist: prior_selection.json too) in the
+    working directory; --output-dir a/b made a/ and a/b/."""
+    monkeypatch.chdir(tmp_path)
+    for where in ([], ["--output-dir", "a/b"]):
+        err = _refused(["train", *flags, "--epochs", "2", "--chains", chains, "--verbose", "0",
+                        *where], capsys)
+        assert reason in err
+        assert _tree(tmp_path) == []
+
+
+def test_a_refused_train_leaves_an_existing_directory_as_it_was(tmp_path, capsys):
+    """An empty --output-dir stays empty, and a sample store given as
+    --output-dir ("is a sample store ... not a run directory") gets no .lock."""
+    empty, store = tmp_path / "empty", tmp_path / "store"
+    empty.mkdir()
+    store.mkdir()
+    (store / "store.json").write_text("{}")
+    err = _refused(["train", *LATE_REFUSALS[0][0], "--epochs", "2", "--output-dir", str(empty)],
+                   capsys)
+    assert LATE_REFUSALS[0][1] in err
+    err = _refused(["train", "--dataset", "wine", "--epochs", "2", "--output-dir", str(store)],
+                   capsys)
+    assert "is a sample store" in err
+    assert _tree(tmp_path) == ["empty", "store", "store/store.json"]
