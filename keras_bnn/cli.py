@@ -152,6 +152,7 @@ def _cmd_evaluate(args):
     if baseline:
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
     print(console.format_table(rows, ["model", *console.metric_columns(result)]))
+    console.print_scored(args.run_dir, result)
     console.print_vs_baseline(result)
     console.print_rhat(result)
     plots = (result["reliability_plot"], result["samples_plot"])

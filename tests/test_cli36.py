@@ -102,3 +102,39 @@ def test_a_refused_train_leaves_an_existing_directory_as_it_was(tmp_path, capsys
                    capsys)
     assert "is a sample store" in err
     assert _tree(tmp_path) == ["empty", "store", "store/store.json"]
+
+
+def _unfinished_run(path):
+    """A run directory with its config and 2 samples of its model, not
+    finished (no kinetic_temperatures.json): as a live or killed run's."""
+    import keras_bnn as kb
+    from keras_bnn import runs
+
+    config = runs.RunConfig(output_dir=str(path), epochs=3, burn_in_epochs=1, num_train=100,
+                            num_test=50, batch_size=50, prior="he_normal").validate()
+    run = runs.RunDir(path)
+    run.write_json(run.config, vars(config))
+    model = runs.build_model(config, runs.load_data(config)[2])
+    for step in (1, 2):
+        kb.SampleStore(run.samples).append(model, step=step)
+    return run
+
+
+def test_evaluate_says_when_a_run_has_not_finished_or_is_a_sweeps(tmp_path, capsys):
+    """`evaluate` of a run still training (or killed) scored its samples so far,
+    and a sweep's run its validation split, without a word: the table read as
+    a finished run's test metrics."""
+    run = _unfinished_run(tmp_path / "run")
+    assert cli.main(["evaluate", "--run-dir", run.path]) == 0
+    out = capsys.readouterr().out
+    assert (f"not finished (still training, or stopped: keras-bnn train --resume continues "
+            f"it): {run.path}; scored on the 2 samples held now\n") in out
+    assert "validation split" not in out
+    run.write_json(run.kinetic_temperatures, [])  # written last: the run finished
+    run.write_json(run.validation_split, {"validation_split": 0.2, "data_seed": 0,
+                                          "num_validation": 20})
+    assert cli.main(["evaluate", "--run-dir", run.path]) == 0
+    out = capsys.readouterr().out
+    assert ("scored on the sweep's validation split (20 held-out training rows, its "
+            "validation_split.json), not on the test split\n") in out
+    assert "not finished" not in out
