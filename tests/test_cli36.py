@@ -138,3 +138,38 @@ def test_evaluate_says_when_a_run_has_not_finished_or_is_a_sweeps(tmp_path, caps
     assert ("scored on the sweep's validation split (20 held-out training rows, its "
             "validation_split.json), not on the test split\n") in out
     assert "not finished" not in out
+
+
+TINY = ["--num-train", "100", "--num-test", "50", "--batch-size", "50", "--epochs", "3",
+        "--burn-in-epochs", "1", "--prior", "he_normal", "--verbose", "0"]
+
+
+def test_a_run_and_a_sweep_do_not_share_a_directory(tmp_path, capsys):
+    """`train --chains 2` into a run of one chain overwrote its config.json
+    (another --seed: its samples were described by the new one) and trained
+    chains beside its samples; `train` into a sweep's directory and `sweep`
+    into a run's trained there, mixing the two (evaluate then took the
+    sweep's directory for a run)."""
+    run = _unfinished_run(tmp_path / "run")
+    stored = open(run.config).read()
+    names = sorted(os.listdir(run.path))
+    err = _refused(["train", *TINY, "--seed", "5", "--chains", "2", "--output-dir", run.path],
+                   capsys)
+    assert err == (f"keras-bnn: error: `output_dir` {run.path!r} already holds a run (2 "
+                   "samples); choose a new directory, or continue a killed run with "
+                   "--resume.\n")
+    assert open(run.config).read() == stored and sorted(os.listdir(run.path)) == names
+    err = _refused(["sweep-temperature", *TINY, "--temperatures", "1", "--output-dir",
+                    run.path], capsys)
+    assert err == (f"keras-bnn: error: `output_dir` {run.path!r} holds a run (its "
+                   "config.json), not a sweep: choose a new directory.\n")
+    assert sorted(os.listdir(run.path)) == names
+    sweep = tmp_path / "sweep"
+    (sweep / "temperature=1" / "seed=0").mkdir(parents=True)
+    (sweep / "sweep.csv").write_text("temperature,seed\n1,0\n")
+    for chains in ("1", "2"):
+        err = _refused(["train", *TINY, "--chains", chains, "--output-dir", str(sweep)], capsys)
+        assert err == (f"keras-bnn: error: `output_dir` {str(sweep)!r} holds a sweep (its "
+                       "<param>=<value>/seed=<seed> runs, sweep.csv): train into a new "
+                       "directory.\n")
+        assert _tree(sweep) == ["sweep.csv", "temperature=1", "temperature=1/seed=0"]

@@ -91,7 +91,8 @@ def run_chains(config, chains, verbose=1, processes=1, resume=False):
     Raises:
         ValueError: for ``chains`` or ``processes`` < 1 or an invalid config;
             with ``resume``, for a run whose chains are all complete.
-        FileExistsError: if a chain directory already holds samples.
+        FileExistsError: if ``output_dir`` already holds a run (of one
+            chain or of chains, or a sweep) and ``resume`` is False.
         ChildProcessError: if a chain process fails (with the end of its
             stderr).
         keras_bnn.durable.InUseError: if another process writes into
@@ -109,6 +110,8 @@ def run_chains(config, chains, verbose=1, processes=1, resume=False):
 def _run_chains(config, chains, verbose, processes, resume):
     """:func:`run_chains` in the locked run directory."""
     top = RunDir(config.output_dir)
+    if not resume:  # before its config.json is written: another run's would be lost
+        fitting.refuse_occupied(top, config)
     config = selection.resolve_prior(config, verbose=verbose)  # once, for every chain
     top.write_json(top.config, dataclasses.asdict(config))
     check_data_files(top, config, record=True)  # "npy": what evaluate checks the chains by
