@@ -173,3 +173,28 @@ def test_a_run_and_a_sweep_do_not_share_a_directory(tmp_path, capsys):
                        "<param>=<value>/seed=<seed> runs, sweep.csv): train into a new "
                        "directory.\n")
         assert _tree(sweep) == ["sweep.csv", "temperature=1", "temperature=1/seed=0"]
+
+
+@pytest.mark.slow  # three processes import TensorFlow: ~60 s on 2 cores
+def test_a_chain_process_refusal_is_its_one_line(tmp_path):
+    """`keras-bnn train --chains 2 --processes 2` whose chains are refused
+    ended with "chain 0 (...) said: WARNING: All log messages before
+    absl::InitializeLog() ... I0000 ... port.cc:153] oneDNN custom operations
+    are on ..." before the reason: the chain processes inherited the
+    TF_CPP_MIN_LOG_LEVEL the command set to hide that log, read it as the
+    user's and showed the log."""
+    import subprocess
+    import sys
+
+    run_dir = str(tmp_path / "run")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_bnn.cli", "train", "--dataset", "wine", "--likelihood",
+         "gaussian", "--prior", "he_normal", "--epochs", "2", "--chains", "2", "--processes",
+         "2", "--verbose", "0", "--output-dir", run_dir],
+        env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        f"keras-bnn: error: 2 chains failed; chain 0 ({run_dir}/chain-0) said: keras-bnn: "
+        "error: RunConfig: `likelihood` must be 'categorical'"), done.stderr
+    assert "I0000" not in done.stderr and "absl" not in done.stderr

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+from keras_bnn import console
 from keras_bnn.runs import fitting, selection
 from keras_bnn.runs.build import check_data_files
 from keras_bnn.runs.rundir import RunDir
@@ -156,7 +157,8 @@ def _train_in_processes(runs, resume=False):
             where = ["--config", chain.config]
         launched.append((run, subprocess.Popen(
             [sys.executable, "-m", "keras_bnn.cli", "train", *where, "--verbose", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=console.child_environment())))  # it hides TensorFlow's start-up log
     errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
     for run, err, _ in errors:
         for line in err.splitlines():
