@@ -31,8 +31,8 @@ def _tree(root):
 @pytest.mark.parametrize("command", [["train"], ["train", "--chains", "2"],
                                      ["sweep-temperature"],
                                      ["sweep", "--param", "temperature", "--values", "1"]])
-def test_data_dir_with_a_dataset_that_reads_no_files_is_refused(dataset, command, tmp_path,
-                                                                 monkeypatch, capsys):
+def test_data_dir_with_a_dataset_that_reads_no_files_is_refused(
+        dataset, command, tmp_path, monkeypatch, capsys):
     """Until 2026-11-30 `train --dataset wine --data-dir mydata` trained on
     the bundled wine data without a word: --data-dir was ignored."""
     monkeypatch.chdir(tmp_path)
