@@ -26,18 +26,27 @@ from keras_bnn.durable import InUseError
 __all__ = ["build_parser", "int_at_least", "main"]
 
 
-def _config_from(args):
+def _config_from(args, arrays=False):
     """The checked RunConfig of ``--config`` and the flags (flags override).
+
+    Args:
+        args: the parsed arguments.
+        arrays: the command trains on ``--x``/``--y`` (sweep), not on the
+            config's dataset.
 
     Raises:
         ValueError: for a config :meth:`RunConfig.validate` refuses, dataset
             ``arrays``, or a synthetic task's size (``--num-train``,
             ``--num-test``, or in ``--config`` other than the default) for
-            another dataset, which would ignore it; or ``--burn-in-epochs``
+            another dataset, which would ignore it; ``--data-dir`` (or in
+            ``--config``) for data that reads no files there (the synthetic
+            task, a bundled dataset, ``--x``/``--y``), which would ignore it
+            too; or ``--burn-in-epochs``
             or ``--collect-every`` (or in ``--config``) for a sampler that
             collects no sample (sgd), which would ignore them.
     """
     from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, RunConfig
+    from keras_bnn.runs.tables import DATA_DIR_DATASETS
 
     flags = flag_values(args)
     if args.config:
@@ -48,12 +57,17 @@ def _config_from(args):
         raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
                          "Python API's name for arrays passed in memory; on the command line "
                          "--dataset npy --data-dir D reads your arrays from .npy files)")
+    data = "the --x/--y arrays" if arrays else f"dataset {config.dataset!r}"
     unset = RunConfig()
     sizes = _fields_set(flags, config, num_train=(unset.num_train,),
                         num_test=(unset.num_test,))
-    if sizes and config.dataset != "synthetic":
-        raise ValueError(f"{sizes[0]} sizes the synthetic task; dataset {config.dataset!r} has "
-                         "its own split: drop it")
+    if sizes and (arrays or config.dataset != "synthetic"):
+        raise ValueError(f"{sizes[0]} sizes the synthetic task; {data} has its own split: "
+                         "drop it")
+    data_dir = _fields_set(flags, config, data_dir=(None,))
+    if data_dir and (arrays or config.dataset not in DATA_DIR_DATASETS):
+        raise ValueError(f"{data_dir[0]} is read by datasets {', '.join(DATA_DIR_DATASETS)}; "
+                         f"{data} reads no files from it, and would ignore it: drop it")
     collection = _fields_set(flags, config, burn_in_epochs=(None, "auto"), collect_every=(None,))
     if collection and not SAMPLERS[config.sampler]:
         raise ValueError(f"{collection[0]} sets when a sampler collects samples; --sampler "
@@ -138,6 +152,7 @@ def _cmd_evaluate(args):
     if baseline:
         rows.insert(0, dict(model=f"{baseline['sampler']} baseline", **baseline["single_sample"]))
     print(console.format_table(rows, ["model", *console.metric_columns(result)]))
+    console.print_scored(args.run_dir, result)
     console.print_vs_baseline(result)
     console.print_rhat(result)
     plots = (result["reliability_plot"], result["samples_plot"])
@@ -226,7 +241,7 @@ def _cmd_sweep(args):
                             names=("--x", "--y"))
         arrays = {"x": x, "y": y}
     split = None if args.validation_split == 0 else args.validation_split
-    config = _config_from(args)
+    config = _config_from(args, arrays=bool(arrays))
     param, values, seeds = check_sweep(args.param, _numbers(args.values, "--values"),
                                        _numbers(args.seeds, "--seeds", int), split,
                                        names=("--param", "--values", "--seeds"))

@@ -3,7 +3,8 @@
 The command line (:mod:`keras_bnn.cli`) parses arguments and calls
 :mod:`keras_bnn.runs`; this module turns the results into text: aligned
 tables (:func:`format_table`), a training run's report
-(:func:`print_train_result`), the evaluation's comparison with a baseline
+(:func:`print_train_result`), what an evaluation scored
+(:func:`print_scored`), its comparison with a baseline
 (:func:`print_vs_baseline`) and R-hat verdict (:func:`print_rhat`), a
 sweep's table (:func:`print_sweep`). :func:`import_keras_quietly` imports
 Keras with TensorFlow's start-up log hidden,
@@ -201,6 +202,31 @@ def _print_noise_lowerings(lowerings):
         print(f"step factors lowered at epoch {lowering['epoch']}, every one x{new / old:.3g}: "
               f"gradient-noise ratio over the equilibrium window above {NOISE_RATIO_LIMIT:g} "
               f"({noisy})")
+
+
+def print_scored(run_dir, result):
+    """Prints what an evaluation of ``run_dir`` scored where it is not a
+    finished run on the test split: a sweep's run is scored on its
+    validation split, and a run that has not finished (still training, or
+    stopped) on the samples it holds now.
+
+    Args:
+        run_dir: the evaluated run directory.
+        result: its :func:`keras_bnn.runs.evaluate` result.
+    """
+    from keras_bnn.runs import RunDir
+    from keras_bnn.validation import counted  # numpy: Keras is imported already
+
+    run = RunDir(run_dir)
+    if os.path.exists(run.validation_split):
+        print(f"scored on the sweep's validation split ({len(result['test_labels'])} held-out "
+              f"training rows, its {os.path.basename(run.validation_split)}), not on the "
+              "test split")
+    unfinished = [chain.path for chain in run.chains() or [run] if not chain.complete]
+    if unfinished:
+        print(f"not finished (still training, or stopped: keras-bnn train --resume continues "
+              f"it): {', '.join(unfinished)}; scored on the "
+              f"{counted(result['num_samples'], 'sample')} held now")
 
 
 def print_vs_baseline(result):

@@ -80,31 +80,93 @@ def claim(config, resume=False, data=None):
         ValueError: for an invalid ``config``; with ``resume``, for a run
             that is complete, or a sweep's run on a validation split and
             ``data`` None.
-        FileExistsError: if ``output_dir`` holds chains, or already holds a
-            run and ``resume`` is False.
+        FileExistsError: if ``output_dir`` holds chains or a sweep, or
+            already holds a run and ``resume`` is False.
         keras_bnn.durable.InUseError: if another process trains into
             ``output_dir``.
     """
     config.validate()
-    with DirectoryLock(config.output_dir):
-        run = RunDir(config.output_dir)
-        _refuse_occupied(run, config, resume, data)
+    run = RunDir(config.output_dir)
+    with refused_leaves_nothing(run.path, lambda: run.started or
+                                os.path.isdir(run.prior_candidates)):
+        refuse_occupied(run, config, resume, data)
         yield run
 
 
-def _refuse_occupied(run, config, resume, data):
-    """:func:`claim`'s checks of the run directory."""
+def _first_missing(path):
+    """The outermost directory of ``path`` (made absolute) that does not exist, or None."""
+    path, missing = os.path.abspath(path), None
+    while not os.path.exists(path):
+        path, missing = os.path.dirname(path), path
+    return missing
+
+
+@contextlib.contextmanager
+def refused_leaves_nothing(directory, begun):
+    """:class:`keras_bnn.durable.DirectoryLock` on ``directory``, and a refusal
+    (an exception) before the run began leaves nothing behind.
+
+    On an ``Exception`` in the ``with`` block while ``begun()`` is False,
+    what this lock and the block created is removed: the directories made
+    for ``directory`` if it did not exist, else the entries that were not
+    in it (the lock file included). A ``KeyboardInterrupt`` removes nothing.
+
+    Args:
+        directory: the run directory.
+        begun: a function, True once the run holds what a later command
+            continues (its ``config.json``, a chosen prior's candidates).
+
+    Yields:
+        None.
+
+    Raises:
+        keras_bnn.durable.InUseError: if another process holds ``directory``.
+    """
+    missing = _first_missing(directory)
+    before = None if missing else set(os.listdir(directory))
+    with DirectoryLock(directory):
+        try:
+            yield
+        except Exception:
+            if not begun():
+                made = [missing] if missing else [os.path.join(directory, name) for name in
+                                                  set(os.listdir(directory)) - before]
+                for path in made:
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.remove(path)
+            raise
+
+
+def refuse_occupied(run, config, resume=False, data=None):
+    """:func:`claim`'s checks of the run directory (creating nothing).
+
+    Args:
+        run: the :class:`keras_bnn.runs.RunDir` of ``config.output_dir``.
+        config: the run's :class:`keras_bnn.runs.RunConfig`.
+        resume: the run is to be continued.
+        data: the ``data`` given to :func:`keras_bnn.runs.train`, if any.
+
+    Raises:
+        ValueError, FileExistsError: as :func:`claim`.
+    """
     if SampleStore.is_store(run.path):  # not empty: DirectoryLock's file is there
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} is a sample store (another run's samples/, "
             "or a CollectSamples directory), not a run directory: train into a new directory.")
+    if os.path.exists(run.sweep_table) or run.sweep_runs():
+        raise FileExistsError(
+            f"`output_dir` {config.output_dir!r} holds a sweep (its <param>=<value>/seed=<seed> "
+            "runs, sweep.csv): train into a new directory.")
     chains = run.chains()
     if chains:
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} holds a run of {counted(len(chains), 'chain')} "
             f"({', '.join(os.path.basename(c.path) for c in chains)}): train into a new "
             "directory, or continue the killed run with --resume and its --chains K.")
-    store = run.store()
+    samples = len(run.store()) if os.path.isdir(run.samples) else 0
     if resume and data is None and os.path.exists(run.validation_split):
         raise ValueError(f"--resume: the run in {config.output_dir!r} is a sweep's run on a "
                          "validation split of the training set (its "
@@ -113,13 +175,13 @@ def _refuse_occupied(run, config, resume, data):
                          "directory.")
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
-                         f"({counted(len(store), 'sample')}); nothing to resume.")
+                         f"({counted(samples, 'sample')}); nothing to resume.")
     # A chain process of run_chains finds the config its parent wrote: the same one.
-    if not resume and (len(store) or os.path.exists(run.backup) or run.complete
+    if not resume and (samples or os.path.exists(run.backup) or run.complete
                        or run.holds_other_config(dataclasses.asdict(config))):
         raise FileExistsError(
             f"`output_dir` {config.output_dir!r} already holds a run "
-            f"({counted(len(store), 'sample')}); choose a new directory, or continue a killed "
+            f"({counted(samples, 'sample')}); choose a new directory, or continue a killed "
             "run with --resume."
         )
 

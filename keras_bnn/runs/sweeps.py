@@ -65,8 +65,8 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
             (:func:`keras_bnn.runs.check_sweep`), both arrays and ``dataset``, ``x`` and ``y`` of
             different lengths (:func:`keras_bnn.runs.check_arrays`), a
             validation split outside (0, 1), or when no run collected a sample.
-        FileExistsError: if ``config.output_dir`` holds a sweep, or one of
-            its runs (a sweep stopped part-way).
+        FileExistsError: if ``config.output_dir`` holds a sweep, one of
+            its runs (a sweep stopped part-way), or a run.
     """
     param, values, seeds = check_sweep(param, values, seeds, validation_split)
     if (x is None) != (y is None) or (x is not None and dataset is not None):
@@ -91,6 +91,9 @@ def sweep(param, values, x=None, y=None, dataset=None, config=None, seeds=(0,),
     if os.path.exists(root.sweep_table):
         raise FileExistsError(f"`output_dir` {root.path!r} holds a sweep already "
                               f"({os.path.basename(root.sweep_table)}): choose a new directory.")
+    if root.started or root.chains():
+        raise FileExistsError(f"`output_dir` {root.path!r} holds a run (its config.json), not "
+                              "a sweep: choose a new directory.")
     rows = []
     for value in values:
         for seed in seeds:

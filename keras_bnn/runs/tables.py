@@ -17,6 +17,10 @@ from keras_bnn.datasets.bundled import BUNDLED
 ARRAYS = "arrays"
 #: The dataset names of :func:`keras_bnn.data.load` (``keras_bnn.data.DATASETS``).
 DATASETS = ("synthetic", *BUNDLED, "npy", "fashion_mnist", "mnist", "cifar10", "imdb")
+#: The datasets that read ``RunConfig.data_dir`` (the others are generated or
+#: bundled with the package, and would ignore it).
+DATA_DIR_DATASETS = tuple(name for name in DATASETS if name != "synthetic" and
+                          name not in BUNDLED)
 MODELS = ("mlp", "resnet_pp", "resnet20_frn", "cnn_lstm", "cnn")
 #: The datasets of images (``(height, width, channels)`` examples).
 IMAGE_DATASETS = ("fashion_mnist", "mnist", "cifar10")

@@ -7,10 +7,11 @@ in the locked run directory, then train with :mod:`~keras_bnn.runs.fitting`.
 """
 
 import dataclasses
+import os
 import subprocess
 import sys
 
-from keras_bnn.durable import DirectoryLock
+from keras_bnn import console
 from keras_bnn.runs import fitting, selection
 from keras_bnn.runs.build import check_data_files
 from keras_bnn.runs.rundir import RunDir
@@ -91,7 +92,8 @@ def run_chains(config, chains, verbose=1, processes=1, resume=False):
     Raises:
         ValueError: for ``chains`` or ``processes`` < 1 or an invalid config;
             with ``resume``, for a run whose chains are all complete.
-        FileExistsError: if a chain directory already holds samples.
+        FileExistsError: if ``output_dir`` already holds a run (of one
+            chain or of chains, or a sweep) and ``resume`` is False.
         ChildProcessError: if a chain process fails (with the end of its
             stderr).
         keras_bnn.durable.InUseError: if another process writes into
@@ -100,13 +102,17 @@ def run_chains(config, chains, verbose=1, processes=1, resume=False):
     chains = check_int(chains, "chains", 1)
     processes = check_int(processes, "processes", 1)
     config = dataclasses.replace(config.validate(), chain=0)
-    with DirectoryLock(config.output_dir):
+    top = RunDir(config.output_dir)
+    with fitting.refused_leaves_nothing(top.path, lambda: os.path.isdir(top.prior_candidates)
+                                        or any(chain.started for chain in top.chains())):
         return _run_chains(config, chains, verbose, processes, resume)
 
 
 def _run_chains(config, chains, verbose, processes, resume):
     """:func:`run_chains` in the locked run directory."""
     top = RunDir(config.output_dir)
+    if not resume:  # before its config.json is written: another run's would be lost
+        fitting.refuse_occupied(top, config)
     config = selection.resolve_prior(config, verbose=verbose)  # once, for every chain
     top.write_json(top.config, dataclasses.asdict(config))
     check_data_files(top, config, record=True)  # "npy": what evaluate checks the chains by
@@ -151,7 +157,8 @@ def _train_in_processes(runs, resume=False):
             where = ["--config", chain.config]
         launched.append((run, subprocess.Popen(
             [sys.executable, "-m", "keras_bnn.cli", "train", *where, "--verbose", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=console.child_environment())))  # it hides TensorFlow's start-up log
     errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
     for run, err, _ in errors:
         for line in err.splitlines():
