@@ -82,3 +82,34 @@ def test_a_store_written_before_the_overflow_is_left_whole(tmp_path):
         model.fit(x, y, batch_size=16, epochs=10, callbacks=[collect], verbose=0)
     assert [m["step"] for m in store.metadata()] == [4, 8]
     assert not [n for n in os.listdir(store.path) if n.startswith(".tmp")]
+
+
+def _dense_model(units=3):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    return keras.Model(inputs, keras.layers.Dense(units)(inputs))
+
+
+def test_an_index_out_of_range_names_the_store_and_its_range(tmp_path):
+    """``store[12]`` of 12 samples said only "range object index out of range"."""
+    store = kb.SampleStore(tmp_path / "s")
+    with pytest.raises(IndexError, match=r"`index` 0 is out of range for its 0 samples \(empty"):
+        store[0]
+    for step in range(12):
+        store.append(_dense_model(), step=step)
+    assert store[-12].metadata["step"] == 0 and store[11].metadata["step"] == 11
+    for index in (12, -13):
+        with pytest.raises(IndexError, match=rf"`index` {index} is out of range for its 12 "
+                                             r"samples \(0 to 11, or -1 to -12 from the end\)"):
+            store[index]
+
+
+def test_a_model_of_other_layers_is_told_which_layers_differ(tmp_path):
+    """Reopening a functional model's store with the Sequential of the same
+    Dense said "2 layers in the store, 1 in the model": which ones?"""
+    store = kb.SampleStore(tmp_path / "s")
+    store.append(_dense_model(), step=0)
+    sequential = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    with pytest.raises(ValueError, match=r"2 layers in the store \(InputLayer, Dense\), 1 in "
+                                         r"the model \(Dense\)"):
+        store.append(sequential, step=1)
