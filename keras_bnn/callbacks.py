@@ -13,6 +13,7 @@ import numpy as np
 from keras_bnn import backend
 from keras_bnn import distribute
 from keras_bnn import equilibrium
+from keras_bnn import nonfinite
 from keras_bnn.collection_start import CollectionStart, warmup_steps
 from keras_bnn.epoch_count import current_step
 from keras_bnn.member_model import check_ensemble_model
@@ -205,6 +206,7 @@ class CollectSamples(CollectionStart):
         step = current_step(optimizer)
         if self.store.find(self.chain, step) is not None:
             return
+        nonfinite.check_weights(self.model, f"end of epoch {epoch}, step {step}")
         self.store.append(
             self.model,
             chain=self.chain,

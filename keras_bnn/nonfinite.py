@@ -8,6 +8,14 @@ One policy for every backend and compilation mode, with one error type:
   untouched (they are written between steps, through temporary files).
 * **Training stops with** :class:`NonFiniteError` (a ``FloatingPointError``)
   raised from ``BayesianModel.fit``, naming the step.
+* **A step that overflows** (a finite potential and gradient, but a step
+  size so large that the update is Inf: ``h = 3e38``) is not seen by the
+  step's guard: its weights are NaN/Inf. ``CollectSamples`` and the run's
+  backup (:class:`keras_bnn.runs.checkpoints.RunBackup`) check the weights
+  first (:func:`check_weights`) and stop training with
+  :class:`NonFiniteError`, so no sample or backup holds them (until
+  2026-11-30, an overflow at an epoch's last step was backed up, and
+  ``--resume`` restored the NaN/Inf weights).
 
 When the stop happens depends on what the compiled step can do:
 
@@ -24,6 +32,7 @@ When the stop happens depends on what the compiled step can do:
 import contextlib
 
 import keras
+import numpy as np
 from keras import ops
 
 #: Marker in the message of a backend's own error for a non-finite step.
@@ -42,6 +51,15 @@ def _stop_message(where):
     )
 
 
+def _overflow_message(where, path):
+    return (
+        f"Training stopped: the weights became NaN/Inf ({path}, {where}): a step whose "
+        "potential and gradient were finite overflowed, so the step size is far too "
+        "large. Nothing was stored from this state: collected samples and backups hold "
+        "earlier, finite ones. Lower the step size."
+    )
+
+
 def all_finite(loss, gradients):
     """Whether the potential and every gradient are finite.
 
@@ -55,6 +73,27 @@ def all_finite(loss, gradients):
     checks = [ops.all(ops.isfinite(loss))]
     checks += [ops.all(ops.isfinite(g)) for g in gradients if g is not None]
     return ops.all(ops.stack(checks))
+
+
+def check_weights(model, where):
+    """Raises :class:`NonFiniteError` when a floating weight of ``model`` is NaN/Inf.
+
+    Called before a state is stored (a sample, a backup): the step's guard
+    checks the potential and the gradients, not the updated weights.
+
+    Args:
+        model: a built Keras model.
+        where: when the weights are read, for the message (``"end of epoch 3"``).
+
+    Raises:
+        NonFiniteError: naming the first such weight and ``where``.
+    """
+    floating = [w for w in model.weights if "float" in str(w.dtype)]
+    if not floating or bool(all_finite(0.0, floating)):
+        return
+    path = next(w.path for w in floating
+                if not np.all(np.isfinite(ops.convert_to_numpy(w))))
+    raise NonFiniteError(_overflow_message(where, path))
 
 
 def translate(error, step):

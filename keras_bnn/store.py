@@ -401,6 +401,11 @@ class SampleStore:
             raise argument_error("index", "be an int (iterate over the store for all samples)",
                                  index, "SampleStore", got=type(index).__name__)
         files = self._files()
+        count = len(files)
+        if not -count <= index < count:
+            allowed = f"0 to {count - 1}, or -1 to -{count} from the end" if count else "empty"
+            raise IndexError(f"SampleStore {self.path!r}: `index` {index} is out of range for "
+                             f"its {count} samples ({allowed}).")
         return self._load(range(len(files))[index], files[index][1])
 
     def __iter__(self):

@@ -100,7 +100,8 @@ def first_difference(stored, mine):
                 "in the model, or other layer classes")
     theirs, ours = stored["layers"], mine["layers"]
     if len(theirs) != len(ours):
-        return f"{len(theirs)} layers in the store, {len(ours)} in the model"
+        return (f"{len(theirs)} layers in the store ({_classes(theirs)}), {len(ours)} in the "
+                f"model ({_classes(ours)})")
     for i, (a, b) in enumerate(zip(theirs, ours)):
         if a != b:
             for key in ("class", "weights"):
@@ -109,6 +110,11 @@ def first_difference(stored, mine):
             return (f"layer {i} ({b['class'].rsplit('.', 1)[-1]}): "
                     + _config_difference(a.get("config") or {}, b.get("config") or {}))
     return "weights " + ("differ" if stored.get("weights") != mine["weights"] else "match")
+
+
+def _classes(layers):
+    """The class names of described layers, comma-separated (``InputLayer, Dense``)."""
+    return ", ".join(str(layer.get("class", "?")).rsplit(".", 1)[-1] for layer in layers)
 
 
 def _config_difference(theirs, ours):

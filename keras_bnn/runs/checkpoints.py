@@ -36,7 +36,7 @@ import warnings
 import keras
 import numpy as np
 
-from keras_bnn import durable
+from keras_bnn import durable, nonfinite
 from keras_bnn.validation import check_int, check_positive
 
 _NAME = "epoch-{:06d}.npz"
@@ -170,7 +170,10 @@ class RunBackup(keras.callbacks.Callback):
         Raises:
             BackupError: naming the file, if it cannot be written (the
                 partial file is removed; older backups are kept).
+            keras_bnn.NonFiniteError: if a weight is NaN/Inf (nothing is
+                written: :func:`keras_bnn.nonfinite.check_weights`).
         """
+        nonfinite.check_weights(self.model, f"after epoch {epochs_done}")
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, _NAME.format(epochs_done))
         variables = self._variables()
