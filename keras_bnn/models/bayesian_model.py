@@ -230,7 +230,11 @@ class BayesianModel(LoopMethods, keras.Model):
                 must output logits), a loss whose reduction is not a
                 batch mean (:func:`keras_bnn.loss_checks.check_loss_reduction`),
                 in a ``tf.distribute`` scope for weights made outside it
-                (:func:`keras_bnn.distribute.check_variables`), or
+                (:func:`keras_bnn.distribute.check_variables`), for a sampler
+                given a Keras optimizer option that changes the chain
+                (``clipnorm``, ``clipvalue``, ``global_clipnorm``,
+                ``weight_decay``, ``use_ema``, ``gradient_accumulation_steps``:
+                :data:`keras_bnn.models.entry_points.CHAIN_CHANGING_OPTIONS`), or
                 ``metrics`` that misread the head: of probabilities, or
                 Keras' own for a Gaussian one
                 (:func:`keras_bnn.loss_checks.head_metrics`, which also makes a
