@@ -51,6 +51,11 @@ def _sampled_store(run, named):
                                     "training, or was stopped before its first sample "
                                     "(continue it with keras-bnn train --resume).")
         collection = run.read_json(run.collection)
+        if collection.get("start_epoch") is not None:
+            raise FileNotFoundError(
+                f"{named} holds no samples, though its collection began at epoch "
+                f"{collection['start_epoch']} ({collection['reason']}): the run ended before "
+                f"a sample was due, or its samples were removed from {store.path}.")
         raise FileNotFoundError(
             f"{named} holds no samples: its chain did not reach equilibrium in "
             f"its {counted(collection['epochs'], 'epoch')} ({collection['reason']}); train a "
