@@ -17,7 +17,8 @@ from keras_bnn import trainable_flags
 from keras_bnn import models as _models  # noqa: F401 - registers the classes a stored config names
 from keras_bnn.likelihoods import from_loss
 from keras_bnn.member_model import derived_state_layers
-from keras_bnn.store_fingerprint import architecture_of, first_difference, fingerprint_as_stored
+from keras_bnn.store_fingerprint import (architecture_of, first_difference,
+                                         fingerprint_as_stored, wiring_difference)
 from keras_bnn.validation import argument_error, check_directory_path
 
 _MANIFEST = "store.json"
@@ -202,6 +203,11 @@ class SampleStore:
                 f"SampleStore {self.path!r} holds samples of another architecture "
                 f"({first_difference(stored, mine)}). Use a new store path."
             )
+        if stored.get("wiring") is not None and stored["wiring"] != mine["wiring"]:
+            raise ValueError(
+                f"SampleStore {self.path!r} holds samples of another architecture: the same "
+                f"layers, wired otherwise ({wiring_difference(stored['wiring'], mine['wiring'])})"
+                ". Use a new store path.")
         store_priors.check(self.path, stored, mine[store_priors.MANIFEST_KEY])
 
     def loss(self):

@@ -45,6 +45,60 @@ def _layer_configs(model):
     return json.loads(json.dumps(described, sort_keys=True, default=repr))
 
 
+def _by_position(value, index):
+    """``value`` with each layer reference ``[name, node, tensor]`` (a
+    ``keras_history``, an input or output layer) given as the layer's position."""
+    if isinstance(value, dict):
+        return {key: _by_position(item, index) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        if (len(value) == 3 and isinstance(value[0], str) and value[0] in index
+                and all(isinstance(i, int) for i in value[1:])):
+            return [index[value[0]], value[1], value[2]]
+        return [_by_position(item, index) for item in value]
+    return value
+
+
+def wiring_of(model):
+    """How a functional model's layers are connected, each layer named by its
+    position in ``model.layers``: what every layer is called on, and the
+    model's inputs and outputs.
+
+    Layer configs (the fingerprint) leave this out: two functional models of
+    the same layers wired otherwise (``Concatenate()([h, x])`` and
+    ``([x, h])``) have one fingerprint.
+
+    Args:
+        model: a built Keras model.
+
+    Returns:
+        A JSON-comparable list ``[inputs, outputs, each layer's inbound
+        nodes]``, or None for a model whose config records no graph (a
+        Sequential, whose order is its wiring; a subclassed model).
+    """
+    try:
+        config = model.get_config()
+    except NotImplementedError:
+        return None
+    layers = config.get("layers") if isinstance(config, dict) else None
+    if not isinstance(layers, list) or "output_layers" not in config:
+        return None
+    index = {layer.get("name", (layer.get("config") or {}).get("name")): i
+             for i, layer in enumerate(layers)}
+    wiring = [config.get("input_layers"), config["output_layers"]]
+    wiring += [layer.get("inbound_nodes") for layer in layers]
+    return json.loads(json.dumps(_by_position(wiring, index), default=repr))
+
+
+def wiring_difference(stored, mine):
+    """Where two :func:`wiring_of` lists differ, for an error message."""
+    if stored is None or mine is None:
+        return "one records a graph of layers, the other does not"
+    if stored[:2] != mine[:2] or len(stored) != len(mine):
+        return "the model's inputs or outputs are other layers"
+    layer = next(i for i, (a, b) in enumerate(zip(stored[2:], mine[2:])) if a != b)
+    return f"layer {layer} is called on other layers"
+
+
 def _fingerprint(layers, weights):
     return hashlib.sha256(
         json.dumps([layers, weights], sort_keys=True).encode()
@@ -64,8 +118,9 @@ def architecture_of(model):
         numbers them per session), ``layers`` (those configs), ``weights``
         (``[shape, dtype]`` per weight), ``model`` (the serialized model,
         used to rebuild it) and ``priors`` (each trainable weight's prior and
-        their digest, :func:`keras_bnn.store_priors.record_of`: not in the
-        fingerprint, so that stores written before keep theirs).
+        their digest, :func:`keras_bnn.store_priors.record_of`) and
+        ``wiring`` (:func:`wiring_of`); neither is in the fingerprint, so that
+        stores written before keep theirs.
     """
     weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
     layers = _layer_configs(model)
@@ -75,6 +130,7 @@ def architecture_of(model):
         "weights": weights,
         "model": keras.saving.serialize_keras_object(model),
         store_priors.MANIFEST_KEY: store_priors.record_of(model),
+        "wiring": wiring_of(model),
     }
 
 

@@ -24,3 +24,32 @@ def test_a_run_whose_samples_were_removed_does_not_blame_equilibrium(tmp_path, c
         "holds no samples, though its collection began at epoch 2 (fixed burn-in of 2 "
         "epochs): the run ended before a sample was due, or its samples were removed from "
         f"{store.path}.")
+
+
+def _wired(swap):
+    import keras
+
+    import keras_bnn as kb
+
+    inputs = keras.Input((4,))  # Keras numbers the layers' names: each model's differ
+    hidden = keras.layers.Dense(4)(inputs)
+    joined = keras.layers.Concatenate()([inputs, hidden] if swap else [hidden, inputs])
+    return kb.bayesian(keras.Model(inputs, keras.layers.Dense(2)(joined)))
+
+
+def test_a_store_refuses_the_same_layers_wired_otherwise(tmp_path):
+    """Concatenate()([h, x]) and ([x, h]): the same layers, configs and weight
+    shapes, so one fingerprint, and the second model's samples were appended
+    to the first's store without a word (found by store36); an ensemble of
+    that store runs the first wiring on the second's weights."""
+    import pytest
+
+    import keras_bnn as kb
+
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    store.append(_wired(swap=False), step=0)
+    store.append(_wired(swap=False), step=1)  # the same wiring, other names
+    with pytest.raises(ValueError, match=r"the same layers, wired otherwise \(layer 2 is "
+                                         r"called on other layers\)"):
+        store.append(_wired(swap=True), step=2)
+    assert len(store) == 2
