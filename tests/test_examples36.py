@@ -67,6 +67,14 @@ TEMPERATURES = "argument --temperatures: must be comma-separated finite numbers 
      "error: RunConfig: `sampler_args` must hold only keys of sampler='atmc'"),
     ("examples/fashion_mnist_weight_growth.py", ["--data-dir", "{tmp}/none"],
      "error: Fashion-MNIST: `data_dir`"),
+    # Before: the first row trained, then the repeat exited 1 saying the row's
+    # directory "already holds this row's runs".
+    ("examples/fashion_mnist.py", ["compare", "--out", "{tmp}/o", "--data-dir", "{data}",
+                                   "--seeds", "0", "0", "--rows", "sgd", "--sgd-epochs", "1"],
+     "--seeds must not repeat a value; got [0, 0]"),
+    ("examples/fashion_mnist.py", ["sweep", "--out", "{tmp}/o", "--data-dir", "{tmp}/none",
+                                   "--temperatures", "1", "1.0"],
+     "--temperatures must not repeat a value; got [1.0, 1.0]"),
     # Before: --time-limit -5 cut the chain to 1 of --epochs 2 epochs (0 samples),
     # --ensemble-seconds -5 gave each net one epoch; --prior-scale -1 a traceback.
     ("examples/fashion_mnist_fit.py",
