@@ -4,6 +4,8 @@ script as the README shows it)."""
 
 import argparse
 import importlib.util
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -125,3 +127,17 @@ def test_epoch_overhead_leaves_no_run_directory_behind(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert module.run_seconds("wine", 1, 1e9) > 0
     assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+
+
+def test_ensemble_latency_under_jax_says_what_it_needs_in_one_line(tmp_path):
+    """Before: under KERAS_BACKEND=jax it built the ResNet, printed the table's
+    header, then ended in a NotImplementedError traceback from ``export``."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ensemble_latency.py"), "--quick"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3",
+                 PYTHONPATH=str(ROOT)))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "need KERAS_BACKEND=tensorflow (the backend is 'jax'); under any backend use " \
+           "--compile" in done.stderr.strip().splitlines()[-1]
+    assert "| S |" not in done.stdout and list(tmp_path.iterdir()) == []
