@@ -156,6 +156,9 @@ def main():
         compile_table(args.members or [10, 100, 700], args.loops or COMPILE_LOOPS, repeats,
                       args.timeout)
         return
+    if keras.backend.backend() != "tensorflow":  # export writes a TensorFlow SavedModel
+        parser.error(f"the SavedModel timings need KERAS_BACKEND=tensorflow (the backend is "
+                     f"{keras.backend.backend()!r}); under any backend use --compile")
     members = args.members or ([1, 5] if args.quick else [1, 5, 10, 20])
     args.loops = args.loops or list(MEMBER_LOOPS)
 

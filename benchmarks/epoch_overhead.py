@@ -37,12 +37,13 @@ INTERVALS = {"every epoch (interval 0)": 0.0,
 def run_seconds(dataset, epochs, interval):
     """Wall seconds of ``keras_bnn.runs.train`` for ``epochs`` epochs at this backup interval."""
     checkpoints.BACKUP_INTERVAL = interval  # RunBackup's default, read when train builds it
-    config = kb.runs.RunConfig(dataset=dataset, sampler="atmc", prior="student_t",
-                               prior_scale=0.4, epochs=epochs,
-                               output_dir=os.path.join(tempfile.mkdtemp(), "run"))
-    start = time.perf_counter()
-    kb.runs.train(config, verbose=0)
-    return time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="kb-epoch-overhead-") as root:  # removed after
+        config = kb.runs.RunConfig(dataset=dataset, sampler="atmc", prior="student_t",
+                                   prior_scale=0.4, epochs=epochs,
+                                   output_dir=os.path.join(root, "run"))
+        start = time.perf_counter()
+        kb.runs.train(config, verbose=0)
+        return time.perf_counter() - start
 
 
 def main():

@@ -50,6 +50,7 @@ import numpy as np
 
 import keras_bnn as kb
 from keras_bnn import directional_noise
+from keras_bnn.cli import int_at_least
 from keras_bnn.runs.build import build_model, compile_model, load_info
 from keras_bnn.runs.config import read_config
 
@@ -184,8 +185,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="run directory the test NLL is compared with")
     parser.add_argument("--relax", help="HMC run directory whose step continues each SG run")
-    parser.add_argument("--transitions", type=int, default=300)
-    parser.add_argument("--drift", type=int, metavar="K",
+    parser.add_argument("--transitions", type=int_at_least(1), default=300,
+                        help="--relax: HMC transitions from each run's last sample")
+    parser.add_argument("--drift", type=int_at_least(1), metavar="K",
                         help="also the share of the noise held by earlier top-K directions")
     parser.add_argument("run_dirs", nargs="+")
     args = parser.parse_args()

@@ -19,6 +19,8 @@ import os
 import keras
 
 import keras_bnn as kb
+from keras_bnn import console
+from keras_bnn.cli import int_at_least
 
 H0 = 1e-3
 
@@ -27,14 +29,23 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--out", default="runs/cifar10_atmc")
-    parser.add_argument("--epochs", type=int, default=1000)
-    parser.add_argument("--cycle-epochs", type=int, default=50)
-    parser.add_argument("--start-epoch", type=int, default=150)
+    parser.add_argument("--epochs", type=int_at_least(1), default=1000)
+    parser.add_argument("--cycle-epochs", type=int_at_least(1), default=50)
+    parser.add_argument("--start-epoch", type=int_at_least(0), default=150,
+                        help="first epoch (from 0) whose cycle end gives a sample")
     parser.add_argument("--export-dir", default="saved_models/cifar10_atmc")
     args = parser.parse_args(argv)
+    last_cycle_end = args.epochs // args.cycle_epochs * args.cycle_epochs - 1
+    if last_cycle_end < args.start_epoch:
+        parser.error(f"--start-epoch ({args.start_epoch}) must be at most the last cycle's "
+                     f"end, epoch {last_cycle_end} of --epochs {args.epochs} in cycles of "
+                     f"--cycle-epochs {args.cycle_epochs}: no sample would be collected")
 
-    train_ds, test_ds, info = kb.data.load_cifar10(
-        data_dir=args.data_dir, batch_size=128, augment=False)
+    try:
+        train_ds, test_ds, info = kb.data.load_cifar10(
+            data_dir=args.data_dir, batch_size=128, augment=False)
+    except FileNotFoundError as error:  # CIFAR-10 not prepared: one line, before training
+        parser.exit(2, f"{parser.prog}: error: {console.one_line(error)}\n")
     model = kb.models.resnet_pp(info["input_shape"], info["num_classes"], depth=56, width=32)
     sampler = kb.samplers.ATMC(
         step_size=H0, mass=(0.0003 / H0) ** -2, momentum="relativistic",

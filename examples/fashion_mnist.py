@@ -279,6 +279,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if any(not t > 0 for t in args.temperatures) or not (args.step_size or 1) > 0:
         parser.error("--temperatures and --step-size must be > 0")
+    for flag in ("seeds", "rows", "priors", "temperatures"):
+        values = getattr(args, flag)
+        if len(set(values)) < len(values):  # a repeat's run directory is the first one's
+            parser.error(f"--{flag} must not repeat a value; got {values}")
     if not 0 <= args.validation_split < 1:
         parser.error(f"--validation-split must lie in [0, 1); got {args.validation_split}")
     if args.command == "table" and not os.path.exists(os.path.join(args.out, "results.jsonl")):

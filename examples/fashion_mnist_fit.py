@@ -38,6 +38,7 @@ import os
 import time
 
 from keras_bnn.cli import int_at_least  # argparse types; imports no Keras
+from keras_bnn.cli_parser import positive_number
 
 ROWS = ("chain", "ensemble")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -198,7 +199,7 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="directory of the samples and results.json")
     parser.add_argument("--model", choices=("cnn", "mlp"), default="cnn")
     parser.add_argument("--prior", choices=("he_normal", "student_t"), default="he_normal")
-    parser.add_argument("--prior-scale", type=float, default=None,
+    parser.add_argument("--prior-scale", type=positive_number, default=None,
                         help="default: 1 for he_normal, 0.4 for student_t")
     parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
     parser.add_argument("--k", type=int_at_least(1), default=5, help="nets in the deep ensemble")
@@ -212,12 +213,13 @@ def main(argv=None):
                         type=lambda v: v if v == "auto" else int_at_least(0)(v),
                         default="auto", help="the chain's first collecting epoch, or auto "
                                              "(from equilibrium: the library default)")
-    parser.add_argument("--time-limit", type=float, default=math.inf,
-                        help="seconds after which the chain stops at an epoch end")
+    parser.add_argument("--time-limit", type=positive_number, default=math.inf,
+                        help="seconds after which the chain stops at an epoch end "
+                             "(default: no limit)")
     parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
                         help="what the ensemble's time is measured in: wall time, or the "
                              "process's CPU time (for a machine shared with other work)")
-    parser.add_argument("--ensemble-seconds", type=float, default=None,
+    parser.add_argument("--ensemble-seconds", type=positive_number, default=None,
                         help="the ensemble's seconds of --clock when the chain is not run")
     parser.add_argument("--batch-size", type=int_at_least(1), default=128)
     parser.add_argument("--train-subset", type=int_at_least(1), default=None)

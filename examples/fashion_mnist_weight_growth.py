@@ -26,39 +26,45 @@ import tempfile
 
 import numpy as np
 
+from keras_bnn.cli import int_at_least
+from keras_bnn.cli_parser import positive_number
+
 
 def main(argv=None):
     """Trains the chain, printing one JSON line per epoch; returns ``(model, rows)``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int_at_least(1), default=20)
     parser.add_argument("--sampler", default="atmc", choices=["atmc", "sghmc", "sgnht", "sgld"])
     parser.add_argument("--prior", default="student_t", choices=["student_t", "he_normal"])
-    parser.add_argument("--prior-scale", type=float, default=0.4)
+    parser.add_argument("--prior-scale", type=positive_number, default=0.4)
     parser.add_argument("--sampler-args", type=json.loads, default={},
                         help="extra sampler arguments as JSON, e.g. "
                              "'{\"friction\": 5}'")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int_at_least(0), default=0)
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--train-subset", type=int, default=None,
+    parser.add_argument("--train-subset", type=int_at_least(1), default=None,
                         help="train on the first N training images only")
     args = parser.parse_args(argv)
 
     import keras  # noqa: PLC0415 - keeps --help free of TensorFlow
 
     import keras_bnn as kb  # noqa: PLC0415
-    from keras_bnn import fashion_mnist  # noqa: PLC0415
+    from keras_bnn import console, fashion_mnist  # noqa: PLC0415
     from keras_bnn.runs.build import build_model, compile_model  # noqa: PLC0415
     from keras_bnn.runs.config import chain_seed  # noqa: PLC0415
 
-    (x, y), _, _, info = fashion_mnist.fashion_mnist_arrays(args.data_dir)
+    try:  # a bad --sampler-args, the files absent: one line, before training
+        config = kb.runs.RunConfig(
+            dataset="fashion_mnist", model="mlp", model_args={"hidden": [256, 256]},
+            sampler=args.sampler, sampler_args=args.sampler_args, epochs=args.epochs,
+            batch_size=128, seed=args.seed,
+            prior=args.prior, prior_scale=args.prior_scale, output_dir="unused").validate()
+        (x, y), _, _, info = fashion_mnist.fashion_mnist_arrays(args.data_dir)
+    except (ValueError, FileNotFoundError) as error:
+        parser.exit(2, f"{parser.prog}: error: {console.one_line(error)}\n")
     if args.train_subset:
         x, y = x[:args.train_subset], y[:args.train_subset]
         info["num_train"] = len(y)
-    config = kb.runs.RunConfig(
-        dataset="fashion_mnist", model="mlp", model_args={"hidden": [256, 256]},
-        sampler=args.sampler, sampler_args=args.sampler_args, epochs=args.epochs, batch_size=128,
-        seed=args.seed,
-        prior=args.prior, prior_scale=args.prior_scale, output_dir="unused").validate()
     keras.utils.set_random_seed(chain_seed(config))
     model = build_model(config, info)
     compile_model(model, config, info)

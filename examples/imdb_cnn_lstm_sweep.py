@@ -13,6 +13,7 @@ writes one run per temperature, ``sweep.csv`` and the plot ``sweep.png``
 import argparse
 
 from keras_bnn import console, runs
+from keras_bnn.cli_parser import positive_numbers
 
 #: Epochs before the first cycle, and the length of a cyclical step-size
 #: cycle, whose last step gives a sample: a run needs both.
@@ -25,7 +26,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--out", default="runs/imdb_sweep")
-    parser.add_argument("--temperatures", default="0.001,0.01,0.1,0.3,1")
+    parser.add_argument("--temperatures", default="0.001,0.01,0.1,0.3,1",
+                        type=positive_numbers, help="comma-separated, each > 0")
     parser.add_argument("--epochs", type=int, default=100,
                         help=f"epochs of each run, at least {MIN_EPOCHS}: {BURN_IN_EPOCHS} of "
                              f"burn-in, then one sample per {CYCLE_EPOCHS}-epoch cycle")
@@ -37,9 +39,8 @@ def main(argv=None):
         dataset="imdb", data_dir=args.data_dir, model="cnn_lstm", sampler="sghmc",
         step_size=1e-4, epochs=args.epochs, batch_size=32, cycle_epochs=CYCLE_EPOCHS,
         burn_in_epochs=BURN_IN_EPOCHS, output_dir=args.out).validate()
-    temperatures = [float(t) for t in args.temperatures.split(",")]
     try:
-        rows = runs.sweep_temperature(config, temperatures, verbose=2)
+        rows = runs.sweep_temperature(config, args.temperatures, verbose=2)
     except (ValueError, OSError) as error:  # a used --out, IMDB not prepared: one line
         parser.exit(2, f"{parser.prog}: error: {console.one_line(error)}\n")
     for row in rows:

@@ -13,6 +13,7 @@ import argparse
 import math
 
 from keras_bnn import console, equilibrium, runs
+from keras_bnn.cli_parser import positive_numbers
 
 
 def min_epochs(config):
@@ -47,7 +48,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/synthetic_sweep",
                         help="a new directory for each sweep")
-    parser.add_argument("--temperatures", default="0.03,0.1,0.3,1,3")
+    parser.add_argument("--temperatures", default="0.03,0.1,0.3,1,3",
+                        type=positive_numbers, help="comma-separated, each > 0")
     parser.add_argument("--epochs", type=int, default=None,
                         help="default: the library's run length (4000 steps: 200 epochs of "
                              "20 batches); collection starts at equilibrium, after the warm-up, "
@@ -59,9 +61,8 @@ def main(argv=None):
         parser.error(f"--epochs must be at least {least} (the warm-up, the second noise "
                      f"measurement and the equilibrium test come before the first sample); "
                      f"got {args.epochs}")
-    temperatures = [float(t) for t in args.temperatures.split(",")]
     try:
-        rows = runs.sweep_temperature(config.validate(), temperatures, verbose=0)
+        rows = runs.sweep_temperature(config.validate(), args.temperatures, verbose=0)
     except (ValueError, FileExistsError) as error:  # one line, as the keras-bnn command's
         parser.exit(2, f"{parser.prog}: error: {console.one_line(error)}\n")
     for row in rows:

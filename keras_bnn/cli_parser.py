@@ -10,6 +10,7 @@ argument error imports nothing. The parser's ``error`` raises
 import argparse
 import dataclasses
 import functools
+import math
 
 
 def _or_auto(kind, requirement):
@@ -46,6 +47,46 @@ def int_at_least(minimum):
         return value
 
     return parse
+
+
+def positive_number(text):
+    """An argparse type: a finite number > 0, refused in argparse's one line naming the flag.
+
+    Args:
+        text: the flag's text.
+
+    Returns:
+        The number as a float; used by the scripts in ``examples/``.
+
+    Raises:
+        argparse.ArgumentTypeError: if ``text`` is not a finite number > 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text!r}")
+    return value
+
+
+def positive_numbers(text):
+    """An argparse type: comma-separated finite numbers > 0 (a sweep's values).
+
+    Args:
+        text: the flag's text, e.g. ``"0.1,0.3,1"``.
+
+    Returns:
+        The numbers as a list of floats; used by the sweep scripts in ``examples/``.
+
+    Raises:
+        argparse.ArgumentTypeError: if a value is not a finite number > 0.
+    """
+    try:
+        return [positive_number(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be comma-separated finite numbers > 0, e.g. '0.1,1'; got {text!r}") from None
 
 
 #: The flags of the RunConfig fields: ``(flag, field, argparse type, help)``.
