@@ -15,6 +15,10 @@ from keras_bnn import equilibrium
 from keras_bnn.epoch_count import EpochCount, current_step
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
 
+#: Epochs of the test's past, beyond what it reads, that the store keeps for a
+#: resumed run: one restored up to this many windows back rebuilds the same test.
+KEPT_WINDOWS = equilibrium.NOISE_WINDOWS
+
 
 def warmup_steps(optimizer):
     """The steps a kernel spends tuning itself: never part of the sampled chain.
@@ -63,11 +67,18 @@ class CollectionStart(EpochCount):
     several variables at once), and the test restarts on the epochs after
     it (:attr:`noise_lowerings`).
 
+    The test's past (the epoch rows since the last change of kernel) is kept
+    in the store as it grows, keyed by step, so a ``fit`` that goes on from a
+    step (a later ``fit``, or a run restored by ``BackupAndRestore`` from a
+    backup up to ``KEPT_WINDOWS`` windows old) tests the same series as the
+    unbroken run and starts collection at the same epoch
+    (:meth:`_restore_watch`).
+
     The subclass sets ``store``, ``chain``, ``every``, ``auto``,
     ``start_epoch`` (None until collection starts), ``window`` and
     ``false_alarm``, and calls :meth:`_resume_start` when ``fit`` begins,
     :meth:`_read_variable_temperatures` and :meth:`_watch` at each epoch's
-    end.
+    end, and :meth:`_restore_watch` at the first epoch's start.
     """
 
     def __init__(self):
@@ -87,8 +98,13 @@ class CollectionStart(EpochCount):
         #: ``[{"epoch", "ratios", "lowered"}]`` (every variable's mean ratio and
         #: ``[old, new]`` factor, by path). Kept in the store, as ``remeasurement``.
         self.noise_lowerings = []
-        self._series, self._noise_readings = {}, []
-        self._ratios, self._measured_from = [], None
+        #: The watched epochs since the kernel last changed, oldest first:
+        #: ``{"start", "end", "logs", "ratios"}`` (steps, the logged
+        #: :data:`~keras_bnn.equilibrium.QUANTITIES`, the variables' noise ratios).
+        self._rows = []
+        #: The first step of the second noise measurement's epochs, or None.
+        self._measured_from = None
+        self._measuring_step = None  # the step at whose epoch end the measurement began
         self._epoch_start_step = 0
 
     @property
@@ -115,23 +131,64 @@ class CollectionStart(EpochCount):
             return (f"the step factors were lowered at epoch {self.remeasurement['epoch']} "
                     f"(second noise measurement) and the test restarted: "
                     f"{self.verdict.reason}" if lowered else self.verdict.reason)
-        first_step = self._ratios[self._measured_from][0]
+        first_step = self._measured_from
         return (f"the chain was stationary, and the step factors' second noise measurement "
                 f"needs {self.model.optimizer.noise_averaging_steps()} steps from step "
                 f"{first_step}; the run ended after "
                 f"{current_step(self.model.optimizer) - first_step}")
 
     def _resume_start(self):
-        """At ``fit``'s start: the test starts afresh, and a chain with samples in
-        the store collects on the uninterrupted run's schedule, its records read."""
-        self._series, self._ratios, self._measured_from = {}, [], None
-        self._noise_readings = []
+        """At ``fit``'s start: a chain with samples in the store collects on the
+        uninterrupted run's schedule, its records read (the test's past is
+        read at the first epoch's start: :meth:`_restore_watch`)."""
         epochs = [m.get("epoch") for m in self.store.metadata()
                   if m.get("chain") == self.chain and m.get("epoch") is not None]
         # The first sample is due at the end of start_epoch + every - 1 (_due).
         self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
         self.remeasurement = self.store.read_record(self._record("remeasurement"))
         self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
+
+    def _restore_watch(self):
+        """At the first epoch's start of a ``fit``: the test's rows that ended by
+        the current step, this callback's own (a later ``fit``) or else the
+        store's (a new callback, a restored run); a restored run drops those
+        of the epochs it will run again. None at step 0: a new chain."""
+        step = current_step(self.model.optimizer)
+        kept = {"rows": self._rows, "measured_from": self._measured_from,
+                "measuring_since": self._measuring_step}
+        if not self._rows:
+            kept = (self.store.read_record(self._record("equilibrium")) if self.auto and step
+                    else None) or kept
+        self._rows = [row for row in kept["rows"] if row["end"] <= step]
+        measured = kept["measured_from"]
+        self._measured_from, self._measuring_step = (
+            (measured, kept["measuring_since"])
+            if measured is not None and kept["measuring_since"] <= step else (None, None))
+        if self._rows:
+            self.verdict = self._test()
+
+    def _keep_watch(self):
+        """Keeps the test's rows in the store: those the test reads, and
+        ``KEPT_WINDOWS`` windows more before them (chief only)."""
+        if not distribute.is_chief(self.model):
+            return
+        needed = len(self._rows) - equilibrium.NOISE_WINDOWS * self.window
+        if self._measured_from is not None:
+            needed = min(needed, next(i for i, row in enumerate(self._rows)
+                                      if row["start"] == self._measured_from))
+        self.store.write_record(self._record("equilibrium"), {
+            "rows": self._rows[max(0, needed - KEPT_WINDOWS * self.window):],
+            "measured_from": self._measured_from, "measuring_since": self._measuring_step})
+
+    def _test(self):
+        """The stationarity test of the rows' series."""
+        series = {}
+        for row in self._rows:
+            for name, value in row["logs"].items():
+                series.setdefault(name, []).append(value)
+        return equilibrium.stationarity_test(
+            series, getattr(self.model.optimizer, "temperature", 1.0),
+            window=self.window, false_alarm=self.false_alarm)
 
     def _record(self, kind):
         """The store record's name of this chain's ``kind`` (a resumed run reads it)."""
@@ -143,28 +200,32 @@ class CollectionStart(EpochCount):
                 self.model.optimizer):
             return
         optimizer = self.model.optimizer
-        for name in equilibrium.QUANTITIES:
-            if name in logs:
-                self._series.setdefault(name, []).append(float(logs[name]))
-        self.verdict = equilibrium.stationarity_test(
-            self._series, getattr(optimizer, "temperature", 1.0),
-            window=self.window, false_alarm=self.false_alarm)
+        row = {"start": self._epoch_start_step, "end": current_step(optimizer),
+               "logs": {name: float(logs[name]) for name in equilibrium.QUANTITIES
+                        if name in logs}}
         if getattr(optimizer, "warmup", None) is not None:  # step_size="auto"
-            self._noise_readings = self._noise_readings[1 - self.window:] + [{
-                name: float(backend.to_numpy(r))
-                for name, r, _ in optimizer.gradient_noise_ratios()}]
+            row["ratios"] = {name: float(backend.to_numpy(r))
+                             for name, r, _ in optimizer.gradient_noise_ratios()}
+        self._rows.append(row)
+        self.verdict = self._test()
         if self._remeasures():
             # records in the store are another chain's
             self.remeasurement, self.noise_lowerings = None, []
             self._measure(epoch)
         elif self.verdict.stationary:
             self._start(epoch)
+        if self.start_epoch is None:
+            self._keep_watch()
+
+    def _readings(self, rows):
+        """The rows' noise ratios (``step_size="auto"``)."""
+        return [row["ratios"] for row in rows if "ratios" in row]
 
     def _start(self, epoch):
         """Starts collecting at the stationary epoch ``epoch``, or, where a
         variable's mean noise ratio over the last ``window`` readings is
         above the limit, lowers every factor and restarts the test."""
-        readings = self._noise_readings
+        readings = self._readings(self._rows[-self.window:])
         means = {name: sum(row[name] for row in readings) / len(readings)
                  for name in (readings[0] if readings else ())}
         lowered = means and self.model.optimizer.lower_noisy_step_factors(
@@ -177,33 +238,32 @@ class CollectionStart(EpochCount):
             "lowered": {name: list(pair) for name, pair in lowered.items()}})
         if distribute.is_chief(self.model):  # a resumed run reports them too
             self.store.write_record(self._record("noise-lowerings"), self.noise_lowerings)
-        self._series, self._noise_readings = {}, []  # a new kernel
+        self._rows = []  # a new kernel
 
     def _measure(self, epoch):
         """The second noise measurement: from the first stationary window on,
         over at least ``noise_averaging_steps()`` steps; then the factors
         are lowered where needed, and a lowered one restarts the test."""
         optimizer = self.model.optimizer
-        self._ratios.append((self._epoch_start_step, self._noise_readings[-1]))
         if self._measured_from is None:
             if not self.verdict.stationary:
-                del self._ratios[:-2 * self.window]
                 return
             # From the first of the two windows the test compared.
-            self._measured_from = max(0, len(self._ratios) - 2 * self.window)
-        reads = self._ratios[self._measured_from:]
-        if current_step(optimizer) - reads[0][0] < optimizer.noise_averaging_steps():
+            self._measured_from = self._rows[-2 * self.window:][0]["start"]
+            self._measuring_step = self._rows[-1]["end"]
+        reads = self._readings(row for row in self._rows if row["start"] >= self._measured_from)
+        if current_step(optimizer) - self._measured_from < optimizer.noise_averaging_steps():
             return
-        ratios = {name: sum(row[name] for _, row in reads) / len(reads) for name in reads[0][1]}
+        ratios = {name: sum(row[name] for row in reads) / len(reads) for name in reads[0]}
         lowered = optimizer.lower_step_factors(ratios)
         self.remeasurement = {"epoch": epoch, "first_epoch": epoch - len(reads) + 1,
                               "ratios": ratios,
                               "lowered": {name: list(pair) for name, pair in lowered.items()}}
         if distribute.is_chief(self.model):  # a resumed run reports it too
             self.store.write_record(self._record("remeasurement"), self.remeasurement)
-        self._ratios, self._measured_from = [], None
+        self._measured_from = self._measuring_step = None
         if lowered:  # a new kernel: its equilibrium is tested afresh
-            self._series, self._noise_readings = {}, []
+            self._rows = []
         elif self.verdict.stationary:
             self._start(epoch)
 
