@@ -9,15 +9,15 @@ equilibrium reports. ``CollectSamples`` is its subclass and drives it from
 its epoch hooks.
 """
 
+import json
+import os
+
 from keras_bnn import backend
 from keras_bnn import distribute
+from keras_bnn import durable
 from keras_bnn import equilibrium
 from keras_bnn.epoch_count import EpochCount, current_step
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
-
-#: Epochs of the test's past, beyond what it reads, that the store keeps for a
-#: resumed run: one restored up to this many windows back rebuilds the same test.
-KEPT_WINDOWS = equilibrium.NOISE_WINDOWS
 
 
 def warmup_steps(optimizer):
@@ -67,12 +67,12 @@ class CollectionStart(EpochCount):
     several variables at once), and the test restarts on the epochs after
     it (:attr:`noise_lowerings`).
 
-    The test's past (the epoch rows since the last change of kernel) is kept
-    in the store as it grows, keyed by step, so a ``fit`` that goes on from a
-    step (a later ``fit``, or a run restored by ``BackupAndRestore`` from a
-    backup up to ``KEPT_WINDOWS`` windows old) tests the same series as the
-    unbroken run and starts collection at the same epoch
-    (:meth:`_restore_watch`).
+    The test's past (the watched epochs since the last change of kernel) goes
+    on across ``fit`` calls, and is logged in the store one line an epoch,
+    keyed by step, so a ``fit`` that goes on from a step (a later ``fit``,
+    a new callback on the store, or a run restored by ``BackupAndRestore``)
+    tests the same series as the unbroken run and starts collection at the
+    same epoch (:meth:`_restore_watch`).
 
     The subclass sets ``store``, ``chain``, ``every``, ``auto``,
     ``start_epoch`` (None until collection starts), ``window`` and
@@ -100,8 +100,9 @@ class CollectionStart(EpochCount):
         self.noise_lowerings = []
         #: The watched epochs since the kernel last changed, oldest first:
         #: ``{"start", "end", "logs", "ratios"}`` (steps, the logged
-        #: :data:`~keras_bnn.equilibrium.QUANTITIES`, the variables' noise ratios).
-        self._rows = []
+        #: :data:`~keras_bnn.equilibrium.QUANTITIES`, the variables' noise ratios
+        #: in the sampler's order, named by ``_ratio_names``).
+        self._rows, self._ratio_names = [], []
         #: The first step of the second noise measurement's epochs, or None.
         self._measured_from = None
         self._measuring_step = None  # the step at whose epoch end the measurement began
@@ -149,36 +150,54 @@ class CollectionStart(EpochCount):
         self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
 
     def _restore_watch(self):
-        """At the first epoch's start of a ``fit``: the test's rows that ended by
-        the current step, this callback's own (a later ``fit``) or else the
-        store's (a new callback, a restored run); a restored run drops those
-        of the epochs it will run again. None at step 0: a new chain."""
+        """At the first epoch's start of a ``fit``: the test's past as of the
+        current step, this callback's own (a later ``fit``) or else replayed
+        from the store's log (a new callback, a restored run), whose lines
+        past that step (epochs a restored run will run again) are dropped.
+        Nothing at step 0: a new chain, whose log starts empty."""
         step = current_step(self.model.optimizer)
-        kept = {"rows": self._rows, "measured_from": self._measured_from,
-                "measuring_since": self._measuring_step}
-        if not self._rows:
-            kept = (self.store.read_record(self._record("equilibrium")) if self.auto and step
-                    else None) or kept
-        self._rows = [row for row in kept["rows"] if row["end"] <= step]
-        measured = kept["measured_from"]
-        self._measured_from, self._measuring_step = (
-            (measured, kept["measuring_since"])
-            if measured is not None and kept["measuring_since"] <= step else (None, None))
+        self._rows = [row for row in self._rows if row["end"] <= step]
+        if self._measuring_step is not None and self._measuring_step > step:
+            self._measured_from = self._measuring_step = None
+        if not self.auto or self._rows:
+            return
+        lines = self._read_log() if step else []
+        kept = [line for line in lines if line["row"]["end"] <= step]
+        for line in kept:
+            self._rows = [] if line["reset"] else self._rows + [line["row"]]
+            self._measured_from, self._measuring_step = line["measured"]
+        if distribute.is_chief(self.model):  # no line past the step, none cut short
+            durable.atomic_write(self._log_path(), lambda handle: handle.write(
+                "".join(json.dumps(line) + "\n" for line in kept).encode()))
         if self._rows:
             self.verdict = self._test()
 
-    def _keep_watch(self):
-        """Keeps the test's rows in the store: those the test reads, and
-        ``KEPT_WINDOWS`` windows more before them (chief only)."""
-        if not distribute.is_chief(self.model):
-            return
-        needed = len(self._rows) - equilibrium.NOISE_WINDOWS * self.window
-        if self._measured_from is not None:
-            needed = min(needed, next(i for i, row in enumerate(self._rows)
-                                      if row["start"] == self._measured_from))
-        self.store.write_record(self._record("equilibrium"), {
-            "rows": self._rows[max(0, needed - KEPT_WINDOWS * self.window):],
-            "measured_from": self._measured_from, "measuring_since": self._measuring_step})
+    def _log_path(self):
+        """The store's log of this chain's watched epochs (JSON lines)."""
+        return os.path.join(self.store.path, f"record-{self._record('equilibrium')}.jsonl")
+
+    def _read_log(self):
+        """The log's lines; a line cut short by a kill ends it."""
+        lines = []
+        try:
+            with open(self._log_path(), encoding="utf-8") as handle:
+                for text in handle:
+                    try:
+                        lines.append(json.loads(text))
+                    except ValueError:
+                        break
+        except FileNotFoundError:
+            pass
+        return lines
+
+    def _log(self, row, reset):
+        """Appends the epoch ``row`` and the test's state after it to the log
+        (chief only): one line an epoch, so a resumed run replays the test."""
+        if distribute.is_chief(self.model):
+            line = {"row": row, "reset": reset,
+                    "measured": [self._measured_from, self._measuring_step]}
+            with open(self._log_path(), "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(line) + "\n")
 
     def _test(self):
         """The stationarity test of the rows' series."""
@@ -204,8 +223,10 @@ class CollectionStart(EpochCount):
                "logs": {name: float(logs[name]) for name in equilibrium.QUANTITIES
                         if name in logs}}
         if getattr(optimizer, "warmup", None) is not None:  # step_size="auto"
-            row["ratios"] = {name: float(backend.to_numpy(r))
-                             for name, r, _ in optimizer.gradient_noise_ratios()}
+            # In the sampler's order: a restored model may name its layers otherwise.
+            readings = optimizer.gradient_noise_ratios()
+            self._ratio_names = [name for name, _, _ in readings]
+            row["ratios"] = [float(backend.to_numpy(r)) for _, r, _ in readings]
         self._rows.append(row)
         self.verdict = self._test()
         if self._remeasures():
@@ -214,12 +235,11 @@ class CollectionStart(EpochCount):
             self._measure(epoch)
         elif self.verdict.stationary:
             self._start(epoch)
-        if self.start_epoch is None:
-            self._keep_watch()
+        self._log(row, reset=not self._rows)
 
     def _readings(self, rows):
-        """The rows' noise ratios (``step_size="auto"``)."""
-        return [row["ratios"] for row in rows if "ratios" in row]
+        """The rows' noise ratios by variable path (``step_size="auto"``)."""
+        return [dict(zip(self._ratio_names, row["ratios"])) for row in rows if "ratios" in row]
 
     def _start(self, epoch):
         """Starts collecting at the stationary epoch ``epoch``, or, where a

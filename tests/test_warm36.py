@@ -26,16 +26,12 @@ def _model():
     return model, x, (x[:, 0] > 0).astype("int32")
 
 
-class _Kill(keras.callbacks.Callback):
-    """Stops the run at the end of ``epoch`` as a kill would."""
-
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.epoch:
+def _kill(at):
+    """A callback that stops the run at the end of epoch ``at`` as a kill would."""
+    def end(epoch, logs):
+        if epoch == at:
             raise KeyboardInterrupt("killed")
+    return keras.callbacks.LambdaCallback(on_epoch_end=end)
 
 
 def _fit(store, epochs, callbacks=(), collect=None, model=None):
@@ -73,7 +69,46 @@ def test_a_fit_stopped_while_waiting_for_equilibrium_starts_collection_on_schedu
     store, backup = kb.SampleStore(tmp_path / "resumed"), str(tmp_path / "backup")
     with pytest.raises(KeyboardInterrupt):
         _fit(store, EPOCHS, [keras.callbacks.BackupAndRestore(backup, delete_checkpoint=False),
-                             _Kill(start - 1)])
+                             _kill(start - 1)])
     resumed, _ = _fit(store, EPOCHS, [keras.callbacks.BackupAndRestore(backup)])
     assert resumed.started_epoch == start
     assert [(m["epoch"], m["step"]) for m in store.metadata()] == expected
+
+
+def _auto_fit(store, epochs, callbacks=()):
+    """SGLD at ``step_size="auto"`` (240 warm-up steps, target 0.3) on a
+    4-8-3 tanh network, 8 steps an epoch."""
+    keras.utils.set_random_seed(1)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 4)).astype("float32")
+    y = (np.digitize(x[:, 0] + 0.3 * x[:, 1], [-0.5, 0.5]) % 3).astype("int32")
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(8, activation="tanh", name="hidden")(inputs)
+    bnn = kb.bayesian(keras.Model(inputs, keras.layers.Dense(3, name="logits")(hidden)))
+    bnn.compile(sampler=kb.samplers.SGLD(seed=0, warmup_steps=240, target_noise_ratio=0.3),
+                train_size=len(x),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    collect = kb.callbacks.CollectSamples(store, window=WINDOW)
+    bnn.fit(x, y, batch_size=16, epochs=epochs, verbose=0, shuffle=False,
+            callbacks=[collect, *callbacks])
+    return collect
+
+
+@pytest.mark.slow  # 30 s of CPU
+def test_a_run_killed_inside_the_second_noise_measurement_measures_the_same_epochs(tmp_path):
+    """Killed halfway through the step factors' second noise measurement
+    (epochs 39-68 of the run never stopped), the restored run began it again
+    at epoch 61 (61-90) until 2026-11-30; now it averages the same epochs."""
+    epochs = 120
+    straight = _auto_fit(kb.SampleStore(tmp_path / "straight"), epochs)
+    measured = straight.remeasurement
+    assert straight.started_epoch is not None and measured is not None
+    store, backup = kb.SampleStore(tmp_path / "resumed"), str(tmp_path / "backup")
+    with pytest.raises(KeyboardInterrupt):
+        _auto_fit(store, epochs, [keras.callbacks.BackupAndRestore(backup),
+                                  _kill((measured["first_epoch"] + measured["epoch"]) // 2)])
+    resumed = _auto_fit(store, epochs, [keras.callbacks.BackupAndRestore(backup)])
+    assert resumed.remeasurement == measured
+    assert resumed.started_epoch == straight.started_epoch
+    assert [(m["epoch"], m["step"]) for m in store.metadata()] == [
+        (m["epoch"], m["step"]) for m in straight.store.metadata()]
