@@ -302,6 +302,7 @@ class CollectSamples(CollectionStart):
                 check_cycles_end_epochs(self.model.optimizer, (self.params or {}).get("steps"),
                                         current_step(self.model.optimizer))
             self._check_chain_start()
+            self._restore_watch()
             self._go_on_collecting(self._count(epoch))
             self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)

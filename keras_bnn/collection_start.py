@@ -9,8 +9,12 @@ equilibrium reports. ``CollectSamples`` is its subclass and drives it from
 its epoch hooks.
 """
 
+import json
+import os
+
 from keras_bnn import backend
 from keras_bnn import distribute
+from keras_bnn import durable
 from keras_bnn import equilibrium
 from keras_bnn.epoch_count import EpochCount, current_step
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
@@ -63,11 +67,18 @@ class CollectionStart(EpochCount):
     several variables at once), and the test restarts on the epochs after
     it (:attr:`noise_lowerings`).
 
+    The test's past (the watched epochs since the last change of kernel) goes
+    on across ``fit`` calls, and is logged in the store one line an epoch,
+    keyed by step, so a ``fit`` that goes on from a step (a later ``fit``,
+    a new callback on the store, or a run restored by ``BackupAndRestore``)
+    tests the same series as the unbroken run and starts collection at the
+    same epoch (:meth:`_restore_watch`).
+
     The subclass sets ``store``, ``chain``, ``every``, ``auto``,
     ``start_epoch`` (None until collection starts), ``window`` and
     ``false_alarm``, and calls :meth:`_resume_start` when ``fit`` begins,
     :meth:`_read_variable_temperatures` and :meth:`_watch` at each epoch's
-    end.
+    end, and :meth:`_restore_watch` at the first epoch's start.
     """
 
     def __init__(self):
@@ -87,8 +98,14 @@ class CollectionStart(EpochCount):
         #: ``[{"epoch", "ratios", "lowered"}]`` (every variable's mean ratio and
         #: ``[old, new]`` factor, by path). Kept in the store, as ``remeasurement``.
         self.noise_lowerings = []
-        self._series, self._noise_readings = {}, []
-        self._ratios, self._measured_from = [], None
+        #: The watched epochs since the kernel last changed, oldest first:
+        #: ``{"start", "end", "logs", "ratios"}`` (steps, the logged
+        #: :data:`~keras_bnn.equilibrium.QUANTITIES`, the variables' noise ratios
+        #: in the sampler's order, named by ``_ratio_names``).
+        self._rows, self._ratio_names = [], []
+        #: The first step of the second noise measurement's epochs, or None.
+        self._measured_from = None
+        self._measuring_step = None  # the step at whose epoch end the measurement began
         self._epoch_start_step = 0
 
     @property
@@ -115,23 +132,82 @@ class CollectionStart(EpochCount):
             return (f"the step factors were lowered at epoch {self.remeasurement['epoch']} "
                     f"(second noise measurement) and the test restarted: "
                     f"{self.verdict.reason}" if lowered else self.verdict.reason)
-        first_step = self._ratios[self._measured_from][0]
+        first_step = self._measured_from
         return (f"the chain was stationary, and the step factors' second noise measurement "
                 f"needs {self.model.optimizer.noise_averaging_steps()} steps from step "
                 f"{first_step}; the run ended after "
                 f"{current_step(self.model.optimizer) - first_step}")
 
     def _resume_start(self):
-        """At ``fit``'s start: the test starts afresh, and a chain with samples in
-        the store collects on the uninterrupted run's schedule, its records read."""
-        self._series, self._ratios, self._measured_from = {}, [], None
-        self._noise_readings = []
+        """At ``fit``'s start: a chain with samples in the store collects on the
+        uninterrupted run's schedule, its records read (the test's past is
+        read at the first epoch's start: :meth:`_restore_watch`)."""
         epochs = [m.get("epoch") for m in self.store.metadata()
                   if m.get("chain") == self.chain and m.get("epoch") is not None]
         # The first sample is due at the end of start_epoch + every - 1 (_due).
         self.start_epoch = min(epochs) - (self.every or 1) + 1 if epochs else None
         self.remeasurement = self.store.read_record(self._record("remeasurement"))
         self.noise_lowerings = self.store.read_record(self._record("noise-lowerings")) or []
+
+    def _restore_watch(self):
+        """At the first epoch's start of a ``fit``: the test's past as of the
+        current step, this callback's own (a later ``fit``) or else replayed
+        from the store's log (a new callback, a restored run), whose lines
+        past that step (epochs a restored run will run again) are dropped.
+        Nothing at step 0: a new chain, whose log starts empty."""
+        step = current_step(self.model.optimizer)
+        self._rows = [row for row in self._rows if row["end"] <= step]
+        if self._measuring_step is not None and self._measuring_step > step:
+            self._measured_from = self._measuring_step = None
+        if not self.auto or self._rows:
+            return
+        lines = self._read_log() if step else []
+        kept = [line for line in lines if line["row"]["end"] <= step]
+        for line in kept:
+            self._rows = [] if line["reset"] else self._rows + [line["row"]]
+            self._measured_from, self._measuring_step = line["measured"]
+        if distribute.is_chief(self.model):  # no line past the step, none cut short
+            durable.atomic_write(self._log_path(), lambda handle: handle.write(
+                "".join(json.dumps(line) + "\n" for line in kept).encode()))
+        if self._rows:
+            self.verdict = self._test()
+
+    def _log_path(self):
+        """The store's log of this chain's watched epochs (JSON lines)."""
+        return os.path.join(self.store.path, f"record-{self._record('equilibrium')}.jsonl")
+
+    def _read_log(self):
+        """The log's lines; a line cut short by a kill ends it."""
+        lines = []
+        try:
+            with open(self._log_path(), encoding="utf-8") as handle:
+                for text in handle:
+                    try:
+                        lines.append(json.loads(text))
+                    except ValueError:
+                        break
+        except FileNotFoundError:
+            pass
+        return lines
+
+    def _log(self, row, reset):
+        """Appends the epoch ``row`` and the test's state after it to the log
+        (chief only): one line an epoch, so a resumed run replays the test."""
+        if distribute.is_chief(self.model):
+            line = {"row": row, "reset": reset,
+                    "measured": [self._measured_from, self._measuring_step]}
+            with open(self._log_path(), "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(line) + "\n")
+
+    def _test(self):
+        """The stationarity test of the rows' series."""
+        series = {}
+        for row in self._rows:
+            for name, value in row["logs"].items():
+                series.setdefault(name, []).append(value)
+        return equilibrium.stationarity_test(
+            series, getattr(self.model.optimizer, "temperature", 1.0),
+            window=self.window, false_alarm=self.false_alarm)
 
     def _record(self, kind):
         """The store record's name of this chain's ``kind`` (a resumed run reads it)."""
@@ -143,28 +219,33 @@ class CollectionStart(EpochCount):
                 self.model.optimizer):
             return
         optimizer = self.model.optimizer
-        for name in equilibrium.QUANTITIES:
-            if name in logs:
-                self._series.setdefault(name, []).append(float(logs[name]))
-        self.verdict = equilibrium.stationarity_test(
-            self._series, getattr(optimizer, "temperature", 1.0),
-            window=self.window, false_alarm=self.false_alarm)
+        row = {"start": self._epoch_start_step, "end": current_step(optimizer),
+               "logs": {name: float(logs[name]) for name in equilibrium.QUANTITIES
+                        if name in logs}}
         if getattr(optimizer, "warmup", None) is not None:  # step_size="auto"
-            self._noise_readings = self._noise_readings[1 - self.window:] + [{
-                name: float(backend.to_numpy(r))
-                for name, r, _ in optimizer.gradient_noise_ratios()}]
+            # In the sampler's order: a restored model may name its layers otherwise.
+            readings = optimizer.gradient_noise_ratios()
+            self._ratio_names = [name for name, _, _ in readings]
+            row["ratios"] = [float(backend.to_numpy(r)) for _, r, _ in readings]
+        self._rows.append(row)
+        self.verdict = self._test()
         if self._remeasures():
             # records in the store are another chain's
             self.remeasurement, self.noise_lowerings = None, []
             self._measure(epoch)
         elif self.verdict.stationary:
             self._start(epoch)
+        self._log(row, reset=not self._rows)
+
+    def _readings(self, rows):
+        """The rows' noise ratios by variable path (``step_size="auto"``)."""
+        return [dict(zip(self._ratio_names, row["ratios"])) for row in rows if "ratios" in row]
 
     def _start(self, epoch):
         """Starts collecting at the stationary epoch ``epoch``, or, where a
         variable's mean noise ratio over the last ``window`` readings is
         above the limit, lowers every factor and restarts the test."""
-        readings = self._noise_readings
+        readings = self._readings(self._rows[-self.window:])
         means = {name: sum(row[name] for row in readings) / len(readings)
                  for name in (readings[0] if readings else ())}
         lowered = means and self.model.optimizer.lower_noisy_step_factors(
@@ -177,33 +258,32 @@ class CollectionStart(EpochCount):
             "lowered": {name: list(pair) for name, pair in lowered.items()}})
         if distribute.is_chief(self.model):  # a resumed run reports them too
             self.store.write_record(self._record("noise-lowerings"), self.noise_lowerings)
-        self._series, self._noise_readings = {}, []  # a new kernel
+        self._rows = []  # a new kernel
 
     def _measure(self, epoch):
         """The second noise measurement: from the first stationary window on,
         over at least ``noise_averaging_steps()`` steps; then the factors
         are lowered where needed, and a lowered one restarts the test."""
         optimizer = self.model.optimizer
-        self._ratios.append((self._epoch_start_step, self._noise_readings[-1]))
         if self._measured_from is None:
             if not self.verdict.stationary:
-                del self._ratios[:-2 * self.window]
                 return
             # From the first of the two windows the test compared.
-            self._measured_from = max(0, len(self._ratios) - 2 * self.window)
-        reads = self._ratios[self._measured_from:]
-        if current_step(optimizer) - reads[0][0] < optimizer.noise_averaging_steps():
+            self._measured_from = self._rows[-2 * self.window:][0]["start"]
+            self._measuring_step = self._rows[-1]["end"]
+        reads = self._readings(row for row in self._rows if row["start"] >= self._measured_from)
+        if current_step(optimizer) - self._measured_from < optimizer.noise_averaging_steps():
             return
-        ratios = {name: sum(row[name] for _, row in reads) / len(reads) for name in reads[0][1]}
+        ratios = {name: sum(row[name] for row in reads) / len(reads) for name in reads[0]}
         lowered = optimizer.lower_step_factors(ratios)
         self.remeasurement = {"epoch": epoch, "first_epoch": epoch - len(reads) + 1,
                               "ratios": ratios,
                               "lowered": {name: list(pair) for name, pair in lowered.items()}}
         if distribute.is_chief(self.model):  # a resumed run reports it too
             self.store.write_record(self._record("remeasurement"), self.remeasurement)
-        self._ratios, self._measured_from = [], None
+        self._measured_from = self._measuring_step = None
         if lowered:  # a new kernel: its equilibrium is tested afresh
-            self._series, self._noise_readings = {}, []
+            self._rows = []
         elif self.verdict.stationary:
             self._start(epoch)
 
