@@ -2,8 +2,10 @@
 
 :class:`Prediction` is the ensemble's ``keras.Model`` methods of prediction
 (mixed into it): ``predict``, ``predict_uncertainty`` and ``predict_members``
-each run one graph per ensemble for any batch size, a :class:`FunctionModel`
-view made on first use and held out of Keras' tracking (:class:`Untracked`);
+each run one graph per ensemble for any batch size (under JAX, Keras' step
+compiled for a few batch shapes: arrays' last batch is padded, :func:`bucketed`),
+a :class:`FunctionModel` view made on first use and held out of Keras' tracking
+(:class:`Untracked`);
 an empty dataset and examples of another shape than the members' input are
 refused before Keras' predict loop, as are arrays whose batches
 ``keras.distribution`` cannot split over its devices (JAX), and an array of 0
@@ -67,9 +69,13 @@ class Prediction:
             self._views[key] = Untracked(FunctionModel(self, function, key[1],
                                                        name=f"{self.name}_{key[0]}"))
         view = self._views[key].value
+        padded, rows = (x, None) if steps is not None or callbacks else bucketed(x, batch_size)
         with backend.values_kept(view):  # a dataset's ragged last batch raises inside
-            return view.predict(x, batch_size=batch_size, steps=steps, verbose=verbose,
-                                callbacks=callbacks)
+            outputs = view.predict(padded, batch_size=batch_size, steps=steps, verbose=verbose,
+                                   callbacks=callbacks)
+        if rows is None:
+            return outputs
+        return keras.tree.map_structure(lambda leaf: leaf[:rows], outputs)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The posterior predictive (:meth:`call`) over a dataset, batched.
@@ -138,6 +144,50 @@ class Prediction:
                                      view_name="predict_member_log_probabilities"
                                      if log_probabilities else None)
         return keras.tree.map_structure(lambda leaf: np.swapaxes(leaf, 0, 1), outputs)
+
+
+def bucketed(x, batch_size):
+    """Under JAX, arrays ``x`` with zero rows added so that their last batch of
+    ``batch_size`` holds a power of two examples (or ``batch_size``).
+
+    Keras' JAX predict step compiles once per batch shape, and an array's
+    last batch holds ``n mod batch_size`` examples: 20 predicts of 1-69 rows
+    at ``batch_size=16`` compiled an S = 4 ensemble's step 14 times (7.5 s;
+    TensorFlow's one graph: once). With the last batch padded to a power of
+    two, at most ``log2(batch_size) + 2`` shapes are ever compiled, for less
+    than twice the last batch's work. Members run in inference mode, each
+    example on its own, so the added rows change no other row; they are cut
+    from the outputs. Nothing is padded on TensorFlow (one graph for any
+    batch size), for a dataset or generator, or under ``keras.distribution``
+    (whose devices must split every batch).
+
+    Args:
+        x: ``predict``'s inputs: an array, a list or dict of arrays, or a
+            dataset (NumPy and JAX arrays are padded).
+        batch_size: ``predict``'s ``batch_size`` (None: Keras' 32).
+
+    Returns:
+        ``(inputs, n)``: the padded arrays and the number of examples given,
+        or ``(x, None)`` where nothing was padded.
+    """
+    if keras.backend.backend() != "jax" or keras.distribution.distribution() is not None:
+        return x, None
+    leaves = keras.tree.flatten(x)
+    if not leaves or not all(isinstance(leaf, np.ndarray) or ops.is_tensor(leaf)
+                             for leaf in leaves):  # dense arrays only, not a dataset
+        return x, None
+    batch_size = batch_size or 32
+    rows = int(leaves[0].shape[0])
+    last = rows % batch_size
+    added = min(1 << (last - 1).bit_length(), batch_size) - last if last else 0
+    if not added:
+        return x, None
+
+    def pad(leaf):
+        leaf = np.asarray(leaf)
+        return np.concatenate([leaf, np.zeros((added, *leaf.shape[1:]), leaf.dtype)])
+
+    return keras.tree.map_structure(pad, x), rows
 
 
 class FunctionModel(keras.Model):
