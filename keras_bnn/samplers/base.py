@@ -140,6 +140,15 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         (``model.make_train_function(force=True)``; the
         :class:`keras_bnn.callbacks.CyclicalSchedule` callback does).
 
+        With ``step_size="auto"`` the warm-up runs at ``c = 1`` (the cycle's
+        factor), so cycles that began inside it would leave a cut cycle after
+        it. The cycles begin at the first cycle boundary at or after the
+        warm-up's end instead:
+        ``B' = B + L·⌈max(W - B, 0)/L⌉`` (W the warm-up's steps), so that every
+        cycle after the warm-up is whole and cycle ends stay where ``B`` and
+        ``L`` put them (an epoch end stays an epoch end). ``B'`` is what the
+        schedule and its config record.
+
         Args:
             cycle_steps: cycle length in steps, or ``None`` for a constant.
             burn_in_steps: steps at ``h0`` before the first cycle.
@@ -154,6 +163,11 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
                 f"{type(self.schedule).__name__}; a cycle needs a float step size or a "
                 "keras_bnn.schedules.CyclicalCosine.")
         self.schedule.configure(cycle_steps=cycle_steps, burn_in_steps=burn_in_steps)
+        if self.warmup is not None and cycle_steps is not None:
+            burn_in, length = self.schedule.burn_in_steps, self.schedule.cycle_steps
+            cut = max(self.warmup.warmup_steps - burn_in, 0)
+            self.schedule.configure(cycle_steps=length,
+                                    burn_in_steps=burn_in + length * -(-cut // length))
 
     def is_cycle_end(self, step):
         """Whether step ``step`` (0-based) ends a cycle of a cyclical step size.

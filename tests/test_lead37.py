@@ -1,0 +1,55 @@
+"""The lead's fixes of session 37."""
+
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+from keras_bnn import samplers
+from fit_helpers import softmax_regression, three_class_rows
+
+
+def _factors(sampler, steps):
+    return np.array([float(sampler.schedule(t)) for t in steps])
+
+
+@pytest.mark.parametrize("cls", [samplers.SGLD, samplers.SGHMC, samplers.SGNHT, samplers.ATMC])
+def test_cycles_of_an_auto_step_begin_whole_after_the_warmup(cls):
+    """With ``step_size="auto"`` the 1000-step warm-up runs at c = 1, and the
+    cycles counted from step 0: cycles of 60 steps left a cut cycle of 20
+    steps (1000-1019) after it, whose end was a cycle end (a sample). Failed
+    before: ``is_cycle_end(1019)`` was True and ``burn_in_steps`` 0."""
+    sampler = cls(seed=0)
+    sampler.set_cycle(cycle_steps=60)
+    assert sampler.schedule.burn_in_steps == 1020  # 0 + 60·⌈1000/60⌉
+    ends = [t for t in range(900, 1200) if sampler.is_cycle_end(t)]
+    assert ends == [1079, 1139, 1199]  # whole cycles from 1020 on
+    np.testing.assert_array_equal(_factors(sampler, range(1000, 1021)), 1.0)
+    cycle = _factors(sampler, range(1020, 1080))
+    expected = 0.5 * (1.0 + np.cos(np.pi * np.arange(60) / 60))
+    np.testing.assert_allclose(cycle, expected, rtol=0, atol=1e-6)
+
+
+def test_a_burn_in_past_the_warmup_and_an_explicit_step_are_kept():
+    """The shift applies only where the cycles began inside the warm-up."""
+    auto = samplers.SGHMC(seed=0)
+    auto.set_cycle(cycle_steps=60, burn_in_steps=1200)
+    assert auto.schedule.burn_in_steps == 1200
+    explicit = samplers.SGHMC(step_size=1e-3, seed=0)
+    explicit.set_cycle(cycle_steps=60)
+    assert explicit.schedule.burn_in_steps == 0
+    auto.set_cycle(cycle_steps=None)
+    assert auto.schedule.cycle_steps is None
+
+
+def test_cyclical_schedule_in_epochs_keeps_cycle_ends_at_epoch_ends():
+    """``CyclicalSchedule(cycle_epochs=3)`` with 4 steps an epoch and the
+    1000-step warm-up: the cycles begin at step 1008 (epoch 252), an epoch
+    end, so every cycle's last step ends an epoch. Failed before: burn-in 0,
+    the first cycle after the warm-up 8 steps long."""
+    x, y = three_class_rows(40)
+    model = softmax_regression(samplers.ATMC(seed=0), 40)
+    model.fit(x, y, batch_size=10, epochs=1, verbose=0,
+              callbacks=[kb.callbacks.CyclicalSchedule(cycle_epochs=3)])
+    schedule = model.optimizer.schedule
+    assert (schedule.cycle_steps, schedule.burn_in_steps) == (12, 1008)
+    assert schedule.next_cycle_end(1000) == 1019 and (1019 + 1) % 4 == 0
