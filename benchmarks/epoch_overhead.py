@@ -35,15 +35,20 @@ INTERVALS = {"every epoch (interval 0)": 0.0,
 
 
 def run_seconds(dataset, epochs, interval):
-    """Wall seconds of ``keras_bnn.runs.train`` for ``epochs`` epochs at this backup interval."""
-    checkpoints.BACKUP_INTERVAL = interval  # RunBackup's default, read when train builds it
-    with tempfile.TemporaryDirectory(prefix="kb-epoch-overhead-") as root:  # removed after
-        config = kb.runs.RunConfig(dataset=dataset, sampler="atmc", prior="student_t",
-                                   prior_scale=0.4, epochs=epochs,
-                                   output_dir=os.path.join(root, "run"))
-        start = time.perf_counter()
-        kb.runs.train(config, verbose=0)
-        return time.perf_counter() - start
+    """Wall seconds of ``keras_bnn.runs.train`` for ``epochs`` epochs at this backup
+    interval; ``checkpoints.BACKUP_INTERVAL`` is restored after."""
+    # RunBackup's default, read when train builds it
+    default, checkpoints.BACKUP_INTERVAL = checkpoints.BACKUP_INTERVAL, interval
+    try:
+        with tempfile.TemporaryDirectory(prefix="kb-epoch-overhead-") as root:  # removed after
+            config = kb.runs.RunConfig(dataset=dataset, sampler="atmc", prior="student_t",
+                                       prior_scale=0.4, epochs=epochs,
+                                       output_dir=os.path.join(root, "run"))
+            start = time.perf_counter()
+            kb.runs.train(config, verbose=0)
+            return time.perf_counter() - start
+    finally:
+        checkpoints.BACKUP_INTERVAL = default
 
 
 def main():
@@ -56,14 +61,12 @@ def main():
     short, long = args.epochs
     if short >= long:
         parser.error(f"--epochs SHORT LONG: SHORT must be below LONG; got {short} {long}")
-    default = checkpoints.BACKUP_INTERVAL
     results = {name: [] for name in INTERVALS}
     for _ in range(args.rounds):  # interleaved, so a change of load hits every row alike
         for name, interval in INTERVALS.items():
             seconds = run_seconds(args.dataset, long, interval) - run_seconds(
                 args.dataset, short, interval)
             results[name].append(1000 * seconds / (long - short))
-    checkpoints.BACKUP_INTERVAL = default
     print(f"{args.dataset}, ATMC, epochs {short} and {long}, {args.rounds} rounds "
           f"(ms an epoch: median, min–max)\n")
     print("| backup | ms / epoch | min–max |")

@@ -295,6 +295,8 @@ def test_backups_are_written_at_most_every_interval_seconds(tmp_path, monkeypatc
     model's at that epoch."""
     from keras_bnn.runs import checkpoints
 
+    # what case None expects; another test that left it changed made it fail with [] == [6, 3]
+    assert checkpoints.BACKUP_INTERVAL == 10.0
     clock = _Clock()
     monkeypatch.setattr(checkpoints, "time", clock)
     keras.utils.set_random_seed(0)
