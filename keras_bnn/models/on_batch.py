@@ -87,11 +87,19 @@ def _check_batch_terms(model, x, y):
     2026-11-30 ``train_on_batch`` of 8 sequences of 48 tokens with
     ``train_size=96`` ran a minibatch HMC transition with no
     ``MinibatchHMCWarning`` (``fit`` warned). Here the batch's terms are
-    compared with ``train_size``, as ``fit`` compares its first batch's.
+    compared with ``train_size``, as ``fit`` compares its first batch's. So are its
+    examples under a ``tf.distribute`` strategy of several replicas, where Keras hands
+    every replica the whole batch: the step counted ``len(x)·R`` (HMC on 60 of 101
+    examples on 2 replicas ran without the warning).
     """
     terms = full_batch_terms(model, x, y)
-    if terms is not None:
-        model.transition_kernel.check_batch_size(batch_size=array_examples(x), terms=terms)
+    strategy = getattr(model, "_distribute_strategy", None)  # TensorFlow only
+    replicated = strategy is not None and strategy.num_replicas_in_sync > 1
+    if terms is not None or replicated:
+        examples = array_examples(x)
+        if replicated and examples:  # each worker hands its replicas its own x
+            examples *= distribute.workers_per_batch(strategy)
+        model.transition_kernel.check_batch_size(batch_size=examples, terms=terms)
 
 
 def full_batch_terms(model, x, y):

@@ -41,12 +41,16 @@ def sampling_step(model, data):
         dict: the step's logs (:func:`reducible`).
     """
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-    batch = None if loss_terms.counts_terms(model) else keras.tree.flatten(x)[0].shape[0]
+    # A replica's static length under tf.distribute is its shard of a distributed
+    # dataset, or the whole batch, which train_on_batch hands every replica: not
+    # the global batch (fit and train_on_batch check that on the host).
+    batch = (None if loss_terms.counts_terms(model) or backend.num_replicas() > 1
+             else keras.tree.flatten(x)[0].shape[0])
     potential = kernel_lib.BatchPotential(
         at_current=functools.partial(backend.value_and_gradients, model, x, y, sample_weight),
         at=functools.partial(backend.potential_and_gradients, model, x=x, y=y,
                              sample_weight=sample_weight),
-        batch_size=None if batch is None else batch * backend.num_replicas())
+        batch_size=batch)
     step = model.transition_kernel.transition(potential, model.trainable_variables,
                                               model._skips_nonfinite_steps())
     trackers = model._sampling_trackers
