@@ -41,7 +41,10 @@ class TLU(PriorAwareMixin, keras.layers.Layer):
         self.tau = self._add_prior_weight("tau_prior", "tau", (input_shape[-1],), "zeros")
 
     def call(self, inputs):
-        return ops.maximum(inputs, ops.cast(self.tau, inputs.dtype))
+        # Where x = τ (zero inputs at τ = 0) the gradient goes to x, on every backend:
+        # JAX's maximum split it half and half there, TensorFlow's gave it all to x.
+        tau = ops.cast(self.tau, inputs.dtype)
+        return ops.where(ops.greater_equal(inputs, tau), inputs, tau)
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")

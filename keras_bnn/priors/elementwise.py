@@ -15,12 +15,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn.priors.base import Prior, public
+from keras_bnn.priors.base import Prior, abs_with_zero_subgradient, public
 from keras_bnn.validation import check_finite, check_positive, check_positive_int
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: StudentT.log_prob takes log(1 + u²) as 2·log|u| for |u| above this (u = z/√ν):
 #: u² stays finite in float32 below it, and the error log(1 + 1/u²) above is < 1e-36.
+#: u is divided out of (w-μ)/s before it is squared: z² = ((w-μ)/s)² overflowed float32
+#: below the switch for ν > 324 (StudentT(1e6) had log p(1e20) = -inf; scipy: -3.9e7).
 _LOG1P_SWITCH = 1e18
 #: StudentT.sample draws Gamma(ν/2) in log space below this ν: float32 draws fall
 #: under float32's smallest normal with probability 3.6e-10 at ν = 0.5, 1.7e-4 at 0.2.
@@ -221,7 +223,7 @@ class Laplace(Prior):
 
     def log_prob(self, x):
         n = float(np.prod(x.shape))
-        dev = ops.sum(ops.abs(ops.subtract(x, self.loc)))
+        dev = ops.sum(abs_with_zero_subgradient(ops.subtract(x, self.loc)))
         return ops.subtract(
             ops.divide(ops.negative(dev), self.scale),
             n * math.log(2.0 * self.scale),
@@ -288,14 +290,15 @@ class StudentT(Prior):
             - math.log(s)
         )
         deviation = ops.subtract(x, self.loc)
-        # log(1 + z²/ν), as 2·log|w-μ| - log(s²ν) where z²/ν would overflow (error < 1e-36).
+        # log(1 + u²), u = (w-μ)/(s√ν), as 2·log|w-μ| - log(s²ν) where u² would overflow
+        # (error < 1e-36); u divided by s, then √ν, each finite where s√ν is not in float32.
         large = ops.greater(ops.abs(deviation), _LOG1P_SWITCH * s * math.sqrt(nu))
-        z2 = ops.square(ops.divide(ops.where(large, 0.0, deviation), s))
+        u = ops.divide(ops.divide(ops.where(large, 0.0, deviation), s), math.sqrt(nu))
         log_large = ops.subtract(2.0 * ops.log(ops.where(large, ops.abs(deviation), 1.0)),
                                  math.log(s * s * nu))
-        log1p_z2 = ops.where(large, log_large, ops.log1p(z2 / nu))
+        log1p_u2 = ops.where(large, log_large, ops.log1p(ops.square(u)))
         return ops.add(
-            n * const, -0.5 * (nu + 1.0) * ops.sum(log1p_z2)
+            n * const, -0.5 * (nu + 1.0) * ops.sum(log1p_u2)
         )
 
     def sample(self, shape, seed=None):
