@@ -44,6 +44,21 @@ def test_student_t_of_large_df_is_finite_far_in_the_tail(df):
                                rtol=1e-5, atol=1e-32)
 
 
+@pytest.mark.parametrize("df, scale", [(1e14, 1.5), (1e22, 1.5), (1e22, 1e10)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_student_t_of_huge_df_is_the_normal_density(df, scale, dtype):
+    """At ν → ∞ the t density is the normal one (here within z⁴/4ν < 1e-10). Before the
+    fix the constant lgamma((ν+1)/2) - lgamma(ν/2), a difference of two numbers of
+    1.6e15 at ν = 1e14, lost its digits: log p of these 4 weights was -796.398 (ν = 1e14)
+    and -896.239 (ν = 1e22) in place of -796.312; and where the switch 1e18·s·√ν lay
+    beyond float32 (s = 1e10, ν = 1e22) log_prob raised "Can't convert Python sequence
+    with a value out of range"."""
+    x = np.array([0.0, 1.0, -2.5, 40.0], dtype) * scale
+    value = float(priors.StudentT(df=df, scale=scale, loc=0.5).log_prob(tf.constant(x)))
+    expected = stats.norm(0.5, scale).logpdf(x.astype(float)).sum()
+    np.testing.assert_allclose(value, expected, rtol=1e-6 if dtype is np.float32 else 1e-10)
+
+
 # --- GroupLaplace: group norms at extreme scales ----------------------------------
 
 
