@@ -145,3 +145,29 @@ def test_kinks_and_ties_have_the_tensorflow_gradient_under_jax():
     np.testing.assert_array_equal(jax_result["laplace"], [0.0, -0.5, 0.5])
     np.testing.assert_array_equal(jax_result["group"],
                                   _value_and_gradient(priors.GroupLaplace(2.0), w)[1])
+
+
+# --- Layer arguments -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, argument", [
+    (lambda value: layers.FRN(use_tlu=value), "use_tlu"),
+    (lambda value: layers.WeightNormDense(3, use_bias=value), "use_bias"),
+    (lambda value: layers.WeightNormConv2D(3, 2, use_bias=value), "use_bias"),
+])
+@pytest.mark.parametrize("value", ["no", "False", 0, None])
+def test_switches_of_the_layers_take_true_or_false_only(make, argument, value):
+    """They were ``bool(value)``: before the fix FRN(use_tlu="False") applied the TLU and
+    WeightNormDense(3, use_bias="no") made a bias, without a word."""
+    with pytest.raises(ValueError, match=f"`{argument}` must be True or False"):
+        make(value)
+    assert make(np.bool_(False)).get_config()[argument] is False
+
+
+@pytest.mark.parametrize("strides", [True, 2.0])
+def test_resnet_pp_block_names_itself_for_bad_strides(strides):
+    """``check_choice`` let True (== 1) and 2.0 (== 2) through: before the fix the error
+    came from the block's convolution, naming another layer ("WeightNormConv2D:
+    `strides` must be an int >= 1 or a pair of ints >= 1; got True.")."""
+    with pytest.raises(ValueError, match=r"ResNetPPBlock: `strides` must be an int in \[1, 2\]"):
+        layers.ResNetPPBlock(8, strides=strides)
