@@ -15,7 +15,7 @@ from keras import ops
 
 from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
-from keras_bnn.validation import argument_error, check_positive
+from keras_bnn.validation import argument_error, check_bool, check_positive
 
 #: Compute dtypes whose statistics FRN computes in float32.
 _HALF_DTYPES = ("float16", "bfloat16")
@@ -41,7 +41,10 @@ class TLU(PriorAwareMixin, keras.layers.Layer):
         self.tau = self._add_prior_weight("tau_prior", "tau", (input_shape[-1],), "zeros")
 
     def call(self, inputs):
-        return ops.maximum(inputs, ops.cast(self.tau, inputs.dtype))
+        # Where x = τ (zero inputs at τ = 0) the gradient goes to x, on every backend:
+        # JAX's maximum split it half and half there, TensorFlow's gave it all to x.
+        tau = ops.cast(self.tau, inputs.dtype)
+        return ops.where(ops.greater_equal(inputs, tau), inputs, tau)
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -65,7 +68,8 @@ class FRN(TLU):
         **kwargs: base ``keras.layers.Layer`` arguments.
 
     Raises:
-        ValueError: for a non-positive ``epsilon``, an unknown prior, or (at
+        ValueError: for a non-positive ``epsilon``, a ``use_tlu`` that is not
+            True or False, an unknown prior, or (at
             build) a prior that does not fit its weight, naming the argument;
             at build, for inputs of rank < 3 such as ``(N, C)``, naming the
             layer and the shape (with no spatial axis ``ν² = x²`` and the
@@ -83,7 +87,7 @@ class FRN(TLU):
     def __init__(self, epsilon=1e-6, use_tlu=True, **kwargs):
         super().__init__(**kwargs)
         self.epsilon = check_positive(epsilon, "epsilon", "FRN")
-        self.use_tlu = bool(use_tlu)
+        self.use_tlu = check_bool(use_tlu, "use_tlu", "FRN")
 
     def _check_shape(self, shape):
         """Refuses a shape without a spatial axis, or with only 1x1 (None: unknown, passes)."""

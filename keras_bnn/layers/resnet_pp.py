@@ -10,7 +10,7 @@ from keras_bnn.layers.weight_norm import (
     WEIGHT_NORM_PRIOR_ARGUMENTS,
     WeightNormConv2D,
 )
-from keras_bnn.validation import argument_error, check_choice, check_finite, check_int
+from keras_bnn.validation import argument_error, check_finite, check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -56,7 +56,7 @@ class ResNetPPBlock(PriorAwareMixin, keras.layers.Layer):
 
     Raises:
         ValueError: for non-positive ``filters``/``bottleneck_filters``, a
-            ``strides`` other than 1 or 2, a negative ``residual_scale_init``
+            ``strides`` other than the int 1 or 2, a negative ``residual_scale_init``
             or an unknown prior.
     """
 
@@ -76,7 +76,7 @@ class ResNetPPBlock(PriorAwareMixin, keras.layers.Layer):
         self.bottleneck_filters = (
             max(self.filters // 4, 1) if bottleneck_filters is None
             else check_int(bottleneck_filters, "bottleneck_filters", 1, owner=owner))
-        self.strides = check_choice(strides, "strides", (1, 2), owner)
+        self.strides = check_int(strides, "strides", 1, 2, owner=owner)  # not True, nor 2.0
         self.residual_scale_init = check_finite(residual_scale_init, "residual_scale_init", owner)
         if self.residual_scale_init < 0.0:
             raise argument_error("residual_scale_init", "be >= 0", residual_scale_init, owner)

@@ -17,7 +17,7 @@ from keras import ops
 
 from keras_bnn import priors
 from keras_bnn.layers.prior_aware import PriorAwareMixin
-from keras_bnn.validation import argument_error, check_int
+from keras_bnn.validation import argument_error, check_bool, check_int
 
 # Lower bound on ‖φ_d‖² so an all-zero direction gives a zero weight, not NaN.
 # It only acts below ‖φ_d‖ = 1e-6, far from the prior's mass near 1.
@@ -58,7 +58,7 @@ class _WeightNorm(PriorAwareMixin, keras.layers.Layer):
         super().__init__(**kwargs)
         self.units = check_int(units, self.units_argument, 1, owner=type(self).__name__)
         self.activation = keras.activations.get(activation)
-        self.use_bias = bool(use_bias)
+        self.use_bias = check_bool(use_bias, "use_bias", type(self).__name__)
         self.direction_initializer = keras.initializers.get(direction_initializer)
         self.scale_initializer = keras.initializers.get(scale_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -133,8 +133,9 @@ class WeightNormDense(_WeightNorm):
         **kwargs: base ``keras.layers.Layer`` arguments (``name``, ``dtype``).
 
     Raises:
-        ValueError: for an unknown prior, or (at build) a prior that does not
-            fit its weight, naming the argument.
+        ValueError: for a ``units`` that is not an int >= 1, a ``use_bias``
+            that is not True or False, an unknown prior, or (at build) a prior
+            that does not fit its weight, naming the argument.
     """
 
     def _direction_shape(self, input_shape):
@@ -171,7 +172,8 @@ class WeightNormConv2D(_WeightNorm):
             int >= 1, a ``kernel_size``, ``strides`` or ``dilation_rate`` that
             is not an int >= 1 or a pair of them (``dilation_rate`` 1 when
             ``strides`` > 1), a ``padding`` other than ``"valid"`` or
-            ``"same"``, or an unknown prior; at build, for
+            ``"same"``, a ``use_bias`` that is not True or False, or an
+            unknown prior; at build, for
             inputs that are not of rank 4 (naming the layer and the shape)
             or a prior that does not fit its weight.
     """

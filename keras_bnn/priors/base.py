@@ -30,6 +30,23 @@ def public(cls):
     return cls
 
 
+def abs_with_zero_subgradient(x):
+    """``|x|``, whose gradient at 0 is 0 under every Keras backend.
+
+    ``ops.abs`` has gradient 0 at 0 under TensorFlow but 1 under JAX, so a
+    Laplace prior pushed zero-initialised biases down by ``1/b`` on JAX's first
+    step only, and the chains of the two backends parted (0 is a subgradient
+    of ``|x|``, and the one TensorFlow takes).
+
+    Args:
+        x: tensor.
+
+    Returns:
+        Tensor ``|x|`` of the dtype of ``x``.
+    """
+    return ops.where(ops.not_equal(x, 0.0), ops.abs(x), 0.0)
+
+
 @public
 class Prior(keras.regularizers.Regularizer):
     """Base class: a log-density over a weight tensor that is also a regularizer.

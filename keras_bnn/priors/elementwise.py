@@ -15,16 +15,31 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn.priors.base import Prior, public
+from keras_bnn.priors.base import Prior, abs_with_zero_subgradient, public
 from keras_bnn.validation import check_finite, check_positive, check_positive_int
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: StudentT.log_prob takes log(1 + u²) as 2·log|u| for |u| above this (u = z/√ν):
 #: u² stays finite in float32 below it, and the error log(1 + 1/u²) above is < 1e-36.
+#: u is divided out of (w-μ)/s before it is squared: z² = ((w-μ)/s)² overflowed float32
+#: below the switch for ν > 324 (StudentT(1e6) had log p(1e20) = -inf; scipy: -3.9e7).
 _LOG1P_SWITCH = 1e18
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: StudentT.sample draws Gamma(ν/2) in log space below this ν: float32 draws fall
 #: under float32's smallest normal with probability 3.6e-10 at ν = 0.5, 1.7e-4 at 0.2.
 _LOG_GAMMA_DF = 0.5
+
+
+def _log_gamma_ratio(x):
+    """``lgamma(x + 1/2) - lgamma(x)``, without the cancellation of the difference at large x.
+
+    Above x = 1e4 by its asymptotic series ``½ log x - 1/(8x) + 1/(192x³)`` (next
+    term O(x⁻⁵) < 1e-20): the difference of two lgammas of ~x·log x lost ~x·log x·1e-16
+    (StudentT(df=1e14)'s log-density per weight was off by 0.1).
+    """
+    if x <= 1e4:
+        return math.lgamma(x + 0.5) - math.lgamma(x)
+    return 0.5 * math.log(x) - 1.0 / (8.0 * x) + 1.0 / (192.0 * x**3)
 
 
 def _check_fan(value, name, owner):
@@ -221,7 +236,7 @@ class Laplace(Prior):
 
     def log_prob(self, x):
         n = float(np.prod(x.shape))
-        dev = ops.sum(ops.abs(ops.subtract(x, self.loc)))
+        dev = ops.sum(abs_with_zero_subgradient(ops.subtract(x, self.loc)))
         return ops.subtract(
             ops.divide(ops.negative(dev), self.scale),
             n * math.log(2.0 * self.scale),
@@ -248,9 +263,11 @@ class StudentT(Prior):
     """Student-t prior with ``df`` degrees of freedom (Cauchy for ``df=1``).
 
     ``log p(w_i) = lgamma((ν+1)/2) - lgamma(ν/2) - ½ log(νπ) - log s
-    - (ν+1)/2 · log(1 + ((w_i-μ)/s)²/ν)``, finite at every finite w_i (where
-    ``((w_i-μ)/s)²/ν`` would overflow float32, the log is taken as
-    ``2·log|w_i-μ| - 2·log s - log ν``).
+    - (ν+1)/2 · log(1 + ((w_i-μ)/s)²/ν)``, finite at every finite w_i and
+    every ν (where ``((w_i-μ)/s)²/ν`` would overflow float32, the log is taken
+    as ``2·log|w_i-μ| - 2·log s - log ν``; the lgamma difference is taken by
+    its asymptotic series above ν = 2e4, so that at ν → ∞ it is the normal
+    density).
 
     Draws are ``μ + s·z/sqrt(2g/ν)``, ``z ~ N(0, 1)``, ``g ~ Gamma(ν/2, 1)``;
     for ``ν < 0.5`` g is drawn in log space (``log g = log g₁ - E/(ν/2)``,
@@ -282,20 +299,23 @@ class StudentT(Prior):
         nu, s = self.df, self._scale_for(x.shape)
         n = float(np.prod(x.shape))
         const = (
-            math.lgamma(0.5 * (nu + 1.0))
-            - math.lgamma(0.5 * nu)
+            _log_gamma_ratio(0.5 * nu)
             - 0.5 * math.log(nu * math.pi)
             - math.log(s)
         )
         deviation = ops.subtract(x, self.loc)
-        # log(1 + z²/ν), as 2·log|w-μ| - log(s²ν) where z²/ν would overflow (error < 1e-36).
-        large = ops.greater(ops.abs(deviation), _LOG1P_SWITCH * s * math.sqrt(nu))
-        z2 = ops.square(ops.divide(ops.where(large, 0.0, deviation), s))
+        # log(1 + u²), u = (w-μ)/(s√ν), as 2·log|w-μ| - log(s²ν) where u² would overflow
+        # (error < 1e-36); u divided by s, then √ν, each finite where s√ν is not in float32.
+        # At most float32's largest (a Python float beyond it is refused by TensorFlow's
+        # conversion: StudentT(1e22).log_prob raised); past it u > 1e9, and the error < 1e-18.
+        switch = min(_LOG1P_SWITCH * s * math.sqrt(nu), _FLOAT32_MAX)
+        large = ops.greater(ops.abs(deviation), switch)
+        u = ops.divide(ops.divide(ops.where(large, 0.0, deviation), s), math.sqrt(nu))
         log_large = ops.subtract(2.0 * ops.log(ops.where(large, ops.abs(deviation), 1.0)),
                                  math.log(s * s * nu))
-        log1p_z2 = ops.where(large, log_large, ops.log1p(z2 / nu))
+        log1p_u2 = ops.where(large, log_large, ops.log1p(ops.square(u)))
         return ops.add(
-            n * const, -0.5 * (nu + 1.0) * ops.sum(log1p_z2)
+            n * const, -0.5 * (nu + 1.0) * ops.sum(log1p_u2)
         )
 
     def sample(self, shape, seed=None):

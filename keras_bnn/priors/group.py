@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_bnn.priors.base import Prior, public
+from keras_bnn.priors.base import Prior, abs_with_zero_subgradient, public
 from keras_bnn.validation import check_int, check_positive
 
 
@@ -98,11 +98,32 @@ class GroupLaplace(_GroupPrior):
             + math.lgamma(d)
         )
 
+    def _group_norms(self, x):
+        """Each group's norm ``‖θ_g‖`` and the group size d.
+
+        Taken as ``m·‖θ_g/m‖``, m the group's largest ``|θ_gi|`` (constant to the
+        gradient, which stays ``θ_g/‖θ_g‖``): ``‖θ_g‖²`` overflowed float32 past
+        ``‖θ_g‖`` = 1.8e19 (log p -inf, gradient NaN at 3e38) and underflowed to 0
+        below about 1e-19 (gradient 0 in place of ``-1/b`` per unit direction). An
+        all-zero group has norm 0 and gradient 0, not NaN.
+        """
+        self.validate_shape(x.shape, "x")
+        axis = self.axis % len(x.shape)
+        reduce_axes = tuple(i for i in range(len(x.shape)) if i != axis)
+        if not reduce_axes:  # rank-1 weight: every element is its own group
+            return abs_with_zero_subgradient(x), 1
+        largest = ops.stop_gradient(ops.max(ops.abs(x), axis=reduce_axes, keepdims=True))
+        positive = ops.greater(largest, 0.0)
+        sq = ops.sum(ops.square(ops.divide(x, ops.where(positive, largest, 1.0))),
+                     axis=reduce_axes)  # in [1, d] for a group not all zero
+        positive = ops.reshape(positive, sq.shape)
+        norms = ops.where(positive, ops.reshape(largest, sq.shape) * ops.sqrt(
+            ops.where(positive, sq, 1.0)), 0.0)
+        return norms, int(np.prod([x.shape[i] for i in reduce_axes]))
+
     def log_prob(self, x):
-        sq, d = self._group_sq_norms(x)
-        positive = ops.greater(sq, 0.0)
-        norms = ops.where(positive, ops.sqrt(ops.where(positive, sq, 1.0)), 0.0)
-        groups = float(np.prod(sq.shape))
+        norms, d = self._group_norms(x)
+        groups = float(np.prod(norms.shape))
         return ops.subtract(
             ops.negative(ops.sum(norms)) / self.scale,
             groups * self._log_normaliser(d),
