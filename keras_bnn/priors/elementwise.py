@@ -21,9 +21,10 @@ from keras_bnn.validation import check_finite, check_positive, check_positive_in
 _LOG_2PI = math.log(2.0 * math.pi)
 #: StudentT.log_prob takes log(1 + u²) as 2·log|u| for |u| above this (u = z/√ν):
 #: u² stays finite in float32 below it, and the error log(1 + 1/u²) above is < 1e-36.
-#: u is divided out of (w-μ)/s before it is squared: z² = ((w-μ)/s)² overflowed float32
-#: below the switch for ν > 324 (StudentT(1e6) had log p(1e20) = -inf; scipy: -3.9e7).
 _LOG1P_SWITCH = 1e18
+#: ... and for |z| above this, where z² = ((w-μ)/s)² would overflow float32 below the
+#: first switch for ν > 324 (StudentT(1e6) had log p(1e20) = -inf; scipy: -3.9e7).
+_Z_SQUARE_SWITCH = 1e19
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: StudentT.sample draws Gamma(ν/2) in log space below this ν: float32 draws fall
 #: under float32's smallest normal with probability 3.6e-10 at ν = 0.5, 1.7e-4 at 0.2.
@@ -304,18 +305,19 @@ class StudentT(Prior):
             - math.log(s)
         )
         deviation = ops.subtract(x, self.loc)
-        # log(1 + u²), u = (w-μ)/(s√ν), as 2·log|w-μ| - log(s²ν) where u² would overflow
-        # (error < 1e-36); u divided by s, then √ν, each finite where s√ν is not in float32.
-        # At most float32's largest (a Python float beyond it is refused by TensorFlow's
-        # conversion: StudentT(1e22).log_prob raised); past it u > 1e9, and the error < 1e-18.
-        switch = min(_LOG1P_SWITCH * s * math.sqrt(nu), _FLOAT32_MAX)
-        large = ops.greater(ops.abs(deviation), switch)
-        u = ops.divide(ops.divide(ops.where(large, 0.0, deviation), s), math.sqrt(nu))
+        # log(1 + z²/ν), z = (w-μ)/s, as 2·log|w-μ| - log(s²ν) where it would overflow:
+        # past |z| = 1e18·√ν (error < 1e-36) and past |z| = 1e19, where z² itself would
+        # (ν > 100; there z²/ν > 1e38/ν and the error log(1 + ν/z²) stays below float32's
+        # resolution of the sum). The switch is at most float32's largest (a Python float
+        # beyond it is refused by TensorFlow's conversion: StudentT(1e22).log_prob raised).
+        switch = min(_LOG1P_SWITCH * math.sqrt(nu), _Z_SQUARE_SWITCH) * s
+        large = ops.greater(ops.abs(deviation), min(switch, _FLOAT32_MAX))
+        z2 = ops.square(ops.divide(ops.where(large, 0.0, deviation), s))
         log_large = ops.subtract(2.0 * ops.log(ops.where(large, ops.abs(deviation), 1.0)),
                                  math.log(s * s * nu))
-        log1p_u2 = ops.where(large, log_large, ops.log1p(ops.square(u)))
+        log1p_z2 = ops.where(large, log_large, ops.log1p(z2 / nu))
         return ops.add(
-            n * const, -0.5 * (nu + 1.0) * ops.sum(log1p_u2)
+            n * const, -0.5 * (nu + 1.0) * ops.sum(log1p_z2)
         )
 
     def sample(self, shape, seed=None):
