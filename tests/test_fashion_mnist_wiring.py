@@ -82,9 +82,9 @@ def test_real_data_atmc_ensemble_beats_one_sgd_net_in_nll(tmp_path):
     (x, y), _, (x_test, y_test), _ = fm.fashion_mnist_arrays()
     data = kb.runs.arrays_data(x, y, 128, x_test=x_test, y_test=y_test)
     scores = {}
-    for sampler, epochs, step_size in (("sgd", 3, None), ("atmc", 5, 5e-4)):
+    for sampler, epochs, step_size, burn_in in (("sgd", 3, None, None), ("atmc", 5, 5e-4, 2)):
         config = kb.runs.RunConfig(dataset=kb.runs.ARRAYS, model="mlp", sampler=sampler,
-                                   epochs=epochs, burn_in_epochs=2, batch_size=128,
+                                   epochs=epochs, burn_in_epochs=burn_in, batch_size=128,
                                    step_size=step_size, output_dir=str(tmp_path / sampler))
         kb.runs.train(config.validate(), verbose=0, data=data)
         members = kb.PosteriorEnsemble.from_store(config.output_dir).predict_members(data[1])
