@@ -2,6 +2,8 @@
 rerun, and a RunConfig the command line refuses but the Python API took
 (found 2026-11-30)."""
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -62,3 +64,57 @@ def test_a_run_of_chain_processes_that_a_chain_refused_leaves_nothing(tmp_path):
         runs.run_chains(config, 2, verbose=0, processes=2)
     assert os.listdir(run_dir) == []
 
+
+def test_a_killed_compare_resumes_when_run_again_into_the_same_out(tmp_path, monkeypatch):
+    """Before: the rerun of a killed ``compare`` refused at its first row,
+    SystemExit "... already holds this row's runs ...; use another --out, or
+    remove it". Now the finished row is skipped (its result kept, not trained
+    again), the row the kill cut short is trained again from the start, and
+    a results line the kill cut in half is dropped."""
+    import keras_bnn as kb
+    from fashion_mnist_files import write_set
+    from keras_bnn import fashion_mnist as fm
+
+    monkeypatch.setattr(fm, "KERAS_CACHE", str(tmp_path / "keras-cache"))
+    monkeypatch.setattr(fm, "DEBIAN_DIR", str(tmp_path / "debian"))
+    write_set(tmp_path / "fmnist", num_train=40, num_test=20)
+    example = _load("examples/fashion_mnist.py")
+    out = tmp_path / "out"
+    argv = ["compare", "--out", str(out), "--data-dir", str(tmp_path / "fmnist"), "--k", "2",
+            "--rows", "sgd", "sgd x K", "--sgd-epochs", "1", "--batch-size", "20",
+            "--seeds", "0", "--prior", "student_t"]
+    trained, train = [], kb.runs.train
+
+    def killed_at_the_third_chain(config, **kwargs):
+        trained.append(config.output_dir)
+        if len(trained) == 3:  # "sgd x 2", chain 1: its chain 0 is done
+            raise KeyboardInterrupt
+        return train(config, **kwargs)
+
+    monkeypatch.setattr(kb.runs, "train", killed_at_the_third_chain)
+    with pytest.raises(KeyboardInterrupt):
+        example.main(argv)
+    results = out / "results.jsonl"
+    first = results.read_text()
+    assert first.count("\n") == 1 and '"row": "sgd"' in first
+    with open(results, "a") as handle:
+        handle.write('{"model": "mlp", "row": "sgd x 2", "samp')  # a write cut short
+    monkeypatch.setattr(kb.runs, "train", lambda config, **kwargs: (
+        trained.append(config.output_dir), train(config, **kwargs))[1])
+    example.main(argv)
+    assert [os.path.basename(os.path.dirname(p)) for p in trained[3:]] == [
+        os.path.basename(os.path.dirname(trained[1]))] * 2  # only "sgd x 2" trained again
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert results.read_text().startswith(first)
+    assert [(r["row"], r["num_samples"]) for r in rows] == [("sgd", 1), ("sgd x 2", 2)]
+    assert {r["run"] for r in rows} == set(os.listdir(out / "runs"))
+    example.main(argv)  # all done: nothing trained, nothing added
+    assert len(trained) == 5 and len(results.read_text().splitlines()) == 2
+
+
+def _load(relative):
+    """The script at ``ROOT / relative`` as a module (its ``main`` not run)."""
+    spec = importlib.util.spec_from_file_location(Path(relative).stem, ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
