@@ -124,9 +124,11 @@ class RunConfig:
         burn_in_epochs: epochs before collecting (and before the first
             cycle), or ``"auto"`` (None's meaning for a sampler): collect
             from the first epoch where the chain is stationary
-            (:class:`keras_bnn.callbacks.CollectSamples`).
+            (:class:`keras_bnn.callbacks.CollectSamples`). A sampler that
+            collects no sample (sgd) refuses any other value.
         collect_every: collect every k epochs (None: at cycle ends, or
-            :func:`default_collect_every` epochs with a constant step size).
+            :func:`default_collect_every` epochs with a constant step size);
+            None for a sampler that collects no sample.
         num_train, num_test: sizes of the synthetic task.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``;
             None takes the dataset's (:data:`TASK_LIKELIHOOD`; categorical
