@@ -157,7 +157,7 @@ def _train_in_processes(runs, resume=False):
             if resume and _started(run):
                 where = ["--output-dir", chain.path, "--resume"]
             else:
-                where = ["--config", os.path.join(configs, f"chain-{run.chain}.json")]
+                where = ["--config", os.path.join(configs, os.path.basename(chain.path) + ".json")]
                 RunDir(configs).write_json(where[1], dataclasses.asdict(run))
             launched.append((run, subprocess.Popen(
                 [sys.executable, "-m", "keras_bnn.cli", "train", *where, "--verbose", "0"],
