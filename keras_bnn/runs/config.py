@@ -78,7 +78,7 @@ class CollectionRefused(ValueError):
         else:
             field = f"`{field}`"
             named = f"sampler {sampler!r}"
-            ensemble = f"runs.run_chains of a RunConfig(sampler={sampler!r}) and K chains"
+            ensemble = f"runs.run_chains(RunConfig(sampler={sampler!r}, ...), K)"
         super().__init__(f"{field} sets when a sampler collects samples; {named} collects "
                          f"none (it keeps each chain's final weights; a deep ensemble is "
                          f"{ensemble}): drop it")
