@@ -34,6 +34,11 @@ Each row is appended to ``<out>/results.jsonl`` (a sampler's row with its
 equilibrium, averaged over its chains); ``table`` prints the
 Markdown tables and draws ``<out>/cold_posterior.png``.
 
+A ``compare`` or ``sweep`` killed part-way resumes when run again with the
+same ``--out``: a row whose result is in ``results.jsonl`` is skipped, and a
+row it was training is trained again from the start (one command at a time
+per ``--out``: a second one is refused while the first runs).
+
     python examples/fashion_mnist.py compare --out runs/fmnist     # the full grid
     python examples/fashion_mnist.py compare --rows "atmc x K" --seeds 0   # K chains
     python examples/fashion_mnist.py sweep --out runs/fmnist --model mlp
@@ -46,6 +51,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import time
 
 import numpy as np
@@ -73,8 +79,15 @@ def load_data(args):
     return train_ds, eval_ds, info, kb.ood.digits_28x28()
 
 
-def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
-    """Trains ``chains`` runs of one configuration, scores the pooled samples, saves the row."""
+def run_row(args, data, finished, name, sampler, chains, epochs, seed, **fields):
+    """Trains ``chains`` runs of one configuration, scores the pooled samples, saves the row.
+
+    A row in ``finished`` (:func:`_finished`) is skipped; one whose run
+    directory a killed run left without a saved result is trained again.
+
+    Returns:
+        The row's dict, or None for a row skipped.
+    """
     import keras_bnn as kb  # noqa: PLC0415
 
     train_ds, eval_ds, info, (x_ood, _) = data
@@ -89,15 +102,19 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
                                seed=seed, output_dir=os.path.join(args.out, "runs", label),
                                step_size=args.step_size if sampler != "sgd" else None,
                                **fields).validate()
-    start = time.perf_counter()
     row = {"model": args.model, "row": name, "sampler": sampler, "chains": chains,
-           "epochs": epochs, "seed": seed, "step_size": config.step_size, **fields}
+           "epochs": epochs, "seed": seed, "step_size": config.step_size, **fields,
+           "run": label}
     chain_dirs = [os.path.join(config.output_dir, f"chain-{k}") for k in range(chains)]
-    if os.path.exists(config.output_dir):
-        raise SystemExit(f"fashion_mnist.py: {config.output_dir} already holds this row's runs "
-                         "(same model, row, seed, epochs, step, prior, training subset, "
-                         "batch size and validation split); use another --out, or remove it "
-                         "to train the row again.")
+    if label in finished:
+        print(f"{name}, seed {seed}: done in an earlier run ({config.output_dir}): skipped",
+              flush=True)
+        return None
+    if os.path.exists(config.output_dir):  # a run killed before it saved the row's result
+        print(f"{name}, seed {seed}: {config.output_dir} holds an unfinished row (its result "
+              "is not in results.jsonl): training it again", flush=True)
+        shutil.rmtree(config.output_dir)
+    start = time.perf_counter()
     try:
         stores = [kb.runs.train(dataclasses.replace(config, chain=k, output_dir=chain_dir),
                                 verbose=0, data=(train_ds, eval_ds, info)).store
@@ -119,13 +136,14 @@ def run_row(args, data, name, sampler, chains, epochs, seed, **fields):
     ensemble = kb.PosteriorEnsemble.from_store(chain_dirs)
     members = ensemble.predict_members(eval_ds)
     labels = kb.data.dataset_labels(eval_ds)
-    row.update({"num_samples": len(members),
-           "wall_s": round(wall, 1), "eval": "validation" if args.validation_split else "test",
-           "train_size": info["num_train"],
-           **{k: round(v, 4) for k, v in kb.metrics.evaluate_probs(
-               members.mean(axis=0), labels).items()},
-           **{f"auroc_{k}": round(v, 4) for k, v in kb.ood.ood_auroc(
-               members, ensemble.predict_members(x_ood, batch_size=500)).items()}})
+    row.update({
+        "num_samples": len(members), "wall_s": round(wall, 1),
+        "eval": "validation" if args.validation_split else "test",
+        "train_size": info["num_train"],
+        **{k: round(v, 4) for k, v in kb.metrics.evaluate_probs(
+            members.mean(axis=0), labels).items()},
+        **{f"auroc_{k}": round(v, 4) for k, v in kb.ood.ood_auroc(
+            members, ensemble.predict_members(x_ood, batch_size=500)).items()}})
     _save(args, row)
     return row
 
@@ -138,6 +156,36 @@ def _last_epoch(chain_dir, name):
         return json.load(handle)[name][-1]
 
 
+def _finished(args):
+    """The run directories (``row["run"]``) of the rows ``<out>/results.jsonl`` holds.
+
+    A last line a kill cut short (not a whole JSON line) is removed: its row
+    is trained again.
+
+    Raises:
+        SystemExit: if ``<out>/runs`` holds a row's run directory and
+            results.jsonl rows written before rows named their run directory
+            (which rows finished cannot be told).
+    """
+    path = os.path.join(args.out, "results.jsonl")
+    if not os.path.exists(path):
+        return set()
+    with open(path, "rb") as handle:
+        text = handle.read()
+    whole, _, cut = text.rpartition(b"\n")  # each saved row ends with a newline
+    if cut:
+        with open(path, "r+b") as handle:
+            handle.truncate(len(text) - len(cut))
+    rows = [json.loads(line) for line in whole.splitlines()]
+    runs_dir = os.path.join(args.out, "runs")
+    if any("run" not in row for row in rows) and os.path.isdir(runs_dir) and \
+            os.listdir(runs_dir):
+        raise SystemExit(f"fashion_mnist.py: {path} holds rows that do not name their run "
+                         "directory (written by an older version): which rows finished cannot "
+                         "be told; use another --out.")
+    return {row["run"] for row in rows if "run" in row}
+
+
 def _save(args, row):
     with open(os.path.join(args.out, "results.jsonl"), "a") as handle:
         handle.write(json.dumps(row) + "\n")
@@ -145,7 +193,7 @@ def _save(args, row):
 
 
 def compare(args):
-    data = load_data(args)
+    finished, data = _finished(args), load_data(args)
     plan = {"sgd": ("sgd", 1, args.sgd_epochs), "sgd x K": ("sgd", args.k, args.sgd_epochs),
             "atmc 1 chain": ("atmc", 1, args.chain_epochs),
             "atmc x K": ("atmc", args.k, args.chains_epochs)}
@@ -157,18 +205,18 @@ def compare(args):
                        "atmc x K": args.chains_burn_in_epochs}.get(name)
             if burn_in is not None:
                 fields["burn_in_epochs"] = burn_in
-            run_row(args, data, name.replace("K", str(args.k)), sampler, chains, epochs, seed,
-                    **fields)
+            run_row(args, data, finished, name.replace("K", str(args.k)), sampler, chains,
+                    epochs, seed, **fields)
 
 
 def sweep(args):
-    data = load_data(args)
+    finished, data = _finished(args), load_data(args)
     for seed in args.seeds:
         for prior in args.priors:
             for temperature in args.temperatures:
                 burn_in = ({} if args.chain_burn_in_epochs is None
                            else {"burn_in_epochs": args.chain_burn_in_epochs})
-                run_row(args, data, "atmc 1 chain", "atmc", 1, args.chain_epochs, seed,
+                run_row(args, data, finished, "atmc 1 chain", "atmc", 1, args.chain_epochs, seed,
                         temperature=temperature, prior=prior,
                         prior_scale=SWEEP_PRIORS[prior], **burn_in)
 
@@ -288,7 +336,15 @@ def main(argv=None):
     if args.command == "table" and not os.path.exists(os.path.join(args.out, "results.jsonl")):
         parser.error(f"--out {args.out!r} holds no results.jsonl: run compare or sweep first")
     os.makedirs(args.out, exist_ok=True)
-    {"compare": compare, "sweep": sweep, "table": table}[args.command](args)
+    if args.command == "table":
+        return table(args)
+    from keras_bnn.durable import DirectoryLock, InUseError  # noqa: PLC0415
+
+    try:
+        with DirectoryLock(args.out):  # one compare or sweep at a time: a rerun resumes it
+            return {"compare": compare, "sweep": sweep}[args.command](args)
+    except InUseError as error:
+        raise SystemExit(f"fashion_mnist.py: --out {error}") from None
 
 
 if __name__ == "__main__":

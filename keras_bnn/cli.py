@@ -45,14 +45,18 @@ def _config_from(args, arrays=False):
             or ``--collect-every`` (or in ``--config``) for a sampler that
             collects no sample (sgd), which would ignore them.
     """
-    from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, RunConfig
+    from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, CollectionRefused, RunConfig
     from keras_bnn.runs.tables import DATA_DIR_DATASETS
 
     flags = flag_values(args)
-    if args.config:
-        config = RunConfig.from_json(args.config, flags, argument="--config")
-    else:
-        config = RunConfig.from_dict(flags)
+    try:
+        if args.config:
+            config = RunConfig.from_json(args.config, flags, argument="--config")
+        else:
+            config = RunConfig.from_dict(flags)
+    except CollectionRefused as error:  # named as the command line names it
+        raise CollectionRefused(_named(error.field, flags), error.sampler,
+                                command_line=True) from None
     if config.dataset == ARRAYS:  # the runs API's name for arrays passed in memory
         raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
                          "Python API's name for arrays passed in memory; on the command line "
@@ -69,11 +73,8 @@ def _config_from(args, arrays=False):
         raise ValueError(f"{data_dir[0]} is read by datasets {', '.join(DATA_DIR_DATASETS)}; "
                          f"{data} reads no files from it, and would ignore it: drop it")
     collection = _fields_set(flags, config, burn_in_epochs=(None, "auto"), collect_every=(None,))
-    if collection and not SAMPLERS[config.sampler]:
-        raise ValueError(f"{collection[0]} sets when a sampler collects samples; --sampler "
-                         f"{config.sampler} collects none (it keeps each chain's final "
-                         f"weights; a deep ensemble is --sampler {config.sampler} --chains K): "
-                         "drop it")
+    if collection and not SAMPLERS[config.sampler]:  # --burn-in-epochs auto
+        raise CollectionRefused(collection[0], config.sampler, command_line=True)
     return config
 
 
@@ -81,9 +82,13 @@ def _fields_set(flags, config, **unset):
     """The RunConfig fields named in ``unset`` that are set, as errors name them:
     a field's flag if given, else ``"`field` in --config"`` if ``config`` holds
     a value other than the field's ``unset`` values."""
-    return [f"--{field.replace('_', '-')}" if field in flags else f"`{field}` in --config"
-            for field, values in unset.items()
+    return [_named(field, flags) for field, values in unset.items()
             if field in flags or getattr(config, field) not in values]
+
+
+def _named(field, flags):
+    """A RunConfig field as errors name it: its flag if given, else in --config."""
+    return f"--{field.replace('_', '-')}" if field in flags else f"`{field}` in --config"
 
 
 def _runs():

@@ -323,7 +323,7 @@ def test_train_does_not_depend_on_the_global_seed_left_by_earlier_runs(tmp_path)
     for leftover in (123, 456):
         keras.utils.set_random_seed(leftover)
         config = runs.RunConfig(num_train=200, num_test=60, batch_size=50, epochs=2,
-                                burn_in_epochs=1, sampler="sgd",
+                                sampler="sgd",
                                 output_dir=str(tmp_path / f"run-{leftover}"))
         store, _ = runs.train(config, verbose=0)
         final_weights.append(store[-1].weights)
@@ -338,7 +338,7 @@ def test_train_returns_the_rows_it_writes(tmp_path, sampler, has_rows):
     kinetic rows follow Sampler.has_momentum (SGLD and the SGD baseline have
     no momentum), and the result still unpacks as (store, history)."""
     config = runs.RunConfig(num_train=100, num_test=20, batch_size=50, epochs=2,
-                            burn_in_epochs=1, sampler=sampler,
+                            burn_in_epochs=None if sampler == "sgd" else 1, sampler=sampler,
                             output_dir=str(tmp_path / "run"))
     result = runs.train(config, verbose=0)
     store, history = result
@@ -369,7 +369,7 @@ def test_a_full_batch_epoch_holds_many_steps_for_a_minibatch_kernel(tmp_path, sa
     FULL_BATCH_EPOCH_STEPS times; HMC keeps one transition an epoch. The
     default length is DEFAULT_STEPS steps either way (at least MIN_EPOCHS)."""
     config = runs.RunConfig(num_train=60, num_test=20, batch_size=60, epochs=2,
-                            burn_in_epochs=1, sampler=sampler,
+                            burn_in_epochs=None if sampler == "sgd" else 1, sampler=sampler,
                             sampler_args={"num_leapfrog_steps": 2} if sampler == "hmc" else {},
                             output_dir=str(tmp_path / "run"))
     runs.train(config, verbose=0)

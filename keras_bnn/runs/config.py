@@ -28,8 +28,8 @@ __all__ = ["ARRAYS", "DATASETS", "DEFAULT_MODEL_ARGS", "DEFAULT_STEPS", "DEFAULT
            "FALLBACK_PRIOR", "IMAGE_DATASETS", "LIKELIHOODS", "MAX_LENGTH", "MIN_EPOCHS",
            "MIN_SAMPLED_SHARE", "MODEL_ARGS", "MODEL_DATASETS", "MODELS", "PRIOR_CANDIDATES",
            "PRIOR_VALIDATION_SPLIT", "PRIORS", "SAMPLER_ARGS", "SAMPLERS", "SAMPLES_PER_RUN",
-           "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "RunConfig", "chain_seed",
-           "check_sweep", "default_collect_every", "default_epochs", "read_config",
+           "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "CollectionRefused", "RunConfig",
+           "chain_seed", "check_sweep", "default_collect_every", "default_epochs", "read_config",
            "resume_config"]
 
 
@@ -55,6 +55,33 @@ def default_collect_every(epochs):
 #: when its sampler was built, after the data was loaded).
 AUTO_STEP_REFUSED = {"hmc": "HMC has no 'auto' warm-up: its num_adaptation_steps tune h",
                      "sgd": "the SGD/MAP baseline's learning rate; omit it for the default 0.05"}
+
+
+class CollectionRefused(ValueError):
+    """A field that sets when samples are collected, set for a sampler that collects none.
+
+    Args:
+        field: the field (``burn_in_epochs`` or ``collect_every``), or how the
+            command line names it (``--burn-in-epochs``, "`collect_every` in --config").
+        sampler: the sampler's name (``"sgd"``).
+        command_line: the message names ``--sampler`` and ``--chains`` as
+            ``keras-bnn train`` does, not the Python API.
+
+    Attributes:
+        field, sampler: the arguments.
+    """
+
+    def __init__(self, field, sampler, command_line=False):
+        self.field, self.sampler = field, sampler
+        if command_line:
+            named, ensemble = f"--sampler {sampler}", f"--sampler {sampler} --chains K"
+        else:
+            field = f"`{field}`"
+            named = f"sampler {sampler!r}"
+            ensemble = f"runs.run_chains(RunConfig(sampler={sampler!r}, ...), K)"
+        super().__init__(f"{field} sets when a sampler collects samples; {named} collects "
+                         f"none (it keeps each chain's final weights; a deep ensemble is "
+                         f"{ensemble}): drop it")
 
 
 @dataclasses.dataclass
@@ -97,9 +124,11 @@ class RunConfig:
         burn_in_epochs: epochs before collecting (and before the first
             cycle), or ``"auto"`` (None's meaning for a sampler): collect
             from the first epoch where the chain is stationary
-            (:class:`keras_bnn.callbacks.CollectSamples`).
+            (:class:`keras_bnn.callbacks.CollectSamples`). A sampler that
+            collects no sample (sgd) refuses any other value.
         collect_every: collect every k epochs (None: at cycle ends, or
-            :func:`default_collect_every` epochs with a constant step size).
+            :func:`default_collect_every` epochs with a constant step size);
+            None for a sampler that collects no sample.
         num_train, num_test: sizes of the synthetic task.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``;
             None takes the dataset's (:data:`TASK_LIKELIHOOD`; categorical
@@ -151,7 +180,9 @@ class RunConfig:
             ``self``.
 
         Raises:
-            ValueError: naming the field and the allowed values.
+            ValueError: naming the field and the allowed values
+                (:class:`CollectionRefused` for ``burn_in_epochs`` or
+                ``collect_every`` with a sampler that collects no sample, sgd).
         """
         if self.prior is None:
             self.prior = DEFAULTS["prior"]
@@ -215,6 +246,9 @@ class RunConfig:
                                  got="a file" if blocker == os.path.abspath(self.output_dir)
                                  else f"a path inside the file {blocker!r}")
         collects = SAMPLERS[self.sampler]
+        for name, unset in (("burn_in_epochs", "auto"), ("collect_every", None)):
+            if not collects and getattr(self, name) != unset:
+                raise CollectionRefused(name, self.sampler)
         if not collects and self.temperature != 1.0:
             raise ValueError(f"`temperature` applies to samplers, not to "
                              f"sampler={self.sampler!r}.")

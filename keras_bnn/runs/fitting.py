@@ -176,7 +176,6 @@ def refuse_occupied(run, config, resume=False, data=None):
     if resume and run.complete:
         raise ValueError(f"--resume: the run in {config.output_dir!r} is complete "
                          f"({counted(samples, 'sample')}); nothing to resume.")
-    # A chain process of run_chains finds the config its parent wrote: the same one.
     if not resume and (samples or os.path.exists(run.backup) or run.complete
                        or run.holds_other_config(dataclasses.asdict(config))):
         raise FileExistsError(

@@ -10,6 +10,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import tempfile
 
 from keras_bnn import console
 from keras_bnn.runs import fitting, selection
@@ -148,18 +149,22 @@ def _train_in_processes(runs, resume=False):
     to this process's stderr, each line prefixed with its chain.
     """
     launched = []
-    for run in runs:
-        chain = RunDir(run.output_dir)
-        if resume and _started(run):
-            where = ["--output-dir", chain.path, "--resume"]
-        else:
-            chain.write_json(chain.config, dataclasses.asdict(run))  # train() writes the same
-            where = ["--config", chain.config]
-        launched.append((run, subprocess.Popen(
-            [sys.executable, "-m", "keras_bnn.cli", "train", *where, "--verbose", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env=console.child_environment())))  # it hides TensorFlow's start-up log
-    errors = [(run, process.communicate()[1], process.returncode) for run, process in launched]
+    # A new chain's config goes outside its directory: the chain writes its own
+    # config.json once it begins (train), and one it refused leaves nothing there.
+    with tempfile.TemporaryDirectory(prefix="keras_bnn_chains_") as configs:
+        for run in runs:
+            chain = RunDir(run.output_dir)
+            if resume and _started(run):
+                where = ["--output-dir", chain.path, "--resume"]
+            else:
+                where = ["--config", os.path.join(configs, os.path.basename(chain.path) + ".json")]
+                RunDir(configs).write_json(where[1], dataclasses.asdict(run))
+            launched.append((run, subprocess.Popen(
+                [sys.executable, "-m", "keras_bnn.cli", "train", *where, "--verbose", "0"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                env=console.child_environment())))  # it hides TensorFlow's start-up log
+        errors = [(run, process.communicate()[1], process.returncode)
+                  for run, process in launched]
     for run, err, _ in errors:
         for line in err.splitlines():
             if line.startswith("keras-bnn: ") and "Warning: " in line:
