@@ -1,10 +1,14 @@
 """The lead's fixes of session 37."""
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 import keras_bnn as kb
-from keras_bnn import samplers
+from keras_bnn import runs, samplers
+from keras_bnn.runs.config import CollectionRefused
 from fit_helpers import softmax_regression, three_class_rows
 
 
@@ -53,3 +57,20 @@ def test_cyclical_schedule_in_epochs_keeps_cycle_ends_at_epoch_ends():
     schedule = model.optimizer.schedule
     assert (schedule.cycle_steps, schedule.burn_in_steps) == (12, 1008)
     assert schedule.next_cycle_end(1000) == 1019 and (1019 + 1) % 4 == 0
+
+
+
+def test_a_stored_sgd_run_with_a_collection_field_is_still_read(tmp_path):
+    """The API took ``burn_in_epochs``/``collect_every`` with sgd until this
+    session (they did nothing) and now refuses them (runs37); a run stored so
+    could no longer be read (``read_config`` raised CollectionRefused). It
+    reads as unset; a caller's own override is still refused."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = runs.RunConfig(sampler="sgd", epochs=4, output_dir=str(run_dir)).validate()
+    stored = dict(dataclasses.asdict(config), burn_in_epochs=2, collect_every=3)
+    (run_dir / "config.json").write_text(json.dumps(stored))
+    config = runs.read_config(str(run_dir))
+    assert (config.burn_in_epochs, config.collect_every) == ("auto", None)
+    with pytest.raises(CollectionRefused, match="`burn_in_epochs`"):
+        runs.read_config(str(run_dir), burn_in_epochs=5)

@@ -28,9 +28,9 @@ __all__ = ["ARRAYS", "DATASETS", "DEFAULT_MODEL_ARGS", "DEFAULT_STEPS", "DEFAULT
            "FALLBACK_PRIOR", "IMAGE_DATASETS", "LIKELIHOODS", "MAX_LENGTH", "MIN_EPOCHS",
            "MIN_SAMPLED_SHARE", "MODEL_ARGS", "MODEL_DATASETS", "MODELS", "PRIOR_CANDIDATES",
            "PRIOR_VALIDATION_SPLIT", "PRIORS", "SAMPLER_ARGS", "SAMPLERS", "SAMPLES_PER_RUN",
-           "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "CollectionRefused", "RunConfig",
-           "chain_seed", "check_sweep", "default_collect_every", "default_epochs", "read_config",
-           "resume_config"]
+           "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "COLLECTION_UNSET",
+           "CollectionRefused", "RunConfig", "chain_seed", "check_sweep",
+           "default_collect_every", "default_epochs", "read_config", "resume_config"]
 
 
 def default_epochs(steps_per_epoch):
@@ -55,6 +55,10 @@ def default_collect_every(epochs):
 #: when its sampler was built, after the data was loaded).
 AUTO_STEP_REFUSED = {"hmc": "HMC has no 'auto' warm-up: its num_adaptation_steps tune h",
                      "sgd": "the SGD/MAP baseline's learning rate; omit it for the default 0.05"}
+
+
+#: The collection fields' values for a sampler that collects no sample (sgd).
+COLLECTION_UNSET = {"burn_in_epochs": "auto", "collect_every": None}
 
 
 class CollectionRefused(ValueError):
@@ -246,7 +250,7 @@ class RunConfig:
                                  got="a file" if blocker == os.path.abspath(self.output_dir)
                                  else f"a path inside the file {blocker!r}")
         collects = SAMPLERS[self.sampler]
-        for name, unset in (("burn_in_epochs", "auto"), ("collect_every", None)):
+        for name, unset in COLLECTION_UNSET.items():
             if not collects and getattr(self, name) != unset:
                 raise CollectionRefused(name, self.sampler)
         if not collects and self.temperature != 1.0:
@@ -394,7 +398,8 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
             of a moved run).
 
     Returns:
-        The validated :class:`RunConfig`.
+        The validated :class:`RunConfig`; a stored sgd run's ``burn_in_epochs``
+        or ``collect_every`` (which it never used) read as unset.
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``config.json`` (for a
@@ -409,7 +414,16 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
                 f"{argument} {run_dir!r} is a sweep's directory, not a run: pass one of its "
                 f"{counted(len(sweep), 'run')}: {', '.join(r.path for r in sweep)}.")
         raise FileNotFoundError(f"{argument} {run_dir!r} holds no run (no config.json).")
-    return RunConfig.from_json(run.config, overrides, argument="the run's config")
+    given = dict(overrides)
+    while True:
+        try:
+            return RunConfig.from_json(run.config, overrides, argument="the run's config")
+        except CollectionRefused as refused:
+            if refused.field in given:
+                raise
+            # A stored sgd run's collection field (the API took one before 2026-11-30;
+            # it never had an effect): read as unset.
+            overrides = dict(overrides, **{refused.field: COLLECTION_UNSET[refused.field]})
 
 
 def resume_config(output_dir, flags, chains=1):
