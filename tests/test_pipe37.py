@@ -124,8 +124,8 @@ def test_whole_passes_are_the_keyed_batches(form, shuffle, tf_data):
     (3, 2, False),  # epochs of 4, then 2 (cut at the pass's end)
     (4, 1, False),
 ])
-def test_an_epoch_begun_mid_pass_continues_it(steps_per_epoch, steps_per_execution, spans,
-                                               tf_data):
+def test_an_epoch_begun_mid_pass_continues_it(
+        steps_per_epoch, steps_per_execution, spans, tf_data):
     """A fit resumed at epoch 1 (``pass_position``): the pass from the epoch's
     position, then, where passes end with epochs, the next pass's first batches
     (the remainder batch in the middle)."""
