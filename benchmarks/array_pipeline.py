@@ -6,9 +6,11 @@ Keras' own adapter shuffles from the global random state. Rows, each timed
 for ours and for Keras' (same arrays, same batch size):
 
 * ``pipeline``: one pass over the adapter's batches, as ``fit`` reads them
-  (TensorFlow: a new iterator over ``get_tf_dataset()`` a pass; JAX:
-  ``get_jax_iterator()``), nothing else: ``KeyedArrays`` against
+  (TensorFlow: a new iterator over the one ``get_tf_dataset()`` a pass;
+  JAX: a new ``get_jax_iterator()``), nothing else: ``KeyedArrays`` against
   ``ArrayDataAdapter(shuffle=True)``;
+* ``first batch``: a new pass's first batch (ms a pass, not a batch: what
+  every epoch pays before its first step; the pipeline row includes it);
 * ``fit``: ``fit`` epochs of an MLP (``--features``-50-2, SGHMC), per step:
   ``shuffle=True`` (ours) against ``shuffle=False``, which keeps Keras'
   adapter (the same pipeline, its order unshuffled).
@@ -51,23 +53,22 @@ def _model(samples, features):
     return model
 
 
-def _batches(adapter):
-    """A pass's batches as ``fit`` reads them on this backend."""
-    if keras.backend.backend() == "tensorflow":
-        return adapter.get_tf_dataset()
-    return adapter.get_jax_iterator()
-
-
 def configurations(model, x, y, batch_size, epochs):
     """name: (ours, Keras'), each a function that runs and returns its number of batches."""
-    def ours_pipeline():
-        adapter = array_order.KeyedArrays(model, x, y, batch_size=batch_size)
-        adapter.on_epoch_begin()
-        return sum(1 for _ in _batches(adapter))
+    keyed = array_order.KeyedArrays(model, x, y, batch_size=batch_size)
+    adapters = (keyed, ArrayDataAdapter(x, y, batch_size=batch_size, shuffle=True))
+    tf_data = keras.backend.backend() == "tensorflow"
+    datasets = [adapter.get_tf_dataset() if tf_data else None for adapter in adapters]
 
-    def keras_pipeline():
-        return sum(1 for _ in _batches(ArrayDataAdapter(x, y, batch_size=batch_size,
-                                                        shuffle=True)))
+    def passing(side, first=False):  # a new pass's batches as fit reads them, or its first
+        def run():
+            keyed.on_epoch_begin()  # as an epoch does (Keras' adapter has no such hook)
+            batches = iter(datasets[side]) if tf_data else adapters[side].get_jax_iterator()
+            if first:
+                next(batches)
+                return 1
+            return sum(1 for _ in batches)
+        return run
 
     def fit(shuffle):
         def run():
@@ -75,7 +76,9 @@ def configurations(model, x, y, batch_size, epochs):
             return epochs * -(-len(x) // batch_size)
         return run
 
-    return {"pipeline": (ours_pipeline, keras_pipeline), "fit": (fit(True), fit(False))}
+    return {"pipeline": (passing(0), passing(1)),
+            "first batch (ms a pass)": (passing(0, True), passing(1, True)),
+            "fit": (fit(True), fit(False))}
 
 
 def timed(run):

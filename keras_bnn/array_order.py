@@ -195,7 +195,9 @@ class KeyedArrays(ArrayDataAdapter):
             return tuple(map(tf.ensure_shape, (matrix, lengths), shapes))
 
         def gathered(row, data):  # one batch: row = (indices, length)
-            indices = row[0][:row[1]]
+            # Without a short batch every batch is of batch_size: a static batch
+            # dimension, as in Keras' element_spec (the fit's step is traced for it).
+            indices = row[0][:row[1]] if self.has_partial_batch else row[0]
             return keras.tree.map_structure(lambda value: tf.gather(value, indices, axis=0),
                                             data)
 

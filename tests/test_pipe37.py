@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
+from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
+
 from keras_bnn import array_order, priors
 
 N, BATCH = 44, 8  # 6 batches a pass, the last of 4
@@ -156,3 +158,19 @@ def test_split_and_class_weights_are_the_keyed_batches(shuffle, tf_data):
     weights = np.where(y == 1, 2.0, 0.5).astype("float32")
     got = _batches(kwargs["x"], model, 0, 9, tf_data)
     _assert_batches(got, x[:kept], y[:kept], weights[:kept], _expected(2, 9, kept, shuffle))
+
+
+@pytest.mark.parametrize("count", [40, 44])
+def test_the_element_spec_is_keras_own(count):
+    """Batches of a static size where every batch is full (40 examples, 5 batches
+    of 8), as Keras' adapter gives them, and still the keyed ones; of a dynamic
+    size with a short batch. (Before, always dynamic: (None, 3) against Keras'
+    (8, 3) for 40 examples.)"""
+    x, y, weights = (array[:count] for array in _arrays("array"))
+    model = _model(4)
+    adapter = array_order.keyed_arrays(model, dict(x=x, y=y, sample_weight=weights,
+                                                   batch_size=BATCH))["x"]
+    keras_own = ArrayDataAdapter(x, y, weights, batch_size=BATCH, shuffle=True)
+    assert adapter.get_tf_dataset().element_spec == keras_own.get_tf_dataset().element_spec
+    got = _batches(adapter, model, 0, 3, tf_data=True)
+    _assert_batches(got, x, y, weights, _expected(4, 3, count, True))
