@@ -139,28 +139,45 @@ class KeyedArrays(ArrayDataAdapter):
             self._position, self._spans = 0, False
         self._key = step - self._position
 
-    def _batches(self):
-        """The index arrays of the batches an iterator made in this epoch yields: its
-        pass's from the epoch's position on, then, where passes end with epochs, the
-        next pass's first ``position`` (Keras counts a pass's batches to each iterator)."""
-        def batches(step):
-            order = pass_order(self._model.optimizer.seed, step, self._num_samples,
-                               self._batch_size, self._shuffle)
-            return [order[start:start + self._batch_size]
-                    for start in range(0, self._num_samples, self._batch_size)]
+    def _rows(self):
+        """The batches an iterator made in this epoch yields, as the rows of an index
+        matrix: its pass's from the epoch's position on, then, where passes end with
+        epochs, the next pass's first ``position`` (Keras counts a pass's batches to each
+        iterator). Row ``i`` holds batch ``i``'s indices in its first ``lengths[i]``
+        entries (a pass's last batch may be short; the rest of its row is 0).
 
-        tail = batches(self._key)[self._position:]
+        Returns:
+            ``(matrix, lengths)``: int64 arrays of shape ``[batches, batch_size]`` and
+            ``[batches]``.
+        """
+        size, count = self._batch_size, self.num_batches
+
+        def rows(step):  # one pass's batches: its order cut into rows of batch_size
+            matrix = np.zeros(count * size, "int64")
+            matrix[:self._num_samples] = pass_order(self._model.optimizer.seed, step,
+                                                    self._num_samples, size, self._shuffle)
+            lengths = np.full(count, size, "int64")
+            lengths[-1] = self._num_samples - (count - 1) * size
+            return matrix.reshape(count, size), lengths
+
+        matrix, lengths = rows(self._key)
         if not (self._spans and self._position):
-            return tail
-        return tail + batches(self._key + self.num_batches)[:self._position]
+            return matrix[self._position:], lengths[self._position:]
+        after, after_lengths = rows(self._key + count)
+        return (np.concatenate([matrix[self._position:], after[:self._position]]),
+                np.concatenate([lengths[self._position:], after_lengths[:self._position]]))
 
     def _get_iterator(self, slice_and_convert_fn, inputs):
-        for indices in self._batches():  # a generator's body: runs at the pass's first batch
-            take = functools.partial(slice_and_convert_fn, indices=indices)
+        for row, length in zip(*self._rows()):  # a generator's body: at the first batch
+            take = functools.partial(slice_and_convert_fn, indices=row[:length])
             yield keras.tree.map_structure(take, inputs, none_is_leaf=False)
 
     def get_tf_dataset(self):
         """The ``tf.data.Dataset`` of one pass's batches (gathered in the pipeline).
+
+        As Keras' own: the order is drawn once a pass (a ``numpy_function`` of
+        :meth:`_rows`) and cut into rows of indices, each batch one gather per
+        array in a parallel map, without tf.data's default graph rewrites.
 
         Returns:
             ``tf.data.Dataset``.
@@ -170,23 +187,28 @@ class KeyedArrays(ArrayDataAdapter):
         # TensorFlow keeps a numpy_function's function as long as the outermost graph,
         # the process's global one: it holds the adapter (and the model) weakly.
         adapter = weakref.ref(self)
+        shapes = ([None, self._batch_size], [None])
 
-        def drawn():  # the batches' indices, one after another, and where each ends
-            batches = adapter()._batches()
-            return (np.concatenate(batches),
-                    np.cumsum([0] + [len(indices) for indices in batches]))
+        def drawn(_):  # the batches' rows of indices and their lengths
+            matrix, lengths = tf.numpy_function(lambda: adapter()._rows(), [],
+                                                (tf.int64, tf.int64))
+            return tuple(map(tf.ensure_shape, (matrix, lengths), shapes))
+
+        def gathered(row, data):  # one batch: row = (indices, length)
+            # Without a short batch every batch is of batch_size: a static batch
+            # dimension, as in Keras' element_spec (the fit's step is traced for it).
+            indices = row[0][:row[1]] if self.has_partial_batch else row[0]
+            return keras.tree.map_structure(lambda value: tf.gather(value, indices, axis=0),
+                                            data)
 
         inputs = keras.tree.lists_to_tuples(
             array_slicing.convert_to_sliceable(self._inputs, target_backend="tensorflow"))
-        orders = tf.data.Dataset.range(1).map(
-            lambda _: tuple(tf.ensure_shape(t, [None])
-                            for t in tf.numpy_function(drawn, [], (tf.int64, tf.int64))))
-        indices = orders.flat_map(lambda order, ends: tf.data.Dataset.range(
-            tf.size(ends, out_type=tf.int64) - 1).map(lambda i: order[ends[i]:ends[i + 1]]))
-        dataset = tf.data.Dataset.zip((indices, tf.data.Dataset.from_tensors(inputs).repeat()))
-        dataset = dataset.map(lambda i, data: keras.tree.map_structure(
-            lambda value: tf.gather(value, i, axis=0), data), num_parallel_calls=tf.data.AUTOTUNE)
+        rows = tf.data.Dataset.range(1).map(drawn).flat_map(
+            lambda *rows: tf.data.Dataset.from_tensor_slices(rows))
+        dataset = tf.data.Dataset.zip((rows, tf.data.Dataset.from_tensors(inputs).repeat()))
+        dataset = dataset.map(gathered, num_parallel_calls=tf.data.AUTOTUNE)
         options = tf.data.Options()
+        options.experimental_optimization.apply_default_optimizations = False  # as Keras
         options.experimental_external_state_policy = (  # the numpy_function, as Keras' shuffle
             tf.data.experimental.ExternalStatePolicy.IGNORE)
         options.experimental_distribute.auto_shard_policy = (
