@@ -29,6 +29,7 @@ def test_int_at_least_takes_the_bound():
     ("sampler_overhead.py", ["--optimizers", "FOO"], "--optimizers ['FOO'] start no row's name"),
     ("epoch_overhead.py", ["--epochs", "2", "2"], "SHORT must be below LONG"),
     ("frozen_diagnostics.py", ["--members", "5"], "argument --members: must be an int >= 8"),
+    ("array_pipeline.py", ["--rounds", "0"], "argument --rounds: must be an int >= 1"),
 ])
 def test_a_benchmark_names_a_bad_flag(script, argv, says):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *argv],
