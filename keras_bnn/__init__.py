@@ -39,6 +39,7 @@ _ATTRIBUTES = {
     "RestoredWeightsWarning": "keras_bnn.callbacks",
     "SequentialAsOneLayerWarning": "keras_bnn.bayesian",
     "ShortWarmupWarning": "keras_bnn.samplers.warmup",
+    "StiffnessWarning": "keras_bnn.samplers.warmup",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "TrainSizeWarning": "keras_bnn.train_size",
     "ValidationWeightWarning": "keras_bnn.validation_weights",

@@ -1,8 +1,9 @@
 """The callbacks ``BayesianModel.fit`` adds, and its checks of the user's callbacks.
 
 :class:`WarnOnGradientNoise` (the steady-state :class:`GradientNoiseWarning`),
-:class:`LeaveWarmup` (the step retraced without the warm-up's code, and the
-:class:`~keras_bnn.samplers.warmup.ShortWarmupWarning`),
+:class:`LeaveWarmup` (the step retraced without the warm-up's code, the
+:class:`~keras_bnn.samplers.warmup.ShortWarmupWarning` and the
+:class:`~keras_bnn.samplers.warmup.StiffnessWarning`),
 :class:`WarnOnMissingPriors`, and :func:`check_keras_callbacks` (Keras' own
 callbacks that would change the step size, or restore weights or backups
 away from the chain), and :func:`set_lower_better_modes` (``val_nll`` is
@@ -18,7 +19,7 @@ from keras_bnn import equilibrium
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import (CollectSamples, MidEpochBackupWarning, RestoredWeightsWarning,
                                  current_step, warmup_steps)
-from keras_bnn.samplers.warmup import ShortWarmupWarning
+from keras_bnn.samplers.warmup import ShortWarmupWarning, StiffnessWarning
 from keras_bnn.validation import argument_error
 
 
@@ -197,7 +198,10 @@ def leave_warmup(model):
     step traced afterwards computes the same numbers with fewer operations.
     Then it warns with :class:`~keras_bnn.samplers.warmup.ShortWarmupWarning`
     if the warm-up ended before h reached its noise target
-    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.short_warmup_message`).
+    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.short_warmup_message`),
+    and with :class:`~keras_bnn.samplers.warmup.StiffnessWarning` if a
+    blow-up capped h far below it
+    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.stiffness_message`).
 
     Args:
         model: a :class:`keras_bnn.BayesianModel` compiled with a sampler.
@@ -205,9 +209,10 @@ def leave_warmup(model):
     sampler = model.optimizer
     if sampler.leave_warmup():
         model.make_train_function(force=True)
-        message = sampler.short_warmup_message()
-        if message:
-            warnings.warn(message, ShortWarmupWarning, stacklevel=3)
+        for message, category in ((sampler.short_warmup_message(), ShortWarmupWarning),
+                                  (sampler.stiffness_message(), StiffnessWarning)):
+            if message:
+                warnings.warn(message, category, stacklevel=3)
 
 
 class LeaveWarmup(keras.callbacks.Callback):

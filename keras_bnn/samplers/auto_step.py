@@ -13,10 +13,10 @@ and undoes a warm-up blow-up
 from keras import ops
 
 from keras_bnn import backend, schedules
-from keras_bnn.samplers.warmup import (ANCHOR_CONFIRM, ANCHOR_EVERY, INITIAL_STEP_SIZE,
-                                       REMEASURE_TOLERANCE, TARGET_NOISE_RATIO,
-                                       StepSizeWarmup, auto_warmup_steps, climb_shortfall,
-                                       noise_limited_step_size)
+from keras_bnn.samplers.warmup import (ANCHOR_CONFIRM, ANCHOR_EVERY, BLOW_UP_BACKOFF,
+                                       INITIAL_STEP_SIZE, REMEASURE_TOLERANCE,
+                                       TARGET_NOISE_RATIO, StepSizeWarmup, auto_warmup_steps,
+                                       climb_shortfall, noise_limited_step_size, stiffness_gap)
 from keras_bnn.validation import argument_error, check_positive
 
 
@@ -379,7 +379,9 @@ class AutoStepSize:
         * otherwise at steps ``t ≡ 0 (mod ANCHOR_EVERY)``: snapshot ``← θ``;
           at steps ``t ≡ ANCHOR_CONFIRM (mod ANCHOR_EVERY)`` (the steps
           between were quiet, or the snapshot was reset): anchor
-          ``← snapshot``.
+          ``← snapshot``; and at step 0 anchor ``← θ`` too (a blow-up
+          before the first confirmation returned every weight to the
+          slot's initial zeros).
 
         The chain then restarts its noise estimate as a run starts it: the
         next step's difference, which spans the discarded point and the
@@ -398,6 +400,7 @@ class AutoStepSize:
         blown_up = self.restarted()
         take = ops.logical_and(ops.logical_not(blown_up), ops.equal(phase, 0))
         confirm = ops.logical_and(ops.logical_not(blown_up), ops.equal(phase, ANCHOR_CONFIRM))
+        first = ops.equal(step, 0)  # the anchor until the first is confirmed: not zeros
         anchors, snapshots = self.slots("anchor"), self.slots("snapshot")
         restarted = [slot for name in ("momentum", "thermostat", "gradient_noise")
                      if name in self._slots for slot in self.slots(name)]
@@ -408,8 +411,9 @@ class AutoStepSize:
              for v, a in zip(variables, anchors)]
             + [lambda v=v, a=a, s=s: ops.where(blown_up, a.value, ops.where(take, v.value, s.value))
                for v, a, s in zip(variables, anchors, snapshots)]
-            + [lambda a=a, s=s: ops.where(confirm, s.value, a.value)
-               for a, s in zip(anchors, snapshots)]
+            + [lambda v=v, a=a, s=s: ops.where(first, v.value,
+                                               ops.where(confirm, s.value, a.value))
+               for v, a, s in zip(variables, anchors, snapshots)]
             + [lambda r=r: ops.where(blown_up, ops.zeros_like(r.value), r.value)
                for r in restarted])
 
@@ -425,15 +429,11 @@ class AutoStepSize:
             lacked, or None (an explicit step, the warm-up not over, or h
             at its target or ceiling).
         """
-        if (self.warmup is None or not self.built
-                or int(backend.to_numpy(self.iterations)) < self.warmup.warmup_steps):
+        frozen = self._frozen_warmup()
+        if frozen is None:
             return None
-        count = max(float(backend.to_numpy(self.warmup.averaged)), 1.0)
-        step = float(backend.to_numpy(self.warmup.step_size))
-        missing, limited = climb_shortfall(
-            step, float(backend.to_numpy(self.warmup.ceiling)),
-            [float(backend.to_numpy(a)) / count for a in self.slots("noise_scale")],
-            self._sizes(), self.warmup.target_noise_ratio, self.noise_ratio_exponent)
+        step = frozen[0]
+        missing, limited = climb_shortfall(*frozen)
         if not missing:
             return None
         return (f"{type(self).__name__}: the warm-up's {self.warmup.warmup_steps} steps ended "
@@ -443,6 +443,49 @@ class AutoStepSize:
                 f"Give `warmup_steps` at least {2 * (self.warmup.warmup_steps + missing)} (the "
                 f"climb lacked about {missing} steps, and the warm-up's second half measures the "
                 "noise at the target), or leave it 'auto'.")
+
+    def stiffness_message(self):
+        """Why a blow-up left the warm-up's h far below its noise target, or None.
+
+        :func:`~keras_bnn.samplers.warmup.stiffness_gap` of the frozen h,
+        read on the host once the warm-up is over (``fit`` asks when it
+        leaves the warm-up's code out of the step).
+
+        Returns:
+            A message naming h, the step that blew up and the noise-limited
+            step ``h_r``, and what to do; or None (an explicit step, the
+            warm-up not over, no blow-up, or h within ``STIFFNESS_GAP`` of
+            the noise limit).
+        """
+        frozen = self._frozen_warmup()
+        if frozen is None:
+            return None
+        step, ceiling = frozen[:2]
+        gap, limited = stiffness_gap(*frozen)
+        if not gap:
+            return None
+        return (f"{type(self).__name__}: the warm-up froze h = {step:.3g} at its stability "
+                f"ceiling: the chain blew up at h = {ceiling / BLOW_UP_BACKOFF:.3g}, {gap:.3g} "
+                "times below the step at which its gradient noise meets the target (about "
+                f"{limited:.3g}). The model is stiff or badly scaled: a few directions are far "
+                "stiffer than the rest, so the whole model moves with a step far too small to "
+                "reach equilibrium in a usual run, and a longer warm-up does not help. "
+                "Standardise the inputs (zero mean, unit variance per feature; a regression's "
+                "targets too), use HMC (sampler='hmc') where the training set fits in one "
+                "batch, or give an explicit `step_size` (a step above the one that blew up is "
+                "unstable somewhere).")
+
+    def _frozen_warmup(self):
+        """``(h, ceiling, scales, sizes, r*, k)`` of a finished warm-up (host
+        floats: the noise scales averaged), or None (an explicit step, or not over)."""
+        if (self.warmup is None or not self.built
+                or int(backend.to_numpy(self.iterations)) < self.warmup.warmup_steps):
+            return None
+        count = max(float(backend.to_numpy(self.warmup.averaged)), 1.0)
+        return (float(backend.to_numpy(self.warmup.step_size)),
+                float(backend.to_numpy(self.warmup.ceiling)),
+                [float(backend.to_numpy(a)) / count for a in self.slots("noise_scale")],
+                self._sizes(), self.warmup.target_noise_ratio, self.noise_ratio_exponent)
 
     def warmup_config(self):
         """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""

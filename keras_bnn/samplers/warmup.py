@@ -39,6 +39,12 @@ at or below a target ``r*`` at the current T:
   ``BLOW_UP_RATIO·r*`` in one step (the noise estimate cannot move that
   fast on its own: it averages over ~100 steps) is recorded as a blow-up:
   h is cut to ``BLOW_UP_BACKOFF·h`` and never exceeds that ceiling again.
+  The first r̂ measured (the run's, at step 2, and the first after a
+  recovery: the r̂ before it is 0) is not judged: it has nothing to jump
+  from, and its h was never fitted to the noise, so the noise law cuts h
+  there (measured: breast_cancer ×1000, a 30-32-2 MLP, SGLD's first r̂ =
+  0.27 at h = 1.15e-8, a step that ran stably for 500 steps when given
+  explicitly, capped h at 2.9e-9 for good when it was judged).
   On noise-free (full-batch) problems ``V̂`` holds only the motion term,
   ``r̂ ≈ mean_i (h·λ_i)²/2`` (SGLD) or ``mean_i (h·ω_i)⁴/0.4`` (momentum),
   so the same target caps the root-mean-square stiffness at ``h·λ ≈ 0.3``.
@@ -46,8 +52,9 @@ at or below a target ``r*`` at the current T:
   (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.recover_after_step`): the
   weights return to the anchor, a snapshot taken at most ``ANCHOR_EVERY +
   ANCHOR_CONFIRM`` steps before and confirmed by ``ANCHOR_CONFIRM`` quiet
-  steps after it; the momenta, thermostats and ``V̂`` restart at 0 and h
-  at the new ceiling. Without it
+  steps after it (until the first is confirmed, the chain after step 0);
+  the momenta, thermostats and ``V̂`` restart at 0 and h at the new
+  ceiling. Without it
   a chain that an unstable step has thrown far out can overflow at the next
   step even at the cut h (measured: a 13-128-128-128 Gaussian-head MLP on
   diabetes, r̂ 0.049 → 4.4 in one step, NaN the step after).
@@ -55,7 +62,12 @@ at or below a target ``r*`` at the current T:
   1–85): SGLD chose ``h·λ_max = 1.08``, SGHMC and ATMC ``h·ω_max = 0.77``
   and 0.79, all stable, median sd within 2 % of NUTS; only the stiffest
   direction of SGLD is wide there (variance ``1/(1 - h·λ/2)``): for full
-  batches HMC is the exact choice.
+  batches HMC is the exact choice. A blow-up ``STIFFNESS_GAP`` (10) times
+  or more below the noise-limited step (:func:`stiffness_gap`) says that
+  stability, not noise, sets h: a stiff or badly scaled model, which
+  ``fit`` reports with :class:`StiffnessWarning` (measured on the
+  standardised problems: the largest such gap 2.3, SGHMC on wine with a
+  13-128-128-128 MLP).
 
 The frozen steps (:func:`frozen_step_size`, :func:`variable_step_factor`).
 The per-step rule above follows ``V̂``'s last ~100 steps, and the ratio is a
@@ -137,12 +149,22 @@ ANCHOR_CONFIRM = 5
 #: below its stability ceiling, was still climbing when the warm-up ended
 #: (:func:`climb_shortfall`).
 SHORT_WARMUP_FRACTION = 0.1
+#: A frozen h at its stability ceiling is stiff where the last step that blew
+#: up (``ceiling/BLOW_UP_BACKOFF``) is more than this factor below the
+#: noise-limited step ``h_r`` (:func:`stiffness_gap`).
+STIFFNESS_GAP = 10.0
 
 
 class ShortWarmupWarning(UserWarning):
     """``step_size="auto"``'s warm-up ended while h was still climbing to its
     noise target (``warmup_steps`` too few): the chain moves with a far
     smaller step than the warm-up would choose (:func:`climb_shortfall`)."""
+
+
+class StiffnessWarning(UserWarning):
+    """``step_size="auto"``'s warm-up froze h at its stability ceiling far
+    below the step its gradient noise allows (:func:`stiffness_gap`): the
+    model is stiff or badly scaled, and a longer warm-up does not help."""
 
 
 def auto_warmup_steps(noise_estimate_decay):
@@ -203,14 +225,56 @@ def climb_shortfall(step_size, ceiling, scales, sizes, target, exponent):
         rounded up, and ``h_r``; ``(0, h_r)`` where the warm-up reached it
         (or nothing was measured: ``ā = 0``, ``h_r = inf``).
     """
-    mean = sum(a * d for a, d in zip(scales, sizes)) / float(sum(sizes))
-    if mean <= 0.0:
-        return 0, math.inf
-    limited = (target / mean) ** (1.0 / exponent)
-    if step_size ** exponent * mean >= SHORT_WARMUP_FRACTION * target or (
-            step_size >= 0.99 * ceiling):
+    limited = mean_noise_limited_step(scales, sizes, target, exponent)
+    if (limited == math.inf or (step_size / limited) ** exponent >= SHORT_WARMUP_FRACTION
+            or step_size >= 0.99 * ceiling):
         return 0, limited
     return math.ceil(math.log(limited / step_size) / math.log(GROWTH_PER_STEP)), limited
+
+
+def mean_noise_limited_step(scales, sizes, target, exponent):
+    """``h_r = (r*/ā)^{1/k}``, ``ā = Σ d_v·a_v / Σ d_v`` (host floats; see
+    :func:`frozen_step_size`).
+
+    Args:
+        scales: the averaged noise scales ``a_v`` (floats).
+        sizes: the variables' sizes ``d_v``.
+        target: r*.
+        exponent: k.
+
+    Returns:
+        float; ``inf`` where ``ā = 0`` (nothing measured).
+    """
+    mean = sum(a * d for a, d in zip(scales, sizes)) / float(sum(sizes))
+    return (target / mean) ** (1.0 / exponent) if mean > 0.0 else math.inf
+
+
+def stiffness_gap(step_size, ceiling, scales, sizes, target, exponent):
+    """How far below the noise-limited step a blow-up capped h, or 0.
+
+    A blow-up caps h at ``BLOW_UP_BACKOFF`` times the step that blew up,
+    for good. On a well-scaled model that step is near the noise-limited
+    ``h_r`` (:func:`mean_noise_limited_step`), where the climb stops
+    (measured on standardised breast_cancer, wine and digits, 128-128-128
+    MLPs: blow-ups 0.37–2.3 times below ``h_r``). Where it blew up more
+    than ``STIFFNESS_GAP`` times below ``h_r``, stability, not noise, sets
+    h: some directions are far stiffer than the noise says (badly scaled
+    inputs), and the rest of the model moves with that step.
+
+    Args:
+        step_size, ceiling, scales, sizes, target, exponent: as for
+            :func:`climb_shortfall`.
+
+    Returns:
+        ``(gap, noise_limited_step)``: ``gap = h_r·BLOW_UP_BACKOFF/ceiling``
+        where h is at its ceiling and that exceeds ``STIFFNESS_GAP``, else
+        0; and ``h_r``.
+    """
+    limited = mean_noise_limited_step(scales, sizes, target, exponent)
+    if not math.isfinite(ceiling) or step_size < 0.99 * ceiling or limited == math.inf:
+        return 0.0, limited
+    gap = limited * BLOW_UP_BACKOFF / ceiling
+    return (gap if gap > STIFFNESS_GAP else 0.0), limited
 
 
 def frozen_step_size(scales, sizes, target, exponent, ceiling):
@@ -283,10 +347,12 @@ def next_step_size(step_size, ceiling, ratio, target, exponent, blown_up=None):
 class StepSizeWarmup:
     """The state and rule of ``step_size="auto"``, owned by a sampler.
 
-    Eight scalar optimizer variables: the base step h (``step_size``), the
+    Nine scalar optimizer variables: the base step h (``step_size``), the
     h of the step before (``previous``, for state kept in units of 1/h: see
     :meth:`change`), the stability ceiling, whether the last step was a
     blow-up (``blown_up``, 0 or 1) or the one before (``reestimate``), the
+    r̂ of the last step (``previous_ratio``: 0 before the first measured
+    one, which is not judged as a blow-up), the
     number of blow-ups so far, the number of steps averaged for the
     frozen steps (``averaged``), and whether the factors were re-measured
     at equilibrium (``remeasured``, 0 or 1, see
@@ -331,11 +397,12 @@ class StepSizeWarmup:
         self.ceiling = optimizer.add_variable(
             shape=(), initializer=keras.initializers.Constant(float("inf")),
             name="auto_step_size_ceiling")
-        self.blown_up, self.reestimate, self.blow_ups, self.averaged, self.remeasured = (
+        (self.blown_up, self.reestimate, self.blow_ups, self.averaged, self.remeasured,
+         self.previous_ratio) = (
             optimizer.add_variable(shape=(), initializer="zeros", name=name)
             for name in ("auto_step_size_blown_up", "auto_step_size_reestimate",
                          "auto_step_size_blow_ups", "auto_step_size_averaged",
-                         "auto_step_size_remeasured"))
+                         "auto_step_size_remeasured", "auto_step_size_previous_ratio"))
 
     def update(self, iterations, ratio, exponent, layers):
         """Adapts h after step ``iterations`` while it is a warm-up step.
@@ -355,10 +422,16 @@ class StepSizeWarmup:
         old_step, old_ceiling = ops.copy(self.step_size.value), ops.copy(self.ceiling.value)
         ratio = ops.cast(ratio, old_step.dtype)
         # The step after a recovery compares gradients at two different
-        # points: its r̂ says nothing about stability.
+        # points: its r̂ says nothing about stability. Nor does the first r̂
+        # measured (the run's, or the first after a recovery: the r̂ before
+        # it is 0): it has nothing to jump from, and its h was never fitted
+        # to the noise; the noise law cuts h instead.
         fresh = ops.less(self.blown_up.value, 0.5)
-        blown_up = ops.logical_and(ops.logical_and(warming, fresh),
-                                   ratio > BLOW_UP_RATIO * self.target_noise_ratio)
+        previous_ratio = ops.copy(self.previous_ratio.value)
+        measured = ops.greater(previous_ratio, 0.0)
+        blown_up = ops.logical_and(
+            ops.logical_and(warming, ops.logical_and(fresh, measured)),
+            ratio > BLOW_UP_RATIO * self.target_noise_ratio)
         step, ceiling = next_step_size(old_step, old_ceiling, ratio,
                                        self.target_noise_ratio, exponent, blown_up)
         self.step_size.assign(ops.where(warming, step, old_step))
@@ -370,6 +443,7 @@ class StepSizeWarmup:
         self.blown_up.assign(blown_up)
         self.blow_ups.assign(self.blow_ups + blown_up)
         self.previous.assign(old_step)
+        self.previous_ratio.assign(ops.where(warming, ratio, previous_ratio))
 
     def _freeze(self, iterations, warming, blown_up, fresh, step, ceiling, exponent, old_step,
                 layers):
