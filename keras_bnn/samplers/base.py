@@ -295,6 +295,8 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         on the model's variables): the chain's state is restored, not skipped as Keras
         skips an unbuilt optimizer's. A built sampler handed an unbuilt one's state at
         step 0 (saved before any step) has it already: no "Skipping variable loading".
+        A state saved before a warm-up variable was added is completed first
+        (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.with_state_added_since`).
 
         Args:
             store: Keras' store of the optimizer's variables.
@@ -302,6 +304,7 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         if (not self.built and self.build_on_load is not None
                 and len(store.keys()) > len(self.variables)):
             self.build_on_load()
+        store = self.with_state_added_since(store)
         keys = list(store.keys())  # "0": the step counter of a saved optimizer
         if not (self.built and len(keys) < len(self.variables)
                 and ("0" not in keys or not np.any(np.asarray(store["0"])))):
