@@ -60,7 +60,6 @@ def test_cyclical_schedule_in_epochs_keeps_cycle_ends_at_epoch_ends():
     assert schedule.next_cycle_end(1000) == 1019 and (1019 + 1) % 4 == 0
 
 
-
 def test_a_stored_sgd_run_with_a_collection_field_is_still_read(tmp_path):
     """The API took ``burn_in_epochs``/``collect_every`` with sgd until this
     session (they did nothing) and now refuses them (runs37); a run stored so
