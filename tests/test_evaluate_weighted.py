@@ -29,7 +29,8 @@ def _weights(n, seed):
 def _train(path, arrays, sampler, epochs, likelihood):
     (x, y), (x_test, y_test) = arrays
     given = runs.arrays_data(x, y, 50, 0, likelihood, x_test, y_test)
-    config = runs.RunConfig(output_dir=str(path), sampler=sampler, epochs=epochs, **_RUN)
+    fields = dict(_RUN, burn_in_epochs=None) if sampler == "sgd" else _RUN  # MAP: no burn-in
+    config = runs.RunConfig(output_dir=str(path), sampler=sampler, epochs=epochs, **fields)
     runs.train(config.validate(), verbose=0, data=given)
     return str(path), given
 
