@@ -27,13 +27,18 @@ class _GroupPrior(Prior):
     def __init__(self, axis=-1):
         self.axis = check_int(axis, "axis", owner=type(self).__name__)
 
-    def _group_sq_norms(self, x):
+    def _group_axes(self, x):
+        """The axes one group of ``x`` spans (none for a rank-1 weight: every
+        element is its own group) and the group size d."""
         self.validate_shape(x.shape, "x")  # the axis fits (a modulo would wrap it)
         axis = self.axis % len(x.shape)
         reduce_axes = tuple(i for i in range(len(x.shape)) if i != axis)
-        if not reduce_axes:  # rank-1 weight: every element is its own group
-            return ops.square(x), 1
-        d = int(np.prod([x.shape[i] for i in reduce_axes]))
+        return reduce_axes, int(np.prod([x.shape[i] for i in reduce_axes]))
+
+    def _group_sq_norms(self, x):
+        reduce_axes, d = self._group_axes(x)
+        if not reduce_axes:
+            return ops.square(x), d
         return ops.sum(ops.square(x), axis=reduce_axes), d
 
     def validate_shape(self, shape, argument="prior"):
@@ -107,11 +112,9 @@ class GroupLaplace(_GroupPrior):
         below about 1e-19 (gradient 0 in place of ``-1/b`` per unit direction). An
         all-zero group has norm 0 and gradient 0, not NaN.
         """
-        self.validate_shape(x.shape, "x")
-        axis = self.axis % len(x.shape)
-        reduce_axes = tuple(i for i in range(len(x.shape)) if i != axis)
-        if not reduce_axes:  # rank-1 weight: every element is its own group
-            return abs_with_zero_subgradient(x), 1
+        reduce_axes, d = self._group_axes(x)
+        if not reduce_axes:
+            return abs_with_zero_subgradient(x), d
         largest = ops.stop_gradient(ops.max(ops.abs(x), axis=reduce_axes, keepdims=True))
         positive = ops.greater(largest, 0.0)
         sq = ops.sum(ops.square(ops.divide(x, ops.where(positive, largest, 1.0))),
@@ -119,7 +122,7 @@ class GroupLaplace(_GroupPrior):
         positive = ops.reshape(positive, sq.shape)
         norms = ops.where(positive, ops.reshape(largest, sq.shape) * ops.sqrt(
             ops.where(positive, sq, 1.0)), 0.0)
-        return norms, int(np.prod([x.shape[i] for i in reduce_axes]))
+        return norms, d
 
     def log_prob(self, x):
         norms, d = self._group_norms(x)

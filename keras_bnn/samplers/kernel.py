@@ -39,8 +39,10 @@ class BatchPotential(NamedTuple):
             predictions, potential and prior term there
             (``backend.potential_and_gradients``).
         batch_size: the number of examples in the (global) batch, or None
-            when it is not static or the loss averages over other terms
-            than examples (``train_size`` then counts those:
+            when it is not static, under several replicas (whose static
+            length is not the global batch's: ``fit`` and ``train_on_batch``
+            check it on the host), or when the loss averages over other
+            terms than examples (``train_size`` then counts those:
             :func:`keras_bnn.loss_terms.counts_terms`).
     """
 
