@@ -19,6 +19,22 @@ from keras_bnn.validation import argument_error
 # Rows of `probs` must sum to 1 within this tolerance; it admits float16/32
 # softmax round-off and rejects logits passed by mistake.
 _ROW_SUM_ATOL = 5e-3
+# bfloat16 keeps 8 significant bits: its softmax rows are off by up to 5.9e-3 (JAX),
+# its log-softmax rows' log-sum-exp by up to 0.022 (K = 1000): 4 of its eps, 2**-5.
+_BFLOAT16_ATOL = 2.0 ** -5
+
+
+def row_tolerance(values):
+    """The tolerance of a row's sum (of a log-probability row's log-sum-exp) for ``values``.
+
+    Args:
+      values: the probabilities (or log-probabilities) as given: an array,
+        eager tensor or list.
+
+    Returns:
+      2**-5 for bfloat16 values (as a ``mixed_bfloat16`` softmax outputs them), else 5e-3.
+    """
+    return _BFLOAT16_ATOL if "bfloat16" in str(getattr(values, "dtype", "")) else _ROW_SUM_ATOL
 
 
 def as_numbers(values, name):
@@ -41,13 +57,15 @@ def as_numbers(values, name):
                              got=f"{type(values).__name__} ({error})") from None
 
 
-def check_probabilities(probs, name="probs"):
+def check_probabilities(probs, name="probs", atol=None):
     """Returns ``probs`` as a float64 array after checking it is [..., K] rows of
     probabilities (finite, in [0, 1], summing to 1).
 
     Args:
       probs: [..., N, K] class probabilities.
       name: the argument's name, for errors.
+      atol: how far a row's sum may be from 1 (None: :func:`row_tolerance` of ``probs``;
+        pass that of the values as given where ``probs`` is their float64 copy).
 
     Returns:
       float64 numpy array, clipped at 1 (a float32 mean can pass 1 by an ulp).
@@ -55,24 +73,25 @@ def check_probabilities(probs, name="probs"):
     Raises:
         ValueError: naming ``name``, for any other array (logits included).
     """
+    atol = row_tolerance(probs) if atol is None else atol
     p = as_numbers(probs, name)
     if p.ndim < 2 or p.shape[-1] < 1 or p.size == 0:
         raise argument_error(name, "be an array of shape [..., N, K] with N, K >= 1", probs,
                              got=f"shape {p.shape}")
     if not np.all(np.isfinite(p)):
         raise argument_error(name, "be finite", probs, got="NaN or inf values")
-    if p.min() < 0.0 or p.max() > 1.0 + _ROW_SUM_ATOL:
+    if p.min() < 0.0 or p.max() > 1.0 + atol:
         raise argument_error(name, "be probabilities in [0, 1] (not logits)", probs,
                              got=f"values in [{p.min():.4g}, {p.max():.4g}]")
     deviation = np.max(np.abs(p.sum(axis=-1) - 1.0))
-    if deviation > _ROW_SUM_ATOL:
+    if deviation > atol:
         raise argument_error(name, f"be rows of probabilities that sum to 1 within "
-                             f"{_ROW_SUM_ATOL} (not logits)", probs,
+                             f"{atol:g} (not logits)", probs,
                              got=f"a row sum off by {deviation:.4g}")
     return np.minimum(p, 1.0)  # a float32 mean can pass 1 by an ulp: -log p stays >= 0
 
 
-def check_log_probabilities(log_probs, name="probs"):
+def check_log_probabilities(log_probs, name="probs", atol=None):
     """Returns ``log_probs`` as a float64 array after checking it is [..., K] rows of
     log-probabilities (no NaN, at most 0, logsumexp of each row 0).
 
@@ -81,6 +100,8 @@ def check_log_probabilities(log_probs, name="probs"):
         prediction as its two outcomes [log(1 − p), log p]); −inf admitted
         (a probability of exactly 0).
       name: the argument's name, for errors.
+      atol: how far a row's log-sum-exp may be from 0 (None: :func:`row_tolerance`
+        of ``log_probs``).
 
     Returns:
       float64 numpy array, clipped at 0 (a float32 log-mean-exp can pass 0 by an ulp).
@@ -89,6 +110,7 @@ def check_log_probabilities(log_probs, name="probs"):
         ValueError: naming ``name``, for any other array (probabilities or
           logits included, and one outcome [..., 1]).
     """
+    atol = row_tolerance(log_probs) if atol is None else atol
     lp = as_numbers(log_probs, name)
     if lp.ndim < 2 or lp.shape[-1] < 2 or lp.size == 0:
         raise argument_error(name, "be log-probabilities of shape [..., N, K] with N >= 1 and "
@@ -99,9 +121,9 @@ def check_log_probabilities(log_probs, name="probs"):
                              got="NaN or +inf values")
     with np.errstate(divide="ignore"):  # a row of -inf only: its logsumexp is -inf
         deviation = np.max(np.abs(logsumexp(lp, axis=-1)))
-    if lp.max() > _ROW_SUM_ATOL or not deviation <= _ROW_SUM_ATOL:
+    if lp.max() > atol or not deviation <= atol:
         raise argument_error(name, f"be rows of log-probabilities (at most 0, whose "
-                             f"exponentials sum to 1 within {_ROW_SUM_ATOL}; not "
+                             f"exponentials sum to 1 within {atol:g}; not "
                              "probabilities or logits)", log_probs,
                              got=f"values up to {lp.max():.4g}, a row's logsumexp off by "
                              f"{deviation:.4g}")
@@ -156,8 +178,8 @@ def two_class(probs, name="probs"):
 
     Returns:
       float64 numpy array: [..., 2] rows [1 − min(p, 1), p] for [..., 1] input
-      (:func:`check_probabilities` then admits p up to 1 + 5e-3, as any
-      row's entries, and clips it), else ``probs`` as it is.
+      (:func:`check_probabilities` then admits p up to 1 + its tolerance, as
+      any row's entries, and clips it), else ``probs`` as it is.
 
     Raises:
       ValueError: naming ``name`` if ``probs`` is not an array of numbers.

@@ -74,7 +74,7 @@ from keras_bnn.gaussian_metrics import (TARGET_AXES, evaluate_gaussian, evaluate
                                         gaussian_mixture_nll_per_example,
                                         gaussian_nll_per_example)
 from keras_bnn.metric_inputs import (as_numbers, check_log_probabilities, check_probabilities,
-                                     take_labels, take_weights, two_class)
+                                     row_tolerance, take_labels, take_weights, two_class)
 from keras_bnn.paired import paired_difference
 from keras_bnn.validation import argument_error, check_int
 
@@ -99,7 +99,8 @@ def _check(probs, labels, mask=None, sample_weight=None, log_probs=False):
     ``sample_weight``, checked."""
     p = as_numbers(probs, "probs") if log_probs else two_class(probs)
     at = positions.select(p.shape[:-1], mask)
-    p = (check_log_probabilities if log_probs else check_probabilities)(at.take(p, "probs"))
+    check = check_log_probabilities if log_probs else check_probabilities
+    p = check(at.take(p, "probs"), atol=row_tolerance(probs))
     return p, take_labels(labels, at, p.shape[1]), at, take_weights(sample_weight, at)
 
 
@@ -124,6 +125,11 @@ def accuracy(probs, labels, mask=None, sample_weight=None):
         a weight is negative or not finite, or all scored weights are 0.
     """
     p, y, _, w = _check(probs, labels, mask, sample_weight)
+    return _accuracy(p, y, w)
+
+
+def _accuracy(p, y, w):
+    """`accuracy` of checked rows ``p`` [M, K], labels ``y`` [M] and weights ``w``."""
     return float(np.average(np.argmax(p, axis=1) == y, weights=w))
 
 
@@ -211,7 +217,7 @@ def predictive_log_probs(member_log_probs):
     if lp.ndim < 3:
         raise argument_error("member_log_probs", "be an array of shape [S, N, ..., K]", None,
                              got=f"shape {lp.shape}")
-    lp = check_log_probabilities(lp, "member_log_probs")
+    lp = check_log_probabilities(lp, "member_log_probs", row_tolerance(member_log_probs))
     return np.minimum(logsumexp(lp, axis=0) - np.log(lp.shape[0]), 0.0)
 
 
@@ -237,7 +243,11 @@ def brier(probs, labels, mask=None, sample_weight=None):
       ValueError: as for `accuracy`.
     """
     p, y, _, w = _check(probs, labels, mask, sample_weight)
-    binary = np.shape(probs)[-1] == 1  # after the check: a scalar has no last axis
+    return _brier(p, y, w, np.shape(probs)[-1] == 1)  # after the check: a scalar has no axis
+
+
+def _brier(p, y, w, binary):
+    """`brier` of checked rows ``p`` [M, K] (two-class rows of ``binary`` p(y=1))."""
     # Σ_k (p_k - 1[k = y])² = Σ_k p_k² - 2 p_y + 1, without a one-hot copy of p;
     # >= 0 up to rounding (it is Σ_{k≠y} p_k² + (1 - p_y)²).
     terms = np.einsum("ik,ik->i", p, p) - 2.0 * p[np.arange(p.shape[0]), y] + 1.0
@@ -270,7 +280,11 @@ def ece(probs, labels, num_bins=15, mask=None, sample_weight=None):
     Raises:
       ValueError: as for `accuracy`, or if `num_bins` is not a positive integer.
     """
-    stats = reliability(probs, labels, num_bins, mask, sample_weight)
+    return _ece(reliability(probs, labels, num_bins, mask, sample_weight))
+
+
+def _ece(stats):
+    """`ece` of the bins of `reliability`."""
     filled = stats["weight"] > 0
     weights = stats["weight"][filled] / np.sum(stats["weight"])
     return float(np.sum(weights * np.abs(stats["accuracy"][filled] - stats["confidence"][filled])))
@@ -304,6 +318,11 @@ def reliability(probs, labels, num_bins=15, mask=None, sample_weight=None):
     """
     num_bins = check_int(num_bins, "num_bins", 1)
     p, y, _, w = _check(probs, labels, mask, sample_weight)
+    return _reliability(p, y, w, num_bins)
+
+
+def _reliability(p, y, w, num_bins):
+    """`reliability` of checked rows ``p`` [M, K], labels ``y`` [M] and weights ``w``."""
     w = np.ones(len(y)) if w is None else w
     predicted = np.argmax(p, axis=1)
     confidence = p[np.arange(p.shape[0]), predicted]
@@ -341,9 +360,17 @@ def evaluate_probs(probs, labels, num_bins=15, mask=None, sample_weight=None):
     Raises:
       ValueError: as for `ece`.
     """
-    w = sample_weight
-    return {"accuracy": accuracy(probs, labels, mask, w), "nll": nll(probs, labels, mask, w),
-            "ece": ece(probs, labels, num_bins, mask, w), "brier": brier(probs, labels, mask, w)}
+    num_bins = check_int(num_bins, "num_bins", 1)
+    p, y, _, w = _check(probs, labels, mask, sample_weight)
+    return _scores(p, y, w, num_bins, np.shape(probs)[-1] == 1)
+
+
+def _scores(p, y, w, num_bins, binary):
+    """`evaluate_probs` of checked rows ``p`` [M, K] (two-class rows of ``binary``
+    p(y=1)), labels ``y`` [M] and weights ``w``: each row is checked once, at the
+    tolerance of the dtype it was given in (a bfloat16 softmax's)."""
+    return {"accuracy": _accuracy(p, y, w), "nll": float(np.average(_nll_terms(p, y), weights=w)),
+            "ece": _ece(_reliability(p, y, w, num_bins)), "brier": _brier(p, y, w, binary)}
 
 
 def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight=None,
@@ -386,19 +413,21 @@ def evaluate_members(member_probs, labels, num_bins=15, mask=None, sample_weight
     if probs.ndim < 3:
         raise argument_error("member_probs", "be an array of shape [S, N, ..., K]", None,
                              got=f"shape {probs.shape}")
+    num_bins = check_int(num_bins, "num_bins", 1)
     at = positions.select(probs.shape[1:-1], mask, "member_probs")
-    probs = at.take(probs, "member_probs", lead=1)
-    classes = check_probabilities(two_class(probs), name="member_probs").shape[-1]
-    labels, w = take_labels(labels, at, classes), take_weights(sample_weight, at)
-    members = [evaluate_probs(p, labels, num_bins, sample_weight=w) for p in probs]
+    binary = probs.shape[-1] == 1
+    probs = check_probabilities(two_class(at.take(probs, "member_probs", lead=1)),
+                                "member_probs", row_tolerance(member_probs))  # [S, M, K]
+    labels, w = take_labels(labels, at, probs.shape[-1]), take_weights(sample_weight, at)
+    members = [_scores(p, labels, w, num_bins, binary) for p in probs]
     exact = None if member_log_probs is None else _label_log_probs(
-        member_log_probs, probs.shape[:-1] + (classes,), at, labels)
+        member_log_probs, probs.shape, at, labels)
     curve = {"num_samples": []}
     curve.update({name: [] for name in METRIC_NAMES})
     running_sum = np.zeros_like(probs[0])
     for s, p in enumerate(probs, start=1):
         running_sum += p
-        scores = evaluate_probs(running_sum / s, labels, num_bins, sample_weight=w)
+        scores = _scores(running_sum / s, labels, w, num_bins, binary)
         curve["num_samples"].append(s)
         for name in METRIC_NAMES:
             curve[name].append(scores[name])
@@ -420,5 +449,6 @@ def _label_log_probs(member_log_probs, shape, at, labels):
         raise argument_error("member_log_probs", f"have the shape of the members' "
                              f"log-probabilities, [{shape[0]}, N, ..., {shape[-1]}]", None,
                              got=f"shape {lp.shape}")
-    lp = check_log_probabilities(at.take(lp, "member_log_probs", lead=1), "member_log_probs")
+    lp = check_log_probabilities(at.take(lp, "member_log_probs", lead=1), "member_log_probs",
+                                 row_tolerance(member_log_probs))
     return lp[:, np.arange(len(labels)), labels]

@@ -40,7 +40,7 @@ import scipy.ndimage
 import scipy.stats
 
 from keras_bnn import positions
-from keras_bnn.metric_inputs import check_probabilities, two_class
+from keras_bnn.metric_inputs import check_probabilities, row_tolerance, two_class
 from keras_bnn.validation import argument_error, check_bool, check_choice
 
 #: The keys of :func:`ood_auroc`'s result.
@@ -70,7 +70,7 @@ def _members(member_probs, mask, members, name):
     """The checked probabilities as members ``[S, N, ..., K]``: ``member_probs`` with a
     member axis added when ``members`` is False, or (None) for ``[N, K]`` or an array
     of only the ``mask``'s rank + 1 axes (:func:`uncertainty_scores`)."""
-    probs = check_probabilities(two_class(member_probs, name), name)
+    probs = check_probabilities(two_class(member_probs, name), name, row_tolerance(member_probs))
     members = check_bool(members, "members", allow_none=True)
     if members is None:
         members = probs.ndim > (2 if mask is None else np.ndim(mask) + 1)
@@ -136,8 +136,9 @@ def _unit_scores(member_probs, mask, per, name, mask_name, members):
     examples with none left out."""
     if per == "position":
         return _information(_scored(member_probs, mask, name, mask_name, members)[0])
-    probs, at = _scored(_members(member_probs, mask, members, name), None, name, mask_name,
-                        True)
+    probs = _members(member_probs, mask, members, name)  # checked once: at its dtype's tolerance
+    at = positions.select(probs.shape[1:-1], None, name, mask_name)
+    probs = at.take(probs, name, lead=1)
     scored = np.zeros(probs.shape[1], bool)
     index = positions.select(at.shape, mask, name, mask_name).index
     scored[slice(None) if index is None else index] = True
@@ -200,8 +201,9 @@ def ood_auroc(in_member_probs, out_member_probs, in_mask=None, out_mask=None,
             :data:`OOD_UNITS`, or ``members`` not True, False or None.
     """
     per = check_choice(per, "per", OOD_UNITS, "ood_auroc")
-    classes = [check_probabilities(two_class(probs, name), name).shape[-1] for name, probs in (
-        ("in_member_probs", in_member_probs), ("out_member_probs", out_member_probs))]
+    classes = [check_probabilities(two_class(probs, name), name, row_tolerance(probs)).shape[-1]
+               for name, probs in (("in_member_probs", in_member_probs),
+                                   ("out_member_probs", out_member_probs))]
     if classes[0] != classes[1]:
         raise argument_error("out_member_probs", f"have the K = {classes[0]} classes of "
                              "`in_member_probs`", None, "ood_auroc", got=f"K = {classes[1]}")
