@@ -40,7 +40,7 @@ import scipy.ndimage
 import scipy.stats
 
 from keras_bnn import positions
-from keras_bnn.metric_inputs import check_probabilities, row_tolerance, two_class
+from keras_bnn.metric_inputs import as_numbers, check_probabilities, row_tolerance, two_class
 from keras_bnn.validation import argument_error, check_bool, check_choice
 
 #: The keys of :func:`ood_auroc`'s result.
@@ -152,17 +152,19 @@ def auroc(in_scores, out_scores):
     """AUROC of a score that should be higher on OOD inputs (module docstring).
 
     Args:
-        in_scores: [n_in] scores of in-distribution inputs.
+        in_scores: [n_in] scores of in-distribution inputs (numbers of any dtype,
+            bfloat16 included: ranked as float64).
         out_scores: [n_ood] scores of OOD inputs.
 
     Returns:
         float in [0, 1].
 
     Raises:
-        ValueError: naming the set if it is empty or a score is not finite
-            (NaN has no rank).
+        ValueError: naming the set if it is not numbers, empty, or a score is not
+            finite (NaN has no rank).
     """
-    in_scores, out_scores = np.ravel(in_scores), np.ravel(out_scores)
+    in_scores, out_scores = (np.ravel(as_numbers(values, name)) for values, name in (
+        (in_scores, "in_scores"), (out_scores, "out_scores")))
     for name, values in (("in_scores", in_scores), ("out_scores", out_scores)):
         if values.size == 0:
             raise argument_error(name, "be non-empty", None, "auroc", got="an empty array")

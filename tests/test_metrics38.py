@@ -68,3 +68,18 @@ def test_float32_rows_keep_the_float32_tolerance():
         metrics.nll(np.array([[0.5, 0.506]], np.float32), [0])
     with pytest.raises(ValueError, match="`probs`.*within 0.03125"):
         metrics.nll(np.array([[0.5, 0.54]], BFLOAT16), [0])
+
+
+def test_auroc_ranks_bfloat16_scores_as_sklearn():
+    """Scores of a ``mixed_bfloat16`` model (its entropies, or a ``keras.ops`` score of
+    its outputs) are ranked as their float64 values, ties counted half, as sklearn's
+    ``roc_auc_score``. Before, scipy's ``rankdata`` refused the dtype: ``TypeError:
+    dtype argument must be a NumPy dtype, but it is a <class 'numpy.dtype[bfloat16]'>``."""
+    rng = np.random.default_rng(1)
+    inside = rng.uniform(size=300).astype(BFLOAT16)  # 8 significant bits: many ties
+    outside = (rng.uniform(size=200) + 0.2).astype(BFLOAT16)
+    expected = sklearn.metrics.roc_auc_score(
+        np.r_[np.zeros(300), np.ones(200)], np.r_[inside, outside].astype(np.float64))
+    assert ood.auroc(inside, outside) == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="`in_scores`"):
+        ood.auroc(["a"], [1.0])
