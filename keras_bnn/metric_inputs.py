@@ -6,7 +6,9 @@ float64 probabilities (or log-probabilities) and int64 class indices, or
 raise a ValueError that names the argument. Labels come in the forms Keras'
 sparse losses take: ``[N, ...]`` integer classes, the same with a trailing
 axis of size 1 (``[N, 1]``: CIFAR-10's ``y``, a binary head's targets), and
-booleans for binary labels.
+booleans for binary labels. Rows of probabilities must sum to 1 within 5e-3
+(a log-probability row's log-sum-exp be 0 within it), bfloat16 ones within 2⁻⁵:
+the round-off of a softmax computed in their dtype, far from what logits give.
 
 Numpy and scipy: importing this module does not import TensorFlow.
 """
