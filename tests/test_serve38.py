@@ -1,0 +1,58 @@
+"""Export and serving defects found by the session-38 sweep (serve38)."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bnn as kb
+from ensemble_helpers import weight_sets
+from keras_bnn.serving import ServingClient, ServingError
+from tf_serving_standin import serving
+
+#: The first double that rounds to inf as float32 (2**128 - 2**103: half an ulp
+#: above float32's largest value, 2**128 - 2**104, a tie that rounds to even, inf).
+FLOAT32_OVERFLOW = float(2**128 - 2**103)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(URL, server) of an exported ensemble of one float32 input [2], as ``m``."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    with serving(ensemble.export(tmp_path_factory.mktemp("models") / "m"), "m") as url_httpd:
+        yield url_httpd
+
+
+@pytest.mark.parametrize("value", [
+    3.4028235e38,  # float32's largest value as numpy prints it: rounds to it
+    np.nextafter(FLOAT32_OVERFLOW, 0.0),  # the largest double that rounds to it
+    FLOAT32_OVERFLOW, 1e39])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_float64_values_are_refused_exactly_when_float32_rounds_them_to_inf(
+        served, value, sign):
+    """TF Serving casts each JSON number (a double) to the float32 input: a float64
+    value up to half an ulp beyond float32's largest value rounds to that value,
+    and the model answers; only one that rounds to ±inf is refused by the model
+    (HTTP 400). The client refuses a batch exactly then. Until 2026-11-30 it
+    refused every value above float32's largest, 3.4028234663852886e+38, so
+    3.4028235e+38, float32's largest as printed, was refused as "outside the
+    range [-3.4028235e+38, 3.4028235e+38]", a batch the server answers."""
+    url, httpd = served
+    batch = np.array([[sign * value, 0.0]])
+    unchecked = ServingClient("m", url=url, timeout=10, check_inputs=False)
+    client = ServingClient("m", url=url, timeout=10)
+    if abs(value) >= FLOAT32_OVERFLOW:
+        with pytest.raises(ServingError) as raised:
+            unchecked.predict(batch)
+        assert raised.value.status == 400
+        before = len(httpd.requests)
+        with pytest.raises(ValueError, match=r"`inputs` holds .*e\+3[89], outside the range "
+                                             r"\[-3\.4028235e\+38, 3\.4028235e\+38\]"):
+            client.predict(batch)
+        assert len(httpd.requests) == before
+    else:
+        expected = unchecked.predict(batch)  # the server answers it
+        np.testing.assert_array_equal(client.predict(batch)["probabilities"],
+                                      expected["probabilities"])
