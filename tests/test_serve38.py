@@ -56,3 +56,28 @@ def test_float64_values_are_refused_exactly_when_float32_rounds_them_to_inf(
         expected = unchecked.predict(batch)  # the server answers it
         np.testing.assert_array_equal(client.predict(batch)["probabilities"],
                                       expected["probabilities"])
+
+
+@pytest.mark.parametrize("format", ["columnar", "row"])
+def test_an_empty_batch_of_scalar_examples_is_refused_before_the_request(
+        tmp_path_factory, format):
+    """A member of scalar examples (``keras.Input(())``) takes a batch of rank 1:
+    until 2026-11-30 the client sent an empty one (it refused only empty batches
+    of rank >= 2), and TF Serving answered the row format HTTP 400 "No values in
+    'instances' array" and the columnar one outputs whose shape JSON's ``[]``
+    loses (``probabilities`` (0,) where the signature gives (0, 3)). Now it is
+    refused, naming the argument, before any request, as one of rank >= 2."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input(())
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Reshape((1,))(inputs)))
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    path = ensemble.export(tmp_path_factory.mktemp("models") / "scalar")
+    with serving(path, "scalar") as (url, httpd):
+        client = ServingClient("scalar", url=url, timeout=10)
+        np.testing.assert_allclose(client.predict(np.ones(2, "float32"), format=format)[
+            "probabilities"], ensemble.predict(np.ones(2, "float32"), verbose=0), atol=1e-6)
+        before = len(httpd.requests)
+        with pytest.raises(ValueError, match=r"`inputs` has no examples \(shape \(0,\)\).*"
+                                             r"send at least one example"):
+            client.predict(np.zeros(0, "float32"), format=format)
+        assert len(httpd.requests) == before
