@@ -81,3 +81,28 @@ def test_an_empty_batch_of_scalar_examples_is_refused_before_the_request(
                                              r"send at least one example"):
             client.predict(np.zeros(0, "float32"), format=format)
         assert len(httpd.requests) == before
+
+
+@pytest.mark.filterwarnings("ignore:When providing `inputs` as a dict")
+@pytest.mark.parametrize("names, same", [
+    (("A", "a"), "graph ops of one name but for case"),
+    (("a.b", "a/b"), "arguments 'a_b'"),
+    (("1a", "arg_1a"), "arguments 'arg_1a'")])
+def test_inputs_that_tensorflow_would_give_one_name_are_refused_before_writing(
+        tmp_path, names, same):
+    """TensorFlow names a signature's inputs as graph ops (unique regardless of
+    case) and as Python arguments (``[^A-Za-z0-9]`` -> ``_``, ``arg_`` before a
+    leading non-letter): two member inputs that become one such name each pass
+    :func:`keras_bnn.export.check_input_names`. Until 2026-11-30 the export then
+    failed inside ``write_out`` (after writing ``models.config``) with
+    TensorFlow's "Got non-flat/non-unique argument names for SavedModel signature
+    'serving_default': more than one argument to '__inference_signature_wrapper_
+    serve_...' was named 'a'" or "Name collision after sanitization"; now it is a
+    ValueError naming both inputs, and nothing is written."""
+    inputs = {name: keras.Input((2,), name=f"input_{i}") for i, name in enumerate(names)}
+    model = keras.Model(inputs, keras.layers.Dense(3)(
+        keras.layers.Concatenate()(list(inputs.values()))))
+    ensemble = kb.PosteriorEnsemble(model, weight_sets(model, 2))
+    with pytest.raises(ValueError, match=rf"inputs '{names[0]}' and '{names[1]}' .*{same}"):
+        ensemble.export(tmp_path / "m")
+    assert not (tmp_path / "m").exists()
