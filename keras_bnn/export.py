@@ -322,12 +322,20 @@ def check_input_names(names):
     letter, which Keras takes, failed inside ``write_out`` with "more than
     one argument ... was named 'my input'" until 2026-11-29.
 
+    Two inputs that TensorFlow would give one name are refused too: graph ops
+    are unique regardless of case (``A``, ``a``), and arguments are sanitised
+    (``[^A-Za-z0-9]`` -> ``_``, ``arg_`` before a leading non-letter: ``a.b``,
+    ``a/b``); until 2026-11-30 ``write_out`` failed on them with "more than one
+    argument ... was named 'a'" or "Name collision after sanitization".
+
     Args:
         names: ``ensemble.member_input_names``.
 
     Raises:
-        ValueError: naming the first such input and the names allowed.
+        ValueError: naming the first such input and the names allowed, or the
+            first two inputs of one name.
     """
+    seen = ({}, {})  # graph op names by lower case; argument names, sanitised
     for name in names:
         if not _INPUT_NAME.fullmatch(name):
             raise ValueError(
@@ -335,6 +343,16 @@ def check_input_names(names):
                 "input: TensorFlow names them as graph ops, [A-Za-z0-9.][A-Za-z0-9_./>-]* "
                 "(no space, ':', leading '_' or non-ASCII letter); rename the input (its "
                 "dict key or its keras.Input name).")
+        argument = re.sub("[^A-Za-z0-9]", "_", name)
+        argument = argument if argument[0].isalpha() else "arg_" + argument
+        for names_seen, key, what in ((seen[0], name.lower(), "graph ops of one name but for "
+                                       "case"), (seen[1], argument, f"arguments {argument!r}")):
+            if key in names_seen:
+                raise ValueError(
+                    f"PosteriorEnsemble.export: the model's inputs {names_seen[key]!r} and "
+                    f"{name!r} would both be {what} in the serving signature, which "
+                    "TensorFlow refuses; rename one (its dict key or its keras.Input name).")
+            names_seen[key] = name
 
 
 def check_model_dir(model_dir):

@@ -244,8 +244,8 @@ class ServingClient:
 
         Raises:
             ValueError: for an unknown ``format``, inputs that are not
-                rectangular finite numeric (or str, bytes) arrays, an empty batch of examples
-                of rank >= 1, named inputs of
+                rectangular finite numeric (or str, bytes) arrays, an empty batch (of
+                any rank; until 2026-11-30 one of rank 1 was sent), named inputs of
                 different batch sizes, or a list of arrays without
                 ``input_names``; and (see ``check_inputs``) for input names
                 other than the signature's, or a batch whose dtype, values or

@@ -27,7 +27,7 @@ def as_array(value, argument="inputs"):
     Raises:
         ValueError: naming ``argument``, for ragged nested lists, a dtype
             other than numeric, str or bytes, NaN or Inf values, a scalar, or
-            an empty batch of rank >= 2.
+            an empty batch (until 2026-11-30 one of rank 1 was sent).
     """
     try:
         array = np.asarray(value)
@@ -41,10 +41,10 @@ def as_array(value, argument="inputs"):
                          "(JSON cannot carry them, and the model refuses them).")
     if array.ndim == 0:
         raise ValueError(f"`{argument}` must have a batch axis; got a scalar.")
-    if array.ndim > 1 and not len(array):
+    if not len(array):  # of rank 1 too: TF Serving answers HTTP 400 for `instances` []
         raise ValueError(f"`{argument}` has no examples (shape {array.shape}): JSON's [] "
-                         "cannot carry their shape (TF Serving reads it as shape [0]); send "
-                         "at least one example.")
+                         "cannot carry their shape or the outputs' (TF Serving reads it as "
+                         "shape [0]); send at least one example.")
     return array
 
 

@@ -84,7 +84,10 @@ def check_input(array, argument, name, spec):
             Serving's JSON cannot fill (``DT_HALF``, ``DT_BFLOAT16``: any value;
             until 2026-11-30 sent, as the server refuses every one with HTTP
             501), the dtype kind is not one the input's dtype takes, or a value
-            is outside what that dtype holds. Integers to a float input are
+            is outside what that dtype holds (a float value: one that rounds to
+            ±inf in it, as the server casts it; until 2026-11-30 any beyond its
+            largest value, 3.4028235e+38, which rounds to it, was refused too).
+            Integers to a float input are
             sent whatever their size: TF Serving (2.5 on, json_tensor.cc)
             rounds them to a double, then to the input's dtype (until
             2026-11-30 those above ``2**24 - 1`` to float32 were refused, the
@@ -111,14 +114,16 @@ def check_input(array, argument, name, spec):
         raise ValueError(f"`{argument}` has dtype {array.dtype}, but the signature's input "
                          f"{name!r} is {target} ({dtype}), which takes {_KIND_NAMES[kinds]}"
                          f"{cast}.")
-    if kind == "f":  # to a float input: TF Serving reads values beyond its range as inf
-        low, high, server = -np.finfo(target).max, np.finfo(target).max, "reads as ±inf"
+    if kind == "f":  # to a float input: TF Serving casts each value, ±inf beyond its range
+        low, high, server = -np.finfo(target).max, np.finfo(target).max, "rounds to ±inf"
+        with np.errstate(over="ignore"):  # as TF Serving casts: to nearest, so a value
+            outside = np.isinf(array.astype(target))  # just beyond `high` rounds to it
     elif kind in "iu" and kinds != "iuf":  # to an int input; a float one rounds any integer
         low, high = int(np.iinfo(target).min), int(np.iinfo(target).max)
         server = "refuses"
+        outside = (array < low) | (array > high)
     else:
         return
-    outside = (array < low) | (array > high)
     if np.any(outside):
         raise ValueError(f"`{argument}` holds {array[outside].flat[0].item()!r}, outside the "
                          f"range [{low!s}, {high!s}] of the signature's input {name!r} "
