@@ -285,6 +285,32 @@ def check_jit_compile(model, owner="fit"):
         "on several devices: the JAX backend with keras.distribution.DataParallel).")
 
 
+def each_example_once(model, outputs):
+    """``predict_on_batch``'s outputs with each example's prediction once under ``tf.distribute``.
+
+    Keras hands each of a worker's replicas the whole batch of
+    ``predict_on_batch`` and concatenates their predictions: on 2 replicas
+    (MirroredStrategy over 2 CPUs) 12 examples gave 24 rows, the batch's
+    predictions twice, for a :class:`keras_bnn.BayesianModel` and a
+    :class:`keras_bnn.PosteriorEnsemble`, with XLA or without.
+
+    Args:
+        model: the Keras model that predicted.
+        outputs: Keras' ``predict_on_batch`` result (an array, or a structure of them).
+
+    Returns:
+        ``outputs``, each array cut to its first ``1/R`` of rows (``R``: this
+        worker's replicas); as they are without a strategy (and on JAX).
+    """
+    import keras
+
+    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's, or the scope's
+    if strategy is None or strategy.num_replicas_in_sync == 1:
+        return outputs
+    local = len(strategy.extended.worker_devices)
+    return keras.tree.map_structure(lambda leaf: leaf[:len(leaf) // local], outputs)
+
+
 def check_variables(model, owner="fit"):
     """Refuses a model whose weights were made under another strategy than it runs in.
 

@@ -251,3 +251,19 @@ def test_a_killed_task_stops_the_other_with_an_error_naming_it(victim, tmp_path)
     assert [m["step"] for m in store.metadata()] == steps
     assert all(np.all(np.isfinite(w)) for sample in store for w in sample.weights)
     json.loads((root / "store.json").read_text())
+
+
+def test_predict_on_batch_gives_each_example_once_on_several_replicas(new_strategy):
+    """Keras hands every replica the whole batch of ``predict_on_batch`` and concatenates
+    their predictions: on 2 replicas 10 examples gave 20 rows (the batch twice), 12 an
+    ensemble's 24, with XLA or without. Now the rows of ``predict``."""
+    x, _ = three_class_rows(10)
+    strategy = new_strategy()
+    model = softmax_regression("sgld", 10, strategy)
+    np.testing.assert_allclose(model.predict_on_batch(x), model.predict(x, verbose=0),
+                               rtol=1e-6, atol=1e-7)
+    member = tiny_member()
+    with strategy.scope():
+        ensemble = kb.PosteriorEnsemble(member, weight_sets(member, 2))
+    np.testing.assert_allclose(ensemble.predict_on_batch(inputs(12)),
+                               ensemble.predict(inputs(12), verbose=0), rtol=1e-6, atol=1e-7)
