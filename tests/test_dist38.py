@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,27 +113,19 @@ import time
 
 os.environ["TF_CONFIG"] = sys.argv[1]
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+sys.path.insert(0, TESTS)
 import keras
-import numpy as np
 import tensorflow as tf
 
 import keras_bnn as kb
+from fit_helpers import softmax_regression, three_class_rows
 from keras_bnn import durable
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 task = strategy.cluster_resolver.task_id
 victim = {"chief": 0, "worker": 1}[sys.argv[3]] == task
-rng = np.random.default_rng(0)
-x = rng.normal(size=(64, 5)).astype("float32")
-y = (x[:, 0] > 0).astype("int32")
-with strategy.scope():
-    keras.utils.set_random_seed(1)
-    inputs = keras.Input((5,))
-    outputs = keras.layers.Dense(2, kernel_regularizer=kb.priors.Normal(),
-                                 bias_regularizer=kb.priors.Normal())(inputs)
-    model = kb.BayesianModel(inputs, outputs)
-    model.compile(sampler=kb.samplers.SGLD(1e-3, seed=3), train_size=64,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+x, y = three_class_rows(64)
+model = softmax_regression(kb.samplers.SGLD(1e-3, seed=3), 64, strategy)
 
 
 def stop():
@@ -190,7 +183,7 @@ def _kill_and_time_survivor(tmp_path, victim, start_limit=300, exit_limit=120):
     and returns ``(seconds until the other exited, its exit code, its output)``;
     every process is killed by the limits, so this cannot hang."""
     script, stopped = tmp_path / "worker.py", tmp_path / "stopped"
-    script.write_text(_SAMPLING_WORKER)
+    script.write_text(_SAMPLING_WORKER.replace("TESTS", repr(str(Path(__file__).parent))))
     cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
     procs = [subprocess.Popen(
         [sys.executable, str(script),
