@@ -243,29 +243,72 @@ def global_logs(model, logs):
 def check_jit_compile(model, owner="fit"):
     """Refuses ``jit_compile=True`` for a model made under a ``tf.distribute`` strategy.
 
-    Under XLA a non-finite step is skipped by a conditional around the
-    optimizer's update (``keras_bnn.backend.apply_if_finite``), and that
-    update is a cross-replica ``merge_call``, which TensorFlow cannot run
-    inside a conditional of a compiled function ("`merge_call` called while
-    defining a new graph"), on one device or several. Keras' default
-    ``jit_compile="auto"`` leaves XLA off under ``tf.distribute``.
+    Training (``fit``, ``train_on_batch``): under XLA a non-finite step is
+    skipped by a conditional around the optimizer's update
+    (``keras_bnn.backend.apply_if_finite``), and that update is a
+    cross-replica ``merge_call``, which TensorFlow cannot run inside a
+    conditional of a compiled function ("`merge_call` called while defining
+    a new graph"), on one device or several: refused under any strategy.
 
-    ``train_on_batch`` runs the same step: it failed with that RuntimeError.
+    Evaluation (``evaluate``, ``test_on_batch``, a :class:`keras_bnn.PosteriorEnsemble`'s):
+    Keras compiles the replicas' test steps into one XLA function, which
+    cannot read a replica's variables on another device: on 2 replicas both
+    failed with TensorFlow's InvalidArgumentError "Trying to access resource
+    dense/kernel/replica_1 ... located in device CPU:1 from device CPU:0" (plain
+    Keras models too). Refused under several replicas; on one they run.
+    ``predict`` compiles each replica's step apart and runs under XLA.
+
+    Keras' default ``jit_compile="auto"`` leaves XLA off under ``tf.distribute``.
 
     Args:
-        model: a compiled Keras model (TensorFlow backend).
-        owner: the method checking (``"fit"``, ``"train_on_batch"``), for the message.
+        model: a compiled Keras model.
+        owner: the method checking (``"fit"``, ``"train_on_batch"``, ``"evaluate"``,
+            ``"test_on_batch"``), for the message.
 
     Raises:
         ValueError: naming ``jit_compile`` and the strategy.
     """
-    if model.jit_compile is True and model._distribute_strategy is not None:  # as Keras reads it
-        raise ValueError(
-            f"{owner}: `jit_compile` must be False or 'auto' under "
-            f"{type(model.distribute_strategy).__name__}: the NaN/Inf policy's skipped step holds "
-            "the optimizer's cross-replica update, which TensorFlow cannot compile inside a "
-            "conditional; got jit_compile=True (compile without it; XLA on several devices: "
-            "the JAX backend with keras.distribution.DataParallel).")
+    strategy = getattr(model, "_distribute_strategy", None)  # as Keras reads it; TensorFlow's
+    if model.jit_compile is not True or strategy is None:
+        return
+    if owner in ("fit", "train_on_batch"):
+        why = ("the NaN/Inf policy's skipped step holds the optimizer's cross-replica update, "
+               "which TensorFlow cannot compile inside a conditional")
+    elif strategy.num_replicas_in_sync > 1:
+        why = (f"Keras compiles its {strategy.num_replicas_in_sync} replicas' steps into one "
+               "XLA function, which cannot read the variables of the replicas on other devices")
+    else:
+        return
+    raise ValueError(
+        f"{owner}: `jit_compile` must be False or 'auto' under "
+        f"{type(strategy).__name__}: {why}; got jit_compile=True (compile without it; XLA "
+        "on several devices: the JAX backend with keras.distribution.DataParallel).")
+
+
+def each_example_once(model, outputs):
+    """``predict_on_batch``'s outputs with each example's prediction once under ``tf.distribute``.
+
+    Keras hands each of a worker's replicas the whole batch of
+    ``predict_on_batch`` and concatenates their predictions: on 2 replicas
+    (MirroredStrategy over 2 CPUs) 12 examples gave 24 rows, the batch's
+    predictions twice, for a :class:`keras_bnn.BayesianModel` and a
+    :class:`keras_bnn.PosteriorEnsemble`, with XLA or without.
+
+    Args:
+        model: the Keras model that predicted.
+        outputs: Keras' ``predict_on_batch`` result (an array, or a structure of them).
+
+    Returns:
+        ``outputs``, each array cut to its first ``1/R`` of rows (``R``: this
+        worker's replicas); as they are without a strategy (and on JAX).
+    """
+    import keras
+
+    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's, or the scope's
+    if strategy is None or strategy.num_replicas_in_sync == 1:
+        return outputs
+    local = len(strategy.extended.worker_devices)
+    return keras.tree.map_structure(lambda leaf: leaf[:len(leaf) // local], outputs)
 
 
 def check_variables(model, owner="fit"):

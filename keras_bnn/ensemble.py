@@ -55,9 +55,9 @@ from keras import ops
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import ensemble_inputs, ensemble_outputs, ensemble_scoring, ensemble_trunk
-from keras_bnn import backend, ensemble_loading, ensemble_prediction, ensemble_weights
+from keras_bnn import backend, distribute, ensemble_loading, ensemble_prediction
+from keras_bnn import ensemble_weights, uncertainty
 from keras_bnn import export as export_lib
-from keras_bnn import uncertainty
 from keras_bnn.ensemble_prediction import Untracked
 from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
@@ -398,6 +398,18 @@ class PosteriorEnsemble(ensemble_prediction.Prediction, ensemble_scoring.Scoring
         return self._pack([{name: uncertainty.nan_rows(value, finite) for name, value in
                             uncertainty.summary(leaf, likelihood).items()}
                            for leaf, likelihood in zip(members, self._likelihoods)])
+
+    def predict_on_batch(self, x):
+        """``keras.Model.predict_on_batch`` of the posterior predictive, one row an example
+        under ``tf.distribute`` (:func:`keras_bnn.distribute.each_example_once`).
+
+        Args:
+            x: as in Keras.
+
+        Returns:
+            As ``keras.Model.predict_on_batch``.
+        """
+        return distribute.each_example_once(self, super().predict_on_batch(x))
 
     def member_weights(self, held_once=True):
         """The stacked weight sets, one array per member weight.

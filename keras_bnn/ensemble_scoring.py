@@ -207,7 +207,12 @@ class Scoring:
 
         Returns:
             As Keras' ``test_step``.
+
+        Raises:
+            ValueError: ``jit_compile=True`` under a ``tf.distribute`` strategy of several
+                replicas (:func:`keras_bnn.distribute.check_jit_compile`), at the trace.
         """
+        distribute.check_jit_compile(self, "PosteriorEnsemble.evaluate/test_on_batch")
         with loss_shares.counting_terms():
             return super().test_step(*args)
 

@@ -294,9 +294,12 @@ def evaluate_arguments(model, args, kwargs, where):
         dict: the keyword arguments for ``keras.Model.evaluate``.
 
     Raises:
-        ValueError: as :meth:`keras_bnn.BayesianModel.evaluate`.
+        ValueError: as :meth:`keras_bnn.BayesianModel.evaluate`; ``jit_compile=True``
+            under a ``tf.distribute`` strategy of several replicas
+            (:func:`keras_bnn.distribute.check_jit_compile`).
     """
     kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
+    distribute.check_jit_compile(model, "evaluate")
     if not kwargs.get("_use_cached_eval_dataset"):  # not fit's validation, each epoch
         kwargs["x"], first = check_fit_data(model, kwargs, owner="evaluate")
         distribute.check_data_batches(kwargs, first, "evaluate")

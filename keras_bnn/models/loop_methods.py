@@ -66,6 +66,18 @@ class LoopMethods:
             return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps,
                                    callbacks=callbacks)
 
+    def predict_on_batch(self, x):
+        """``keras.Model.predict_on_batch``, one row an example under ``tf.distribute``
+        (:func:`keras_bnn.distribute.each_example_once`).
+
+        Args:
+            x: as in Keras.
+
+        Returns:
+            As ``keras.Model.predict_on_batch``.
+        """
+        return distribute.each_example_once(self, super().predict_on_batch(x))
+
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
                        return_dict=False):
         """``keras.Model.train_on_batch``: one transition, with ``fit``'s checks.

@@ -181,8 +181,11 @@ def test_on_batch(model, keras_test_on_batch, x, y=None, sample_weight=None, ret
     Raises:
         ValueError: as ``evaluate``: labels the likelihood cannot score, or
             labels given to a model compiled without a loss (``nll`` would
-            read 0), a batch ``keras.distribution`` cannot split (``len(x)``).
+            read 0), a batch ``keras.distribution`` cannot split (``len(x)``),
+            ``jit_compile=True`` under a ``tf.distribute`` strategy of several
+            replicas (:func:`keras_bnn.distribute.check_jit_compile`).
     """
     check_fit_data(model, {"x": x, "y": y}, owner="test_on_batch")
+    distribute.check_jit_compile(model, "test_on_batch")
     _check_batch_splits(x, "test_on_batch")
     return keras_test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
