@@ -45,7 +45,8 @@ def _config_from(args, arrays=False):
             or ``--collect-every`` (or in ``--config``) for a sampler that
             collects no sample (sgd), which would ignore them.
     """
-    from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, CollectionRefused, RunConfig
+    from keras_bnn.runs.config import (ARRAYS, DATASETS, SAMPLERS, CollectionRefused,
+                                       RunConfig, SizeRefused)
     from keras_bnn.runs.tables import DATA_DIR_DATASETS
 
     flags = flag_values(args)
@@ -57,17 +58,17 @@ def _config_from(args, arrays=False):
     except CollectionRefused as error:  # named as the command line names it
         raise CollectionRefused(_named(error.field, flags), error.sampler,
                                 command_line=True) from None
+    except SizeRefused as error:
+        raise SizeRefused(_named(error.field, flags), f"dataset {error.data!r}",
+                          command_line=True) from None
     if config.dataset == ARRAYS:  # the runs API's name for arrays passed in memory
         raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
                          "Python API's name for arrays passed in memory; on the command line "
                          "--dataset npy --data-dir D reads your arrays from .npy files)")
     data = "the --x/--y arrays" if arrays else f"dataset {config.dataset!r}"
-    unset = RunConfig()
-    sizes = _fields_set(flags, config, num_train=(unset.num_train,),
-                        num_test=(unset.num_test,))
-    if sizes and (arrays or config.dataset != "synthetic"):
-        raise ValueError(f"{sizes[0]} sizes the synthetic task; {data} has its own split: "
-                         "drop it")
+    sizes = _fields_set(flags, config, num_train=(None,), num_test=(None,))
+    if sizes and arrays:  # RunConfig refuses them for another dataset than synthetic
+        raise SizeRefused(sizes[0], data, command_line=True)
     data_dir = _fields_set(flags, config, data_dir=(None,))
     if data_dir and (arrays or config.dataset not in DATA_DIR_DATASETS):
         raise ValueError(f"{data_dir[0]} is read by datasets {', '.join(DATA_DIR_DATASETS)}; "

@@ -29,7 +29,8 @@ __all__ = ["ARRAYS", "DATASETS", "DEFAULT_MODEL_ARGS", "DEFAULT_STEPS", "DEFAULT
            "MIN_SAMPLED_SHARE", "MODEL_ARGS", "MODEL_DATASETS", "MODELS", "PRIOR_CANDIDATES",
            "PRIOR_VALIDATION_SPLIT", "PRIORS", "SAMPLER_ARGS", "SAMPLERS", "SAMPLES_PER_RUN",
            "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "COLLECTION_UNSET",
-           "CollectionRefused", "RunConfig", "chain_seed", "check_sweep",
+           "SYNTHETIC_SIZES", "CollectionRefused", "RunConfig", "SizeRefused", "chain_seed",
+           "check_sweep",
            "default_collect_every", "default_epochs", "read_config", "resume_config"]
 
 
@@ -59,6 +60,9 @@ AUTO_STEP_REFUSED = {"hmc": "HMC has no 'auto' warm-up: its num_adaptation_steps
 
 #: The collection fields' values for a sampler that collects no sample (sgd).
 COLLECTION_UNSET = {"burn_in_epochs": "auto", "collect_every": None}
+#: The synthetic task's sizes where ``num_train``, ``num_test`` are None
+#: (:meth:`RunConfig.synthetic_sizes`); every other dataset has its own split.
+SYNTHETIC_SIZES = {"num_train": 2000, "num_test": 2000}
 
 
 class CollectionRefused(ValueError):
@@ -86,6 +90,28 @@ class CollectionRefused(ValueError):
         super().__init__(f"{field} sets when a sampler collects samples; {named} collects "
                          f"none (it keeps each chain's final weights; a deep ensemble is "
                          f"{ensemble}): drop it")
+
+
+class SizeRefused(ValueError):
+    """``num_train`` or ``num_test`` set for a dataset other than the synthetic task.
+
+    Args:
+        field: the field, or how the command line names it (``--num-train``,
+            "`num_train` in --config").
+        data: the dataset's name, or how the command line names the data
+            (``"the --x/--y arrays"``) with ``command_line``.
+        command_line: ``data`` is named as it stands, not as a dataset.
+
+    Attributes:
+        field, data: the arguments.
+    """
+
+    def __init__(self, field, data, command_line=False):
+        self.field, self.data = field, data
+        task = "the synthetic task"
+        if not command_line:
+            field, data, task = f"`{field}`", f"dataset {data!r}", f"{task} (dataset='synthetic')"
+        super().__init__(f"{field} sizes {task}; {data} has its own split: drop it")
 
 
 @dataclasses.dataclass
@@ -133,7 +159,9 @@ class RunConfig:
         collect_every: collect every k epochs (None: at cycle ends, or
             :func:`default_collect_every` epochs with a constant step size);
             None for a sampler that collects no sample.
-        num_train, num_test: sizes of the synthetic task.
+        num_train, num_test: sizes of the synthetic task (None:
+            :data:`SYNTHETIC_SIZES`, :meth:`synthetic_sizes`); left None
+            for any other dataset, which has its own split.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``;
             None takes the dataset's (:data:`TASK_LIKELIHOOD`; categorical
             for the synthetic and tfds datasets).
@@ -168,8 +196,8 @@ class RunConfig:
     cycle_epochs: int = None
     burn_in_epochs: int = None
     collect_every: int = None
-    num_train: int = 2000
-    num_test: int = 2000
+    num_train: int = None
+    num_test: int = None
     likelihood: str = None
     prior: str = None
     prior_scale: float = None
@@ -186,7 +214,9 @@ class RunConfig:
         Raises:
             ValueError: naming the field and the allowed values
                 (:class:`CollectionRefused` for ``burn_in_epochs`` or
-                ``collect_every`` with a sampler that collects no sample, sgd).
+                ``collect_every`` with a sampler that collects no sample, sgd;
+                :class:`SizeRefused` for ``num_train`` or ``num_test`` with
+                another dataset than the synthetic task).
         """
         if self.prior is None:
             self.prior = DEFAULTS["prior"]
@@ -209,8 +239,12 @@ class RunConfig:
         if needs and self.dataset not in needs:
             raise argument_error("dataset", f"be one of {', '.join(map(repr, needs))} for "
                                  f"model={self.model!r} ({why})", self.dataset, "RunConfig")
-        for name in ("batch_size", "num_train", "num_test"):
-            check_int(getattr(self, name), name, 1)
+        check_int(self.batch_size, "batch_size", 1)
+        for name in SYNTHETIC_SIZES:
+            if getattr(self, name) is not None and self.dataset != "synthetic":
+                raise SizeRefused(name, self.dataset)
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, 1)
         if self.epochs is not None:
             check_int(self.epochs, "epochs", 1)
         if self.max_epochs is not None:
@@ -284,6 +318,16 @@ class RunConfig:
                     f"({sampled_epochs}), or no sample is collected."
                 )
         return self
+
+    def synthetic_sizes(self):
+        """The synthetic task's sizes: ``num_train`` and ``num_test``, each
+        :data:`SYNTHETIC_SIZES`' where None.
+
+        Returns:
+            ``(num_train, num_test)``.
+        """
+        return tuple(SYNTHETIC_SIZES[name] if getattr(self, name) is None else getattr(self, name)
+                     for name in SYNTHETIC_SIZES)
 
     def resolve_length(self, steps_per_epoch):
         """Fills ``epochs`` and ``max_epochs`` where they are None.
@@ -399,7 +443,9 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
 
     Returns:
         The validated :class:`RunConfig`; a stored sgd run's ``burn_in_epochs``
-        or ``collect_every`` (which it never used) read as unset.
+        or ``collect_every``, and the ``num_train``, ``num_test`` of a run on
+        another dataset than the synthetic task (each run stored 2000 before
+        2026-11-30), which it never used, read as unset.
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``config.json`` (for a
@@ -418,12 +464,13 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     while True:
         try:
             return RunConfig.from_json(run.config, overrides, argument="the run's config")
-        except CollectionRefused as refused:
+        except (CollectionRefused, SizeRefused) as refused:
             if refused.field in given:
                 raise
-            # A stored sgd run's collection field (the API took one before 2026-11-30;
-            # it never had an effect): read as unset.
-            overrides = dict(overrides, **{refused.field: COLLECTION_UNSET[refused.field]})
+            # A stored sgd run's collection field, or a synthetic size of another dataset's
+            # run (the API took them before 2026-11-30; they never had an effect): unset.
+            unset = COLLECTION_UNSET.get(refused.field)  # None for a size
+            overrides = dict(overrides, **{refused.field: unset})
 
 
 def resume_config(output_dir, flags, chains=1):
@@ -467,10 +514,13 @@ def resume_config(output_dir, flags, chains=1):
     if chains != 1 and len(found) > chains:
         raise ValueError(f"--resume: {output_dir!r} holds a run of "
                          f"{counted(len(found), 'chain')}: pass --chains {len(found)}.")
+    stored = dataclasses.asdict(config)
+    if config.dataset == "synthetic":  # a size left None is the default's
+        stored.update(zip(SYNTHETIC_SIZES, config.synthetic_sizes()))
     for name, value in flags.items():
-        if name != "output_dir" and getattr(config, name) != value:
+        if name != "output_dir" and stored[name] != value:
             raise ValueError(f"--resume continues the stored run: `{name}` is "
-                             f"{getattr(config, name)!r} there, {value!r} given.")
+                             f"{stored[name]!r} there, {value!r} given.")
     return config
 
 
