@@ -3,13 +3,17 @@ chain process's command line refused them), and a sweep of the data loaders
 (found 2026-11-30)."""
 
 import dataclasses
+import gzip
 import json
 import os
 import warnings
 
+import numpy as np
 import pytest
+from fashion_mnist_files import write_idx, write_set
 
-from keras_bnn import cli, runs
+from keras_bnn import cli, data, runs
+from keras_bnn import fashion_mnist as fm
 from keras_bnn.runs import checkpoints
 from keras_bnn.runs.build import load_data
 from keras_bnn.runs.config import DATASETS, RunConfig, SizeRefused, read_config, resume_config
@@ -116,3 +120,120 @@ def test_the_default_synthetic_sizes_load_and_resume_compares_them(tmp_path):
     assert resume_config(config.output_dir, {"num_train": 2000}).num_train is None
     with pytest.raises(ValueError, match="`num_test` is 2000 there, 10 given"):
         resume_config(config.output_dir, {"num_test": 10})
+
+
+# --------------------------------------------------------------------------
+# The data loaders.
+
+
+@pytest.fixture
+def no_default_places(tmp_path, monkeypatch):
+    """Fashion-MNIST's default places moved under tmp_path (KERAS_HOME unset)."""
+    monkeypatch.setattr(fm, "KERAS_CACHE", str(tmp_path / "keras-cache"))
+    monkeypatch.setattr(fm, "DEBIAN_DIR", str(tmp_path / "debian"))
+    monkeypatch.delenv("KERAS_HOME", raising=False)
+
+
+def test_fashion_mnist_is_found_in_the_cache_keras_uses_under_keras_home(
+        tmp_path, monkeypatch, no_default_places):
+    """Keras caches at $KERAS_HOME/datasets/fashion-mnist when KERAS_HOME is
+    set. Before: that place was never searched (search_path: data_dir,
+    .../keras-cache, .../debian). Now it is searched after data_dir, before
+    ~/.keras."""
+    home = tmp_path / "keras-home"
+    write_set(home / "datasets" / "fashion-mnist", num_train=7)
+    write_set(tmp_path / "keras-cache", num_train=5)
+    monkeypatch.setenv("KERAS_HOME", str(home))
+    assert fm.search_path(tmp_path / "mine") == [str(tmp_path / "mine"), str(
+        home / "datasets" / "fashion-mnist"), str(tmp_path / "keras-cache"),
+        str(tmp_path / "debian")]
+    assert fm.fashion_mnist_arrays()[3]["num_train"] == 7
+    write_set(tmp_path / "mine", num_train=6)
+    assert fm.fashion_mnist_arrays(tmp_path / "mine")[3]["num_train"] == 6
+
+
+def test_an_idx_header_whose_size_overflows_int64_is_reported_as_it_is(
+        tmp_path, no_default_places):
+    """Before: the byte count of shape (65536, 65536, 4294967295) wrapped in
+    int64: "... header says shape (...) (-4294967296 bytes)"."""
+    write_set(tmp_path / "mine")
+    path = tmp_path / "mine" / fm.FILES["x_train"]
+    with gzip.open(path, "wb") as handle:
+        handle.write(bytes([0, 0, 8, 3]) + np.asarray([2**16, 2**16, 2**32 - 1], ">u4").tobytes())
+    with pytest.raises(ValueError, match=rf"{path}: 0 data bytes, but its header says shape "
+                                         rf"\(65536, 65536, 4294967295\) "
+                                         rf"\({2**32 * (2**32 - 1)} bytes\)\.$"):
+        fm.fashion_mnist_arrays(tmp_path / "mine")
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_a_fashion_mnist_split_without_images_is_refused_by_name(
+        tmp_path, no_default_places, split):
+    """Before: files of 0 images read as an empty split, and ``load`` failed in
+    make_dataset with "`y` must be non-empty, with as many examples as `x`; got
+    shapes (0,) (y) for 0 examples.", naming neither the files nor data_dir."""
+    write_set(tmp_path / "mine")
+    write_idx(tmp_path / "mine" / fm.FILES[f"x_{split}"], np.zeros((0, 28, 28)))
+    write_idx(tmp_path / "mine" / fm.FILES[f"y_{split}"], np.zeros(0))
+    with pytest.raises(ValueError, match=rf"^`data_dir` must hold 28x28 images with one label "
+                                         rf"each, at least one \({split} split\); got images "
+                                         r"\(0, 28, 28\)"):
+        data.load("fashion_mnist", data_dir=tmp_path / "mine")
+
+
+@pytest.mark.parametrize("split", [1, 1.5, -0.5, None, True, float("nan")])
+def test_a_bad_validation_split_names_zero_among_the_allowed_values(
+        tmp_path, no_default_places, split):
+    """Before: "`validation_split` must be a number in (0, 1); got 1." though
+    0 (no validation set) is allowed, and the default."""
+    write_set(tmp_path / "mine")
+    with pytest.raises(ValueError, match=r"^fashion_mnist_arrays: `validation_split` must be 0 "
+                                         r"or a number in \(0, 1\); got "):
+        data.load("fashion_mnist", data_dir=tmp_path / "mine", validation_split=split)
+
+
+@pytest.mark.parametrize("name, taken", [
+    ("wine", "seed"), ("digits", "seed"),
+    ("synthetic", "num_train, num_test, input_dim, num_classes, hidden, logit_scale, seed"),
+    ("npy", "data_dir, seed"), ("mnist", "data_dir, download, seed")])
+def test_a_keyword_the_loader_does_not_take_is_named_with_those_it_takes(name, taken):
+    """Before: TypeError "load_bundled() got an unexpected keyword argument
+    'validation_split'" (a function the caller never called, and not what it takes)."""
+    with pytest.raises(ValueError, match=f"^load: `validation_split` must be left out for "
+                                         rf"dataset '{name}' \(it takes {taken}\); got 0.2.$"):
+        data.load(name, validation_split=0.2)
+
+
+def test_npy_labels_beyond_int64_are_refused_with_their_value(tmp_path):
+    """Before: uint64 labels 2**63 + 5 wrapped on the int64 cast, and the
+    error showed "got label -9223372036854775803", a label not in the file."""
+    arrays = (np.zeros((4, 2)), np.full(4, 2**63 + 5, np.uint64), np.zeros((2, 2)),
+              np.zeros(2, np.uint64))
+    for name, array in zip(data.NPY_FILES, arrays):
+        np.save(tmp_path / name, array)
+    with pytest.raises(ValueError, match=r"y_train.npy` must hold class labels 0, 1, \.\.\., "
+                                         f"K-1; got label {2**63 + 5}.$"):
+        data.npy_arrays(str(tmp_path))
+    np.save(tmp_path / "y_train.npy", np.array([0, 1, 2, 1], np.uint64))
+    y_train, y_test = (part[1] for part in data.npy_arrays(str(tmp_path))[:2])
+    assert y_train.dtype == y_test.dtype == np.int64 and list(y_train) == [0, 1, 2, 1]
+
+
+@pytest.mark.parametrize("name", ["digits", "wine", "breast_cancer", "diabetes", "synthetic"])
+def test_every_array_dataset_serves_float32_inputs_and_its_labels(name):
+    """dtype and shape of every batch; labels int64 in 0..K-1 (float32
+    targets for diabetes); the features standardised with the training split's
+    statistics only (the test split's own mean is not 0)."""
+    kwargs = {"num_train": 50, "num_test": 30} if name == "synthetic" else {}
+    train, test, info = data.load(name, batch_size=32, seed=1, **kwargs)
+    for ds, size in ((train, info["num_train"]), (test, info["num_test"])):
+        x, y = (np.concatenate(part) for part in zip(*ds.as_numpy_iterator()))
+        assert x.dtype == np.float32 and x.shape == (size, *info["input_shape"])
+        if info["num_classes"] is None:
+            assert y.dtype == np.float32 and y.shape == (size,)
+        else:
+            assert y.dtype == np.int64 and 0 <= y.min() and y.max() < info["num_classes"]
+    if name in ("wine", "breast_cancer", "diabetes"):
+        (x_train, _), (x_test, _), _ = data.bundled_arrays(name)
+        np.testing.assert_allclose(x_train.mean(axis=0), 0, atol=1e-5)
+        assert np.abs(x_test.mean(axis=0)).max() > 0.05
