@@ -16,7 +16,9 @@ from keras_bnn import cli, data, runs
 from keras_bnn import fashion_mnist as fm
 from keras_bnn.runs import checkpoints
 from keras_bnn.runs.build import load_data
-from keras_bnn.runs.config import DATASETS, RunConfig, SizeRefused, read_config, resume_config
+from keras_bnn.runs.config import (DATASETS, DataFieldRefused, RunConfig, read_config,
+                                   resume_config)
+from keras_bnn.runs.tables import DATA_DIR_DATASETS
 
 SGD = {"sampler": "sgd", "epochs": 3, "prior": "he_normal", "batch_size": 64}
 
@@ -28,22 +30,40 @@ def test_the_api_refuses_the_synthetic_sizes_for_another_dataset(tmp_path, datas
     so ``run_chains`` trained it with processes=1 and failed part-way with
     processes=2 (each chain's ``keras-bnn train --config`` refused it)."""
     config = RunConfig(dataset=dataset, output_dir=str(tmp_path / "run"), **{field: 100})
-    with pytest.raises(SizeRefused, match=f"^`{field}` sizes the synthetic task "
-                                          rf"\(dataset='synthetic'\); dataset '{dataset}' has "
-                                          "its own split: drop it$"):
+    with pytest.raises(DataFieldRefused, match=f"^`{field}` sizes the synthetic task "
+                                               rf"\(dataset='synthetic'\); dataset "
+                                               f"'{dataset}' has its own split: drop it$"):
         config.validate()
     config = RunConfig(dataset=dataset, output_dir=str(tmp_path / "run")).validate()
     assert (config.num_train, config.num_test) == (None, None)
     assert RunConfig(num_train=300).validate().synthetic_sizes() == (300, 2000)
 
 
+@pytest.mark.parametrize("dataset", ["synthetic", "wine", "arrays"])
+def test_the_api_refuses_a_data_dir_for_a_dataset_that_reads_no_files(tmp_path, dataset):
+    """Before: ``RunConfig(dataset="wine", data_dir=...).validate()`` passed
+    (the directory was ignored); the command line refused it."""
+    config = RunConfig(dataset=dataset, data_dir=str(tmp_path), output_dir=str(tmp_path / "r"))
+    with pytest.raises(DataFieldRefused, match="^`data_dir` is read by datasets npy, "
+                                               "fashion_mnist, mnist, cifar10, imdb; dataset "
+                                               f"'{dataset}' reads no files from it, and would "
+                                               "ignore it: drop it$"):
+        config.validate()
+
+
 @pytest.mark.parametrize("processes", [1, 2])
-def test_run_chains_refuses_a_size_of_wine_in_one_process_and_in_several(tmp_path, processes):
-    """Before: processes=1 trained the two chains (ignoring num_train=100),
-    processes=2 raised ChildProcessError "2 chains failed; ... `num_train` in
-    --config sizes the synthetic task". Now both refuse before anything runs."""
-    config = RunConfig(dataset="wine", num_train=100, output_dir=str(tmp_path / "run"), **SGD)
-    with pytest.raises(SizeRefused, match="^`num_train` sizes the synthetic task"):
+@pytest.mark.parametrize("field, says", [("num_train", "sizes the synthetic task"),
+                                         ("data_dir", "is read by datasets")])
+def test_run_chains_refuses_a_field_wine_ignores_in_one_process_and_in_several(
+        tmp_path, processes, field, says):
+    """Before: processes=1 trained the two chains (ignoring num_train=100 or
+    the data_dir), processes=2 raised ChildProcessError "2 chains failed; ...
+    `num_train` in --config sizes the synthetic task". Now both refuse before
+    anything runs."""
+    value = {"num_train": 100, "data_dir": str(tmp_path / "files")}[field]
+    config = RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **{field: value},
+                       **SGD)
+    with pytest.raises(DataFieldRefused, match=f"^`{field}` {says}"):
         runs.run_chains(config, 2, verbose=0, processes=processes)
     assert os.listdir(tmp_path) == []
 
@@ -61,19 +81,22 @@ def _store_as_before(run_dir, **fields):
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_a_stored_config_of_every_dataset_still_reads(tmp_path, dataset):
     """Every stored run holds num_train 2000 (the old default): one of another
-    dataset than the synthetic task reads as unset; an override is still refused."""
+    dataset than the synthetic task reads as unset, as does a data_dir the
+    API stored for a dataset that reads no files; an override is still refused."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    data_dir = str(tmp_path) if dataset in ("npy", "fashion_mnist", "mnist") else None
+    reads_files = dataset in DATA_DIR_DATASETS
+    data_dir = str(tmp_path) if reads_files else None
     values = dataclasses.asdict(RunConfig(dataset=dataset, data_dir=data_dir,
                                           output_dir=str(run_dir), **SGD))
     (run_dir / "config.json").write_text(json.dumps(values))
-    _store_as_before(run_dir)
+    _store_as_before(run_dir, data_dir=str(tmp_path))
     config = read_config(str(run_dir))
     sizes = (2000, 2000) if dataset == "synthetic" else (None, None)
     assert (config.num_train, config.num_test) == sizes
+    assert config.data_dir == (str(tmp_path) if reads_files else None)
     if dataset != "synthetic":
-        with pytest.raises(SizeRefused, match="^`num_test` sizes"):
+        with pytest.raises(DataFieldRefused, match="^`num_test` sizes"):
             read_config(str(run_dir), num_test=10)
 
 

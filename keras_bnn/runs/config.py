@@ -14,10 +14,10 @@ import os
 import numpy as np
 
 from keras_bnn.runs.rundir import RunDir, sweep_value
-from keras_bnn.runs.tables import (ARRAYS, DATASETS, DEFAULT_MODEL_ARGS, DEFAULT_STEPS,
-                                   DEFAULTS, FALLBACK_PRIOR, IMAGE_DATASETS, LIKELIHOODS,
-                                   MAX_LENGTH, MIN_EPOCHS, MIN_SAMPLED_SHARE, MODEL_ARGS,
-                                   MODEL_DATASETS, MODELS, PRIOR_CANDIDATES,
+from keras_bnn.runs.tables import (ARRAYS, DATA_DIR_DATASETS, DATASETS, DEFAULT_MODEL_ARGS,
+                                   DEFAULT_STEPS, DEFAULTS, FALLBACK_PRIOR, IMAGE_DATASETS,
+                                   LIKELIHOODS, MAX_LENGTH, MIN_EPOCHS, MIN_SAMPLED_SHARE,
+                                   MODEL_ARGS, MODEL_DATASETS, MODELS, PRIOR_CANDIDATES,
                                    PRIOR_VALIDATION_SPLIT, PRIORS, SAMPLER_ARGS, SAMPLERS,
                                    SAMPLES_PER_RUN, STUDENT_T_DF, SWEEP_PARAMS, TASK_LIKELIHOOD)
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
@@ -29,9 +29,9 @@ __all__ = ["ARRAYS", "DATASETS", "DEFAULT_MODEL_ARGS", "DEFAULT_STEPS", "DEFAULT
            "MIN_SAMPLED_SHARE", "MODEL_ARGS", "MODEL_DATASETS", "MODELS", "PRIOR_CANDIDATES",
            "PRIOR_VALIDATION_SPLIT", "PRIORS", "SAMPLER_ARGS", "SAMPLERS", "SAMPLES_PER_RUN",
            "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "COLLECTION_UNSET",
-           "SYNTHETIC_SIZES", "CollectionRefused", "RunConfig", "SizeRefused", "chain_seed",
-           "check_sweep",
-           "default_collect_every", "default_epochs", "read_config", "resume_config"]
+           "SYNTHETIC_SIZES", "CollectionRefused", "DataFieldRefused", "RunConfig", "chain_seed",
+           "check_sweep", "default_collect_every", "default_epochs", "read_config",
+           "resume_config"]
 
 
 def default_epochs(steps_per_epoch):
@@ -92,26 +92,34 @@ class CollectionRefused(ValueError):
                          f"{ensemble}): drop it")
 
 
-class SizeRefused(ValueError):
-    """``num_train`` or ``num_test`` set for a dataset other than the synthetic task.
+class DataFieldRefused(ValueError):
+    """A field that some datasets read, set for a dataset that would ignore it:
+    ``num_train`` or ``num_test`` (the synthetic task's sizes) for another, or
+    ``data_dir`` for one not in :data:`DATA_DIR_DATASETS`.
 
     Args:
-        field: the field, or how the command line names it (``--num-train``,
-            "`num_train` in --config").
-        data: the dataset's name, or how the command line names the data
-            (``"the --x/--y arrays"``) with ``command_line``.
-        command_line: ``data`` is named as it stands, not as a dataset.
+        field: the RunConfig field.
+        data: the dataset's name.
+        flag: how the command line names the field (``--num-train``,
+            "`num_train` in --config"); None: the Python API, which names it
+            `field` and the dataset as ``dataset 'wine'``.
+        data_named: how the command line names the data (``"the --x/--y
+            arrays"``); None: as the dataset.
 
     Attributes:
         field, data: the arguments.
     """
 
-    def __init__(self, field, data, command_line=False):
+    def __init__(self, field, data, flag=None, data_named=None):
         self.field, self.data = field, data
-        task = "the synthetic task"
-        if not command_line:
-            field, data, task = f"`{field}`", f"dataset {data!r}", f"{task} (dataset='synthetic')"
-        super().__init__(f"{field} sizes {task}; {data} has its own split: drop it")
+        named, data_named = flag or f"`{field}`", data_named or f"dataset {data!r}"
+        if field == "data_dir":
+            message = (f"is read by datasets {', '.join(DATA_DIR_DATASETS)}; {data_named} "
+                       "reads no files from it, and would ignore it")
+        else:
+            message = ("sizes the synthetic task" + ("" if flag else " (dataset='synthetic')")
+                       + f"; {data_named} has its own split")
+        super().__init__(f"{named} {message}: drop it")
 
 
 @dataclasses.dataclass
@@ -125,7 +133,8 @@ class RunConfig:
         data_dir: tensorflow-datasets data directory (real datasets), the
             Fashion-MNIST files' directory, or the directory of the "npy"
             dataset's four files (made absolute at validation, so that a
-            command run from another directory reads the same files).
+            command run from another directory reads the same files); left
+            None for the datasets that read no files.
         model: one of :data:`MODELS`.
         model_args: extra keyword arguments of the model builder.
         sampler: a name of :data:`keras_bnn.samplers.REGISTRY` (``"sgd"``:
@@ -215,8 +224,9 @@ class RunConfig:
             ValueError: naming the field and the allowed values
                 (:class:`CollectionRefused` for ``burn_in_epochs`` or
                 ``collect_every`` with a sampler that collects no sample, sgd;
-                :class:`SizeRefused` for ``num_train`` or ``num_test`` with
-                another dataset than the synthetic task).
+                :class:`DataFieldRefused` for ``num_train`` or ``num_test``
+                with another dataset than the synthetic task, or ``data_dir``
+                with one that reads no files).
         """
         if self.prior is None:
             self.prior = DEFAULTS["prior"]
@@ -242,7 +252,7 @@ class RunConfig:
         check_int(self.batch_size, "batch_size", 1)
         for name in SYNTHETIC_SIZES:
             if getattr(self, name) is not None and self.dataset != "synthetic":
-                raise SizeRefused(name, self.dataset)
+                raise DataFieldRefused(name, self.dataset)
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
         if self.epochs is not None:
@@ -275,6 +285,8 @@ class RunConfig:
             unset_data_dir = name == "data_dir" and value is None
             if not (isinstance(value, str) and value) and not unset_data_dir:
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
+        if self.data_dir is not None and self.dataset not in DATA_DIR_DATASETS:
+            raise DataFieldRefused("data_dir", self.dataset)
         if self.dataset == "npy" and self.data_dir is not None:
             self.data_dir = os.path.abspath(self.data_dir)
         blocker = _file_on(self.output_dir)
@@ -443,9 +455,10 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
 
     Returns:
         The validated :class:`RunConfig`; a stored sgd run's ``burn_in_epochs``
-        or ``collect_every``, and the ``num_train``, ``num_test`` of a run on
+        or ``collect_every``, the ``num_train``, ``num_test`` of a run on
         another dataset than the synthetic task (each run stored 2000 before
-        2026-11-30), which it never used, read as unset.
+        2026-11-30) and the ``data_dir`` of a dataset that reads no files,
+        which the run never used, read as unset.
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``config.json`` (for a
@@ -464,12 +477,13 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     while True:
         try:
             return RunConfig.from_json(run.config, overrides, argument="the run's config")
-        except (CollectionRefused, SizeRefused) as refused:
+        except (CollectionRefused, DataFieldRefused) as refused:
             if refused.field in given:
                 raise
-            # A stored sgd run's collection field, or a synthetic size of another dataset's
-            # run (the API took them before 2026-11-30; they never had an effect): unset.
-            unset = COLLECTION_UNSET.get(refused.field)  # None for a size
+            # A stored sgd run's collection field, or a synthetic size or data_dir of a
+            # dataset that ignores it (the API took them before 2026-11-30; they never had
+            # an effect): unset.
+            unset = COLLECTION_UNSET.get(refused.field)  # None for a data field
             overrides = dict(overrides, **{refused.field: unset})
 
 
