@@ -38,7 +38,7 @@ def min_epochs(config):
     from keras_bnn import samplers  # noqa: PLC0415 - keeps --help free of TensorFlow
 
     sampler = samplers.REGISTRY[config.sampler].build("auto", seed=0, temperature=1.0)
-    steps = runs.steps_per_epoch(config, config.num_train)
+    steps = runs.steps_per_epoch(config, config.synthetic_sizes()[0])
     windows = 2 * equilibrium.WINDOW
     measured = max(windows, math.ceil(sampler.noise_averaging_steps() / steps))
     return math.ceil(sampler.warmup.warmup_steps / steps) + measured + windows

@@ -37,16 +37,17 @@ def _config_from(args, arrays=False):
     Raises:
         ValueError: for a config :meth:`RunConfig.validate` refuses, dataset
             ``arrays``, or a synthetic task's size (``--num-train``,
-            ``--num-test``, or in ``--config`` other than the default) for
-            another dataset, which would ignore it; ``--data-dir`` (or in
-            ``--config``) for data that reads no files there (the synthetic
-            task, a bundled dataset, ``--x``/``--y``), which would ignore it
-            too; or ``--burn-in-epochs``
+            ``--num-test``, or in ``--config``) for another dataset, which
+            would ignore it; ``--data-dir`` (or in ``--config``) for data
+            that reads no files there (the synthetic task, a bundled
+            dataset, ``--x``/``--y``), which would ignore it too (each
+            :class:`~keras_bnn.runs.config.DataFieldRefused`, named as the
+            command line names it); or ``--burn-in-epochs``
             or ``--collect-every`` (or in ``--config``) for a sampler that
             collects no sample (sgd), which would ignore them.
     """
-    from keras_bnn.runs.config import ARRAYS, DATASETS, SAMPLERS, CollectionRefused, RunConfig
-    from keras_bnn.runs.tables import DATA_DIR_DATASETS
+    from keras_bnn.runs.config import (ARRAYS, DATASETS, SAMPLERS, CollectionRefused,
+                                       DataFieldRefused, RunConfig)
 
     flags = flag_values(args)
     try:
@@ -57,21 +58,18 @@ def _config_from(args, arrays=False):
     except CollectionRefused as error:  # named as the command line names it
         raise CollectionRefused(_named(error.field, flags), error.sampler,
                                 command_line=True) from None
+    except DataFieldRefused as error:
+        raise DataFieldRefused(error.field, error.data, flag=_named(error.field, flags),
+                               data_named="the --x/--y arrays" if arrays else None) from None
     if config.dataset == ARRAYS:  # the runs API's name for arrays passed in memory
         raise ValueError(f"--dataset must be one of {', '.join(DATASETS)} ('arrays' is the "
                          "Python API's name for arrays passed in memory; on the command line "
                          "--dataset npy --data-dir D reads your arrays from .npy files)")
-    data = "the --x/--y arrays" if arrays else f"dataset {config.dataset!r}"
-    unset = RunConfig()
-    sizes = _fields_set(flags, config, num_train=(unset.num_train,),
-                        num_test=(unset.num_test,))
-    if sizes and (arrays or config.dataset != "synthetic"):
-        raise ValueError(f"{sizes[0]} sizes the synthetic task; {data} has its own split: "
-                         "drop it")
-    data_dir = _fields_set(flags, config, data_dir=(None,))
-    if data_dir and (arrays or config.dataset not in DATA_DIR_DATASETS):
-        raise ValueError(f"{data_dir[0]} is read by datasets {', '.join(DATA_DIR_DATASETS)}; "
-                         f"{data} reads no files from it, and would ignore it: drop it")
+    # RunConfig refuses these for a dataset that ignores them; --x/--y ignore them too.
+    for field in ("num_train", "num_test", "data_dir"):
+        if arrays and (field in flags or getattr(config, field) is not None):
+            raise DataFieldRefused(field, ARRAYS, flag=_named(field, flags),
+                                   data_named="the --x/--y arrays")
     collection = _fields_set(flags, config, burn_in_epochs=(None, "auto"), collect_every=(None,))
     if collection and not SAMPLERS[config.sampler]:  # --burn-in-epochs auto
         raise CollectionRefused(collection[0], config.sampler, command_line=True)

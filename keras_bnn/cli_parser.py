@@ -160,11 +160,11 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def _config_default(field):
     """The default of a RunConfig field, in words."""
-    from keras_bnn.runs.config import PRIOR_CANDIDATES, RunConfig
+    from keras_bnn.runs.config import PRIOR_CANDIDATES, SYNTHETIC_SIZES, RunConfig
 
     default = {f.name: f.default for f in dataclasses.fields(RunConfig)}[field]
-    if default is not None:
-        return str(default)
+    if default is not None or field in SYNTHETIC_SIZES:
+        return str(SYNTHETIC_SIZES.get(field, default))
     if field in _COMPUTED_DEFAULTS:
         return _COMPUTED_DEFAULTS[field]
     if field == "prior_scale":

@@ -28,6 +28,8 @@ the loaders live in :mod:`keras_bnn.datasets`: ``pipeline`` (arrays as
 ``tf.data``), ``synthetic``, ``bundled``, ``npy_files`` and ``tfds_loaders``.
 """
 
+import inspect
+
 from keras_bnn.datasets.bundled import (BUNDLED, BUNDLED_SPLIT_SEED, bundled_arrays,
                                         load_bundled)
 from keras_bnn.datasets.npy_files import NPY_FILES, load_npy, npy_arrays
@@ -36,7 +38,7 @@ from keras_bnn.datasets.synthetic import synthetic_teacher, teacher_probs
 from keras_bnn.fashion_mnist import load_fashion_mnist
 from keras_bnn.datasets.tfds_loaders import (CIFAR10_MEAN, CIFAR10_PAD, CIFAR10_STD, load_cifar10,
                                              load_imdb, load_mnist)
-from keras_bnn.validation import check_choice
+from keras_bnn.validation import argument_error, check_choice
 
 __all__ = ["BUNDLED", "BUNDLED_SPLIT_SEED", "CIFAR10_MEAN", "CIFAR10_PAD", "CIFAR10_STD",
            "DATASETS", "NPY_FILES", "bundled_arrays", "dataset_labels", "load", "load_bundled",
@@ -67,9 +69,21 @@ def load(name, batch_size=128, **kwargs):
       "synthetic", info is the task's metadata plus "input_shape".
 
     Raises:
-      ValueError: for an unknown name, or as raised by the loader.
+      ValueError: for an unknown name, a keyword argument that the dataset's
+        loader does not take (named, with those it takes), or as raised by
+        the loader.
       FileNotFoundError: as raised by the tfds, "npy" and Fashion-MNIST loaders.
     """
+    loaders = {"synthetic": synthetic_teacher, **dict.fromkeys(BUNDLED, load_bundled),
+               "npy": load_npy, "fashion_mnist": load_fashion_mnist, "mnist": load_mnist,
+               "cifar10": load_cifar10, "imdb": load_imdb}
+    loader = loaders[check_choice(name, "name", DATASETS, owner="load")]
+    taken = [key for key in inspect.signature(loader).parameters if key not in (
+        "name", "batch_size")]
+    for key in kwargs:
+        if key not in taken:  # e.g. validation_split, which only fashion_mnist takes
+            raise argument_error(key, f"be left out for dataset {name!r} (it takes "
+                                 f"{', '.join(taken)})", kwargs[key], "load")
     if name == "synthetic":
         seed = kwargs.get("seed", 0)
         (x_train, y_train), (x_test, y_test), info = synthetic_teacher(
@@ -79,7 +93,4 @@ def load(name, batch_size=128, **kwargs):
                 make_dataset(x_test, y_test, batch_size), info)
     if name in BUNDLED:
         return load_bundled(name, batch_size=batch_size, **kwargs)
-    loaders = {"npy": load_npy, "fashion_mnist": load_fashion_mnist, "mnist": load_mnist,
-               "cifar10": load_cifar10, "imdb": load_imdb}
-    return loaders[check_choice(name, "name", DATASETS, owner="load")](
-        batch_size=batch_size, **kwargs)
+    return loader(batch_size=batch_size, **kwargs)

@@ -12,7 +12,9 @@ Each may also be stored ungzipped, under the same name without ``.gz``
 there. All four are read from one place, the first, in this order, that holds
 all four: ``data_dir`` (when given; it must exist, so that a misspelt directory
 is not passed over for another copy), Keras' cache
-``~/.keras/datasets/fashion-mnist/`` and Debian's package
+``$KERAS_HOME/datasets/fashion-mnist/`` (when ``KERAS_HOME`` is set: Keras
+caches there then), Keras' default cache ``~/.keras/datasets/fashion-mnist/``
+and Debian's package
 ``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist/``). A
 ``data_dir`` that lacks some of them is passed over with a
 :class:`DataDirWarning` that names the files it lacks and the place read
@@ -25,6 +27,7 @@ Importing this module does not import TensorFlow.
 """
 
 import gzip
+import math
 import os
 import warnings
 
@@ -80,9 +83,9 @@ def read_idx(path):
     if rank == 0 or len(raw) < header:
         raise ValueError(f"{path} is not an unsigned-byte IDX file (bad header).")
     shape = tuple(int(v) for v in np.frombuffer(raw[4:header], dtype=">u4"))
-    if len(raw) - header != int(np.prod(shape)):
+    if len(raw) - header != math.prod(shape):  # Python ints: no int64 overflow
         raise ValueError(f"{path}: {len(raw) - header} data bytes, but its header says "
-                         f"shape {shape} ({int(np.prod(shape))} bytes).")
+                         f"shape {shape} ({math.prod(shape)} bytes).")
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
@@ -93,9 +96,13 @@ def search_path(data_dir=None):
         data_dir: a directory to try first, or None.
 
     Returns:
-        List of absolute paths.
+        List of absolute paths: ``data_dir``, Keras' cache under
+        ``$KERAS_HOME`` (where Keras caches when that variable is set),
+        :data:`KERAS_CACHE` and :data:`DEBIAN_DIR`.
     """
     places = [] if data_dir is None else [os.fspath(data_dir)]
+    if "KERAS_HOME" in os.environ:  # as keras.datasets.fashion_mnist.load_data reads it
+        places.append(os.path.join(os.environ["KERAS_HOME"], "datasets", "fashion-mnist"))
     return [os.path.abspath(os.path.expanduser(p)) for p in (*places, KERAS_CACHE, DEBIAN_DIR)]
 
 
@@ -184,20 +191,24 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
         FileNotFoundError: see :func:`find_files` (which may also warn
             with :class:`DataDirWarning`).
         ValueError: for a ``validation_split`` outside [0, 1) or that holds
-            out no image or every one, a bad ``seed``, a damaged file (named)
-            or labels outside 0..9.
+            out no image or every one, a bad ``seed``, a damaged file (named),
+            labels outside 0..9, or a split without images.
     """
     if validation_split != 0:
-        check_fraction(validation_split, "validation_split", "fashion_mnist_arrays")
+        try:
+            check_fraction(validation_split, "validation_split")
+        except ValueError:
+            raise argument_error("validation_split", "be 0 or a number in (0, 1)",
+                                 validation_split, "fashion_mnist_arrays") from None
     seed = check_seed(seed, owner="fashion_mnist_arrays")
     place = find_files(data_dir)
     paths = files_in(place)[0]
     arrays = {key: read_idx(path) for key, path in paths.items()}
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if x.ndim != 3 or x.shape[1:] != (28, 28) or y.shape != (len(x),):
-            raise argument_error("data_dir", f"hold 28x28 images with one label each "
-                                 f"({split} split)", place,
+        if x.ndim != 3 or x.shape[1:] != (28, 28) or y.shape != (len(x),) or not len(x):
+            raise argument_error("data_dir", f"hold 28x28 images with one label each, at "
+                                 f"least one ({split} split)", place,
                                  got=f"images {x.shape} and labels {y.shape}")
         if y.size and y.max() >= len(CLASS_NAMES):
             raise argument_error("data_dir", f"hold class labels 0..{len(CLASS_NAMES) - 1} "

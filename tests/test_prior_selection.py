@@ -95,8 +95,9 @@ def test_train_stores_the_chosen_prior_and_resumes_with_it(tmp_path):
 @pytest.mark.parametrize("dataset, data_given", [("synthetic", False), ("wine", True)])
 def test_auto_prior_without_a_bundled_training_set_takes_the_default(tmp_path, dataset,
                                                                      data_given):
-    config = runs.RunConfig(dataset=dataset, num_train=64, num_test=64,
-                            output_dir=str(tmp_path / "run"), **SHORT).validate()
+    sizes = {"num_train": 64, "num_test": 64} if dataset == "synthetic" else {}
+    config = runs.RunConfig(dataset=dataset, output_dir=str(tmp_path / "run"), **sizes,
+                            **SHORT).validate()
     given = None
     if data_given:
         (x, y), (x_test, y_test), _ = data.bundled_arrays("wine")

@@ -46,17 +46,17 @@ def test_the_api_refuses_collection_fields_for_the_sgd_baseline_as_the_cli_does(
     assert runs.RunConfig(sampler="sgd", epochs=4).validate().burn_in_epochs == "auto"
 
 
-def test_a_run_of_chain_processes_that_a_chain_refused_leaves_nothing(tmp_path):
-    """A refusal inside the chain processes (here the child's command line
-    refuses `num_train` for a dataset with its own split, which the Python API
-    takes) left the run's config.json and each chain's behind, before:
+def test_a_run_of_chain_processes_that_a_chain_refused_leaves_nothing(tmp_path, monkeypatch):
+    """A refusal inside the chain processes (here the children's Keras backend,
+    which does not exist) left the run's config.json and each chain's behind, before:
     ['.lock', 'chain-0', 'chain-1', 'config.json'] in the run directory. Now a refused
     run of chain processes leaves nothing, as a refused run in one process does."""
+    monkeypatch.setenv("KERAS_BACKEND", "no-such-backend")  # the chain processes' only
     run_dir = tmp_path / "out" / "run"
-    config = runs.RunConfig(dataset="wine", num_train=100, sampler="sgd", epochs=2,
-                            prior="he_normal", output_dir=str(run_dir))
+    config = runs.RunConfig(dataset="wine", sampler="sgd", epochs=2, prior="he_normal",
+                            output_dir=str(run_dir))
     with pytest.raises(ChildProcessError, match="2 chains failed; chain 0 .* said: .*"
-                                                "`num_train` in --config sizes the synthetic"):
+                                                "Unable to import backend"):
         runs.run_chains(config, 2, verbose=0, processes=2)
     assert not (tmp_path / "out").exists(), sorted(os.listdir(run_dir))
     run_dir.mkdir(parents=True)  # a directory that was there stays, empty

@@ -118,11 +118,12 @@ def _labels(y_train, y_test, names):
     if np.issubdtype(y_test.dtype, np.floating):
         raise argument_error(names[3], f"hold integer labels as {names[1]} does (a "
                              "classification)", None, got=f"dtype {y_test.dtype}")
+    for labels, name in ((y_train, names[1]), (y_test, names[3])):
+        lowest, highest = int(labels.min()), int(labels.max())  # before int64 wraps a uint64
+        if lowest < 0 or highest > np.iinfo(np.int64).max:
+            raise argument_error(name, "hold class labels 0, 1, ..., K-1", None,
+                                 got=f"label {lowest if lowest < 0 else highest}")
     y_train, y_test = y_train.astype(np.int64), y_test.astype(np.int64)
-    lowest = int(min(y_train.min(), y_test.min()))
-    if lowest < 0:
-        raise argument_error(names[1] if y_train.min() < 0 else names[3],
-                             "hold class labels 0, 1, ..., K-1", None, got=f"label {lowest}")
     return y_train, y_test, "classification", int(max(y_train.max(), y_test.max())) + 1
 
 

@@ -110,7 +110,7 @@ def load_data(config):
                          "`data=` to keras_bnn.runs.evaluate.")
     kwargs = {"seed": config.seed}
     if config.dataset == "synthetic":
-        kwargs.update(num_train=config.num_train, num_test=config.num_test)
+        kwargs.update(zip(("num_train", "num_test"), config.synthetic_sizes()))
     elif config.dataset not in data_lib.BUNDLED:
         kwargs["data_dir"] = config.data_dir
     return data_lib.load(config.dataset, batch_size=config.batch_size, **kwargs)
@@ -292,7 +292,7 @@ def _split_arrays(config, x, y, data_seed):
     if config.dataset == "npy":
         return data_lib.npy_arrays(config.data_dir)[0]
     if config.dataset == "synthetic":
-        return data_lib.synthetic_teacher(config.num_train, 1, seed=data_seed)[0]
+        return data_lib.synthetic_teacher(config.synthetic_sizes()[0], 1, seed=data_seed)[0]
     raise ValueError(
         f"sweep with a validation split needs arrays: pass x and y, or a bundled or "
         f"synthetic dataset (got dataset {config.dataset!r}); for a tensorflow-datasets "

@@ -14,10 +14,10 @@ import os
 import numpy as np
 
 from keras_bnn.runs.rundir import RunDir, sweep_value
-from keras_bnn.runs.tables import (ARRAYS, DATASETS, DEFAULT_MODEL_ARGS, DEFAULT_STEPS,
-                                   DEFAULTS, FALLBACK_PRIOR, IMAGE_DATASETS, LIKELIHOODS,
-                                   MAX_LENGTH, MIN_EPOCHS, MIN_SAMPLED_SHARE, MODEL_ARGS,
-                                   MODEL_DATASETS, MODELS, PRIOR_CANDIDATES,
+from keras_bnn.runs.tables import (ARRAYS, DATA_DIR_DATASETS, DATASETS, DEFAULT_MODEL_ARGS,
+                                   DEFAULT_STEPS, DEFAULTS, FALLBACK_PRIOR, IMAGE_DATASETS,
+                                   LIKELIHOODS, MAX_LENGTH, MIN_EPOCHS, MIN_SAMPLED_SHARE,
+                                   MODEL_ARGS, MODEL_DATASETS, MODELS, PRIOR_CANDIDATES,
                                    PRIOR_VALIDATION_SPLIT, PRIORS, SAMPLER_ARGS, SAMPLERS,
                                    SAMPLES_PER_RUN, STUDENT_T_DF, SWEEP_PARAMS, TASK_LIKELIHOOD)
 from keras_bnn.validation import (argument_error, check_choice, check_int, check_positive,
@@ -29,8 +29,9 @@ __all__ = ["ARRAYS", "DATASETS", "DEFAULT_MODEL_ARGS", "DEFAULT_STEPS", "DEFAULT
            "MIN_SAMPLED_SHARE", "MODEL_ARGS", "MODEL_DATASETS", "MODELS", "PRIOR_CANDIDATES",
            "PRIOR_VALIDATION_SPLIT", "PRIORS", "SAMPLER_ARGS", "SAMPLERS", "SAMPLES_PER_RUN",
            "STUDENT_T_DF", "SWEEP_PARAMS", "TASK_LIKELIHOOD", "COLLECTION_UNSET",
-           "CollectionRefused", "RunConfig", "chain_seed", "check_sweep",
-           "default_collect_every", "default_epochs", "read_config", "resume_config"]
+           "SYNTHETIC_SIZES", "CollectionRefused", "DataFieldRefused", "RunConfig", "chain_seed",
+           "check_sweep", "default_collect_every", "default_epochs", "read_config",
+           "resume_config"]
 
 
 def default_epochs(steps_per_epoch):
@@ -59,6 +60,9 @@ AUTO_STEP_REFUSED = {"hmc": "HMC has no 'auto' warm-up: its num_adaptation_steps
 
 #: The collection fields' values for a sampler that collects no sample (sgd).
 COLLECTION_UNSET = {"burn_in_epochs": "auto", "collect_every": None}
+#: The synthetic task's sizes where ``num_train``, ``num_test`` are None
+#: (:meth:`RunConfig.synthetic_sizes`); every other dataset has its own split.
+SYNTHETIC_SIZES = {"num_train": 2000, "num_test": 2000}
 
 
 class CollectionRefused(ValueError):
@@ -88,6 +92,36 @@ class CollectionRefused(ValueError):
                          f"{ensemble}): drop it")
 
 
+class DataFieldRefused(ValueError):
+    """A field that some datasets read, set for a dataset that would ignore it:
+    ``num_train`` or ``num_test`` (the synthetic task's sizes) for another, or
+    ``data_dir`` for one not in :data:`DATA_DIR_DATASETS`.
+
+    Args:
+        field: the RunConfig field.
+        data: the dataset's name.
+        flag: how the command line names the field (``--num-train``,
+            "`num_train` in --config"); None: the Python API, which names it
+            `field` and the dataset as ``dataset 'wine'``.
+        data_named: how the command line names the data (``"the --x/--y
+            arrays"``); None: as the dataset.
+
+    Attributes:
+        field, data: the arguments.
+    """
+
+    def __init__(self, field, data, flag=None, data_named=None):
+        self.field, self.data = field, data
+        named, data_named = flag or f"`{field}`", data_named or f"dataset {data!r}"
+        if field == "data_dir":
+            message = (f"is read by datasets {', '.join(DATA_DIR_DATASETS)}; {data_named} "
+                       "reads no files from it, and would ignore it")
+        else:
+            message = ("sizes the synthetic task" + ("" if flag else " (dataset='synthetic')")
+                       + f"; {data_named} has its own split")
+        super().__init__(f"{named} {message}: drop it")
+
+
 @dataclasses.dataclass
 class RunConfig:
     """Everything a run needs; the CLI builds it from a JSON file and flags.
@@ -99,7 +133,8 @@ class RunConfig:
         data_dir: tensorflow-datasets data directory (real datasets), the
             Fashion-MNIST files' directory, or the directory of the "npy"
             dataset's four files (made absolute at validation, so that a
-            command run from another directory reads the same files).
+            command run from another directory reads the same files); left
+            None for the datasets that read no files.
         model: one of :data:`MODELS`.
         model_args: extra keyword arguments of the model builder.
         sampler: a name of :data:`keras_bnn.samplers.REGISTRY` (``"sgd"``:
@@ -133,7 +168,9 @@ class RunConfig:
         collect_every: collect every k epochs (None: at cycle ends, or
             :func:`default_collect_every` epochs with a constant step size);
             None for a sampler that collects no sample.
-        num_train, num_test: sizes of the synthetic task.
+        num_train, num_test: sizes of the synthetic task (None:
+            :data:`SYNTHETIC_SIZES`, :meth:`synthetic_sizes`); left None
+            for any other dataset, which has its own split.
         likelihood: ``"categorical"``, ``"bernoulli"`` or ``"gaussian"``;
             None takes the dataset's (:data:`TASK_LIKELIHOOD`; categorical
             for the synthetic and tfds datasets).
@@ -168,8 +205,8 @@ class RunConfig:
     cycle_epochs: int = None
     burn_in_epochs: int = None
     collect_every: int = None
-    num_train: int = 2000
-    num_test: int = 2000
+    num_train: int = None
+    num_test: int = None
     likelihood: str = None
     prior: str = None
     prior_scale: float = None
@@ -186,7 +223,10 @@ class RunConfig:
         Raises:
             ValueError: naming the field and the allowed values
                 (:class:`CollectionRefused` for ``burn_in_epochs`` or
-                ``collect_every`` with a sampler that collects no sample, sgd).
+                ``collect_every`` with a sampler that collects no sample, sgd;
+                :class:`DataFieldRefused` for ``num_train`` or ``num_test``
+                with another dataset than the synthetic task, or ``data_dir``
+                with one that reads no files).
         """
         if self.prior is None:
             self.prior = DEFAULTS["prior"]
@@ -209,8 +249,12 @@ class RunConfig:
         if needs and self.dataset not in needs:
             raise argument_error("dataset", f"be one of {', '.join(map(repr, needs))} for "
                                  f"model={self.model!r} ({why})", self.dataset, "RunConfig")
-        for name in ("batch_size", "num_train", "num_test"):
-            check_int(getattr(self, name), name, 1)
+        check_int(self.batch_size, "batch_size", 1)
+        for name in SYNTHETIC_SIZES:
+            if getattr(self, name) is not None and self.dataset != "synthetic":
+                raise DataFieldRefused(name, self.dataset)
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name, 1)
         if self.epochs is not None:
             check_int(self.epochs, "epochs", 1)
         if self.max_epochs is not None:
@@ -241,6 +285,8 @@ class RunConfig:
             unset_data_dir = name == "data_dir" and value is None
             if not (isinstance(value, str) and value) and not unset_data_dir:
                 raise argument_error(name, "be a non-empty string", value, "RunConfig")
+        if self.data_dir is not None and self.dataset not in DATA_DIR_DATASETS:
+            raise DataFieldRefused("data_dir", self.dataset)
         if self.dataset == "npy" and self.data_dir is not None:
             self.data_dir = os.path.abspath(self.data_dir)
         blocker = _file_on(self.output_dir)
@@ -284,6 +330,16 @@ class RunConfig:
                     f"({sampled_epochs}), or no sample is collected."
                 )
         return self
+
+    def synthetic_sizes(self):
+        """The synthetic task's sizes: ``num_train`` and ``num_test``, each
+        :data:`SYNTHETIC_SIZES`' where None.
+
+        Returns:
+            ``(num_train, num_test)``.
+        """
+        return tuple(SYNTHETIC_SIZES[name] if getattr(self, name) is None else getattr(self, name)
+                     for name in SYNTHETIC_SIZES)
 
     def resolve_length(self, steps_per_epoch):
         """Fills ``epochs`` and ``max_epochs`` where they are None.
@@ -399,7 +455,10 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
 
     Returns:
         The validated :class:`RunConfig`; a stored sgd run's ``burn_in_epochs``
-        or ``collect_every`` (which it never used) read as unset.
+        or ``collect_every``, the ``num_train``, ``num_test`` of a run on
+        another dataset than the synthetic task (each run stored 2000 before
+        2026-11-30) and the ``data_dir`` of a dataset that reads no files,
+        which the run never used, read as unset.
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``config.json`` (for a
@@ -418,12 +477,14 @@ def read_config(run_dir, argument="`run_dir`", **overrides):
     while True:
         try:
             return RunConfig.from_json(run.config, overrides, argument="the run's config")
-        except CollectionRefused as refused:
+        except (CollectionRefused, DataFieldRefused) as refused:
             if refused.field in given:
                 raise
-            # A stored sgd run's collection field (the API took one before 2026-11-30;
-            # it never had an effect): read as unset.
-            overrides = dict(overrides, **{refused.field: COLLECTION_UNSET[refused.field]})
+            # A stored sgd run's collection field, or a synthetic size or data_dir of a
+            # dataset that ignores it (the API took them before 2026-11-30; they never had
+            # an effect): unset.
+            unset = COLLECTION_UNSET.get(refused.field)  # None for a data field
+            overrides = dict(overrides, **{refused.field: unset})
 
 
 def resume_config(output_dir, flags, chains=1):
@@ -467,10 +528,13 @@ def resume_config(output_dir, flags, chains=1):
     if chains != 1 and len(found) > chains:
         raise ValueError(f"--resume: {output_dir!r} holds a run of "
                          f"{counted(len(found), 'chain')}: pass --chains {len(found)}.")
+    stored = dataclasses.asdict(config)
+    if config.dataset == "synthetic":  # a size left None is the default's
+        stored.update(zip(SYNTHETIC_SIZES, config.synthetic_sizes()))
     for name, value in flags.items():
-        if name != "output_dir" and getattr(config, name) != value:
+        if name != "output_dir" and stored[name] != value:
             raise ValueError(f"--resume continues the stored run: `{name}` is "
-                             f"{getattr(config, name)!r} there, {value!r} given.")
+                             f"{stored[name]!r} there, {value!r} given.")
     return config
 
 
