@@ -10,7 +10,6 @@ and undoes a warm-up blow-up
 (:meth:`AutoStepSize.recover_after_step`).
 """
 
-import numpy as np
 from keras import ops
 
 from keras_bnn import backend, schedules
@@ -487,32 +486,6 @@ class AutoStepSize:
                 float(backend.to_numpy(self.warmup.ceiling)),
                 [float(backend.to_numpy(a)) / count for a in self.slots("noise_scale")],
                 self._sizes(), self.warmup.target_noise_ratio, self.noise_ratio_exponent)
-
-    def with_state_added_since(self, store):
-        """A saved optimizer state from before the warm-up's ``previous_ratio``
-        variable (added 2026-11-30), with that variable at its initial 0.
-
-        Keras loads an optimizer's state only when the counts match: a model
-        or run backup saved by the version before lost its whole chain state
-        on loading (step counter 0, h back at ``INITIAL_STEP_SIZE``, "Skipping
-        variable loading"). The saved variables are in the order of
-        ``self.variables``, with this one left out; 0 is its value until the
-        warm-up's first measured r̂ (a warm-up resumed so judges its next r̂
-        as it judges the first).
-
-        Args:
-            store: Keras' store of the optimizer's variables (keys ``"0"``, ...).
-
-        Returns:
-            ``store``, or a dict of it with the variable put in its place.
-        """
-        if (self.warmup is None or not self.built
-                or len(store.keys()) != len(self.variables) - 1):
-            return store
-        missing = [id(v) for v in self.variables].index(id(self.warmup.previous_ratio))
-        values = [store[str(i)] for i in range(len(self.variables) - 1)]
-        values.insert(missing, np.zeros((), self.warmup.previous_ratio.dtype))
-        return {str(i): value for i, value in enumerate(values)}
 
     def warmup_config(self):
         """The config entries of the warm-up: ``step_size="auto"``, the chosen h, its settings."""
