@@ -6,8 +6,9 @@ in place and its epoch in a second file, so a kill or a full disk between
 or during those writes leaves a backup that cannot be resumed, or one that
 resumes an epoch too early (and HDF5 may crash on a full disk). Here one
 file holds one epoch's whole state, what ``model.save_weights`` holds (the
-model's weights, then the optimizer's variables: step counter, momenta,
-thermostats, sampler state), with the logs of every epoch so far (so a
+model's weights by path; the optimizer's state, step counter, momenta,
+thermostats, sampler state, as Keras' store of it, which a sampler loads
+by name), with the logs of every epoch so far (so a
 resumed run's ``history.json`` covers the whole run:
 :meth:`RunBackup.run_history`), and its name holds the epoch::
 
@@ -37,10 +38,14 @@ import keras
 import numpy as np
 
 from keras_bnn import durable, nonfinite
+from keras_bnn.samplers import Sampler
+from keras_bnn.samplers.state_layout import NAMES_KEY, saved_names
 from keras_bnn.validation import check_int, check_positive
 
 _NAME = "epoch-{:06d}.npz"
 _NAME_RE = re.compile(r"^epoch-(\d{6,})\.npz$")
+# The keys of the optimizer's store (Keras' ``save_own_variables``) and its class.
+_STATE, _OPTIMIZER = "state/", "optimizer"
 
 #: Least seconds between two backups of :class:`RunBackup` (its default). A
 #: backup reads every weight and optimizer variable (88 on the command
@@ -102,11 +107,12 @@ class RunBackup(keras.callbacks.Callback):
                  for name in names if (match := _NAME_RE.match(name))]
         return sorted(found, reverse=True)
 
-    def _variables(self):
+    def _optimizer(self):
+        """The model's optimizer, built (None without one)."""
         optimizer = self.model.optimizer
         if optimizer is not None and not optimizer.built:
             optimizer.build(self.model.trainable_variables)
-        return [*self.model.weights, *(optimizer.variables if optimizer else [])]
+        return optimizer
 
     def run_history(self, fit_history):
         """The logs of every epoch of the run, restored and new.
@@ -136,16 +142,18 @@ class RunBackup(keras.callbacks.Callback):
                 warnings.warn(f"keras-bnn: no complete backup in {self.directory}; starting "
                               "the run over from epoch 0.", RuntimeWarning, stacklevel=2)
             return
-        variables = self._variables()
+        optimizer = self._optimizer()
         failures = []
         for epoch, path in backups:  # newest first
             try:
-                values, self._logs = _read(path, variables)
+                values, state, self._logs = _read(path, self.model.weights, optimizer)
             except Exception as error:  # numpy and zipfile raise many types for a bad file
                 failures.append(f"{path} ({type(error).__name__}: {error})")
                 continue
-            for variable, value in zip(variables, values):
+            for variable, value in zip(self.model.weights, values):
                 variable.assign(value)
+            if optimizer is not None:
+                optimizer.load_own_variables(state)
             if failures:
                 warnings.warn(f"keras-bnn: skipped unreadable backup(s) {'; '.join(failures)}; "
                               f"resuming from {path} (after epoch {epoch}).",
@@ -176,9 +184,14 @@ class RunBackup(keras.callbacks.Callback):
         nonfinite.check_weights(self.model, f"after epoch {epochs_done}")
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, _NAME.format(epochs_done))
-        variables = self._variables()
-        arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}
-        arrays["paths"] = np.array([v.path for v in variables])
+        weights, optimizer = self.model.weights, self._optimizer()
+        arrays = {f"v{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(weights)}
+        arrays["paths"] = np.array([v.path for v in weights])
+        if optimizer is not None:  # Keras' store of it: a sampler's loads by name
+            state = {}
+            optimizer.save_own_variables(state)
+            arrays.update({_STATE + key: np.asarray(value) for key, value in state.items()})
+            arrays[_OPTIMIZER] = np.array(type(optimizer).__name__)
         keys = sorted(self._logs)
         arrays["log_keys"] = np.array(keys, dtype=str)
         arrays.update({f"log{i}": np.array(self._logs[key], np.float64)
@@ -192,26 +205,64 @@ class RunBackup(keras.callbacks.Callback):
             _remove_quietly(old)
 
 
-def _read(path, variables):
-    """The values in backup ``path``, checked against ``variables``, and its epoch logs.
+def _read(path, weights, optimizer):
+    """The values in backup ``path``, checked against the model's ``weights`` and
+    ``optimizer``, and its epoch logs.
+
+    The optimizer's state is Keras' store of it (``save_own_variables``), which a
+    sampler loads by name (a variable added to it since starts at its initial
+    value: :meth:`keras_bnn.samplers.Sampler.load_own_variables`). A backup
+    written before 2026-11-30 holds the optimizer's variables after the
+    weights, named by their paths; they load by position, as a store without
+    names (a Keras optimizer's paths hold its name, ``sgd_1`` for the second
+    made in a process, so a run resumed in the process that was interrupted
+    started over).
 
     Returns:
-        ``(values, logs)``: one array per variable, and ``{key: list}``
-        (empty for a backup written before the logs were).
+        ``(values, state, logs)``: one array per weight, the optimizer's store
+        (``{"0": array, ...}``), and ``{key: list}`` (empty for a backup
+        written before the logs were).
+
+    Raises:
+        ValueError: for another model's weights, another optimizer, or a Keras
+            optimizer's state of another size.
     """
     with open(path, "rb") as handle:
         content = handle.read()
     with np.load(io.BytesIO(content), allow_pickle=False) as stored:
         paths = [str(p) for p in stored["paths"]]
-        if paths != [v.path for v in variables]:
-            raise ValueError("it holds the variables of another model or optimizer")
-        values = [stored[f"v{i}"] for i in range(len(variables))]
+        if paths[:len(weights)] != [w.path for w in weights]:
+            raise ValueError("it holds the variables of another model")
+        values = [stored[f"v{i}"] for i in range(len(weights))]
+        if _OPTIMIZER in stored.files:
+            kind = str(stored[_OPTIMIZER])  # its class, or one the optimizer's derives from
+            if optimizer is None or kind not in [c.__name__ for c in type(optimizer).__mro__]:
+                raise ValueError(f"it holds the state of another optimizer ({kind})")
+            state = {key[len(_STATE):]: stored[key] for key in stored.files
+                     if key.startswith(_STATE)}
+        else:  # before 2026-11-30: the optimizer's variables after the weights
+            state = {str(i - len(weights)): stored[f"v{i}"]
+                     for i in range(len(weights), len(paths))}
         keys = [str(k) for k in stored["log_keys"]] if "log_keys" in stored.files else []
         logs = {key: stored[f"log{i}"].tolist() for i, key in enumerate(keys)}
-    for variable, value in zip(variables, values):
+    for variable, value in zip(weights, values):
         if tuple(value.shape) != tuple(variable.shape):
             raise ValueError(f"the shape of {variable.path} differs")
-    return values, logs
+    if optimizer is not None and not _loads(optimizer, state):
+        raise ValueError("it holds the state of another optimizer")
+    return values, state, logs
+
+
+def _loads(optimizer, state):
+    """Whether ``optimizer.load_own_variables(state)`` restores the whole state (where
+    Keras would skip it with a warning): a sampler's named state always does (a
+    variable it lacks starts at its initial value)."""
+    if not isinstance(optimizer, Sampler):
+        saved = [state[str(i)].shape for i in range(len(state))]
+        return saved == [tuple(v.shape) for v in optimizer.variables]
+    count = len(state) - (NAMES_KEY in state)
+    return (NAMES_KEY in state or count == len(optimizer.variables)
+            or saved_names(state, count, optimizer.state_names()) is not None)
 
 
 def _remove_quietly(path):
