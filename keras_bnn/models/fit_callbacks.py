@@ -201,7 +201,10 @@ def leave_warmup(model):
     (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.short_warmup_message`),
     and with :class:`~keras_bnn.samplers.warmup.StiffnessWarning` if a
     blow-up capped h far below it
-    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.stiffness_message`).
+    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.stiffness_message`)
+    or if the noisiest variables set an h far below the step the others'
+    noise allows
+    (:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.noise_spread_message`).
 
     Args:
         model: a :class:`keras_bnn.BayesianModel` compiled with a sampler.
@@ -210,7 +213,8 @@ def leave_warmup(model):
     if sampler.leave_warmup():
         model.make_train_function(force=True)
         for message, category in ((sampler.short_warmup_message(), ShortWarmupWarning),
-                                  (sampler.stiffness_message(), StiffnessWarning)):
+                                  (sampler.stiffness_message(), StiffnessWarning),
+                                  (sampler.noise_spread_message(), StiffnessWarning)):
             if message:
                 warnings.warn(message, category, stacklevel=3)
 

@@ -16,7 +16,8 @@ from keras_bnn import backend, schedules
 from keras_bnn.samplers.warmup import (ANCHOR_CONFIRM, ANCHOR_EVERY, BLOW_UP_BACKOFF,
                                        INITIAL_STEP_SIZE, REMEASURE_TOLERANCE,
                                        TARGET_NOISE_RATIO, StepSizeWarmup, auto_warmup_steps,
-                                       climb_shortfall, noise_limited_step_size, stiffness_gap)
+                                       climb_shortfall, noise_limited_step_size, noise_spread,
+                                       stiffness_gap)
 from keras_bnn.validation import argument_error, check_positive
 
 
@@ -474,6 +475,42 @@ class AutoStepSize:
                 "targets too), use HMC (sampler='hmc') where the training set fits in one "
                 "batch, or give an explicit `step_size` (a step above the one that blew up is "
                 "unstable somewhere).")
+
+    def noise_spread_message(self):
+        """Why some variables step far below the step their own noise allows, or None.
+
+        :func:`~keras_bnn.samplers.warmup.noise_spread` of the frozen steps,
+        read on the host once the warm-up is over (``fit`` asks when it
+        leaves the warm-up's code out of the step): the second cause of a
+        :class:`~keras_bnn.samplers.warmup.StiffnessWarning`.
+
+        Returns:
+            A message naming the variables that set h, the quietest
+            variable and the spread, and what to do; or None (an explicit
+            step, the warm-up not over, or a spread within ``NOISE_SPREAD``).
+        """
+        frozen = self._frozen_warmup()
+        if frozen is None:
+            return None
+        step, _, scales, _, _, exponent = frozen
+        names = [getattr(v, "path", v.name) for v in self._trainable_variables]
+        factors = [float(backend.to_numpy(self.step_factor(v))) for v in self._trainable_variables]
+        spread, ratios = noise_spread(step, scales, factors, exponent)
+        if not spread:
+            return None
+        setters = ", ".join(n for n, r in zip(names, ratios) if r >= 0.5 * max(ratios))
+        quietest = min((r, n) for n, r in zip(names, ratios) if r > 0.0)[1]
+        return (f"{type(self).__name__}: the warm-up froze h = {step:.3g}, set by the gradient "
+                f"noise of {setters}; at that step the noise ratio of {quietest} is {spread:.3g} "
+                f"times below theirs: it could step {spread ** (1 / exponent):.3g} times longer "
+                "at their noise level (on standardised inputs this spread of noise ratios is "
+                "at most about 100). The inputs are badly scaled (the spread grows as the square "
+                "of their scale), and the chain crawls towards its posterior without blowing "
+                "up. Standardise the inputs (zero mean, unit variance per feature; a "
+                "regression's targets too), use HMC (sampler='hmc') where the training set fits "
+                "in one batch, or give an explicit `step_size` larger than h and watch the "
+                "gradient_noise_ratio it logs (the warm-up measured the noise far from the "
+                "posterior, where it can be far larger).")
 
     def _frozen_warmup(self):
         """``(h, ceiling, scales, sizes, r*, k)`` of a finished warm-up (host
