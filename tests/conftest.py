@@ -25,6 +25,14 @@ tf.config.set_logical_device_configuration(
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+from mirrored import new_mirrored  # noqa: E402
+
+
+@pytest.fixture
+def new_strategy():
+    """``new_mirrored``, for tests that make their strategies through a fixture."""
+    return new_mirrored
+
 
 @pytest.fixture
 def policy():

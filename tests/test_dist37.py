@@ -12,29 +12,15 @@ step). These tests hold what was not covered elsewhere.
 """
 
 import contextlib
-import itertools
 import warnings
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_bnn as kb
 
-_KEY_BASES = itertools.count(370000, 1000)
 N = 101
-
-
-@pytest.fixture
-def new_strategy(monkeypatch):
-    """MirroredStrategies over the 2 logical CPUs with collective keys of their own
-    (see tests/test_distribute_fit.py)."""
-    def make():
-        monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base",
-                            next(_KEY_BASES))
-        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    return make
 
 
 def _rows(n, features=4, seed=1):

@@ -2,7 +2,6 @@
 logical CPUs, tests/conftest.py), and what two MultiWorkerMirroredStrategy workers on
 127.0.0.1 do when one of them is killed (SIGKILL) mid-run."""
 
-import itertools
 import json
 import os
 import signal
@@ -14,24 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_bnn as kb
 from ensemble_helpers import inputs, tiny_member, weight_sets
 from fit_helpers import softmax_regression, three_class_rows
-
-_KEY_BASES = itertools.count(380000, 1000)
-
-
-@pytest.fixture
-def new_strategy(monkeypatch):
-    """MirroredStrategies over ``devices`` with collective keys of their own
-    (see tests/test_distribute_fit.py)."""
-    def make(devices=("/cpu:0", "/cpu:1")):
-        monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base",
-                            next(_KEY_BASES))
-        return tf.distribute.MirroredStrategy(list(devices))
-    return make
 
 
 def _refused(owner, replicas=2):

@@ -7,7 +7,6 @@ logged metrics and the checks of the data must read the global batch.
 """
 
 import contextlib
-import itertools
 import warnings
 
 import keras
@@ -19,25 +18,6 @@ import keras_bnn as kb
 from fit_helpers import LOSS, softmax_regression, three_class_rows
 
 N = 20
-
-
-_KEY_BASES = itertools.count(20000, 1000)
-
-
-@pytest.fixture
-def new_strategy(monkeypatch):
-    """Makes MirroredStrategies over the 2 logical CPUs, each with collective keys of its own.
-
-    TensorFlow caches collective instances per (group key, instance key) for
-    the process and every MirroredStrategy starts at group key 1: a later
-    strategy all-reducing other shapes (the other files' tests) would hit
-    these tests' cached shapes (tests/test_hmc.py does the same).
-    """
-    def make():
-        monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base",
-                            next(_KEY_BASES))
-        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    return make
 
 
 def _model(sampler, train_size=N, strategy=None, loss=LOSS):

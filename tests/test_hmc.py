@@ -23,6 +23,7 @@ from scipy import special
 
 import keras_bnn as kb
 from keras_bnn import console
+from mirrored import new_mirrored
 
 WORKERS = Path(__file__).parent / "workers"
 sys.path.insert(0, str(WORKERS))
@@ -173,18 +174,11 @@ def test_nonfinite_potential_stops_fit_and_keeps_the_weights(backend_name, jit_c
     assert run["unchanged"]
 
 
-def test_mirrored_strategy_takes_the_same_decisions(monkeypatch):
-    # TensorFlow caches collective instances per (group key, instance key) for
-    # the whole process, and every MirroredStrategy starts at group key 1: a
-    # later strategy all-reducing other shapes (tests/test_training.py) would
-    # hit this test's cached shapes. `_collective_key_base` ("only set this in
-    # tests", tensorflow/python/distribute/mirrored_strategy.py) moves this
-    # strategy to its own group keys.
-    monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base", 7919)
+def test_mirrored_strategy_takes_the_same_decisions():
     x, y = hmc_runs.blr_data()
     single = hmc_runs.blr_model(kb.samplers.HMC(0.15, num_leapfrog_steps=4, seed=5))
     history = single.fit(x, y, batch_size=64, epochs=6, verbose=0, shuffle=False)
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = new_mirrored()
     with strategy.scope():
         mirrored = hmc_runs.blr_model(kb.samplers.HMC(0.15, num_leapfrog_steps=4, seed=5))
     mirrored_history = mirrored.fit(x, y, batch_size=64, epochs=6, verbose=0, shuffle=False)

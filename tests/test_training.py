@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import keras_bnn as kb
 from keras_bnn import priors
+from mirrored import new_mirrored
 
 N_TRAIN = 256
 BATCH = 32
@@ -182,7 +183,7 @@ def test_mirrored_strategy_runs_the_same_chain(name):
     # chain by ~1e-2 in these 16 steps; so would per-replica noise.
     single = _compile(_model(prior_std=0.05), _sampler(name))
     history = single.fit(_dataset(), epochs=2, verbose=0)
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = new_mirrored()
     with strategy.scope():
         mirrored = _compile(_model(prior_std=0.05), _sampler(name))
     mirrored_history = mirrored.fit(_dataset(), epochs=2, verbose=0)
@@ -205,7 +206,7 @@ def test_mirrored_strategy_runs_the_same_chain(name):
 
 def test_mirrored_strategy_takes_what_one_device_takes(tmp_path):
     """What failed under MirroredStrategy (2 logical CPUs) and works on one device."""
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = new_mirrored()
     x, y = _data()
     sampler = _sampler("sghmc")  # outside the scope: "Mixing different ... Strategy objects"
     with strategy.scope():

@@ -20,7 +20,6 @@ Fast checks; the judgement against NUTS is tests/test_warmup_gold.py (slow).
 """
 
 import contextlib
-import functools
 import json
 import math
 import os
@@ -35,6 +34,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
+from mirrored import new_mirrored
 from keras_bnn import samplers
 from keras_bnn.samplers import warmup
 from sampler_harness import run_chains, total_ess
@@ -407,24 +407,11 @@ def test_only_a_finished_warm_up_is_left():
     assert not model.optimizer.leave_warmup()  # once
 
 
-@functools.cache
-def _mirrored():
-    """One MirroredStrategy over the two logical CPUs for this file's tests.
-
-    Each new strategy numbers its collective ops from the same keys, and
-    TensorFlow keeps an instance's shape for the process: a second strategy
-    whose step all-reduces another size than the first's at the same key
-    aborts ("Shape mismatch in the collective instance 102 ... expected shape
-    [24] but another member in the group expected shape [26]"; plain Keras
-    models too, measured 2026-11-30). One strategy numbers on."""
-    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-
-
 @pytest.mark.slow  # two logical CPUs: 23–75 s
 def test_auto_step_is_the_same_under_mirrored_strategy():
     # 600 warm-up steps: long enough for the output layer's factors to fall below 1.
     single, _ = _small_fit("sghmc", epochs=76, warmup_steps=600)
-    mirrored, history = _small_fit("sghmc", _mirrored(), epochs=76, warmup_steps=600)
+    mirrored, history = _small_fit("sghmc", new_mirrored(), epochs=76, warmup_steps=600)
     chosen = mirrored.optimizer.step_size_value
     assert chosen == pytest.approx(single.optimizer.step_size_value, rel=1e-4)
     np.testing.assert_allclose(history["step_size"][75], chosen, rtol=1e-6)  # steps 600-607
@@ -508,7 +495,7 @@ def test_a_warmup_blow_up_returns_the_chain_to_its_anchor(name):
 
 @pytest.mark.slow  # two logical CPUs: 23–75 s
 def test_the_recovery_under_mirrored_strategy():
-    _check_excursion(_excursion("atmc", _mirrored()))
+    _check_excursion(_excursion("atmc", new_mirrored()))
 
 
 JAX_FIT = """
