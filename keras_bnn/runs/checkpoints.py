@@ -39,7 +39,6 @@ import numpy as np
 
 from keras_bnn import durable, nonfinite
 from keras_bnn.samplers import Sampler
-from keras_bnn.samplers.state_layout import NAMES_KEY, saved_names
 from keras_bnn.validation import check_int, check_positive
 
 _NAME = "epoch-{:06d}.npz"
@@ -255,14 +254,11 @@ def _read(path, weights, optimizer):
 
 def _loads(optimizer, state):
     """Whether ``optimizer.load_own_variables(state)`` restores the whole state (where
-    Keras would skip it with a warning): a sampler's named state always does (a
-    variable it lacks starts at its initial value)."""
-    if not isinstance(optimizer, Sampler):
-        saved = [state[str(i)].shape for i in range(len(state))]
-        return saved == [tuple(v.shape) for v in optimizer.variables]
-    count = len(state) - (NAMES_KEY in state)
-    return (NAMES_KEY in state or count == len(optimizer.variables)
-            or saved_names(state, count, optimizer.state_names()) is not None)
+    Keras would skip it with a warning)."""
+    if isinstance(optimizer, Sampler):
+        return optimizer.loads_whole(state)
+    saved = [state[str(i)].shape for i in range(len(state))]
+    return saved == [tuple(v.shape) for v in optimizer.variables]
 
 
 def _remove_quietly(path):

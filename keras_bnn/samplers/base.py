@@ -13,7 +13,8 @@ from keras_bnn.samplers.auto_step import AutoStepSize
 from keras_bnn.samplers.integrators import gradient_noise_update
 from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
 from keras_bnn.samplers.readouts import SamplerReadouts
-from keras_bnn.samplers.state_layout import encode_names, mismatch, NAMES_KEY, saved_names
+from keras_bnn.samplers.state_layout import (encode_names, mismatch, NAMES_KEY, saved_names,
+                                             state_count)
 from keras_bnn.samplers.warmup import TARGET_NOISE_RATIO
 from keras_bnn.validation import check_choice, check_fraction, check_positive, check_seed
 
@@ -353,7 +354,7 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         Args:
             store: Keras' store of the optimizer's variables.
         """
-        count = len(store.keys()) - (NAMES_KEY in store)
+        count = state_count(store)
         if not self.built and self.build_on_load is not None and count > len(self.variables):
             self.build_on_load()
         names = self.state_names()
@@ -370,6 +371,24 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         for name, variable in zip(names, self.variables):
             variable.assign(store[position[name]] if name in position else
                             self._initializers[variable.path](variable.shape, variable.dtype))
+
+    def loads_whole(self, store):
+        """Whether :meth:`load_own_variables` restores this built sampler's whole state.
+
+        True for a named state (a variable it lacks starts at its initial value), an
+        unnamed one of as many variables as the sampler has (by position), and one short
+        of exactly :data:`~keras_bnn.samplers.state_layout.ADDED_TO_UNNAMED_STATES`;
+        False where the state is another sampler's.
+
+        Args:
+            store: Keras' store of the optimizer's variables, or a dict of them.
+
+        Returns:
+            bool.
+        """
+        count = state_count(store)
+        return (count == len(self.variables)
+                or saved_names(store, count, self.state_names()) is not None)
 
     def add_slot(self, var_list, name, layerwise=False, value=0.0):
         """Declares the per-variable state ``name``: one optimizer variable per variable.

@@ -32,6 +32,18 @@ def encode_names(names):
     return np.frombuffer("\n".join(names).encode(), np.uint8)
 
 
+def state_count(store):
+    """The number of variables in a sampler's saved ``store`` (its keys less :data:`NAMES_KEY`).
+
+    Args:
+        store: Keras' store of a sampler's variables, or a dict of them.
+
+    Returns:
+        int.
+    """
+    return len(store.keys()) - (NAMES_KEY in store)
+
+
 def saved_names(store, count, names):
     """The names of the variables in ``store``, or None when it loads by position.
 

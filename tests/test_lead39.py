@@ -1,0 +1,40 @@
+"""``Sampler.loads_whole``: the one decision of which saved states a sampler restores whole,
+shared by ``load_own_variables`` and the run backups (``runs/checkpoints.py``)."""
+
+import keras
+
+from keras_bnn import samplers
+from keras_bnn.samplers.state_layout import ADDED_TO_UNNAMED_STATES, NAMES_KEY
+from fit_helpers import softmax_regression, three_class_rows
+
+X, Y = three_class_rows(30)
+
+
+def _state(sampler):
+    store = {}
+    sampler.save_own_variables(store)
+    return store
+
+
+def _fitted(sampler):
+    softmax_regression(sampler, 30).fit(X, Y, batch_size=10, epochs=1, verbose=0)
+    return sampler
+
+
+def test_named_unnamed_and_short_states_load_whole_and_another_samplers_does_not():
+    sghmc = _fitted(samplers.SGHMC(seed=1))
+    named = _state(sghmc)
+    unnamed = {key: value for key, value in named.items() if key != NAMES_KEY}
+    names = sghmc.state_names()
+    short = [value for name, value in zip(names, sghmc.variables)
+             if name not in ADDED_TO_UNNAMED_STATES]
+    assert len(short) < len(names)  # the sampler has the added variable
+    short = {str(i): keras.ops.convert_to_numpy(v) for i, v in enumerate(short)}
+    assert sghmc.loads_whole(named)
+    assert sghmc.loads_whole(unnamed)
+    assert sghmc.loads_whole(short)
+    sgld = _fitted(samplers.SGLD(seed=1))
+    other = {key: value for key, value in _state(sgld).items() if key != NAMES_KEY}
+    assert len(other) != len(names)
+    assert not sghmc.loads_whole(other)
+    assert sghmc.loads_whole(_state(sgld))  # named: loads by name, with a warning
