@@ -136,8 +136,8 @@ def take_labels(labels, at, num_classes):
     """The class labels at the scored positions of ``at``, checked.
 
     Args:
-      labels: [N, ...] class indices (integers, integral floats, or booleans
-        for two classes) of the positions P = (N, ...) of ``at``, or
+      labels: [N, ...] class indices (integers, integral floats, bfloat16
+        included, or booleans for two classes) of the positions P = (N, ...) of ``at``, or
         [N, ..., 1] (a trailing axis of size 1, as Keras' sparse losses take).
       at: the :class:`keras_bnn.positions.Positions` of the predictions.
       num_classes: the number K of classes.
@@ -151,6 +151,8 @@ def take_labels(labels, at, num_classes):
         outside [0, K).
     """
     y = np.asarray(labels)
+    if y.dtype.kind == "V" and "float" in y.dtype.name:  # ml_dtypes' bfloat16: no np.floating
+        y = y.astype(np.float32)
     if y.shape == at.shape + (1,):
         y = y[..., 0]
     elif y.shape == at.shape + (num_classes,) and num_classes > 1:

@@ -22,15 +22,18 @@ def _save_png(fig, path):
     """Writes `fig` to `path` atomically; returns path.
 
     Raises:
-      ValueError: for a `path` that is not a filesystem path or does not end
-        in ``.png`` (a ``.pdf`` named file would hold PNG bytes).
+      ValueError: for a `path` that is not a filesystem path (str, bytes or
+        os.PathLike), does not end in ``.png`` (a ``.pdf`` named file would
+        hold PNG bytes), or is a directory.
     """
     try:
-        path = os.fspath(path)
+        path = os.fsdecode(path)
     except TypeError:
         raise argument_error("path", "be a filesystem path ending in .png", path) from None
     if not path.lower().endswith(".png"):
         raise argument_error("path", "end in .png (the plots are written as PNG)", path)
+    if os.path.isdir(path):
+        raise argument_error("path", "be a file to write, not a directory", path)
     check_directory_path(os.path.dirname(os.path.abspath(path)), "path")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     FigureCanvasAgg(fig)
@@ -73,7 +76,8 @@ def reliability_diagram(probs, labels, path, num_bins=15, title=None, mask=None,
       `path` as a string.
 
     Raises:
-      ValueError: as for `metrics.reliability`.
+      ValueError: as for `metrics.reliability`, or naming `path` for one that is not a
+        ``.png`` file path (a directory, a path below a file).
     """
     stats = metrics.reliability(probs, labels, num_bins, mask, sample_weight)
     ece = metrics.ece(probs, labels, num_bins, mask, sample_weight)
