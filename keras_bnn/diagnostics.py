@@ -237,8 +237,8 @@ def convergence_verdict(summary, what="components"):
     Returns:
         A :class:`ConvergenceVerdict`: ``converged`` and a one-line ``reason``
         that gives the figures the verdict rests on. Not converged, too,
-        when R-hat is undefined (a single chain of fewer than 8 draws) or
-        no component varies.
+        when R-hat is undefined (a single chain of fewer than 8 draws, or
+        every scored component 0/0) or no component varies.
 
     Raises:
         ValueError: naming ``summary`` if it is not such a dict.
@@ -250,6 +250,10 @@ def convergence_verdict(summary, what="components"):
     need = ESS_PER_CHAIN * summary["num_chains"]
     if not summary["num_scored"]:
         return ConvergenceVerdict(False, f"not assessed: none of the {what} varies")
+    if np.isnan(summary["median"]) and summary.get("num_rhat_undefined"):
+        return ConvergenceVerdict(False, f"not assessed: R-hat is 0/0 for all "
+                                         f"{summary['num_scored']} {what} scored (each is "
+                                         "constant within every split chain)")
     if np.isnan(summary["median"]):
         return ConvergenceVerdict(False, f"not assessed: R-hat is undefined "
                                          f"({summary['num_draws']} draws; one chain needs 8)")

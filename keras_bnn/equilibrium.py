@@ -244,6 +244,7 @@ def stationarity_test(series, temperature, window=WINDOW, false_alarm=FALSE_ALAR
     ratios = {name: statistics[name].mean_new / temperature
               for name in TEMPERATURES if name in statistics}
     failures = [f"{name} trends (z = {s.z:+.2f}, |z| > {thresholds[name]:.2f})"
+                if not math.isnan(s.z) else f"{name} holds a NaN or infinite epoch mean"
                 for name, s in statistics.items() if not abs(s.z) <= thresholds[name]]
     failures += [f"{name} reads {ratio:.3f}·T, outside 1 ± {band:g}"
                  for name, ratio in ratios.items() if not abs(ratio - 1.0) <= band]

@@ -108,9 +108,12 @@ class SamplerReadouts:
         averaged over the steps between them
         (:meth:`configurational_temperatures_between`): one step's sum is a
         noisy minibatch estimate, a mean over an epoch's steps is not.
-        The sums are float32: after 10⁶ steps of a 2·10⁵-weight layer at
-        T = 1 an epoch's (469 steps') difference is off by 0.05 % (measured
-        by accumulating such increments in float32), less in shorter runs.
+        The sums are float32: each step's addition rounds to the sum's
+        float32 spacing, so after s steps an epoch's difference is off by up
+        to about s·2⁻²⁴ of it, whatever the layer's size and T (measured by
+        accumulating 469 steps' increments of layers of 10³–2.4·10⁷ weights
+        at T = 1 in float32: up to 0.003 % after 10⁴ steps, 0.5 % after
+        10⁵, 4 % after 10⁶, 31 % after 10⁷).
 
         Returns:
             List of Python floats in the order of the trainable variables.
