@@ -19,6 +19,25 @@ import numpy as np
 from keras_bnn.validation import argument_error, check_int
 
 
+def validation_rows(num_rows, fraction):
+    """A fixed split of ``num_rows`` rows: ``(kept, held_out)`` row indices.
+
+    The last ``round(num_rows·fraction)`` rows of a permutation drawn with
+    seed 0 are held out (the same split for every run, seed and candidate).
+
+    Args:
+      num_rows: the number of rows.
+      fraction: the held-out share, in (0, 1).
+
+    Returns:
+      Two int64 index arrays: the rows kept (in the permutation's order) and
+      the rows held out.
+    """
+    order = np.random.default_rng(0).permutation(num_rows)
+    cut = num_rows - int(round(num_rows * fraction))
+    return order[:cut], order[cut:]
+
+
 def batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
             repeat=False, drop_remainder=False, example_seeds=False):
     """``ds`` shuffled, mapped, repeated, batched and prefetched, in that order.
