@@ -1,4 +1,5 @@
-"""Data loaders: the validation rows do not shape the bundled sets' scaling."""
+"""Data loaders: the validation rows do not shape the bundled sets' scaling, and npy labels
+are bounded."""
 
 import numpy as np
 import pytest
@@ -81,3 +82,34 @@ def test_the_split_is_scaled_with_the_kept_rows_statistics(name):
 def test_a_bad_validation_split_is_named(split):
     with pytest.raises(ValueError, match=r"bundled_arrays: `validation_split` must "):
         data.bundled_arrays("wine", validation_split=split)
+
+
+def _npy_dir(directory, y_train, y_test):
+    directory.mkdir()
+    arrays = {"x_train": np.ones((len(y_train), 2)), "y_train": np.asarray(y_train),
+              "x_test": np.ones((len(y_test), 2)), "y_test": np.asarray(y_test)}
+    for key, array in arrays.items():
+        np.save(directory / f"{key}.npy", array)
+    return directory
+
+
+@pytest.mark.parametrize("which", ["y_train", "y_test"])
+def test_a_huge_npy_label_is_refused_with_its_file_and_row(tmp_path, which):
+    """On dev a label 10**12 gave num_classes 1000000000001 (a head of that many units)."""
+    labels = {"y_train": [0, 1, 0, 1, 1], "y_test": [1, 0, 1]}
+    labels[which] = list(labels[which])
+    labels[which][2] = 10**12
+    directory = _npy_dir(tmp_path / "npy", **labels)
+    with pytest.raises(ValueError, match=rf"{which}.npy` must hold class labels 0, 1, ..., K-1 "
+                                         r"\(K = the largest label \+ 1\), at least half of "
+                                         r"which occur .*; got label 1000000000000 in row 2: "
+                                         r"1000000000001 classes for 3 distinct labels"):
+        data.npy_arrays(directory)
+
+
+def test_npy_labels_may_leave_up_to_half_of_the_classes_out(tmp_path):
+    """K = 2 x distinct labels is taken (e.g. 1-based labels, a class absent); one more is not."""
+    _, _, info = data.npy_arrays(_npy_dir(tmp_path / "a", [1, 3, 1], [3]))
+    assert info["num_classes"] == 4
+    with pytest.raises(ValueError, match=r"got label 4 in row 1: 5 classes for 2 distinct"):
+        data.npy_arrays(_npy_dir(tmp_path / "b", [1, 4, 1], [1]))
