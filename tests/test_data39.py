@@ -1,12 +1,15 @@
-"""Data loaders: the validation rows do not shape the bundled sets' scaling, and npy labels
-are bounded."""
+"""Data loaders: the validation rows do not shape the bundled sets' scaling, npy labels
+are bounded, and ``seed=None`` means a random seed in every loader."""
 
 import numpy as np
 import pytest
 import sklearn.datasets
 from sklearn.model_selection import train_test_split
 
+from fashion_mnist_files import write_set
+
 from keras_bnn import data
+from keras_bnn import fashion_mnist as fm
 from keras_bnn import runs
 from keras_bnn.datasets.bundled import BUNDLED, BUNDLED_SPLIT_SEED
 from keras_bnn.datasets.pipeline import validation_rows
@@ -113,3 +116,36 @@ def test_npy_labels_may_leave_up_to_half_of_the_classes_out(tmp_path):
     assert info["num_classes"] == 4
     with pytest.raises(ValueError, match=r"got label 4 in row 1: 5 classes for 2 distinct"):
         data.npy_arrays(_npy_dir(tmp_path / "b", [1, 4, 1], [1]))
+
+
+def test_synthetic_seed_none_draws_a_recorded_seed():
+    """On dev seed=None was refused by the synthetic task (and Fashion-MNIST) but meant a
+    random order for the bundled, npy and tfds loaders."""
+    (x, y), (x_test, _), info = data.synthetic_teacher(20, 5, seed=None)
+    assert isinstance(info["seed"], int) and 0 <= info["seed"] < 2**31
+    (x2, y2), (x_test2, _), _ = data.synthetic_teacher(20, 5, seed=info["seed"])
+    np.testing.assert_array_equal(x, x2)
+    np.testing.assert_array_equal(y, y2)
+    np.testing.assert_array_equal(x_test, x_test2)
+    seeds = {data.synthetic_teacher(2, 1, seed=None)[2]["seed"] for _ in range(4)}
+    assert len(seeds) > 1  # 4 draws of 2**31 seeds: equal with probability < 1e-8
+    train, _, info = data.load("synthetic", batch_size=32, num_train=20, num_test=5, seed=None)
+    assert sum(len(batch[1]) for batch in train) == 20 and isinstance(info["seed"], int)
+
+
+def test_fashion_mnist_seed_none_draws_a_recorded_seed(tmp_path, monkeypatch):
+    monkeypatch.setattr(fm, "KERAS_CACHE", str(tmp_path / "keras-cache"))
+    monkeypatch.setattr(fm, "DEBIAN_DIR", str(tmp_path / "debian"))
+    write_set(tmp_path / "mine")
+    (x, y), (x_val, y_val), _, info = fm.fashion_mnist_arrays(
+        tmp_path / "mine", validation_split=0.25, seed=None)
+    assert isinstance(info["seed"], int) and 0 <= info["seed"] < 2**31
+    again = fm.fashion_mnist_arrays(tmp_path / "mine", validation_split=0.25, seed=info["seed"])
+    np.testing.assert_array_equal(again[1][0], x_val)
+    np.testing.assert_array_equal(again[0][1], y)
+    train, _, info = fm.load_fashion_mnist(8, validation_split=0.25, seed=None,
+                                           data_dir=tmp_path / "mine")
+    assert sum(len(batch[1]) for batch in train) == 15 and isinstance(info["seed"], int)
+    with pytest.raises(ValueError, match=r"fashion_mnist_arrays: `seed` must be an int in "
+                                         r"\[0, 2147483647\]"):
+        fm.fashion_mnist_arrays(tmp_path / "mine", seed=True)

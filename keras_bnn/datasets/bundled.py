@@ -107,13 +107,14 @@ def load_bundled(name, batch_size=128, seed=0):
     Args:
       name: a key of BUNDLED.
       batch_size: examples per batch.
-      seed: seed of the per-epoch training shuffle (the split is fixed).
+      seed: seed of the per-epoch training shuffle (the split is fixed), or
+        None for one drawn at random (another order every call).
 
     Returns:
       (train_ds, test_ds, info) from `bundled_arrays`.
 
     Raises:
-      ValueError: for an unknown name or a bad batch_size.
+      ValueError: for an unknown name, a bad batch_size or seed.
     """
     (x_train, y_train), (x_test, y_test), info = bundled_arrays(name)
     return (make_dataset(x_train, y_train, batch_size, shuffle=True, seed=seed),

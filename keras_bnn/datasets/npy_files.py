@@ -203,7 +203,8 @@ def load_npy(data_dir=None, batch_size=128, seed=0):
     Args:
         data_dir: the directory holding :data:`NPY_FILES`.
         batch_size: examples per batch.
-        seed: seed of the per-epoch training shuffle.
+        seed: seed of the per-epoch training shuffle, or None for one drawn
+            at random (another order every call).
 
     Returns:
         ``(train_ds, test_ds, info)`` from :func:`npy_arrays`.
