@@ -5,7 +5,11 @@ Every loader returns ``(train_ds, test_ds, info)``: batched, prefetched
 `tf.data.Dataset`s of ``(inputs, int64 labels)`` (the training set reshuffled
 every epoch, the test set in a fixed order) and a dict ``info`` with at least
 "name", "num_train" (pass it as ``train_size``), "num_test", "num_classes" and
-"input_shape". `load(name, ...)` dispatches on the name.
+"input_shape". `load(name, ...)` dispatches on the name. Every loader's
+``seed`` may be None: a seed drawn at random for the call, so another
+training order every call (and, where the seed also draws data, other data:
+the synthetic task, Fashion-MNIST's held-out images; their info records the
+seed drawn).
 
 `load_bundled` serves the small real datasets that scikit-learn ships inside
 its package (no download): digits, breast_cancer, wine (classification) and
@@ -85,11 +89,10 @@ def load(name, batch_size=128, **kwargs):
             raise argument_error(key, f"be left out for dataset {name!r} (it takes "
                                  f"{', '.join(taken)})", kwargs[key], "load")
     if name == "synthetic":
-        seed = kwargs.get("seed", 0)
         (x_train, y_train), (x_test, y_test), info = synthetic_teacher(
             kwargs.pop("num_train", 1000), kwargs.pop("num_test", 1000), **kwargs)
         info["input_shape"] = (info["input_dim"],)
-        return (make_dataset(x_train, y_train, batch_size, shuffle=True, seed=seed),
+        return (make_dataset(x_train, y_train, batch_size, shuffle=True, seed=info["seed"]),
                 make_dataset(x_test, y_test, batch_size), info)
     if name in BUNDLED:
         return load_bundled(name, batch_size=batch_size, **kwargs)

@@ -33,7 +33,8 @@ import warnings
 
 import numpy as np
 
-from keras_bnn.validation import argument_error, check_fraction, check_seed
+from keras_bnn.datasets.pipeline import draw_seed, make_dataset
+from keras_bnn.validation import argument_error, check_fraction
 
 FILES = {
     "x_train": "train-images-idx3-ubyte.gz",
@@ -177,15 +178,17 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
             as a validation set: the last ``round(f·60000)`` of a permutation
             of the training split keyed on ``seed``. The test split is never
             touched.
-        seed: seed of that permutation.
+        seed: seed of that permutation: an int in [0, 2**31 - 1], or None
+            for one drawn at random (other held-out images at every call;
+            ``info["seed"]`` records it).
 
     Returns:
         ``((x_train, y_train), (x_val, y_val), (x_test, y_test), info)``:
         x float32 ``[n, 28, 28, 1]`` in [0, 1], y int64 ``[n]``; the
         validation pair is empty arrays when ``validation_split`` is 0.
         ``info`` has "name", "task", "num_train", "num_validation",
-        "num_test", "num_classes", "input_shape", "class_names" and
-        "data_dir" (the directory read).
+        "num_test", "num_classes", "input_shape", "class_names",
+        "data_dir" (the directory read) and "seed" (the seed used).
 
     Raises:
         FileNotFoundError: see :func:`find_files` (which may also warn
@@ -200,7 +203,7 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
         except ValueError:
             raise argument_error("validation_split", "be 0 or a number in (0, 1)",
                                  validation_split, "fashion_mnist_arrays") from None
-    seed = check_seed(seed, owner="fashion_mnist_arrays")
+    seed = draw_seed(seed, "fashion_mnist_arrays", highest=2**31 - 1)
     place = find_files(data_dir)
     paths = files_in(place)[0]
     arrays = {key: read_idx(path) for key, path in paths.items()}
@@ -229,7 +232,8 @@ def fashion_mnist_arrays(data_dir=None, validation_split=0.0, seed=0):
 
     info = {"name": "fashion_mnist", "task": "classification", "num_train": len(train),
             "num_validation": held, "num_test": len(arrays["x_test"]), "num_classes": 10,
-            "input_shape": (28, 28, 1), "class_names": CLASS_NAMES, "data_dir": place}
+            "input_shape": (28, 28, 1), "class_names": CLASS_NAMES, "data_dir": place,
+            "seed": seed}
     return ((scaled(x_train[train]), y_train[train]),
             (scaled(x_train[val]), y_train[val]),
             (scaled(arrays["x_test"]), arrays["y_test"].astype(np.int64)), info)
@@ -244,7 +248,8 @@ def load_fashion_mnist(batch_size=128, validation_split=0.0, seed=0, data_dir=No
             (see :func:`fashion_mnist_arrays`); the training pipeline never
             sees them.
         seed: seed of the validation permutation and of the per-epoch
-            training shuffle.
+            training shuffle, or None for one drawn at random for the call
+            (both use it; ``info["seed"]`` records it).
         data_dir: directory tried first (module docstring).
 
     Returns:
@@ -255,12 +260,10 @@ def load_fashion_mnist(batch_size=128, validation_split=0.0, seed=0, data_dir=No
 
     Raises:
         FileNotFoundError: see :func:`find_files`.
-        ValueError: for a bad ``validation_split`` or ``batch_size``.
+        ValueError: for a bad ``validation_split``, ``seed`` or ``batch_size``.
     """
-    from keras_bnn.datasets.pipeline import make_dataset  # noqa: PLC0415 - TF when called
-
     (x, y), (x_val, y_val), (x_test, y_test), info = fashion_mnist_arrays(
         data_dir, validation_split=validation_split, seed=seed)
     info["validation_ds"] = (make_dataset(x_val, y_val, batch_size) if len(y_val) else None)
-    return (make_dataset(x, y, batch_size, shuffle=True, seed=seed),
+    return (make_dataset(x, y, batch_size, shuffle=True, seed=info["seed"]),
             make_dataset(x_test, y_test, batch_size), info)

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+import sklearn.model_selection
 
 from keras_bnn import data, runs
 from keras_bnn.runs import config as config_lib
@@ -35,12 +36,13 @@ def test_auto_prior_is_chosen_on_held_out_training_rows(tmp_path, monkeypatch):
     would make a validation NLL non-finite); the run trains on the whole
     training split under the candidate of lowest validation NLL."""
     real = data.bundled_arrays
+    split = sklearn.model_selection.train_test_split
 
-    def poisoned(name):
-        train, (x_test, y_test), info = real(name)
-        return train, (np.full_like(x_test, np.nan), y_test), info
+    def poisoned(x, y, **kwargs):  # the bundled sets' test split is NaN
+        x_train, x_test, y_train, y_test = split(x, y, **kwargs)
+        return x_train, np.full_like(x_test, np.nan), y_train, y_test
 
-    monkeypatch.setattr(data, "bundled_arrays", poisoned)
+    monkeypatch.setattr(sklearn.model_selection, "train_test_split", poisoned)
     config = runs.RunConfig(dataset="wine", output_dir=str(tmp_path / "run"), **SHORT)
     config.validate()
     resolved = selection.resolve_prior(config)

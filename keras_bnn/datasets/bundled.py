@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from keras_bnn.datasets.pipeline import make_dataset
-from keras_bnn.validation import check_choice
+from keras_bnn.datasets.pipeline import make_dataset, validation_rows
+from keras_bnn.validation import argument_error, check_choice, check_fraction
 
 #: scikit-learn's bundled datasets: (loader name, task, number of test
 #: examples, feature scale). The split is fixed: a stratified
@@ -20,7 +20,7 @@ BUNDLED = {
 BUNDLED_SPLIT_SEED = 0
 
 
-def bundled_arrays(name):
+def bundled_arrays(name, validation_split=None):
     """The fixed split of one of scikit-learn's bundled datasets, scaled.
 
     Split: `train_test_split(test_size=BUNDLED[name][2],
@@ -30,26 +30,40 @@ def bundled_arrays(name):
     to tens of standard deviations, and posterior samples, which leave the
     weights of such inputs unconstrained, then predict wildly on the test
     images that ink them: measured single-sample test NLL 1.1 against 0.26);
-    the other sets' features are standardised with statistics of the training
-    split only, x' = (x - mean_train) / std_train (std 1 for a feature that
-    is constant there); for "diabetes" the target too,
+    the other sets' features are standardised with statistics of the rows
+    trained on only, x' = (x - mean) / std (std 1 for a feature that is
+    constant there); for "diabetes" the target too,
     y' = (y - target_mean) / target_std (info holds both to undo it).
+
+    With ``validation_split`` the test split is left out: the training
+    split's rows :func:`~keras_bnn.datasets.pipeline.validation_rows` holds
+    out take the test pair's place, and the statistics come from the other
+    rows alone (those a run on the split trains on), so no held-out row
+    shapes the scaling it is scored under.
 
     Args:
       name: a key of BUNDLED: "digits", "breast_cancer", "wine", "diabetes".
+      validation_split: None (the training and test splits), or the share
+        of the training split held out, in (0, 1).
 
     Returns:
       ((x_train, y_train), (x_test, y_test), info): x float32 [n, d]; y int64
       [n] class labels, or float32 [n] standardised targets for "diabetes";
+      with ``validation_split``, the rows trained on and the held-out rows.
       info has "name", "task" ("classification", "binary" or "regression"),
-      "num_train", "num_test", "num_classes" (None for regression),
-      "input_shape", "feature_mean", "feature_std" and, for regression,
-      "target_mean", "target_std".
+      "num_train", "num_test" (the held-out rows with ``validation_split``),
+      "num_classes" (None for regression), "input_shape", "feature_mean",
+      "feature_std" (the scaling of every returned row: what a model trained
+      on the first pair expects) and, for regression, "target_mean",
+      "target_std".
 
     Raises:
-      ValueError: for a name that is not in BUNDLED.
+      ValueError: for a name that is not in BUNDLED, or a ``validation_split``
+        outside (0, 1) or that holds out no row or every one.
     """
     check_choice(name, "name", tuple(BUNDLED), owner="bundled_arrays")
+    if validation_split is not None:
+        validation_split = check_fraction(validation_split, "validation_split", "bundled_arrays")
     import sklearn.datasets
     from sklearn.model_selection import train_test_split
 
@@ -58,6 +72,14 @@ def bundled_arrays(name):
     x_train, x_test, y_train, y_test = train_test_split(
         x, y, test_size=num_test, random_state=BUNDLED_SPLIT_SEED,
         stratify=None if task == "regression" else y)
+    if validation_split is not None:
+        kept, held = validation_rows(len(y_train), validation_split)
+        if not len(kept) or not len(held):
+            raise argument_error("validation_split", f"hold out between 1 and "
+                                 f"{len(y_train) - 1} of the {len(y_train)} training rows",
+                                 validation_split, "bundled_arrays")
+        x_train, x_test = x_train[kept], x_train[held]
+        y_train, y_test = y_train[kept], y_train[held]
     if scale is None:
         mean, std = x_train.mean(axis=0), x_train.std(axis=0)
         std = np.where(std > 0, std, 1.0)
@@ -85,13 +107,14 @@ def load_bundled(name, batch_size=128, seed=0):
     Args:
       name: a key of BUNDLED.
       batch_size: examples per batch.
-      seed: seed of the per-epoch training shuffle (the split is fixed).
+      seed: seed of the per-epoch training shuffle (the split is fixed), or
+        None for one drawn at random (another order every call).
 
     Returns:
       (train_ds, test_ds, info) from `bundled_arrays`.
 
     Raises:
-      ValueError: for an unknown name or a bad batch_size.
+      ValueError: for an unknown name, a bad batch_size or seed.
     """
     (x_train, y_train), (x_test, y_test), info = bundled_arrays(name)
     return (make_dataset(x_train, y_train, batch_size, shuffle=True, seed=seed),

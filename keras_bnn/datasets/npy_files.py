@@ -8,8 +8,11 @@ data_dir=D)``, ``keras_bnn.data.load("npy", data_dir=D)``) reads
 them before saving). The task follows ``y_train``'s dtype:
 
 * integer labels ``[n]`` (or booleans): classification, ``num_classes`` =
-  the largest label of both splits + 1 (``--likelihood bernoulli`` for 0/1
-  labels with one logit);
+  the largest label of both splits + 1, of which at least half must occur in
+  the two files (a label such as 10**12, an id, a sentinel or an integer
+  regression target, would make a head of that many classes: it is refused,
+  naming its file and row); ``--likelihood bernoulli`` for 0/1 labels with
+  one logit;
 * floating-point targets ``[n]``: regression (the Gaussian likelihood).
 
 Because the run records only the directory, every command that reads the
@@ -124,7 +127,23 @@ def _labels(y_train, y_test, names):
             raise argument_error(name, "hold class labels 0, 1, ..., K-1", None,
                                  got=f"label {lowest if lowest < 0 else highest}")
     y_train, y_test = y_train.astype(np.int64), y_test.astype(np.int64)
-    return y_train, y_test, "classification", int(max(y_train.max(), y_test.max())) + 1
+    return y_train, y_test, "classification", _class_count(y_train, y_test, names)
+
+
+def _class_count(y_train, y_test, names):
+    """The number of classes K = the largest label + 1, refused (naming the file
+    and row of the largest label) when fewer than half of 0..K-1 occur."""
+    highest = max(int(y_train.max()), int(y_test.max()))
+    distinct = len(np.unique(np.concatenate([y_train, y_test])))
+    if highest + 1 > 2 * distinct:
+        name, labels = (names[1], y_train) if y_train.max() == highest else (names[3], y_test)
+        raise argument_error(name, "hold class labels 0, 1, ..., K-1 (K = the largest label "
+                             "+ 1), at least half of which occur in the two label files", None,
+                             got=f"label {highest} in row {int(np.argmax(labels))}: "
+                             f"{highest + 1} classes for {distinct} distinct labels (number "
+                             f"them 0..{distinct - 1}, e.g. numpy.unique(y, return_inverse=True)"
+                             "; save regression targets as floats)")
+    return highest + 1
 
 
 def _paths(data_dir):
@@ -154,7 +173,9 @@ def npy_arrays(data_dir):
     Raises:
         ValueError: if ``data_dir`` is None, or an array is not numeric,
             mismatched in length, not finite, of other example shapes in the
-            two splits, or its labels are negative or of the other split's kind.
+            two splits, or its labels are negative, of the other split's
+            kind, or make a class count K (the largest label + 1) of which
+            fewer than half occur.
         FileNotFoundError: if ``data_dir`` lacks a file (all missing ones named).
     """
     names = _paths(data_dir)
@@ -182,7 +203,8 @@ def load_npy(data_dir=None, batch_size=128, seed=0):
     Args:
         data_dir: the directory holding :data:`NPY_FILES`.
         batch_size: examples per batch.
-        seed: seed of the per-epoch training shuffle.
+        seed: seed of the per-epoch training shuffle, or None for one drawn
+            at random (another order every call).
 
     Returns:
         ``(train_ds, test_ds, info)`` from :func:`npy_arrays`.

@@ -19,6 +19,48 @@ import numpy as np
 from keras_bnn.validation import argument_error, check_int
 
 
+def draw_seed(seed, owner=None, highest=2**63 - 1):
+    """A loader's ``seed``: checked, or for None one drawn at random for this call.
+
+    ``seed=None`` means the same in every loader of :mod:`keras_bnn.data`: a
+    seed drawn from the operating system's entropy, another at every call
+    (so another order, and where the seed also draws data, other data).
+
+    Args:
+      seed: an int in [0, ``highest``], or None.
+      owner: the function the argument belongs to, for the error.
+      highest: the largest seed taken.
+
+    Returns:
+      int: ``seed``, or the drawn seed (in [0, 2**31 - 1]) for None.
+
+    Raises:
+      ValueError: naming ``seed`` for a bool, a float, or an int outside [0, ``highest``].
+    """
+    if seed is None:
+        return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    return check_int(seed, "seed", 0, highest, owner)
+
+
+def validation_rows(num_rows, fraction):
+    """A fixed split of ``num_rows`` rows: ``(kept, held_out)`` row indices.
+
+    The last ``round(num_rows·fraction)`` rows of a permutation drawn with
+    seed 0 are held out (the same split for every run, seed and candidate).
+
+    Args:
+      num_rows: the number of rows.
+      fraction: the held-out share, in (0, 1).
+
+    Returns:
+      Two int64 index arrays: the rows kept (in the permutation's order) and
+      the rows held out.
+    """
+    order = np.random.default_rng(0).permutation(num_rows)
+    cut = num_rows - int(round(num_rows * fraction))
+    return order[:cut], order[cut:]
+
+
 def batched(ds, batch_size, shuffle, seed, example_fn=None, batch_fn=None,
             repeat=False, drop_remainder=False, example_seeds=False):
     """``ds`` shuffled, mapped, repeated, batched and prefetched, in that order.
@@ -90,9 +132,7 @@ class _EpochOrder:
         if self.size < 1:
             raise argument_error("ds", "be a finite dataset of known size to be shuffled", ds,
                                  got=f"cardinality {self.size}")
-        if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-        self.key = tf.constant(check_int(seed, "seed", 0, 2**63 - 1), tf.int64)
+        self.key = tf.constant(draw_seed(seed), tf.int64)
         self.example_seeds = example_seeds
         with tf.init_scope():
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")

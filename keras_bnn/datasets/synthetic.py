@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from keras_bnn.datasets.pipeline import draw_seed
 from keras_bnn.validation import check_int, check_positive
 
 
@@ -54,7 +55,9 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
       hidden: widths of the teacher's hidden layers (may be empty).
       logit_scale: standard deviation scale s > 0 of the output weights.
       seed: integer seed in [0, 2**63 - 1] (``load("synthetic")`` shuffles
-        the training set with it too).
+        the training set with it too), or None: a seed drawn at random
+        (another task at every call), recorded in metadata["seed"], from
+        which the same task is drawn again.
 
     Returns:
       ((x_train, y_train), (x_test, y_test), metadata): x float32
@@ -66,8 +69,8 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
 
     Raises:
       ValueError: if a size is not a positive integer, num_classes < 2,
-        logit_scale <= 0, or seed is not an integer in [0, 2**63 - 1] (None
-        and bools too: the task would not be reproducible, or 1 for True).
+        logit_scale <= 0, or seed is neither None nor an integer in
+        [0, 2**63 - 1] (bools too: True is not seed 1).
     """
     owner = "synthetic_teacher"
     num_train = check_int(num_train, "num_train", 1, owner=owner)
@@ -76,7 +79,7 @@ def synthetic_teacher(num_train, num_test, input_dim=5, num_classes=3,
     num_classes = check_int(num_classes, "num_classes", 2, owner=owner)
     hidden = tuple(check_int(h, f"hidden[{i}]", 1, owner=owner) for i, h in enumerate(hidden))
     logit_scale = check_positive(logit_scale, "logit_scale", owner)
-    seed = check_int(seed, "seed", 0, 2**63 - 1, owner=owner)
+    seed = draw_seed(seed, owner)
     teacher_seq, train_seq, test_seq = np.random.SeedSequence(seed).spawn(3)
 
     rng = np.random.default_rng(teacher_seq)

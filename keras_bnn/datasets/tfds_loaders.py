@@ -65,7 +65,8 @@ def load_mnist(data_dir=None, batch_size=128, download=False, seed=0):
       data_dir: tfds data directory (default: tfds' own, ~/tensorflow_datasets).
       batch_size: examples per batch.
       download: download and prepare the dataset if missing.
-      seed: seed of the per-epoch training shuffle.
+      seed: seed of the per-epoch training shuffle, or None for one drawn
+        at random (another order every call).
 
     Returns:
       (train_ds, test_ds, info): batches of (float32 [b, 28, 28, 1], int64 [b]);
@@ -113,7 +114,8 @@ def load_cifar10(data_dir=None, batch_size=128, augment=False, download=False,
       batch_size: examples per batch.
       augment: augment the training set.
       download: download and prepare the dataset if missing.
-      seed: seed of the training shuffle and augmentation.
+      seed: seed of the training shuffle and augmentation, or None for one
+        drawn at random (another order every call).
 
     Returns:
       (train_ds, test_ds, info): batches of (float32 [b, 32, 32, 3], int64 [b]);
@@ -160,7 +162,8 @@ def load_imdb(data_dir=None, batch_size=128, vocab_size=20000,
       vocab_size: vocabulary size including padding and OOV ids.
       sequence_length: tokens per review.
       download: download and prepare the dataset if missing.
-      seed: seed of the per-epoch training shuffle.
+      seed: seed of the per-epoch training shuffle, or None for one drawn
+        at random (another order every call).
 
     Returns:
       (train_ds, test_ds, info): batches of (int64 [b, sequence_length],

@@ -20,7 +20,7 @@ from keras_bnn import models as models_lib
 from keras_bnn import priors as priors_lib
 from keras_bnn import samplers
 from keras_bnn.datasets import npy_files
-from keras_bnn.datasets.pipeline import data_epoch, endless
+from keras_bnn.datasets.pipeline import data_epoch, endless, validation_rows
 from keras_bnn.runs.config import (ARRAYS, DEFAULT_MODEL_ARGS, STUDENT_T_DF, TASK_LIKELIHOOD,
                                    chain_seed)
 from keras_bnn.validation import argument_error, check_choice
@@ -277,9 +277,8 @@ def validation_arrays(x, y, fraction):
     Returns:
         Tuple of four arrays.
     """
-    order = np.random.default_rng(0).permutation(len(y))
-    cut = len(order) - int(round(len(order) * fraction))
-    return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
+    kept, held = validation_rows(len(y), fraction)
+    return x[kept], y[kept], x[held], y[held]
 
 
 def _split_arrays(config, x, y, data_seed):
@@ -287,8 +286,6 @@ def _split_arrays(config, x, y, data_seed):
     split (the synthetic task's drawn with ``data_seed``)."""
     if x is not None:
         return x, y
-    if config.dataset in data_lib.BUNDLED:
-        return data_lib.bundled_arrays(config.dataset)[0]
     if config.dataset == "npy":
         return data_lib.npy_arrays(config.data_dir)[0]
     if config.dataset == "synthetic":
@@ -305,7 +302,10 @@ def split_data(config, split, x=None, y=None):
     :func:`validation_arrays` of the sweep's training arrays
     (``x, y``, or the training split of ``config.dataset``): the run trains
     on the first part, batches shuffled with ``config.seed``, and is scored
-    on the held-out part. :func:`keras_bnn.runs.sweep` records ``split`` in
+    on the held-out part. A bundled dataset's features (and diabetes' target)
+    are standardised with the statistics of the first part alone
+    (``bundled_arrays(name, validation_split)``): the held-out rows do not
+    shape the scaling they are scored under. :func:`keras_bnn.runs.sweep` records ``split`` in
     each run's ``validation_split.json``
     (:attr:`keras_bnn.runs.RunDir.validation_split`), from which
     :func:`keras_bnn.runs.evaluate` rebuilds the same held-out rows.
@@ -324,8 +324,13 @@ def split_data(config, split, x=None, y=None):
         ValueError: without arrays for a dataset not held in memory (a
             tensorflow-datasets dataset).
     """
-    arrays = validation_arrays(*_split_arrays(config, x, y, split["data_seed"]),
-                               split["validation_split"])
+    if x is None and config.dataset in data_lib.BUNDLED:
+        (x_kept, y_kept), (x_held, y_held), _ = data_lib.bundled_arrays(
+            config.dataset, validation_split=split["validation_split"])
+        arrays = (x_kept, y_kept, x_held, y_held)
+    else:
+        arrays = validation_arrays(*_split_arrays(config, x, y, split["data_seed"]),
+                                   split["validation_split"])
     likelihood = (config.likelihood if config.dataset == ARRAYS
                   else likelihood_of(config, load_info(config)))
     return arrays_data(arrays[0], arrays[1], config.batch_size, config.seed, likelihood,
