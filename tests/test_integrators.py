@@ -257,8 +257,8 @@ def test_state_accessor_names_its_slots():
     variable = keras.Variable(A0.astype(np.float32))
     sampler.build([variable])
     assert set(sampler.state(variable)) == {
-        "virial", "virial_total", "noise_ratio", "previous_gradient", "gradient_noise", "kinetic",
-        "momentum", "thermostat"}
+        "virial", "virial_total", "virial_carry", "noise_ratio", "previous_gradient",
+        "gradient_noise", "kinetic", "momentum", "thermostat"}
     assert sampler.slots("thermostat") == [sampler.state(variable)["thermostat"]]
     with pytest.raises(ValueError, match="'momentum'"):
         sampler.slots("mass")

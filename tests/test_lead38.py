@@ -23,6 +23,7 @@ from keras_bnn import cli, runs, samplers
 from keras_bnn.runs import checkpoints
 from keras_bnn.runs.config import RunConfig
 from keras_bnn.runs.checkpoints import RunBackup
+from keras_bnn.samplers.state_layout import ADDED_SINCE_NAMES
 from fit_helpers import LOSS, softmax_regression, three_class_rows
 
 X, Y = three_class_rows(30)
@@ -76,8 +77,10 @@ def _resumed(tmp_path, optimizer, clear=True):
 
 def _as_before(path, model, leave_out=()):
     """Rewrites backup ``path`` as the code before 2026-11-30 wrote it: every weight,
-    then every optimizer variable (less ``leave_out``), as v0, v1, ..., with paths."""
-    left_out = {id(v) for v in leave_out}
+    then every optimizer variable (less ``leave_out`` and those added since), as v0,
+    v1, ..., with paths."""
+    since = [v for slot in ADDED_SINCE_NAMES for v in model.optimizer.slots(slot)]
+    left_out = {id(v) for v in [*leave_out, *since]}
     variables = [v for v in [*model.weights, *model.optimizer.variables]
                  if id(v) not in left_out]
     with np.load(path) as stored:
@@ -127,8 +130,11 @@ def test_a_backup_written_before_loads_bit_identically(tmp_path, cls):
     model = _backed_up(tmp_path, cls(seed=0))
     _as_before(_newest(tmp_path), model)
     fresh = _resumed(tmp_path, cls(seed=0))
-    for saved, loaded in zip(_values([*model.weights, *model.optimizer.variables]),
-                             _values([*fresh.weights, *fresh.optimizer.variables]),
+    since = [name.split("/")[0] in ADDED_SINCE_NAMES for name in fresh.optimizer.state_names()]
+    state = list(zip(since, model.optimizer.variables, fresh.optimizer.variables, strict=True))
+    assert not any(np.any(v) for added, _, v in state if added)  # not in it: initial 0
+    for saved, loaded in zip(_values([*model.weights, *[v for added, v, _ in state if not added]]),
+                             _values([*fresh.weights, *[v for added, _, v in state if not added]]),
                              strict=True):
         np.testing.assert_array_equal(loaded, saved)
 

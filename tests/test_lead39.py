@@ -4,7 +4,8 @@ shared by ``load_own_variables`` and the run backups (``runs/checkpoints.py``)."
 import keras
 
 from keras_bnn import samplers
-from keras_bnn.samplers.state_layout import ADDED_TO_UNNAMED_STATES, NAMES_KEY
+from keras_bnn.samplers.state_layout import (ADDED_SINCE_NAMES,
+                                             ADDED_TO_UNNAMED_STATES, NAMES_KEY)
 from fit_helpers import softmax_regression, three_class_rows
 
 X, Y = three_class_rows(30)
@@ -26,13 +27,16 @@ def test_named_unnamed_and_short_states_load_whole_and_another_samplers_does_not
     named = _state(sghmc)
     unnamed = {key: value for key, value in named.items() if key != NAMES_KEY}
     names = sghmc.state_names()
+    since = [name.split("/")[0] in ADDED_SINCE_NAMES for name in names]
+    before = [value for added, value in zip(since, sghmc.variables) if not added]
     short = [value for name, value in zip(names, sghmc.variables)
-             if name not in ADDED_TO_UNNAMED_STATES]
-    assert len(short) < len(names)  # the sampler has the added variable
-    short = {str(i): keras.ops.convert_to_numpy(v) for i, v in enumerate(short)}
+             if name not in ADDED_TO_UNNAMED_STATES and name.split("/")[0] not in ADDED_SINCE_NAMES]
+    assert len(short) < len(before) < len(names)  # the sampler has the added variables
     assert sghmc.loads_whole(named)
     assert sghmc.loads_whole(unnamed)
-    assert sghmc.loads_whole(short)
+    for state in (before, short):  # the two unnamed layouts saved before names
+        assert sghmc.loads_whole({str(i): keras.ops.convert_to_numpy(v)
+                                  for i, v in enumerate(state)})
     sgld = _fitted(samplers.SGLD(seed=1))
     other = {key: value for key, value in _state(sgld).items() if key != NAMES_KEY}
     assert len(other) != len(names)

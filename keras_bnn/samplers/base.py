@@ -12,7 +12,7 @@ from keras_bnn import schedules
 from keras_bnn.samplers.auto_step import AutoStepSize
 from keras_bnn.samplers.integrators import gradient_noise_update
 from keras_bnn.samplers.kernel import Transition, TransitionKernel, gradient_step
-from keras_bnn.samplers.readouts import SamplerReadouts
+from keras_bnn.samplers.readouts import SamplerReadouts, compensated_add
 from keras_bnn.samplers.state_layout import (encode_names, mismatch, NAMES_KEY, saved_names,
                                              state_count)
 from keras_bnn.samplers.warmup import TARGET_NOISE_RATIO
@@ -276,8 +276,9 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         # Per-variable sums for the temperature diagnostics, written by every
         # step (Σθ·G before the update, Σp·∇K(p) from the new momenta).
         self._virials = self.add_slot(var_list, "virial", layerwise=True)  # HMC writes them too
-        # Their running sums over all steps (virial_sums).
+        # Their running sums over all steps (virial_sums), compensated (compensated_add).
         self._virial_totals = self.add_slot(var_list, "virial_total", layerwise=True)
+        self._virial_carries = self.add_slot(var_list, "virial_carry", layerwise=True)
         if "gradient_noise_ratio" in self.metric_names:
             self.add_slot(var_list, "noise_ratio", layerwise=True)
             self.add_slot(var_list, "previous_gradient")
@@ -344,10 +345,12 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         (added to the sampler since) is set to its initial value, and saved variables
         the sampler lacks (removed or renamed since) are not loaded, with a
         ``RuntimeWarning`` naming them and the variables set to their initial values.
-        A state without names (saved by an earlier version) loads by position, as Keras
-        loads it, or by name when it is short of exactly the
-        :data:`~keras_bnn.samplers.state_layout.ADDED_TO_UNNAMED_STATES` (saved before
-        the warm-up's ``previous_ratio``). A built sampler handed an unbuilt one's
+        A state without names (saved by an earlier version) loads by name when it is
+        short of exactly the variables added since
+        (:func:`~keras_bnn.samplers.state_layout.saved_names`: the
+        :data:`~keras_bnn.samplers.state_layout.ADDED_SINCE_NAMES` slots, and
+        ``previous_ratio`` for one saved before the warm-up had it), by position, as
+        Keras loads it, otherwise. A built sampler handed an unbuilt one's
         unnamed state at step 0 (saved before any step) has it already: no "Skipping
         variable loading".
 
@@ -377,8 +380,9 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
 
         True for a named state (a variable it lacks starts at its initial value), an
         unnamed one of as many variables as the sampler has (by position), and one short
-        of exactly :data:`~keras_bnn.samplers.state_layout.ADDED_TO_UNNAMED_STATES`;
-        False where the state is another sampler's.
+        of exactly the variables added since
+        (:func:`~keras_bnn.samplers.state_layout.saved_names`); False where the state is
+        another sampler's.
 
         Args:
             store: Keras' store of the optimizer's variables, or a dict of them.
@@ -420,7 +424,8 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         Args:
             name: one of the names the sampler declared (``"momentum"``, ``"thermostat"``,
                 ``"mass"``, ``"second_moment"``, ``"gradient_noise"``, ``"previous_gradient"``,
-                ``"virial"``, ``"virial_total"``, ``"noise_ratio"``, ``"kinetic"``, and with
+                ``"virial"``, ``"virial_total"``, ``"virial_carry"``, ``"noise_ratio"``,
+                ``"kinetic"``, and with
                 ``step_size="auto"`` ``"anchor"``, ``"snapshot"``, ``"noise_scale"`` and
                 ``"step_factor"``, as it has them).
 
@@ -527,7 +532,9 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, keras.optimizers.
         # θ·G at the point where G was taken, before the update moves θ.
         virial = ops.sum(variable * potential_grad)
         self.assign(state["virial"], virial)
-        self.assign(state["virial_total"], state["virial_total"] + virial)
+        total, carry = compensated_add(state["virial_total"], state["virial_carry"], virial)
+        self.assign(state["virial_total"], total)
+        self.assign(state["virial_carry"], carry)
         previous = state["previous_gradient"]
         noise_variance = state["gradient_noise"]
         # V̂ of the steps before this one: independent of this step's noise.

@@ -11,6 +11,7 @@ from keras_bnn import nonfinite
 from keras_bnn.fit_data import array_examples
 from keras_bnn.samplers.base import Sampler
 from keras_bnn.samplers.kernel import Transition
+from keras_bnn.samplers.readouts import compensated_add
 from keras_bnn.validation import argument_error, check_fraction, check_int
 
 # Dual-averaging constants of Hoffman & Gelman (2014), Algorithm 5.
@@ -329,11 +330,15 @@ class HMC(Sampler):
         # the sums' float32 for float64 weights).
         virials = [ops.cast(ops.sum(t * g) * n, s.dtype)
                    for t, g, s in zip(theta0, grads0, self._virials)]
-        targets += self._virials + self._virial_totals
+        targets += self._virials + self._virial_totals + self._virial_carries
+        sums = [compensated_add(ops.convert_to_tensor(total), ops.convert_to_tensor(carry), new)
+                for new, total, carry in zip(virials, self._virial_totals, self._virial_carries)]
         values += [ops.where(finite, new, ops.convert_to_tensor(old))
                    for new, old in zip(virials, self._virials)]
-        values += [ops.where(finite, total + new, ops.convert_to_tensor(total))
-                   for new, total in zip(virials, self._virial_totals)]
+        values += [ops.where(finite, total, ops.convert_to_tensor(old))
+                   for (total, _), old in zip(sums, self._virial_totals)]
+        values += [ops.where(finite, carry, ops.convert_to_tensor(old))
+                   for (_, carry), old in zip(sums, self._virial_carries)]
         if self.num_adaptation_steps:
             count = ops.cast(self.iterations + 1, "float32")
             state = [self._log_step, self._log_step_avg, self._error_avg]

@@ -2,7 +2,8 @@
 
 Kinetic and configurational temperatures, per variable and overall, and the
 gradient-noise ratio: each a reading of the slots the update step keeps
-(``kinetic``, ``virial``, ``virial_total``, ``noise_ratio``), no step of its own.
+(``kinetic``, ``virial``, ``virial_total``, ``virial_carry``, ``noise_ratio``), no
+step of its own, and the compensated addition that keeps the running sums.
 """
 
 import math
@@ -10,6 +11,27 @@ import math
 from keras import ops
 
 from keras_bnn import backend
+
+
+def compensated_add(total, carry, value):
+    """Kahan's compensated addition: one more term of a float32 running sum.
+
+    The sum is ``total − carry``: ``carry`` holds what the additions so far
+    rounded away, so the error stays at a few float32 roundings of the sum
+    however many terms it has (a plain running sum's grows with their number).
+
+        y = value − carry,  total' = total + y,  carry' = (total' − total) − y
+
+    Args:
+        total, carry: the running sum's two parts (scalars).
+        value: the term to add.
+
+    Returns:
+        ``(total', carry')``.
+    """
+    y = value - carry
+    new_total = total + y
+    return new_total, (new_total - total) - y
 
 
 class SamplerReadouts:
@@ -108,12 +130,12 @@ class SamplerReadouts:
         averaged over the steps between them
         (:meth:`configurational_temperatures_between`): one step's sum is a
         noisy minibatch estimate, a mean over an epoch's steps is not.
-        The sums are float32: each step's addition rounds to the sum's
-        float32 spacing, so after s steps an epoch's difference is off by up
-        to about s·2⁻²⁴ of it, whatever the layer's size and T (measured by
-        accumulating 469 steps' increments of layers of 10³–2.4·10⁷ weights
-        at T = 1 in float32: up to 0.003 % after 10⁴ steps, 0.5 % after
-        10⁵, 4 % after 10⁶, 31 % after 10⁷).
+        Each sum is kept in float32 as ``virial_total − virial_carry``
+        (:func:`compensated_add`) and read here in float64: a plain float32
+        running sum rounds every step's addition to its spacing, which put an
+        epoch's difference off by 0.5 % after 10⁵ steps, 4 % after 10⁶ and
+        31 % after 10⁷ (469 steps' increments of layers of 10³–2.4·10⁷
+        weights at T = 1; ``tests/test_diag39.py``).
 
         Returns:
             List of Python floats in the order of the trainable variables.
@@ -121,7 +143,8 @@ class SamplerReadouts:
         Raises:
             ValueError: before the first step.
         """
-        return [float(backend.to_numpy(total)) for total in self.slots("virial_total")]
+        return [float(backend.to_numpy(total)) - float(backend.to_numpy(carry))
+                for total, carry in zip(self.slots("virial_total"), self.slots("virial_carry"))]
 
     def configurational_temperatures_between(self, begin, end, steps):
         """Each variable's configurational temperature averaged over ``steps`` steps.

@@ -19,6 +19,10 @@ NAMES_KEY = "names"
 #: without them.
 ADDED_TO_UNNAMED_STATES = ("auto_step_size_previous_ratio",)
 
+#: The slots added since states carry names: no unnamed state holds them, and a
+#: named one that lacks them loads by name (they start at their initial values).
+ADDED_SINCE_NAMES = ("virial_carry",)
+
 
 def encode_names(names):
     """The names as a store value.
@@ -53,13 +57,18 @@ def saved_names(store, count, names):
         names: the names of the loading sampler's variables, in order.
 
     Returns:
-        The stored names; for an unnamed state short of exactly the sampler's
-        :data:`ADDED_TO_UNNAMED_STATES`, ``names`` less those; otherwise None.
+        The stored names. For an unnamed state: ``names`` less the slots of
+        :data:`ADDED_SINCE_NAMES`, or less those and :data:`ADDED_TO_UNNAMED_STATES`,
+        the one of ``count`` names, when that is fewer than ``names``; otherwise
+        None (it loads by position, or is another sampler's).
     """
     if NAMES_KEY in store:
         return bytes(np.asarray(store[NAMES_KEY], np.uint8)).decode().split("\n")
-    unnamed = [name for name in names if name not in ADDED_TO_UNNAMED_STATES]
-    return unnamed if count == len(unnamed) < len(names) else None
+    named = [name for name in names if name.split("/")[0] not in ADDED_SINCE_NAMES]
+    for unnamed in (named, [name for name in named if name not in ADDED_TO_UNNAMED_STATES]):
+        if count == len(unnamed) < len(names):
+            return unnamed
+    return None
 
 
 def mismatch(saved, names):
