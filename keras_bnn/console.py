@@ -46,10 +46,11 @@ def format_table(rows, columns):
 
 
 def _cell(value):
-    """A value of :func:`format_table` as text."""
+    """A value of :func:`format_table` as text: four decimals, or four significant digits
+    below 10⁻³ (where four decimals leave one: a temperature band at T = 10⁻⁴)."""
     if not isinstance(value, float):
         return str(value)
-    return f"{value:.3e}" if 0 < abs(value) < 5e-5 else f"{value:.4f}"
+    return f"{value:.3e}" if 0 < abs(value) < 1e-3 else f"{value:.4f}"
 
 
 def metric_columns(result):

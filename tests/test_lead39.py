@@ -3,7 +3,7 @@ shared by ``load_own_variables`` and the run backups (``runs/checkpoints.py``)."
 
 import keras
 
-from keras_bnn import samplers
+from keras_bnn import console, samplers
 from keras_bnn.samplers.state_layout import (ADDED_SINCE_NAMES,
                                              ADDED_TO_UNNAMED_STATES, NAMES_KEY)
 from fit_helpers import softmax_regression, three_class_rows
@@ -42,3 +42,12 @@ def test_named_unnamed_and_short_states_load_whole_and_another_samplers_does_not
     assert len(other) != len(names)
     assert not sghmc.loads_whole(other)
     assert sghmc.loads_whole(_state(sgld))  # named: loads by name, with a warning
+
+
+def test_a_table_shows_values_below_a_thousandth_to_four_significant_digits():
+    """A kinetic band at T = 1e-4 printed as "0.0001 ... 0.0001" beside a t_kin of
+    "0.0002" (four decimals leave one digit; diag39): the reader could not see why
+    the row was outside its band."""
+    table = console.format_table([{"lo": 0.000123, "hi": 0.000187, "t_kin": 0.000214,
+                                   "nll": 0.1384}], ["lo", "hi", "t_kin", "nll"])
+    assert table.split("\n")[-1].split() == ["1.230e-04", "1.870e-04", "2.140e-04", "0.1384"]
