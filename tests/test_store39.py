@@ -291,3 +291,57 @@ def test_a_store_written_under_tensorflow_is_read_under_jax(tmp_path):
                           if line.startswith("RESULT "))[len("RESULT "):])
     assert len(store) == 3
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------ the fingerprint
+def _with_backbone():
+    """A 4-5-3-2 net whose first two layers are a functional model of their own (the
+    way a pretrained backbone is used): Keras names its layers per session."""
+    keras.utils.set_random_seed(0)
+    backbone_input = keras.Input((4,))
+    hidden = keras.layers.Dense(5, activation="relu")(backbone_input)
+    backbone = keras.Model(backbone_input, keras.layers.Dense(3)(hidden))
+    inputs = keras.Input((4,))
+    return keras.Model(inputs, keras.layers.Dense(2)(backbone(inputs)))
+
+
+def test_a_model_holding_a_functional_model_built_twice_is_one_architecture(tmp_path):
+    """The same net built twice in one process (a second chain, a notebook cell run
+    again) appends to the first one's store, and two chains of it pool into one
+    ensemble. Until 2026-12-01 the fingerprint hashed the nested model's graph by
+    Keras' per-session layer names: the second build was refused ("holds samples of
+    another architecture (layer 1 (Functional): input_layers=['input_layer', 0, 0]
+    in the store, ['input_layer_2', 0, 0] in the model)"), and so were the chains."""
+    first, second = _with_backbone(), _with_backbone()
+    chains = [kb.SampleStore(tmp_path / f"chain-{k}") for k in (0, 1)]
+    chains[0].append(first, step=1)
+    chains[0].append(second, step=2)
+    chains[1].append(second, step=1)
+    ensemble = kb.PosteriorEnsemble.from_store(chains)
+    assert ensemble.num_members == 3
+    x = np.ones((2, 4), "float32")
+    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(second(x)))
+    np.testing.assert_allclose(ensemble.predict(x, verbose=0), probabilities, atol=1e-6)
+
+
+def test_a_store_of_a_nested_model_written_before_positions_still_loads_and_extends(
+        tmp_path, monkeypatch):
+    """A store whose fingerprint hashed the nested model's layer names (written as before
+    2026-12-01) keeps its fingerprint: the model that wrote it appends, its samples load
+    and ``build_model`` rebuilds it."""
+    from keras_bnn import store_fingerprint
+
+    model = _with_backbone()
+    store = kb.SampleStore(tmp_path / "samples")
+    with monkeypatch.context() as patch:
+        patch.setattr(store_fingerprint, "_positional", lambda config: config)
+        store.append(model, step=1)
+    named = store.architecture["fingerprint"]
+    assert named != store_fingerprint.architecture_of(model)["fingerprint"]
+    store.append(model, step=2)
+    assert store.architecture["fingerprint"] == named and len(store) == 2
+    assert [s.metadata["step"] for s in store] == [1, 2]
+    rebuilt = store.build_model()
+    rebuilt.set_weights(store[1].weights)
+    x = np.ones((2, 4), "float32")
+    np.testing.assert_allclose(rebuilt(x), model(x), atol=1e-6)
