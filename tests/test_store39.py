@@ -130,8 +130,8 @@ for step in range(5):
 
 @pytest.mark.parametrize("block_at, whole", [(1, 0), (4, 2)],
                          ids=["first-append's-shared-file", "third-sample"])
-def test_a_writer_killed_inside_a_sample_file_leaves_whole_samples_only(tmp_path, block_at,
-                                                                         whole):
+def test_a_writer_killed_inside_a_sample_file_leaves_whole_samples_only(
+        tmp_path, block_at, whole):
     """SIGKILL while ``np.savez`` is half way through a file (the shared file of the first
     append, or the third sample): the partial file is a temp file only, the next
     ``SampleStore`` on the directory removes it, every acknowledged sample loads whole
@@ -159,8 +159,8 @@ def test_a_writer_killed_inside_a_sample_file_leaves_whole_samples_only(tmp_path
     assert not [n for n in _listing(path) if n.startswith(durable.TEMP_PREFIX)]
     assert [m["step"] for m in store.metadata()] == list(range(whole))
     for sample in store:
-        assert [w.shape for w in sample.weights] == [(4, 5), (5,), (5,), (5,), (5,), (5,),
-                                                      (5, 3), (3,)]
+        shapes = [(4, 5), (5,), (5,), (5,), (5,), (5,), (5, 3), (3,)]
+        assert [w.shape for w in sample.weights] == shapes
     model = store.build_model()
     assert store.append(model, step=whole) == whole
     assert len(kb.SampleStore(path)) == whole + 1
