@@ -345,3 +345,24 @@ def test_a_store_of_a_nested_model_written_before_positions_still_loads_and_exte
     rebuilt.set_weights(store[1].weights)
     x = np.ones((2, 4), "float32")
     np.testing.assert_allclose(rebuilt(x), model(x), atol=1e-6)
+
+
+# ---------------------------------------------------------------------- thinning
+def test_max_samples_takes_evenly_spaced_pooled_samples_first_and_last_included(tmp_path):
+    """Chains of 3 and 4 samples pool to 7 in order; ``max_samples=3`` takes pooled
+    positions 0, 3 and 6 (``round(linspace(0, 6, 3))``): the first chain's first and the
+    second chain's first and last; ``max_samples`` above the count takes all, once each."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    chains = [kb.SampleStore(tmp_path / f"chain-{k}") for k in (0, 1)]
+    pooled = []
+    for chain, count in zip(chains, (3, 4)):
+        for _ in range(count):
+            model.set_weights([np.full(w.shape, len(pooled), "float32") for w in model.weights])
+            chain.append(model, step=len(pooled))
+            pooled.append(len(pooled))
+    for max_samples, positions in ((3, [0, 3, 6]), (1, [0]), (2, [0, 6]), (50, pooled)):
+        ensemble = kb.PosteriorEnsemble.from_store(chains, max_samples=max_samples)
+        biases = ensemble.member_weights()[1]  # [S, 3]
+        assert biases[:, 0].tolist() == positions, max_samples
