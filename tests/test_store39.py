@@ -25,6 +25,7 @@ import keras_bnn as kb
 from fit_helpers import softmax_regression, three_class_rows
 from keras_bnn import durable
 from mirrored import new_mirrored
+from test_exactly_once import _Kill  # stops a run at an epoch's end, as a kill would
 
 H0 = 1e-3
 #: float32 carries cos and the product to about one ulp of h0 each (tests/test_sched36.py).
@@ -43,18 +44,6 @@ def _listing(path):
 
 
 # ------------------------------------------------------------------ cyclical step size
-class _KillAfter(keras.callbacks.Callback):
-    """Stops the run at the end of epoch ``epoch``, after the callbacks before it (a kill)."""
-
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise KeyboardInterrupt("killed")
-
-
 def test_cycles_follow_the_paper_through_a_resume_mid_cycle_and_a_last_partial_cycle(tmp_path):
     """K = 14 steps in M = 4 cycles (ceil(K/M) = 4, so the last cycle is cut to 2 steps),
     2 steps an epoch, cycles of 2 epochs. A run killed at the end of epoch 2 (step 6, the
@@ -77,7 +66,7 @@ def test_cycles_follow_the_paper_through_a_resume_mid_cycle_and_a_last_partial_c
             callbacks.append(keras.callbacks.LambdaCallback(
                 on_train_batch_end=lambda batch, logs: seen.append(float(logs["step_size"]))))
         if kill is not None:
-            callbacks.append(_KillAfter(kill))
+            callbacks.append(_Kill(kill))
         model.fit(x, y, batch_size=2, epochs=total // per_epoch, verbose=0, shuffle=False,
                   callbacks=callbacks)
         return model
@@ -266,7 +255,7 @@ _JAX_READER = ("import json, sys, numpy as np, keras_bnn as kb; "
                "print('RESULT ' + json.dumps(ensemble.predict(x, verbose=0).tolist()))")
 
 
-@pytest.mark.slow  # 25 s: a JAX process
+@pytest.mark.slow  # 9-20 s: a JAX process
 def test_a_store_written_under_tensorflow_is_read_under_jax(tmp_path):
     """The reverse of tests/test_jax_collect.py: samples collected under TensorFlow, the
     ensemble built from the store in a JAX process, its probabilities TensorFlow's
