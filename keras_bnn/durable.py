@@ -63,10 +63,14 @@ def _write_temp(directory, write, target):
     The file gets the usual permissions (0666 less the umask), so a server
     running as another user can read exports and samples. An OSError (a
     full disk: ENOSPC, EFBIG, EDQUOT) names ``target``, the file being
-    written, and the temp file is removed.
+    written, and the temp file is removed. So does one at creating the temp
+    file (a read-only directory or file system: EACCES, EROFS; no inode left).
     """
     tmp = temp_path(directory)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask())
+    except OSError as error:
+        raise _naming(error, target) from error
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)

@@ -29,8 +29,34 @@ def _canonical(value):
     return value
 
 
-def _layer_configs(model):
-    """One canonical description per layer: class, full config (no names), weights."""
+def _positional(config):
+    """A layer's config with the references of a nested functional model's graph to its
+    layers (``inbound_nodes``, ``input_layers``, ``output_layers``) given as the layers'
+    positions, at every depth: Keras numbers layer names per session, so by name the
+    same model built twice in one process (``input_layer_1``, then ``input_layer_3``)
+    had two fingerprints, and its store refused the second build."""
+    if isinstance(config, list):
+        return [_positional(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    config = {key: _positional(value) for key, value in config.items()}
+    layers = config.get("layers")
+    if not isinstance(layers, list) or "output_layers" not in config:
+        return config
+    index = {layer.get("name", (layer.get("config") or {}).get("name")): i
+             for i, layer in enumerate(layers) if isinstance(layer, dict)}
+    for key in ("input_layers", "output_layers"):
+        config[key] = _by_position(config.get(key), index)
+    config["layers"] = [dict(layer, inbound_nodes=_by_position(layer["inbound_nodes"], index))
+                        if isinstance(layer, dict) and "inbound_nodes" in layer else layer
+                        for layer in layers]
+    return config
+
+
+def _layer_configs(model, by_position=True):
+    """One canonical description per layer: class, full config (no names; a nested
+    functional model's graph by positions, :func:`_positional`, unless
+    ``by_position`` is False, as stores written before 2026-12-01 hashed it), weights."""
     described = []
     for layer in model.layers:
         try:
@@ -39,7 +65,7 @@ def _layer_configs(model):
             config = None
         described.append({
             "class": f"{type(layer).__module__}.{type(layer).__name__}",
-            "config": _canonical(config),
+            "config": _canonical(_positional(config) if by_position else config),
             "weights": [[list(w.shape), str(w.dtype)] for w in layer.weights],
         })
     return json.loads(json.dumps(described, sort_keys=True, default=repr))
@@ -143,10 +169,16 @@ def _legacy_fingerprint(model):
 
 
 def fingerprint_as_stored(model, stored):
-    """``model``'s fingerprint computed the way ``stored`` (a manifest) was."""
+    """``model``'s fingerprint computed the way ``stored`` (a manifest) was: a store
+    written before nested functional models were hashed by positions
+    (:func:`_positional`) has the fingerprint of their layer names."""
     if "layers" not in stored:
         return _legacy_fingerprint(model)
-    return architecture_of(model)["fingerprint"]
+    fingerprint = architecture_of(model)["fingerprint"]
+    if fingerprint == stored["fingerprint"]:
+        return fingerprint
+    weights = [[list(w.shape), str(w.dtype)] for w in model.weights]
+    return _fingerprint(_layer_configs(model, by_position=False), weights)
 
 
 def first_difference(stored, mine):
