@@ -1,11 +1,15 @@
 """Export and serving defects found by the session-39 sweep (serve39)."""
 
+import os
+import re
+
 import keras
 import numpy as np
 import pytest
 
 import keras_bnn as kb
 from ensemble_helpers import weight_sets
+from keras_bnn import export
 from keras_bnn.export import served_signature
 from keras_bnn.serving import ServingClient
 from tf_serving_standin import serving
@@ -19,6 +23,14 @@ def dotted_ensemble():
     output = keras.layers.Dense(3)(keras.layers.Concatenate()([first, second]))
     model = keras.Model({"a/b": first, "x.y": second}, output)
     return kb.PosteriorEnsemble(model, weight_sets(model, 2))
+
+
+def _tiny():
+    """(member, weight sets) of a small ensemble of one float32 input [2]."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((2,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    return model, weight_sets(model, 2)
 
 
 @pytest.mark.parametrize("format", ["columnar", "row"])
@@ -41,3 +53,97 @@ def test_inputs_that_tensorflow_sanitises_are_served_under_the_signature_keys(
         answer = ServingClient("dotted", url=url, timeout=10).predict(batch, format=format)
     np.testing.assert_allclose(answer["probabilities"], ensemble.predict(batch, verbose=0),
                                atol=1e-6)
+
+
+#: A models.config as a user edits it: a comment, a version policy and labels on
+#: the exported model's entry (its base_path set for Docker), and another model.
+EDITED_CONFIG = """# served by tensorflow_model_server --model_config_file
+model_config_list {
+  config {
+    name: "A"
+    base_path: "/models/A"
+    model_platform: "tensorflow"
+    model_version_policy { specific { versions: 1 versions: 2 } }
+    version_labels { key: "stable" value: 1 }
+  }
+  config { name: "other" base_path: "/models/other" model_platform: "tensorflow" }
+}
+"""
+
+
+def _entries(path):
+    """(name, base_path) of each entry of a models.config, as TF Serving parses it."""
+    from google.protobuf import text_format
+
+    config = export._config_message()()
+    text_format.Parse(path.read_text(), config, allow_unknown_field=True)
+    return [(os.fsdecode(entry.name), os.fsdecode(entry.base_path))
+            for entry in config.model_config_list.config]
+
+
+def test_re_exporting_keeps_an_edited_models_config_and_another_model_leaves_it(tmp_path):
+    """Until 2026-11-30 every export rewrote ``models.config`` with its one entry:
+    the user's version policy, labels, Docker base_path, comment and the entry of
+    another model were lost at the next export of the model ("assert ... == ..."
+    on the file's text failed). Now a file that names the model is left as it is;
+    exporting another model into a sibling directory writes that one's file."""
+    ensemble = kb.PosteriorEnsemble(*_tiny())
+    ensemble.export(tmp_path / "A")
+    config = tmp_path / "A" / export.MODELS_CONFIG
+    config.write_text(EDITED_CONFIG)
+    assert ensemble.export(tmp_path / "A").endswith("2")
+    ensemble.export(tmp_path / "B")
+    assert config.read_text() == EDITED_CONFIG
+    assert _entries(tmp_path / "B" / export.MODELS_CONFIG) == [("B", str(tmp_path / "B"))]
+
+
+@pytest.mark.parametrize("old, new", [
+    ('# mine\nmodel_config_list: < config { name: "other" base_path: "/m/o" } > # end\n',
+     '# mine\nmodel_config_list: <\n  {entry} config { name: "other" base_path: "/m/o" } '
+     '> # end\n'),
+    ("# only a comment, no newline",
+     "# only a comment, no newline\nmodel_config_list {\n  {entry}\n}\n")],
+    ids=["another model", "only a comment"])
+def test_a_models_config_without_the_model_gets_its_entry_and_keeps_the_rest(
+        tmp_path, old, new):
+    """A file that does not name the model (by name or base path) gets its entry
+    first in the list (a list when it has none), the rest kept byte for byte;
+    until 2026-11-30 it was replaced, losing ``other`` and the comments."""
+    model_dir = tmp_path / "A"
+    model_dir.mkdir()
+    config = model_dir / export.MODELS_CONFIG
+    config.write_text(old)
+    export.write_models_config(str(model_dir))
+    entry = (f'config {{\n    name: "A"\n    base_path: "{model_dir}"\n'
+             '    model_platform: "tensorflow"\n  }')
+    assert config.read_text() == new.replace("{entry}", entry)
+    assert _entries(config) == [("A", str(model_dir))] + (
+        [("other", "/m/o")] if "other" in old else [])
+
+
+def test_a_models_config_that_does_not_parse_is_refused_by_name(tmp_path):
+    """Until 2026-11-30 a broken file (here cut short) was replaced silently;
+    now the export is refused naming it and where it does not parse, before any
+    version is written, and the file is left as it was."""
+    model_dir = tmp_path / "A"
+    model_dir.mkdir()
+    config = model_dir / export.MODELS_CONFIG
+    config.write_text('model_config_list { config { name: "A" ')
+    with pytest.raises(ValueError, match=rf"{re.escape(str(config))} is not a TensorFlow "
+                                         r"Serving model config .*1:\d+ : Expected"):
+        kb.PosteriorEnsemble(*_tiny()).export(model_dir)
+    assert config.read_text() == 'model_config_list { config { name: "A" '
+    assert sorted(os.listdir(model_dir)) == [export.MODELS_CONFIG]
+
+
+def test_a_models_config_of_a_directory_name_that_is_not_utf8_is_left_as_it_is(tmp_path):
+    """A Linux directory name need not be UTF-8 (``\\xff``): its file, written with
+    the name's bytes octal-escaped, names the model at the next export and is
+    left untouched (until 2026-11-30 rewritten at each export)."""
+    model_dir = os.path.join(str(tmp_path), os.fsdecode(b"m\xff n"))
+    os.mkdir(model_dir)
+    config = export.write_models_config(model_dir)
+    assert r'name: "m\377 n"' in open(config).read()
+    os.utime(config, ns=(0, 0))
+    export.write_models_config(model_dir)
+    assert os.stat(config).st_mtime_ns == 0
