@@ -106,6 +106,8 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     Raises:
         FileExistsError: if ``model_dir/<version>`` already exists (nothing
             is overwritten; pass another version or ``version=None``).
+        PermissionError: naming ``model_dir`` when it cannot be created or written (an
+            ``OSError`` of ``EROFS`` on a read-only file system).
         ValueError: if ``version`` is not a positive int64 or ``model_dir``
             is empty or not a path, if the newest version in ``model_dir`` has
             another signature (:func:`check_same_signature`: nothing is
@@ -177,16 +179,23 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             return ensemble_outputs.served(ensemble, checked)
         return ensemble.predictive_summary(checked)
 
-    os.makedirs(model_dir, exist_ok=True)
-    durable.remove_stale(model_dir)
-    # models.config first: once the version is published, nothing is left
-    # that can fail and report an error for a published version.
-    write_models_config(model_dir)
-    # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the version
-    # directory gets the permissions a model server expects; TF Serving
-    # ignores the non-integer staging name.
-    staging = durable.temp_path(model_dir, tag=f"v{version}-")
-    os.mkdir(staging)
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+        durable.remove_stale(model_dir)
+        # models.config first: once the version is published, nothing is left
+        # that can fail and report an error for a published version.
+        write_models_config(model_dir)
+        # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the version
+        # directory gets the permissions a model server expects; TF Serving
+        # ignores the non-integer staging name.
+        staging = durable.temp_path(model_dir, tag=f"v{version}-")
+        os.mkdir(staging)
+    except OSError as error:  # named by a temporary path until 2026-11-30
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise type(error)(error.errno, f"{os.strerror(error.errno)}: `model_dir` cannot be "
+                          "created or written (an export adds models.config and a version "
+                          "directory to it); nothing was exported", model_dir) from error
     try:
         archive = keras.export.ExportArchive()
         archive.track(ensemble)

@@ -1,5 +1,6 @@
 """Export and serving defects found by the session-39 sweep (serve39)."""
 
+import errno
 import os
 import re
 
@@ -147,3 +148,39 @@ def test_a_models_config_of_a_directory_name_that_is_not_utf8_is_left_as_it_is(t
     os.utime(config, ns=(0, 0))
     export.write_models_config(model_dir)
     assert os.stat(config).st_mtime_ns == 0
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EROFS], ids=["EACCES", "EROFS"])
+@pytest.mark.parametrize("config", [True, False], ids=["deployed", "empty"])
+def test_a_model_dir_that_cannot_be_written_is_named(tmp_path, monkeypatch, code, config):
+    """A read-only model directory (a deployed one, with its models.config, or an
+    empty one; the tests run as root, so creating an entry in it fails here as it
+    does for a user without write permission: EACCES, or EROFS on a read-only
+    mount) was refused naming a temporary path, ``.tmp-<host>-<pid>-<hex>``
+    (``models.config``'s, or with the file kept the version's staging one,
+    ``...-v1-<hex>``); now the error names ``model_dir`` and says nothing was
+    exported, and nothing is left."""
+    model, sets = _tiny()
+    model_dir = tmp_path / "A"
+    model_dir.mkdir()
+    if config:
+        export.write_models_config(str(model_dir))
+    before = sorted(os.listdir(model_dir))
+    real = {"mkdir": os.mkdir, "open": os.open}
+
+    def denied(name):  # creating an entry in model_dir fails; reading works
+        def call(path, *args, **kwargs):
+            if os.path.dirname(os.fspath(path)) == str(model_dir) and (
+                    name == "mkdir" or args[0] & os.O_CREAT):
+                raise OSError(code, os.strerror(code), path)
+            return real[name](path, *args, **kwargs)
+        return call
+
+    for name in real:
+        monkeypatch.setattr(os, name, denied(name))
+    with pytest.raises(OSError, match=rf"`model_dir` cannot be created or written .*nothing was "
+                                      rf"exported: '{re.escape(str(model_dir))}'") as raised:
+        kb.PosteriorEnsemble(model, sets).export(model_dir)
+    monkeypatch.undo()
+    assert raised.value.errno == code and raised.value.filename == str(model_dir)
+    assert sorted(os.listdir(model_dir)) == before
