@@ -267,7 +267,10 @@ def check_same_signature(model_dir, staging):
     task's ensemble exported into the same directory: other inputs, dtypes,
     shapes or outputs) would break every client of the served model at once
     (until 2026-11-30 it was published: wine's, then diabetes' ensemble as
-    versions 1 and 2 of one model).
+    versions 1 and 2 of one model). The version compared is the newest that
+    holds a signature: a newer entry without one (an empty directory) fails
+    to load, and the server keeps serving the older (until 2026-11-30 such an
+    entry let any signature through).
 
     Args:
         model_dir: the model's base path.
@@ -276,11 +279,14 @@ def check_same_signature(model_dir, staging):
     Raises:
         ValueError: naming ``model_dir``, the newest version and what differs.
     """
-    versions = _versions(model_dir)
-    if not versions:
-        return
-    newest = os.path.join(model_dir, versions[max(versions)])
-    old, new = served_signature(newest), served_signature(staging)
+    # The newest version holding a signature: a server keeps serving it while a
+    # newer entry without one (an empty or partly copied directory) fails to load.
+    old = served = None
+    for served, name in sorted(_versions(model_dir).items(), reverse=True):
+        old = served_signature(os.path.join(model_dir, name))
+        if old is not None:
+            break
+    new = served_signature(staging)
     if old is None or new is None or old == new:
         return
     differences = [
@@ -289,7 +295,7 @@ def check_same_signature(model_dir, staging):
         for name in sorted(set(old[side]) | set(new[side]))
         if old[side].get(name) != new[side].get(name)]
     raise ValueError(
-        f"`model_dir` {model_dir!r} serves version {max(versions)} with another "
+        f"`model_dir` {model_dir!r} serves version {served} with another "
         f"{SERVING_SIGNATURE!r} signature, which its clients expect; a model server would "
         f"switch them to this one at once. Differences ((dtype, shape) -1: any size): "
         f"{'; '.join(differences[:6])}"

@@ -184,3 +184,23 @@ def test_a_model_dir_that_cannot_be_written_is_named(tmp_path, monkeypatch, code
     monkeypatch.undo()
     assert raised.value.errno == code and raised.value.filename == str(model_dir)
     assert sorted(os.listdir(model_dir)) == before
+
+
+@pytest.mark.parametrize("entry", ["directory", "file"])
+def test_a_newer_entry_without_a_signature_does_not_hide_the_served_one(tmp_path, entry):
+    """Version 1 serves inputs [?, 2]; a newer entry ``2`` without a SavedModel (an
+    empty or partly copied directory, a file) does not load, so a model server
+    keeps serving version 1. Until 2026-11-30 the signature check read only the
+    newest entry, found nothing, and published an ensemble of inputs [?, 4] as
+    version 3, which the server would switch every client to; now it is refused
+    naming version 1, and nothing is published."""
+    model, sets = _tiny()
+    kb.PosteriorEnsemble(model, sets).export(tmp_path / "A")
+    getattr(tmp_path / "A" / "2", {"directory": "mkdir", "file": "touch"}[entry])()
+    inputs = keras.Input((4,))
+    wider = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    with pytest.raises(ValueError, match=r"serves version 1 with another 'serving_default' "
+                                         r"signature.*inputs 'inputs': \('float32', \(-1, 2\)\)"
+                                         r" -> \('float32', \(-1, 4\)\)"):
+        kb.PosteriorEnsemble(wider, weight_sets(wider, 2)).export(tmp_path / "A")
+    assert sorted(os.listdir(tmp_path / "A")) == ["1", "2", export.MODELS_CONFIG]
