@@ -3,7 +3,7 @@
 :func:`export_ensemble` writes one *version directory* of the layout TF
 Serving watches (``<model_dir>/<version>/saved_model.pb`` + ``variables/``)
 and ``<model_dir>/models.config`` (a ``--model_config_file`` for
-``tensorflow_model_server``). The SavedModel has one signature,
+``tensorflow_model_server``, kept as the user edits it). The SavedModel has one signature,
 :data:`SERVING_SIGNATURE`, whose input is :data:`SERVING_INPUT` (one named
 input per member input for a member of several) and whose
 outputs are the ensemble's :meth:`~keras_bnn.PosteriorEnsemble.predictive_summary`
@@ -78,10 +78,11 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     ``model_dir/.tmp-*`` (which TF Serving ignores), fsynced and renamed into
     place (:func:`keras_bnn.durable.publish_directory`), so an interrupted
     export leaves no partial version directory (a killed export's staging
-    directory is removed by the next export). ``models.config`` (model name =
-    the directory's name, escaped as a text-format string) is (re)written
-    atomically *before* the version is published, so an error is never
-    reported for a published version.
+    directory is removed by the next export). ``models.config`` gets this
+    model's entry (model name = the directory's name) *before* the version is
+    published, so an error is never reported for a published version: written
+    when absent, left as it is when it names the model, the entry added to
+    what it holds otherwise (:func:`write_models_config`).
 
     Args:
         ensemble: a :class:`keras_bnn.PosteriorEnsemble`.
@@ -105,13 +106,17 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     Raises:
         FileExistsError: if ``model_dir/<version>`` already exists (nothing
             is overwritten; pass another version or ``version=None``).
+        PermissionError: naming ``model_dir`` when it cannot be created or written (an
+            ``OSError`` of ``EROFS`` on a read-only file system).
         ValueError: if ``version`` is not a positive int64 or ``model_dir``
             is empty or not a path, if the newest version in ``model_dir`` has
             another signature (:func:`check_same_signature`: nothing is
             published), or naming two of the model's outputs that
             would be served under one name
             (:func:`keras_bnn.ensemble_outputs.check_served_names`) or an
-            input that a signature cannot name (:func:`check_input_names`).
+            input that a signature cannot name (:func:`check_input_names`),
+            or naming ``model_dir/models.config`` when it does not parse
+            (nothing is written).
         NotImplementedError: under a Keras backend other than TensorFlow.
     """
     if keras.backend.backend() != "tensorflow":
@@ -174,16 +179,23 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
             return ensemble_outputs.served(ensemble, checked)
         return ensemble.predictive_summary(checked)
 
-    os.makedirs(model_dir, exist_ok=True)
-    durable.remove_stale(model_dir)
-    # models.config first: once the version is published, nothing is left
-    # that can fail and report an error for a published version.
-    write_models_config(model_dir)
-    # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the version
-    # directory gets the permissions a model server expects; TF Serving
-    # ignores the non-integer staging name.
-    staging = durable.temp_path(model_dir, tag=f"v{version}-")
-    os.mkdir(staging)
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+        durable.remove_stale(model_dir)
+        # models.config first: once the version is published, nothing is left
+        # that can fail and report an error for a published version.
+        write_models_config(model_dir)
+        # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the version
+        # directory gets the permissions a model server expects; TF Serving
+        # ignores the non-integer staging name.
+        staging = durable.temp_path(model_dir, tag=f"v{version}-")
+        os.mkdir(staging)
+    except OSError as error:  # named by a temporary path until 2026-11-30
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise type(error)(error.errno, f"{os.strerror(error.errno)}: `model_dir` cannot be "
+                          "created or written (an export adds models.config and a version "
+                          "directory to it); nothing was exported", model_dir) from error
     try:
         archive = keras.export.ExportArchive()
         archive.track(ensemble)
@@ -255,7 +267,10 @@ def check_same_signature(model_dir, staging):
     task's ensemble exported into the same directory: other inputs, dtypes,
     shapes or outputs) would break every client of the served model at once
     (until 2026-11-30 it was published: wine's, then diabetes' ensemble as
-    versions 1 and 2 of one model).
+    versions 1 and 2 of one model). The version compared is the newest that
+    holds a signature: a newer entry without one (an empty directory) fails
+    to load, and the server keeps serving the older (until 2026-11-30 such an
+    entry let any signature through).
 
     Args:
         model_dir: the model's base path.
@@ -264,11 +279,14 @@ def check_same_signature(model_dir, staging):
     Raises:
         ValueError: naming ``model_dir``, the newest version and what differs.
     """
-    versions = _versions(model_dir)
-    if not versions:
-        return
-    newest = os.path.join(model_dir, versions[max(versions)])
-    old, new = served_signature(newest), served_signature(staging)
+    # The newest version holding a signature: a server keeps serving it while a
+    # newer entry without one (an empty or partly copied directory) fails to load.
+    old = served = None
+    for served, name in sorted(_versions(model_dir).items(), reverse=True):
+        old = served_signature(os.path.join(model_dir, name))
+        if old is not None:
+            break
+    new = served_signature(staging)
     if old is None or new is None or old == new:
         return
     differences = [
@@ -277,7 +295,7 @@ def check_same_signature(model_dir, staging):
         for name in sorted(set(old[side]) | set(new[side]))
         if old[side].get(name) != new[side].get(name)]
     raise ValueError(
-        f"`model_dir` {model_dir!r} serves version {max(versions)} with another "
+        f"`model_dir` {model_dir!r} serves version {served} with another "
         f"{SERVING_SIGNATURE!r} signature, which its clients expect; a model server would "
         f"switch them to this one at once. Differences ((dtype, shape) -1: any size): "
         f"{'; '.join(differences[:6])}"
@@ -440,30 +458,106 @@ def _text_format_string(value):
     return '"' + "".join(escaped) + '"'
 
 
-def write_models_config(model_dir):
-    """Writes ``model_dir/models.config`` for ``tensorflow_model_server --model_config_file``.
+def _config_message():
+    """A message class of TF Serving's ``ModelServerConfig`` (model_server_config.proto)
+    with the fields :func:`write_models_config` reads (others are skipped); built
+    here, as ``tensorflow_serving`` is not a dependency."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: PLC0415
 
-    One ``config`` entry: ``name`` = the directory's name, ``base_path`` =
-    ``model_dir``, platform ``tensorflow``. Names are escaped as protobuf
-    text-format strings, so any directory name (quotes, backslashes,
-    newlines, non-ASCII) gives a parseable file. Written atomically
-    (:func:`keras_bnn.durable.atomic_write`).
+    proto = descriptor_pb2.FileDescriptorProto(name="keras_bnn_models_config.proto",
+                                               package="tensorflow.serving", syntax="proto3")
+    # bytes, not string: a directory's name need not be UTF-8 (see _text_format_string)
+    fields = {"ModelConfig": [("name", 1, 12, None, 1), ("base_path", 2, 12, None, 1)],
+              "ModelConfigList": [("config", 1, 11, "ModelConfig", 3)],
+              "ModelServerConfig": [("model_config_list", 1, 11, "ModelConfigList", 1)]}
+    for message, message_fields in fields.items():
+        added = proto.message_type.add(name=message)
+        for name, number, kind, type_name, label in message_fields:
+            added.field.add(name=name, number=number, type=kind, label=label,
+                            type_name=type_name and f".tensorflow.serving.{type_name}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("tensorflow.serving.ModelServerConfig"))
+
+
+#: A text-format token: whitespace, a comment, a string, or anything else up to one.
+_TOKEN = re.compile(r"""\s+|\#[^\n]*|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'
+                       |[{}<>:]|[^\s{}<>:"'\#]+""", re.VERBOSE)
+
+
+def _opening(text, field):
+    """The offset just after the bracket that opens the top-level message ``field``
+    of a parsed config's ``text`` (None when it has none)."""
+    depth, seen = 0, False
+    for token in _TOKEN.finditer(text):
+        value = token.group()
+        if value in "{<":
+            if seen and depth == 0:
+                return token.end()
+            depth += 1
+        elif value in "}>":
+            depth -= 1
+        seen = (depth == 0 and value == field
+                or seen and (value == ":" or value.isspace() or value.startswith("#")))
+    return None
+
+
+def write_models_config(model_dir):
+    """Adds this model to ``model_dir/models.config`` (``tensorflow_model_server
+    --model_config_file``), leaving what the file holds.
+
+    Without the file, it is written with one ``config`` entry: ``name`` = the
+    directory's name, ``base_path`` = ``model_dir``, platform ``tensorflow``
+    (names escaped as protobuf text-format strings, so any directory name
+    gives a parseable file). A file with an entry of that name or base path
+    (the user's renamed entry, a Docker ``base_path``), or a
+    ``custom_model_config``, is left as it is; one without gets the entry
+    first in its ``model_config_list`` (added when the file has none), its
+    other entries, settings (``model_version_policy``) and comments kept (until
+    2026-11-30 every export rewrote the file). Written atomically
+    (:func:`keras_bnn.durable.atomic_write`; through a symbolic link to its
+    target).
 
     Args:
         model_dir: the model's absolute base path.
 
     Returns:
-        The path of the written file.
+        The path of the file.
+
+    Raises:
+        ValueError: naming the file, when it exists and is not a text-format
+            ``ModelServerConfig`` (nothing is written).
     """
-    text = (
-        "model_config_list {\n"
-        "  config {\n"
-        f"    name: {_text_format_string(os.path.basename(model_dir))}\n"
-        f"    base_path: {_text_format_string(model_dir)}\n"
-        '    model_platform: "tensorflow"\n'
-        "  }\n"
-        "}\n"
-    )
+    from google.protobuf import text_format  # noqa: PLC0415
+
+    name = os.path.basename(model_dir)
+    entry = (f"config {{\n    name: {_text_format_string(name)}\n"
+             f"    base_path: {_text_format_string(model_dir)}\n"
+             '    model_platform: "tensorflow"\n  }')
     path = os.path.join(model_dir, MODELS_CONFIG)
-    durable.atomic_write(path, lambda handle: handle.write(text.encode()))
+    text = f"model_config_list {{\n  {entry}\n}}\n"
+    if os.path.lexists(path):
+        config = _config_message()()
+        try:
+            with durable.open_regular(path) as handle:
+                old = handle.read().decode("utf-8")
+            text_format.Parse(old, config, allow_unknown_field=True,
+                              allow_unknown_extension=True)
+        except (ValueError, text_format.ParseError) as error:
+            raise ValueError(
+                f"{path} is not a TensorFlow Serving model config (protobuf text format: "
+                f"{error}); refusing to overwrite it. Fix it, or remove it for a new one "
+                "naming this model.") from error
+        ours = [os.fsencode(value) for value in (name, model_dir)]
+        if _opening(old, "custom_model_config") is not None or any(
+                old_entry.name == ours[0] or os.path.normpath(old_entry.base_path) == ours[1]
+                for old_entry in config.model_config_list.config):
+            return path
+        at = _opening(old, "model_config_list")
+        if at is not None:
+            text = f"{old[:at]}\n  {entry}{old[at:]}"
+        else:  # only comments: the list after them
+            text = f"{old}\n{text}" if old and not old.endswith("\n") else old + text
+    durable.atomic_write(os.path.realpath(path), lambda handle: handle.write(text.encode()))
     return path

@@ -1,6 +1,9 @@
 """A stand-in for TensorFlow Serving's REST API (the real server cannot be installed
 here) that runs an exported SavedModel's ``serving_default``:
 
+* inputs are named by the SignatureDef's input keys, as TF Serving names them
+  (``a/b``, where the loaded function's argument is ``a_b``: until 2026-11-30
+  the stand-in took the arguments' names);
 * ``POST .../:predict`` parses the body by TF Serving's own rules
   (``tensorflow_serving/util/json_tensor.cc``: a tensor's shape is read from
   its nested lists, ``[]`` is shape ``[0]``; several inputs need JSON objects;
@@ -125,11 +128,36 @@ def _tensors(request, specs):
     return tensors
 
 
-def metadata_json(version_dir, name, version):
-    """TF Serving's ``GET .../metadata`` reply for the SavedModel in ``version_dir``."""
+def _serving_graph(version_dir):
+    """The ``serve`` MetaGraphDef of the SavedModel in ``version_dir`` (what TF
+    Serving loads)."""
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((Path(version_dir) / "saved_model.pb").read_bytes())
     (graph,) = [graph for graph in saved_model.meta_graphs if "serve" in graph.meta_info_def.tags]
+    return graph
+
+
+def signature_inputs(version_dir, signature):
+    """(``{key: TensorSpec}``, ``{key: argument}``): the inputs of ``serving_default``
+    as TF Serving takes them, by its SignatureDef's input keys (``saved_model_cli
+    show --all``), and the argument of the loaded ``signature`` each feeds.
+
+    TensorFlow sanitises an argument's name (``a/b`` -> ``a_b``) and keeps the key
+    as its TensorSpec's name; a key no argument carries is an error here."""
+    inputs = _serving_graph(version_dir).signature_def["serving_default"].inputs
+    specs = {key: tf.TensorSpec(tf.TensorShape(info.tensor_shape), tf.as_dtype(info.dtype))
+             for key, info in inputs.items()}
+    arguments = {spec.name: argument
+                 for argument, spec in signature.structured_input_signature[1].items()}
+    if set(arguments) != set(specs):
+        raise ValueError(f"{version_dir}: the SignatureDef's inputs {sorted(specs)} are not "
+                         f"the loaded signature's {sorted(arguments)}")
+    return specs, arguments
+
+
+def metadata_json(version_dir, name, version):
+    """TF Serving's ``GET .../metadata`` reply for the SavedModel in ``version_dir``."""
+    graph = _serving_graph(version_dir)
 
     def as_json(message):
         return json_format.MessageToDict(message, preserving_proto_field_name=True,
@@ -149,12 +177,12 @@ class _TFServing(BaseHTTPRequestHandler):
         pass
 
     def _answer(self, request):
-        signature = self.server.signature
-        tensors = _tensors(request, signature.structured_input_signature[1])
+        signature, arguments = self.server.signature, self.server.arguments
+        tensors = _tensors(request, self.server.inputs)
         if isinstance(tensors, tuple):
             return tensors
         try:
-            outputs = signature(**tensors)
+            outputs = signature(**{arguments[key]: value for key, value in tensors.items()})
         except tf.errors.InvalidArgumentError as error:
             return _error(error.message)
         outputs = {name: value.numpy().tolist() for name, value in outputs.items()}
@@ -208,6 +236,7 @@ def load(httpd, version_dir, version):
     loads a new version directory and serves the latest), its metadata too when it
     has the endpoint."""
     httpd.signature = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+    httpd.inputs, httpd.arguments = signature_inputs(version_dir, httpd.signature)
     httpd.version = str(version)
     if httpd.metadata is not None:
         httpd.metadata = metadata_json(version_dir, httpd.model_name, version)
