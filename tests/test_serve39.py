@@ -10,7 +10,7 @@ import pytest
 
 import keras_bnn as kb
 from ensemble_helpers import weight_sets
-from keras_bnn import export
+from keras_bnn import export, models_config
 from keras_bnn.export import served_signature
 from keras_bnn.serving import ServingClient
 from tf_serving_standin import serving
@@ -76,7 +76,7 @@ def _entries(path):
     """(name, base_path) of each entry of a models.config, as TF Serving parses it."""
     from google.protobuf import text_format
 
-    config = export._config_message()()
+    config = models_config._config_message()()
     text_format.Parse(path.read_text(), config, allow_unknown_field=True)
     return [(os.fsdecode(entry.name), os.fsdecode(entry.base_path))
             for entry in config.model_config_list.config]
