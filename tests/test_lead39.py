@@ -1,9 +1,12 @@
-"""``Sampler.loads_whole``: the one decision of which saved states a sampler restores whole,
-shared by ``load_own_variables`` and the run backups (``runs/checkpoints.py``)."""
+"""The lead's changes of session 39: ``Sampler.loads_whole`` (the one decision of which saved
+states a sampler restores whole, shared by ``load_own_variables`` and the run backups), table
+cells below 10⁻³, and the class bound of in-memory labels."""
 
 import keras
+import numpy as np
+import pytest
 
-from keras_bnn import console, samplers
+from keras_bnn import console, runs, samplers
 from keras_bnn.samplers.state_layout import (ADDED_SINCE_NAMES,
                                              ADDED_TO_UNNAMED_STATES, NAMES_KEY)
 from fit_helpers import softmax_regression, three_class_rows
@@ -51,3 +54,21 @@ def test_a_table_shows_values_below_a_thousandth_to_four_significant_digits():
     table = console.format_table([{"lo": 0.000123, "hi": 0.000187, "t_kin": 0.000214,
                                    "nll": 0.1384}], ["lo", "hi", "t_kin", "nll"])
     assert table.split("\n")[-1].split() == ["1.230e-04", "1.870e-04", "2.140e-04", "0.1384"]
+
+
+def test_in_memory_labels_get_the_npy_files_class_bound():
+    """``runs.arrays_data`` (runs.train/sweep on arrays, ``sweep --x/--y``) made a head
+    of ``y.max() + 1`` classes: a label 10**12 asked for 10**12 + 1 (data39), and a
+    label -1 was taken. Now the npy loader's rule, naming the argument and row."""
+    x = np.zeros((5, 2), "float32")
+    good = runs.arrays_data(x, np.array([0, 1, 2, 1, 0]), 2, 0, "categorical", x,
+                            np.array([2, 1, 0, 0, 1]))
+    assert good[2]["num_classes"] == 3
+    with pytest.raises(ValueError, match=r"`y` must hold class labels .*label 1000000000000 "
+                                         r"in row 2: 1000000000001 classes for 3 distinct"):
+        runs.arrays_data(x, np.array([0, 1, 10**12, 1, 0]), 2, 0, "categorical", x,
+                         np.array([0, 1, 0, 1, 0]))
+    with pytest.raises(ValueError, match=r"`y_test` must hold class labels 0, 1, ..., K-1.*"
+                                         r"label -1"):
+        runs.arrays_data(x, np.array([0, 1, 2, 1, 0]), 2, 0, "categorical", x,
+                         np.array([0, -1, 0, 1, 0]))

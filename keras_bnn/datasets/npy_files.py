@@ -121,29 +121,44 @@ def _labels(y_train, y_test, names):
     if np.issubdtype(y_test.dtype, np.floating):
         raise argument_error(names[3], f"hold integer labels as {names[1]} does (a "
                              "classification)", None, got=f"dtype {y_test.dtype}")
-    for labels, name in ((y_train, names[1]), (y_test, names[3])):
+    y_train, y_test, num_classes = class_labels(y_train, y_test, names[1], names[3])
+    return y_train, y_test, "classification", num_classes
+
+
+def class_labels(y_train, y_test, train_name, test_name):
+    """Class labels as int64 and their number of classes K = the largest label + 1.
+
+    Args:
+        y_train, y_test: integer (or integral) labels [n].
+        train_name, test_name: what the error calls them (file or argument names).
+
+    Returns:
+        ``(y_train, y_test, num_classes)``.
+
+    Raises:
+        ValueError: naming the array for a negative label or one beyond int64, or
+            (naming the array and row of the largest label) when fewer than half of
+            the classes 0..K-1 occur in the two (an id, a sentinel, or a regression
+            target saved as integers).
+    """
+    for labels, name in ((y_train, train_name), (y_test, test_name)):
         lowest, highest = int(labels.min()), int(labels.max())  # before int64 wraps a uint64
         if lowest < 0 or highest > np.iinfo(np.int64).max:
             raise argument_error(name, "hold class labels 0, 1, ..., K-1", None,
                                  got=f"label {lowest if lowest < 0 else highest}")
     y_train, y_test = y_train.astype(np.int64), y_test.astype(np.int64)
-    return y_train, y_test, "classification", _class_count(y_train, y_test, names)
-
-
-def _class_count(y_train, y_test, names):
-    """The number of classes K = the largest label + 1, refused (naming the file
-    and row of the largest label) when fewer than half of 0..K-1 occur."""
     highest = max(int(y_train.max()), int(y_test.max()))
     distinct = len(np.unique(np.concatenate([y_train, y_test])))
     if highest + 1 > 2 * distinct:
-        name, labels = (names[1], y_train) if y_train.max() == highest else (names[3], y_test)
+        name, labels = ((train_name, y_train) if y_train.max() == highest
+                        else (test_name, y_test))
         raise argument_error(name, "hold class labels 0, 1, ..., K-1 (K = the largest label "
-                             "+ 1), at least half of which occur in the two label files", None,
+                             "+ 1), at least half of which occur in the two label arrays", None,
                              got=f"label {highest} in row {int(np.argmax(labels))}: "
                              f"{highest + 1} classes for {distinct} distinct labels (number "
                              f"them 0..{distinct - 1}, e.g. numpy.unique(y, return_inverse=True)"
                              "; save regression targets as floats)")
-    return highest + 1
+    return y_train, y_test, highest + 1
 
 
 def _paths(data_dir):

@@ -213,7 +213,9 @@ def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=N
         ``input_shape``.
 
     Raises:
-        ValueError: for mismatched or empty arrays or an unknown likelihood.
+        ValueError: for mismatched or empty arrays, an unknown likelihood, or class
+            labels that are negative or number far more classes than occur
+            (:func:`keras_bnn.datasets.npy_files.class_labels`).
     """
     y = np.asarray(y)
     if likelihood is None:
@@ -221,12 +223,14 @@ def arrays_data(x, y, batch_size, seed=0, likelihood=None, x_test=None, y_test=N
         likelihood = "categorical" if integral else "gaussian"
     likelihood = check_choice(likelihood, "likelihood", likelihoods_lib.LIKELIHOODS)
     task = {value: key for key, value in TASK_LIKELIHOOD.items()}[likelihood]
+    y_test, num_classes = np.asarray(y_test), None
+    if likelihood == "categorical":
+        y, y_test, num_classes = npy_files.class_labels(y, y_test, "y", "y_test")
     dtype = np.float32 if likelihood == "gaussian" else np.int64
     info = {"name": ARRAYS, "task": task, "num_train": len(y), "num_test": len(y_test),
-            "input_shape": tuple(np.shape(x)[1:]),
-            "num_classes": int(y.max()) + 1 if likelihood == "categorical" else None}
+            "input_shape": tuple(np.shape(x)[1:]), "num_classes": num_classes}
     return (data_lib.make_dataset(x, y.astype(dtype), batch_size, shuffle=True, seed=seed),
-            data_lib.make_dataset(x_test, np.asarray(y_test).astype(dtype), batch_size),
+            data_lib.make_dataset(x_test, y_test.astype(dtype), batch_size),
             info)
 
 
