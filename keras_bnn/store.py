@@ -339,6 +339,8 @@ class SampleStore:
             (os.path.join(self.path, f"sample-{i:06d}.npz") for i in itertools.count(start)),
             lambda handle: np.savez(handle, **arrays),
         )
+        for key in [key for key in self._metadata_cache if key[0] == path]:
+            del self._metadata_cache[key]  # a name reused: see metadata()
         return int(_SAMPLE.match(os.path.basename(path)).group(1))
 
     def _read(self, path, weights=True):
@@ -429,9 +431,13 @@ class SampleStore:
         """
         result = []
         for _, path in self._files():
-            if path not in self._metadata_cache:  # sample files are immutable
-                self._metadata_cache[path] = self._read(path, weights=False)[1]
-            result.append(self._metadata_cache[path])
+            # A sample file is immutable, but its name is reused when it is deleted
+            # and the store appends again: the cache is keyed by the file, not the name.
+            status = os.stat(path)
+            key = (path, status.st_ino, status.st_mtime_ns, status.st_size)
+            if key not in self._metadata_cache:
+                self._metadata_cache[key] = self._read(path, weights=False)[1]
+            result.append(self._metadata_cache[key])
         return result
 
     def find(self, chain, step):

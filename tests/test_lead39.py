@@ -2,6 +2,8 @@
 states a sampler restores whole, shared by ``load_own_variables`` and the run backups), table
 cells below 10⁻³, and the class bound of in-memory labels."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -72,3 +74,20 @@ def test_in_memory_labels_get_the_npy_files_class_bound():
                                          r"label -1"):
         runs.arrays_data(x, np.array([0, 1, 2, 1, 0]), 2, 0, "categorical", x,
                          np.array([0, -1, 0, 1, 0]))
+
+
+def test_store_metadata_follows_a_sample_file_written_again_under_its_name(tmp_path):
+    """``SampleStore.metadata`` cached by file name: after the newest sample was deleted
+    and the store appended again (the name is reused), a long-lived store object
+    returned the deleted sample's metadata (store39)."""
+    import keras_bnn as kb  # noqa: PLC0415
+
+    model = softmax_regression(samplers.SGLD(seed=0), 30)
+    model.build((None, 4))
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    store.append(model, step=1)
+    store.append(model, step=2)
+    assert [m["step"] for m in store.metadata()] == [1, 2]
+    os.remove(store._files()[-1][1])
+    store.append(model, step=3)
+    assert [m["step"] for m in store.metadata()] == [1, 3]
