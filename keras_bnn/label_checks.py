@@ -96,8 +96,12 @@ def scored_labels(model, y):
     loss = getattr(model, "loss", None)
     paths = output_paths(model, y)
     try:
-        labels = ([[((), y)]] if paths == [()]  # y: one array
-                  else weight_slots(y, reading_paths(model, y, paths), "y"))
+        # as the step's weights: one output's labels in a list or dict are its leaf
+        # (``(y,)``, ``{"out": y}``); host labels that are not arrays (a list of
+        # numbers) are the one output's whole
+        whole = paths == [()] and not all(hasattr(leaf, "shape") for leaf in
+                                          keras.tree.flatten(y))
+        labels = [[((), y)]] if whole else weight_slots(y, reading_paths(model, y, paths), "y")
         given = loss_leaves(loss)
         losses = ([[((), given[0])]] * len(paths) if len(given) == 1
                   else weight_slots(loss, reading_paths(model, loss, paths), "loss"))

@@ -1,4 +1,4 @@
-"""Labels out of range in a dataset's later batches (helper labels38).
+"""Labels out of range in a dataset's later batches (helpers labels38, labels39).
 
 ``fit`` and ``evaluate`` check arrays and a dataset's first batch on the host
 (:mod:`keras_bnn.label_checks`); a later batch's class index 10 of a 10-class
@@ -7,13 +7,20 @@ ensemble's ``evaluate`` read NaN for 10, class 9 for -1), and a Bernoulli
 label 2 was trained on silently on both backends. The steps now count them
 (:func:`keras_bnn.label_checks.count_labels`) and ``fit`` raises at the end
 of the epoch, ``evaluate`` at its end, naming ``y`` and the allowed range.
+labels39: one output's labels in a tuple or a dict (``(x, {"out": y})``) are
+counted too (labels38's count raised ``TypeError: Expected any non-tensor
+type, but got a tensor instead`` on them, tests/test_fit_forms.py).
 
 Before the fix (dev at 9bebe3b): the JAX process's fits and evaluations
 returned (``sgld`` nll 2.387, the ensemble's ``evaluate`` nan) and the
 Bernoulli fit on TensorFlow returned: "DID NOT RAISE".
 """
 
+import io
 import warnings
+import zipfile
+
+import h5py
 
 import keras
 import numpy as np
@@ -21,8 +28,9 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from keras_bnn import label_checks
+from keras_bnn import label_checks, priors
 from keras_bnn.models import sampling_step
+from mirrored import new_mirrored
 
 N, K = 40, 10
 X = np.random.default_rng(0).normal(size=(N, 4)).astype("float32")
@@ -30,7 +38,7 @@ LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 #: Puts tests/ on the path of the JAX process: it runs :func:`jax_label_errors`.
 JAX_LABELS = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-              "from test_labels38 import jax_label_errors; "
+              "from test_labels39 import jax_label_errors; "
               "print('RESULT ' + json.dumps(jax_label_errors(sys.argv[2])))")
 
 
@@ -64,6 +72,18 @@ def _model(sampler="sgld", units=K, loss=LOSS):
     keras.utils.set_random_seed(0)
     net = kb.models.mlp((4,), units, hidden=(8,))
     net.compile(sampler=sampler, train_size=N, loss=loss)
+    return net
+
+
+def _named_bernoulli_model():
+    """A logistic regression whose one output is in a dict, ``{"out": logit}``."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    logit = keras.layers.Dense(1, kernel_regularizer=priors.Normal(0, 1),
+                               bias_regularizer=priors.Normal(0, 1))(inputs)
+    net = kb.BayesianModel(inputs, {"out": logit})
+    net.compile(sampler="sgld", train_size=N,
+                loss={"out": keras.losses.BinaryCrossentropy(from_logits=True)})
     return net
 
 
@@ -194,8 +214,7 @@ def test_good_labels_count_nothing_and_trace_once_on_tensorflow():
 def test_the_count_is_summed_over_replicas():
     """Under a MirroredStrategy of 2 replicas, bad labels in either replica's half of
     a batch are counted: 2 in all (rows 25 and 29 of a batch of 10 at rows 20-29)."""
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    with strategy.scope():
+    with new_mirrored().scope():
         net = _model(units=1, loss=keras.losses.BinaryCrossentropy(from_logits=True))
     data = tf.data.Dataset.from_tensor_slices((X, _bernoulli_labels([21, 29]))).batch(10)
     with warnings.catch_warnings():
@@ -216,3 +235,69 @@ def test_tensorflow_s_error_for_a_later_class_index_out_of_range_is_ours():
         with pytest.raises(ValueError, match=rf"^{owner}: `y` must be class indices in "
                                              r"\[0, 10\) .*; got 10 in a batch"):
             call()
+
+
+@pytest.mark.parametrize("form", ["(x, {out: y})", "(x, (y,))"])
+def test_one_output_s_labels_in_a_dict_or_tuple_are_counted(form):
+    """A dataset of ``(x, {"out": y})`` (output ``{"out": logit}``) or ``(x, (y,))``
+    whose third batch holds two Bernoulli labels 2: ``fit`` raises at the epoch's
+    end, naming the labels. Before: labels38's count raised "TypeError: Expected
+    any non-tensor type, but got a tensor instead"; dev before it, DID NOT RAISE."""
+    labels = _bernoulli_labels([25, 27])
+    if form == "(x, (y,))":
+        net, structure, name = _model(units=1, loss=keras.losses.BinaryCrossentropy(
+            from_logits=True)), (labels,), r"`y\[0\]`"
+    else:
+        net, structure, name = _named_bernoulli_model(), {"out": labels}, r"`y\['out'\]`"
+    data = tf.data.Dataset.from_tensor_slices((X, structure)).batch(10)
+    with pytest.raises(ValueError, match=rf"fit: 2 labels in epoch 0's batches .* {name} must "
+                                         r"be 0 or 1 for a Bernoulli likelihood"):
+        net.fit(data, epochs=2, verbose=0)
+    with pytest.raises(ValueError, match=rf"evaluate: 2 labels .* {name} must be 0 or 1"):
+        net.evaluate(data, verbose=0)
+
+
+def _later_bad_batches(y, good_batches):
+    """``good_batches`` batches of ``(x, y)`` of 10, then batches with label 2 in row 5."""
+    bad = y.copy()
+    bad[5::10] = 2.0
+    for count in range(100):
+        labels = y if count < good_batches else bad
+        start = 10 * (count % 4)
+        yield X[start:start + 10], labels[start:start + 10]
+
+
+def test_samples_collected_before_the_epoch_that_raises_are_kept(tmp_path):
+    """A generator whose second epoch holds Bernoulli labels 2: ``fit`` raises at that
+    epoch's end before its sample is taken; epoch 0's sample stays in the store."""
+    net = _model(units=1, loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    store = kb.SampleStore(str(tmp_path / "samples"))
+    collect = kb.callbacks.CollectSamples(store, start_epoch=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"fit: 4 labels in epoch 1's batches"):
+            net.fit(_later_bad_batches(_bernoulli_labels([]), 4), steps_per_epoch=4,
+                    epochs=3, verbose=0, callbacks=[collect])
+    assert int(net.optimizer.iterations.numpy()) == 8
+    assert len(kb.SampleStore(str(tmp_path / "samples"))) == 1
+
+
+def test_a_model_saved_after_fit_holds_no_count_and_loads(tmp_path):
+    """The count is no part of a ``.keras`` file (the same variables as without it:
+    checked against dev's file by hand, loaded both ways): the file of a model that
+    counted loads, and evaluates and trains as the model did."""
+    net = _model()
+    data = tf.data.Dataset.from_tensor_slices((X, _labels())).batch(10)
+    net.fit(data, epochs=1, verbose=0)
+    assert net._label_counts is not None
+    path = str(tmp_path / "model.keras")
+    net.save(path)
+    with zipfile.ZipFile(path) as archive, h5py.File(
+            io.BytesIO(archive.read("model.weights.h5")), "r") as weights:
+        names = []
+        weights.visit(names.append)
+    assert not [name for name in names if "label" in name or "metric" in name], names
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(loaded.evaluate(data, verbose=0), net.evaluate(data, verbose=0),
+                               rtol=1e-6)
+    loaded.fit(data, epochs=1, verbose=0)
