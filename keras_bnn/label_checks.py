@@ -6,11 +6,11 @@ generator's first batch: it reads each output's labels and loss as Keras'
 loss does (:mod:`keras_bnn.output_slots`) and checks them with
 :func:`check_labels`; the messages follow :mod:`keras_bnn.validation`'s wording.
 
-A dataset's or generator's later batches are checked in the steps (until
-2026-11-30 they were not: under JAX a class index outside [0, K) there was
-scored 0 nats, a zero one-hot row, and trained on silently; an ensemble's
-``evaluate`` read NaN for K, class K - 1 for -1; a Bernoulli label other
-than 0 and 1 trained silently on either backend). The train step and
+A dataset's or generator's later batches are checked in the steps (unchecked,
+under JAX a class index outside [0, K) there is scored 0 nats, a zero one-hot
+row, and trained on silently; an ensemble's ``evaluate`` reads NaN for K,
+class K - 1 for -1; a Bernoulli label other than 0 and 1 trains silently on
+either backend). The train step and
 ``evaluate``'s test step (a :class:`keras_bnn.PosteriorEnsemble`'s too)
 count such labels (:func:`count_labels`: one comparison, a sum and an
 ``assign_add`` a step into :class:`LabelCounts`, summed over replicas;

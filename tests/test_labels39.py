@@ -28,7 +28,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bnn as kb
-from keras_bnn import label_checks, priors
+from keras_bnn import label_checks
 from keras_bnn.models import sampling_step
 from mirrored import new_mirrored
 
@@ -76,15 +76,12 @@ def _model(sampler="sgld", units=K, loss=LOSS):
 
 
 def _named_bernoulli_model():
-    """A logistic regression whose one output is in a dict, ``{"out": logit}``."""
-    keras.utils.set_random_seed(0)
-    inputs = keras.Input((4,))
-    logit = keras.layers.Dense(1, kernel_regularizer=priors.Normal(0, 1),
-                               bias_regularizer=priors.Normal(0, 1))(inputs)
-    net = kb.BayesianModel(inputs, {"out": logit})
-    net.compile(sampler="sgld", train_size=N,
-                loss={"out": keras.losses.BinaryCrossentropy(from_logits=True)})
-    return net
+    """:func:`_model`'s network of one logit, its output in a dict: ``{"out": logit}``."""
+    net = _model(units=1, loss=None)
+    named = kb.bayesian(keras.Model(net.inputs, {"out": net.outputs[0]}))
+    named.compile(sampler="sgld", train_size=N,
+                  loss={"out": keras.losses.BinaryCrossentropy(from_logits=True)})
+    return named
 
 
 def _counting_traces():
