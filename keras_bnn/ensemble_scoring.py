@@ -34,6 +34,7 @@ from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tens
 
 from keras_bnn import backend, distribute
 from keras_bnn import ensemble_outputs
+from keras_bnn import label_checks
 from keras_bnn import likelihoods
 from keras_bnn import loss_shares
 from keras_bnn.validation import bound_arguments
@@ -173,6 +174,7 @@ class Scoring:
         """
         if self.loss is None or x is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+        label_checks.count_labels(self, y, y_pred, label_checks.EVALUATION)  # p̄, before log p̄
         outputs, again = keras.tree.flatten(y_pred), None
         names = self._outputs.value[0] or [None]
         for j, likelihood in enumerate(self._likelihoods):
@@ -239,7 +241,8 @@ class Scoring:
         """
         kwargs = bound_arguments(keras.Model.evaluate, args, kwargs)
         distribute.check_data_batches(kwargs, None, "evaluate")
-        with distribute.explained_uneven_batches("evaluate"), backend.values_kept(self):
+        with (distribute.explained_uneven_batches("evaluate"), backend.values_kept(self),
+              label_checks.raising_after(self, "evaluate")):
             return super().evaluate(**kwargs)
 
     def get_metrics_result(self):

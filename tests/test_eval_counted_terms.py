@@ -32,11 +32,6 @@ import sys
 import numpy as np
 import pytest
 
-if __name__ != "__main__":  # under pytest (TensorFlow): MirroredStrategy's fixture
-    import test_distribute_fit
-
-    new_strategy = test_distribute_fit.new_strategy
-
 N, T, K, VOCAB = 54, 6, 3, 9
 BATCH_SIZES = (18, 7)
 #: float32 losses (a few ulps each, values O(1)) summed over at most N·T terms

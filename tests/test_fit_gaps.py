@@ -26,7 +26,6 @@ import tensorflow as tf
 import keras_bnn as kb
 from keras_bnn import loss_terms
 from fit_helpers import Batches, softmax_regression, tagged_sequences, three_class_rows
-from test_distribute_fit import new_strategy  # noqa: F401  (a fixture)
 from test_per_timestep_loss import tagger, train_size_warnings
 
 N, SCORED = 33, 21  # 33 rows: the first 17 labelled, then one in 4 of the other 16
@@ -79,7 +78,7 @@ def test_a_datasets_scored_labels_are_counted_after_the_first_epoch():
     assert len(messages) == 1 and "about 33 examples" in messages[0]
 
 
-def test_scored_labels_are_counted_over_the_replicas(new_strategy):  # noqa: F811
+def test_scored_labels_are_counted_over_the_replicas(new_strategy):
     """Batches of 7 split 4 + 3 over 2 replicas: each replica counts its own
     labels scored, summed when read after the first epoch."""
     dataset = tf.data.Dataset.from_tensor_slices(unlabelled_rows()).batch(7)
@@ -88,7 +87,7 @@ def test_scored_labels_are_counted_over_the_replicas(new_strategy):  # noqa: F81
 
 
 @pytest.mark.slow  # 8 s: a guard, out of the default suite's budget
-def test_scored_labels_weigh_each_replicas_share(new_strategy):  # noqa: F811
+def test_scored_labels_weigh_each_replicas_share(new_strategy):
     """One SGLD step on the 33 rows (17 + 16, the second shard mostly
     unlabelled) is the single-device step: each shard weighs by the labels it
     scores (``keras_bnn.backend.loss_as_shard``). A guard: it held before."""

@@ -52,11 +52,13 @@ def test_a_class_index_out_of_range_in_the_first_batch_is_refused_by_name():
 def test_a_class_index_out_of_range_in_a_later_batch_stops_tensorflow_at_its_step():
     """Only a dataset's first batch is read before ``fit`` (keras_bnn.label_checks'
     docstring): class 10 in the 3rd batch meets TensorFlow's CPU loss, which stops
-    ``fit`` at that step naming the label, after the 2 steps before it."""
+    ``fit`` at that step, after the 2 steps before it; ``fit`` raises keras_bnn's
+    ``ValueError`` naming ``y`` and the label, from TensorFlow's error (labels38)."""
     model, data = _ten_classes(2)
     steps = []
     counter = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: steps.append(b))
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"label value of 10 which is outside the valid range of \[0, 10\)"):
+    with pytest.raises(ValueError, match=r"`y` must be class indices in \[0, 10\) .*; got 10") \
+            as raised:
         model.fit(data, epochs=1, verbose=0, callbacks=[counter])
+    assert isinstance(raised.value.__cause__, tf.errors.InvalidArgumentError)
     assert steps == [0, 1]

@@ -22,7 +22,6 @@ from tensorflow.python.framework import config as tf_config
 
 import keras_bnn as kb
 from keras_bnn import priors
-from test_distribute_fit import new_strategy  # noqa: F401  (a fixture)
 from test_exactly_once import _Kill
 
 N, BATCH, EPOCHS, KILLED_AT = 64, 16, 4, 1  # 4 steps an epoch
@@ -206,7 +205,7 @@ def test_unshuffled_and_optimizer_fits_keep_keras_arrays():
 @pytest.mark.slow  # 6-18 s each
 @pytest.mark.parametrize("variant", ["shuffle", "sample_weight_short_epochs", "mid_pass"])
 def test_under_mirrored_strategy_the_resumed_chain_is_the_single_device_one(
-        tmp_path, new_strategy, variant):  # noqa: F811
+        tmp_path, new_strategy, variant):
     """Two replicas read the same keyed order: the resumed chain under the
     strategy is the single-device chain (to float round-off: the replicas'
     gradients are summed)."""

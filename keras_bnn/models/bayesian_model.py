@@ -9,6 +9,7 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn import clone_priors
 from keras_bnn import distribute
+from keras_bnn import label_checks
 from keras_bnn import loss_shares
 from keras_bnn import precision
 from keras_bnn import prior_attachment
@@ -337,6 +338,7 @@ class BayesianModel(LoopMethods, keras.Model):
                 # validation's weights, checked after the first epoch (weight_mean.for_validation)
                 self._sampling_trackers["validation_weight_totals"].update_step(
                     self, y, y_pred, sample_weight)
+            label_checks.count_labels(self, y, y_pred, label_checks.EVALUATION)  # evaluate's
             return self.potential_terms(y, y_pred, sample_weight, ())[0]
         return ops.add(*self.potential_terms(y, y_pred, sample_weight, self.losses))
 

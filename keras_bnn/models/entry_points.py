@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from keras_bnn import distribute
+from keras_bnn import label_checks
 from keras_bnn import loss_terms
 from keras_bnn import nonfinite
 from keras_bnn import precision
@@ -203,6 +204,7 @@ def fit_arguments(model, args, kwargs, where):
     fit_callbacks.set_lower_better_modes(callbacks)
     if not getattr(model, "allow_flat_prior", False):
         callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
+    callbacks.insert(0, label_checks.RaiseOnLabelCount(model))  # later batches' labels
     if model._skips_nonfinite_steps():  # first: stops before an epoch's sample is taken
         callbacks.insert(0, nonfinite.StopOnNonFinite())
     model.transition_kernel.check_batch_size(

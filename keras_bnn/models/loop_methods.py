@@ -9,6 +9,7 @@ next class in the model's MRO, ``keras.Model`` or ``Functional``).
 
 from keras_bnn import array_order, backend
 from keras_bnn import distribute
+from keras_bnn import label_checks
 from keras_bnn import nonfinite
 from keras_bnn.callbacks import current_step
 from keras_bnn.fit_data import check_dataset_batched
@@ -34,8 +35,9 @@ class LoopMethods:
         """
         kwargs = entry_points.evaluate_arguments(self, args, kwargs, call_site(2))
         validation = kwargs.get("_use_cached_eval_dataset")  # fit's, each epoch
-        with distribute.explained_uneven_batches(
-                "fit(validation_data)" if validation else "evaluate"), backend.values_kept(self):
+        owner = "fit(validation_data)" if validation else "evaluate"
+        with (distribute.explained_uneven_batches(owner), backend.values_kept(self),
+              label_checks.raising_after(self, owner)):
             return super().evaluate(**kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
@@ -195,5 +197,5 @@ class LoopMethods:
         kwargs = entry_points.fit_arguments(self, args, kwargs, call_site(2))  # fit's caller
         kwargs = array_order.keyed_arrays(self, kwargs)  # shuffled arrays: keyed on (seed, step)
         with (nonfinite.translated(lambda: current_step(self.optimizer)),
-              distribute.explained_uneven_batches("fit")):
+              distribute.explained_uneven_batches("fit"), label_checks.translated("fit")):
             return super().fit(**kwargs)

@@ -16,6 +16,7 @@ from keras import ops
 
 from keras_bnn import backend
 from keras_bnn import distribute
+from keras_bnn import label_checks
 from keras_bnn import loss_shares
 from keras_bnn import loss_terms
 from keras_bnn.samplers import kernel as kernel_lib
@@ -62,6 +63,8 @@ def sampling_step(model, data):
     trackers["prior"].update_state(step.prior_term * float(model.train_size))
     # fit's WarnOnEpochTotals: the weights, over the terms the loss counts, and the terms
     trackers["weight_totals"].update_step(model, y, step.y_pred, sample_weight, batch_size)
+    # class indices out of range, 0/1 labels that are not: raised at the epoch's end
+    label_checks.count_labels(model, y, step.y_pred, label_checks.TRAINING)
     for name, value in step.logs.items():
         trackers[name].update_state(value)
     if (model.transition_kernel.full_batch and model._compile_loss is not None
