@@ -34,7 +34,7 @@ from keras import ops
 from keras_bnn import backend
 from keras_bnn.likelihoods import PredictiveNLL, from_loss, loss_leaves
 from keras_bnn.output_slots import output_paths, path_name, reading_paths, weight_slots
-from keras_bnn.validation import argument_error, counted
+from keras_bnn.validation import argument_error, counted, numeric_array
 
 #: How far from 1 a one-hot or soft label's row may sum (:func:`check_labels`): a row
 #: summing to s weighs its example as s examples, and ``fit``'s weights may make the data
@@ -144,7 +144,7 @@ def check_labels(labels, likelihood, classes=None, owner="fit", sparse=True,
     """
     if likelihood is None:
         return
-    labels = np.asarray(labels)
+    labels = numeric_array(labels)
     if labels.size == 0:
         raise argument_error(name, "be at least one label", labels, owner, got="no labels")
     if labels.dtype.kind not in "biuf":

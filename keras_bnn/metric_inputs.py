@@ -16,7 +16,7 @@ Numpy and scipy: importing this module does not import TensorFlow.
 import numpy as np
 from scipy.special import logsumexp
 
-from keras_bnn.validation import argument_error
+from keras_bnn.validation import argument_error, numeric_array
 
 # Rows of `probs` must sum to 1 within this tolerance; it admits float16/32
 # softmax round-off and rejects logits passed by mistake.
@@ -150,9 +150,7 @@ def take_labels(labels, at, num_classes):
         P + (K,) is named as such), a label is not integral, or one is
         outside [0, K).
     """
-    y = np.asarray(labels)
-    if y.dtype.kind == "V" and "float" in y.dtype.name:  # ml_dtypes' bfloat16: no np.floating
-        y = y.astype(np.float32)
+    y = numeric_array(labels)
     if y.shape == at.shape + (1,):
         y = y[..., 0]
     elif y.shape == at.shape + (num_classes,) and num_classes > 1:

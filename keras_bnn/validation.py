@@ -91,6 +91,24 @@ def counted(number, noun):
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def numeric_array(values):
+    """``values`` as a numpy array, ml_dtypes' floats (bfloat16, float8) as float32.
+
+    NumPy does not count them as floating (dtype kind ``"V"``), so a check of
+    ``np.issubdtype(..., np.floating)`` or of the kind would refuse them.
+
+    Args:
+        values: array-like.
+
+    Returns:
+        A numpy array.
+    """
+    array = np.asarray(values)
+    if array.dtype.kind == "V" and "float" in array.dtype.name:
+        array = array.astype(np.float32)
+    return array
+
+
 def _as_float(value):
     """``float(value)`` for real numbers (not bools or strings), else NaN."""
     if isinstance(value, (bool, str, bytes)):

@@ -91,3 +91,17 @@ def test_store_metadata_follows_a_sample_file_written_again_under_its_name(tmp_p
     os.remove(store._files()[-1][1])
     store.append(model, step=3)
     assert [m["step"] for m in store.metadata()] == [1, 3]
+
+
+def test_bfloat16_labels_pass_the_fit_label_check():
+    """``label_checks.check_labels`` refused bfloat16 labels ("must be numeric labels;
+    got dtype bfloat16": ml_dtypes' kind is "V"), which the metrics now score (uncert39)."""
+    import ml_dtypes  # noqa: PLC0415
+
+    from keras_bnn import label_checks  # noqa: PLC0415
+
+    labels = np.array([2, 1, 0], ml_dtypes.bfloat16)
+    label_checks.check_labels(labels, "categorical", classes=3)
+    with pytest.raises(ValueError, match=r"`y` must be class indices in \[0, 2\]"):
+        label_checks.check_labels(np.array([3, 1, 0], ml_dtypes.bfloat16), "categorical",
+                                  classes=3)
