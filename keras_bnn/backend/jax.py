@@ -34,7 +34,11 @@ def stateless_normal(shape, seed, index, step, dtype):
     (:mod:`keras_bnn.backend.threefry`). A float64 draw without 64-bit arrays
     (HMC's accept draw, :func:`wide_float`) is that float64 draw in float32
     (:func:`_float64_draw_in_float32`), not JAX's float32 draw, which is
-    other numbers.
+    other numbers. The key is Threefry-2x32's and the draw takes its bits in
+    the partitionable layout whatever JAX's ``jax_default_prng_impl`` (``rbg``
+    on TPUs) and ``jax_threefry_partitionable`` say: under those settings
+    ``jax.random.normal`` returns other numbers (and an ``rbg`` key has 4
+    words, which the float64 draw cannot hash).
 
     Args:
         shape: shape of the draw.
@@ -47,10 +51,12 @@ def stateless_normal(shape, seed, index, step, dtype):
         Array of ``shape`` with i.i.d. N(0, 1) entries (float32 for a float64
         draw without 64-bit arrays).
     """
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), index), step)
+    key = jax.random.key(seed, impl="threefry2x32")
+    key = jax.random.fold_in(jax.random.fold_in(key, index), step)
     if jnp.dtype(dtype) == jnp.float64 and wide_float() == "float32":
         return _float64_draw_in_float32(key, tuple(shape))
-    return jax.random.normal(key, shape, dtype=dtype)
+    with jax.threefry_partitionable(True):
+        return jax.random.normal(key, shape, dtype=dtype)
 
 
 def _float64_draw_in_float32(key, shape):

@@ -4,7 +4,8 @@ The TensorFlow backend draws the samplers' noise with this module, so a
 chain's noise is the same number for number on both Keras backends: for a
 float32 variable, :func:`normal` returns exactly what the JAX backend's
 ``jax.random.normal(fold_in(fold_in(key(seed), index), step), shape)``
-returns (JAX's default ``jax_threefry_partitionable`` layout), and for
+returns (a Threefry key and the ``jax_threefry_partitionable`` layout, which
+the JAX backend uses whatever JAX's settings are), and for
 float64 what JAX returns with 64-bit types on (``jax.enable_x64``); both
 tested in ``tests/test_threefry.py``.
 
