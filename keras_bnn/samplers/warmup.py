@@ -70,7 +70,8 @@ at or below a target ``r*`` at the current T:
   13-128-128-128 MLP). Unscaled inputs need no blow-up: the noisiest
   variables set h (below), and where that leaves another variable's ratio
   more than ``NOISE_SPREAD`` times below theirs (:func:`noise_spread`)
-  the same warning names them.
+  the same warning names them, and ``fit`` raises h during burn-in as the
+  noise falls (:mod:`keras_bnn.samplers.step_rise`).
 
 The frozen steps (:func:`frozen_step_size`, :func:`variable_step_factor`).
 The per-step rule above follows ``V̂``'s last ~100 steps, and the ratio is a
@@ -452,11 +453,12 @@ class StepSizeWarmup:
             shape=(), initializer=keras.initializers.Constant(float("inf")),
             name="auto_step_size_ceiling")
         (self.blown_up, self.reestimate, self.blow_ups, self.averaged, self.remeasured,
-         self.previous_ratio) = (
+         self.previous_ratio, self.rising) = (
             optimizer.add_variable(shape=(), initializer="zeros", name=name)
             for name in ("auto_step_size_blown_up", "auto_step_size_reestimate",
                          "auto_step_size_blow_ups", "auto_step_size_averaged",
-                         "auto_step_size_remeasured", "auto_step_size_previous_ratio"))
+                         "auto_step_size_remeasured", "auto_step_size_previous_ratio",
+                         "auto_step_size_rising"))
 
     def update(self, iterations, ratio, exponent, layers):
         """Adapts h after step ``iterations`` while it is a warm-up step.
