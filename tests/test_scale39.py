@@ -4,12 +4,13 @@ Found 2026-11-30 on breast_cancer standardised then ×1000 (a 30-32-2 MLP,
 library defaults, batches of 64): the warm-up measured the gradient noise far
 from the posterior, where it is far larger, and froze h = 2.9e-9 (SGLD) and
 1.2e-5 (ATMC), 8–350 times below steps that reach the posterior with a noise
-ratio below r*. The chains crawled: NLL 8.7 (SGLD) and 26 (ATMC) 9 000 steps
-in, against 0.005–0.02 at the posterior. Before, h stayed frozen for good
-(``test_a_badly_scaled_chain_rises`` failed: ``h == h_frozen``). Now, where
-the noise spread is above ``NOISE_SPREAD`` at the freeze, ``fit`` measures
-the noise again over each 1 000-step window of burn-in and raises h by the
-noise law (SGLD: 2.9e-9 → 2.0e-7 in 7 rises, NLL 0.008 at 9 000 steps).
+ratio below r*. The chains crawled: NLL 3.6 (SGLD) and 8.4 (ATMC) 9 000
+steps in, against 0.003–0.05 with explicit steps 1e-6 and 1e-4. Before, h
+stayed frozen for good (``test_a_badly_scaled_chain_rises`` with the rise
+switched off: AssertionError on ``h_end > 2·h_frozen``). Now, where the noise
+spread is above ``NOISE_SPREAD`` at the freeze, ``fit`` raises h at epoch ends
+by the warm-up's noise law until the noise stops falling (SGLD 2.9e-9 →
+2.4e-7, ATMC 1.2e-5 → 2.0e-4; NLL 0.0008 and 0.0004 at step 9 000).
 """
 
 import warnings
@@ -81,7 +82,8 @@ def test_a_badly_scaled_chain_rises():
     frozen = steps_h[5]
     assert steps_h[6] == frozen  # the warm-up's end is judged first
     assert steps_h[-1] > 2.0 * frozen
-    assert _number(model.optimizer.warmup.rising) >= step_rise.RISING + 2
+    rising = _number(model.optimizer.warmup.rising)  # windows of 300 steps: may be done
+    assert rising == step_rise.DONE or rising >= step_rise.RISING + 1
 
 
 @pytest.mark.parametrize("start_epoch", [8, "auto"])
