@@ -36,9 +36,13 @@ against 0.03 and 0.014 for explicit steps 1e-6 and 1e-4 from the start.
 A chain whose spread is within ``NOISE_SPREAD`` runs exactly as without this:
 nothing is assigned, and the spread is read on the host once, when the warm-up
 ends. Host work at epoch ends only (one read of the per-variable ratios, as
-:class:`~keras_bnn.models.fit_callbacks.WarnOnGradientNoise` does); the state
-(``auto_step_size_rising``) checkpoints with the sampler; a ``fit`` restarts
-the window it is in.
+:class:`~keras_bnn.models.fit_callbacks.WarnOnGradientNoise` does). The state
+(``sampler.warmup.rising``, a host float) is not a checkpointed variable: an
+optimizer variable more would stop states saved without names from loading
+(:mod:`keras_bnn.samplers.state_layout`). So a chain restored in a new process
+judges its spread again at its first epoch end, and rises again only while its
+second noise measurement is pending (that flag is checkpointed); a ``fit``
+restarts the window it is in.
 """
 
 import math
@@ -52,7 +56,7 @@ RISE_STOP = 1.25
 RISE_LIMIT = 2.0
 #: The most windows of rising in one chain.
 MAX_RISES = 20
-#: ``auto_step_size_rising``: 0 before the warm-up's end is judged, ``DONE``
+#: ``warmup.rising``: 0 before the warm-up's end is judged, ``DONE``
 #: once the rise is over (or not needed), ``RISING + n`` after n windows.
 UNDECIDED, RISING, DONE = 0.0, 1.0, -1.0
 
@@ -127,8 +131,11 @@ class StepRise:
 
     @property
     def state(self):
-        """``auto_step_size_rising`` (a host read; see ``RISING``)."""
-        return float(backend.to_numpy(self.sampler.warmup.rising))
+        """The sampler's ``warmup.rising`` (see ``RISING``)."""
+        return self.sampler.warmup.rising
+
+    def _set(self, state):
+        self.sampler.warmup.rising = state
 
     def after_epoch(self, collectors):
         """Decides, or raises h, at an epoch end (host work).
@@ -137,7 +144,7 @@ class StepRise:
             collectors: the ``CollectSamples`` callbacks of the ``fit``.
         """
         sampler = self.sampler
-        if self.state == DONE:  # one scalar read an epoch: all a chain pays once decided
+        if self.state == DONE:
             return
         frozen = sampler._frozen_warmup()
         # Judged where fit warns (a step past the warm-up: AutoStepSize.leave_warmup).
@@ -148,11 +155,11 @@ class StepRise:
         factors = self._factors()
         if self.state == UNDECIDED:
             rising = noise_spread(step, scales, factors, exponent)[0] > 0.0
-            sampler.warmup.rising.assign(RISING if rising else DONE)
+            self._set(RISING if rising else DONE)
             return
         if (not sampler.remeasure_pending()
                 or any(not c.auto or c.start_epoch is not None for c in collectors)):
-            sampler.warmup.rising.assign(DONE)
+            self._set(DONE)
             return
         now = int(backend.to_numpy(sampler.iterations))
         latest = noise_scales(step, factors, [float(backend.to_numpy(r)) for _, r, _
@@ -171,9 +178,9 @@ class StepRise:
                 final = max(self._floor, min(mean_noise_limited_step(mean, sizes, target,
                                                                      exponent), ceiling))
                 self._assign(step, final, frozen_factors(final, mean, target, exponent))
-                sampler.warmup.rising.assign(DONE)
+                self._set(DONE)
                 return
-            sampler.warmup.rising.assign(self.state + 1.0)
+            self._set(self.state + 1.0)
         self._assign(step, raised_step(step, self._floor, ceiling, latest, sizes, target,
                                        exponent), factors)
 

@@ -440,6 +440,9 @@ class StepSizeWarmup:
         self.ceiling = None
         self.blown_up = None
         self.blow_ups = None
+        #: The rise of a badly scaled chain's h (:mod:`keras_bnn.samplers.step_rise`),
+        #: a host float, not checkpointed.
+        self.rising = 0.0
 
     def build(self, optimizer):
         """Creates the variables on ``optimizer`` (they checkpoint with it)."""
@@ -453,12 +456,11 @@ class StepSizeWarmup:
             shape=(), initializer=keras.initializers.Constant(float("inf")),
             name="auto_step_size_ceiling")
         (self.blown_up, self.reestimate, self.blow_ups, self.averaged, self.remeasured,
-         self.previous_ratio, self.rising) = (
+         self.previous_ratio) = (
             optimizer.add_variable(shape=(), initializer="zeros", name=name)
             for name in ("auto_step_size_blown_up", "auto_step_size_reestimate",
                          "auto_step_size_blow_ups", "auto_step_size_averaged",
-                         "auto_step_size_remeasured", "auto_step_size_previous_ratio",
-                         "auto_step_size_rising"))
+                         "auto_step_size_remeasured", "auto_step_size_previous_ratio"))
 
     def update(self, iterations, ratio, exponent, layers):
         """Adapts h after step ``iterations`` while it is a warm-up step.
