@@ -215,7 +215,7 @@ def fit_arguments(model, args, kwargs, where):
             fit_callbacks.WarnOnGradientNoise(samplers_lib.NOISE_RATIO_LIMIT, callbacks))
     if isinstance(model.optimizer, samplers_lib.Sampler):
         fit_callbacks.check_keras_callbacks(callbacks)
-        callbacks.append(fit_callbacks.LeaveWarmup())
+        callbacks.append(fit_callbacks.LeaveWarmup(callbacks))
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs

@@ -19,6 +19,7 @@ from keras_bnn import equilibrium
 from keras_bnn import prior_guard
 from keras_bnn.callbacks import (CollectSamples, MidEpochBackupWarning, RestoredWeightsWarning,
                                  current_step, warmup_steps)
+from keras_bnn.samplers.step_rise import StepRise
 from keras_bnn.samplers.warmup import ShortWarmupWarning, StiffnessWarning
 from keras_bnn.validation import argument_error
 
@@ -220,13 +221,32 @@ def leave_warmup(model):
 
 
 class LeaveWarmup(keras.callbacks.Callback):
-    """Runs :func:`leave_warmup` at the start of ``fit`` and after each epoch."""
+    """Runs :func:`leave_warmup` at the start of ``fit`` and after each epoch,
+    and then raises a badly scaled chain's frozen step during burn-in
+    (:class:`keras_bnn.samplers.step_rise.StepRise`).
+
+    Args:
+        callbacks: the callbacks given to ``fit``: h is never raised once a
+            :class:`~keras_bnn.callbacks.CollectSamples` among them collects,
+            nor where one has an int ``start_epoch``.
+    """
+
+    def __init__(self, callbacks=()):
+        super().__init__()
+        self.collectors = [c for c in callbacks if isinstance(c, CollectSamples)]
+        self._rise = None
 
     def on_train_begin(self, logs=None):
         leave_warmup(self.model)
 
     def on_epoch_end(self, epoch, logs=None):
         leave_warmup(self.model)
+        sampler = self.model.optimizer
+        if getattr(sampler, "warmup", None) is None:
+            return
+        if self._rise is None:
+            self._rise = StepRise(sampler)
+        self._rise.after_epoch(self.collectors)
 
 
 class WarnOnMissingPriors(keras.callbacks.Callback):

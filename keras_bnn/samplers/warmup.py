@@ -70,7 +70,8 @@ at or below a target ``r*`` at the current T:
   13-128-128-128 MLP). Unscaled inputs need no blow-up: the noisiest
   variables set h (below), and where that leaves another variable's ratio
   more than ``NOISE_SPREAD`` times below theirs (:func:`noise_spread`)
-  the same warning names them.
+  the same warning names them, and ``fit`` raises h during burn-in as the
+  noise falls (:mod:`keras_bnn.samplers.step_rise`).
 
 The frozen steps (:func:`frozen_step_size`, :func:`variable_step_factor`).
 The per-step rule above follows ``V̂``'s last ~100 steps, and the ratio is a
@@ -439,6 +440,9 @@ class StepSizeWarmup:
         self.ceiling = None
         self.blown_up = None
         self.blow_ups = None
+        #: The rise of a badly scaled chain's h (:mod:`keras_bnn.samplers.step_rise`),
+        #: a host float, not checkpointed.
+        self.rising = 0.0
 
     def build(self, optimizer):
         """Creates the variables on ``optimizer`` (they checkpoint with it)."""

@@ -1,0 +1,203 @@
+"""The frozen step of a badly scaled chain raised after its transient (``step_size="auto"``).
+
+The warm-up (:mod:`keras_bnn.samplers.warmup`) sets h from the gradient
+noise of its second half. Where the inputs are badly scaled the chain is
+still far from its posterior then, and the noise there is far larger than
+at the posterior, so the frozen h is far too small and the chain crawls
+(measured: breast_cancer standardised then ×1000, a 30-32-2 MLP at the
+library's defaults: h 8–350 times below a step that reaches the posterior
+with a noise ratio below r*; NLL 9.9 (SGLD) and 22 (ATMC) 2000 steps after
+the warm-up, against about 0.01 at the posterior). Such a chain is the one
+whose noise spread over variables is above ``NOISE_SPREAD`` at the freeze
+(:func:`~keras_bnn.samplers.warmup.noise_spread`; at most 12 on standardised
+inputs, 700–9300 at ×30–×100, 1–1.5·10⁶ at ×1000).
+
+For those chains only, ``fit`` adapts h again during burn-in (:class:`StepRise`,
+driven from the epoch ends by :class:`keras_bnn.models.fit_callbacks.LeaveWarmup`),
+as the warm-up's per-step rule does but at epoch ends: each epoch end's
+readings of the variables' ratios give the noise scales ``a_v = r_v/(h·s_v)^k``
+(:func:`noise_scales`) and h follows their mean rule (:func:`raised_step`: at
+most ``RISE_LIMIT`` times higher per epoch end, never above the warm-up's
+stability ceiling nor below its frozen h; the factors are kept). Every
+:meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps (a window) it
+checks the rise: where h rose less than ``RISE_STOP`` times over the window
+(the noise no longer falls: the transient is over), or after ``MAX_RISES``
+windows, h and the factors are set from the scales averaged over that window
+as at the freeze (:func:`~keras_bnn.samplers.warmup.frozen_step_size`,
+:func:`frozen_factors`) and stay. The rise also ends for good, at the
+current steps, when the equilibrium test of
+:class:`keras_bnn.callbacks.CollectSamples` first passes (its second noise
+measurement is done), when a collector collects, or where one has an int
+``start_epoch``: h is constant while samples are collected. Measured at ×1000
+(9 000 steps, epochs of 100, one chain each): SGLD h 2.9e-9 → 2.4e-7, ATMC
+1.2e-5 → 2.0e-4, frozen again at step 8 900; NLL at step 9 000 3.6 → 0.0008
+(SGLD) and 8.4 → 0.0004 (ATMC), means over the last 10 epochs 0.06 and 0.014,
+against 0.03 and 0.014 for explicit steps 1e-6 and 1e-4 from the start.
+A chain whose spread is within ``NOISE_SPREAD`` runs exactly as without this:
+nothing is assigned, and the spread is read on the host once, when the warm-up
+ends. Host work at epoch ends only (one read of the per-variable ratios, as
+:class:`~keras_bnn.models.fit_callbacks.WarnOnGradientNoise` does). The state
+(``sampler.warmup.rising``, a host float) is not a checkpointed variable: an
+optimizer variable more would stop states saved without names from loading
+(:mod:`keras_bnn.samplers.state_layout`). So a chain restored in a new process
+judges its spread again at its first epoch end, and rises again only while its
+second noise measurement is pending (that flag is checkpointed); a ``fit``
+restarts the window it is in.
+"""
+
+import math
+
+from keras_bnn import backend
+from keras_bnn.samplers.warmup import mean_noise_limited_step, noise_spread
+
+#: A window of ``noise_averaging_steps`` whose h rose less than this factor ends the rise.
+RISE_STOP = 1.25
+#: The largest factor by which one epoch end raises h (its stability was not tested).
+RISE_LIMIT = 2.0
+#: The most windows of rising in one chain.
+MAX_RISES = 20
+#: ``warmup.rising``: 0 before the warm-up's end is judged, ``DONE``
+#: once the rise is over (or not needed), ``RISING + n`` after n windows.
+UNDECIDED, RISING, DONE = 0.0, 1.0, -1.0
+
+
+def noise_scales(step_size, factors, ratios, exponent):
+    """``a_v = r_v/(h·s_v)^k`` (0 where ``r_v`` is 0: not measured).
+
+    Args:
+        step_size: h at which the ratios were read.
+        factors: the step factors ``s_v``.
+        ratios: the ratios ``r_v``.
+        exponent: k.
+
+    Returns:
+        List of floats.
+    """
+    return [r / (step_size * f) ** exponent if r > 0.0 else 0.0
+            for r, f in zip(ratios, factors)]
+
+
+def raised_step(step_size, floor, ceiling, scales, sizes, target, exponent):
+    """The base step the noise scales allow: ``(r*/ā)^{1/k}`` (the mean rule
+    of :func:`~keras_bnn.samplers.warmup.frozen_step_size`), at most
+    ``RISE_LIMIT·h`` and the ceiling, at least ``floor`` (the warm-up's h).
+
+    Args:
+        step_size: the current base step h.
+        floor: the lowest h allowed.
+        ceiling: the warm-up's stability ceiling (inf without a blow-up).
+        scales: the noise scales ``a_v``.
+        sizes: the variables' sizes ``d_v``.
+        target: r*.
+        exponent: k.
+
+    Returns:
+        float; ``step_size`` where nothing was measured.
+    """
+    limited = mean_noise_limited_step(scales, sizes, target, exponent)
+    if limited == math.inf:
+        return step_size
+    return max(floor, min(limited, RISE_LIMIT * step_size, ceiling))
+
+
+def frozen_factors(step_size, scales, target, exponent):
+    """``s_v = min(1, (r*/(h^k·a_v))^{1/k})``, 1 where ``a_v = 0`` (host floats;
+    :func:`~keras_bnn.samplers.warmup.variable_step_factor`).
+
+    Args:
+        step_size: the base step h.
+        scales: the noise scales ``a_v``.
+        target: r*.
+        exponent: k.
+
+    Returns:
+        List of floats in (0, 1].
+    """
+    return [min(1.0, (target / (step_size ** exponent * a)) ** (1.0 / exponent))
+            if a > 0.0 else 1.0 for a in scales]
+
+
+class StepRise:
+    """The rise of a badly scaled chain's frozen step during burn-in (see the module doc).
+
+    Args:
+        sampler: an :class:`~keras_bnn.samplers.Sampler` with ``step_size="auto"``.
+    """
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+        self._floor = self._start = self._window_step = None
+        self._sums, self._count = [], 0
+
+    @property
+    def state(self):
+        """The sampler's ``warmup.rising`` (see ``RISING``)."""
+        return self.sampler.warmup.rising
+
+    def _set(self, state):
+        self.sampler.warmup.rising = state
+
+    def after_epoch(self, collectors):
+        """Decides, or raises h, at an epoch end (host work).
+
+        Args:
+            collectors: the ``CollectSamples`` callbacks of the ``fit``.
+        """
+        sampler = self.sampler
+        if self.state == DONE:
+            return
+        frozen = sampler._frozen_warmup()
+        # Judged where fit warns (a step past the warm-up: AutoStepSize.leave_warmup).
+        if frozen is None or int(backend.to_numpy(sampler.iterations)) <= (
+                sampler.warmup.warmup_steps):
+            return
+        step, ceiling, scales, sizes, target, exponent = frozen
+        factors = self._factors()
+        if self.state == UNDECIDED:
+            rising = noise_spread(step, scales, factors, exponent)[0] > 0.0
+            self._set(RISING if rising else DONE)
+            return
+        if (not sampler.remeasure_pending()
+                or any(not c.auto or c.start_epoch is not None for c in collectors)):
+            self._set(DONE)
+            return
+        now = int(backend.to_numpy(sampler.iterations))
+        latest = noise_scales(step, factors, [float(backend.to_numpy(r)) for _, r, _
+                                              in sampler.gradient_noise_ratios()], exponent)
+        if self._start is None:
+            self._floor = self._floor or step
+            self._start, self._window_step = now, step
+            self._sums, self._count = [0.0] * len(latest), 0
+        self._sums = [a + b for a, b in zip(self._sums, latest)]
+        self._count += 1
+        if now - self._start >= sampler.noise_averaging_steps():
+            self._start = None
+            if (step < RISE_STOP * self._window_step
+                    or self.state + 1.0 >= RISING + MAX_RISES):
+                mean = [a / self._count for a in self._sums]
+                final = max(self._floor, min(mean_noise_limited_step(mean, sizes, target,
+                                                                     exponent), ceiling))
+                self._assign(step, final, frozen_factors(final, mean, target, exponent))
+                self._set(DONE)
+                return
+            self._set(self.state + 1.0)
+        self._assign(step, raised_step(step, self._floor, ceiling, latest, sizes, target,
+                                       exponent), factors)
+
+    def _factors(self):
+        return [float(backend.to_numpy(self.sampler.step_factor(v)))
+                for v in self.sampler._trainable_variables]
+
+    def _assign(self, old_step, step, factors):
+        """Sets h and the factors, carrying each variable's state across its change."""
+        sampler = self.sampler
+        old = self._factors()
+        if step == old_step and factors == old:
+            return
+        sampler.warmup.step_size.assign(step)
+        sampler.warmup.previous.assign(step)
+        for variable, before, after in zip(sampler._trainable_variables, old, factors):
+            sampler.state(variable)["step_factor"].assign(after)
+            change = old_step * before / (step * after)
+            if not math.isclose(change, 1.0):
+                sampler.carry_step_change(variable, change)
