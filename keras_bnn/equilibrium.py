@@ -26,11 +26,12 @@ older window A and a recent window B. For each series:
 * Few windows cannot measure a high ρ: with k = 2 (16 residual pairs)
   ρ̂ has a standard error of 0.25, and a ρ̂ near 1 makes the error of the
   window difference several times that of independent epochs. So ρ̂ is
-  capped where ν would fall below :data:`MIN_DOF` = 8 (σ̂² then within
-  about ±50 %): at 0.57 for k = 2, 0.70 for k = 3, 0.77 for k = 4, up to
-  0.88 at k = 8 (never above :data:`MAX_AUTOCORRELATION`). A chain whose epoch means
-  really are that correlated gets more false alarms while k is small (it
-  starts a little later); a drift whose residuals happen to look correlated
+  capped where ν would fall below :data:`MIN_DOF` = 8 (σ̂²'s relative sd
+  ``sqrt(2/ν)`` then at most 50 %): at 0.57 for k = 2, 0.70 for k = 3,
+  0.77 for k = 4, up to 0.88 at k = 8 (never above
+  :data:`MAX_AUTOCORRELATION`). A chain whose epoch means really are that
+  correlated gets more false alarms while k is small (it starts a little
+  later); a drift whose residuals happen to look correlated
   no longer passes (1 sd an epoch of drift, independent noise: 11 of 100
   chains passed within 100 epochs with the uncapped ρ̂ at ν ≥ 3, none now).
 * One σ² over the k windows is assumed. A decaying transient leaves the
