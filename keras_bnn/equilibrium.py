@@ -26,13 +26,14 @@ older window A and a recent window B. For each series:
 * Few windows cannot measure a high ρ: with k = 2 (16 residual pairs)
   ρ̂ has a standard error of 0.25, and a ρ̂ near 1 makes the error of the
   window difference several times that of independent epochs. So ρ̂ is
-  capped where ν would fall below :data:`MIN_DOF` = 8 (σ̂²'s relative sd
-  ``sqrt(2/ν)`` then at most 50 %): at 0.57 for k = 2, 0.70 for k = 3,
-  0.77 for k = 4, up to 0.88 at k = 8 (never above
-  :data:`MAX_AUTOCORRELATION`). A chain whose epoch means really are that
-  correlated gets more false alarms while k is small (it starts a little
-  later); a drift whose residuals happen to look correlated
-  no longer passes (1 sd an epoch of drift, independent noise: 11 of 100
+  capped where ν would fall below :data:`MIN_DOF` = 5 (the fewest degrees
+  of freedom at which t_ν has a finite fourth moment; σ̂²'s relative sd
+  ``sqrt(2/ν)`` is then at most 63 %): at 0.72 for k = 2, 0.80 for k = 3,
+  0.85 for k = 4, 0.88 for k = 5, :data:`MAX_AUTOCORRELATION` = 0.9 from
+  k = 6 (with w = 4, two windows leave 4 pairs: ρ̂ is 0 until k = 3). A
+  chain whose epoch means really are that correlated gets more false alarms
+  while k is small; a drift whose residuals happen to look correlated no
+  longer passes (1 sd an epoch of drift, independent noise: 11 of 100
   chains passed within 100 epochs with the uncapped ρ̂ at ν ≥ 3, none now).
 * One σ² over the k windows is assumed. A decaying transient leaves the
   older windows' residuals (its curvature) far larger than the recent
@@ -42,7 +43,7 @@ older window A and a recent window B. For each series:
   (``ν`` split per window), only the tested two windows estimate the noise
   (``e^{−t/τ}`` transients over unit noise, τ = 5, 10, 20: they passed at
   epochs 19, 29, 69, though under 3 sd only from 63, 127, 254; now at
-  ~77 and not within 100 epochs).
+  76 and not within 100 epochs).
 * Geweke-style z between the windows:
   ``z = (x̄_B − x̄_A) / sqrt(σ̂²·aᵀΣ(ρ̂)a)``, ``a`` the contrast of the two
   window means (``aᵀΣa`` is the exact variance of the difference of the
@@ -60,16 +61,16 @@ decides.
 **Error rates** (w = 10, four series of 40 epochs, measured on 1000 AR(1)
 draws per cell and three seeds; ``tests/test_equilibrium.py`` checks them):
 a stationary chain fails the test with probability 0.010–0.013 for
-independent epoch means, 0.07–0.08 at ρ = 0.5 and 0.20–0.22 at ρ = 0.8
+independent epoch means, 0.07–0.08 at ρ = 0.5 and 0.20–0.21 at ρ = 0.8
 (epoch means correlated over ~9 epochs; ρ̂ is then uncertain, and capped).
 A false alarm only delays collection: the test runs again at the next epoch
 end (chains stationary from the start, tested at every epoch: mean first
-pass at epoch 19.0, 19.1 and 20.5 for ρ = 0, 0.5, 0.8, the first test being
-at 19). A linear trend of ``s`` per epoch moves ``x̄_B − x̄_A`` by ``s·w``
+pass at epoch 19.0, 19.1 and 19.6 for ρ = 0, 0.5, 0.8, as before the cap;
+the first test is at 19). A linear trend of ``s`` per epoch moves ``x̄_B − x̄_A`` by ``s·w``
 and is rejected once that exceeds about ``z*`` standard errors of the
 difference; with independent noise of sd σ a drift of 0.3σ an epoch still
-passes some epoch within 100 in about half the chains (the first two
-windows cannot tell it from ρ ≈ 0.5 noise).
+passes some epoch within 100 in about 60 % of chains, as before the cap
+(the first two windows cannot tell it from ρ ≈ 0.7 noise).
 """
 
 import functools
@@ -96,7 +97,7 @@ NOISE_WINDOWS = 8
 #: ρ̂ is clipped here: above it w epochs hold under ~1 effective draw.
 MAX_AUTOCORRELATION = 0.9
 #: ρ̂ is capped where σ̂²'s effective degrees of freedom ν would fall below this.
-MIN_DOF = 8.0
+MIN_DOF = 5.0
 #: Older noise windows are dropped when noisier than the tested two at this level (F-test).
 HOMOGENEITY_LEVEL = 0.05
 

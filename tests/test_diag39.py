@@ -174,7 +174,7 @@ def test_a_drift_of_a_standard_deviation_an_epoch_is_never_stationary():
     """x̄_B − x̄_A = s·w = 10 sd against an SE of about 0.45 sd (z ≈ 22): no
     epoch of a chain that drifts for ever may pass. 4 of these 20 chains
     passed, at epochs 19-34, with z = 4.2-4.5 against z* = 4.9-5.4, while ρ̂
-    could reach the 0.9 clip from 2-3 windows (now capped where ν < 8)."""
+    could reach the 0.9 clip from 2-3 windows (now capped where ν < 5)."""
     rng = np.random.default_rng(8)
     for _ in range(20):
         assert _first_stationary_epoch(_four_series(rng, 100, nll=np.arange(100.0))) is None

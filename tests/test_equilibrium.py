@@ -27,7 +27,7 @@ def _series(n, rho, rng, scale=0.01, trend=0.0):
 def test_stationary_ar1_is_accepted_at_the_stated_rate(rho, limit):
     # α = 0.05 nominal; with ρ̂ raised by one standard error (and capped at
     # ν ≥ MIN_DOF) the measured false-alarm rate is 0.010–0.013 for
-    # independent epochs, 0.07–0.08 at ρ = 0.5 and 0.20–0.22 at ρ = 0.8
+    # independent epochs, 0.07–0.08 at ρ = 0.5 and 0.20–0.21 at ρ = 0.8
     # (3 × 1000 draws). 300 draws: binomial sd ≤ 0.024; limits ≈ 2.5 sd above.
     rng = np.random.default_rng(0)
     rejected = [not equilibrium.stationarity_test(_series(4 * W, rho, rng), 1.0).stationary
