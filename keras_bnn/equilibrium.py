@@ -30,7 +30,8 @@ older window A and a recent window B. For each series:
   of freedom at which t_ν has a finite fourth moment; σ̂²'s relative sd
   ``sqrt(2/ν)`` is then at most 63 %): at 0.72 for k = 2, 0.80 for k = 3,
   0.85 for k = 4, 0.88 for k = 5, :data:`MAX_AUTOCORRELATION` = 0.9 from
-  k = 6 (with w = 4, two windows leave 4 pairs: ρ̂ is 0 until k = 3). A
+  k = 6. Short windows, with fewer than 2·MIN_DOF residual pairs, keep
+  ν ≥ half their pairs instead (ρ̂ ≤ 1/√3: w = 4 until k = 5). A
   chain whose epoch means really are that correlated gets more false alarms
   while k is small; a drift whose residuals happen to look correlated no
   longer passes (1 sd an epoch of drift, independent noise: 11 of 100
@@ -205,7 +206,9 @@ def _noise(sums, window):
     upper = _RHO_GRID[estimate] + math.sqrt((1.0 - _RHO_GRID[estimate] ** 2) / residual_dof)
     # At most the ρ that leaves ν ≥ MIN_DOF: a ρ̂ that few windows cannot
     # measure must not inflate the error enough to hide a trend.
-    measurable = math.sqrt(max(residual_dof - MIN_DOF, 0.0) / (residual_dof + MIN_DOF))
+    # (Half the pairs where they are fewer than 2·MIN_DOF: short windows.)
+    floor = min(MIN_DOF, 0.5 * residual_dof)
+    measurable = math.sqrt((residual_dof - floor) / (residual_dof + floor))
     index = int(np.searchsorted(_RHO_GRID, min(upper, measurable, MAX_AUTOCORRELATION)
                                 + 1e-9) - 1)
     rho = _RHO_GRID[index]
