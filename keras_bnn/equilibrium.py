@@ -20,8 +20,31 @@ older window A and a recent window B. For each series:
   covariance and ``M`` the residual maker of a line fit):
   ``Σe_t·e_{t+1} / Σe² = tr(MSMΣ(ρ)) / tr(MΣ(ρ))`` gives ρ̂, raised by one
   standard error ``sqrt((1 − ρ̂²)/(k(w − 2)))`` (an underestimated ρ
-  understates the error, the costly direction), and
-  ``σ̂² = Σe² / (k·tr(MΣ(ρ̂)))``.
+  understates the error and raises false alarms), and
+  ``σ̂² = Σe² / (k·tr(MΣ(ρ̂)))``, with ``ν = k(w − 2)(1 − ρ̂²)/(1 + ρ̂²)``
+  effective degrees of freedom.
+* Few windows cannot measure a high ρ: with k = 2 (16 residual pairs)
+  ρ̂ has a standard error of 0.25, and a ρ̂ near 1 makes the error of the
+  window difference several times that of independent epochs. So ρ̂ is
+  capped where ν would fall below :data:`MIN_DOF` = 5 (the fewest degrees
+  of freedom at which t_ν has a finite fourth moment; σ̂²'s relative sd
+  ``sqrt(2/ν)`` is then at most 63 %): at 0.72 for k = 2, 0.80 for k = 3,
+  0.85 for k = 4, 0.88 for k = 5, :data:`MAX_AUTOCORRELATION` = 0.9 from
+  k = 6. Short windows, with fewer than 2·MIN_DOF residual pairs, keep
+  ν ≥ half their pairs instead (ρ̂ ≤ 1/√3: w = 4 until k = 5). A
+  chain whose epoch means really are that correlated gets more false alarms
+  while k is small; a drift whose residuals happen to look correlated no
+  longer passes (1 sd an epoch of drift, independent noise: 11 of 100
+  chains passed within 100 epochs with the uncapped ρ̂ at ν ≥ 3, none now).
+* One σ² over the k windows is assumed. A decaying transient leaves the
+  older windows' residuals (its curvature) far larger than the recent
+  ones', which would inflate σ̂² and hide the transient's tail; when the
+  older windows' mean residual square exceeds the tested two's by more
+  than the ``1 − HOMOGENEITY_LEVEL`` quantile of ``F(ν_old, ν_AB)``
+  (``ν`` split per window), only the tested two windows estimate the noise
+  (``e^{−t/τ}`` transients over unit noise, τ = 5, 10, 20: they passed at
+  epochs 19, 29, 69, though under 3 sd only from 63, 127, 254; now at
+  76 and not within 100 epochs).
 * Geweke-style z between the windows:
   ``z = (x̄_B − x̄_A) / sqrt(σ̂²·aᵀΣ(ρ̂)a)``, ``a`` the contrast of the two
   window means (``aᵀΣa`` is the exact variance of the difference of the
@@ -29,22 +52,26 @@ older window A and a recent window B. For each series:
 
 The chain is stationary when every ``|z| ≤ z*`` with the Bonferroni bound
 ``z* = t_ν⁻¹(1 − α/(2m))`` over the ``m`` series (``α = false_alarm``;
-Student-t with the ``ν = k(w − 2)(1 − ρ̂²)/(1 + ρ̂²)`` effective degrees of
-freedom of σ̂², ``scipy.stats.t``), and each temperature's recent mean lies
+Student-t with ν, ``scipy.stats.t``), and each temperature's recent mean lies
 within a loose band ``|T̄_B/T − 1| ≤ band`` of the target T. The band is
 loose on purpose: at a finite step the configurational temperature of a
 stationary chain sits a few per cent off T, so T is only a sanity bound (a
 chain at 0.4·T is not at equilibrium); stationarity is what the z-test
 decides.
 
-**Error rates** (w = 10, four series, measured on 1000 AR(1) draws per
-cell, ``tests/test_equilibrium.py`` checks the first two): a stationary
-chain fails the test with probability ≤ 0.01 for independent epoch means,
-0.05–0.07 at ρ = 0.5 and 0.16–0.20 at ρ = 0.8 (epoch means correlated over
-~9 epochs; ρ̂ is then uncertain). A false alarm only delays collection: the
-test runs again at the next epoch end. A linear trend of ``s`` per epoch
-moves ``x̄_B − x̄_A`` by ``s·w`` and is rejected once that exceeds about
-``z*`` standard errors of the difference.
+**Error rates** (w = 10, four series of 40 epochs, measured on 1000 AR(1)
+draws per cell and three seeds; ``tests/test_equilibrium.py`` checks them):
+a stationary chain fails the test with probability 0.010–0.013 for
+independent epoch means, 0.07–0.08 at ρ = 0.5 and 0.20–0.21 at ρ = 0.8
+(epoch means correlated over ~9 epochs; ρ̂ is then uncertain, and capped).
+A false alarm only delays collection: the test runs again at the next epoch
+end (chains stationary from the start, tested at every epoch: mean first
+pass at epoch 19.0, 19.1 and 19.6 for ρ = 0, 0.5, 0.8, as before the cap;
+the first test is at 19). A linear trend of ``s`` per epoch moves ``x̄_B − x̄_A`` by ``s·w``
+and is rejected once that exceeds about ``z*`` standard errors of the
+difference; with independent noise of sd σ a drift of 0.3σ an epoch still
+passes some epoch within 100 in about 60 % of chains, as before the cap
+(the first two windows cannot tell it from ρ ≈ 0.7 noise).
 """
 
 import functools
@@ -70,6 +97,10 @@ TEMPERATURE_BAND = 0.15
 NOISE_WINDOWS = 8
 #: ρ̂ is clipped here: above it w epochs hold under ~1 effective draw.
 MAX_AUTOCORRELATION = 0.9
+#: ρ̂ is capped where σ̂²'s effective degrees of freedom ν would fall below this.
+MIN_DOF = 5.0
+#: Older noise windows are dropped when noisier than the tested two at this level (F-test).
+HOMOGENEITY_LEVEL = 0.05
 
 
 class SeriesStatistic(NamedTuple):
@@ -82,6 +113,7 @@ class SeriesStatistic(NamedTuple):
         z: the Geweke-style z of x̄_B − x̄_A.
         rho: ρ̂, the lag-1 autocorrelation of the epoch means.
         dof: the effective degrees of freedom of σ̂².
+        windows: the number of w-epoch windows σ̂² and ρ̂ came from.
     """
 
     name: str
@@ -90,6 +122,7 @@ class SeriesStatistic(NamedTuple):
     z: float
     rho: float
     dof: float
+    windows: int
 
 
 class Verdict(NamedTuple):
@@ -157,6 +190,32 @@ def _residual_sums(block):
     return float(np.sum(e * e)), float(np.sum(e[1:] * e[:-1]))
 
 
+def _noise(sums, window):
+    """ρ̂ (raised by one SE), σ̂² and ν from the residual sums of ``len(sums)`` windows.
+
+    Returns:
+        ``(index into _RHO_GRID, σ̂², ν)``.
+    """
+    expected_squares, expected_lagged, _ = _ar1_moments(window)
+    total_squares = sum(squares for squares, _ in sums)
+    ratio = 0.0 if total_squares == 0.0 else sum(lag for _, lag in sums) / total_squares
+    residual_dof = len(sums) * (window - 2)
+    estimate = int(np.argmin(np.abs(expected_lagged / expected_squares - ratio)))
+    # One standard error up (Bartlett: se(ρ̂) ≈ sqrt((1 − ρ²)/N)): an
+    # underestimated ρ understates the error, the costly direction.
+    upper = _RHO_GRID[estimate] + math.sqrt((1.0 - _RHO_GRID[estimate] ** 2) / residual_dof)
+    # At most the ρ that leaves ν ≥ MIN_DOF: a ρ̂ that few windows cannot
+    # measure must not inflate the error enough to hide a trend.
+    # (Half the pairs where they are fewer than 2·MIN_DOF: short windows.)
+    floor = min(MIN_DOF, 0.5 * residual_dof)
+    measurable = math.sqrt((residual_dof - floor) / (residual_dof + floor))
+    index = int(np.searchsorted(_RHO_GRID, min(upper, measurable, MAX_AUTOCORRELATION)
+                                + 1e-9) - 1)
+    rho = _RHO_GRID[index]
+    return (index, total_squares / (len(sums) * expected_squares[index]),
+            residual_dof * (1.0 - rho ** 2) / (1.0 + rho ** 2))
+
+
 def compare_windows(values, window, name="x"):
     """Two-window z of the last ``2·window`` values of one series (see module doc).
 
@@ -181,16 +240,18 @@ def compare_windows(values, window, name="x"):
     blocks = [values[len(values) - (k + 1) * window:len(values) - k * window]
               for k in range(min(len(values) // window, NOISE_WINDOWS))]  # [0]: newest
     sums = [_residual_sums(block) for block in blocks]
-    expected_squares, expected_lagged, contrast = _ar1_moments(window)
-    total_squares = sum(squares for squares, _ in sums)
-    ratio = 0.0 if total_squares == 0.0 else sum(lag for _, lag in sums) / total_squares
-    residual_dof = len(blocks) * (window - 2)
-    estimate = int(np.argmin(np.abs(expected_lagged / expected_squares - ratio)))
-    # One standard error up (Bartlett: se(ρ̂) ≈ sqrt((1 − ρ²)/N)): an
-    # underestimated ρ understates the error, the costly direction.
-    upper = _RHO_GRID[estimate] + math.sqrt((1.0 - _RHO_GRID[estimate] ** 2) / residual_dof)
-    index = int(np.argmin(np.abs(_RHO_GRID - min(upper, MAX_AUTOCORRELATION))))
-    innovation = total_squares / (len(blocks) * expected_squares[index])
+    index, innovation, dof = _noise(sums, window)
+    if len(sums) > 2:
+        # One σ² over the k windows is assumed: older windows noisier than the
+        # two tested (a decaying transient's curvature) would inflate it.
+        spread = (sum(squares for squares, _ in sums[2:]) / (len(sums) - 2)
+                  / (0.5 * (sums[0][0] + sums[1][0]) or math.inf))
+        per_window = dof / len(sums)
+        if spread > stats.f.isf(HOMOGENEITY_LEVEL, (len(sums) - 2) * per_window,
+                                2 * per_window):
+            sums = sums[:2]
+            index, innovation, dof = _noise(sums, window)
+    _, _, contrast = _ar1_moments(window)
     old, new = blocks[1], blocks[0]
     difference = float(new.mean() - old.mean())
     error = math.sqrt(innovation * contrast[index])
@@ -198,9 +259,8 @@ def compare_windows(values, window, name="x"):
         z = 0.0 if difference == 0.0 else math.copysign(math.inf, difference)
     else:
         z = difference / error
-    rho = float(_RHO_GRID[index])
-    dof = len(blocks) * (window - 2) * (1.0 - rho ** 2) / (1.0 + rho ** 2)
-    return SeriesStatistic(name, float(old.mean()), float(new.mean()), z, rho, dof)
+    return SeriesStatistic(name, float(old.mean()), float(new.mean()), z,
+                           float(_RHO_GRID[index]), float(dof), len(sums))
 
 
 def stationarity_test(series, temperature, window=WINDOW, false_alarm=FALSE_ALARM,
@@ -237,9 +297,7 @@ def stationarity_test(series, temperature, window=WINDOW, false_alarm=FALSE_ALAR
         return Verdict(False, reason, {}, {}, {})
     statistics = {name: compare_windows(series[name], window, name) for name in names}
     probability = 1.0 - false_alarm / (2 * len(names))
-    # ν floored at 3: with very few effective degrees of freedom the bound
-    # would grow without limit and the test could never pass.
-    thresholds = {name: float(stats.t.ppf(probability, max(s.dof, 3.0)))
+    thresholds = {name: float(stats.t.ppf(probability, s.dof))
                   for name, s in statistics.items()}
     ratios = {name: statistics[name].mean_new / temperature
               for name in TEMPERATURES if name in statistics}

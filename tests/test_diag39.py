@@ -170,25 +170,21 @@ def test_a_chain_stationary_from_step_0_starts_at_the_first_test(temperature):
     assert sum(start == 19 for start in starts) >= 50 and max(starts) <= 29
 
 
-@pytest.mark.xfail(strict=True, reason="equilibrium.py: with 2-3 windows ρ̂ (+1 SE, clipped "
-                   "at 0.9) reaches 0.81-0.9 by chance: the SE triples and z* reaches 5.39 "
-                   "(reported, design)")
 def test_a_drift_of_a_standard_deviation_an_epoch_is_never_stationary():
     """x̄_B − x̄_A = s·w = 10 sd against an SE of about 0.45 sd (z ≈ 22): no
     epoch of a chain that drifts for ever may pass. 4 of these 20 chains
-    pass, at epochs 19-34, with z = 4.2-4.5 against z* = 4.9-5.4."""
+    passed, at epochs 19-34, with z = 4.2-4.5 against z* = 4.9-5.4, while ρ̂
+    could reach the 0.9 clip from 2-3 windows (now capped where ν < 5)."""
     rng = np.random.default_rng(8)
     for _ in range(20):
         assert _first_stationary_epoch(_four_series(rng, 100, nll=np.arange(100.0))) is None
 
 
-@pytest.mark.xfail(strict=True, reason="equilibrium.py: a transient's curvature inside the "
-                   "windows reads as AR(1) noise at the ρ clip (0.9): ν floors at 3, z* = 5.39 "
-                   "(reported, design)")
 def test_a_decaying_transient_is_over_when_collection_starts():
     """NLL = 10⁶·e^(−t/10) over N(0, 1) noise: the transient is under 3 sd only
     from epoch 10·ln(10⁶/3) = 127 on, so no start within 100 epochs is right.
-    The test starts at 29 (|z| = 4.58 against z* = 5.39), 5.5·10⁴ sd early."""
+    The test started at 29 (|z| = 4.58 against z* = 5.39), 5.5·10⁴ sd early:
+    the older windows' curvature set σ̂² (now dropped by an F-test)."""
     rng = np.random.default_rng(9)
     series = _four_series(rng, 100, nll=1e6 * np.exp(-np.arange(100) / 10))
     assert _first_stationary_epoch(series) is None
