@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import keras_bnn as kb
+from test_run_length import END, START
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,14 +53,14 @@ def test_train_evaluate_export_under_jax(tmp_path):
 @pytest.mark.slow
 def test_a_late_chain_is_lengthened_under_jax(tmp_path):
     """``--max-epochs`` under JAX: the run of ``tests/test_run_length.py``
-    (collection from epoch 19, one sample an epoch) trains on past its 20
-    epochs until it has sampled a quarter of them, as under TensorFlow."""
+    (collection from epoch START = 23, one sample an epoch) trains on past its
+    20 epochs until it has sampled a quarter of them, as under TensorFlow."""
     run_dir = str(tmp_path / "run")
     done = _jax_cli("train", "--num-train", "200", "--num-test", "50", "--batch-size", "50",
                     "--sampler", "sghmc", "--step-size", "0.01", "--epochs", "20",
                     "--max-epochs", "80", "--verbose", "0", "--output-dir", run_dir)
     assert done.returncode == 0, done.stderr
-    assert "run length: 24 epochs, not 20" in done.stdout
+    assert f"run length: {END} epochs, not 20" in done.stdout
     collection = json.load(open(os.path.join(run_dir, "collection.json")))
-    assert (collection["start_epoch"], collection["epochs"]) == (19, 24)
+    assert (collection["start_epoch"], collection["epochs"]) == (START, END)
     assert len(kb.SampleStore(os.path.join(run_dir, "samples"))) == 5
