@@ -39,6 +39,7 @@ import time
 os.environ["TF_CONFIG"] = sys.argv[1]
 import keras
 import numpy as np
+import tensorflow as tf
 
 import keras_bnn as kb
 
