@@ -476,6 +476,20 @@ class AutoStepSize:
                 "batch, or give an explicit `step_size` (a step above the one that blew up is "
                 "unstable somewhere).")
 
+    def frozen_noise_spread(self):
+        """:func:`~keras_bnn.samplers.warmup.noise_spread` at the frozen steps (host).
+
+        Returns:
+            ``(spread, ratios)``: the spread (0 within ``NOISE_SPREAD``) and each
+            variable's noise ratio at its frozen step; or None (an explicit step,
+            or the warm-up not over).
+        """
+        frozen = self._frozen_warmup()
+        if frozen is None:
+            return None
+        step, _, scales, _, _, exponent = frozen
+        return noise_spread(step, scales, list(self.step_size_factors().values()), exponent)
+
     def noise_spread_message(self):
         """Why some variables step far below the step their own noise allows, or None.
 
@@ -489,15 +503,11 @@ class AutoStepSize:
             variable and the spread, and what to do; or None (an explicit
             step, the warm-up not over, or a spread within ``NOISE_SPREAD``).
         """
-        frozen = self._frozen_warmup()
-        if frozen is None:
-            return None
-        step, _, scales, _, _, exponent = frozen
-        names = [getattr(v, "path", v.name) for v in self._trainable_variables]
-        factors = [float(backend.to_numpy(self.step_factor(v))) for v in self._trainable_variables]
-        spread, ratios = noise_spread(step, scales, factors, exponent)
+        spread, ratios = self.frozen_noise_spread() or (0.0, [])
         if not spread:
             return None
+        step, *_, exponent = self._frozen_warmup()
+        names = [getattr(v, "path", v.name) for v in self._trainable_variables]
         setters = ", ".join(n for n, r in zip(names, ratios) if r >= 0.5 * max(ratios))
         quietest = min((r, n) for n, r in zip(names, ratios) if r > 0.0)[1]
         return (f"{type(self).__name__}: the warm-up froze h = {step:.3g}, set by the gradient "

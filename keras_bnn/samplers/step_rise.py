@@ -48,7 +48,7 @@ restarts the window it is in.
 import math
 
 from keras_bnn import backend
-from keras_bnn.samplers.warmup import mean_noise_limited_step, noise_spread
+from keras_bnn.samplers.warmup import mean_noise_limited_step, variable_step_factor
 
 #: A window of ``noise_averaging_steps`` whose h rose less than this factor ends the rise.
 RISE_STOP = 1.25
@@ -101,8 +101,8 @@ def raised_step(step_size, floor, ceiling, scales, sizes, target, exponent):
 
 
 def frozen_factors(step_size, scales, target, exponent):
-    """``s_v = min(1, (r*/(h^k·a_v))^{1/k})``, 1 where ``a_v = 0`` (host floats;
-    :func:`~keras_bnn.samplers.warmup.variable_step_factor`).
+    """``s_v = min(1, (r*/(h^k·a_v))^{1/k})``, 1 where ``a_v = 0``: the warm-up's
+    :func:`~keras_bnn.samplers.warmup.variable_step_factor`, as host floats.
 
     Args:
         step_size: the base step h.
@@ -113,8 +113,8 @@ def frozen_factors(step_size, scales, target, exponent):
     Returns:
         List of floats in (0, 1].
     """
-    return [min(1.0, (target / (step_size ** exponent * a)) ** (1.0 / exponent))
-            if a > 0.0 else 1.0 for a in scales]
+    return [float(backend.to_numpy(variable_step_factor(step_size, a, target, exponent)))
+            for a in scales]
 
 
 class StepRise:
@@ -151,11 +151,10 @@ class StepRise:
         if frozen is None or int(backend.to_numpy(sampler.iterations)) <= (
                 sampler.warmup.warmup_steps):
             return
-        step, ceiling, scales, sizes, target, exponent = frozen
+        step, ceiling, _, sizes, target, exponent = frozen
         factors = self._factors()
         if self.state == UNDECIDED:
-            rising = noise_spread(step, scales, factors, exponent)[0] > 0.0
-            self._set(RISING if rising else DONE)
+            self._set(RISING if sampler.frozen_noise_spread()[0] > 0.0 else DONE)
             return
         if (not sampler.remeasure_pending()
                 or any(not c.auto or c.start_epoch is not None for c in collectors)):
@@ -185,8 +184,7 @@ class StepRise:
                                        exponent), factors)
 
     def _factors(self):
-        return [float(backend.to_numpy(self.sampler.step_factor(v)))
-                for v in self.sampler._trainable_variables]
+        return list(self.sampler.step_size_factors().values())
 
     def _assign(self, old_step, step, factors):
         """Sets h and the factors, carrying each variable's state across its change."""
