@@ -16,7 +16,7 @@ import pytest
 
 import keras_bnn as kb
 from ensemble_helpers import inputs, saved_model_cli, weight_sets
-from keras_bnn import cli, durable, export, runs
+from keras_bnn import cli, durable, export, plots, runs
 from keras_bnn.models_config import UnservedVersionWarning
 
 
@@ -159,3 +159,16 @@ def test_a_policy_that_serves_new_versions_gets_no_warning(tmp_path, policy):
     (model_dir / export.MODELS_CONFIG).write_text(
         PINNED_CONFIG.replace("specific { versions: 1 versions: 3 }", policy))
     assert _exported(_ensemble(), model_dir)[1] == []
+
+
+# ------------------------------------------------------------------ a NUL byte in a plot path
+
+@pytest.mark.parametrize("path", ["a\0b.png", b"a\0b.png"], ids=["str", "bytes"])
+def test_a_plot_path_with_a_nul_byte_is_refused_by_name(tmp_path, monkeypatch, path):
+    """Until 2026-12-01 ``ValueError: embedded null byte`` (from ``os.makedirs``), naming
+    no argument; now the refusal names ``path``, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    probs = np.full((4, 2), 0.5, "float32")
+    with pytest.raises(ValueError, match="`path` must be a filesystem path without NUL"):
+        plots.reliability_diagram(probs, np.array([0, 1, 0, 1]), path)
+    assert os.listdir(tmp_path) == []
