@@ -18,6 +18,7 @@ import keras_bnn as kb
 from ensemble_helpers import inputs, saved_model_cli, weight_sets
 from keras_bnn import cli, durable, export, plots, runs
 from keras_bnn.models_config import UnservedVersionWarning
+from keras_bnn.store_fingerprint import architecture_of
 
 
 # ------------------------------------------------------------------ a zombie writer
@@ -172,3 +173,34 @@ def test_a_plot_path_with_a_nul_byte_is_refused_by_name(tmp_path, monkeypatch, p
     with pytest.raises(ValueError, match="`path` must be a filesystem path without NUL"):
         plots.reliability_diagram(probs, np.array([0, 1, 0, 1]), path)
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------ mixed precision's fingerprint
+
+def _member(policy):
+    keras.config.set_dtype_policy(policy)
+    try:
+        keras.utils.set_random_seed(0)
+        return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4),
+                                 keras.layers.Dense(2, dtype="float32")])
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def test_a_mixed_precision_model_shares_its_float32_twins_store_but_not_float64s(tmp_path):
+    """Decided (misc40): the fingerprint identifies the parameter space, the weights'
+    shapes and dtypes, and the function; a mixed policy's compute dtype is left out,
+    as are the other run settings (temperature, sampler). ``mixed_bfloat16`` keeps
+    float32 variables, so its samples load into the float32 model (evaluating or
+    serving a mixed-precision run in float32) and one store takes both; a ``float64``
+    model, whose variables differ, is another architecture."""
+    plain, mixed, wide = (_member(policy) for policy in
+                          ("float32", "mixed_bfloat16", "float64"))
+    assert architecture_of(plain)["fingerprint"] == architecture_of(mixed)["fingerprint"]
+    assert architecture_of(plain)["fingerprint"] != architecture_of(wide)["fingerprint"]
+    store = kb.SampleStore(tmp_path / "store")
+    store.append(plain, step=1)
+    store.append(mixed, step=2)
+    assert len(store) == 2
+    with pytest.raises(ValueError, match="architecture"):
+        store.append(wide, step=3)
