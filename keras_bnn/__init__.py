@@ -42,6 +42,7 @@ _ATTRIBUTES = {
     "StiffnessWarning": "keras_bnn.samplers.warmup",
     "StochasticLayerWarning": "keras_bnn.stochastic_layers",
     "TrainSizeWarning": "keras_bnn.train_size",
+    "UnservedVersionWarning": "keras_bnn.models_config",
     "ValidationWeightWarning": "keras_bnn.validation_weights",
     "WarmupSampleWarning": "keras_bnn.callbacks",
     "NonFiniteError": "keras_bnn.nonfinite",

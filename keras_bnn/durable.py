@@ -9,8 +9,8 @@ file, never a partial one.
 it is a regular one, without blocking on a named pipe.
 
 Temporary names are ``.tmp-<host>-<pid>-<random>``: :func:`remove_stale`
-deletes those whose writer (same host, dead pid) can no longer finish them,
-and never touches a live writer's.
+deletes those whose writer (same host, dead or zombie pid) can no longer finish
+them, and never touches a live writer's.
 """
 
 import errno
@@ -240,7 +240,23 @@ def _writer_alive(name):
         return False
     except (PermissionError, OverflowError):
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid):
+    """Whether ``pid`` has exited but is not yet reaped (Linux ``/proc`` state ``Z``).
+
+    Such a process answers ``kill(pid, 0)`` but can never finish its file.
+    False where ``/proc`` cannot say (other systems, a process gone meanwhile).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+    except OSError:
+        return False
+    # "<pid> (<comm>) <state> ...": comm may hold spaces and parentheses.
+    fields = stat_line[stat_line.rfind(b")") + 1:].split()
+    return bool(fields) and fields[0] == b"Z"
 
 
 def remove_stale(directory):

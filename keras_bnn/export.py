@@ -26,7 +26,8 @@ import shutil
 import keras
 
 from keras_bnn import distribute, durable, ensemble_inputs, ensemble_outputs
-from keras_bnn.models_config import MODELS_CONFIG, write_models_config
+from keras_bnn.models_config import (MODELS_CONFIG, pinned_versions, warn_unserved,
+                                     write_models_config)
 from keras_bnn.serving import MAX_VERSION
 from keras_bnn.validation import check_directory_path, check_int
 
@@ -82,6 +83,10 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     published, so an error is never reported for a published version: written
     when absent, left as it is when it names the model, the entry added to
     what it holds otherwise (:func:`keras_bnn.models_config.write_models_config`).
+    When the model's entry there has ``model_version_policy { specific { ... } }``
+    without the published version, a
+    :class:`~keras_bnn.models_config.UnservedVersionWarning` names the file and
+    the pinned versions: a model server using that file keeps serving those.
 
     Args:
         ensemble: a :class:`keras_bnn.PosteriorEnsemble`.
@@ -184,6 +189,7 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         # models.config first: once the version is published, nothing is left
         # that can fail and report an error for a published version.
         write_models_config(model_dir)
+        pinned = pinned_versions(model_dir)
         # os.mkdir (unlike tempfile.mkdtemp) honours the umask, so the version
         # directory gets the permissions a model server expects; TF Serving
         # ignores the non-integer staging name.
@@ -211,6 +217,7 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    warn_unserved(model_dir, int(os.path.basename(target)), pinned)
     return target
 
 

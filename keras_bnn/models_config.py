@@ -4,10 +4,14 @@
 and keeps what the file holds (the user's edits, other models' entries,
 comments). Protobuf only: ``tensorflow_serving`` is not a dependency, so the
 few fields read are declared here (:func:`_config_message`).
+:func:`pinned_versions` and :func:`warn_unserved` tell an export when the
+file's ``model_version_policy { specific { ... } }`` does not serve the version it
+publishes (:class:`UnservedVersionWarning`).
 """
 
 import os
 import re
+import warnings
 
 from keras_bnn import durable
 
@@ -38,7 +42,12 @@ def _config_message():
     proto = descriptor_pb2.FileDescriptorProto(name="keras_bnn_models_config.proto",
                                                package="tensorflow.serving", syntax="proto3")
     # bytes, not string: a directory's name need not be UTF-8 (see _text_format_string)
-    fields = {"ModelConfig": [("name", 1, 12, None, 1), ("base_path", 2, 12, None, 1)],
+    # model_version_policy: file_system_storage_path_source.proto's ServableVersionPolicy,
+    # of which only `specific` (102) pins versions; `latest` and `all` serve a new one.
+    fields = {"ModelConfig": [("name", 1, 12, None, 1), ("base_path", 2, 12, None, 1),
+                              ("model_version_policy", 7, 11, "VersionPolicy", 1)],
+              "VersionPolicy": [("specific", 102, 11, "Specific", 1)],
+              "Specific": [("versions", 1, 3, None, 3)],
               "ModelConfigList": [("config", 1, 11, "ModelConfig", 3)],
               "ModelServerConfig": [("model_config_list", 1, 11, "ModelConfigList", 1)]}
     for message, message_fields in fields.items():
@@ -74,6 +83,82 @@ def _opening(text, field):
     return None
 
 
+class UnservedVersionWarning(UserWarning):
+    """An exported version that ``models.config``'s ``model_version_policy`` does not serve."""
+
+
+def _parse(path):
+    """``path``'s text and its ``ModelServerConfig`` (the fields :func:`_config_message`
+    declares).
+
+    Raises:
+        ValueError: naming ``path`` when it is not a text-format ``ModelServerConfig``.
+    """
+    from google.protobuf import text_format  # noqa: PLC0415
+
+    config = _config_message()()
+    try:
+        with durable.open_regular(path) as handle:
+            text = handle.read().decode("utf-8")
+        text_format.Parse(text, config, allow_unknown_field=True,
+                          allow_unknown_extension=True)
+    except (ValueError, text_format.ParseError) as error:
+        raise ValueError(
+            f"{path} is not a TensorFlow Serving model config (protobuf text format: "
+            f"{error}); refusing to overwrite it. Fix it, or remove it for a new one "
+            "naming this model.") from error
+    return text, config
+
+
+def _entries(config, model_dir):
+    """The entries of ``config`` that name ``model_dir``: by its directory's name or
+    its base path."""
+    ours = [os.fsencode(value) for value in (os.path.basename(model_dir), model_dir)]
+    return [entry for entry in config.model_config_list.config
+            if entry.name == ours[0] or os.path.normpath(entry.base_path) == ours[1]]
+
+
+def pinned_versions(model_dir):
+    """The versions ``model_dir/models.config`` pins this model to.
+
+    Args:
+        model_dir: the model's absolute base path.
+
+    Returns:
+        The sorted versions of a ``model_version_policy { specific { versions: N } }``
+        in the model's entries (by name or base path), or None when none pins
+        versions (``latest``, the default, and ``all`` serve a newly exported one).
+
+    Raises:
+        ValueError: naming the file, when it is not a text-format ``ModelServerConfig``.
+    """
+    path = os.path.join(model_dir, MODELS_CONFIG)
+    if not os.path.lexists(path):
+        return None
+    pinned = [entry.model_version_policy.specific.versions
+              for entry in _entries(_parse(path)[1], model_dir)
+              if entry.model_version_policy.HasField("specific")]
+    return sorted({version for versions in pinned for version in versions}) if pinned else None
+
+
+def warn_unserved(model_dir, version, pinned):
+    """Warns (:class:`UnservedVersionWarning`) when ``version`` is not among ``pinned``.
+
+    Args:
+        model_dir: the model's base path.
+        version: the version just published.
+        pinned: :func:`pinned_versions`' answer (None: nothing pinned, no warning).
+    """
+    if pinned is None or version in pinned:
+        return
+    listed = ", ".join(map(str, pinned)) or "none"
+    warnings.warn(UnservedVersionWarning(
+        f"{os.path.join(model_dir, MODELS_CONFIG)} pins this model to version(s) {listed} "
+        f"(model_version_policy {{ specific }}): a model server using it does not serve "
+        f"the new version {version}. Add `versions: {version}` to that policy, or use "
+        "`latest` to serve the newest."), stacklevel=3)
+
+
 def write_models_config(model_dir):
     """Adds this model to ``model_dir/models.config`` (``tensorflow_model_server
     --model_config_file``), leaving what the file holds.
@@ -100,8 +185,6 @@ def write_models_config(model_dir):
         ValueError: naming the file, when it exists and is not a text-format
             ``ModelServerConfig`` (nothing is written).
     """
-    from google.protobuf import text_format  # noqa: PLC0415
-
     name = os.path.basename(model_dir)
     entry = (f"config {{\n    name: {_text_format_string(name)}\n"
              f"    base_path: {_text_format_string(model_dir)}\n"
@@ -109,21 +192,8 @@ def write_models_config(model_dir):
     path = os.path.join(model_dir, MODELS_CONFIG)
     text = f"model_config_list {{\n  {entry}\n}}\n"
     if os.path.lexists(path):
-        config = _config_message()()
-        try:
-            with durable.open_regular(path) as handle:
-                old = handle.read().decode("utf-8")
-            text_format.Parse(old, config, allow_unknown_field=True,
-                              allow_unknown_extension=True)
-        except (ValueError, text_format.ParseError) as error:
-            raise ValueError(
-                f"{path} is not a TensorFlow Serving model config (protobuf text format: "
-                f"{error}); refusing to overwrite it. Fix it, or remove it for a new one "
-                "naming this model.") from error
-        ours = [os.fsencode(value) for value in (name, model_dir)]
-        if _opening(old, "custom_model_config") is not None or any(
-                old_entry.name == ours[0] or os.path.normpath(old_entry.base_path) == ours[1]
-                for old_entry in config.model_config_list.config):
+        old, config = _parse(path)
+        if _opening(old, "custom_model_config") is not None or _entries(config, model_dir):
             return path
         at = _opening(old, "model_config_list")
         if at is not None:

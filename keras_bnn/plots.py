@@ -23,13 +23,15 @@ def _save_png(fig, path):
 
     Raises:
       ValueError: for a `path` that is not a filesystem path (str, bytes or
-        os.PathLike), does not end in ``.png`` (a ``.pdf`` named file would
-        hold PNG bytes), or is a directory.
+        os.PathLike) or holds a NUL byte, does not end in ``.png`` (a ``.pdf``
+        named file would hold PNG bytes), or is a directory.
     """
     try:
         path = os.fsdecode(path)
     except TypeError:
         raise argument_error("path", "be a filesystem path ending in .png", path) from None
+    if "\0" in path:  # else os.makedirs' "embedded null byte", naming no argument
+        raise argument_error("path", "be a filesystem path without NUL bytes", path)
     if not path.lower().endswith(".png"):
         raise argument_error("path", "end in .png (the plots are written as PNG)", path)
     if os.path.isdir(path):

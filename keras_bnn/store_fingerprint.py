@@ -16,7 +16,9 @@ import keras
 
 from keras_bnn import store_priors
 
-# Keys that Keras numbers per session or per object, not part of an architecture.
+# Keys that Keras numbers per session or per object, not part of an architecture. "name"
+# also drops a DTypePolicy's ({"config": {"name": "mixed_bfloat16"}}): its compute dtype
+# is a run setting, as the temperature is; its variable dtype is in the weights' dtypes.
 _VOLATILE_KEYS = frozenset({"name", "shared_object_id"})
 
 
@@ -141,7 +143,10 @@ def architecture_of(model):
         dict with ``fingerprint`` (sha256 over every layer's class and full
         config, activations, priors and initialisers included, and the
         ordered weight shapes/dtypes; layer names are left out, since Keras
-        numbers them per session), ``layers`` (those configs), ``weights``
+        numbers them per session, nor is a dtype policy's compute dtype: a
+        ``"mixed_bfloat16"`` model has float32 weights and its float32 twin's
+        fingerprint, while a ``"float64"`` one has another), ``layers`` (those
+        configs), ``weights``
         (``[shape, dtype]`` per weight), ``model`` (the serialized model,
         used to rebuild it) and ``priors`` (each trainable weight's prior and
         their digest, :func:`keras_bnn.store_priors.record_of`) and
