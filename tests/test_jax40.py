@@ -129,7 +129,7 @@ def frozen_layer_chains():
     return chains
 
 
-@pytest.mark.slow  # a JAX process and 5 chains on each backend: about 60 s
+@pytest.mark.slow  # a JAX process, 5 chains on each backend: 150 s on a loaded machine
 def test_every_sampler_is_the_same_chain_under_jax_with_a_frozen_layer():
     """README: a chain with a given seed is the same chain under TensorFlow and
     JAX up to float rounding; here for every sampler on a functional model
