@@ -300,8 +300,12 @@ def batch_gradients(model):
     """A compiled ``(x, y) -> gradients`` of a batch's mean-form potential.
 
     The gradients of :func:`potential_and_gradients` at the model's current
-    trainable values (read at each call), compiled once per input shape
-    (``jax.jit``), as on TensorFlow.
+    trainable and non-trainable values (both read at each call and passed to
+    the compiled function as arguments), compiled once per input shape
+    (``jax.jit``), as on TensorFlow. Read inside the compiled function, the
+    non-trainable values were its constants: a frozen layer's weights
+    assigned after the first call (or another sample loaded) left the
+    gradients those of the old values.
 
     Args:
         model: the :class:`keras_bnn.BayesianModel`.
@@ -310,11 +314,15 @@ def batch_gradients(model):
         A callable ``(x, y)`` → list of gradient arrays, one per trainable
         variable.
     """
-    compiled = jax.jit(
-        lambda values, x, y: potential_and_gradients(model, values, x, y, None)[1])
+    def gradients_at(values, fixed, x, y):
+        with keras.StatelessScope(state_mapping=list(zip(model.non_trainable_variables, fixed))):
+            return potential_and_gradients(model, values, x, y, None)[1]
+
+    compiled = jax.jit(gradients_at)
 
     def gradients(x, y):
-        return compiled([variable.value for variable in model.trainable_variables], x, y)
+        return compiled([variable.value for variable in model.trainable_variables],
+                        [variable.value for variable in model.non_trainable_variables], x, y)
 
     return gradients
 
