@@ -321,7 +321,9 @@ def refuse_lora(model, method):
     but the sampled weights are gone, their log prior is that of zeros, and a
     chain continued from there starts where their gradients are 0 (both
     factors are 0), in another posterior (until 2026-11-30 ``save`` and
-    ``save_weights`` did this without a word). A ``kb.SampleStore``, a
+    ``save_weights`` did this without a word, and until 2026-12-01
+    ``keras.saving.save_model``, refused now by ``BayesianModel.save_own_variables``,
+    after Keras wrote the config: the file is left without weights). A ``kb.SampleStore``, a
     run's backup and ``get_weights`` keep them as they are.
 
     Args:
