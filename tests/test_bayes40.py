@@ -141,3 +141,21 @@ def test_priors_keys_follow_the_documented_precedence():
     assert chosen.trainable_variables[0].regularizer.get_config()["stddev"] == 2.0
     with pytest.raises(ValueError, match=r"names no weight.*\['d3'\]"):
         kb.bayesian(sequential(), priors={"d3": laplace})
+
+
+def test_a_model_sharing_the_layers_samples_under_the_priors_set_after_its_fit():
+    """Found 2026-12-01: ``bnn = kb.bayesian(model)``, ``bnn.fit``, then
+    ``kb.bayesian(model, kernel_prior=Normal(0, 0.01), ...)`` (new priors on the
+    same layers): ``bnn.fit`` went on under the priors it was traced with, its
+    ``prior`` logged 10.5 where the priors its weights carry give -log p(θ) = 20252.
+    A step of 1e-12 leaves θ as it is: the logged prior is the new priors'."""
+    x, y = _data()
+    model = _dense()
+    bnn = kb.bayesian(model)
+    bnn.compile(sampler=kb.samplers.SGLD(step_size=1e-12, seed=0), train_size=N, loss="mse")
+    bnn.fit(x, y, batch_size=N, epochs=1, verbose=0)
+    tight = kb.priors.Normal(0.0, 0.01)
+    kb.bayesian(model, kernel_prior=tight, bias_prior=tight)
+    now = float(sum(v.regularizer(v) for v in bnn.trainable_variables))
+    logged = bnn.fit(x, y, batch_size=N, epochs=1, verbose=0).history["prior"][0]
+    assert logged == pytest.approx(now, rel=1e-4)

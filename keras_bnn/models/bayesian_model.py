@@ -398,15 +398,25 @@ class BayesianModel(LoopMethods, keras.Model):
         ~8 MB a fit of a small model with SGHMC). Nothing differentiates the
         train function: the entries a call's trace added go when it returns.
 
+        A train step traced under other priors than the weights carry now is
+        traced again: ``kb.bayesian`` of the Keras model that a ``BayesianModel``
+        shares its layers with sets new priors on them (until 2026-12-01 that
+        model went on sampling under the old ones: ``prior`` logged 10.5 where
+        the new priors' -log p(θ) was 20252).
+
         Args:
             force: as in Keras: make it again even if it exists.
 
         Returns:
             The train function.
         """
-        if self.train_function is not None and not force:
+        priors = tuple(variable.regularizer for variable in self.trainable_variables)
+        traced = getattr(self, "_keras_bnn_traced_priors", None)
+        if self.train_function is not None and not force and traced is not None and len(
+                traced) == len(priors) and all(a is b for a, b in zip(traced, priors)):
             return self.train_function
-        super().make_train_function(force=force)
+        self._keras_bnn_traced_priors = priors
+        super().make_train_function(force=True)
         if keras.backend.backend() == "tensorflow":
             self.train_function = sampling_step.dropping_traced_gradients(self.train_function)
         return self.train_function
