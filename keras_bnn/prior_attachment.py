@@ -213,8 +213,9 @@ def restore(model, entries):
             raise ValueError(
                 f"BayesianModel.from_config: `{CONFIG_KEY}` gives weight {index} ({path!r}) "
                 f"of shape {tuple(shape)} a prior, but the rebuilt model has {got} there "
-                f"({len(variables)} trainable weights): the config was altered, or the "
-                f"class {type(model).__name__} makes other weights than when it was saved.")
+                f"({len(variables)} trainable weights): the config was altered, or "
+                f"{_maker(model, variables[index:index + 1], found)} makes other weights "
+                "than when it was saved.")
         variable = variables[index]
         layer, enclosing = found.get(id(variable), (model, ()))
         prior = None if config is None else keras.saving.deserialize_keras_object(config)
@@ -223,6 +224,27 @@ def restore(model, entries):
             flat.append(variable.path)
     if flat:
         model.flat_prior_weights = flat
+
+
+def _maker(model, variables, found):
+    """The class that made a rebuilt weight, as :func:`restore`'s message names it: the
+    outermost layer around it that is not a graph (functional, Sequential), else ``model``.
+
+    A ``keras.Model`` subclass inside a functional model reloads with the arguments its
+    config holds, and Keras 3.15 records its ``__init__``'s defaults there, not those it
+    was called with (``Net(units=3)`` reloads as ``Net()``): until 2026-12-01 the message
+    named ``BayesianModel`` for it.
+    """
+    layer, enclosing = found.get(id(variables[0]), (model, ())) if variables else (model, ())
+    outer = enclosing[-1] if enclosing else layer
+    if outer is model or isinstance(outer, (Functional, keras.Sequential)):
+        return f"the class {type(model).__name__}"
+    made = f"the class {type(outer).__name__} of layer {outer.name!r}"
+    if isinstance(outer, keras.Model):
+        made += (" (a keras.Model subclass reloads with the arguments its config holds: "
+                 "Keras records its __init__'s defaults, not those it was called with; give "
+                 "it a get_config that returns them)")
+    return made
 
 
 def config_entries(model, keras_config):

@@ -159,3 +159,39 @@ def test_a_model_sharing_the_layers_samples_under_the_priors_set_after_its_fit()
     now = float(sum(v.regularizer(v) for v in bnn.trainable_variables))
     logged = bnn.fit(x, y, batch_size=N, epochs=1, verbose=0).history["prior"][0]
     assert logged == pytest.approx(now, rel=1e-4)
+
+
+@keras.saving.register_keras_serializable(package="test_bayes40")
+class _Units(keras.Model):
+    """A plain keras.Model subclass with a constructor argument (Keras' automatic config)."""
+
+    def __init__(self, units=2, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(units, name="units_dense")
+
+    def call(self, x):
+        return self.dense(x)
+
+
+def test_a_reload_that_rebuilds_a_subclass_with_other_weights_names_that_class(tmp_path):
+    """Found 2026-12-01: ``kb.bayesian(Net(units=3))``, saved and reloaded, failed with
+    "the class BayesianModel makes other weights than when it was saved": Keras 3.15
+    records a built ``keras.Model`` subclass's ``__init__`` defaults (``units=2``) as its
+    config, so the reload rebuilt ``Net()`` (Keras' own ``load_model`` of ``Net(units=3)``
+    fails too: "Layer 'units_dense' expected 2 variables, but received 0"). The message
+    now names the class that made the weight and what to do."""
+    model = _Units(units=3)
+    model(np.zeros((1, 4), "float32"))
+    kb.bayesian(model).save(tmp_path / "units.keras")
+    with pytest.raises(ValueError, match=r"or the class _Units of layer '\w+' \(a keras\.Model "
+                                         r"subclass .* give it a get_config"):
+        keras.saving.load_model(tmp_path / "units.keras")
+
+
+def test_priors_keys_that_are_not_strings_are_refused_by_name():
+    """Found 2026-12-01: ``priors={"nope": p, 1: p}`` raised a TypeError,
+    "'<' not supported between instances of 'int' and 'str'" (the unknown keys were
+    sorted for the message); now a ValueError naming ``priors``."""
+    laplace = kb.priors.Laplace(1.0)
+    with pytest.raises(ValueError, match=r"bayesian: `priors` must be a dict .* with str keys"):
+        kb.bayesian(_dense(), priors={"nope": laplace, 1: laplace})
