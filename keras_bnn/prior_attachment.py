@@ -227,8 +227,9 @@ def restore(model, entries):
 
 
 def _maker(model, variables, found):
-    """The class that made a rebuilt weight, as :func:`restore`'s message names it: the
-    outermost layer around it that is not a graph (functional, Sequential), else ``model``.
+    """The class that made a rebuilt weight, as :func:`restore`'s message names it: in a
+    functional ``model``, the outermost layer around it that is not a graph (functional,
+    Sequential); else ``model``'s.
 
     A ``keras.Model`` subclass inside a functional model reloads with the arguments its
     config holds, and Keras 3.15 records its ``__init__``'s defaults there, not those it
@@ -237,7 +238,8 @@ def _maker(model, variables, found):
     """
     layer, enclosing = found.get(id(variables[0]), (model, ())) if variables else (model, ())
     outer = enclosing[-1] if enclosing else layer
-    if outer is model or isinstance(outer, (Functional, keras.Sequential)):
+    if not getattr(model, "inputs", None) or outer is model or isinstance(
+            outer, (Functional, keras.Sequential)):  # a subclassed model rebuilds its layers
         return f"the class {type(model).__name__}"
     made = f"the class {type(outer).__name__} of layer {outer.name!r}"
     if isinstance(outer, keras.Model):
