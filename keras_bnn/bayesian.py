@@ -345,7 +345,7 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
 
     Raises:
         ValueError: for a ``model`` that is not a built Keras model, a
-            ``priors`` that is not a dict or has a key that matches no
+            ``priors`` that is not a dict with str keys or has a key that matches no
             weight or layer, a ``None`` prior without ``allow_flat``, an
             unknown prior, or a prior that does not fit its weight's shape
             (each naming the argument); for a model without a graph whose
@@ -368,9 +368,10 @@ def bayesian(model, kernel_prior=_UNSET, bias_prior=_UNSET, priors=None, allow_f
     if not isinstance(model, keras.Model):
         raise argument_error("model", "be a keras.Model (Sequential, functional or "
                              "subclassed)", model, "bayesian", got=type(model).__name__)
-    if not isinstance(priors, (dict, type(None))):
+    if not isinstance(priors, (dict, type(None))) or any(
+            not isinstance(key, str) for key in priors or {}):  # mixed keys: sorted() fails
         raise argument_error("priors", "be a dict {weight path, layer name or weight name: "
-                             "prior}", priors, "bayesian")
+                             "prior} with str keys", priors, "bayesian")
     allow_flat = check_bool(allow_flat, "allow_flat", "bayesian")
     if not model.built or not model.trainable_variables:
         raise ValueError(

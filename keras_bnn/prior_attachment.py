@@ -213,8 +213,9 @@ def restore(model, entries):
             raise ValueError(
                 f"BayesianModel.from_config: `{CONFIG_KEY}` gives weight {index} ({path!r}) "
                 f"of shape {tuple(shape)} a prior, but the rebuilt model has {got} there "
-                f"({len(variables)} trainable weights): the config was altered, or the "
-                f"class {type(model).__name__} makes other weights than when it was saved.")
+                f"({len(variables)} trainable weights): the config was altered, or "
+                f"{_maker(model, variables[index:index + 1], found)} makes other weights "
+                "than when it was saved.")
         variable = variables[index]
         layer, enclosing = found.get(id(variable), (model, ()))
         prior = None if config is None else keras.saving.deserialize_keras_object(config)
@@ -223,6 +224,29 @@ def restore(model, entries):
             flat.append(variable.path)
     if flat:
         model.flat_prior_weights = flat
+
+
+def _maker(model, variables, found):
+    """The class that made a rebuilt weight, as :func:`restore`'s message names it: in a
+    functional ``model``, the outermost layer around it that is not a graph (functional,
+    Sequential); else ``model``'s.
+
+    A ``keras.Model`` subclass inside a functional model reloads with the arguments its
+    config holds, and Keras 3.15 records its ``__init__``'s defaults there, not those it
+    was called with (``Net(units=3)`` reloads as ``Net()``): until 2026-12-01 the message
+    named ``BayesianModel`` for it.
+    """
+    layer, enclosing = found.get(id(variables[0]), (model, ())) if variables else (model, ())
+    outer = enclosing[-1] if enclosing else layer
+    if not getattr(model, "inputs", None) or outer is model or isinstance(
+            outer, (Functional, keras.Sequential)):  # a subclassed model rebuilds its layers
+        return f"the class {type(model).__name__}"
+    made = f"the class {type(outer).__name__} of layer {outer.name!r}"
+    if isinstance(outer, keras.Model):
+        made += (" (a keras.Model subclass reloads with the arguments its config holds: "
+                 "Keras records its __init__'s defaults, not those it was called with; give "
+                 "it a get_config that returns them)")
+    return made
 
 
 def config_entries(model, keras_config):
@@ -321,7 +345,9 @@ def refuse_lora(model, method):
     but the sampled weights are gone, their log prior is that of zeros, and a
     chain continued from there starts where their gradients are 0 (both
     factors are 0), in another posterior (until 2026-11-30 ``save`` and
-    ``save_weights`` did this without a word). A ``kb.SampleStore``, a
+    ``save_weights`` did this without a word, and until 2026-12-01
+    ``keras.saving.save_model``, refused now by ``BayesianModel.save_own_variables``,
+    after Keras wrote the config: the file is left without weights). A ``kb.SampleStore``, a
     run's backup and ``get_weights`` keep them as they are.
 
     Args:

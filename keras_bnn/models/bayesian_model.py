@@ -20,6 +20,7 @@ from keras_bnn.loss_checks import head_metrics
 from keras_bnn.models import entry_points, sampling_step, subclassing
 from keras_bnn.models.loop_methods import LoopMethods
 from keras_bnn.samplers import kernel as kernel_lib
+from keras_bnn.validation import argument_error
 
 
 @keras.saving.register_keras_serializable(package="keras_bnn")
@@ -111,10 +112,18 @@ class BayesianModel(LoopMethods, keras.Model):
 
         Raises:
             ValueError: for a prior that a reload could not rebuild, naming
-                the weight, or for a layer that samples LoRA weights
-                (:func:`keras_bnn.prior_attachment.refuse_lora`), before the
-                file is touched.
+                the weight, for a layer that samples LoRA weights
+                (:func:`keras_bnn.prior_attachment.refuse_lora`), or for a
+                legacy ``.h5``/``.hdf5`` ``filepath``, before the file is touched:
+                Keras' HDF5 format records the class by its bare name, so
+                ``load_model`` cannot find it ("Unknown layer: 'BayesianModel'"),
+                and it pops the sampler from the model's compile config, so a
+                later ``.keras`` file reloaded with SGD.
         """
+        if str(filepath).endswith((".h5", ".hdf5")):
+            raise argument_error("filepath", "end in '.keras' (a BayesianModel cannot be "
+                                 "reloaded from Keras' legacy HDF5 format)", str(filepath),
+                                 "BayesianModel.save")
         prior_attachment.refuse_lora(self, "save")
         if prior_attachment.has_weights(self):  # get_config records their priors
             prior_attachment.record(self)
@@ -136,6 +145,21 @@ class BayesianModel(LoopMethods, keras.Model):
         """
         prior_attachment.refuse_lora(self, "save_weights")
         return super().save_weights(filepath, *args, **kwargs)
+
+    def save_own_variables(self, store):
+        """``keras.Model.save_own_variables``, refusing a layer that samples LoRA weights.
+
+        Keras' saving (``keras.saving.save_model``, which does not call :meth:`save`, and
+        ``save_weights``) asks the model for its own weights before its layers'.
+
+        Args:
+            store: as in ``keras.Model.save_own_variables``.
+
+        Raises:
+            ValueError: as :meth:`save_weights`.
+        """
+        prior_attachment.refuse_lora(self, "save_own_variables (keras.saving.save_model)")
+        return super().save_own_variables(store)
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
@@ -374,15 +398,25 @@ class BayesianModel(LoopMethods, keras.Model):
         ~8 MB a fit of a small model with SGHMC). Nothing differentiates the
         train function: the entries a call's trace added go when it returns.
 
+        A train step traced under other priors than the weights carry now is
+        traced again: ``kb.bayesian`` of the Keras model that a ``BayesianModel``
+        shares its layers with sets new priors on them (until 2026-12-01 that
+        model went on sampling under the old ones: ``prior`` logged 10.5 where
+        the new priors' -log p(θ) was 20252).
+
         Args:
             force: as in Keras: make it again even if it exists.
 
         Returns:
             The train function.
         """
-        if self.train_function is not None and not force:
+        priors = tuple(variable.regularizer for variable in self.trainable_variables)
+        traced = getattr(self, "_keras_bnn_traced_priors", None)
+        if self.train_function is not None and not force and traced is not None and len(
+                traced) == len(priors) and all(a is b for a, b in zip(traced, priors)):
             return self.train_function
-        super().make_train_function(force=force)
+        self._keras_bnn_traced_priors = priors
+        super().make_train_function(force=True)
         if keras.backend.backend() == "tensorflow":
             self.train_function = sampling_step.dropping_traced_gradients(self.train_function)
         return self.train_function
