@@ -58,7 +58,8 @@ class CollectSamples(CollectionStart):
 
     Collection starts at ``start_epoch``: by default (``"auto"``) at the
     first epoch end where the chain is stationary after the sampler's
-    warm-up (:func:`warmup_steps`) and, with ``step_size="auto"``, its
+    warm-up (:func:`warmup_steps`) and a badly scaled chain's step rise
+    (:mod:`keras_bnn.samplers.step_rise`) and, with ``step_size="auto"``, its
     gradient noise is low enough (the test, the second noise measurement
     and the noise gate: :class:`keras_bnn.collection_start.CollectionStart`);
     an int starts at exactly that epoch. From then on (0-based, counted at
@@ -123,7 +124,7 @@ class CollectSamples(CollectionStart):
         chain: id of the chain being sampled (int >= 0), stored with each
             sample.
         window: with ``"auto"``, the test's window w in epochs (≥ 4; it
-            needs 2w epochs after warm-up).
+            needs 2w epochs after warm-up and the step rise).
         false_alarm: with ``"auto"``, the test's α in (0, 1).
 
     Raises:

@@ -18,6 +18,11 @@ from keras_bnn import durable
 from keras_bnn import equilibrium
 from keras_bnn.epoch_count import EpochCount, current_step
 from keras_bnn.samplers.base import NOISE_RATIO_LIMIT
+from keras_bnn.samplers.step_rise import rise_pending
+
+#: Why the test has no epochs while a badly scaled chain's step rises.
+RISING_REASON = ("the step size is still rising after the warm-up (samplers.step_rise): "
+                 "the test starts on the epochs after the rise")
 
 
 def warmup_steps(optimizer):
@@ -44,7 +49,9 @@ class CollectionStart(EpochCount):
     by :func:`keras_bnn.equilibrium.stationarity_test` on the epoch logs
     (configurational and kinetic temperature, ``prior`` = −log p(θ), ``nll``)
     of the epochs that began after the sampler's warm-up
-    (:func:`warmup_steps`). With
+    (:func:`warmup_steps`) and after a badly scaled chain's step rise
+    (:func:`keras_bnn.samplers.step_rise.rise_pending`: the epochs of the
+    rise ran at other step sizes, another kernel). With
     ``step_size="auto"`` the first time the test passes starts the second
     noise measurement: each variable's gradient-noise ratio, averaged from
     the first of the 2w epochs the test compared over at least
@@ -227,6 +234,11 @@ class CollectionStart(EpochCount):
             readings = optimizer.gradient_noise_ratios()
             self._ratio_names = [name for name, _, _ in readings]
             row["ratios"] = [float(backend.to_numpy(r)) for _, r, _ in readings]
+        if rise_pending(optimizer):  # h may change at this epoch's end: not one kernel yet
+            self._rows, self._measured_from, self._measuring_step = [], None, None
+            self.verdict = equilibrium.Verdict(False, RISING_REASON, {}, {}, {})
+            self._log(row, reset=True)
+            return
         self._rows.append(row)
         self.verdict = self._test()
         if self._remeasures():

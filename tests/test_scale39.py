@@ -57,18 +57,20 @@ def _number(variable):
 
 
 def test_the_rise_follows_the_noise_law():
-    """``a_v = r_v/(h·s_v)^k``; h' = (r*/ā)^{1/k} within [floor, min(RISE_LIMIT·h,
+    """``a_v = r_v/(h·s_v)^k``; h' = (r*/ā)^{1/k} within [floor, min(RISE_LIMIT^rises·h,
     ceiling)]; factors as at the freeze."""
     target, h, inf = 0.05, 1e-6, float("inf")
     scales = step_rise.noise_scales(h, [0.5, 1.0, 1.0], [0.01, 0.02, 0.0], 2)
     assert scales == pytest.approx([0.01 / (0.5 * h) ** 2, 0.02 / h ** 2, 0.0])
     # k = 1, both of size 1: the mean ratio fell to r*/1.5.
     scales = step_rise.noise_scales(h, [1.0, 1.0], [target / 1.5 * 1.5, target / 1.5 * 0.5], 1)
-    assert step_rise.raised_step(h, h, inf, scales, [1, 1], target, 1) == pytest.approx(1.5 * h)
-    assert step_rise.raised_step(h, h, 1.2 * h, scales, [1, 1], target, 1) == 1.2 * h
-    assert step_rise.raised_step(h, h, inf, [1e-9], [1], target, 1) == step_rise.RISE_LIMIT * h
-    assert step_rise.raised_step(h, 0.5 * h, inf, [1e9], [1], target, 1) == 0.5 * h
-    assert step_rise.raised_step(h, h, inf, [0.0], [1], target, 1) == h
+    assert step_rise.raised_step(h, h, inf, scales, [1, 1], target, 1, 1.0) == pytest.approx(
+        1.5 * h)
+    assert step_rise.raised_step(h, h, 1.2 * h, scales, [1, 1], target, 1, 1.0) == 1.2 * h
+    assert step_rise.raised_step(h, h, inf, [1e-9], [1], target, 1, 1.0) == (
+        step_rise.RISE_LIMIT * h)
+    assert step_rise.raised_step(h, 0.5 * h, inf, [1e9], [1], target, 1, 1.0) == 0.5 * h
+    assert step_rise.raised_step(h, h, inf, [0.0], [1], target, 1, 1.0) == h
     assert step_rise.frozen_factors(1.5 * h, scales, target, 1) == pytest.approx(
         [1.0 / 1.5, 1.0])
     assert step_rise.frozen_factors(h, [0.0], target, 2) == [1.0]

@@ -238,15 +238,14 @@ class LeaveWarmup(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         leave_warmup(self.model)
+        sampler = self.model.optimizer
+        if getattr(sampler, "warmup", None) is not None:
+            self._rise = StepRise(sampler)  # counts the steps from here
 
     def on_epoch_end(self, epoch, logs=None):
         leave_warmup(self.model)
-        sampler = self.model.optimizer
-        if getattr(sampler, "warmup", None) is None:
-            return
-        if self._rise is None:
-            self._rise = StepRise(sampler)
-        self._rise.after_epoch(self.collectors)
+        if self._rise is not None:
+            self._rise.after_epoch(self.collectors)
 
 
 class WarnOnMissingPriors(keras.callbacks.Callback):

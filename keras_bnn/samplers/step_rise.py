@@ -17,18 +17,21 @@ driven from the epoch ends by :class:`keras_bnn.models.fit_callbacks.LeaveWarmup
 as the warm-up's per-step rule does but at epoch ends: each epoch end's
 readings of the variables' ratios give the noise scales ``a_v = r_v/(h·s_v)^k``
 (:func:`noise_scales`) and h follows their mean rule (:func:`raised_step`: at
-most ``RISE_LIMIT`` times higher per epoch end, never above the warm-up's
+most ``RISE_LIMIT`` times higher per :func:`rise_steps` optimizer steps since
+the last epoch end, whatever the epochs' length, never above the warm-up's
 stability ceiling nor below its frozen h; the factors are kept). Every
 :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps (a window) it
 checks the rise: where h rose less than ``RISE_STOP`` times over the window
 (the noise no longer falls: the transient is over), or after ``MAX_RISES``
 windows, h and the factors are set from the scales averaged over that window
 as at the freeze (:func:`~keras_bnn.samplers.warmup.frozen_step_size`,
-:func:`frozen_factors`) and stay. The rise also ends for good, at the
-current steps, when the equilibrium test of
-:class:`keras_bnn.callbacks.CollectSamples` first passes (its second noise
-measurement is done), when a collector collects, or where one has an int
-``start_epoch``: h is constant while samples are collected. Measured at ×1000
+:func:`frozen_factors`) and stay. The equilibrium test of
+:class:`keras_bnn.callbacks.CollectSamples` watches only the epochs after
+the rise (:func:`rise_pending`), so its windows and its second noise
+measurement span one step size. The rise also ends for good, at the
+current steps, where that measurement is done (a restored chain), a
+collector collects, or one has an int ``start_epoch``: h is constant while
+samples are collected. Measured at ×1000
 (9 000 steps, epochs of 100, one chain each): SGLD h 2.9e-9 → 2.4e-7, ATMC
 1.2e-5 → 2.0e-4, frozen again at step 8 900; NLL at step 9 000 3.6 → 0.0008
 (SGLD) and 8.4 → 0.0004 (ATMC), means over the last 10 epochs 0.06 and 0.014,
@@ -52,13 +55,30 @@ from keras_bnn.samplers.warmup import mean_noise_limited_step, variable_step_fac
 
 #: A window of ``noise_averaging_steps`` whose h rose less than this factor ends the rise.
 RISE_STOP = 1.25
-#: The largest factor by which one epoch end raises h (its stability was not tested).
+#: The largest factor by which h rises per memory length ``1/(1-ρ)`` of the noise
+#: estimate (:func:`rise_steps`), however the steps fall into epochs (its stability
+#: was not tested).
 RISE_LIMIT = 2.0
 #: The most windows of rising in one chain.
 MAX_RISES = 20
 #: ``warmup.rising``: 0 before the warm-up's end is judged, ``DONE``
 #: once the rise is over (or not needed), ``RISING + n`` after n windows.
 UNDECIDED, RISING, DONE = 0.0, 1.0, -1.0
+
+
+def rise_pending(sampler):
+    """Whether an epoch end may still raise the sampler's h (:class:`StepRise`
+    is judging or raising it): the equilibrium test of
+    :class:`keras_bnn.callbacks.CollectSamples` watches only the epochs after.
+
+    Args:
+        sampler: the model's optimizer.
+
+    Returns:
+        bool.
+    """
+    warmup = getattr(sampler, "warmup", None)
+    return warmup is not None and warmup.rising >= RISING
 
 
 def noise_scales(step_size, factors, ratios, exponent):
@@ -77,10 +97,26 @@ def noise_scales(step_size, factors, ratios, exponent):
             for r, f in zip(ratios, factors)]
 
 
-def raised_step(step_size, floor, ceiling, scales, sizes, target, exponent):
+def rise_steps(sampler):
+    """The steps over which h may rise by ``RISE_LIMIT``: the memory length
+    ``1/(1-ρ)`` of the noise estimate (100 at ρ = 0.99, a tenth of the
+    default :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps`), over
+    which an epoch end's reading of the ratios is averaged: a faster rise
+    would be judged by readings of the noise at a lower h.
+
+    Args:
+        sampler: a :class:`~keras_bnn.samplers.Sampler`.
+
+    Returns:
+        float > 1.
+    """
+    return 1.0 / (1.0 - sampler.noise_estimate_decay)
+
+
+def raised_step(step_size, floor, ceiling, scales, sizes, target, exponent, rises):
     """The base step the noise scales allow: ``(r*/ā)^{1/k}`` (the mean rule
     of :func:`~keras_bnn.samplers.warmup.frozen_step_size`), at most
-    ``RISE_LIMIT·h`` and the ceiling, at least ``floor`` (the warm-up's h).
+    ``RISE_LIMIT^rises·h`` and the ceiling, at least ``floor`` (the warm-up's h).
 
     Args:
         step_size: the current base step h.
@@ -90,6 +126,7 @@ def raised_step(step_size, floor, ceiling, scales, sizes, target, exponent):
         sizes: the variables' sizes ``d_v``.
         target: r*.
         exponent: k.
+        rises: the steps since the last epoch end over :func:`rise_steps`, ≥ 0.
 
     Returns:
         float; ``step_size`` where nothing was measured.
@@ -97,7 +134,11 @@ def raised_step(step_size, floor, ceiling, scales, sizes, target, exponent):
     limited = mean_noise_limited_step(scales, sizes, target, exponent)
     if limited == math.inf:
         return step_size
-    return max(floor, min(limited, RISE_LIMIT * step_size, ceiling))
+    try:
+        fastest = RISE_LIMIT ** rises * step_size
+    except OverflowError:  # epochs of millions of memory lengths
+        fastest = math.inf
+    return max(floor, min(limited, fastest, ceiling))
 
 
 def frozen_factors(step_size, scales, target, exponent):
@@ -120,6 +161,9 @@ def frozen_factors(step_size, scales, target, exponent):
 class StepRise:
     """The rise of a badly scaled chain's frozen step during burn-in (see the module doc).
 
+    Made when ``fit`` begins: the steps to its first epoch end count
+    towards the rise's limit.
+
     Args:
         sampler: an :class:`~keras_bnn.samplers.Sampler` with ``step_size="auto"``.
     """
@@ -128,6 +172,7 @@ class StepRise:
         self.sampler = sampler
         self._floor = self._start = self._window_step = None
         self._sums, self._count = [], 0
+        self._last = int(backend.to_numpy(sampler.iterations))  # the last epoch end's step
 
     @property
     def state(self):
@@ -146,10 +191,11 @@ class StepRise:
         sampler = self.sampler
         if self.state == DONE:
             return
+        now, since = int(backend.to_numpy(sampler.iterations)), self._last
+        self._last = now
         frozen = sampler._frozen_warmup()
         # Judged where fit warns (a step past the warm-up: AutoStepSize.leave_warmup).
-        if frozen is None or int(backend.to_numpy(sampler.iterations)) <= (
-                sampler.warmup.warmup_steps):
+        if frozen is None or now <= sampler.warmup.warmup_steps:
             return
         step, ceiling, _, sizes, target, exponent = frozen
         factors = self._factors()
@@ -160,7 +206,6 @@ class StepRise:
                 or any(not c.auto or c.start_epoch is not None for c in collectors)):
             self._set(DONE)
             return
-        now = int(backend.to_numpy(sampler.iterations))
         latest = noise_scales(step, factors, [float(backend.to_numpy(r)) for _, r, _
                                               in sampler.gradient_noise_ratios()], exponent)
         if self._start is None:
@@ -180,8 +225,9 @@ class StepRise:
                 self._set(DONE)
                 return
             self._set(self.state + 1.0)
+        rises = (now - since) / rise_steps(sampler)
         self._assign(step, raised_step(step, self._floor, ceiling, latest, sizes, target,
-                                       exponent), factors)
+                                       exponent, rises), factors)
 
     def _factors(self):
         return list(self.sampler.step_size_factors().values())
