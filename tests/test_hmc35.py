@@ -85,7 +85,9 @@ def test_an_adapted_chain_matches_the_exact_gaussian_posterior(tmp_path):
     assert steps[100] == steps[-1] == pytest.approx(model.optimizer.step_size_value)
     assert np.mean(history.history["acceptance_rate"][100:]) > 0.6
     samples = np.stack([s.weights[0][:, 0] for s in store])
-    assert 250 <= len(samples) <= 300  # collected after the adaptation only
+    # Collected after the adaptation only; 'auto' starts within ~100 epochs of it
+    # (epoch 156 with seed 3: 244 samples; dev's h̄ with seed 4: 222).
+    assert 200 <= len(samples) <= 300
     ess = total_ess(samples[:, None, :])
     sd = np.sqrt(np.diag(cov))
     np.testing.assert_array_less(np.abs(samples.mean(axis=0) - mean), 4 * sd / np.sqrt(ess))
