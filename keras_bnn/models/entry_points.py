@@ -12,7 +12,9 @@ its state). ``train_on_batch`` and ``test_on_batch``:
 """
 
 import contextlib
+import math
 import numbers
+import warnings
 
 import keras
 import numpy as np
@@ -26,6 +28,7 @@ from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
                                 single_output)
 from keras_bnn.loss_checks import check_logit_head, check_loss_reduction
+from keras_bnn.callbacks import NotConvergedWarning, current_step, warmup_steps
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.output_slots import output_paths
@@ -219,6 +222,38 @@ def fit_arguments(model, args, kwargs, where):
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs
+
+
+def warn_on_stop_in_warmup(model, callbacks):
+    """Warns when a callback (``EarlyStopping``) stopped ``fit`` inside the sampler's warm-up.
+
+    While ``step_size="auto"`` tunes h (its first 1000 steps; HMC's
+    adaptation likewise) the weights hardly move, so ``val_nll`` stalls and
+    ``EarlyStopping`` counts its patience there: on the digits (23 steps an
+    epoch) ``EarlyStopping(monitor="val_nll", patience=3)`` stopped SGLD at
+    step 414 and ATMC at step 299, ``patience=10`` SGLD at step 713, silently
+    (until 2026-12-01): the chain had not started.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel` after Keras' ``fit``.
+        callbacks: the callbacks ``fit`` ran.
+    """
+    optimizer = model.optimizer
+    if not (isinstance(optimizer, samplers_lib.Sampler) and model.stop_training):
+        return
+    step, tuned = current_step(optimizer), warmup_steps(optimizer)
+    if step >= tuned:
+        return
+    stoppers = sorted({type(c).__name__ for c in callbacks if getattr(c, "stopped_epoch", 0)})
+    steps = (getattr(model, "history", None) and model.history.params or {}).get("steps")
+    more = f", about {math.ceil((tuned - step) / steps)} more epochs of {steps}" if steps else ""
+    warnings.warn(
+        f"{' and '.join(stoppers) or 'A callback'} stopped fit at optimizer step {step}, inside "
+        f"the sampler's warm-up (its first {tuned} steps{more}), where the step size is still "
+        "tuned and the weights hardly move: the chain has not started, and the weights are "
+        "no sample. Let the warm-up end first: EarlyStopping(start_from_epoch=<an epoch past "
+        f"step {tuned}>), or fit the warm-up without the callback.",
+        NotConvergedWarning, stacklevel=3)
 
 
 def _check_whole_executions(model, steps_per_epoch):
