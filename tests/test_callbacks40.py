@@ -53,3 +53,18 @@ def test_a_fit_stopped_after_the_warmup_or_run_to_its_end_does_not_warn():
         model.fit(x, y, batch_size=16, epochs=20, validation_data=(x, y), callbacks=[stop],
                   verbose=0)
     assert stop.stopped_epoch > 0  # it stopped, past the warm-up's 8 steps
+
+
+@pytest.mark.parametrize("name", ["atmc", "SGLD"])
+def test_a_samplers_name_given_as_optimizer_samples_as_the_sampler_does(name):
+    """A sampler given as `optimizer=` is taken as `sampler=`; its name was refused by
+    Keras before the fix ("Could not interpret optimizer identifier: atmc")."""
+    model = _model(optimizer=name)
+    assert type(model.sampler).__name__ == name.upper()
+    assert model.optimizer is model.sampler
+    x, y = _data()
+    with pytest.raises(ValueError, match="ReduceLROnPlateau"):  # the sampler's refusals hold
+        model.fit(x, y, epochs=1, verbose=0,
+                  callbacks=[keras.callbacks.ReduceLROnPlateau(monitor="loss")])
+    with pytest.raises(ValueError, match="not both"):
+        _model(optimizer=name, sampler="sgld")

@@ -48,8 +48,10 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
     Args:
         model: the :class:`keras_bnn.BayesianModel` being compiled.
         optimizer, loss, sampler, temperature, train_size, allow_flat_prior:
-            the arguments given to ``compile``; a sampler given as
-            ``optimizer`` (by ``compile_from_config``) is taken as ``sampler``.
+            the arguments given to ``compile``; a sampler or a sampler's name
+            (``"atmc"``) given as ``optimizer`` (also by ``compile_from_config``)
+            is taken as ``sampler`` (Keras refused a name: "Could not interpret
+            optimizer identifier: atmc", until 2026-12-01).
 
     Returns:
         The optimizer for ``keras.Model.compile``: the sampler, or the
@@ -64,8 +66,9 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
             ``tf.distribute`` scope that does not fit, a loss or head that is not
             a batch-mean NLL of logits.
     """
-    if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
-        sampler, optimizer = optimizer, None  # from compile_from_config
+    named = isinstance(optimizer, str) and optimizer.lower() in samplers_lib.BY_NAME
+    if (named or isinstance(optimizer, samplers_lib.Sampler)) and sampler is None:
+        sampler, optimizer = optimizer, None  # compile_from_config's, or a user's
     if sampler is not None and optimizer is not None:
         raise ValueError(
             "BayesianModel.compile: pass either `sampler` (posterior sampling) or "
