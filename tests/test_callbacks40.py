@@ -68,3 +68,32 @@ def test_a_samplers_name_given_as_optimizer_samples_as_the_sampler_does(name):
                   callbacks=[keras.callbacks.ReduceLROnPlateau(monitor="loss")])
     with pytest.raises(ValueError, match="not both"):
         _model(optimizer=name, sampler="sgld")
+
+
+@pytest.mark.parametrize("name", ["best.h5", "best.weights.h5"])
+def test_a_checkpoint_in_the_legacy_hdf5_format_is_refused_before_the_first_step(
+        tmp_path, name):
+    """Before the fix Keras wrote the checkpoint and load_model failed on it:
+    "Unknown layer: 'BayesianModel'" (with custom_objects: compile without train_size).
+    Keras' own ModelCheckpoint refuses '.hdf5'."""
+    x, y = _data()
+    model = _model(sampler="atmc")
+    checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / name))
+    with pytest.raises(ValueError, match=r"`filepath` must end in '.keras'.*got '.*" + name):
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[checkpoint])
+    assert not model.optimizer.built and not (tmp_path / name).exists()
+
+
+def test_checkpoints_in_the_formats_that_reload_go_on_with_the_chain(tmp_path):
+    x, y = _data()
+    model = _model(sampler="sgld")
+    callbacks = [keras.callbacks.ModelCheckpoint(str(tmp_path / "c.keras")),
+                 keras.callbacks.ModelCheckpoint(str(tmp_path / "c.weights.h5"),
+                                                 save_weights_only=True)]
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=callbacks)
+    reloaded = keras.saving.load_model(tmp_path / "c.keras")
+    assert int(reloaded.optimizer.iterations) == 8
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    reloaded.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+    for ours, theirs in zip(model.get_weights(), reloaded.get_weights()):
+        np.testing.assert_array_equal(ours, theirs)

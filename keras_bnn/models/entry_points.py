@@ -207,6 +207,7 @@ def fit_arguments(model, args, kwargs, where):
         if validation_check is not None:  # a dataset's weights, after the first validation
             callbacks.append(validation_check)
         check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
+    _check_checkpoint_formats(callbacks)
     fit_callbacks.set_lower_better_modes(callbacks)
     if not getattr(model, "allow_flat_prior", False):
         callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
@@ -225,6 +226,33 @@ def fit_arguments(model, args, kwargs, where):
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs
+
+
+def _check_checkpoint_formats(callbacks):
+    """Refuses a ``ModelCheckpoint`` that would save the model in Keras' legacy HDF5 format.
+
+    Keras takes ``ModelCheckpoint("best.h5")`` and writes the file, but
+    ``keras.saving.load_model`` cannot rebuild a ``BayesianModel`` from it
+    (measured: "Unknown layer: 'BayesianModel'"; with ``custom_objects`` its
+    ``compile`` lacks ``train_size``): every checkpoint of the run was
+    unreadable, found out only at reload (until 2026-12-01).
+
+    Args:
+        callbacks: the list given to ``fit``.
+
+    Raises:
+        ValueError: naming ``filepath`` and the formats that reload.
+    """
+    for callback in callbacks:
+        path = str(getattr(callback, "filepath", ""))
+        if (isinstance(callback, keras.callbacks.ModelCheckpoint)
+                and not callback.save_weights_only and path.endswith(".h5")):
+            raise argument_error(
+                "filepath", "end in '.keras' for a BayesianModel's ModelCheckpoint (the "
+                "model, its priors and the sampler's state, reloaded by "
+                "keras.saving.load_model), or in '.weights.h5' with save_weights_only=True: "
+                "Keras' legacy HDF5 format cannot rebuild a BayesianModel", path,
+                "BayesianModel.fit: ModelCheckpoint")
 
 
 def warn_on_stop_in_warmup(model, callbacks):
