@@ -256,7 +256,8 @@ def _check_checkpoint_formats(callbacks):
 
 
 def warn_on_stop_in_warmup(model, callbacks):
-    """Warns when a callback (``EarlyStopping``) stopped ``fit`` inside the sampler's warm-up.
+    """Warns when a callback stopped ``fit`` early (``EarlyStopping``: its
+    ``stopped_epoch``) inside the sampler's warm-up.
 
     While ``step_size="auto"`` tunes h (its first 1000 steps; HMC's
     adaptation likewise) the weights hardly move, so ``val_nll`` stalls and
@@ -272,14 +273,15 @@ def warn_on_stop_in_warmup(model, callbacks):
     optimizer = model.optimizer
     if not (isinstance(optimizer, samplers_lib.Sampler) and model.stop_training):
         return
-    step, tuned = current_step(optimizer), warmup_steps(optimizer)
-    if step >= tuned:
-        return
+    # those that stopped it early (Keras' stopped_epoch), not a run's planned end
     stoppers = sorted({type(c).__name__ for c in callbacks if getattr(c, "stopped_epoch", 0)})
+    step, tuned = current_step(optimizer), warmup_steps(optimizer)
+    if step >= tuned or not stoppers:
+        return
     steps = (getattr(model, "history", None) and model.history.params or {}).get("steps")
     more = f", about {math.ceil((tuned - step) / steps)} more epochs of {steps}" if steps else ""
     warnings.warn(
-        f"{' and '.join(stoppers) or 'A callback'} stopped fit at optimizer step {step}, inside "
+        f"{' and '.join(stoppers)} stopped fit at optimizer step {step}, inside "
         f"the sampler's warm-up (its first {tuned} steps{more}), where the step size is still "
         "tuned and the weights hardly move: the chain has not started, and the weights are "
         "no sample. Let the warm-up end first: EarlyStopping(start_from_epoch=<an epoch past "
