@@ -12,7 +12,9 @@ its state). ``train_on_batch`` and ``test_on_batch``:
 """
 
 import contextlib
+import math
 import numbers
+import warnings
 
 import keras
 import numpy as np
@@ -26,6 +28,7 @@ from keras_bnn import samplers as samplers_lib
 from keras_bnn.fit_data import (array_examples, batch_length, check_epoch_ends, check_fit_data,
                                 single_output)
 from keras_bnn.loss_checks import check_logit_head, check_loss_reduction
+from keras_bnn.callbacks import NotConvergedWarning, current_step, warmup_steps
 from keras_bnn.models import fit_callbacks, on_batch, weight_mean
 from keras_bnn.stochastic_layers import check_stochastic_layers
 from keras_bnn.output_slots import output_paths
@@ -45,8 +48,10 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
     Args:
         model: the :class:`keras_bnn.BayesianModel` being compiled.
         optimizer, loss, sampler, temperature, train_size, allow_flat_prior:
-            the arguments given to ``compile``; a sampler given as
-            ``optimizer`` (by ``compile_from_config``) is taken as ``sampler``.
+            the arguments given to ``compile``; a sampler or a sampler's name
+            (``"atmc"``) given as ``optimizer`` (also by ``compile_from_config``)
+            is taken as ``sampler`` (Keras refused a name: "Could not interpret
+            optimizer identifier: atmc", until 2026-12-01).
 
     Returns:
         The optimizer for ``keras.Model.compile``: the sampler, or the
@@ -61,8 +66,9 @@ def compile_arguments(model, optimizer, loss, sampler, temperature, train_size,
             ``tf.distribute`` scope that does not fit, a loss or head that is not
             a batch-mean NLL of logits.
     """
-    if isinstance(optimizer, samplers_lib.Sampler) and sampler is None:
-        sampler, optimizer = optimizer, None  # from compile_from_config
+    named = isinstance(optimizer, str) and optimizer.lower() in samplers_lib.BY_NAME
+    if (named or isinstance(optimizer, samplers_lib.Sampler)) and sampler is None:
+        sampler, optimizer = optimizer, None  # compile_from_config's, or a user's
     if sampler is not None and optimizer is not None:
         raise ValueError(
             "BayesianModel.compile: pass either `sampler` (posterior sampling) or "
@@ -201,6 +207,7 @@ def fit_arguments(model, args, kwargs, where):
         if validation_check is not None:  # a dataset's weights, after the first validation
             callbacks.append(validation_check)
         check_epoch_ends(validation, kwargs.get("validation_steps"), "validation_steps")
+    _check_checkpoint_formats(callbacks)
     fit_callbacks.set_lower_better_modes(callbacks)
     if not getattr(model, "allow_flat_prior", False):
         callbacks.insert(0, fit_callbacks.WarnOnMissingPriors())
@@ -219,6 +226,67 @@ def fit_arguments(model, args, kwargs, where):
         check_stochastic_layers(model, model.transition_kernel.full_batch)
     kwargs["callbacks"] = callbacks
     return kwargs
+
+
+def _check_checkpoint_formats(callbacks):
+    """Refuses a ``ModelCheckpoint`` that would save the model in Keras' legacy HDF5 format.
+
+    Keras takes ``ModelCheckpoint("best.h5")`` and writes the file, but
+    ``keras.saving.load_model`` cannot rebuild a ``BayesianModel`` from it
+    (measured: "Unknown layer: 'BayesianModel'"; with ``custom_objects`` its
+    ``compile`` lacks ``train_size``): every checkpoint of the run was
+    unreadable, found out only at reload (until 2026-12-01).
+
+    Args:
+        callbacks: the list given to ``fit``.
+
+    Raises:
+        ValueError: naming ``filepath`` and the formats that reload.
+    """
+    for callback in callbacks:
+        path = str(getattr(callback, "filepath", ""))
+        if (isinstance(callback, keras.callbacks.ModelCheckpoint)
+                and not callback.save_weights_only and path.endswith(".h5")):
+            raise argument_error(
+                "filepath", "end in '.keras' for a BayesianModel's ModelCheckpoint (the "
+                "model, its priors and the sampler's state, reloaded by "
+                "keras.saving.load_model), or in '.weights.h5' with save_weights_only=True: "
+                "Keras' legacy HDF5 format cannot rebuild a BayesianModel", path,
+                "BayesianModel.fit: ModelCheckpoint")
+
+
+def warn_on_stop_in_warmup(model, callbacks):
+    """Warns when a callback stopped ``fit`` early (``EarlyStopping``: its
+    ``stopped_epoch``) inside the sampler's warm-up.
+
+    While ``step_size="auto"`` tunes h (its first 1000 steps; HMC's
+    adaptation likewise) the weights hardly move, so ``val_nll`` stalls and
+    ``EarlyStopping`` counts its patience there: on the digits (23 steps an
+    epoch) ``EarlyStopping(monitor="val_nll", patience=3)`` stopped SGLD at
+    step 414 and ATMC at step 299, ``patience=10`` SGLD at step 713, silently
+    (until 2026-12-01): the chain had not started.
+
+    Args:
+        model: the :class:`keras_bnn.BayesianModel` after Keras' ``fit``.
+        callbacks: the callbacks ``fit`` ran.
+    """
+    optimizer = model.optimizer
+    if not (isinstance(optimizer, samplers_lib.Sampler) and model.stop_training):
+        return
+    # those that stopped it early (Keras' stopped_epoch), not a run's planned end
+    stoppers = sorted({type(c).__name__ for c in callbacks if getattr(c, "stopped_epoch", 0)})
+    step, tuned = current_step(optimizer), warmup_steps(optimizer)
+    if step >= tuned or not stoppers:
+        return
+    steps = (getattr(model, "history", None) and model.history.params or {}).get("steps")
+    more = f", about {math.ceil((tuned - step) / steps)} more epochs of {steps}" if steps else ""
+    warnings.warn(
+        f"{' and '.join(stoppers)} stopped fit at optimizer step {step}, inside "
+        f"the sampler's warm-up (its first {tuned} steps{more}), where the step size is still "
+        "tuned and the weights hardly move: the chain has not started, and the weights are "
+        "no sample. Let the warm-up end first: EarlyStopping(start_from_epoch=<an epoch past "
+        f"step {tuned}>), or fit the warm-up without the callback.",
+        NotConvergedWarning, stacklevel=3)
 
 
 def _check_whole_executions(model, steps_per_epoch):

@@ -163,7 +163,10 @@ class LoopMethods:
         With ``step_size="auto"`` the training step is retraced once, after
         the first epoch that ends past the warm-up, without the warm-up's
         code (:meth:`keras_bnn.samplers.Sampler.leave_warmup`: the same
-        numbers, a cheaper step).
+        numbers, a cheaper step). A callback that stops ``fit`` inside the
+        warm-up (``EarlyStopping`` on the flat ``val_nll`` of a rising h)
+        warns with :class:`keras_bnn.NotConvergedWarning`
+        (:func:`keras_bnn.models.entry_points.warn_on_stop_in_warmup`).
 
         Logs: in training ``loss`` is the sampled potential ``U/n`` =
         ``nll`` + ``prior``/n on the minibatch; ``evaluate`` and validation
@@ -198,4 +201,6 @@ class LoopMethods:
         kwargs = array_order.keyed_arrays(self, kwargs)  # shuffled arrays: keyed on (seed, step)
         with (nonfinite.translated(lambda: current_step(self.optimizer)),
               distribute.explained_uneven_batches("fit"), label_checks.translated("fit")):
-            return super().fit(**kwargs)
+            history = super().fit(**kwargs)
+        entry_points.warn_on_stop_in_warmup(self, kwargs["callbacks"])
+        return history
