@@ -291,14 +291,14 @@ def check_keras_callbacks(callbacks):
                 "at the last step), so a later fit would go on from a chain that jumped back. "
                 "Samples already collected are not changed; the posterior is the collected "
                 "samples (PosteriorEnsemble). Leave restore_best_weights=False.",
-                RestoredWeightsWarning, stacklevel=3)
+                RestoredWeightsWarning, stacklevel=4)
         if isinstance(callback, keras.callbacks.BackupAndRestore) and callback.save_freq != "epoch":
             warnings.warn(
                 f"BackupAndRestore(save_freq={callback.save_freq!r}) backs up within epochs, and "
                 "Keras resumes such a backup at the start of its epoch: the resumed chain takes "
                 "that epoch's first batches again (more steps than the uninterrupted chain, "
                 "samples at other steps). Use save_freq='epoch' to resume the same chain.",
-                MidEpochBackupWarning, stacklevel=3)
+                MidEpochBackupWarning, stacklevel=4)
 
 
 #: The lower-better logs whose direction Keras cannot infer: it knows ``loss``
