@@ -13,7 +13,8 @@ Which prior:
    layer's name and its own (``"dense_1/kernel"`` in any model; a layer
    around that one names it too: ``"lstm/recurrent_kernel"`` for the
    weight of an LSTM's cell), a layer's name (``"dense_1"``: all its
-   weights, those of its sublayers too: ``"block"``)
+   weights, those of its sublayers too: ``"block"``; a subclassed model's,
+   the one layer of the result: ``"net"``, ``"net/kernel"``)
    or a weight's name (``"embeddings"``, ``"gamma"``: every weight so
    named), in that order of precedence; ``None`` as the prior means a flat
    prior for those weights, an explicit opt-in;
@@ -82,6 +83,7 @@ import re
 import warnings
 
 import keras
+from keras.src.models.functional import Functional  # a model with a graph of its layers
 
 from keras_bnn import priors as priors_lib
 from keras_bnn.models.bayesian_model import BayesianModel
@@ -232,11 +234,13 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
         regularizer was removed.
     """
     found = places(model)
+    outermost = (model,) if _one_layer(model) else ()  # its name is that layer's: a key
     known = set()
     replaced, flat, passed = [], [], {}
     for variable in model.trainable_variables:
         layer, enclosing = found.get(id(variable), (model, ()))
-        keys = _keys(variable, layer, enclosing)
+        keys = _keys(variable, layer, (*enclosing, *outermost) if layer is not model
+                     else enclosing)
         known.update(keys)
         prior, argument = _choose(variable, layer, keys, priors, kernel_prior, bias_prior)
         if prior is None and not allow_flat:
@@ -287,6 +291,18 @@ def _set_priors(model, kernel_prior, bias_prior, priors, allow_flat, undo):
                          f"{[v.path for v in model.trainable_variables][:20]}.")
     _record_in_composites(passed, undo)
     return flat, replaced, activity
+
+
+def _one_layer(model):
+    """Whether ``model`` becomes the one layer of the ``BayesianModel`` (subclassed, or a
+    Sequential that Keras did not trace into a graph): its name then names all its weights
+    (until 2026-12-01 ``priors={"net": ...}`` of a subclassed ``"net"`` raised: "names no
+    weight, layer or weight name")."""
+    if isinstance(model, BayesianModel):
+        return False
+    if isinstance(model, keras.Sequential):
+        return model._functional is None
+    return not isinstance(model, Functional)  # subclassed: called on an Input or not
 
 
 def _frozen_keys(model, found):

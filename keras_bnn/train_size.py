@@ -88,16 +88,24 @@ def warn_on_weight_mean(name, mean, seen, n, where):
 def warn_at(message, category, where):
     """``warnings.warn`` of ``message`` as if issued at ``where`` (:func:`call_site`).
 
+    The module's globals give Python the source line through their ``__loader__``
+    only where the line is in the module's own file: code run with ``exec()``
+    (a script without a source file) has a line of ``"<string>"`` in the globals
+    it runs in, whose loader reads another source (until 2026-12-01 Python's
+    ``warn_explicit`` then raised ``IndexError`` from ``fit``, past that
+    source's last line, or showed a line of that other file).
+
     Args:
         message: the warning's text.
         category: its Warning class.
         where: ``(filename, line number, module globals)``.
     """
     filename, line, module_globals = where
+    own_file = module_globals.get("__file__") == filename
     warnings.warn_explicit(message, category, filename, line,
                            module=module_globals.get("__name__", "<string>"),
                            registry=module_globals.setdefault("__warningregistry__", {}),
-                           module_globals=module_globals)
+                           module_globals=module_globals if own_file else None)
 
 
 def _epoch_batches(x):

@@ -5,6 +5,7 @@ import functools
 
 import keras
 from keras import ops
+from keras.src.backend.common import global_state  # Keras' legacy HDF5 saving scope
 
 from keras_bnn import backend
 from keras_bnn import clone_priors
@@ -91,8 +92,19 @@ class BayesianModel(LoopMethods, keras.Model):
 
         Raises:
             ValueError: for a prior that a reload could not rebuild (its class
-                not registered with Keras), naming the weight.
+                not registered with Keras), naming the weight; inside Keras'
+                legacy HDF5 saving (``keras.saving.save_model(model, "x.h5")``,
+                which asks for the config first): the file could not be
+                reloaded, as :meth:`save` says, and Keras would go on to pop
+                the sampler from the model's compile config (a later
+                ``.keras`` file then reloaded with SGD). Keras has created the
+                ``.h5`` file by then; the model is left as it was.
         """
+        if global_state.get_global_attribute("use_legacy_config", False):
+            raise ValueError(
+                "keras.saving.save_model: a BayesianModel cannot be saved in Keras' legacy "
+                "HDF5 format (.h5/.hdf5): load_model could not reload it (\"Unknown layer: "
+                "'BayesianModel'\"). Save it to a '.keras' file.")
         config = {**subclassing.init_arguments(self, BayesianModel.get_config),
                   **super().get_config()}  # Keras' order: its own keys win
         config.update(prior_attachment.config_entries(self, config))
