@@ -140,7 +140,8 @@ def test_step_size_adaptation_reaches_the_target_then_freezes(backend_name, requ
     assert frozen[0, 0] > 10 * 1e-3  # moved far from the poor initial guess
     # The adaptation drives the mean of the acceptance statistic to the
     # target (dual averaging, Hoffman & Gelman 2014, §3.2, then a
-    # Robbins-Monro refinement): the mean over the adaptation's second half (75 values in [0, 1], sd ≤ 0.5/sqrt(75) =
+    # Robbins-Monro refinement): the mean over the adaptation's second half
+    # (75 values in [0, 1], sd ≤ 0.5/sqrt(75) =
     # 0.058 if independent) is 0.8 within 0.15 (~2.6 sd, plus the O(1/t)
     # transient of the running mean). Dual averaging runs over the first half
     # only; the Robbins-Monro refinement of the second half sets the frozen
