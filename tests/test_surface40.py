@@ -58,6 +58,22 @@ def test_constructor_argument_assignment_raises_unbuilt(cls, name):
     assert sampler.get_config() == before
 
 
+@pytest.mark.parametrize("cls, name, owners", [
+    (samplers.SGLD, "friction", "SGHMC\\)"), (samplers.SGLD, "noise", "ATMC, SGNHT\\)"),
+    (samplers.SGHMC, "noise", "ATMC, SGNHT"),
+    (samplers.SGHMC, "thermostat_mass", "ATMC, SGNHT"),
+    (samplers.HMC, "warmup_steps", "ATMC, SGHMC, SGLD, SGNHT\\)"),
+    (samplers.ATMC, "integrator", "SGHMC"), (samplers.SGNHT, "num_leapfrog_steps", "HMC")])
+def test_another_sampler_s_argument_raises(cls, name, owners):
+    """Before: ``SGLD(...).friction = 0.5`` set an attribute that nothing reads;
+    ``SGLD(...).noise = 0.5`` replaced the ``noise()`` method the step calls."""
+    sampler = cls(step_size=1e-3)
+    with pytest.raises(TypeError, match=f"{cls.__name__} has no `{name}` \\(an argument of "
+                       f"{owners}"):
+        setattr(sampler, name, 0.5)
+    assert name not in vars(sampler)
+
+
 @pytest.mark.parametrize("cls", [samplers.SGLD, samplers.SGHMC, samplers.ATMC, samplers.HMC])
 def test_step_size_after_fit_raises_and_keeps_h(cls):
     """Before: SGLD's ``step_size = 1.0`` passed and ``learning_rate`` stayed 0.001;

@@ -1,5 +1,7 @@
 """Base class of the tempered SG-MCMC samplers."""
 
+import inspect
+
 import keras
 from keras import ops
 
@@ -29,6 +31,17 @@ def _step_size_refusal(owner, name, value):
             "exactly (for another, make a new sampler with step_size=...); for a decaying step "
             "pass a keras.optimizers.schedules.LearningRateSchedule as `step_size=`, for a "
             "cyclical one use keras_bnn.callbacks.CyclicalSchedule.")
+
+
+def _sampler_classes():
+    """The registered (serializable) subclasses of :class:`Sampler`: SGLD, ..., HMC."""
+    classes, pending = [], [Sampler]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if keras.saving.get_registered_object(keras.saving.get_registered_name(cls)) is cls:
+            classes.append(cls)
+    return classes
 
 
 class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState,
@@ -126,7 +139,10 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState,
             value: its new value.
 
         Raises:
-            TypeError: for a fixed argument, naming it and the supported way.
+            TypeError: for a fixed argument, naming it and the supported way, and
+                for another sampler's argument (``SGLD().friction``,
+                ``HMC().warmup_steps``), which nothing would read (or, for SGLD's
+                ``noise``, would replace the method the step calls).
         """
         argument = self.fixed_attributes.get(name)
         if name in self.fixed_arguments or (argument is not None and name in self.__dict__):
@@ -138,6 +154,16 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState,
                 "traced step, the sampler's state and its config are built from it, so an "
                 "assignment would be ignored or half-applied. Make a new sampler instead: "
                 f"{owner}({argument or name}=...).")
+        method = inspect.isfunction(getattr(type(self), name, None))
+        if not (name.startswith("_") or name in self.__dict__ or name in self.fixed_attributes
+                or hasattr(type(self), name) and not method):
+            others = sorted(c.__name__ for c in _sampler_classes()
+                            if name in c.fixed_attributes or name in c.fixed_arguments)
+            if others:  # SGLD's noise() is a method: replacing it broke the step
+                raise TypeError(
+                    f"{type(self).__name__} has no `{name}` (an argument of "
+                    f"{', '.join(others)}): the assignment would set an attribute that nothing "
+                    "reads, or replace a method.")
         super().__setattr__(name, value)
 
     @property
