@@ -142,6 +142,9 @@ class HMC(Sampler):
     has_momentum = False  # p is redrawn each transition: no kinetic temperature to log
     full_batch = True
     metric_names = ("step_size", "configurational_temperature", "acceptance_rate")
+    fixed_attributes = {**Sampler.fixed_attributes, **{name: name for name in (
+        "num_leapfrog_steps", "num_adaptation_steps", "target_accept_rate")}}
+    fixed_arguments = ("step_size",)  # a method here; HMC has no warm-up arguments
 
     def __init__(self, step_size=0.01, num_leapfrog_steps=10, num_adaptation_steps=0,
                  target_accept_rate=0.8, **kwargs):

@@ -139,6 +139,8 @@ class SGHMC(Sampler):
                 ops.square(h) * ops.mean(noise_variance / new.injected_variance))
 
     noise_ratio_exponent = 2  # r = h²·V̂/(2γhTM) at γ = 0.1/h
+    fixed_attributes = {**Sampler.fixed_attributes, **{name: name for name in (
+        "friction", "mass", "preconditioner", "rho", "epsilon", "integrator")}}
 
     def _friction_value(self, variable):
         """γ: the fixed friction, or ``0.1/h_v`` of the warm-up's step for ``variable``."""

@@ -42,6 +42,8 @@ class SGLD(Sampler):
     """
 
     has_momentum = False
+    fixed_attributes = {**Sampler.fixed_attributes, "preconditioner": "preconditioner",
+                        "rho": "rho", "epsilon": "epsilon"}
 
     def __init__(self, step_size="auto", preconditioner=None, rho=0.99, epsilon=1e-8, **kwargs):
         super().__init__(step_size=step_size, **kwargs)

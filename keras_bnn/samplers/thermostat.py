@@ -158,6 +158,9 @@ class ThermostatSampler(Sampler):
     #: ATMC's adaptive noise ``α = max(D - ξ, 0)`` (True) or SGNHT's ``α = D``.
     adaptive_noise = False
     noise_ratio_exponent = 2  # r = b̂/D = h·V̂/(2TmD) at D = -log(0.9)/h
+    fixed_attributes = {**Sampler.fixed_attributes, "noise_level": "noise", **{
+        name: name for name in ("mass", "momentum", "speed_limit", "thermostat_mass")}}
+    fixed_arguments = (*Sampler.fixed_arguments, "noise")
 
     def _noise_values(self, variable):
         """``(D, Q₁)``: the fixed values, or ``-log(0.9)/h_v`` and ``10/D²`` of
