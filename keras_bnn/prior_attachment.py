@@ -249,31 +249,31 @@ def _maker(model, variables, found):
     return made
 
 
-def config_entries(model, keras_config):
+def config_entries(model, keras_config, recorded):
     """What a ``BayesianModel``'s config adds to Keras' to keep its priors (see module doc).
 
     Args:
         model: a ``BayesianModel``.
         keras_config: Keras' config of it (a functional one has ``"layers"``).
+        recorded: :func:`record` of ``model``, taken before Keras' config (whose layer
+            configs raise a bare ``NotImplementedError`` for a prior without
+            ``get_config``), or None where the model has no weights yet.
 
     Returns:
-        dict: ``{"weight_priors": record(model)}``, with
+        dict: ``{"weight_priors": recorded}``, with
         ``"weight_priors_frozen"`` where it has frozen weights
         (:func:`keras_bnn.trainable_flags.frozen`), ``"weight_priors_shared"``
         where a layer is shared across its nested models (:func:`shared_across`,
         which :func:`refuse_shared` refuses at the reload) and, for a built
         subclassed one, ``"weight_priors_build"`` (its Keras build config);
         empty for an unbuilt subclassed one (no weights yet).
-
-    Raises:
-        ValueError: for a prior that cannot be saved, naming the weight.
     """
     functional = {"layers", "input_layers", "output_layers"} <= set(keras_config)
-    if not functional and not has_weights(model):
+    if recorded is None:
         return {}
     positions = trainable_flags.frozen(model)
     shared = shared_across(model) if functional else []
-    return {CONFIG_KEY: record(model),
+    return {CONFIG_KEY: recorded,
             **({trainable_flags.FROZEN_KEY: positions} if positions else {}),
             **({SHARED_KEY: shared} if shared else {}),
             **({} if functional else {BUILD_KEY: model.get_build_config()})}

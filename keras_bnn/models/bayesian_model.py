@@ -92,22 +92,29 @@ class BayesianModel(LoopMethods, keras.Model):
 
         Raises:
             ValueError: for a prior that a reload could not rebuild (its class
-                not registered with Keras), naming the weight; inside Keras'
+                not registered with Keras, or without ``get_config``), naming the
+                weight: ``keras.saving.save_model(model, "x.keras")`` asks for the
+                config only once it has opened (emptied) the file, and asks the
+                model nothing before (it reads ``model.built``), so the file is lost
+                there; :meth:`save` checks first. Inside Keras'
                 legacy HDF5 saving (``keras.saving.save_model(model, "x.h5")``,
                 which asks for the config first): the file could not be
                 reloaded, as :meth:`save` says, and Keras would go on to pop
                 the sampler from the model's compile config (a later
-                ``.keras`` file then reloaded with SGD). Keras has created the
-                ``.h5`` file by then; the model is left as it was.
+                ``.keras`` file then reloaded with SGD). Keras has created (or
+                emptied) the ``.h5`` file by then; the model is left as it was.
         """
         if global_state.get_global_attribute("use_legacy_config", False):
             raise ValueError(
                 "keras.saving.save_model: a BayesianModel cannot be saved in Keras' legacy "
                 "HDF5 format (.h5/.hdf5): load_model could not reload it (\"Unknown layer: "
                 "'BayesianModel'\"). Save it to a '.keras' file.")
+        # the priors first: a layer's config raises a bare NotImplementedError for one
+        # without get_config, where record names the weight
+        recorded = prior_attachment.record(self) if prior_attachment.has_weights(self) else None
         config = {**subclassing.init_arguments(self, BayesianModel.get_config),
                   **super().get_config()}  # Keras' order: its own keys win
-        config.update(prior_attachment.config_entries(self, config))
+        config.update(prior_attachment.config_entries(self, config, recorded))
         return config
 
     def save(self, filepath, *args, **kwargs):
