@@ -84,9 +84,11 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
     when absent, left as it is when it names the model, the entry added to
     what it holds otherwise (:func:`keras_bnn.models_config.write_models_config`).
     When the model's entry there has ``model_version_policy { specific { ... } }``
-    without the published version, a
+    without the version, a
     :class:`~keras_bnn.models_config.UnservedVersionWarning` names the file and
-    the pinned versions: a model server using that file keeps serving those.
+    the pinned versions (a model server using that file keeps serving those),
+    before the version is published: made an error (``-W error``), it leaves
+    nothing published.
 
     Args:
         ensemble: a :class:`keras_bnn.PosteriorEnsemble`.
@@ -213,12 +215,10 @@ def export_ensemble(ensemble, model_dir, version=None, verbose=False):
         )
         archive.write_out(staging, verbose=verbose)
         check_same_signature(model_dir, staging)
-        target = _publish(staging, target, automatic)
+        return _publish(staging, target, automatic, pinned)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    warn_unserved(model_dir, int(os.path.basename(target)), pinned)
-    return target
 
 
 def _within(tensor, dtype, name):
@@ -322,12 +322,17 @@ def _lookup_tables(ensemble):
             for value in vars(layer).values() if isinstance(value, TrackableResource)]
 
 
-def _publish(staging, target, automatic):
+def _publish(staging, target, automatic, pinned):
     """Publishes ``staging`` as ``target``, or, for a version chosen here
     (``automatic``) that another export published meanwhile, as the next free
     one (until 2026-11-29 the later of two concurrent exports failed with
-    FileExistsError); returns the published path."""
+    FileExistsError); returns the published path. Each version is checked
+    against ``pinned`` (:func:`~keras_bnn.models_config.warn_unserved`) before
+    its rename, so an ``UnservedVersionWarning`` made an error (``-W error``)
+    publishes nothing (until 2026-12-01 it was raised after the rename: the
+    export failed and its version was published)."""
     while True:
+        warn_unserved(os.path.dirname(target), int(os.path.basename(target)), pinned)
         try:
             durable.publish_directory(staging, target)
             return target

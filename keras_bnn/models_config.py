@@ -4,9 +4,9 @@
 and keeps what the file holds (the user's edits, other models' entries,
 comments). Protobuf only: ``tensorflow_serving`` is not a dependency, so the
 few fields read are declared here (:func:`_config_message`).
-:func:`pinned_versions` and :func:`warn_unserved` tell an export when the
-file's ``model_version_policy { specific { ... } }`` does not serve the version it
-publishes (:class:`UnservedVersionWarning`).
+:func:`pinned_versions` and :func:`warn_unserved` tell an export, before it
+publishes a version, when the file's ``model_version_policy { specific { ... } }``
+does not serve that version (:class:`UnservedVersionWarning`).
 """
 
 import os
@@ -144,10 +144,18 @@ def pinned_versions(model_dir):
 def warn_unserved(model_dir, version, pinned):
     """Warns (:class:`UnservedVersionWarning`) when ``version`` is not among ``pinned``.
 
+    Called by the export's publishing loop before the version's directory is
+    renamed into place, so that a warning made an error (``python -W error``)
+    publishes nothing; the warning names the line that called
+    :func:`keras_bnn.export.export_ensemble`.
+
     Args:
         model_dir: the model's base path.
-        version: the version just published.
+        version: the version about to be published.
         pinned: :func:`pinned_versions`' answer (None: nothing pinned, no warning).
+
+    Raises:
+        UnservedVersionWarning: where the warnings filter makes it an error.
     """
     if pinned is None or version in pinned:
         return
@@ -156,7 +164,7 @@ def warn_unserved(model_dir, version, pinned):
         f"{os.path.join(model_dir, MODELS_CONFIG)} pins this model to version(s) {listed} "
         f"(model_version_policy {{ specific }}): a model server using it does not serve "
         f"the new version {version}. Add `versions: {version}` to that policy, or use "
-        "`latest` to serve the newest."), stacklevel=3)
+        "`latest` to serve the newest."), stacklevel=4)
 
 
 def write_models_config(model_dir):

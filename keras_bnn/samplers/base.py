@@ -1,5 +1,7 @@
 """Base class of the tempered SG-MCMC samplers."""
 
+import functools
+
 import keras
 from keras import ops
 
@@ -20,6 +22,12 @@ from keras_bnn.validation import check_choice, check_fraction, check_positive
 #: directions come out with sd ≈ sqrt(1 - r)·sd_true and SGHMC's noisy
 #: directions with variance ≈ (1 + r)·T, so r ≤ 0.1 keeps both within ~5 %.
 NOISE_RATIO_LIMIT = 0.1
+
+
+def _refuse_learning_rate(owner, value, *_, **__):
+    """Raises the TypeError of setting ``owner``'s ``learning_rate`` to ``value``
+    (``sampler.learning_rate = value``, ``sampler.learning_rate.assign(value)``)."""
+    raise TypeError(step_size_refusal(owner, "learning_rate", value))
 
 
 class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState, FixedArguments,
@@ -114,12 +122,24 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState, Fixed
         explicit step is the one asked for. A decaying or cyclical step is
         given up front instead: a ``LearningRateSchedule`` as ``step_size=``,
         or :class:`keras_bnn.callbacks.CyclicalSchedule`.
+        ``learning_rate.assign(h)`` (a Keras optimizer's rate is a variable)
+        raises the same ``TypeError``: the tensor read carries an ``assign``
+        that refuses (until 2026-12-01 "AttributeError: 'EagerTensor' object
+        has no attribute 'assign'"). It is the tensor Keras reads (same type
+        and value; a traced step gets the same ops); a JAX tracer, which takes
+        no attribute, is returned as it is.
         """
-        return self._get_current_learning_rate()
+        rate = self._get_current_learning_rate()
+        if not hasattr(rate, "assign"):  # a schedule's own variable keeps its assign
+            try:
+                rate.assign = functools.partial(_refuse_learning_rate, type(self).__name__)
+            except AttributeError:  # a Python float, a JAX tracer
+                pass
+        return rate
 
     @learning_rate.setter
     def learning_rate(self, value):
-        raise TypeError(step_size_refusal(type(self).__name__, "learning_rate", value))
+        _refuse_learning_rate(type(self).__name__, value)
 
     @property
     def initial_step_size(self):
