@@ -107,10 +107,10 @@ def _fitted_sampler():
     return model.optimizer
 
 
-def _assign_refusal(sampler):
-    """What ``sampler.learning_rate.assign(0.5)`` raises: (type name, message)."""
+def _assign_refusal(sampler, method="assign"):
+    """What ``sampler.learning_rate.<method>(0.5)`` raises: (type name, message)."""
     try:
-        sampler.learning_rate.assign(0.5)
+        getattr(sampler.learning_rate, method)(0.5)
     except Exception as error:  # noqa: BLE001 - the refusal is what is measured
         return type(error).__name__, str(error)
     return None, None
@@ -131,7 +131,8 @@ def jax_assign_refusal():
             "message": message, "h": sampler.step_size_value, "traced": traced}
 
 
-def test_learning_rate_assign_is_refused_by_name():
+@pytest.mark.parametrize("method", ["assign", "assign_add", "assign_sub"])
+def test_learning_rate_assign_is_refused_by_name(method):
     """``sampler.learning_rate.assign(h)`` (a Keras optimizer's rate is a variable):
     until 2026-12-01 "AttributeError: 'tensorflow.python.framework.ops.EagerTensor'
     object has no attribute 'assign'"; now the TypeError that ``learning_rate = h``
@@ -141,13 +142,14 @@ def test_learning_rate_assign_is_refused_by_name():
     value = sampler.learning_rate
     assert type(value).__name__ == "EagerTensor"
     assert float(value) == pytest.approx(sampler.step_size_value)
-    name, message = _assign_refusal(sampler)
+    name, message = _assign_refusal(sampler, method)
     assert name == "TypeError", message
     assert "SGLD: the step size (`learning_rate`) of a sampler cannot be set (got 0.5)" \
         in message and "LearningRateSchedule" in message
     assert float(sampler.learning_rate) == pytest.approx(sampler.step_size_value)
 
 
+@pytest.mark.slow  # a JAX process: the default suite keeps one (test_jax_collect)
 def test_learning_rate_assign_is_refused_by_name_under_jax():
     """:func:`test_learning_rate_assign_is_refused_by_name` under ``KERAS_BACKEND=jax``
     (until 2026-12-01 "AttributeError: 'ArrayImpl' object has no attribute 'assign'");

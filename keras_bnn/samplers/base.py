@@ -122,17 +122,18 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState, Fixed
         explicit step is the one asked for. A decaying or cyclical step is
         given up front instead: a ``LearningRateSchedule`` as ``step_size=``,
         or :class:`keras_bnn.callbacks.CyclicalSchedule`.
-        ``learning_rate.assign(h)`` (a Keras optimizer's rate is a variable)
-        raises the same ``TypeError``: the tensor read carries an ``assign``
-        that refuses (until 2026-12-01 "AttributeError: 'EagerTensor' object
+        ``learning_rate.assign(h)`` (a Keras optimizer's rate is a variable),
+        ``assign_add`` and ``assign_sub`` raise the same ``TypeError``: the
+        tensor read carries methods of those names that refuse (until 2026-12-01 "AttributeError: 'EagerTensor' object
         has no attribute 'assign'"). It is the tensor Keras reads (same type
         and value; a traced step gets the same ops); a JAX tracer, which takes
         no attribute, is returned as it is.
         """
         rate = self._get_current_learning_rate()
         if not hasattr(rate, "assign"):  # a schedule's own variable keeps its assign
+            refuse = functools.partial(_refuse_learning_rate, type(self).__name__)
             try:
-                rate.assign = functools.partial(_refuse_learning_rate, type(self).__name__)
+                rate.assign = rate.assign_add = rate.assign_sub = refuse
             except AttributeError:  # a Python float, a JAX tracer
                 pass
         return rate
