@@ -124,8 +124,9 @@ class Sampler(AutoStepSize, TransitionKernel, SamplerReadouts, SavedState, Fixed
         or :class:`keras_bnn.callbacks.CyclicalSchedule`.
         ``learning_rate.assign(h)`` (a Keras optimizer's rate is a variable),
         ``assign_add`` and ``assign_sub`` raise the same ``TypeError``: the
-        tensor read carries methods of those names that refuse (until 2026-12-01 "AttributeError: 'EagerTensor' object
-        has no attribute 'assign'"). It is the tensor Keras reads (same type
+        tensor read carries methods of those names that refuse (until
+        2026-12-01 "AttributeError: 'EagerTensor' object has no attribute
+        'assign'"). It is the tensor Keras reads (same type
         and value; a traced step gets the same ops); a JAX tracer, which takes
         no attribute, is returned as it is.
         """
