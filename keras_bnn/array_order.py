@@ -25,12 +25,12 @@ import weakref
 
 import keras
 import numpy as np
-from keras.src.trainers.data_adapters import array_slicing
-from keras.src.trainers.data_adapters import data_adapter_utils as utils
-from keras.src.trainers.data_adapters.array_data_adapter import (ArrayDataAdapter,
-                                                                 can_convert_arrays)
 
 from keras_bnn.callbacks import current_step
+from keras_bnn.keras_private import (ArrayDataAdapter, can_convert_arrays,
+                                     convert_to_sliceable, is_jax_sparse, is_scipy_sparse,
+                                     is_tensorflow_ragged, is_tensorflow_sparse,
+                                     train_validation_split)
 from keras_bnn.samplers.base import Sampler
 
 #: Set apart from other streams keyed on (seed, step): the first word of the key.
@@ -202,7 +202,7 @@ class KeyedArrays(ArrayDataAdapter):
                                             data)
 
         inputs = keras.tree.lists_to_tuples(
-            array_slicing.convert_to_sliceable(self._inputs, target_backend="tensorflow"))
+            convert_to_sliceable(self._inputs, target_backend="tensorflow"))
         rows = tf.data.Dataset.range(1).map(drawn).flat_map(
             lambda *rows: tf.data.Dataset.from_tensor_slices(rows))
         dataset = tf.data.Dataset.zip((rows, tf.data.Dataset.from_tensors(inputs).repeat()))
@@ -236,8 +236,7 @@ class EpochIndex(keras.callbacks.Callback):
 def _gathered(arrays):
     """Whether ``KeyedArrays`` takes ``(x, y, sample_weight)``: Keras' arrays, none sparse
     or ragged (numpy, pandas, tensors and nests of them)."""
-    sparse = (utils.is_tensorflow_sparse, utils.is_tensorflow_ragged, utils.is_jax_sparse,
-              utils.is_scipy_sparse)
+    sparse = (is_tensorflow_sparse, is_tensorflow_ragged, is_jax_sparse, is_scipy_sparse)
     return can_convert_arrays(arrays) and not any(
         is_sparse(leaf) for leaf in keras.tree.flatten(arrays) for is_sparse in sparse)
 
@@ -273,7 +272,7 @@ def keyed_arrays(model, kwargs):
     kwargs = dict(kwargs)
     split = kwargs.pop("validation_split", 0.0)
     if split and kwargs.get("validation_data") is None:
-        arrays, kwargs["validation_data"] = array_slicing.train_validation_split(
+        arrays, kwargs["validation_data"] = train_validation_split(
             arrays, validation_split=split)
     kwargs["x"] = KeyedArrays(model, *arrays, batch_size=kwargs.pop("batch_size", None),
                               steps=kwargs.get("steps_per_epoch"), shuffle=shuffle,

@@ -83,9 +83,9 @@ import re
 import warnings
 
 import keras
-from keras.src.models.functional import Functional  # a model with a graph of its layers
 
 from keras_bnn import priors as priors_lib
+from keras_bnn.keras_private import Functional  # a model with a graph of its layers
 from keras_bnn.models.bayesian_model import BayesianModel
 from keras_bnn.prior_attachment import attach, places, set_recorded
 from keras_bnn.validation import argument_error, check_bool

@@ -52,13 +52,13 @@ import functools
 
 import keras
 from keras import ops
-from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import ensemble_inputs, ensemble_outputs, ensemble_scoring, ensemble_trunk
 from keras_bnn import backend, distribute, ensemble_loading, ensemble_prediction
 from keras_bnn import ensemble_weights, uncertainty
 from keras_bnn import export as export_lib
 from keras_bnn.ensemble_prediction import Untracked
+from keras_bnn.keras_private import get_keras_mask, set_keras_mask  # as Keras' losses
 from keras_bnn.member_model import check_ensemble_model
 from keras_bnn.uncertainty import BERNOULLI_OUTPUTS, CATEGORICAL_OUTPUTS, GAUSSIAN_OUTPUTS
 from keras_bnn.validation import check_choice

@@ -29,14 +29,13 @@ an ``ignore_class``, the weights of ``"mean_with_sample_weight"``) for any
 
 import keras
 from keras import ops
-from keras.src.backend.common.symbolic_scope import in_symbolic_scope
-from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
 from keras_bnn import backend, distribute
 from keras_bnn import ensemble_outputs
 from keras_bnn import label_checks
 from keras_bnn import likelihoods
 from keras_bnn import loss_shares
+from keras_bnn.keras_private import get_tensor_attr, in_symbolic_scope, set_tensor_attr
 from keras_bnn.validation import bound_arguments
 
 

@@ -21,9 +21,9 @@ import math
 
 import keras
 from keras import ops
-from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
-from keras.src.backend.common.tensor_attributes import get_tensor_attr, set_tensor_attr
 
+from keras_bnn.keras_private import (get_keras_mask, get_tensor_attr, set_keras_mask,
+                                     set_tensor_attr)
 from keras_bnn.metrics import PROB_FLOOR
 from keras_bnn.uncertainty import log_mean_exp
 from keras_bnn.validation import argument_error, check_choice

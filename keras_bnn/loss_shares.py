@@ -36,10 +36,10 @@ import threading
 
 import keras
 from keras import ops
-from keras.src.losses.loss import unscale_loss_for_distribution
 
 from keras_bnn import backend
 from keras_bnn import loss_terms
+from keras_bnn.keras_private import unscale_loss_for_distribution
 
 #: Per thread (MirroredStrategy traces each replica's step in a thread of its own):
 #: ``counting`` (in a test step) and ``pending``, each tracker's next update by id.

@@ -22,9 +22,9 @@ output's loss divides by in a batch, for the means over a set of
 import keras
 import numpy as np
 from keras import ops
-from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
-from keras.src.losses.loss import squeeze_or_expand_to_same_rank  # as Keras' reduction does
 
+from keras_bnn.keras_private import get_keras_mask  # as Keras' losses read it
+from keras_bnn.keras_private import squeeze_or_expand_to_same_rank  # as Keras' reduction
 from keras_bnn.likelihoods import from_loss, loss_leaves
 from keras_bnn.validation import argument_error
 

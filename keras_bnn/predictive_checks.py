@@ -12,10 +12,10 @@ p(y=1) = sigmoid) the two outcomes [p(y=0), p(y=1)]; a per-position head
 import keras
 import numpy as np
 from keras import ops
-from keras.src.backend.common.masking import get_keras_mask  # as Keras' losses read it
 
 from keras_bnn import loss_checks
 from keras_bnn import priors as priors_lib
+from keras_bnn.keras_private import get_keras_mask  # as Keras' losses read it
 from keras_bnn.likelihoods import LIKELIHOODS, check_units, from_loss
 from keras_bnn.validation import argument_error, check_choice, check_int, check_seed
 

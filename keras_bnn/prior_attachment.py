@@ -46,10 +46,9 @@ has no config to miss the record: it does not (until 2026-11-29 it did).
 import warnings
 
 import keras
-from keras.src.models.functional import Functional  # what Keras rebuilds from a graph config
-from keras.src.saving import serialization_lib  # Keras' deserialization scope
 
 from keras_bnn import trainable_flags
+from keras_bnn.keras_private import Functional, in_safe_mode  # graph models, deserializing
 from keras_bnn.layers.prior_aware import PriorAwareMixin
 from keras_bnn.prior_guard import MissingPriorWarning, weights_without_prior
 
@@ -443,7 +442,7 @@ def deserializing():
     Returns:
         bool.
     """
-    return serialization_lib.in_safe_mode() is not None
+    return in_safe_mode() is not None
 
 
 def restore_built(model, build=None):

@@ -8,9 +8,9 @@ import jax.extend.random
 import jax.numpy as jnp
 import keras
 import numpy as np
-from keras.src.backend.common.masking import get_keras_mask, set_keras_mask  # as Keras' losses
 
 from keras_bnn import nonfinite, precision
+from keras_bnn.keras_private import get_keras_mask, set_keras_mask  # as Keras' losses
 
 
 def wide_float():

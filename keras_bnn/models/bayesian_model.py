@@ -5,7 +5,6 @@ import functools
 
 import keras
 from keras import ops
-from keras.src.backend.common import global_state  # Keras' legacy HDF5 saving scope
 
 from keras_bnn import backend
 from keras_bnn import clone_priors
@@ -17,6 +16,7 @@ from keras_bnn import prior_attachment
 from keras_bnn import prior_guard
 from keras_bnn import samplers as samplers_lib
 from keras_bnn import trainable_flags
+from keras_bnn.keras_private import legacy_h5_saving  # Keras' legacy HDF5 saving scope
 from keras_bnn.loss_checks import head_metrics
 from keras_bnn.models import entry_points, sampling_step, subclassing
 from keras_bnn.models.loop_methods import LoopMethods
@@ -104,7 +104,7 @@ class BayesianModel(LoopMethods, keras.Model):
                 ``.keras`` file then reloaded with SGD). Keras has created (or
                 emptied) the ``.h5`` file by then; the model is left as it was.
         """
-        if global_state.get_global_attribute("use_legacy_config", False):
+        if legacy_h5_saving():
             raise ValueError(
                 "keras.saving.save_model: a BayesianModel cannot be saved in Keras' legacy "
                 "HDF5 format (.h5/.hdf5): load_model could not reload it (\"Unknown layer: "
