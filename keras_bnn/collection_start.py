@@ -58,8 +58,10 @@ class CollectionStart(EpochCount):
     :meth:`~keras_bnn.samplers.Sampler.noise_averaging_steps` steps, lowers
     its step factor where it is more than 25 % above the warm-up's target
     (:meth:`~keras_bnn.samplers.Sampler.lower_step_factors`: the noise
-    changes as the chain leaves its initialisation); if a factor was
-    lowered, the chain is a new kernel and the test restarts on the epochs
+    changes as the chain leaves its initialisation), or, where the averaged
+    noise allows at least twice the base step h, raises h instead
+    (:meth:`~keras_bnn.samplers.Sampler.raise_step_size`); if a factor was
+    lowered or h raised, the chain is a new kernel and the test restarts on the epochs
     after it (:attr:`remeasurement` says what changed). With
     ``step_size="auto"``, collection also needs every variable's
     gradient-noise ratio, averaged over the last w epoch-end readings, at or
@@ -95,9 +97,11 @@ class CollectionStart(EpochCount):
         #: ``(variable_path, T_v, d_v)`` of the last epoch (empty without a sampler).
         self.variable_temperatures = []
         self._virial_begin = None
-        #: The second noise measurement (:meth:`keras_bnn.samplers.Sampler.lower_step_factors`)
-        #: from the first equilibrium: ``{"epoch", "first_epoch", "ratios", "lowered"}``
-        #: (the averaged epochs are ``first_epoch``…``epoch``), or None. Kept in the
+        #: The second noise measurement (:meth:`keras_bnn.samplers.Sampler.lower_step_factors`
+        #: and :meth:`~keras_bnn.samplers.Sampler.raise_step_size`) from the first
+        #: equilibrium: ``{"epoch", "first_epoch", "ratios", "lowered", "raised"}``
+        #: (the averaged epochs are ``first_epoch``…``epoch``; ``raised`` is
+        #: ``[old h, new h]`` or None), or None. Kept in the
         #: store (:meth:`keras_bnn.SampleStore.write_record`), so a resumed run has it.
         self.remeasurement = None
         #: The factors lowered at stationary epochs where a variable's mean ratio over
@@ -135,10 +139,12 @@ class CollectionStart(EpochCount):
                     f"ratio over the last {self.window} epochs above {NOISE_RATIO_LIMIT}: "
                     f"{named}) and the test restarted: {self.verdict.reason}")
         if self._measured_from is None:
-            lowered = self.remeasurement and self.remeasurement["lowered"]
-            return (f"the step factors were lowered at epoch {self.remeasurement['epoch']} "
-                    f"(second noise measurement) and the test restarted: "
-                    f"{self.verdict.reason}" if lowered else self.verdict.reason)
+            changed = self.remeasurement and (
+                "step size was raised" if self.remeasurement.get("raised")
+                else self.remeasurement["lowered"] and "step factors were lowered")
+            return (f"the {changed} at epoch {self.remeasurement['epoch']} (second noise "
+                    f"measurement) and the test restarted: {self.verdict.reason}"
+                    if changed else self.verdict.reason)
         first_step = self._measured_from
         return (f"the chain was stationary, and the step factors' second noise measurement "
                 f"needs {self.model.optimizer.noise_averaging_steps()} steps from step "
@@ -287,14 +293,16 @@ class CollectionStart(EpochCount):
         if current_step(optimizer) - self._measured_from < optimizer.noise_averaging_steps():
             return
         ratios = {name: sum(row[name] for row in reads) / len(reads) for name in reads[0]}
-        lowered = optimizer.lower_step_factors(ratios)
+        raised = optimizer.raise_step_size(ratios)
+        lowered = {} if raised else optimizer.lower_step_factors(ratios)
         self.remeasurement = {"epoch": epoch, "first_epoch": epoch - len(reads) + 1,
                               "ratios": ratios,
-                              "lowered": {name: list(pair) for name, pair in lowered.items()}}
+                              "lowered": {name: list(pair) for name, pair in lowered.items()},
+                              "raised": list(raised) if raised else None}
         if distribute.is_chief(self.model):  # a resumed run reports it too
             self.store.write_record(self._record("remeasurement"), self.remeasurement)
         self._measured_from = self._measuring_step = None
-        if lowered:  # a new kernel: its equilibrium is tested afresh
+        if lowered or raised:  # a new kernel: its equilibrium is tested afresh
             self._rows = []
         elif self.verdict.stationary:
             self._start(epoch)

@@ -188,6 +188,10 @@ def _print_remeasurement(remeasurement):
                       for name, (old, new) in lowered.items())
             if lowered else f"none more than {REMEASURE_TOLERANCE - 1:.0%} above the warm-up's "
                             "target")
+    raised = remeasurement.get("raised")
+    if raised:
+        what = (f"none; the step size h raised {raised[0]:.3g} -> {raised[1]:.3g} (the "
+                "averaged noise allows at least twice h; factors set again)")
     print(f"step factors re-measured from the first equilibrium (ratios averaged over epochs "
           f"{remeasurement['first_epoch']}-{remeasurement['epoch']}), lowered: {what}")
 

@@ -4,7 +4,8 @@ A mixin of :class:`keras_bnn.samplers.Sampler` that resolves the
 ``step_size`` argument, holds the warm-up (:class:`keras_bnn.samplers.warmup.StepSizeWarmup`,
 whose module says how h is chosen and why), gives each variable its step
 ``h·s_v`` and its change across a step, takes the second noise measurement
-(:meth:`AutoStepSize.lower_step_factors`), lowers the factors of a chain whose
+(:meth:`AutoStepSize.lower_step_factors`, :meth:`AutoStepSize.raise_step_size`),
+lowers the factors of a chain whose
 noise at equilibrium is above the limit (:meth:`AutoStepSize.lower_noisy_step_factors`)
 and undoes a warm-up blow-up
 (:meth:`AutoStepSize.recover_after_step`).
@@ -18,6 +19,7 @@ from keras_bnn.samplers.warmup import (ANCHOR_CONFIRM, ANCHOR_EVERY, BLOW_UP_BAC
                                        TARGET_NOISE_RATIO, StepSizeWarmup, auto_warmup_steps,
                                        climb_shortfall, noise_limited_step_size, noise_spread,
                                        stiffness_gap)
+from keras_bnn.samplers.step_rise import assign_step, remeasured_step
 from keras_bnn.validation import argument_error, check_positive
 
 
@@ -251,6 +253,45 @@ class AutoStepSize:
                 self.noise_ratio_exponent)))
             for name, ratio in ratios.items() if float(ratio) > REMEASURE_TOLERANCE * target},
             variables)
+
+    def raise_step_size(self, ratios):
+        """The second noise measurement's raise of h: where the averaged ratios
+        allow at least ``RAISE_GATE`` times h, h and the factors are set as at
+        the freeze (once per chain; then :meth:`lower_step_factors` does nothing).
+
+        The warm-up can freeze h in the transient, where the noise is larger
+        than at equilibrium (:mod:`keras_bnn.samplers.step_rise`). With every
+        ratio ``r̄_v`` averaged at the current steps, the warm-up's mean rule on
+        the noise scales ``a_v = r̄_v/(h·s_v)^k`` gives a step
+        (:func:`~keras_bnn.samplers.step_rise.remeasured_step`); at or above
+        ``RAISE_GATE·h`` it is the new h (at most the stability ceiling), the
+        factors ``min(1, (r*/(h^k·a_v))^{1/k})``, each variable's state carried
+        across (:func:`~keras_bnn.samplers.step_rise.assign_step`). A new
+        kernel: the caller restarts its equilibrium test. Host work.
+
+        Args:
+            ratios: dict variable path → ``r̄_v ≥ 0``, every variable.
+
+        Returns:
+            ``(old h, new h)``, or None: below the gate, a variable without a
+            ratio, an explicit step size, during the warm-up, and after the
+            first call of this or :meth:`lower_step_factors`.
+
+        Raises:
+            ValueError: for a path that names none of the sampler's variables.
+        """
+        frozen = self._frozen_warmup() if self.remeasure_pending() else None
+        if frozen is None or set(ratios) != set(self._variables_named(ratios, "raise_step_size")):
+            return None
+        step, ceiling, _, sizes, target, exponent = frozen
+        raised = remeasured_step(step, ceiling, list(self.step_size_factors().values()),
+                                 [float(ratios[name]) for name in self.step_size_factors()],
+                                 sizes, target, exponent)
+        if raised is None:
+            return None
+        assign_step(self, step, *raised)
+        self.warmup.remeasured.assign(1.0)
+        return step, raised[0]
 
     def lower_noisy_step_factors(self, ratios, limit):
         """Lowers every ``s_v`` by one factor where a stationary chain's ratio

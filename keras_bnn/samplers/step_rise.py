@@ -51,6 +51,18 @@ optimizer variable more would stop states saved without names from loading
 judges its spread again at its first epoch end, and rises again only while its
 second noise measurement is pending (that flag is checkpointed); a ``fit``
 restarts the window it is in.
+
+Every chain's h may also rise once more, at the second noise measurement
+(:meth:`~keras_bnn.samplers.auto_step.AutoStepSize.raise_step_size`, from
+:class:`keras_bnn.callbacks.CollectSamples` at the first equilibrium): the
+warm-up's mean rule on the ratios averaged there (:func:`remeasured_step`),
+where it allows at least ``RAISE_GATE`` times h, in one jump (at most the
+stability ceiling), the factors as at the freeze. On a standardised problem
+the warm-up can still be in the transient (diabetes, features bmi and s5, a
+``Dense(2)`` Gaussian head: r from r* = 0.05 at the freeze to 0.005, h 3.2
+times below what r* allows for ATMC, 5.4 for SGLD); the jump measured stable
+for SGLD, SGHMC, SGNHT and ATMC there. Both changes of h carry each
+variable's state across (:func:`assign_step`).
 """
 
 import math
@@ -66,6 +78,9 @@ RISE_STOP = 1.25
 RISE_LIMIT = 2.0
 #: The most windows of rising in one chain.
 MAX_RISES = 20
+#: The least factor by which the second noise measurement raises h
+#: (:func:`remeasured_step`): mixing time goes as 1/h, so less buys little.
+RAISE_GATE = 2.0
 #: ``warmup.rising``: 0 before the warm-up's end is judged, ``DONE``
 #: once the rise is over (or not needed), ``RISING + n`` after n windows.
 UNDECIDED, RISING, DONE = 0.0, 1.0, -1.0
@@ -163,6 +178,57 @@ def frozen_factors(step_size, scales, target, exponent):
             for a in scales]
 
 
+def remeasured_step(step_size, ceiling, factors, ratios, sizes, target, exponent):
+    """The base step and factors the second noise measurement's ratios allow,
+    where that step is at least ``RAISE_GATE`` times h (see the module doc).
+
+    The mean rule of the warm-up on the noise scales of the averaged ratios
+    (:func:`noise_scales`, :func:`~keras_bnn.samplers.warmup.mean_noise_limited_step`),
+    at most the stability ceiling; the factors as at the freeze (:func:`frozen_factors`).
+
+    Args:
+        step_size: the current base step h, at which the ratios were averaged.
+        ceiling: the warm-up's stability ceiling (inf without a blow-up).
+        factors: the current step factors ``s_v``.
+        ratios: the averaged ratios ``r̄_v`` (0: not measured).
+        sizes: the variables' sizes ``d_v``.
+        target: r*.
+        exponent: k.
+
+    Returns:
+        ``(step, factors)``, or None where the step is below ``RAISE_GATE·h``
+        or nothing was measured.
+    """
+    scales = noise_scales(step_size, factors, ratios, exponent)
+    step = min(mean_noise_limited_step(scales, sizes, target, exponent), ceiling)
+    if not math.isfinite(step) or step < RAISE_GATE * step_size:
+        return None
+    return step, frozen_factors(step, scales, target, exponent)
+
+
+def assign_step(sampler, old_step, step, factors):
+    """Sets the base step h and the step factors between steps (host side),
+    carrying each variable's state across its change
+    (:meth:`~keras_bnn.samplers.Sampler.carry_step_change`).
+
+    Args:
+        sampler: a :class:`~keras_bnn.samplers.Sampler` with ``step_size="auto"``.
+        old_step: the current h.
+        step: the new h.
+        factors: the new factors ``s_v``, in the sampler's order.
+    """
+    old = list(sampler.step_size_factors().values())
+    if step == old_step and factors == old:
+        return
+    sampler.warmup.step_size.assign(step)
+    sampler.warmup.previous.assign(step)
+    for variable, before, after in zip(sampler._trainable_variables, old, factors):
+        sampler.state(variable)["step_factor"].assign(after)
+        change = old_step * before / (step * after)
+        if not math.isclose(change, 1.0):
+            sampler.carry_step_change(variable, change)
+
+
 class StepRise:
     """The rise of a badly scaled chain's frozen step during burn-in (see the module doc).
 
@@ -226,27 +292,13 @@ class StepRise:
                 mean = [a / self._count for a in self._sums]
                 final = max(self._floor, min(mean_noise_limited_step(mean, sizes, target,
                                                                      exponent), ceiling))
-                self._assign(step, final, frozen_factors(final, mean, target, exponent))
+                assign_step(sampler, step, final, frozen_factors(final, mean, target, exponent))
                 self._set(DONE)
                 return
             self._set(self.state + 1.0)
         rises = (now - since) / rise_steps(sampler)
-        self._assign(step, raised_step(step, self._floor, ceiling, latest, sizes, target,
-                                       exponent, rises), factors)
+        assign_step(sampler, step, raised_step(step, self._floor, ceiling, latest, sizes, target,
+                                               exponent, rises), factors)
 
     def _factors(self):
         return list(self.sampler.step_size_factors().values())
-
-    def _assign(self, old_step, step, factors):
-        """Sets h and the factors, carrying each variable's state across its change."""
-        sampler = self.sampler
-        old = self._factors()
-        if step == old_step and factors == old:
-            return
-        sampler.warmup.step_size.assign(step)
-        sampler.warmup.previous.assign(step)
-        for variable, before, after in zip(sampler._trainable_variables, old, factors):
-            sampler.state(variable)["step_factor"].assign(after)
-            change = old_step * before / (step * after)
-            if not math.isclose(change, 1.0):
-                sampler.carry_step_change(variable, change)
