@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from keras_bnn import backend
+from keras_bnn import collection_drift
 from keras_bnn import distribute
 from keras_bnn import equilibrium
 from keras_bnn import nonfinite
@@ -26,7 +27,9 @@ from keras_bnn.validation import argument_error, check_fraction, check_int
 
 class NotConvergedWarning(UserWarning):
     """A run ended before its chain was at equilibrium, or before an int ``start_epoch``
-    of :class:`CollectSamples`: nothing (or too little) was collected."""
+    of :class:`CollectSamples`: nothing (or too little) was collected; or the
+    epochs collected by ``start_epoch="auto"`` drifted
+    (:mod:`keras_bnn.collection_drift`)."""
 
 
 class WarmupSampleWarning(UserWarning):
@@ -99,7 +102,14 @@ class CollectSamples(CollectionStart):
     z-scores and temperatures), and a run that ends before equilibrium
     issues a :class:`NotConvergedWarning` that gives the configurational
     temperature of the largest variables over the last epoch (which layers
-    are still moving out of their initialisation). For a sampler,
+    are still moving out of their initialisation). When ``fit`` ends, the
+    epochs collected so far (those this callback saw, across ``fit`` calls)
+    are tested for a drift by
+    :func:`keras_bnn.collection_drift.drift_test` (the slope of each logged
+    quantity over the collection, against autocorrelated noise, at a false-alarm
+    rate of 0.01 over the quantities); a drift issues a
+    :class:`NotConvergedWarning` naming the quantity and its size, and
+    :attr:`drift` holds the verdict. For a sampler,
     :attr:`variable_temperatures` holds every variable's, read from
     :meth:`keras_bnn.samplers.Sampler.virial_sums` at the epoch's start and
     end (two host reads an epoch). A resumed run whose store already
@@ -162,6 +172,10 @@ class CollectSamples(CollectionStart):
         self._resumed_checked = False
         self._warned_warmup = False
         self._warned_cycle = False
+        #: The :class:`keras_bnn.collection_drift.DriftVerdict` of the collected epochs
+        #: at the last ``fit``'s end (``"auto"`` after collection started), or None.
+        self.drift = None
+        self._collected_rows = []  # {"end": step, "logs": {quantity: epoch mean}}
 
     @property
     def warmup_samples(self):
@@ -177,6 +191,7 @@ class CollectSamples(CollectionStart):
         super().on_train_begin(logs)
         self._resumed_checked = False
         self._warned_warmup = self._warned_cycle = False
+        self.drift = None
         try:
             check_ensemble_model(self.model)
         except ValueError as refusal:
@@ -304,6 +319,8 @@ class CollectSamples(CollectionStart):
                                         current_step(self.model.optimizer))
             self._check_chain_start()
             self._restore_watch()
+            step = current_step(self.model.optimizer)  # a restored run runs these again
+            self._collected_rows = [row for row in self._collected_rows if row["end"] <= step]
             self._go_on_collecting(self._count(epoch))
             self.collect_restored(epoch)
         self._epoch_start_step = current_step(self.model.optimizer)
@@ -317,6 +334,11 @@ class CollectSamples(CollectionStart):
             self._watch(epoch, logs or {})
         self._check_cycle_end(epoch)
         self._collect(epoch)
+        if self.auto and self.start_epoch is not None and epoch >= self.start_epoch:
+            self._collected_rows.append({
+                "end": current_step(self.model.optimizer),
+                "logs": {name: float(logs[name]) for name in equilibrium.QUANTITIES
+                         if name in (logs or {})}})
 
     def _check_cycle_end(self, epoch):
         """Warns, once a ``fit``, where a cycle ended inside epoch ``epoch``,
@@ -359,3 +381,21 @@ class CollectSamples(CollectionStart):
                 f"not reached, the last epoch was {last} (counted across fits: a later fit "
                 f"without initial_epoch goes on from epoch {last + 1}). Train for more "
                 "epochs, or pass a smaller start_epoch.", NotConvergedWarning, stacklevel=2)
+        elif self.auto:
+            self._check_drift()
+
+    def _check_drift(self):
+        """Tests the collected epochs for a drift (:attr:`drift`) and warns at one."""
+        series = {}
+        for row in self._collected_rows:
+            for name, value in row["logs"].items():
+                series.setdefault(name, []).append(value)
+        self.drift = collection_drift.drift_test(series, self.window)
+        if self.drift.drifting:
+            warnings.warn(
+                f"CollectSamples: the collected epochs drifted, so the samples come from a "
+                f"chain that was still moving: {self.drift.reason}. Train for more epochs "
+                "(the drift may settle), or start later (start_epoch=<int>; keras-bnn "
+                "train: --burn-in-epochs); with HMC give the step-size adaptation longer "
+                "(num_adaptation_steps).", NotConvergedWarning,
+                stacklevel=collection_drift.fit_caller_stacklevel())

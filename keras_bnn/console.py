@@ -158,6 +158,9 @@ def print_train_result(result, output_dir):
             print(f"run length: {collection['lengthened']}")
         _print_remeasurement(collection["remeasurement"])
         _print_noise_lowerings(collection.get("noise_lowerings"))  # older runs have none
+        drift = collection.get("drift")  # older runs have none
+        if drift and drift["drifting"]:
+            print(f"collected epochs drifted (NotConvergedWarning): {drift['reason']}")
     print(f"run directory: {output_dir}")
 
 

@@ -388,13 +388,17 @@ def collection_report(model, collector):
         :attr:`keras_bnn.callbacks.CollectSamples.remeasurement`),
         ``noise_lowerings`` (the factors lowered at equilibrium for a
         variable's noise above the limit, oldest first:
-        :attr:`keras_bnn.callbacks.CollectSamples.noise_lowerings`).
+        :attr:`keras_bnn.callbacks.CollectSamples.noise_lowerings`),
+        ``drift`` (the drift test of the collected epochs,
+        :meth:`keras_bnn.collection_drift.DriftVerdict.as_dict`; None without
+        one: the baseline, a fixed burn-in, no collection).
     """
     sampler = model.optimizer
     if collector is None or not isinstance(sampler, samplers.Sampler):
         return {"step_size": None, "warmup_steps": 0, "steps": None, "start_epoch": None,
                 "reason": "no collection: the SGD/MAP baseline stores its last point",
-                "variable_temperatures": [], "remeasurement": None, "noise_lowerings": []}
+                "variable_temperatures": [], "remeasurement": None, "noise_lowerings": [],
+                "drift": None}
     if collector.auto:
         reason = collector.reason
     else:
@@ -409,7 +413,8 @@ def collection_report(model, collector):
             "variable_temperatures": [{"name": name, "d": d, "t_conf": t}
                                       for name, t, d in collector.variable_temperatures],
             "remeasurement": collector.remeasurement,
-            "noise_lowerings": collector.noise_lowerings}
+            "noise_lowerings": collector.noise_lowerings,
+            "drift": collector.drift and collector.drift.as_dict()}
 
 
 class DataEpoch(keras.callbacks.Callback):
