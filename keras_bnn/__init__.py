@@ -3,6 +3,8 @@
 Submodules: ``priors``, ``layers``, ``models``, ``samplers``, ``schedules``,
 ``callbacks``, ``nonfinite`` (the NaN/Inf policy), ``metrics``,
 ``diagnostics``, ``directional_noise`` (the gradient noise by direction),
+``equilibrium`` (the stationarity test that starts collection),
+``collection_drift`` (the drift test of the collected epochs),
 ``data``, ``plots``, ``likelihoods``, ``export`` (TF Serving export;
 TensorFlow backend), ``serving``, ``runs`` (what the ``keras-bnn`` command
 runs; ``experiment`` is its former name).
@@ -22,9 +24,9 @@ import sys
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("callbacks", "data", "diagnostics", "directional_noise", "experiment", "export",
-               "layers", "likelihoods", "metrics", "models", "nonfinite", "plots", "priors", "runs",
-               "ood", "samplers", "schedules", "serving")
+_SUBMODULES = ("callbacks", "collection_drift", "data", "diagnostics", "directional_noise",
+               "equilibrium", "experiment", "export", "layers", "likelihoods", "metrics", "models",
+               "nonfinite", "plots", "priors", "runs", "ood", "samplers", "schedules", "serving")
 _ATTRIBUTES = {
     "PosteriorEnsemble": "keras_bnn.ensemble",
     "BayesianModel": "keras_bnn.models.bayesian_model",
