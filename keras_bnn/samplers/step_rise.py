@@ -12,6 +12,19 @@ whose noise spread over variables is above ``NOISE_SPREAD`` at the freeze
 (:func:`~keras_bnn.samplers.warmup.noise_spread`; at most 12 on standardised
 inputs, 700–9300 at ×30–×100, 1–1.5·10⁶ at ×1000).
 
+So is a chain still far above T at the warm-up's end: the mean ``m`` of
+the epochs' logged ``configurational_temperature`` over the warm-up's
+second half and the first epoch after (at least ``TRANSIENT_READINGS``)
+exceeds ``TRANSIENT_FACTOR``·T by more than ``TRANSIENT_Z`` standard errors
+(:func:`far_from_equilibrium`). A chain that far above T is still shrinking
+towards its posterior, where its gradients, hence its noise, are larger
+(one below T is growing out of a start near the mode: not judged). The
+error term is for small models: diabetes (bmi, s5, a ``Dense(2)`` Gaussian
+head, 6 weights, batches of 32) reads epoch means from −2 to 3.6·T at
+equilibrium (minibatch virial noise); seed 3 read 500·T at the freeze and
+90–130·T after 16 000 steps (h 8–350 times too low, no equilibrium for
+SGLD, SGHMC, SGNHT, ATMC); the command line's ATMC runs (breast_cancer,
+diabetes, digits, wine) read 0.81–1.15·T there, and run as before.
 For those chains only, ``fit`` adapts h again during burn-in (:class:`StepRise`,
 driven from the epoch ends by :class:`keras_bnn.models.fit_callbacks.LeaveWarmup`),
 as the warm-up's per-step rule does but at epoch ends: each epoch end's
