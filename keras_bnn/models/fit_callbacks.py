@@ -245,6 +245,7 @@ class LeaveWarmup(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         leave_warmup(self.model)
         if self._rise is not None:
+            self._rise.read_logs(logs)
             self._rise.after_epoch(self.collectors)
 
 

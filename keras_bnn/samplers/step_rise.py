@@ -12,6 +12,19 @@ whose noise spread over variables is above ``NOISE_SPREAD`` at the freeze
 (:func:`~keras_bnn.samplers.warmup.noise_spread`; at most 12 on standardised
 inputs, 700–9300 at ×30–×100, 1–1.5·10⁶ at ×1000).
 
+So is a chain still far above T at the warm-up's end: the mean ``m`` of
+the epochs' logged ``configurational_temperature`` over the warm-up's
+second half and the first epoch after (at least ``TRANSIENT_READINGS``)
+exceeds ``TRANSIENT_FACTOR``·T by more than ``TRANSIENT_Z`` standard errors
+(:func:`far_from_equilibrium`). A chain that far above T is still shrinking
+towards its posterior, where its gradients, hence its noise, are larger
+(one below T is growing out of a start near the mode: not judged). The
+error term is for small models: diabetes (bmi, s5, a ``Dense(2)`` Gaussian
+head, 6 weights, batches of 32) reads epoch means from −2 to 3.6·T at
+equilibrium (minibatch virial noise); seed 3 read 500·T at the freeze and
+90–130·T after 16 000 steps (h 8–350 times too low, no equilibrium for
+SGLD, SGHMC, SGNHT, ATMC); the command line's ATMC runs (breast_cancer,
+diabetes, digits, wine) read 0.81–1.15·T there, and run as before.
 For those chains only, ``fit`` adapts h again during burn-in (:class:`StepRise`,
 driven from the epoch ends by :class:`keras_bnn.models.fit_callbacks.LeaveWarmup`),
 as the warm-up's per-step rule does but at epoch ends: each epoch end's
@@ -81,6 +94,14 @@ MAX_RISES = 20
 #: The least factor by which the second noise measurement raises h
 #: (:func:`remeasured_step`): mixing time goes as 1/h, so less buys little.
 RAISE_GATE = 2.0
+#: A chain whose epoch-mean configurational temperature reads outside
+#: ``[1/TRANSIENT_FACTOR, TRANSIENT_FACTOR]·T`` at the first epoch end after the
+#: warm-up is still in its transient (:func:`far_from_equilibrium`).
+TRANSIENT_FACTOR = 2.0
+#: ...by more than this many standard errors of the readings' mean.
+TRANSIENT_Z = 4.0
+#: ...from at least this many epochs' readings (their sd then has 4 degrees of freedom).
+TRANSIENT_READINGS = 5
 #: ``warmup.rising``: 0 before the warm-up's end is judged, ``DONE``
 #: once the rise is over (or not needed), ``RISING + n`` after n windows.
 UNDECIDED, RISING, DONE = 0.0, 1.0, -1.0
@@ -99,6 +120,29 @@ def rise_pending(sampler):
     """
     warmup = getattr(sampler, "warmup", None)
     return warmup is not None and warmup.rising >= RISING
+
+
+def far_from_equilibrium(readings, temperature):
+    """Whether the epochs' mean configurational temperature ``m`` (the mean of
+    their logs ``configurational_temperature``, over T) exceeds
+    ``TRANSIENT_FACTOR`` by more than ``TRANSIENT_Z`` standard errors
+    ``s/√n`` (``s`` the readings' sd): the chain is still shrinking towards
+    its posterior, where the gradient noise is larger (see the module doc).
+
+    Args:
+        readings: the epochs' logged configurational temperatures.
+        temperature: T > 0.
+
+    Returns:
+        bool; False from fewer than ``TRANSIENT_READINGS`` finite readings.
+    """
+    values = [r / temperature for r in readings if math.isfinite(r)]
+    count = len(values)
+    if count < TRANSIENT_READINGS:
+        return False
+    mean = math.fsum(values) / count
+    error = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (count - 1) / count)
+    return mean - TRANSIENT_Z * error > TRANSIENT_FACTOR
 
 
 def noise_scales(step_size, factors, ratios, exponent):
@@ -242,7 +286,7 @@ class StepRise:
     def __init__(self, sampler):
         self.sampler = sampler
         self._floor = self._start = self._window_step = None
-        self._sums, self._count = [], 0
+        self._sums, self._count, self._readings = [], 0, []
         self._last = int(backend.to_numpy(sampler.iterations))  # the last epoch end's step
 
     @property
@@ -252,6 +296,22 @@ class StepRise:
 
     def _set(self, state):
         self.sampler.warmup.rising = state
+
+    def read_logs(self, logs):
+        """Keeps an epoch's logged ``configurational_temperature`` (a host
+        float) while the rise is undecided and the epoch ends in the
+        warm-up's second half or later: their mean decides at the first
+        epoch end after the warm-up (:func:`far_from_equilibrium`). Call it
+        before :meth:`after_epoch`.
+
+        Args:
+            logs: the epoch's logs (may be None or lack the key).
+        """
+        reading = (logs or {}).get("configurational_temperature")
+        if (reading is not None and self.state == UNDECIDED
+                and 2 * int(backend.to_numpy(self.sampler.iterations))
+                > self.sampler.warmup.warmup_steps):
+            self._readings.append(float(reading))
 
     def after_epoch(self, collectors):
         """Decides, or raises h, at an epoch end (host work).
@@ -271,7 +331,8 @@ class StepRise:
         step, ceiling, _, sizes, target, exponent = frozen
         factors = self._factors()
         if self.state == UNDECIDED:
-            self._set(RISING if sampler.frozen_noise_spread()[0] > 0.0 else DONE)
+            far = far_from_equilibrium(self._readings, getattr(sampler, "temperature", 1.0))
+            self._set(RISING if far or sampler.frozen_noise_spread()[0] > 0.0 else DONE)
             return
         if (not sampler.remeasure_pending()
                 or any(not c.auto or c.start_epoch is not None for c in collectors)):
