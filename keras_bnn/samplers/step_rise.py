@@ -94,9 +94,9 @@ MAX_RISES = 20
 #: The least factor by which the second noise measurement raises h
 #: (:func:`remeasured_step`): mixing time goes as 1/h, so less buys little.
 RAISE_GATE = 2.0
-#: A chain whose epoch-mean configurational temperature reads outside
-#: ``[1/TRANSIENT_FACTOR, TRANSIENT_FACTOR]·T`` at the first epoch end after the
-#: warm-up is still in its transient (:func:`far_from_equilibrium`).
+#: A chain whose epoch-mean configurational temperature reads above
+#: ``TRANSIENT_FACTOR·T`` at the first epoch end after the warm-up is still in
+#: its transient (:func:`far_from_equilibrium`; below T is not judged).
 TRANSIENT_FACTOR = 2.0
 #: ...by more than this many standard errors of the readings' mean.
 TRANSIENT_Z = 4.0
