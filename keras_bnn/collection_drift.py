@@ -114,7 +114,7 @@ class DriftVerdict(NamedTuple):
     """The outcome of :func:`drift_test`.
 
     Attributes:
-        tested: whether the collection spanned :data:`MIN_WINDOWS` windows.
+        tested: whether the collection spanned ``MIN_BATCH·MIN_WINDOWS·window`` epochs.
         drifting: whether any series drifted.
         reason: one sentence saying what was found.
         statistics: ``{name: DriftStatistic}`` (empty when not tested).
@@ -162,7 +162,7 @@ def trend(values, window, name="x", false_alarm=DRIFT_FALSE_ALARM, series=1):
 
     Args:
         values: 1-D sequence of epoch means, oldest first, at least
-            ``MIN_WINDOWS·window`` long.
+            ``MIN_BATCH·MIN_WINDOWS·window`` long.
         window: w ≥ 4, the shortest block the noise is estimated in.
         name: the series' name, stored in the result.
         false_alarm: α in (0, 1) over ``series`` series.
@@ -173,7 +173,7 @@ def trend(values, window, name="x", false_alarm=DRIFT_FALSE_ALARM, series=1):
 
     Raises:
         ValueError: for ``window < 4``, a bad ``false_alarm`` or ``series``,
-            or a series shorter than ``MIN_WINDOWS·window``.
+            or a series shorter than ``MIN_BATCH·MIN_WINDOWS·window``.
     """
     owner = "trend"
     window = check_int(window, "window", 4, owner=owner)
@@ -218,7 +218,8 @@ def drift_test(series, window=equilibrium.WINDOW, false_alarm=DRIFT_FALSE_ALARM)
 
     Returns:
         A :class:`DriftVerdict`; ``tested`` is False (nothing drifts) while
-        the series hold fewer than ``MIN_WINDOWS·window`` epochs or none of
+        the series hold fewer than ``MIN_BATCH·MIN_WINDOWS·window`` epochs (80
+        at w = 10) or none of
         the quantities is present.
 
     Raises:
